@@ -1,0 +1,216 @@
+from nucleus.v1 import common_pb2 as _common_pb2
+from google.protobuf.internal import containers as _containers
+from google.protobuf import descriptor as _descriptor
+from google.protobuf import message as _message
+from collections.abc import Iterable as _Iterable, Mapping as _Mapping
+from typing import ClassVar as _ClassVar, Optional as _Optional, Union as _Union
+
+DESCRIPTOR: _descriptor.FileDescriptor
+
+class Document(_message.Message):
+    __slots__ = ("artifact", "content", "content_type")
+    ARTIFACT_FIELD_NUMBER: _ClassVar[int]
+    CONTENT_FIELD_NUMBER: _ClassVar[int]
+    CONTENT_TYPE_FIELD_NUMBER: _ClassVar[int]
+    artifact: _common_pb2.ArtifactMetadata
+    content: str
+    content_type: str
+    def __init__(self, artifact: _Optional[_Union[_common_pb2.ArtifactMetadata, _Mapping]] = ..., content: _Optional[str] = ..., content_type: _Optional[str] = ...) -> None: ...
+
+class IngestDocumentsRequest(_message.Message):
+    __slots__ = ("tenant_id", "persona_id", "documents")
+    TENANT_ID_FIELD_NUMBER: _ClassVar[int]
+    PERSONA_ID_FIELD_NUMBER: _ClassVar[int]
+    DOCUMENTS_FIELD_NUMBER: _ClassVar[int]
+    tenant_id: str
+    persona_id: str
+    documents: _containers.RepeatedCompositeFieldContainer[Document]
+    def __init__(self, tenant_id: _Optional[str] = ..., persona_id: _Optional[str] = ..., documents: _Optional[_Iterable[_Union[Document, _Mapping]]] = ...) -> None: ...
+
+class IngestResult(_message.Message):
+    __slots__ = ("artifact_id", "entries_written", "entries_replaced")
+    ARTIFACT_ID_FIELD_NUMBER: _ClassVar[int]
+    ENTRIES_WRITTEN_FIELD_NUMBER: _ClassVar[int]
+    ENTRIES_REPLACED_FIELD_NUMBER: _ClassVar[int]
+    artifact_id: str
+    entries_written: int
+    entries_replaced: int
+    def __init__(self, artifact_id: _Optional[str] = ..., entries_written: _Optional[int] = ..., entries_replaced: _Optional[int] = ...) -> None: ...
+
+class IngestDocumentsResponse(_message.Message):
+    __slots__ = ("results", "total_entries", "embed_seconds", "commit_seconds")
+    RESULTS_FIELD_NUMBER: _ClassVar[int]
+    TOTAL_ENTRIES_FIELD_NUMBER: _ClassVar[int]
+    EMBED_SECONDS_FIELD_NUMBER: _ClassVar[int]
+    COMMIT_SECONDS_FIELD_NUMBER: _ClassVar[int]
+    results: _containers.RepeatedCompositeFieldContainer[IngestResult]
+    total_entries: int
+    embed_seconds: float
+    commit_seconds: float
+    def __init__(self, results: _Optional[_Iterable[_Union[IngestResult, _Mapping]]] = ..., total_entries: _Optional[int] = ..., embed_seconds: _Optional[float] = ..., commit_seconds: _Optional[float] = ...) -> None: ...
+
+class DeleteArtifactsRequest(_message.Message):
+    __slots__ = ("tenant_id", "artifact_ids")
+    TENANT_ID_FIELD_NUMBER: _ClassVar[int]
+    ARTIFACT_IDS_FIELD_NUMBER: _ClassVar[int]
+    tenant_id: str
+    artifact_ids: _containers.RepeatedScalarFieldContainer[str]
+    def __init__(self, tenant_id: _Optional[str] = ..., artifact_ids: _Optional[_Iterable[str]] = ...) -> None: ...
+
+class DeleteArtifactsResponse(_message.Message):
+    __slots__ = ("artifacts_deleted", "entries_deleted")
+    ARTIFACTS_DELETED_FIELD_NUMBER: _ClassVar[int]
+    ENTRIES_DELETED_FIELD_NUMBER: _ClassVar[int]
+    artifacts_deleted: int
+    entries_deleted: int
+    def __init__(self, artifacts_deleted: _Optional[int] = ..., entries_deleted: _Optional[int] = ...) -> None: ...
+
+class FloatVector(_message.Message):
+    __slots__ = ("values",)
+    VALUES_FIELD_NUMBER: _ClassVar[int]
+    values: _containers.RepeatedScalarFieldContainer[float]
+    def __init__(self, values: _Optional[_Iterable[float]] = ...) -> None: ...
+
+class VectorSearchRequest(_message.Message):
+    __slots__ = ("tenant_id", "query_vectors", "top_k", "filters")
+    TENANT_ID_FIELD_NUMBER: _ClassVar[int]
+    QUERY_VECTORS_FIELD_NUMBER: _ClassVar[int]
+    TOP_K_FIELD_NUMBER: _ClassVar[int]
+    FILTERS_FIELD_NUMBER: _ClassVar[int]
+    tenant_id: str
+    query_vectors: _containers.RepeatedCompositeFieldContainer[FloatVector]
+    top_k: int
+    filters: _common_pb2.KnowledgeSearchFilters
+    def __init__(self, tenant_id: _Optional[str] = ..., query_vectors: _Optional[_Iterable[_Union[FloatVector, _Mapping]]] = ..., top_k: _Optional[int] = ..., filters: _Optional[_Union[_common_pb2.KnowledgeSearchFilters, _Mapping]] = ...) -> None: ...
+
+class ScoredEntry(_message.Message):
+    __slots__ = ("entry", "artifact", "score", "rank")
+    ENTRY_FIELD_NUMBER: _ClassVar[int]
+    ARTIFACT_FIELD_NUMBER: _ClassVar[int]
+    SCORE_FIELD_NUMBER: _ClassVar[int]
+    RANK_FIELD_NUMBER: _ClassVar[int]
+    entry: _common_pb2.PersonaKnowledgeEntry
+    artifact: _common_pb2.ArtifactMetadataSummary
+    score: float
+    rank: int
+    def __init__(self, entry: _Optional[_Union[_common_pb2.PersonaKnowledgeEntry, _Mapping]] = ..., artifact: _Optional[_Union[_common_pb2.ArtifactMetadataSummary, _Mapping]] = ..., score: _Optional[float] = ..., rank: _Optional[int] = ...) -> None: ...
+
+class VectorHits(_message.Message):
+    __slots__ = ("hits",)
+    HITS_FIELD_NUMBER: _ClassVar[int]
+    hits: _containers.RepeatedCompositeFieldContainer[ScoredEntry]
+    def __init__(self, hits: _Optional[_Iterable[_Union[ScoredEntry, _Mapping]]] = ...) -> None: ...
+
+class VectorSearchResponse(_message.Message):
+    __slots__ = ("per_query", "index_kind")
+    PER_QUERY_FIELD_NUMBER: _ClassVar[int]
+    INDEX_KIND_FIELD_NUMBER: _ClassVar[int]
+    per_query: _containers.RepeatedCompositeFieldContainer[VectorHits]
+    index_kind: str
+    def __init__(self, per_query: _Optional[_Iterable[_Union[VectorHits, _Mapping]]] = ..., index_kind: _Optional[str] = ...) -> None: ...
+
+class FilterSearchRequest(_message.Message):
+    __slots__ = ("tenant_id", "keywords", "extra_keywords", "top_k", "filters")
+    TENANT_ID_FIELD_NUMBER: _ClassVar[int]
+    KEYWORDS_FIELD_NUMBER: _ClassVar[int]
+    EXTRA_KEYWORDS_FIELD_NUMBER: _ClassVar[int]
+    TOP_K_FIELD_NUMBER: _ClassVar[int]
+    FILTERS_FIELD_NUMBER: _ClassVar[int]
+    tenant_id: str
+    keywords: str
+    extra_keywords: _containers.RepeatedScalarFieldContainer[str]
+    top_k: int
+    filters: _common_pb2.KnowledgeSearchFilters
+    def __init__(self, tenant_id: _Optional[str] = ..., keywords: _Optional[str] = ..., extra_keywords: _Optional[_Iterable[str]] = ..., top_k: _Optional[int] = ..., filters: _Optional[_Union[_common_pb2.KnowledgeSearchFilters, _Mapping]] = ...) -> None: ...
+
+class FilterSearchResponse(_message.Message):
+    __slots__ = ("hits", "query_terms")
+    HITS_FIELD_NUMBER: _ClassVar[int]
+    QUERY_TERMS_FIELD_NUMBER: _ClassVar[int]
+    hits: _containers.RepeatedCompositeFieldContainer[ScoredEntry]
+    query_terms: _containers.RepeatedScalarFieldContainer[str]
+    def __init__(self, hits: _Optional[_Iterable[_Union[ScoredEntry, _Mapping]]] = ..., query_terms: _Optional[_Iterable[str]] = ...) -> None: ...
+
+class TenantStatsRequest(_message.Message):
+    __slots__ = ("tenant_id",)
+    TENANT_ID_FIELD_NUMBER: _ClassVar[int]
+    tenant_id: str
+    def __init__(self, tenant_id: _Optional[str] = ...) -> None: ...
+
+class SourceStats(_message.Message):
+    __slots__ = ("source_id", "source_type", "artifacts", "entries", "last_indexed_unix", "visibility_groups", "tags")
+    SOURCE_ID_FIELD_NUMBER: _ClassVar[int]
+    SOURCE_TYPE_FIELD_NUMBER: _ClassVar[int]
+    ARTIFACTS_FIELD_NUMBER: _ClassVar[int]
+    ENTRIES_FIELD_NUMBER: _ClassVar[int]
+    LAST_INDEXED_UNIX_FIELD_NUMBER: _ClassVar[int]
+    VISIBILITY_GROUPS_FIELD_NUMBER: _ClassVar[int]
+    TAGS_FIELD_NUMBER: _ClassVar[int]
+    source_id: str
+    source_type: str
+    artifacts: int
+    entries: int
+    last_indexed_unix: int
+    visibility_groups: _containers.RepeatedScalarFieldContainer[str]
+    tags: _containers.RepeatedScalarFieldContainer[str]
+    def __init__(self, source_id: _Optional[str] = ..., source_type: _Optional[str] = ..., artifacts: _Optional[int] = ..., entries: _Optional[int] = ..., last_indexed_unix: _Optional[int] = ..., visibility_groups: _Optional[_Iterable[str]] = ..., tags: _Optional[_Iterable[str]] = ...) -> None: ...
+
+class TenantStats(_message.Message):
+    __slots__ = ("tenant_id", "artifacts", "entries", "vectors", "keyword_docs", "sources", "last_indexed_unix", "index_kind", "dimension")
+    TENANT_ID_FIELD_NUMBER: _ClassVar[int]
+    ARTIFACTS_FIELD_NUMBER: _ClassVar[int]
+    ENTRIES_FIELD_NUMBER: _ClassVar[int]
+    VECTORS_FIELD_NUMBER: _ClassVar[int]
+    KEYWORD_DOCS_FIELD_NUMBER: _ClassVar[int]
+    SOURCES_FIELD_NUMBER: _ClassVar[int]
+    LAST_INDEXED_UNIX_FIELD_NUMBER: _ClassVar[int]
+    INDEX_KIND_FIELD_NUMBER: _ClassVar[int]
+    DIMENSION_FIELD_NUMBER: _ClassVar[int]
+    tenant_id: str
+    artifacts: int
+    entries: int
+    vectors: int
+    keyword_docs: int
+    sources: _containers.RepeatedCompositeFieldContainer[SourceStats]
+    last_indexed_unix: int
+    index_kind: str
+    dimension: int
+    def __init__(self, tenant_id: _Optional[str] = ..., artifacts: _Optional[int] = ..., entries: _Optional[int] = ..., vectors: _Optional[int] = ..., keyword_docs: _Optional[int] = ..., sources: _Optional[_Iterable[_Union[SourceStats, _Mapping]]] = ..., last_indexed_unix: _Optional[int] = ..., index_kind: _Optional[str] = ..., dimension: _Optional[int] = ...) -> None: ...
+
+class ConfigureTenantIndexRequest(_message.Message):
+    __slots__ = ("tenant_id", "index_kind", "hnsw_m", "hnsw_ef_search", "ivf_nlist", "ivf_nprobe")
+    TENANT_ID_FIELD_NUMBER: _ClassVar[int]
+    INDEX_KIND_FIELD_NUMBER: _ClassVar[int]
+    HNSW_M_FIELD_NUMBER: _ClassVar[int]
+    HNSW_EF_SEARCH_FIELD_NUMBER: _ClassVar[int]
+    IVF_NLIST_FIELD_NUMBER: _ClassVar[int]
+    IVF_NPROBE_FIELD_NUMBER: _ClassVar[int]
+    tenant_id: str
+    index_kind: str
+    hnsw_m: int
+    hnsw_ef_search: int
+    ivf_nlist: int
+    ivf_nprobe: int
+    def __init__(self, tenant_id: _Optional[str] = ..., index_kind: _Optional[str] = ..., hnsw_m: _Optional[int] = ..., hnsw_ef_search: _Optional[int] = ..., ivf_nlist: _Optional[int] = ..., ivf_nprobe: _Optional[int] = ...) -> None: ...
+
+class ConfigureTenantIndexResponse(_message.Message):
+    __slots__ = ("index_kind", "vectors")
+    INDEX_KIND_FIELD_NUMBER: _ClassVar[int]
+    VECTORS_FIELD_NUMBER: _ClassVar[int]
+    index_kind: str
+    vectors: int
+    def __init__(self, index_kind: _Optional[str] = ..., vectors: _Optional[int] = ...) -> None: ...
+
+class GetEntriesRequest(_message.Message):
+    __slots__ = ("tenant_id", "entry_ids")
+    TENANT_ID_FIELD_NUMBER: _ClassVar[int]
+    ENTRY_IDS_FIELD_NUMBER: _ClassVar[int]
+    tenant_id: str
+    entry_ids: _containers.RepeatedScalarFieldContainer[str]
+    def __init__(self, tenant_id: _Optional[str] = ..., entry_ids: _Optional[_Iterable[str]] = ...) -> None: ...
+
+class GetEntriesResponse(_message.Message):
+    __slots__ = ("entries",)
+    ENTRIES_FIELD_NUMBER: _ClassVar[int]
+    entries: _containers.RepeatedCompositeFieldContainer[ScoredEntry]
+    def __init__(self, entries: _Optional[_Iterable[_Union[ScoredEntry, _Mapping]]] = ...) -> None: ...

@@ -1,0 +1,116 @@
+from nucleus.v1 import common_pb2 as _common_pb2
+from google.protobuf.internal import containers as _containers
+from google.protobuf import descriptor as _descriptor
+from google.protobuf import message as _message
+from collections.abc import Iterable as _Iterable, Mapping as _Mapping
+from typing import ClassVar as _ClassVar, Optional as _Optional, Union as _Union
+
+DESCRIPTOR: _descriptor.FileDescriptor
+
+class SearchAndRankRequest(_message.Message):
+    __slots__ = ("tenant_id", "persona_id", "user_query_text", "user_query_vector", "top_k_initial_retrieve", "top_k_final_rank", "ranking_prefs", "filters", "expand_query_with_llm", "extra_query_phrases")
+    TENANT_ID_FIELD_NUMBER: _ClassVar[int]
+    PERSONA_ID_FIELD_NUMBER: _ClassVar[int]
+    USER_QUERY_TEXT_FIELD_NUMBER: _ClassVar[int]
+    USER_QUERY_VECTOR_FIELD_NUMBER: _ClassVar[int]
+    TOP_K_INITIAL_RETRIEVE_FIELD_NUMBER: _ClassVar[int]
+    TOP_K_FINAL_RANK_FIELD_NUMBER: _ClassVar[int]
+    RANKING_PREFS_FIELD_NUMBER: _ClassVar[int]
+    FILTERS_FIELD_NUMBER: _ClassVar[int]
+    EXPAND_QUERY_WITH_LLM_FIELD_NUMBER: _ClassVar[int]
+    EXTRA_QUERY_PHRASES_FIELD_NUMBER: _ClassVar[int]
+    tenant_id: str
+    persona_id: str
+    user_query_text: str
+    user_query_vector: _containers.RepeatedScalarFieldContainer[float]
+    top_k_initial_retrieve: int
+    top_k_final_rank: int
+    ranking_prefs: _common_pb2.RankingPreferences
+    filters: _common_pb2.KnowledgeSearchFilters
+    expand_query_with_llm: bool
+    extra_query_phrases: _containers.RepeatedScalarFieldContainer[str]
+    def __init__(self, tenant_id: _Optional[str] = ..., persona_id: _Optional[str] = ..., user_query_text: _Optional[str] = ..., user_query_vector: _Optional[_Iterable[float]] = ..., top_k_initial_retrieve: _Optional[int] = ..., top_k_final_rank: _Optional[int] = ..., ranking_prefs: _Optional[_Union[_common_pb2.RankingPreferences, _Mapping]] = ..., filters: _Optional[_Union[_common_pb2.KnowledgeSearchFilters, _Mapping]] = ..., expand_query_with_llm: _Optional[bool] = ..., extra_query_phrases: _Optional[_Iterable[str]] = ...) -> None: ...
+
+class ScoreExplanation(_message.Message):
+    __slots__ = ("weights", "contributions", "dense_cosine", "bm25", "dense_rank", "bm25_rank", "dense_norm", "bm25_norm", "rerank_score", "fusion_method", "recency_applied", "age_days")
+    WEIGHTS_FIELD_NUMBER: _ClassVar[int]
+    CONTRIBUTIONS_FIELD_NUMBER: _ClassVar[int]
+    DENSE_COSINE_FIELD_NUMBER: _ClassVar[int]
+    BM25_FIELD_NUMBER: _ClassVar[int]
+    DENSE_RANK_FIELD_NUMBER: _ClassVar[int]
+    BM25_RANK_FIELD_NUMBER: _ClassVar[int]
+    DENSE_NORM_FIELD_NUMBER: _ClassVar[int]
+    BM25_NORM_FIELD_NUMBER: _ClassVar[int]
+    RERANK_SCORE_FIELD_NUMBER: _ClassVar[int]
+    FUSION_METHOD_FIELD_NUMBER: _ClassVar[int]
+    RECENCY_APPLIED_FIELD_NUMBER: _ClassVar[int]
+    AGE_DAYS_FIELD_NUMBER: _ClassVar[int]
+    weights: _common_pb2.FourRScores
+    contributions: _common_pb2.FourRScores
+    dense_cosine: float
+    bm25: float
+    dense_rank: int
+    bm25_rank: int
+    dense_norm: float
+    bm25_norm: float
+    rerank_score: float
+    fusion_method: str
+    recency_applied: bool
+    age_days: float
+    def __init__(self, weights: _Optional[_Union[_common_pb2.FourRScores, _Mapping]] = ..., contributions: _Optional[_Union[_common_pb2.FourRScores, _Mapping]] = ..., dense_cosine: _Optional[float] = ..., bm25: _Optional[float] = ..., dense_rank: _Optional[int] = ..., bm25_rank: _Optional[int] = ..., dense_norm: _Optional[float] = ..., bm25_norm: _Optional[float] = ..., rerank_score: _Optional[float] = ..., fusion_method: _Optional[str] = ..., recency_applied: _Optional[bool] = ..., age_days: _Optional[float] = ...) -> None: ...
+
+class RankedKnowledgeResult(_message.Message):
+    __slots__ = ("persona_knowledge_entry_id", "associated_artifact", "snippet", "overall_rank_score", "individual_scores", "explanation", "headline", "text", "timestamp_unix")
+    PERSONA_KNOWLEDGE_ENTRY_ID_FIELD_NUMBER: _ClassVar[int]
+    ASSOCIATED_ARTIFACT_FIELD_NUMBER: _ClassVar[int]
+    SNIPPET_FIELD_NUMBER: _ClassVar[int]
+    OVERALL_RANK_SCORE_FIELD_NUMBER: _ClassVar[int]
+    INDIVIDUAL_SCORES_FIELD_NUMBER: _ClassVar[int]
+    EXPLANATION_FIELD_NUMBER: _ClassVar[int]
+    HEADLINE_FIELD_NUMBER: _ClassVar[int]
+    TEXT_FIELD_NUMBER: _ClassVar[int]
+    TIMESTAMP_UNIX_FIELD_NUMBER: _ClassVar[int]
+    persona_knowledge_entry_id: str
+    associated_artifact: _common_pb2.ArtifactMetadataSummary
+    snippet: str
+    overall_rank_score: float
+    individual_scores: _common_pb2.FourRScores
+    explanation: ScoreExplanation
+    headline: str
+    text: str
+    timestamp_unix: int
+    def __init__(self, persona_knowledge_entry_id: _Optional[str] = ..., associated_artifact: _Optional[_Union[_common_pb2.ArtifactMetadataSummary, _Mapping]] = ..., snippet: _Optional[str] = ..., overall_rank_score: _Optional[float] = ..., individual_scores: _Optional[_Union[_common_pb2.FourRScores, _Mapping]] = ..., explanation: _Optional[_Union[ScoreExplanation, _Mapping]] = ..., headline: _Optional[str] = ..., text: _Optional[str] = ..., timestamp_unix: _Optional[int] = ...) -> None: ...
+
+class StageTiming(_message.Message):
+    __slots__ = ("stage", "ms")
+    STAGE_FIELD_NUMBER: _ClassVar[int]
+    MS_FIELD_NUMBER: _ClassVar[int]
+    stage: str
+    ms: float
+    def __init__(self, stage: _Optional[str] = ..., ms: _Optional[float] = ...) -> None: ...
+
+class SearchAndRankResponse(_message.Message):
+    __slots__ = ("results", "debug_information", "error_message", "degraded", "degraded_reasons", "profile_name", "profile_version", "query_phrases", "candidates_considered", "timings", "temporal_intent")
+    RESULTS_FIELD_NUMBER: _ClassVar[int]
+    DEBUG_INFORMATION_FIELD_NUMBER: _ClassVar[int]
+    ERROR_MESSAGE_FIELD_NUMBER: _ClassVar[int]
+    DEGRADED_FIELD_NUMBER: _ClassVar[int]
+    DEGRADED_REASONS_FIELD_NUMBER: _ClassVar[int]
+    PROFILE_NAME_FIELD_NUMBER: _ClassVar[int]
+    PROFILE_VERSION_FIELD_NUMBER: _ClassVar[int]
+    QUERY_PHRASES_FIELD_NUMBER: _ClassVar[int]
+    CANDIDATES_CONSIDERED_FIELD_NUMBER: _ClassVar[int]
+    TIMINGS_FIELD_NUMBER: _ClassVar[int]
+    TEMPORAL_INTENT_FIELD_NUMBER: _ClassVar[int]
+    results: _containers.RepeatedCompositeFieldContainer[RankedKnowledgeResult]
+    debug_information: str
+    error_message: str
+    degraded: bool
+    degraded_reasons: _containers.RepeatedScalarFieldContainer[str]
+    profile_name: str
+    profile_version: int
+    query_phrases: _containers.RepeatedScalarFieldContainer[str]
+    candidates_considered: int
+    timings: _containers.RepeatedCompositeFieldContainer[StageTiming]
+    temporal_intent: bool
+    def __init__(self, results: _Optional[_Iterable[_Union[RankedKnowledgeResult, _Mapping]]] = ..., debug_information: _Optional[str] = ..., error_message: _Optional[str] = ..., degraded: _Optional[bool] = ..., degraded_reasons: _Optional[_Iterable[str]] = ..., profile_name: _Optional[str] = ..., profile_version: _Optional[int] = ..., query_phrases: _Optional[_Iterable[str]] = ..., candidates_considered: _Optional[int] = ..., timings: _Optional[_Iterable[_Union[StageTiming, _Mapping]]] = ..., temporal_intent: _Optional[bool] = ...) -> None: ...

@@ -1,0 +1,1 @@
+"""Code every service uses: settings, errors, gRPC helpers, logging, telemetry, identity."""

