@@ -1,0 +1,37 @@
+"""Explainable 4R ranking of retrieval candidates: a pure numpy core, no I/O.
+
+    candidates.py  Candidates — the columnar input (dense + BM25 legs, metadata, feedback)
+    config.py      RankingConfig, DEFAULT_WEIGHTS — validated tuning
+    factors.py     relevancy (fusion + calibration), recency, reputation, richness
+    temporal.py    detect_temporal_intent — does the query ask for fresh information?
+    rank.py        rank — blend the factors, keep the top k, explain each
+
+Typical use by the RAG pipeline::
+
+    intent = detect_temporal_intent(query)
+    cfg = RankingConfig(fusion="convex", apply_recency=intent.has_intent, now_unix=now)
+    ranked = rank(Candidates.build(dense=..., bm25=..., timestamp=..., ...), cfg, k=10)
+"""
+from ranking.candidates import Candidates
+from ranking.config import DEFAULT_WEIGHTS, FACTOR_NAMES, RankingConfig
+from ranking.factors import FusionTrace, recency, relevancy, reputation, richness
+from ranking.rank import Ranked, effective_weights, rank, top_k
+from ranking.temporal import TemporalIntent, detect_temporal_intent
+
+__all__ = [
+    "DEFAULT_WEIGHTS",
+    "FACTOR_NAMES",
+    "Candidates",
+    "FusionTrace",
+    "Ranked",
+    "RankingConfig",
+    "TemporalIntent",
+    "detect_temporal_intent",
+    "effective_weights",
+    "rank",
+    "recency",
+    "relevancy",
+    "reputation",
+    "richness",
+    "top_k",
+]

@@ -1,0 +1,237 @@
+"""The 4R factors, vectorised over candidates. Every factor is float32 in [0, 1], NaN-free.
+
+Relevancy
+---------
+Two steps: a *within-query* fusion that orders the candidates, then a *calibration* that
+scales the whole query by how good its best match is, so relevancies are comparable across
+queries.
+
+1. Fusion (`RankingConfig.fusion`) — gives `fused` in [0, 1] per candidate.
+
+   convex  Per leg, min-max normalise over the candidates that leg retrieved:
+           norm = (x - min) / (max - min); a leg with one hit, or whose hits all score the
+           same, gives those hits 1.0; candidates the leg did not retrieve get 0.
+           fused = alpha * dense_norm + (1 - alpha) * bm25_norm, alpha = dense_weight.
+   rrf     Per leg, the reciprocal-rank term 1 / (rrf_k + rank) (0 when absent), summed over
+           the legs and divided by the maximum attainable, legs_present / (rrf_k + 1), where
+           legs_present counts the legs that retrieved anything for this query. A candidate
+           ranked first by every present leg gets 1.0. The trace reports each leg's term
+           already scaled by (rrf_k + 1), i.e. in (0, 1], so fused = mean of them over the
+           present legs. `dense_weight` does not weigh rrf (plain RRF), only the confidence.
+
+   If one leg retrieved nothing at all (e.g. degraded keyword-only search), the other leg
+   is used alone: alpha is taken as 0 (no dense hits) or 1 (no BM25 hits) — for the
+   convex fusion and for the confidence alike. With neither leg, fused and confidence are 0.
+
+2. Calibration — `confidence` in [0, 1] is a property of the query, not of a candidate:
+   the best *absolute* score over the candidates, where
+
+       absolute = alpha * cal_dense + (1 - alpha) * cal_bm25
+       cal_dense = clip((cosine - lo) / (hi - lo), 0, 1)   (lo, hi) = dense_calibration
+       cal_bm25  = bm25 / (bm25 + c)                         c = bm25_calibration
+       (an absent leg contributes 0)
+
+   and relevancy = fused * g(confidence) with
+
+       g(confidence) = CONFIDENCE_FLOOR + (1 - CONFIDENCE_FLOOR) * confidence,  floor = 0.5
+
+   Why this mapping:
+   (a) g is one positive number per query, so multiplying by it keeps the within-query
+       order of `fused` exactly: equal fused stay equal and a strictly larger fused is never
+       ranked lower (float32 rounding is monotone; two fused values less than one float32
+       step apart may at worst become equal, and then the row tie-break applies);
+   (b) g is strictly increasing in confidence, so a query whose best match is weak
+       (confidence 0: top candidate relevancy 0.5) yields lower relevancies than one whose
+       best match is strong (confidence 1: top candidate relevancy 1.0);
+   (c) the floor keeps at least half of the within-query spread: with confidence 0 the
+       relevancy still separates candidates by up to 0.5, more than richness and
+       reputation can swing the default overall score, so a weak query is still ranked by
+       how well each candidate matches rather than by popularity. Whether to answer at all
+       on a weak query is for the caller to decide from `confidence`, which is reported.
+
+   Finally, where a re-ranker score is present (not NaN):
+       relevancy = (1 - rerank_weight) * relevancy + rerank_weight * rerank.
+
+Recency, reputation, richness: see their functions.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+from numpy.typing import NDArray
+
+from ranking.candidates import Candidates
+from ranking.config import RankingConfig
+from shared.errors import InvalidArgument
+
+#: g(0) of the confidence mapping: the share of the within-query spread a query keeps when
+#: its best match is worthless. See the module docstring.
+CONFIDENCE_FLOOR = 0.5
+
+#: Neutral recency of a candidate whose timestamp is unknown (0).
+NEUTRAL_RECENCY = 0.5
+
+SECONDS_PER_DAY = 86_400.0
+
+_F32 = np.float32
+
+
+@dataclass(frozen=True, slots=True)
+class FusionTrace:
+    """How relevancy was reached, per candidate, for explanations."""
+
+    dense_norm: NDArray[np.float32]   # dense leg after normalisation (absent -> 0)
+    bm25_norm: NDArray[np.float32]    # keyword leg after normalisation (absent -> 0)
+    fused: NDArray[np.float32]        # within-query fusion in [0, 1], before calibration
+    confidence: float                 # best absolute calibrated score of the query, [0, 1]
+
+
+def relevancy(c: Candidates, cfg: RankingConfig) -> tuple[NDArray[np.float32], FusionTrace]:
+    """Relevancy of every candidate in [0, 1] and its trace (module docstring: semantics)."""
+    n = len(c)
+    if cfg.fusion == "convex":
+        dense_norm, has_dense = _minmax(c.dense)
+        bm25_norm, has_bm25 = _minmax(c.bm25)
+    else:
+        dense_norm, has_dense = _rrf_share(c.dense_rank, cfg.rrf_k)
+        bm25_norm, has_bm25 = _rrf_share(c.bm25_rank, cfg.rrf_k)
+
+    if has_dense and has_bm25:
+        alpha = cfg.dense_weight
+    else:
+        alpha = 1.0 if has_dense else 0.0
+
+    if cfg.fusion == "convex":
+        if alpha == 1.0:
+            fused = dense_norm.copy()
+        elif alpha == 0.0:
+            fused = bm25_norm.copy()
+        else:
+            fused = np.multiply(dense_norm, alpha)
+            fused += np.multiply(bm25_norm, 1.0 - alpha)
+    else:
+        legs = int(has_dense) + int(has_bm25)
+        fused = np.add(dense_norm, bm25_norm)
+        if legs > 1:
+            fused *= 1.0 / legs
+    np.minimum(fused, 1.0, out=fused)  # alpha*1 + (1-alpha)*1 may round a hair above 1
+
+    confidence = _confidence(c, cfg, alpha, has_dense, has_bm25) if n else 0.0
+    scale = CONFIDENCE_FLOOR + (1.0 - CONFIDENCE_FLOOR) * confidence
+    rel = np.multiply(fused, scale)
+
+    rerank = c.rerank
+    reranked = ~np.isnan(rerank)
+    if reranked.any():
+        w = cfg.rerank_weight
+        blended = np.multiply(rel, 1.0 - w)
+        blended += np.multiply(rerank, w)
+        np.copyto(rel, blended, where=reranked)
+        np.minimum(rel, 1.0, out=rel)
+
+    return rel, FusionTrace(dense_norm=dense_norm, bm25_norm=bm25_norm, fused=fused,
+                            confidence=confidence)
+
+
+def recency(timestamp: NDArray[np.float64], now_unix: float,
+            half_life_days: float) -> NDArray[np.float32]:
+    """2 ** (-age_days / half_life_days); future dates (age < 0) give 1.0, unknown (0) 0.5.
+
+    `now_unix` is the reference time itself (unlike RankingConfig.now_unix, 0 is not "now").
+    """
+    if not half_life_days > 0.0:
+        raise InvalidArgument("half_life_days", f"must be > 0, got {half_life_days}")
+    timestamp = np.asarray(timestamp, dtype=np.float64)
+    # -age in half-lives: (t - now) / (86400 * half_life); float64 for the subtraction of two
+    # ~1.7e9 numbers, float32 from then on.
+    neg_age = np.subtract(timestamp, float(now_unix))
+    out = np.multiply(neg_age, 1.0 / (SECONDS_PER_DAY * float(half_life_days)), dtype=_F32,
+                      casting="same_kind")
+    np.minimum(out, 0.0, out=out)
+    np.exp2(out, out=out)
+    np.copyto(out, _F32(NEUTRAL_RECENCY), where=timestamp == 0.0)
+    return out
+
+
+def reputation(prior: NDArray[np.float32], helpful: NDArray[np.int32],
+               unhelpful: NDArray[np.int32], default: float,
+               prior_strength: float) -> NDArray[np.float32]:
+    """Beta-smoothed feedback: (s*p + helpful) / (s + helpful + unhelpful).
+
+    p is the ingest prior, or `default` where the prior is unknown (0); s = prior_strength
+    pseudo-votes. No votes gives p; many votes approach the helpful share.
+    """
+    if not prior_strength > 0.0:
+        raise InvalidArgument("prior_strength", f"must be > 0, got {prior_strength}")
+    if not 0.0 <= default <= 1.0:
+        raise InvalidArgument("default_reputation", f"must be in [0, 1], got {default}")
+    s = float(prior_strength)
+    prior = np.asarray(prior, dtype=_F32)
+    num = np.where(prior > 0.0, prior, _F32(default))
+    num *= s
+    num += helpful
+    den = np.add(helpful, unhelpful, dtype=_F32)
+    den += s
+    num /= den
+    np.minimum(num, 1.0, out=num)
+    return num
+
+
+def richness(r: NDArray[np.float32]) -> NDArray[np.float32]:
+    """The ingest richness clipped to [0, 1], as a float32 copy."""
+    return np.clip(np.asarray(r, dtype=_F32), 0.0, 1.0)
+
+
+def _minmax(x: NDArray[np.float32]) -> tuple[NDArray[np.float32], bool]:
+    """Min-max over the non-NaN entries; NaN -> 0; one distinct value -> 1.0. (out, any hit)."""
+    if x.shape[0] == 0:
+        return np.zeros(0, dtype=_F32), False
+    lo = np.fmin.reduce(x)  # NaN-skipping; NaN only when every entry is NaN
+    if np.isnan(lo):
+        return np.zeros(x.shape[0], dtype=_F32), False
+    hi = np.fmax.reduce(x)
+    if hi == lo:
+        return (x == x).astype(_F32), True  # x == x is False exactly at NaN
+    out = np.subtract(x, lo)
+    out /= hi - lo  # division, not a reciprocal product: max maps to exactly 1.0
+    np.fmax(out, 0.0, out=out)  # NaN (absent) -> 0
+    return out, True
+
+
+def _rrf_share(ranks: NDArray[np.int32], rrf_k: float) -> tuple[NDArray[np.float32], bool]:
+    """(rrf_k + 1) / (rrf_k + rank) per candidate in (0, 1]; 0 where rank is 0. (out, any hit)."""
+    present = ranks > 0
+    out = np.zeros(ranks.shape[0], dtype=_F32)
+    if not present.any():
+        return out, False
+    denom = np.add(ranks, rrf_k, dtype=_F32)
+    np.divide(rrf_k + 1.0, denom, out=out, where=present)
+    return out, True
+
+
+def _confidence(c: Candidates, cfg: RankingConfig, alpha: float,
+                has_dense: bool, has_bm25: bool) -> float:
+    """max over candidates of alpha*cal_dense + (1 - alpha)*cal_bm25 (absent leg -> 0)."""
+    lo, hi = cfg.dense_calibration
+    bc = cfg.bm25_calibration
+    use_dense = has_dense and alpha > 0.0
+    use_bm25 = has_bm25 and alpha < 1.0
+    if use_dense and not use_bm25:
+        # Calibration is monotone, so the best candidate is the best raw cosine.
+        return float(min(max((float(np.fmax.reduce(c.dense)) - lo) / (hi - lo), 0.0), 1.0))
+    if use_bm25 and not use_dense:
+        best = float(np.fmax.reduce(c.bm25))
+        return best / (best + bc)
+    if not (use_dense or use_bm25):
+        return 0.0
+    cal = np.subtract(c.dense, lo)
+    cal *= alpha / (hi - lo)
+    np.fmax(cal, 0.0, out=cal)           # NaN (absent) -> 0
+    np.minimum(cal, alpha, out=cal)      # alpha * clip(., 0, 1)
+    bm = np.add(c.bm25, bc)
+    np.divide(c.bm25, bm, out=bm)
+    np.fmax(bm, 0.0, out=bm)             # NaN (absent) -> 0
+    bm *= 1.0 - alpha
+    cal += bm
+    return float(min(float(cal.max()), 1.0))

@@ -1,0 +1,121 @@
+"""Blend the 4R factors into one overall score and keep the best k, with explanations.
+
+    overall = sum_i w_i * factor_i,   w = config weights / their sum
+
+where factor = (relevancy, recency, richness, reputation) from `ranking.factors`. When the
+config does not apply recency, the recency weight is set to 0 before normalising and the
+recency factor is reported as the neutral 0.5. The top k are picked with `argpartition` and
+only they are sorted: overall descending, ties to the lower row index (also at the k-th
+place: of several candidates tied there, the lower rows are kept).
+
+A factor whose weight is 0 does not change the order, so it is only evaluated for the k
+rows that are returned (it is still reported there).
+"""
+from __future__ import annotations
+
+import numbers
+import time
+from dataclasses import dataclass
+
+import numpy as np
+from numpy.typing import NDArray
+
+from ranking.candidates import Candidates
+from ranking.config import RankingConfig
+from ranking.factors import NEUTRAL_RECENCY, recency, relevancy, reputation, richness
+from shared.errors import InvalidArgument
+
+_F32 = np.float32
+
+
+@dataclass(frozen=True, slots=True)
+class Ranked:
+    """The best k candidates, best first, and why they rank there."""
+
+    rows: NDArray[np.intp]              # indices into the candidates, best first
+    overall: NDArray[np.float32]        # (k,) overall scores of rows, non-increasing
+    factors: NDArray[np.float32]        # (k, 4) relevancy, recency, richness, reputation
+    contributions: NDArray[np.float32]  # (k, 4) weights * factors; a row sums to ~overall
+    weights: NDArray[np.float32]        # (4,) normalised weights used (recency 0 if not applied)
+    dense_norm: NDArray[np.float32]     # (k,) dense leg after normalisation (absent -> 0)
+    bm25_norm: NDArray[np.float32]      # (k,) keyword leg after normalisation (absent -> 0)
+    confidence: float                   # best absolute calibrated match of the query, [0, 1]
+
+
+def effective_weights(cfg: RankingConfig) -> NDArray[np.float32]:
+    """The (4,) weights `rank` uses: recency zeroed unless applied, then summing to 1."""
+    w = np.array(cfg.weights, dtype=np.float64)
+    if not cfg.apply_recency:
+        w[1] = 0.0
+    return (w / w.sum()).astype(_F32)
+
+
+def top_k(scores: NDArray[np.float32], k: int) -> NDArray[np.intp]:
+    """Rows of the k highest scores, highest first; ties (also at the cut) → lower row first."""
+    n = scores.shape[0]
+    if k >= n:
+        return np.argsort(-scores, kind="stable").astype(np.intp, copy=False)
+    part = np.argpartition(scores, n - k)[n - k:]
+    part_scores = scores[part]
+    cut = part_scores.min()
+    tied_inside = k - int(np.count_nonzero(part_scores > cut))
+    tied_rows = np.flatnonzero(scores == cut)
+    if tied_rows.shape[0] > tied_inside:
+        # argpartition kept an arbitrary subset of the rows tied at the cut: keep the lowest.
+        part = np.concatenate((part[part_scores > cut], tied_rows[:tied_inside]))
+        part_scores = scores[part]
+    return part[np.lexsort((part, -part_scores))].astype(np.intp, copy=False)
+
+
+def rank(c: Candidates, cfg: RankingConfig, k: int) -> Ranked:
+    """Score every candidate with the 4R factors and return the best `k`, explained."""
+    if isinstance(k, bool) or not isinstance(k, numbers.Integral):
+        raise InvalidArgument("k", f"expected a positive integer, got {k!r}")
+    if k <= 0:
+        raise InvalidArgument("k", f"must be a positive integer, got {k}")
+    weights = effective_weights(cfg)
+    n = len(c)
+    if n == 0:
+        empty = np.zeros(0, dtype=_F32)
+        return Ranked(rows=np.zeros(0, dtype=np.intp), overall=empty,
+                      factors=np.zeros((0, 4), dtype=_F32),
+                      contributions=np.zeros((0, 4), dtype=_F32), weights=weights,
+                      dense_norm=empty, bm25_norm=empty, confidence=0.0)
+
+    w_rel, w_rec, w_rich, w_rep = (float(w) for w in weights)
+    rel, trace = relevancy(c, cfg)
+    now = (cfg.now_unix or time.time()) if cfg.apply_recency else 0.0
+
+    def rec_of(rows: slice | NDArray[np.intp]) -> NDArray[np.float32]:
+        if not cfg.apply_recency:
+            return np.full(c.timestamp[rows].shape[0], NEUTRAL_RECENCY, dtype=_F32)
+        return recency(c.timestamp[rows], now, cfg.half_life_days)
+
+    def rep_of(rows: slice | NDArray[np.intp]) -> NDArray[np.float32]:
+        return reputation(c.reputation_prior[rows], c.helpful[rows], c.unhelpful[rows],
+                          cfg.default_reputation, cfg.prior_strength)
+
+    everything = slice(None)
+    overall = np.multiply(rel, w_rel)
+    rec = rich = rep = None
+    if w_rec > 0.0:
+        rec = rec_of(everything)
+        overall += np.multiply(rec, w_rec)
+    if w_rich > 0.0:
+        rich = richness(c.richness)
+        overall += np.multiply(rich, w_rich)
+    if w_rep > 0.0:
+        rep = rep_of(everything)
+        overall += np.multiply(rep, w_rep)
+    np.minimum(overall, 1.0, out=overall)  # weights summing to 1 may round a hair above
+
+    rows = top_k(overall, k)
+    factors = np.empty((rows.shape[0], 4), dtype=_F32)
+    factors[:, 0] = rel[rows]
+    factors[:, 1] = rec[rows] if rec is not None else rec_of(rows)
+    factors[:, 2] = rich[rows] if rich is not None else richness(c.richness[rows])
+    factors[:, 3] = rep[rows] if rep is not None else rep_of(rows)
+    return Ranked(rows=rows, overall=overall[rows], factors=factors,
+                  contributions=factors * weights, weights=weights,
+                  dense_norm=trace.dense_norm[rows], bm25_norm=trace.bm25_norm[rows],
+                  confidence=trace.confidence)

@@ -1,0 +1,70 @@
+"""Text analysis for the keyword (BM25) leg: one analyser for documents and queries.
+
+    text ─▶ lowercase ─▶ drop possessive 's ─▶ words (unicode letters/digits) ─▶ drop
+    stopwords ─▶ Snowball English stem (PyStemmer) ─▶ terms
+
+The analysed terms are stored space-separated in an FTS5 table whose tokenizer
+(`unicode61`) only splits on the spaces again: FTS5 never stems, so documents and queries
+meet in exactly the same term space, and `query_terms` reported to callers are the terms
+FTS5 actually matched on.
+
+The stopword list is Lucene's English default (the list behind the published BEIR BM25
+baselines) plus a few function words that carry no topical signal.
+"""
+from __future__ import annotations
+
+import re
+import threading
+
+import Stemmer
+
+# Letters and digits only: `_` and punctuation separate words, as in FTS5's unicode61.
+_WORD = re.compile(r"[^\W_]+")
+_POSSESSIVE = re.compile(r"['’]s\b")
+
+STOPWORDS: frozenset[str] = frozenset(
+    # Lucene EnglishAnalyzer.ENGLISH_STOP_WORDS_SET
+    "a an and are as at be but by for if in into is it no not of on or such that the their "
+    "then there these they this to was will with "
+    # a few more function words
+    "s t been being do does did has have had were which who whom whose what when where why "
+    "how its our your his her him she he we i you me my from than so can could would should "
+    "may might also".split()
+)
+
+_MAX_TERM_CHARS = 64          # longer "words" are noise (base64, hashes)
+
+_local = threading.local()   # Stemmer objects are not thread-safe; one per thread
+
+
+def _stemmer() -> Stemmer.Stemmer:
+    stemmer = getattr(_local, "stemmer", None)
+    if stemmer is None:
+        stemmer = Stemmer.Stemmer("english")
+        _local.stemmer = stemmer
+    return stemmer
+
+
+def words(text: str) -> list[str]:
+    """Lower-cased words of `text` (letters and digits), before stopping and stemming."""
+    return _WORD.findall(_POSSESSIVE.sub("", text.lower()))
+
+
+def analyse(text: str) -> list[str]:
+    """The BM25 terms of `text`, in order, duplicates kept (term frequency matters)."""
+    kept = [w for w in words(text) if w not in STOPWORDS and len(w) <= _MAX_TERM_CHARS]
+    return _stemmer().stemWords(kept) if kept else []
+
+
+def query_terms(phrases: list[str]) -> list[str]:
+    """Unique analysed terms of all `phrases`, first occurrence first."""
+    seen: dict[str, None] = {}
+    for phrase in phrases:
+        for term in analyse(phrase):
+            seen.setdefault(term, None)
+    return list(seen)
+
+
+def fts_match_expression(terms: list[str]) -> str:
+    """An FTS5 MATCH expression OR-ing `terms` (each quoted, so no term is an operator)."""
+    return " OR ".join(f'"{t}"' for t in terms)

@@ -1,0 +1,98 @@
+"""Async client of the KnowledgeStore gRPC service returning core types. Used by RAGPipeline,
+the CLI and the benchmarks. Every call has a deadline; errors arrive as `shared.errors`."""
+from __future__ import annotations
+
+from typing import Sequence
+
+import numpy as np
+
+from nucleus.v1 import common_pb2 as pb
+from nucleus.v1 import knowledge_store_pb2 as ks_pb
+from nucleus.v1 import knowledge_store_pb2_grpc as ks_grpc
+from services.knowledge_store import convert
+from services.knowledge_store import models as m
+from shared.grpc_client import aio_channel, call
+
+SERVICE = "KnowledgeStore"
+_TARGET_PB = {"entry": pb.FEEDBACK_TARGET_ENTRY, "artifact": pb.FEEDBACK_TARGET_ARTIFACT}
+
+
+class KnowledgeStoreClient:
+    def __init__(self, target: str, *, timeout_s: float = 10.0, ingest_timeout_s: float = 600.0,
+                 interceptors: list | None = None) -> None:
+        self._channel = aio_channel(target, interceptors)
+        self._stub = ks_grpc.KnowledgeStoreStub(self._channel)
+        self.timeout_s = timeout_s
+        self.ingest_timeout_s = ingest_timeout_s
+
+    async def close(self) -> None:
+        await self._channel.close()
+
+    async def ingest(self, tenant_id: str, persona_id: str, documents: Sequence[m.DocumentIn]) -> m.IngestReport:
+        request = ks_pb.IngestDocumentsRequest(
+            tenant_id=tenant_id, persona_id=persona_id, documents=[convert.document_to_pb(d) for d in documents])
+        response = await call(self._stub.IngestDocuments, request, timeout=self.ingest_timeout_s, service=SERVICE)
+        return convert.ingest_report_from_pb(response)
+
+    async def delete(self, tenant_id: str, artifact_ids: Sequence[str]) -> tuple[int, int]:
+        response = await call(self._stub.DeleteArtifacts, ks_pb.DeleteArtifactsRequest(
+            tenant_id=tenant_id, artifact_ids=list(artifact_ids)), timeout=self.timeout_s, service=SERVICE)
+        return response.artifacts_deleted, response.entries_deleted
+
+    async def search_by_vector(self, tenant_id: str, vectors: np.ndarray, top_k: int, filters: m.SearchFilters,
+                               *, timeout_s: float | None = None) -> list[list[m.Hit]]:
+        request = ks_pb.VectorSearchRequest(
+            tenant_id=tenant_id, top_k=top_k, filters=convert.filters_to_pb(filters),
+            query_vectors=[ks_pb.FloatVector(values=row.tolist()) for row in np.atleast_2d(vectors)])
+        response = await call(self._stub.SearchPersonaKnowledgeByVector, request,
+                              timeout=timeout_s or self.timeout_s, service=SERVICE)
+        return [[convert.hit_from_pb(h) for h in q.hits] for q in response.per_query]
+
+    async def search_by_filters(self, tenant_id: str, keywords: str, extra_keywords: Sequence[str], top_k: int,
+                                filters: m.SearchFilters, *, timeout_s: float | None = None
+                                ) -> tuple[list[m.Hit], list[str]]:
+        request = ks_pb.FilterSearchRequest(tenant_id=tenant_id, keywords=keywords,
+                                            extra_keywords=list(extra_keywords), top_k=top_k,
+                                            filters=convert.filters_to_pb(filters))
+        response = await call(self._stub.SearchPersonaKnowledgeByFilters, request,
+                              timeout=timeout_s or self.timeout_s, service=SERVICE)
+        return [convert.hit_from_pb(h) for h in response.hits], list(response.query_terms)
+
+    async def stats(self, tenant_id: str) -> m.TenantStats:
+        response = await call(self._stub.GetTenantStats, ks_pb.TenantStatsRequest(tenant_id=tenant_id),
+                              timeout=self.timeout_s, service=SERVICE)
+        return convert.stats_from_pb(response)
+
+    async def configure_index(self, tenant_id: str, kind: str, **params: int) -> tuple[str, int]:
+        response = await call(self._stub.ConfigureTenantIndex,
+                              ks_pb.ConfigureTenantIndexRequest(tenant_id=tenant_id, index_kind=kind, **params),
+                              timeout=self.ingest_timeout_s, service=SERVICE)
+        return response.index_kind, response.vectors
+
+    async def get_entries(self, tenant_id: str, entry_ids: Sequence[str]) -> list[m.Hit]:
+        response = await call(self._stub.GetEntries, ks_pb.GetEntriesRequest(
+            tenant_id=tenant_id, entry_ids=list(entry_ids)), timeout=self.timeout_s, service=SERVICE)
+        return [convert.hit_from_pb(h) for h in response.entries]
+
+    async def put_profile(self, profile: m.RankingProfile) -> m.RankingProfile:
+        response = await call(self._stub.PutRankingProfile, convert.profile_to_pb(profile),
+                              timeout=self.timeout_s, service=SERVICE)
+        return convert.profile_from_pb(response)
+
+    async def get_profile(self, tenant_id: str, persona_id: str, name: str, version: int = 0) -> m.RankingProfile:
+        response = await call(self._stub.GetRankingProfile, pb.GetRankingProfileRequest(
+            tenant_id=tenant_id, persona_id=persona_id, name=name, version=version),
+            timeout=self.timeout_s, service=SERVICE)
+        return convert.profile_from_pb(response)
+
+    async def list_profiles(self, tenant_id: str, persona_id: str = "") -> list[m.RankingProfile]:
+        response = await call(self._stub.ListRankingProfiles, pb.ListRankingProfilesRequest(
+            tenant_id=tenant_id, persona_id=persona_id), timeout=self.timeout_s, service=SERVICE)
+        return [convert.profile_from_pb(p) for p in response.profiles]
+
+    async def record_feedback(self, tenant_id: str, target: str, target_id: str, helpful: bool,
+                              user_id: str) -> m.FeedbackAck:
+        response = await call(self._stub.RecordFeedback, pb.Feedback(
+            tenant_id=tenant_id, target=_TARGET_PB.get(target, pb.FEEDBACK_TARGET_UNSPECIFIED),
+            target_id=target_id, helpful=helpful, user_id=user_id), timeout=self.timeout_s, service=SERVICE)
+        return convert.feedback_ack_from_pb(response)

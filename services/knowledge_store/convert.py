@@ -1,0 +1,194 @@
+"""protobuf <-> KnowledgeStore core types. The only KnowledgeStore module (with grpc_api and
+client) that imports generated code."""
+from __future__ import annotations
+
+from nucleus.v1 import common_pb2 as pb
+from nucleus.v1 import knowledge_store_pb2 as ks_pb
+from services.knowledge_store import models as m
+
+_FUSION = {pb.FUSION_METHOD_CONVEX: "convex", pb.FUSION_METHOD_RRF: "rrf"}
+_FUSION_PB = {v: k for k, v in _FUSION.items()}
+_RECENCY = {pb.RECENCY_MODE_AUTO: "auto", pb.RECENCY_MODE_ALWAYS: "always", pb.RECENCY_MODE_NEVER: "never"}
+_RECENCY_PB = {v: k for k, v in _RECENCY.items()}
+
+
+def fusion_from_pb(value: int) -> str:
+    return _FUSION.get(value, "")
+
+
+def fusion_to_pb(value: str) -> int:
+    return _FUSION_PB.get(value, pb.FUSION_METHOD_UNSPECIFIED)
+
+
+def recency_from_pb(value: int) -> str:
+    return _RECENCY.get(value, "")
+
+
+def recency_to_pb(value: str) -> int:
+    return _RECENCY_PB.get(value, pb.RECENCY_MODE_UNSPECIFIED)
+
+
+def artifact_from_pb(a: pb.ArtifactMetadata) -> m.ArtifactMeta:
+    return m.ArtifactMeta(
+        artifact_id=a.artifact_id, title=a.title, source_type=a.source_type, source_id=a.source_id,
+        source_uri=a.source_uri, file_name=a.file_name, file_type=a.file_type,
+        created_unix=a.created_unix, modified_unix=a.modified_unix, owners=tuple(a.owners),
+        tags=tuple(a.tags), reputation_prior=a.reputation_prior, visibility_groups=tuple(a.visibility_groups),
+    )
+
+
+def artifact_to_pb(a: m.ArtifactMeta) -> pb.ArtifactMetadata:
+    return pb.ArtifactMetadata(
+        artifact_id=a.artifact_id, title=a.title, source_type=a.source_type, source_id=a.source_id,
+        source_uri=a.source_uri, file_name=a.file_name, file_type=a.file_type,
+        created_unix=a.created_unix, modified_unix=a.modified_unix, owners=list(a.owners),
+        tags=list(a.tags), reputation_prior=a.reputation_prior, visibility_groups=list(a.visibility_groups),
+    )
+
+
+def document_from_pb(d: ks_pb.Document) -> m.DocumentIn:
+    return m.DocumentIn(artifact=artifact_from_pb(d.artifact), content=d.content,
+                        content_type=d.content_type or "text/plain")
+
+
+def document_to_pb(d: m.DocumentIn) -> ks_pb.Document:
+    return ks_pb.Document(artifact=artifact_to_pb(d.artifact), content=d.content, content_type=d.content_type)
+
+
+def filters_from_pb(f: pb.KnowledgeSearchFilters) -> m.SearchFilters:
+    return m.SearchFilters(
+        date_from_unix=f.date_from_unix, date_to_unix=f.date_to_unix, source_types=tuple(f.source_types),
+        tags=tuple(f.tags), owners=tuple(f.owners), artifact_ids=tuple(f.artifact_ids),
+        source_ids=tuple(f.source_ids), persona_id=f.persona_id,
+        visibility_groups=tuple(f.visibility_groups), enforce_visibility=f.enforce_visibility,
+    )
+
+
+def filters_to_pb(f: m.SearchFilters) -> pb.KnowledgeSearchFilters:
+    return pb.KnowledgeSearchFilters(
+        date_from_unix=f.date_from_unix, date_to_unix=f.date_to_unix, source_types=list(f.source_types),
+        tags=list(f.tags), owners=list(f.owners), artifact_ids=list(f.artifact_ids),
+        source_ids=list(f.source_ids), persona_id=f.persona_id,
+        visibility_groups=list(f.visibility_groups), enforce_visibility=f.enforce_visibility,
+    )
+
+
+def summary_to_pb(a: m.ArtifactSummary) -> pb.ArtifactMetadataSummary:
+    return pb.ArtifactMetadataSummary(
+        artifact_id=a.artifact_id, title=a.title, source_type=a.source_type, source_id=a.source_id,
+        source_uri=a.source_uri, file_name=a.file_name, file_type=a.file_type,
+        created_unix=a.created_unix, modified_unix=a.modified_unix, reputation_prior=a.reputation_prior,
+        feedback_helpful=a.feedback_helpful, feedback_unhelpful=a.feedback_unhelpful,
+        visibility_groups=list(a.visibility_groups), tags=list(a.tags), owners=list(a.owners),
+    )
+
+
+def summary_from_pb(a: pb.ArtifactMetadataSummary) -> m.ArtifactSummary:
+    return m.ArtifactSummary(
+        artifact_id=a.artifact_id, title=a.title, source_type=a.source_type, source_id=a.source_id,
+        source_uri=a.source_uri, file_name=a.file_name, file_type=a.file_type,
+        created_unix=a.created_unix, modified_unix=a.modified_unix, owners=tuple(a.owners),
+        tags=tuple(a.tags), reputation_prior=a.reputation_prior, visibility_groups=tuple(a.visibility_groups),
+        feedback_helpful=a.feedback_helpful, feedback_unhelpful=a.feedback_unhelpful,
+    )
+
+
+def entry_to_pb(e: m.Entry) -> pb.PersonaKnowledgeEntry:
+    return pb.PersonaKnowledgeEntry(
+        id=e.id, tenant_id=e.tenant_id, persona_id=e.persona_id, artifact_id=e.artifact_id,
+        chunk_index=e.chunk_index, text=e.text, headline=e.headline, content_summary=e.content_summary,
+        timestamp_unix=e.timestamp_unix, richness=e.richness,
+    )
+
+
+def entry_from_pb(e: pb.PersonaKnowledgeEntry) -> m.Entry:
+    return m.Entry(
+        id=e.id, tenant_id=e.tenant_id, persona_id=e.persona_id, artifact_id=e.artifact_id,
+        chunk_index=e.chunk_index, text=e.text, headline=e.headline, content_summary=e.content_summary,
+        timestamp_unix=e.timestamp_unix, richness=e.richness,
+    )
+
+
+def hit_to_pb(h: m.Hit) -> ks_pb.ScoredEntry:
+    return ks_pb.ScoredEntry(entry=entry_to_pb(h.entry), artifact=summary_to_pb(h.artifact), score=h.score, rank=h.rank)
+
+
+def hit_from_pb(h: ks_pb.ScoredEntry) -> m.Hit:
+    return m.Hit(entry=entry_from_pb(h.entry), artifact=summary_from_pb(h.artifact), score=h.score, rank=h.rank)
+
+
+def ingest_report_to_pb(r: m.IngestReport) -> ks_pb.IngestDocumentsResponse:
+    return ks_pb.IngestDocumentsResponse(
+        results=[ks_pb.IngestResult(artifact_id=x.artifact_id, entries_written=x.entries_written,
+                                    entries_replaced=x.entries_replaced) for x in r.results],
+        total_entries=r.total_entries, embed_seconds=r.embed_seconds, commit_seconds=r.commit_seconds,
+    )
+
+
+def ingest_report_from_pb(r: ks_pb.IngestDocumentsResponse) -> m.IngestReport:
+    return m.IngestReport(
+        results=tuple(m.IngestResult(artifact_id=x.artifact_id, entries_written=x.entries_written,
+                                     entries_replaced=x.entries_replaced) for x in r.results),
+        total_entries=r.total_entries, embed_seconds=r.embed_seconds, commit_seconds=r.commit_seconds,
+    )
+
+
+def stats_to_pb(s: m.TenantStats) -> ks_pb.TenantStats:
+    return ks_pb.TenantStats(
+        tenant_id=s.tenant_id, artifacts=s.artifacts, entries=s.entries, vectors=s.vectors,
+        keyword_docs=s.keyword_docs, last_indexed_unix=s.last_indexed_unix, index_kind=s.index_kind,
+        dimension=s.dimension,
+        sources=[ks_pb.SourceStats(source_id=x.source_id, source_type=x.source_type, artifacts=x.artifacts,
+                                   entries=x.entries, last_indexed_unix=x.last_indexed_unix,
+                                   visibility_groups=list(x.visibility_groups), tags=list(x.tags))
+                 for x in s.sources],
+    )
+
+
+def stats_from_pb(s: ks_pb.TenantStats) -> m.TenantStats:
+    return m.TenantStats(
+        tenant_id=s.tenant_id, artifacts=s.artifacts, entries=s.entries, vectors=s.vectors,
+        keyword_docs=s.keyword_docs, last_indexed_unix=s.last_indexed_unix, index_kind=s.index_kind,
+        dimension=s.dimension,
+        sources=tuple(m.SourceStats(source_id=x.source_id, source_type=x.source_type, artifacts=x.artifacts,
+                                    entries=x.entries, last_indexed_unix=x.last_indexed_unix,
+                                    visibility_groups=tuple(x.visibility_groups), tags=tuple(x.tags))
+                      for x in s.sources),
+    )
+
+
+def profile_to_pb(p: m.RankingProfile) -> pb.RankingProfile:
+    return pb.RankingProfile(
+        tenant_id=p.tenant_id, persona_id=p.persona_id, name=p.name, version=p.version,
+        relevancy_weight=p.relevancy_weight, recency_weight=p.recency_weight,
+        richness_weight=p.richness_weight, reputation_weight=p.reputation_weight,
+        fusion_method=fusion_to_pb(p.fusion_method), dense_weight=p.dense_weight,
+        recency_mode=recency_to_pb(p.recency_mode), recency_half_life_days=p.recency_half_life_days,
+        reputation_prior_strength=p.reputation_prior_strength, updated_unix=p.updated_unix,
+        is_default=p.is_default,
+    )
+
+
+def profile_from_pb(p: pb.RankingProfile) -> m.RankingProfile:
+    defaults = m.RankingProfile(tenant_id=p.tenant_id)
+    return m.RankingProfile(
+        tenant_id=p.tenant_id, persona_id=p.persona_id, name=p.name or "default", version=p.version,
+        relevancy_weight=p.relevancy_weight, recency_weight=p.recency_weight,
+        richness_weight=p.richness_weight, reputation_weight=p.reputation_weight,
+        fusion_method=fusion_from_pb(p.fusion_method) or defaults.fusion_method,
+        dense_weight=p.dense_weight if p.HasField("dense_weight") else defaults.dense_weight,
+        recency_mode=recency_from_pb(p.recency_mode) or defaults.recency_mode,
+        recency_half_life_days=p.recency_half_life_days or defaults.recency_half_life_days,
+        reputation_prior_strength=p.reputation_prior_strength or defaults.reputation_prior_strength,
+        updated_unix=p.updated_unix, is_default=p.is_default,
+    )
+
+
+def feedback_ack_to_pb(a: m.FeedbackAck, reputation: float = 0.0) -> pb.FeedbackAck:
+    return pb.FeedbackAck(artifact_id=a.artifact_id, feedback_helpful=a.feedback_helpful,
+                          feedback_unhelpful=a.feedback_unhelpful, reputation=reputation)
+
+
+def feedback_ack_from_pb(a: pb.FeedbackAck) -> m.FeedbackAck:
+    return m.FeedbackAck(artifact_id=a.artifact_id, feedback_helpful=a.feedback_helpful,
+                         feedback_unhelpful=a.feedback_unhelpful)

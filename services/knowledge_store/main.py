@@ -1,0 +1,56 @@
+"""KnowledgeStore process: gRPC + MCP over one KnowledgeStore core; embeds through LlmOrchestration."""
+from __future__ import annotations
+
+import asyncio
+
+import numpy as np
+
+from nucleus.v1 import knowledge_store_pb2_grpc as ks_grpc
+from services.knowledge_store.core import KnowledgeStore
+from services.knowledge_store.grpc_api import KnowledgeStoreServicer
+from services.knowledge_store.mcp_api import build_mcp
+from services.llm_orchestration.client import LlmOrchestrationClient
+from shared.log import configure_logging
+from shared.service_main import apply_overrides, parse_args
+from shared.service_runner import ServiceSpec, run_service, run_stdio
+from shared.settings import KnowledgeStoreSettings
+
+
+class GrpcEmbedder:
+    """The KnowledgeStore's embedder: LlmOrchestration.GenerateEmbeddings over gRPC."""
+
+    def __init__(self, client: LlmOrchestrationClient, timeout_s: float) -> None:
+        self._client = client
+        self._timeout_s = timeout_s
+
+    async def embed(self, texts: list[str]) -> np.ndarray:
+        return await self._client.embed(texts, purpose="document", timeout_s=self._timeout_s)
+
+
+def build(settings: KnowledgeStoreSettings, *, stdio: bool) -> ServiceSpec:
+    llm = LlmOrchestrationClient(settings.llm_target, timeout_s=settings.rpc_timeout_s)
+    store = KnowledgeStore(settings, GrpcEmbedder(llm, settings.rpc_timeout_s))
+
+    async def close() -> None:
+        store.close()
+        await llm.close()
+
+    return ServiceSpec(
+        name="knowledge_store",
+        grpc_service_name="nucleus.v1.KnowledgeStore",
+        add_servicers=lambda server: ks_grpc.add_KnowledgeStoreServicer_to_server(KnowledgeStoreServicer(store), server),
+        mcp_server=build_mcp(store, allow_local_identity=True),
+        close=close,
+    )
+
+
+def main() -> None:
+    args = parse_args("nucleus-knowledge-store", "Nucleus KnowledgeStore: FAISS + BM25 + metadata, tenant-scoped")
+    settings = apply_overrides(KnowledgeStoreSettings(), args)
+    configure_logging(settings.log_level)
+    spec = build(settings, stdio=args.stdio)
+    asyncio.run(run_stdio(spec) if args.stdio else run_service(spec, settings, ready_file=args.ready_file))
+
+
+if __name__ == "__main__":
+    main()

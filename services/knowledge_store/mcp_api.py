@@ -1,0 +1,175 @@
+"""KnowledgeStore MCP adapter: ingest/upsert, search by vector, search by keywords/filters,
+delete and stats, for the caller's tenant (from the verified principal, never an argument)."""
+from __future__ import annotations
+
+from typing import Annotated, Callable, Literal
+
+import numpy as np
+from mcp.server.mcpserver import MCPServer
+from pydantic import BaseModel, Field
+
+from services.knowledge_store import models as m
+from services.knowledge_store.core import KnowledgeStore
+from shared.identity import Principal, current_principal
+from shared.mcp_errors import guarded
+
+
+class DocumentIn(BaseModel):
+    artifact_id: str
+    content: str
+    content_type: Literal["text/plain", "text/markdown", "text/html"] = "text/plain"
+    title: str = ""
+    source_type: str = ""
+    source_id: str = ""
+    source_uri: str = ""
+    file_name: str = ""
+    file_type: str = ""
+    created_unix: int = 0
+    modified_unix: int = 0
+    owners: list[str] = Field(default_factory=list)
+    tags: list[str] = Field(default_factory=list)
+    reputation_prior: Annotated[float, Field(ge=0, le=1)] = 0.0
+    visibility_groups: list[str] = Field(default_factory=list)
+
+
+class FiltersIn(BaseModel):
+    date_from_unix: int = 0
+    date_to_unix: int = 0
+    source_types: list[str] = Field(default_factory=list)
+    tags: list[str] = Field(default_factory=list)
+    owners: list[str] = Field(default_factory=list)
+    artifact_ids: list[str] = Field(default_factory=list)
+    source_ids: list[str] = Field(default_factory=list)
+    persona_id: str = ""
+
+
+class IngestOut(BaseModel):
+    artifacts: int
+    total_entries: int
+    entries_replaced: int
+    embed_seconds: float
+    commit_seconds: float
+
+
+class HitOut(BaseModel):
+    entry_id: str
+    artifact_id: str
+    title: str
+    headline: str
+    text: str
+    score: float
+    rank: int
+    source_type: str
+    timestamp_unix: int
+    richness: float
+
+
+class HitsOut(BaseModel):
+    hits: list[HitOut]
+    query_terms: list[str] = Field(default_factory=list)
+
+
+class DeleteOut(BaseModel):
+    artifacts_deleted: int
+    entries_deleted: int
+
+
+class SourceOut(BaseModel):
+    source_id: str
+    source_type: str
+    artifacts: int
+    entries: int
+    last_indexed_unix: int
+
+
+class StatsOut(BaseModel):
+    tenant_id: str
+    artifacts: int
+    entries: int
+    vectors: int
+    keyword_docs: int
+    last_indexed_unix: int
+    index_kind: str
+    sources: list[SourceOut]
+
+
+def _filters(f: FiltersIn | None, who: Principal) -> m.SearchFilters:
+    f = f or FiltersIn()
+    return m.SearchFilters(
+        date_from_unix=f.date_from_unix, date_to_unix=f.date_to_unix, source_types=tuple(f.source_types),
+        tags=tuple(f.tags), owners=tuple(f.owners), artifact_ids=tuple(f.artifact_ids),
+        source_ids=tuple(f.source_ids), persona_id=f.persona_id, visibility_groups=who.groups,
+        enforce_visibility=True)
+
+
+def _hits(hits: list[m.Hit], terms: list[str] | None = None) -> HitsOut:
+    return HitsOut(hits=[HitOut(entry_id=h.entry.id, artifact_id=h.entry.artifact_id, title=h.artifact.title,
+                                headline=h.entry.headline, text=h.entry.text, score=h.score, rank=h.rank,
+                                source_type=h.artifact.source_type, timestamp_unix=h.entry.timestamp_unix,
+                                richness=h.entry.richness) for h in hits], query_terms=terms or [])
+
+
+def build_mcp(store: KnowledgeStore, *, allow_local_identity: bool) -> MCPServer:
+    mcp = MCPServer("nucleus-knowledge-store", instructions=(
+        "Durable tenant-scoped knowledge: ingest/upsert documents, search by vector or keywords, delete, stats."))
+
+    def who() -> Principal:
+        return current_principal(allow_local=allow_local_identity)
+
+    @mcp.tool(name="ingest_documents", description=(
+        "Chunk, embed and commit documents atomically into the caller's tenant; an existing artifact id is replaced."))
+    async def ingest_documents(documents: list[DocumentIn], persona_id: str = "") -> IngestOut:
+        async def run() -> IngestOut:
+            docs = [m.DocumentIn(artifact=m.ArtifactMeta(
+                artifact_id=d.artifact_id, title=d.title, source_type=d.source_type, source_id=d.source_id,
+                source_uri=d.source_uri, file_name=d.file_name, file_type=d.file_type, created_unix=d.created_unix,
+                modified_unix=d.modified_unix, owners=tuple(d.owners), tags=tuple(d.tags),
+                reputation_prior=d.reputation_prior, visibility_groups=tuple(d.visibility_groups)),
+                content=d.content, content_type=d.content_type) for d in documents]
+            r = await store.ingest(who().tenant_id, persona_id, docs)
+            return IngestOut(artifacts=len(r.results), total_entries=r.total_entries,
+                             entries_replaced=sum(x.entries_replaced for x in r.results),
+                             embed_seconds=r.embed_seconds, commit_seconds=r.commit_seconds)
+        return await guarded(run)
+
+    @mcp.tool(name="search_by_vector", description="Top-k entries by cosine similarity to a query vector.")
+    async def search_by_vector(query_vector: list[float], top_k: Annotated[int, Field(ge=1, le=1000)] = 10,
+                               filters: FiltersIn | None = None) -> HitsOut:
+        async def run() -> HitsOut:
+            principal = who()
+            per_query = await store.search_by_vector(principal.tenant_id, np.asarray([query_vector], np.float32),
+                                                     top_k, _filters(filters, principal))
+            return _hits(per_query[0])
+        return await guarded(run)
+
+    @mcp.tool(name="search_by_keywords", description=(
+        "BM25 keyword search plus metadata filters (date range, source types, tags, owners, artifact ids)."))
+    async def search_by_keywords(keywords: str, top_k: Annotated[int, Field(ge=1, le=1000)] = 10,
+                                 filters: FiltersIn | None = None) -> HitsOut:
+        async def run() -> HitsOut:
+            principal = who()
+            hits, terms = await store.search_by_filters(principal.tenant_id, keywords, [], top_k,
+                                                        _filters(filters, principal))
+            return _hits(hits, terms)
+        return await guarded(run)
+
+    @mcp.tool(name="delete_artifacts", description="Delete artifacts (and all their entries) from every index.")
+    async def delete_artifacts(artifact_ids: list[str]) -> DeleteOut:
+        async def run() -> DeleteOut:
+            a, e = await store.delete(who().tenant_id, artifact_ids)
+            return DeleteOut(artifacts_deleted=a, entries_deleted=e)
+        return await guarded(run)
+
+    @mcp.tool(name="tenant_stats", description="Artifacts, entries, sources and last indexed time of the tenant.")
+    async def tenant_stats() -> StatsOut:
+        async def run() -> StatsOut:
+            s = await store.stats(who().tenant_id)
+            return StatsOut(tenant_id=s.tenant_id, artifacts=s.artifacts, entries=s.entries, vectors=s.vectors,
+                            keyword_docs=s.keyword_docs, last_indexed_unix=s.last_indexed_unix,
+                            index_kind=s.index_kind,
+                            sources=[SourceOut(source_id=x.source_id, source_type=x.source_type, artifacts=x.artifacts,
+                                               entries=x.entries, last_indexed_unix=x.last_indexed_unix)
+                                     for x in s.sources])
+        return await guarded(run)
+
+    return mcp

@@ -1,0 +1,175 @@
+"""The KnowledgeStore core's types: frozen dataclasses, plain Python values only.
+
+Entry ids are `f"{artifact_id}#{chunk_index}"`: stable across re-ingest of the same
+artifact and unique per tenant, which is why artifact ids may not contain '#'.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Protocol
+
+import numpy as np
+
+INDEX_KINDS = ("flat", "hnsw", "ivf")
+FUSION_METHODS = ("convex", "rrf")
+RECENCY_MODES = ("auto", "always", "never")
+
+
+class Embedder(Protocol):
+    """Turns texts into vectors. Production: a client of LlmOrchestration.GenerateEmbeddings."""
+
+    async def embed(self, texts: list[str]) -> np.ndarray:
+        """(len(texts), dim) float32, rows L2-normalised."""
+        ...
+
+
+@dataclass(frozen=True, slots=True)
+class ArtifactMeta:
+    artifact_id: str
+    title: str = ""
+    source_type: str = ""
+    source_id: str = ""
+    source_uri: str = ""
+    file_name: str = ""
+    file_type: str = ""
+    created_unix: int = 0
+    modified_unix: int = 0
+    owners: tuple[str, ...] = ()
+    tags: tuple[str, ...] = ()
+    reputation_prior: float = 0.0       # [0, 1]; 0 = use the default for the source type
+    visibility_groups: tuple[str, ...] = ()   # empty = visible to every principal of the tenant
+
+
+@dataclass(frozen=True, slots=True)
+class DocumentIn:
+    artifact: ArtifactMeta
+    content: str
+    content_type: str = "text/plain"    # "text/plain" | "text/markdown" | "text/html"
+
+
+@dataclass(frozen=True, slots=True)
+class Entry:
+    id: str
+    tenant_id: str
+    persona_id: str
+    artifact_id: str
+    chunk_index: int
+    text: str                 # the chunk body
+    headline: str             # heading path, else the title, else the first words
+    content_summary: str      # the chunk's opening, cut at a word boundary
+    timestamp_unix: int       # the artifact's modified, else created time; 0 = unknown
+    richness: float
+
+
+@dataclass(frozen=True, slots=True)
+class ArtifactSummary:
+    artifact_id: str
+    title: str = ""
+    source_type: str = ""
+    source_id: str = ""
+    source_uri: str = ""
+    file_name: str = ""
+    file_type: str = ""
+    created_unix: int = 0
+    modified_unix: int = 0
+    owners: tuple[str, ...] = ()
+    tags: tuple[str, ...] = ()
+    reputation_prior: float = 0.0
+    visibility_groups: tuple[str, ...] = ()
+    feedback_helpful: int = 0
+    feedback_unhelpful: int = 0
+
+
+@dataclass(frozen=True, slots=True)
+class Hit:
+    entry: Entry
+    artifact: ArtifactSummary
+    score: float              # cosine (vector leg), BM25 (keyword leg), 0 (listing / get)
+    rank: int                 # 1-based within its leg
+
+
+@dataclass(frozen=True, slots=True)
+class SearchFilters:
+    date_from_unix: int = 0   # 0 = open; bounds apply to the entry timestamp, else the
+    date_to_unix: int = 0     # artifact's modified, else created time; unknown dates never match
+    source_types: tuple[str, ...] = ()
+    tags: tuple[str, ...] = ()          # ANY of
+    owners: tuple[str, ...] = ()        # ANY of
+    artifact_ids: tuple[str, ...] = ()
+    source_ids: tuple[str, ...] = ()
+    persona_id: str = ""
+    visibility_groups: tuple[str, ...] = ()
+    enforce_visibility: bool = False
+
+    @property
+    def is_empty(self) -> bool:
+        return self == _NO_FILTERS
+
+
+_NO_FILTERS = SearchFilters()
+
+
+@dataclass(frozen=True, slots=True)
+class IngestResult:
+    artifact_id: str
+    entries_written: int
+    entries_replaced: int
+
+
+@dataclass(frozen=True, slots=True)
+class IngestReport:
+    results: tuple[IngestResult, ...]
+    total_entries: int
+    embed_seconds: float
+    commit_seconds: float
+
+
+@dataclass(frozen=True, slots=True)
+class SourceStats:
+    source_id: str
+    source_type: str
+    artifacts: int
+    entries: int
+    last_indexed_unix: int
+    visibility_groups: tuple[str, ...]   # union over its artifacts
+    tags: tuple[str, ...]                # union over its artifacts
+
+
+@dataclass(frozen=True, slots=True)
+class TenantStats:
+    tenant_id: str
+    artifacts: int
+    entries: int
+    vectors: int
+    keyword_docs: int
+    sources: tuple[SourceStats, ...]
+    last_indexed_unix: int
+    index_kind: str           # the kind serving searches ("flat" while IVF waits for data)
+    dimension: int
+
+
+@dataclass(frozen=True, slots=True)
+class RankingProfile:
+    tenant_id: str
+    persona_id: str = ""
+    name: str = "default"
+    version: int = 0
+    relevancy_weight: float = 0.75
+    recency_weight: float = 0.1
+    richness_weight: float = 0.05
+    reputation_weight: float = 0.1
+    fusion_method: str = "convex"
+    dense_weight: float = 0.5
+    recency_mode: str = "auto"
+    recency_half_life_days: float = 180.0
+    reputation_prior_strength: float = 4.0
+    updated_unix: int = 0
+    is_default: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class FeedbackAck:
+    artifact_id: str
+    feedback_helpful: int
+    feedback_unhelpful: int
+    reputation_prior: float = 0.0      # the artifact's prior, so callers can smooth

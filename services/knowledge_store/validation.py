@@ -1,0 +1,166 @@
+"""Up-front checks of everything the core accepts; each failure names the field.
+
+Nothing is embedded or written before a whole request has passed these checks.
+"""
+from __future__ import annotations
+
+import math
+import re
+from collections.abc import Sequence
+
+import numpy as np
+
+from services.knowledge_store.models import (
+    FUSION_METHODS,
+    RECENCY_MODES,
+    ArtifactMeta,
+    RankingProfile,
+    SearchFilters,
+)
+from shared.errors import InvalidArgument
+
+TENANT_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$"
+_TENANT = re.compile(TENANT_PATTERN)
+_PERSONA = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.:@-]{0,127}$")
+_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.:-]{0,63}$")
+_CONTROL = re.compile(r"[\x00-\x1f\x7f]")
+
+MAX_ARTIFACT_ID_CHARS = 512
+MAX_LABEL_CHARS = 256          # tags, owners, groups, source ids/types
+MAX_LABELS = 256               # per list
+MAX_KEYWORD_CHARS = 8_000
+
+
+def tenant_id(value: str) -> str:
+    if not isinstance(value, str) or not _TENANT.match(value):
+        raise InvalidArgument(
+            "tenant_id", f"{value!r} is not a tenant id: 1-64 characters, letters, digits, "
+                         "'_', '.', '-', starting with a letter or digit")
+    return value
+
+
+def persona_id(value: str, field: str = "persona_id") -> str:
+    if value and not _PERSONA.match(value):
+        raise InvalidArgument(
+            field, f"{value!r} is not a persona id: 1-128 characters, letters, digits, "
+                   "'_', '.', ':', '@', '-', starting with a letter or digit (or empty)")
+    return value
+
+
+def artifact_id(value: str, field: str) -> str:
+    if not isinstance(value, str) or not value.strip():
+        raise InvalidArgument(field, "is required")
+    if len(value) > MAX_ARTIFACT_ID_CHARS:
+        raise InvalidArgument(field, f"is {len(value)} characters, at most {MAX_ARTIFACT_ID_CHARS} accepted")
+    if "#" in value:
+        raise InvalidArgument(field, f"{value!r} contains '#', which is reserved for entry ids")
+    if _CONTROL.search(value):
+        raise InvalidArgument(field, "contains control characters")
+    return value
+
+
+def entry_id(value: str, field: str) -> tuple[str, int]:
+    """(artifact_id, chunk_index) of an entry id `artifact#chunk`."""
+    artifact, sep, chunk = value.rpartition("#") if isinstance(value, str) else ("", "", "")
+    if not sep or not artifact or not chunk.isdigit():
+        raise InvalidArgument(field, f"{value!r} is not an entry id ('<artifact_id>#<chunk_index>')")
+    return artifact, int(chunk)
+
+
+def labels(values: Sequence[str], field: str) -> tuple[str, ...]:
+    if isinstance(values, str):
+        raise InvalidArgument(field, "must be a list of strings, got one string")
+    if len(values) > MAX_LABELS:
+        raise InvalidArgument(field, f"has {len(values)} items, at most {MAX_LABELS} accepted")
+    for i, v in enumerate(values):
+        if not isinstance(v, str) or not v or len(v) > MAX_LABEL_CHARS or _CONTROL.search(v):
+            raise InvalidArgument(f"{field}[{i}]", f"must be 1-{MAX_LABEL_CHARS} printable characters")
+    return tuple(values)
+
+
+def label(value: str, field: str) -> str:
+    if len(value) > MAX_LABEL_CHARS or _CONTROL.search(value):
+        raise InvalidArgument(field, f"must be at most {MAX_LABEL_CHARS} printable characters")
+    return value
+
+
+def artifact(meta: ArtifactMeta, field: str) -> None:
+    artifact_id(meta.artifact_id, f"{field}.artifact_id")
+    for name in ("source_type", "source_id", "file_type"):
+        label(getattr(meta, name), f"{field}.{name}")
+    for name in ("owners", "tags", "visibility_groups"):
+        labels(getattr(meta, name), f"{field}.{name}")
+    for name in ("created_unix", "modified_unix"):
+        value = getattr(meta, name)
+        if not isinstance(value, int) or value < 0:
+            raise InvalidArgument(f"{field}.{name}", f"must be a non-negative unix time, got {value!r}")
+    prior = meta.reputation_prior
+    if not isinstance(prior, (int, float)) or not (0.0 <= prior <= 1.0):
+        raise InvalidArgument(f"{field}.reputation_prior", f"must be in [0, 1], got {prior!r}")
+
+
+def top_k(value: int, maximum: int, field: str = "top_k") -> int:
+    if not isinstance(value, int) or isinstance(value, bool) or not (1 <= value <= maximum):
+        raise InvalidArgument(field, f"must be in 1..{maximum}, got {value!r}")
+    return value
+
+
+def filters(f: SearchFilters, field: str = "filters") -> SearchFilters:
+    for name in ("date_from_unix", "date_to_unix"):
+        value = getattr(f, name)
+        if not isinstance(value, int) or value < 0:
+            raise InvalidArgument(f"{field}.{name}", f"must be a non-negative unix time (0 = open), got {value!r}")
+    if f.date_from_unix and f.date_to_unix and f.date_from_unix > f.date_to_unix:
+        raise InvalidArgument(f"{field}.date_to_unix",
+                              f"{f.date_to_unix} is before date_from_unix {f.date_from_unix}")
+    for name in ("source_types", "tags", "owners", "source_ids", "visibility_groups"):
+        labels(getattr(f, name), f"{field}.{name}")
+    for i, a in enumerate(f.artifact_ids):
+        artifact_id(a, f"{field}.artifact_ids[{i}]")
+    persona_id(f.persona_id, f"{field}.persona_id")
+    return f
+
+
+def query_vectors(vectors: np.ndarray, dimension: int, field: str = "query_vectors") -> np.ndarray:
+    """(q, dimension) float32, C-contiguous; finite and non-zero rows."""
+    array = np.asarray(vectors)
+    if array.ndim == 1:
+        array = array[None, :]
+    if array.ndim != 2 or array.shape[0] == 0:
+        raise InvalidArgument(field, f"expected a (q, {dimension}) array with q >= 1, got shape {array.shape}")
+    if array.shape[1] != dimension:
+        raise InvalidArgument(f"{field}[0]", f"expected {dimension} dims, got {array.shape[1]}")
+    if not np.issubdtype(array.dtype, np.number):
+        raise InvalidArgument(field, f"expected float32 values, got {array.dtype}")
+    array = np.ascontiguousarray(array, dtype=np.float32)
+    finite = np.isfinite(array).all(axis=1)
+    if not finite.all():
+        raise InvalidArgument(f"{field}[{int(np.argmin(finite))}]", "contains NaN or infinity")
+    return array
+
+
+def profile(p: RankingProfile) -> None:
+    tenant_id(p.tenant_id)
+    persona_id(p.persona_id)
+    if not _NAME.match(p.name or ""):
+        raise InvalidArgument("name", f"{p.name!r} is not a profile name: 1-64 characters, letters, "
+                                      "digits, '_', '.', ':', '-'")
+    weights = {n: getattr(p, n) for n in
+               ("relevancy_weight", "recency_weight", "richness_weight", "reputation_weight")}
+    for name, w in weights.items():
+        if not isinstance(w, (int, float)) or not math.isfinite(w) or w < 0:
+            raise InvalidArgument(name, f"must be a finite number >= 0, got {w!r}")
+    if sum(weights.values()) <= 0:
+        raise InvalidArgument("relevancy_weight", "at least one of the four weights must be > 0")
+    if p.fusion_method not in FUSION_METHODS:
+        raise InvalidArgument("fusion_method", f"{p.fusion_method!r} is not one of {', '.join(FUSION_METHODS)}")
+    if p.recency_mode not in RECENCY_MODES:
+        raise InvalidArgument("recency_mode", f"{p.recency_mode!r} is not one of {', '.join(RECENCY_MODES)}")
+    if not isinstance(p.dense_weight, (int, float)) or not (0.0 <= p.dense_weight <= 1.0):
+        raise InvalidArgument("dense_weight", f"must be in [0, 1], got {p.dense_weight!r}")
+    if not isinstance(p.recency_half_life_days, (int, float)) or not (
+            math.isfinite(p.recency_half_life_days) and p.recency_half_life_days > 0):
+        raise InvalidArgument("recency_half_life_days", f"must be > 0, got {p.recency_half_life_days!r}")
+    if not isinstance(p.reputation_prior_strength, (int, float)) or not (
+            math.isfinite(p.reputation_prior_strength) and p.reputation_prior_strength >= 0):
+        raise InvalidArgument("reputation_prior_strength", f"must be >= 0, got {p.reputation_prior_strength!r}")

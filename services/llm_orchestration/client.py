@@ -1,0 +1,87 @@
+"""Async client of the LlmOrchestration gRPC service. Used by KnowledgeStore (embedding at
+ingest) and RAGPipeline. Every call has a deadline; errors arrive as `shared.errors`."""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Sequence
+
+import numpy as np
+
+from nucleus.v1 import llm_orchestration_pb2 as llm_pb
+from nucleus.v1 import llm_orchestration_pb2_grpc as llm_grpc
+from shared.errors import UpstreamFailed
+from shared.grpc_client import aio_channel, call
+
+SERVICE = "LlmOrchestration"
+_METHODS = {llm_pb.EXPANSION_METHOD_LLM: "llm", llm_pb.EXPANSION_METHOD_KEYWORDS: "keywords",
+            llm_pb.EXPANSION_METHOD_UNAVAILABLE: "unavailable"}
+
+
+@dataclass(frozen=True, slots=True)
+class ExpandedQuery:
+    phrases: tuple[str, ...]
+    method: str
+    note: str
+
+
+@dataclass(frozen=True, slots=True)
+class RerankScores:
+    scores: tuple[float, ...]
+    method: str
+    model: str
+
+
+@dataclass(frozen=True, slots=True)
+class SynthesizedAnswer:
+    answer: str
+    citations: tuple[tuple[str, str], ...]   # (passage_id, title)
+    truncated: bool
+    truncation_reason: str
+    model: str
+    method: str
+
+
+class LlmOrchestrationClient:
+    def __init__(self, target: str, *, timeout_s: float = 10.0, interceptors: list | None = None) -> None:
+        self._channel = aio_channel(target, interceptors)
+        self._stub = llm_grpc.LlmOrchestrationStub(self._channel)
+        self.timeout_s = timeout_s
+
+    async def close(self) -> None:
+        await self._channel.close()
+
+    async def embed(self, texts: Sequence[str], *, purpose: str = "query", timeout_s: float | None = None) -> np.ndarray:
+        response = await call(self._stub.GenerateEmbeddings,
+                              llm_pb.GenerateEmbeddingsRequest(texts=list(texts), purpose=purpose),
+                              timeout=timeout_s or self.timeout_s, service=SERVICE)
+        vectors = np.frombuffer(response.vectors_f32, dtype="<f4")
+        if vectors.size != response.count * response.dimension or response.count != len(texts):
+            raise UpstreamFailed(f"{SERVICE} returned {response.count} x {response.dimension} floats "
+                                 f"for {len(texts)} texts ({vectors.size} values)")
+        return vectors.reshape(response.count, response.dimension)
+
+    async def expand(self, query: str, max_alternatives: int = 3, *, timeout_s: float | None = None) -> ExpandedQuery:
+        response = await call(self._stub.ExpandOrRephraseQuery,
+                              llm_pb.ExpandQueryRequest(query=query, max_alternatives=max_alternatives),
+                              timeout=timeout_s or self.timeout_s, service=SERVICE)
+        return ExpandedQuery(tuple(response.phrases), _METHODS.get(response.method, "unavailable"), response.note)
+
+    async def rerank(self, query: str, candidates: Sequence[tuple[str, str]], *,
+                     timeout_s: float | None = None) -> RerankScores:
+        request = llm_pb.RerankRequest(query=query, candidates=[
+            llm_pb.RerankCandidate(id=cid, text=text) for cid, text in candidates])
+        response = await call(self._stub.Rerank, request, timeout=timeout_s or self.timeout_s, service=SERVICE)
+        if len(response.scores) != len(candidates):
+            raise UpstreamFailed(f"{SERVICE} reranked {len(response.scores)} of {len(candidates)} candidates")
+        return RerankScores(tuple(s.score for s in response.scores), response.method, response.model)
+
+    async def synthesize(self, query: str, passages: Sequence[tuple[str, str, str]], *, max_chars: int = 0,
+                         style: str = "", timeout_s: float | None = None) -> SynthesizedAnswer:
+        request = llm_pb.SynthesizeRequest(query=query, max_chars=max_chars, style=style, passages=[
+            llm_pb.Passage(id=pid, title=title, text=text) for pid, title, text in passages])
+        r = await call(self._stub.Synthesize, request, timeout=timeout_s or self.timeout_s, service=SERVICE)
+        return SynthesizedAnswer(r.answer, tuple((c.passage_id, c.title) for c in r.citations), r.truncated,
+                                 r.truncation_reason, r.model, r.method)
+
+    async def info(self) -> llm_pb.ModelInfo:
+        return await call(self._stub.GetModelInfo, llm_pb.ModelInfoRequest(), timeout=self.timeout_s, service=SERVICE)

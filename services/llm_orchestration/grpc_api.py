@@ -1,0 +1,36 @@
+"""LlmOrchestration gRPC adapter: decode, call the core, encode. No logic lives here."""
+from __future__ import annotations
+
+from nucleus.v1 import llm_orchestration_pb2_grpc as llm_grpc
+from services.llm_orchestration import convert
+from services.llm_orchestration.core import LlmOrchestrator
+from shared.grpc_errors import translate_errors
+
+
+class LlmOrchestrationServicer(llm_grpc.LlmOrchestrationServicer):
+    def __init__(self, core: LlmOrchestrator) -> None:
+        self._core = core
+
+    @translate_errors
+    async def GenerateEmbeddings(self, request, context):
+        return convert.embeddings_to_pb(await self._core.embed(list(request.texts), request.purpose or "query"))
+
+    @translate_errors
+    async def ExpandOrRephraseQuery(self, request, context):
+        return convert.expansion_to_pb(await self._core.expand(request.query, request.max_alternatives or 3))
+
+    @translate_errors
+    async def Rerank(self, request, context):
+        candidates = [(c.id, c.text) for c in request.candidates]
+        result = await self._core.rerank(request.query, candidates)
+        return convert.rerank_to_pb([c[0] for c in candidates], result)
+
+    @translate_errors
+    async def Synthesize(self, request, context):
+        passages = [(p.id, p.title, p.text) for p in request.passages]
+        return convert.synthesis_to_pb(await self._core.synthesize(
+            request.query, passages, max_chars=request.max_chars, style=request.style or "concise"))
+
+    @translate_errors
+    async def GetModelInfo(self, request, context):
+        return convert.info_to_pb(self._core.info())

@@ -1,0 +1,39 @@
+"""LlmOrchestration process: gRPC + MCP over one LlmOrchestrator core (model loaded before serving)."""
+from __future__ import annotations
+
+import asyncio
+
+from nucleus.v1 import llm_orchestration_pb2_grpc as llm_grpc
+from services.llm_orchestration.core import LlmOrchestrator
+from services.llm_orchestration.grpc_api import LlmOrchestrationServicer
+from services.llm_orchestration.mcp_api import build_mcp
+from shared.log import configure_logging, register_secret
+from shared.service_main import apply_overrides, parse_args
+from shared.service_runner import ServiceSpec, run_service, run_stdio
+from shared.settings import LlmOrchestrationSettings
+
+
+async def serve(settings: LlmOrchestrationSettings, *, stdio: bool, ready_file=None) -> None:
+    core = LlmOrchestrator(settings)
+    await core.start()
+    spec = ServiceSpec(
+        name="llm_orchestration",
+        grpc_service_name="nucleus.v1.LlmOrchestration",
+        add_servicers=lambda server: llm_grpc.add_LlmOrchestrationServicer_to_server(
+            LlmOrchestrationServicer(core), server),
+        mcp_server=build_mcp(core),
+        close=core.close,
+    )
+    await (run_stdio(spec) if stdio else run_service(spec, settings, ready_file=ready_file))
+
+
+def main() -> None:
+    args = parse_args("nucleus-llm-orchestration", "Nucleus LlmOrchestration: embeddings, expansion, rerank, synthesis")
+    settings = apply_overrides(LlmOrchestrationSettings(), args)
+    configure_logging(settings.log_level)
+    register_secret(settings.openai_api_key.get_secret_value())
+    asyncio.run(serve(settings, stdio=args.stdio, ready_file=args.ready_file))
+
+
+if __name__ == "__main__":
+    main()

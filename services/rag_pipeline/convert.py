@@ -1,0 +1,80 @@
+"""protobuf <-> RAGPipeline core types."""
+from __future__ import annotations
+
+from nucleus.v1 import common_pb2 as pb
+from nucleus.v1 import rag_pipeline_pb2 as rag_pb
+from services.knowledge_store import convert as ks_convert
+from services.rag_pipeline.models import Preferences, RankedResult, SearchRequest, SearchResponse
+
+
+def prefs_from_pb(p: pb.RankingPreferences) -> Preferences:
+    weights = None
+    if p.has_weights:
+        weights = (p.relevancy_weight, p.recency_weight, p.richness_weight, p.reputation_weight)
+    return Preferences(
+        weights=weights, profile_name=p.profile_name, fusion=ks_convert.fusion_from_pb(p.fusion_method),
+        recency_mode=ks_convert.recency_from_pb(p.recency_mode), half_life_days=p.recency_half_life_days,
+        rerank=p.rerank, explain=p.explain,
+    )
+
+
+def prefs_to_pb(p: Preferences) -> pb.RankingPreferences:
+    msg = pb.RankingPreferences(
+        profile_name=p.profile_name, fusion_method=ks_convert.fusion_to_pb(p.fusion),
+        recency_mode=ks_convert.recency_to_pb(p.recency_mode), recency_half_life_days=p.half_life_days,
+        rerank=p.rerank, explain=p.explain)
+    if p.weights is not None:
+        msg.has_weights = True
+        msg.relevancy_weight, msg.recency_weight, msg.richness_weight, msg.reputation_weight = p.weights
+    return msg
+
+
+def request_from_pb(r: rag_pb.SearchAndRankRequest) -> SearchRequest:
+    return SearchRequest(
+        tenant_id=r.tenant_id, persona_id=r.persona_id, query=r.user_query_text,
+        query_vector=tuple(r.user_query_vector) if len(r.user_query_vector) else None,
+        top_k_initial=r.top_k_initial_retrieve, top_k_final=r.top_k_final_rank,
+        prefs=prefs_from_pb(r.ranking_prefs), filters=ks_convert.filters_from_pb(r.filters),
+        expand=r.expand_query_with_llm, extra_phrases=tuple(r.extra_query_phrases),
+    )
+
+
+def request_to_pb(r: SearchRequest) -> rag_pb.SearchAndRankRequest:
+    return rag_pb.SearchAndRankRequest(
+        tenant_id=r.tenant_id, persona_id=r.persona_id, user_query_text=r.query,
+        user_query_vector=list(r.query_vector or ()), top_k_initial_retrieve=r.top_k_initial,
+        top_k_final_rank=r.top_k_final, ranking_prefs=prefs_to_pb(r.prefs),
+        filters=ks_convert.filters_to_pb(r.filters), expand_query_with_llm=r.expand,
+        extra_query_phrases=list(r.extra_phrases),
+    )
+
+
+def _four(values: tuple[float, float, float, float]) -> pb.FourRScores:
+    return pb.FourRScores(relevancy=values[0], recency=values[1], richness=values[2], reputation=values[3])
+
+
+def result_to_pb(r: RankedResult) -> rag_pb.RankedKnowledgeResult:
+    msg = rag_pb.RankedKnowledgeResult(
+        persona_knowledge_entry_id=r.entry.id, associated_artifact=ks_convert.summary_to_pb(r.artifact),
+        snippet=r.snippet, overall_rank_score=r.overall, individual_scores=_four(r.scores),
+        headline=r.entry.headline, text=r.entry.text, timestamp_unix=r.entry.timestamp_unix,
+    )
+    e = r.explanation
+    if e is not None:
+        msg.explanation.CopyFrom(rag_pb.ScoreExplanation(
+            weights=_four(e.weights), contributions=_four(e.contributions), dense_cosine=e.dense_cosine,
+            bm25=e.bm25, dense_rank=e.dense_rank, bm25_rank=e.bm25_rank, dense_norm=e.dense_norm,
+            bm25_norm=e.bm25_norm, rerank_score=e.rerank_score, fusion_method=e.fusion_method,
+            recency_applied=e.recency_applied, age_days=e.age_days))
+    return msg
+
+
+def response_to_pb(r: SearchResponse) -> rag_pb.SearchAndRankResponse:
+    return rag_pb.SearchAndRankResponse(
+        results=[result_to_pb(x) for x in r.results], debug_information=r.debug, degraded=r.degraded,
+        degraded_reasons=list(r.degraded_reasons), profile_name=r.profile_name,
+        profile_version=r.profile_version, query_phrases=list(r.query_phrases),
+        candidates_considered=r.candidates_considered,
+        timings=[rag_pb.StageTiming(stage=s, ms=ms) for s, ms in r.timings],
+        temporal_intent=r.temporal_intent,
+    )

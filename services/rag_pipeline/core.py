@@ -1,0 +1,485 @@
+"""RAGPipeline core: SearchAndRank (seed 001 §3) over the KnowledgeStore and LlmOrchestration
+clients, with the numpy 4R ranking core, ranking profiles and feedback.
+
+One query, step by step:
+  validate -> resolve profile -> detect temporal intent -> [expand] -> embed all phrases in one
+  batch (the keyword leg starts at once, in parallel with embedding) -> vector leg (all phrase
+  vectors, one call) -> merge & de-duplicate by entry id keeping every raw signal -> rank
+  (ranking/, vectorised) -> [rerank top N, rank again] -> results with snippets & explanations.
+
+A dependency failing mid-query degrades the answer instead of failing it: no embedding or no
+vector leg -> keyword-only; no keyword leg -> vector-only; both -> Unavailable. The whole call
+runs under `settings.deadline_s`; every dependency call has its own, shorter deadline.
+"""
+from __future__ import annotations
+
+import asyncio
+import logging
+import math
+import re
+import time
+from dataclasses import dataclass, replace
+from typing import Any, Sequence
+
+import numpy as np
+from opentelemetry import trace
+
+from ranking import Candidates, RankingConfig, rank
+from ranking.factors import reputation as reputation_factor
+from ranking.temporal import detect_temporal_intent
+from services.knowledge_store.client import KnowledgeStoreClient
+from services.knowledge_store.models import FeedbackAck, Hit, RankingProfile
+from services.llm_orchestration.client import LlmOrchestrationClient
+from services.rag_pipeline.models import (
+    Explanation,
+    Preferences,
+    RankedResult,
+    SearchRequest,
+    SearchResponse,
+)
+from shared.errors import (
+    DeadlineExceeded,
+    InvalidArgument,
+    NotFound,
+    NucleusError,
+    Unavailable,
+)
+from shared.settings import RagPipelineSettings
+
+log = logging.getLogger(__name__)
+tracer = trace.get_tracer("nucleus.rag_pipeline")
+
+#: The profile used when neither the request, the persona nor the tenant sets one.
+BUILTIN_PROFILE = RankingProfile(tenant_id="", name="builtin-default", version=0)
+PROFILE_CACHE_TTL_S = 5.0
+RERANK_TOP_N = 20
+SNIPPET_CHARS = 320
+_WORD = re.compile(r"\w+", re.UNICODE)
+_SENTENCE = re.compile(r"(?<=[.!?])\s+|\n+")
+_PROFILE_FIELDS_FUSION = ("convex", "rrf")
+_RECENCY_MODES = ("auto", "always", "never")
+
+
+@dataclass(slots=True)
+class _Merged:
+    hit: Hit
+    dense: float = math.nan
+    dense_rank: int = 0
+    bm25: float = math.nan
+    bm25_rank: int = 0
+
+
+class RagPipeline:
+    def __init__(self, settings: RagPipelineSettings, knowledge: KnowledgeStoreClient,
+                 llm: LlmOrchestrationClient) -> None:
+        self._settings = settings
+        self._ks = knowledge
+        self._llm = llm
+        self._profiles: dict[tuple[str, str, str], tuple[float, RankingProfile | None]] = {}
+
+    async def close(self) -> None:
+        await asyncio.gather(self._ks.close(), self._llm.close())
+
+    # ------------------------------------------------------------------ validation
+    def validate(self, request: SearchRequest) -> SearchRequest:
+        s = self._settings
+        if not request.tenant_id:
+            raise InvalidArgument("tenant_id", "is required (it comes from the caller's identity)")
+        query = request.query.strip() if request.query else ""
+        if not query:
+            raise InvalidArgument("user_query_text", "must not be empty")
+        if len(request.query) > s.max_query_chars:
+            raise InvalidArgument("user_query_text", f"is {len(request.query)} characters; at most {s.max_query_chars} accepted")
+        k_final = request.top_k_final or s.default_top_k_final
+        k_init = request.top_k_initial or max(s.default_top_k_initial, k_final)
+        if not 1 <= k_final <= s.max_top_k_final:
+            raise InvalidArgument("top_k_final_rank", f"must be between 1 and {s.max_top_k_final}, got {k_final}")
+        if not 1 <= k_init <= s.max_top_k_initial:
+            raise InvalidArgument("top_k_initial_retrieve", f"must be between 1 and {s.max_top_k_initial}, got {k_init}")
+        if k_init < k_final:
+            raise InvalidArgument("top_k_initial_retrieve",
+                                  f"must be >= top_k_final_rank ({k_final}), got {k_init}")
+        prefs = request.prefs
+        if prefs.weights is not None:
+            _validate_weights(prefs.weights, "ranking_prefs")
+        if prefs.fusion and prefs.fusion not in _PROFILE_FIELDS_FUSION:
+            raise InvalidArgument("ranking_prefs.fusion_method", f"must be one of {_PROFILE_FIELDS_FUSION}")
+        if prefs.recency_mode and prefs.recency_mode not in _RECENCY_MODES:
+            raise InvalidArgument("ranking_prefs.recency_mode", f"must be one of {_RECENCY_MODES}")
+        if prefs.half_life_days < 0 or not math.isfinite(prefs.half_life_days):
+            raise InvalidArgument("ranking_prefs.recency_half_life_days", "must be a finite number >= 0")
+        if request.query_vector is not None:
+            vec = np.asarray(request.query_vector, dtype=np.float32)
+            if vec.ndim != 1 or vec.size == 0 or not np.all(np.isfinite(vec)):
+                raise InvalidArgument("user_query_vector", "must be a non-empty list of finite floats")
+        if len(request.extra_phrases) > 4:
+            raise InvalidArgument("extra_query_phrases", f"at most 4 accepted, got {len(request.extra_phrases)}")
+        for i, phrase in enumerate(request.extra_phrases):
+            if not phrase.strip():
+                raise InvalidArgument(f"extra_query_phrases[{i}]", "must not be empty")
+            if len(phrase) > s.max_query_chars:
+                raise InvalidArgument(f"extra_query_phrases[{i}]", f"at most {s.max_query_chars} characters accepted")
+        return replace(request, query=query, top_k_final=k_final, top_k_initial=k_init)
+
+    # ------------------------------------------------------------------ profiles
+    async def resolve_profile(self, tenant_id: str, persona_id: str, name: str) -> RankingProfile:
+        """Named profile, else the persona's default, else the tenant's default, else built-in."""
+        if name:
+            profile = await self._cached_profile(tenant_id, persona_id, name)
+            if profile is None and persona_id:
+                profile = await self._cached_profile(tenant_id, "", name)
+            if profile is None:
+                raise NotFound(f"ranking profile '{name}' does not exist for tenant '{tenant_id}'")
+            return profile
+        for persona in ((persona_id, "") if persona_id else ("",)):
+            profile = await self._cached_profile(tenant_id, persona, "")
+            if profile is not None:
+                return profile
+        return BUILTIN_PROFILE
+
+    async def _cached_profile(self, tenant_id: str, persona_id: str, name: str) -> RankingProfile | None:
+        key = (tenant_id, persona_id, name)
+        now = time.monotonic()
+        cached = self._profiles.get(key)
+        if cached is not None and cached[0] > now:
+            return cached[1]
+        try:
+            profile: RankingProfile | None = await self._ks.get_profile(tenant_id, persona_id, name)
+            if persona_id and profile is not None and profile.persona_id != persona_id:
+                profile = None
+        except NotFound:
+            profile = None
+        self._profiles[key] = (now + PROFILE_CACHE_TTL_S, profile)
+        return profile
+
+    async def put_profile(self, profile: RankingProfile) -> RankingProfile:
+        if not profile.tenant_id:
+            raise InvalidArgument("tenant_id", "is required")
+        if not profile.name:
+            raise InvalidArgument("name", "is required")
+        _validate_weights((profile.relevancy_weight, profile.recency_weight, profile.richness_weight,
+                           profile.reputation_weight), "profile")
+        if profile.fusion_method not in _PROFILE_FIELDS_FUSION:
+            raise InvalidArgument("fusion_method", f"must be one of {_PROFILE_FIELDS_FUSION}")
+        if profile.recency_mode not in _RECENCY_MODES:
+            raise InvalidArgument("recency_mode", f"must be one of {_RECENCY_MODES}")
+        if not 0.0 <= profile.dense_weight <= 1.0:
+            raise InvalidArgument("dense_weight", f"must be in [0, 1], got {profile.dense_weight}")
+        if profile.recency_half_life_days <= 0:
+            raise InvalidArgument("recency_half_life_days", "must be > 0")
+        stored = await self._ks.put_profile(profile)
+        self._profiles.clear()
+        return stored
+
+    async def get_profile(self, tenant_id: str, persona_id: str, name: str, version: int = 0) -> RankingProfile:
+        return await self._ks.get_profile(tenant_id, persona_id, name, version)
+
+    async def list_profiles(self, tenant_id: str, persona_id: str = "") -> list[RankingProfile]:
+        return await self._ks.list_profiles(tenant_id, persona_id)
+
+    async def record_feedback(self, tenant_id: str, target: str, target_id: str, helpful: bool,
+                              user_id: str) -> tuple[FeedbackAck, float]:
+        """Persist one vote; returns the ack and the artifact's smoothed reputation after it."""
+        if target not in ("entry", "artifact"):
+            raise InvalidArgument("target", "must be 'entry' or 'artifact'")
+        if not target_id:
+            raise InvalidArgument("target_id", "is required")
+        ack = await self._ks.record_feedback(tenant_id, target, target_id, helpful, user_id)
+        prior = 0.0
+        hits = []
+        if target == "entry":
+            hits = await self._ks.get_entries(tenant_id, [target_id])
+        if hits:
+            prior = hits[0].artifact.reputation_prior
+        profile = await self.resolve_profile(tenant_id, "", "")
+        rep = reputation_factor(np.array([prior], np.float32), np.array([ack.feedback_helpful], np.int32),
+                                np.array([ack.feedback_unhelpful], np.int32), RankingConfig().default_reputation,
+                                profile.reputation_prior_strength)
+        return ack, float(rep[0])
+
+    # ------------------------------------------------------------------ search
+    async def search_and_rank(self, request: SearchRequest) -> SearchResponse:
+        request = self.validate(request)
+        with tracer.start_as_current_span("rag.search_and_rank") as span:
+            span.set_attribute("nucleus.tenant_id", request.tenant_id)
+            span.set_attribute("nucleus.top_k_initial", request.top_k_initial)
+            span.set_attribute("nucleus.top_k_final", request.top_k_final)
+            try:
+                async with asyncio.timeout(self._settings.deadline_s):
+                    response = await self._search(request)
+            except TimeoutError:
+                raise DeadlineExceeded(f"SearchAndRank did not finish within {self._settings.deadline_s:.1f}s") from None
+            span.set_attribute("nucleus.degraded", response.degraded)
+            span.set_attribute("nucleus.results", len(response.results))
+            span.set_attribute("nucleus.profile", f"{response.profile_name}@v{response.profile_version}")
+            return response
+
+    async def _search(self, request: SearchRequest) -> SearchResponse:
+        s = self._settings
+        timings: list[tuple[str, float]] = []
+        reasons: list[str] = []
+        notes: list[str] = []
+        t0 = time.perf_counter()
+
+        def mark(stage: str, since: float) -> float:
+            now = time.perf_counter()
+            timings.append((stage, (now - since) * 1000.0))
+            return now
+
+        profile = await self.resolve_profile(request.tenant_id, request.persona_id, request.prefs.profile_name)
+        intent = detect_temporal_intent(request.query)
+        t = mark("profile", t0)
+
+        phrases = [request.query, *[p.strip() for p in request.extra_phrases]]
+        if request.expand:
+            with tracer.start_as_current_span("rag.expand") as span:
+                try:
+                    expansion = await self._llm.expand(request.query, timeout_s=s.embed_timeout_s)
+                    phrases += [p for p in expansion.phrases[1:] if p not in phrases]
+                    notes.append(f"expansion={expansion.method}: {expansion.note}".strip())
+                    span.set_attribute("nucleus.expansion_method", expansion.method)
+                except NucleusError as err:
+                    reasons.append(f"query expansion unavailable: {err}")
+            t = mark("expand", t)
+        phrases = _dedupe(phrases)[:5]
+
+        # Keyword leg starts now; it does not need vectors.
+        keyword_task = asyncio.create_task(self._keyword_leg(request, phrases))
+        vectors, embed_reason = await self._embed(request, phrases)
+        t = mark("embed", t)
+        if embed_reason:
+            reasons.append(embed_reason)
+        dense_hits: list[list[Hit]] | None = None
+        dense_error: NucleusError | None = None
+        if vectors is not None:
+            with tracer.start_as_current_span("rag.retrieve.vector") as span:
+                try:
+                    dense_hits = await self._ks.search_by_vector(
+                        request.tenant_id, vectors, request.top_k_initial, request.filters,
+                        timeout_s=s.retrieval_timeout_s)
+                    span.set_attribute("nucleus.candidates", sum(len(h) for h in dense_hits))
+                except (NotFound, InvalidArgument):
+                    keyword_task.cancel()
+                    raise
+                except NucleusError as err:
+                    dense_error = err
+                    reasons.append(f"vector retrieval unavailable: {err}")
+        try:
+            keyword_hits, _terms = await keyword_task
+            keyword_error: NucleusError | None = None
+        except (NotFound, InvalidArgument):
+            raise
+        except NucleusError as err:
+            keyword_hits, keyword_error = [], err
+            reasons.append(f"keyword retrieval unavailable: {err}")
+        t = mark("retrieve", t)
+        if keyword_error is not None and dense_hits is None:
+            raise Unavailable("both retrieval legs failed: " + "; ".join(reasons))
+
+        with tracer.start_as_current_span("rag.merge") as span:
+            merged = _merge(dense_hits or [], keyword_hits)
+            span.set_attribute("nucleus.candidates", len(merged))
+        t = mark("merge", t)
+
+        apply_recency = _recency_applies(request.prefs.recency_mode or profile.recency_mode, intent.has_intent)
+        config = _config_for(request.prefs, profile, apply_recency)
+        with tracer.start_as_current_span("rag.rank") as span:
+            candidates = _candidates(merged)
+            ranked = rank(candidates, config, request.top_k_final) if merged else None
+            span.set_attribute("nucleus.candidates", len(merged))
+        t = mark("rank", t)
+
+        if ranked is not None and request.prefs.rerank and len(merged) > 1:
+            with tracer.start_as_current_span("rag.rerank"):
+                ranked, candidates, rerank_reason = await self._rerank(request, merged, candidates, config)
+                if rerank_reason:
+                    reasons.append(rerank_reason)
+            t = mark("rerank", t)
+
+        results = _results(merged, ranked, candidates, config, request.query, request.prefs.explain) if ranked else ()
+        mark("total", t0)
+        debug = "; ".join([f"phrases={len(phrases)}", f"candidates={len(merged)}",
+                           f"temporal_cues={','.join(intent.cues) or '-'}", *notes])
+        return SearchResponse(
+            results=results, degraded=bool(reasons), degraded_reasons=tuple(reasons),
+            profile_name=profile.name, profile_version=profile.version, query_phrases=tuple(phrases),
+            candidates_considered=len(merged), timings=tuple(timings), temporal_intent=intent.has_intent,
+            debug=debug,
+        )
+
+    async def _keyword_leg(self, request: SearchRequest, phrases: Sequence[str]) -> tuple[list[Hit], list[str]]:
+        with tracer.start_as_current_span("rag.retrieve.keyword") as span:
+            hits, terms = await self._ks.search_by_filters(
+                request.tenant_id, phrases[0], list(phrases[1:]), request.top_k_initial, request.filters,
+                timeout_s=self._settings.retrieval_timeout_s)
+            span.set_attribute("nucleus.candidates", len(hits))
+            return hits, terms
+
+    async def _embed(self, request: SearchRequest, phrases: list[str]) -> tuple[np.ndarray | None, str]:
+        with tracer.start_as_current_span("rag.embed") as span:
+            span.set_attribute("nucleus.phrases", len(phrases))
+            given = None
+            if request.query_vector is not None:
+                given = np.asarray(request.query_vector, dtype=np.float32)[None, :]
+                norm = float(np.linalg.norm(given))
+                if norm > 0:
+                    given = given / norm
+                to_embed = phrases[1:]
+            else:
+                to_embed = phrases
+            if not to_embed:
+                return given, ""
+            try:
+                vectors = await self._llm.embed(to_embed, timeout_s=self._settings.embed_timeout_s)
+            except NucleusError as err:
+                return given, f"embedding unavailable: {err}"
+            if given is not None:
+                if given.shape[1] != vectors.shape[1]:
+                    raise InvalidArgument("user_query_vector",
+                                          f"expected {vectors.shape[1]} dimensions, got {given.shape[1]}")
+                vectors = np.vstack([given, vectors])
+            return vectors, ""
+
+    async def _rerank(self, request: SearchRequest, merged: list[_Merged], candidates: Candidates,
+                      config: RankingConfig) -> tuple[Any, Candidates, str]:
+        first = rank(candidates, config, min(RERANK_TOP_N, len(merged)))
+        rows = [int(r) for r in first.rows]
+        try:
+            scored = await self._llm.rerank(request.query, [(merged[r].hit.entry.id, merged[r].hit.entry.text)
+                                                             for r in rows], timeout_s=self._settings.embed_timeout_s)
+        except NucleusError as err:
+            return rank(candidates, config, request.top_k_final), candidates, f"rerank unavailable: {err}"
+        rerank_col = np.full(len(merged), np.nan, dtype=np.float32)
+        rerank_col[rows] = np.asarray(scored.scores, dtype=np.float32)
+        updated = replace(candidates, rerank=rerank_col)
+        ranked = rank(updated, config, request.top_k_final)
+        return ranked, updated, ""
+
+
+# ---------------------------------------------------------------------- helpers
+def _validate_weights(weights: Sequence[float], field: str) -> None:
+    names = ("relevancy_weight", "recency_weight", "richness_weight", "reputation_weight")
+    for name, w in zip(names, weights):
+        if not math.isfinite(w) or w < 0:
+            raise InvalidArgument(f"{field}.{name}", f"must be a finite number >= 0, got {w}")
+    if sum(weights) <= 0:
+        raise InvalidArgument(f"{field}.weights", "must not all be zero")
+
+
+def _dedupe(phrases: Sequence[str]) -> list[str]:
+    seen: set[str] = set()
+    out = []
+    for p in phrases:
+        key = p.strip().lower()
+        if key and key not in seen:
+            seen.add(key)
+            out.append(p.strip())
+    return out
+
+
+def _recency_applies(mode: str, has_intent: bool) -> bool:
+    return mode == "always" or (mode in ("", "auto") and has_intent)
+
+
+def _config_for(prefs: Preferences, profile: RankingProfile, apply_recency: bool) -> RankingConfig:
+    weights = prefs.weights or (profile.relevancy_weight, profile.recency_weight, profile.richness_weight,
+                                profile.reputation_weight)
+    return RankingConfig(
+        weights=tuple(float(w) for w in weights),
+        fusion=prefs.fusion or profile.fusion_method,
+        dense_weight=profile.dense_weight,
+        half_life_days=prefs.half_life_days or profile.recency_half_life_days,
+        apply_recency=apply_recency,
+        now_unix=time.time(),
+        prior_strength=profile.reputation_prior_strength,
+    )
+
+
+def _merge(dense: list[list[Hit]], keyword: list[Hit]) -> list[_Merged]:
+    """De-duplicate by entry id; keep the best cosine/rank over phrases and the BM25 signal."""
+    by_id: dict[str, _Merged] = {}
+    for per_phrase in dense:
+        for hit in per_phrase:
+            m = by_id.get(hit.entry.id)
+            if m is None:
+                by_id[hit.entry.id] = _Merged(hit=hit, dense=hit.score, dense_rank=hit.rank)
+            else:
+                if math.isnan(m.dense) or hit.score > m.dense:
+                    m.dense = hit.score
+                m.dense_rank = hit.rank if m.dense_rank == 0 else min(m.dense_rank, hit.rank)
+    for hit in keyword:
+        m = by_id.get(hit.entry.id)
+        if m is None:
+            by_id[hit.entry.id] = _Merged(hit=hit, bm25=hit.score, bm25_rank=hit.rank)
+        else:
+            m.bm25, m.bm25_rank = hit.score, hit.rank
+    return list(by_id.values())
+
+
+def _candidates(merged: list[_Merged]) -> Candidates:
+    n = len(merged)
+    ts = np.empty(n, dtype=np.float64)
+    for i, m in enumerate(merged):
+        e, a = m.hit.entry, m.hit.artifact
+        ts[i] = e.timestamp_unix or a.modified_unix or a.created_unix or 0
+    return Candidates.build(
+        dense=[m.dense for m in merged],
+        bm25=[m.bm25 for m in merged],
+        dense_rank=[m.dense_rank for m in merged],
+        bm25_rank=[m.bm25_rank for m in merged],
+        timestamp=ts,
+        richness=[m.hit.entry.richness for m in merged],
+        reputation_prior=[m.hit.artifact.reputation_prior for m in merged],
+        helpful=[m.hit.artifact.feedback_helpful for m in merged],
+        unhelpful=[m.hit.artifact.feedback_unhelpful for m in merged],
+        rerank=np.full(n, np.nan, dtype=np.float32),
+    )
+
+
+def _results(merged: list[_Merged], ranked: Any, candidates: Candidates, config: RankingConfig, query: str,
+             explain: bool) -> tuple[RankedResult, ...]:
+    out = []
+    weights = tuple(float(w) for w in ranked.weights)
+    now = config.now_unix or time.time()
+    for pos, row in enumerate(ranked.rows):
+        m = merged[int(row)]
+        factors = tuple(float(x) for x in ranked.factors[pos])
+        explanation = None
+        if explain:
+            e, a = m.hit.entry, m.hit.artifact
+            ts = e.timestamp_unix or a.modified_unix or a.created_unix
+            explanation = Explanation(
+                weights=weights,
+                contributions=tuple(float(x) for x in ranked.contributions[pos]),
+                dense_cosine=0.0 if math.isnan(m.dense) else float(m.dense),
+                bm25=0.0 if math.isnan(m.bm25) else float(m.bm25),
+                dense_rank=m.dense_rank, bm25_rank=m.bm25_rank,
+                dense_norm=float(ranked.dense_norm[pos]), bm25_norm=float(ranked.bm25_norm[pos]),
+                rerank_score=float(np.nan_to_num(candidates.rerank[int(row)], nan=0.0)),
+                fusion_method=config.fusion, recency_applied=config.apply_recency,
+                age_days=max(0.0, (now - ts) / 86400.0) if ts else -1.0,
+            )
+        out.append(RankedResult(entry=m.hit.entry, artifact=m.hit.artifact, snippet=make_snippet(m.hit.entry.text, query),
+                                overall=float(ranked.overall[pos]), scores=factors, explanation=explanation))
+    return tuple(out)
+
+
+def make_snippet(text: str, query: str, limit: int = SNIPPET_CHARS) -> str:
+    """The passage window that shares most words with the query, at most `limit` chars."""
+    text = text.strip()
+    if len(text) <= limit:
+        return text
+    terms = {w.lower() for w in _WORD.findall(query) if len(w) > 2}
+    sentences = [s for s in _SENTENCE.split(text) if s.strip()]
+    if not sentences:
+        return text[:limit].rstrip() + "…"
+    scores = [len(terms & {w.lower() for w in _WORD.findall(s)}) for s in sentences]
+    best = int(np.argmax(scores)) if terms else 0
+    snippet = sentences[best]
+    j = best + 1
+    while j < len(sentences) and len(snippet) + 1 + len(sentences[j]) <= limit:
+        snippet += " " + sentences[j]
+        j += 1
+    if len(snippet) > limit:
+        snippet = snippet[:limit].rsplit(" ", 1)[0] + "…"
+    return snippet

@@ -1,0 +1,263 @@
+"""RAGPipeline MCP adapter: typed tools over the same core as gRPC.
+
+Tenant and user always come from the verified principal (shared.identity), never from tool
+arguments. Errors are translated once, here, into MCP tool errors.
+"""
+from __future__ import annotations
+
+from typing import Annotated, Any, Callable, Literal
+
+from mcp.server.mcpserver import MCPServer
+from pydantic import BaseModel, Field
+
+from services.knowledge_store.models import RankingProfile, SearchFilters
+from services.rag_pipeline.core import RagPipeline
+from services.rag_pipeline.models import Preferences, SearchRequest, SearchResponse
+from shared.identity import Principal, current_principal
+from shared.mcp_errors import guarded
+
+class FourRScoresOut(BaseModel):
+    relevancy: float
+    recency: float
+    richness: float
+    reputation: float
+
+
+class ExplanationOut(BaseModel):
+    weights: FourRScoresOut
+    contributions: FourRScoresOut
+    dense_cosine: float
+    bm25: float
+    dense_rank: int
+    bm25_rank: int
+    dense_norm: float
+    bm25_norm: float
+    rerank_score: float
+    fusion_method: str
+    recency_applied: bool
+    age_days: float
+
+
+class ArtifactSummaryOut(BaseModel):
+    artifact_id: str
+    title: str
+    source_type: str
+    source_id: str
+    source_uri: str
+    file_name: str
+    file_type: str
+    created_unix: int
+    modified_unix: int
+    reputation_prior: float
+    feedback_helpful: int
+    feedback_unhelpful: int
+    tags: list[str]
+
+
+class RankedResultOut(BaseModel):
+    persona_knowledge_entry_id: str
+    associated_artifact: ArtifactSummaryOut
+    snippet: str
+    headline: str
+    overall_rank_score: float
+    individual_scores: FourRScoresOut
+    explanation: ExplanationOut | None = None
+
+
+class SearchAndRankOut(BaseModel):
+    """Seed 001 SearchAndRankResponse, plus degraded flags and the profile that ranked it."""
+
+    results: list[RankedResultOut]
+    debug_information: str
+    error_message: str = ""
+    degraded: bool
+    degraded_reasons: list[str]
+    profile_name: str
+    profile_version: int
+    query_phrases: list[str]
+    temporal_intent: bool
+
+
+class FiltersIn(BaseModel):
+    date_from_unix: int = 0
+    date_to_unix: int = 0
+    source_types: list[str] = Field(default_factory=list)
+    tags: list[str] = Field(default_factory=list)
+    owners: list[str] = Field(default_factory=list)
+    artifact_ids: list[str] = Field(default_factory=list)
+    source_ids: list[str] = Field(default_factory=list)
+
+
+class WeightsIn(BaseModel):
+    relevancy: float = Field(ge=0)
+    recency: float = Field(ge=0)
+    richness: float = Field(ge=0)
+    reputation: float = Field(ge=0)
+
+
+class ProfileOut(BaseModel):
+    name: str
+    version: int
+    persona_id: str
+    relevancy_weight: float
+    recency_weight: float
+    richness_weight: float
+    reputation_weight: float
+    fusion_method: str
+    dense_weight: float
+    recency_mode: str
+    recency_half_life_days: float
+    reputation_prior_strength: float
+    is_default: bool
+    updated_unix: int
+
+
+class ProfileListOut(BaseModel):
+    profiles: list[ProfileOut]
+
+
+class FeedbackOut(BaseModel):
+    artifact_id: str
+    feedback_helpful: int
+    feedback_unhelpful: int
+    reputation: float
+
+
+def four(values: tuple[float, float, float, float]) -> FourRScoresOut:
+    return FourRScoresOut(relevancy=values[0], recency=values[1], richness=values[2], reputation=values[3])
+
+
+def search_response_out(r: SearchResponse) -> SearchAndRankOut:
+    results = []
+    for x in r.results:
+        a = x.artifact
+        e = x.explanation
+        results.append(RankedResultOut(
+            persona_knowledge_entry_id=x.entry.id,
+            associated_artifact=ArtifactSummaryOut(
+                artifact_id=a.artifact_id, title=a.title, source_type=a.source_type, source_id=a.source_id,
+                source_uri=a.source_uri, file_name=a.file_name, file_type=a.file_type,
+                created_unix=a.created_unix, modified_unix=a.modified_unix, reputation_prior=a.reputation_prior,
+                feedback_helpful=a.feedback_helpful, feedback_unhelpful=a.feedback_unhelpful, tags=list(a.tags)),
+            snippet=x.snippet, headline=x.entry.headline, overall_rank_score=x.overall,
+            individual_scores=four(x.scores),
+            explanation=None if e is None else ExplanationOut(
+                weights=four(e.weights), contributions=four(e.contributions), dense_cosine=e.dense_cosine,
+                bm25=e.bm25, dense_rank=e.dense_rank, bm25_rank=e.bm25_rank, dense_norm=e.dense_norm,
+                bm25_norm=e.bm25_norm, rerank_score=e.rerank_score, fusion_method=e.fusion_method,
+                recency_applied=e.recency_applied, age_days=e.age_days),
+        ))
+    return SearchAndRankOut(
+        results=results, debug_information=r.debug, degraded=r.degraded, degraded_reasons=list(r.degraded_reasons),
+        profile_name=r.profile_name, profile_version=r.profile_version, query_phrases=list(r.query_phrases),
+        temporal_intent=r.temporal_intent)
+
+
+def profile_out(p: RankingProfile) -> ProfileOut:
+    return ProfileOut(
+        name=p.name, version=p.version, persona_id=p.persona_id, relevancy_weight=p.relevancy_weight,
+        recency_weight=p.recency_weight, richness_weight=p.richness_weight, reputation_weight=p.reputation_weight,
+        fusion_method=p.fusion_method, dense_weight=p.dense_weight, recency_mode=p.recency_mode,
+        recency_half_life_days=p.recency_half_life_days, reputation_prior_strength=p.reputation_prior_strength,
+        is_default=p.is_default, updated_unix=p.updated_unix)
+
+
+def register_core_tools(mcp: MCPServer, pipeline: RagPipeline, principal: Callable[[], Principal]) -> None:
+    """search_and_rank, ranking profiles and feedback."""
+
+    @mcp.tool(name="search_and_rank", description=(
+        "Hybrid retrieval (dense + BM25) over the caller's tenant, ranked by the 4R factors "
+        "(Relevancy, Recency, Richness, Reputation) with an explanation per result."))
+    async def search_and_rank(
+        user_query_text: Annotated[str, Field(description="The user's question or search text")],
+        persona_id: str = "",
+        top_k_initial_retrieve: Annotated[int, Field(ge=0, le=1000)] = 0,
+        top_k_final_rank: Annotated[int, Field(ge=0, le=100)] = 0,
+        weights: WeightsIn | None = None,
+        profile_name: str = "",
+        fusion_method: Literal["", "convex", "rrf"] = "",
+        recency_mode: Literal["", "auto", "always", "never"] = "",
+        rerank: bool = False,
+        explain: bool = True,
+        expand_query_with_llm: bool = False,
+        filters: FiltersIn | None = None,
+    ) -> SearchAndRankOut:
+        async def run() -> SearchAndRankOut:
+            who = principal()
+            f = filters or FiltersIn()
+            request = SearchRequest(
+                tenant_id=who.tenant_id, persona_id=persona_id, query=user_query_text,
+                top_k_initial=top_k_initial_retrieve, top_k_final=top_k_final_rank,
+                prefs=Preferences(
+                    weights=None if weights is None else (weights.relevancy, weights.recency, weights.richness,
+                                                          weights.reputation),
+                    profile_name=profile_name, fusion=fusion_method, recency_mode=recency_mode, rerank=rerank,
+                    explain=explain),
+                filters=SearchFilters(
+                    date_from_unix=f.date_from_unix, date_to_unix=f.date_to_unix, source_types=tuple(f.source_types),
+                    tags=tuple(f.tags), owners=tuple(f.owners), artifact_ids=tuple(f.artifact_ids),
+                    source_ids=tuple(f.source_ids), persona_id=persona_id, visibility_groups=who.groups,
+                    enforce_visibility=True),
+                expand=expand_query_with_llm,
+            )
+            return search_response_out(await pipeline.search_and_rank(request))
+        return await guarded(run)
+
+    @mcp.tool(name="put_ranking_profile", description=(
+        "Create or update a named ranking profile for the caller's tenant (or one persona); "
+        "each update creates a new version."))
+    async def put_ranking_profile(
+        name: str,
+        weights: WeightsIn,
+        persona_id: str = "",
+        fusion_method: Literal["convex", "rrf"] = "convex",
+        dense_weight: Annotated[float, Field(ge=0, le=1)] = 0.5,
+        recency_mode: Literal["auto", "always", "never"] = "auto",
+        recency_half_life_days: Annotated[float, Field(gt=0)] = 180.0,
+        reputation_prior_strength: Annotated[float, Field(gt=0)] = 4.0,
+        is_default: bool = False,
+    ) -> ProfileOut:
+        async def run() -> ProfileOut:
+            profile = RankingProfile(
+                tenant_id=principal().tenant_id, persona_id=persona_id, name=name,
+                relevancy_weight=weights.relevancy, recency_weight=weights.recency,
+                richness_weight=weights.richness, reputation_weight=weights.reputation,
+                fusion_method=fusion_method, dense_weight=dense_weight, recency_mode=recency_mode,
+                recency_half_life_days=recency_half_life_days, reputation_prior_strength=reputation_prior_strength,
+                is_default=is_default)
+            return profile_out(await pipeline.put_profile(profile))
+        return await guarded(run)
+
+    @mcp.tool(name="get_ranking_profile", description="Get a ranking profile (latest version unless given).")
+    async def get_ranking_profile(name: str = "", persona_id: str = "", version: int = 0) -> ProfileOut:
+        async def run() -> ProfileOut:
+            return profile_out(await pipeline.get_profile(principal().tenant_id, persona_id, name, version))
+        return await guarded(run)
+
+    @mcp.tool(name="list_ranking_profiles", description="List the ranking profiles of the caller's tenant.")
+    async def list_ranking_profiles(persona_id: str = "") -> ProfileListOut:
+        async def run() -> ProfileListOut:
+            profiles = await pipeline.list_profiles(principal().tenant_id, persona_id)
+            return ProfileListOut(profiles=[profile_out(p) for p in profiles])
+        return await guarded(run)
+
+    @mcp.tool(name="record_feedback", description=(
+        "Record that a result (entry) or a whole artifact was helpful or not; folded into Reputation."))
+    async def record_feedback(target_id: str, helpful: bool,
+                              target: Literal["entry", "artifact"] = "entry") -> FeedbackOut:
+        async def run() -> FeedbackOut:
+            who = principal()
+            ack, reputation = await pipeline.record_feedback(who.tenant_id, target, target_id, helpful, who.user_id)
+            return FeedbackOut(artifact_id=ack.artifact_id, feedback_helpful=ack.feedback_helpful,
+                               feedback_unhelpful=ack.feedback_unhelpful, reputation=reputation)
+        return await guarded(run)
+
+
+def build_mcp(pipeline: RagPipeline, *, allow_local_identity: bool, token_verifier: Any = None,
+              auth: Any = None) -> MCPServer:
+    mcp = MCPServer("nucleus-rag-pipeline", instructions=(
+        "Nucleus RAG retrieval: search_and_rank for ranked, explained knowledge from your tenant; "
+        "rag_search / rag_get_raw_results / rag_get_synthesized_results for the standard RAG contracts."),
+        token_verifier=token_verifier, auth=auth)
+    register_core_tools(mcp, pipeline, lambda: current_principal(allow_local=allow_local_identity))
+    return mcp

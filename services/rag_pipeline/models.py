@@ -1,0 +1,75 @@
+"""Plain core types of the RAG pipeline (no protobuf)."""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from services.knowledge_store.models import ArtifactSummary, Entry, SearchFilters
+
+FACTORS = ("relevancy", "recency", "richness", "reputation")
+
+
+@dataclass(frozen=True, slots=True)
+class Preferences:
+    """Per-request ranking preferences (seed 001: RankingPreferences). Empty = inherit."""
+
+    weights: tuple[float, float, float, float] | None = None
+    profile_name: str = ""
+    fusion: str = ""                 # "" | "convex" | "rrf"
+    recency_mode: str = ""           # "" | "auto" | "always" | "never"
+    half_life_days: float = 0.0
+    rerank: bool = False
+    explain: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class SearchRequest:
+    tenant_id: str
+    query: str
+    persona_id: str = ""
+    query_vector: tuple[float, ...] | None = None
+    top_k_initial: int = 0           # 0 = settings default
+    top_k_final: int = 0
+    prefs: Preferences = field(default_factory=Preferences)
+    filters: SearchFilters = field(default_factory=SearchFilters)
+    expand: bool = False
+    extra_phrases: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class Explanation:
+    weights: tuple[float, float, float, float]
+    contributions: tuple[float, float, float, float]
+    dense_cosine: float
+    bm25: float
+    dense_rank: int
+    bm25_rank: int
+    dense_norm: float
+    bm25_norm: float
+    rerank_score: float
+    fusion_method: str
+    recency_applied: bool
+    age_days: float
+
+
+@dataclass(frozen=True, slots=True)
+class RankedResult:
+    entry: Entry
+    artifact: ArtifactSummary
+    snippet: str
+    overall: float
+    scores: tuple[float, float, float, float]   # relevancy, recency, richness, reputation
+    explanation: Explanation | None
+
+
+@dataclass(frozen=True, slots=True)
+class SearchResponse:
+    results: tuple[RankedResult, ...]
+    degraded: bool = False
+    degraded_reasons: tuple[str, ...] = ()
+    profile_name: str = ""
+    profile_version: int = 0
+    query_phrases: tuple[str, ...] = ()
+    candidates_considered: int = 0
+    timings: tuple[tuple[str, float], ...] = ()
+    temporal_intent: bool = False
+    debug: str = ""

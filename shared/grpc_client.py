@@ -1,0 +1,74 @@
+"""gRPC client helpers: every call has a deadline; retries are bounded and only on UNAVAILABLE.
+
+Retries are done by gRPC itself through the channel's service config (not tenacity, so there
+is exactly one retry layer): at most 3 attempts, exponential back-off, UNAVAILABLE only.
+Failures come back as the `shared.errors` hierarchy via `from_grpc_error`.
+"""
+from __future__ import annotations
+
+import json
+from typing import Any, Awaitable, Callable, TypeVar
+
+import grpc
+
+from shared.errors import NucleusError, from_grpc_error
+
+T = TypeVar("T")
+
+MAX_MESSAGE_BYTES = 64 * 1024 * 1024
+
+_SERVICE_CONFIG = json.dumps({
+    "methodConfig": [{
+        "name": [{}],  # every method of every service on the channel
+        "retryPolicy": {
+            "maxAttempts": 3,
+            "initialBackoff": "0.05s",
+            "maxBackoff": "0.5s",
+            "backoffMultiplier": 2,
+            "retryableStatusCodes": ["UNAVAILABLE"],
+        },
+    }]
+})
+
+CHANNEL_OPTIONS = [
+    ("grpc.enable_retries", 1),
+    ("grpc.service_config", _SERVICE_CONFIG),
+    ("grpc.max_send_message_length", MAX_MESSAGE_BYTES),
+    ("grpc.max_receive_message_length", MAX_MESSAGE_BYTES),
+    ("grpc.keepalive_time_ms", 30_000),
+    ("grpc.keepalive_permit_without_calls", 1),
+]
+
+
+def aio_channel(target: str, interceptors: list[Any] | None = None) -> grpc.aio.Channel:
+    """An insecure asyncio channel to one of our services, with the retry policy above."""
+    return grpc.aio.insecure_channel(target, options=CHANNEL_OPTIONS, interceptors=interceptors)
+
+
+def sync_channel(target: str) -> grpc.Channel:
+    return grpc.insecure_channel(target, options=CHANNEL_OPTIONS)
+
+
+async def call(
+    method: Callable[..., Awaitable[T]] | Any,
+    request: Any,
+    *,
+    timeout: float,
+    service: str,
+    metadata: tuple[tuple[str, str], ...] | None = None,
+) -> T:
+    """Invoke one unary-unary aio stub method with a deadline; translate failures once."""
+    try:
+        return await method(request, timeout=timeout, metadata=metadata)
+    except grpc.RpcError as err:  # grpc.aio.AioRpcError subclasses it
+        raise from_grpc_error(err, service=service) from None
+
+
+def call_sync(method: Any, request: Any, *, timeout: float, service: str) -> Any:
+    try:
+        return method(request, timeout=timeout)
+    except grpc.RpcError as err:
+        raise from_grpc_error(err, service=service) from None
+
+
+__all__ = ["aio_channel", "sync_channel", "call", "call_sync", "NucleusError", "CHANNEL_OPTIONS"]

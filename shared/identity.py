@@ -1,0 +1,57 @@
+"""Who is calling: the verified principal decides tenant, user and groups.
+
+Tools never take tenant or user from their arguments. Over HTTP the principal comes from the
+bearer token verified by the MCP SDK's auth middleware (see shared/auth.py); over stdio the
+process was launched by a local user, so the principal is the one configured for the process
+(`NUCLEUS_LOCAL_TENANT`, `NUCLEUS_LOCAL_USER`, `NUCLEUS_LOCAL_GROUPS`).
+"""
+from __future__ import annotations
+
+import contextvars
+import os
+from dataclasses import dataclass, field
+
+from shared.errors import Unauthenticated
+
+
+@dataclass(frozen=True, slots=True)
+class Principal:
+    tenant_id: str
+    user_id: str
+    groups: tuple[str, ...] = ()
+    trusted_platform: bool = False      # may assert x-user-id / x-session-tags on behalf of users
+    session_tags: tuple[str, ...] = ()
+    auth_method: str = "local"          # "api_key" | "jwt" | "local"
+    key_id: str = ""                    # which credential (never the secret itself)
+    extra: dict[str, str] = field(default_factory=dict)
+
+
+# Set by the HTTP auth layer for the duration of one request (after header processing).
+_current: contextvars.ContextVar[Principal | None] = contextvars.ContextVar("nucleus_principal", default=None)
+
+
+def set_current_principal(principal: Principal | None) -> contextvars.Token:
+    return _current.set(principal)
+
+
+def reset_current_principal(token: contextvars.Token) -> None:
+    _current.reset(token)
+
+
+def local_principal() -> Principal:
+    groups = tuple(g for g in os.environ.get("NUCLEUS_LOCAL_GROUPS", "").split(",") if g)
+    return Principal(tenant_id=os.environ.get("NUCLEUS_LOCAL_TENANT", "demo"),
+                     user_id=os.environ.get("NUCLEUS_LOCAL_USER", os.environ.get("USER", "local")),
+                     groups=groups, auth_method="local")
+
+
+def current_principal(*, allow_local: bool) -> Principal:
+    """The principal of the request being served. `allow_local` is true only for transports
+    where the caller is the local user who launched the process (stdio, or HTTP with auth
+    explicitly disabled for development)."""
+    principal = _current.get()
+    if principal is not None:
+        return principal
+    if allow_local:
+        return local_principal()
+    raise Unauthenticated("no verified identity for this request")

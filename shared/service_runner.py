@@ -1,0 +1,159 @@
+"""Run one service process: its gRPC server (plus grpc.health.v1 and reflection) and its MCP
+server (streamable HTTP at /mcp) in one asyncio loop over one core, or MCP over stdio.
+
+Graceful shutdown on SIGTERM/SIGINT: health goes NOT_SERVING first, then the MCP HTTP server
+stops accepting, then gRPC drains in-flight calls for `shutdown_grace_s`, then the core closes.
+
+When `ready_file` is given, the bound addresses are written there as JSON once both servers
+listen (ports of 0 pick free ephemeral ports, so this is how supervisors and tests find them).
+"""
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import os
+import signal
+import socket
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Awaitable, Callable
+
+import grpc
+from grpc_health.v1 import health, health_pb2, health_pb2_grpc
+from grpc_reflection.v1alpha import reflection
+
+from shared.grpc_client import MAX_MESSAGE_BYTES
+from shared.settings import ServiceSettings
+
+log = logging.getLogger(__name__)
+
+
+@dataclass
+class ServiceSpec:
+    """What a service contributes to the process; built by each service's `main`."""
+
+    name: str                                   # e.g. "knowledge_store"
+    grpc_service_name: str                      # e.g. "nucleus.v1.KnowledgeStore"
+    add_servicers: Callable[[grpc.aio.Server], None]
+    mcp_server: Any | None = None               # mcp.server.mcpserver.MCPServer
+    close: Callable[[], Awaitable[None]] | None = None
+    http_middleware: list[Any] = field(default_factory=list)  # extra ASGI middleware (auth)
+    allowed_hosts: list[str] = field(default_factory=list)    # extra Host values for /mcp
+    grpc_interceptors: list[Any] = field(default_factory=list)
+
+
+def _transport_security(host: str, extra_hosts: list[str]) -> Any:
+    """Host/Origin validation (DNS-rebinding protection), on whatever address we bind."""
+    from mcp.server.transport_security import TransportSecuritySettings
+
+    hosts = {"127.0.0.1:*", "localhost:*", "[::1]:*", f"{host}:*", *extra_hosts}
+    origins = {f"http://{h.replace(':*', '')}:*" for h in hosts} | {f"https://{h.replace(':*', '')}:*" for h in hosts}
+    return TransportSecuritySettings(
+        enable_dns_rebinding_protection=True, allowed_hosts=sorted(hosts), allowed_origins=sorted(origins)
+    )
+
+
+def _bind_socket(host: str, port: int) -> socket.socket:
+    sock = socket.socket(socket.AF_INET6 if ":" in host else socket.AF_INET, socket.SOCK_STREAM)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    sock.bind((host, port))
+    sock.listen(128)
+    sock.setblocking(False)
+    return sock
+
+
+def _write_ready(path: Path, payload: dict[str, Any]) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_suffix(path.suffix + ".tmp")
+    tmp.write_text(json.dumps(payload))
+    os.replace(tmp, path)
+
+
+async def run_service(spec: ServiceSpec, settings: ServiceSettings, *, ready_file: Path | None = None) -> None:
+    """Serve gRPC (+ MCP over HTTP unless settings.mcp_port < 0) until SIGTERM/SIGINT."""
+    server = grpc.aio.server(
+        interceptors=spec.grpc_interceptors or None,
+        options=[
+            ("grpc.max_send_message_length", MAX_MESSAGE_BYTES),
+            ("grpc.max_receive_message_length", MAX_MESSAGE_BYTES),
+            ("grpc.so_reuseport", 0),
+        ],
+    )
+    spec.add_servicers(server)
+    health_servicer = health.aio.HealthServicer()
+    health_pb2_grpc.add_HealthServicer_to_server(health_servicer, server)
+    reflection.enable_server_reflection(
+        (spec.grpc_service_name, health_pb2.DESCRIPTOR.services_by_name["Health"].full_name,
+         reflection.SERVICE_NAME),
+        server,
+    )
+    grpc_port = server.add_insecure_port(f"{settings.host}:{settings.grpc_port}")
+    if grpc_port == 0:
+        raise SystemExit(f"{spec.name}: cannot bind gRPC on {settings.host}:{settings.grpc_port}")
+    await server.start()
+
+    uvicorn_server = None
+    http_task: asyncio.Task[None] | None = None
+    mcp_url = ""
+    if spec.mcp_server is not None and settings.mcp_port >= 0:
+        import uvicorn
+
+        app = spec.mcp_server.streamable_http_app(
+            host=settings.host,
+            transport_security=_transport_security(settings.host, spec.allowed_hosts),
+        )
+        for mw in spec.http_middleware:
+            app.add_middleware(mw[0], **mw[1])
+        sock = _bind_socket(settings.host, settings.mcp_port)
+        mcp_port = sock.getsockname()[1]
+        config = uvicorn.Config(app, log_level="warning", lifespan="on", access_log=False)
+        uvicorn_server = uvicorn.Server(config)
+        uvicorn_server.install_signal_handlers = lambda: None  # type: ignore[method-assign]
+        http_task = asyncio.create_task(uvicorn_server.serve(sockets=[sock]))
+        while not uvicorn_server.started and not http_task.done():
+            await asyncio.sleep(0.01)
+        if http_task.done():
+            http_task.result()
+        mcp_url = f"http://{settings.host}:{mcp_port}/mcp"
+
+    await health_servicer.set("", health_pb2.HealthCheckResponse.SERVING)
+    await health_servicer.set(spec.grpc_service_name, health_pb2.HealthCheckResponse.SERVING)
+    addresses = {"service": spec.name, "grpc": f"{settings.host}:{grpc_port}", "mcp": mcp_url, "pid": os.getpid()}
+    log.info("%s serving gRPC on %s%s", spec.name, addresses["grpc"], f", MCP on {mcp_url}" if mcp_url else "")
+    if ready_file is not None:
+        _write_ready(ready_file, addresses)
+
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        loop.add_signal_handler(sig, stop.set)
+    waiters = [asyncio.create_task(stop.wait())] + ([http_task] if http_task else [])
+    await asyncio.wait(waiters, return_when=asyncio.FIRST_COMPLETED)
+
+    log.info("%s shutting down: health NOT_SERVING, draining for %.1fs", spec.name, settings.shutdown_grace_s)
+    await health_servicer.enter_graceful_shutdown()
+    if uvicorn_server is not None:
+        uvicorn_server.should_exit = True
+    await server.stop(settings.shutdown_grace_s)
+    if http_task is not None:
+        try:
+            await asyncio.wait_for(http_task, timeout=settings.shutdown_grace_s)
+        except (asyncio.TimeoutError, Exception):  # noqa: BLE001 - shutting down regardless
+            http_task.cancel()
+    if spec.close is not None:
+        await spec.close()
+    if ready_file is not None:
+        ready_file.unlink(missing_ok=True)
+    log.info("%s stopped", spec.name)
+
+
+async def run_stdio(spec: ServiceSpec) -> None:
+    """Serve the MCP server over stdin/stdout (no gRPC port)."""
+    if spec.mcp_server is None:
+        raise SystemExit(f"{spec.name} has no MCP server")
+    try:
+        await spec.mcp_server.run_stdio_async()
+    finally:
+        if spec.close is not None:
+            await spec.close()
