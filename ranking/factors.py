@@ -126,7 +126,7 @@ def relevancy(c: Candidates, cfg: RankingConfig) -> tuple[NDArray[np.float32], F
     if reranked.any():
         w = cfg.rerank_weight
         blended = np.multiply(rel, 1.0 - w)
-        blended += np.multiply(rerank, w)
+        blended += np.multiply(rerank, 1.0 - w)
         np.copyto(rel, blended, where=reranked)
         np.minimum(rel, 1.0, out=rel)
 

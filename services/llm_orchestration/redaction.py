@@ -12,7 +12,7 @@ from collections.abc import Iterable
 REDACTED = "[REDACTED]"
 MIN_SECRET_CHARS = 4   # shorter values are not treated as secrets (replacing them would shred text)
 
-_BEARER = re.compile(r"(?i)\bbearer\s+[A-Za-z0-9._~+/=-]+")
+_BEARER = re.compile(r"(?i)\bbearer\s+[A-Za-z0-9._~+/=-]{8,}")
 _SK_KEY = re.compile(r"\bsk-[A-Za-z0-9_-]{6,}")
 
 

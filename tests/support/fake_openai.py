@@ -18,7 +18,7 @@ Endpoints
 
 Failure queue (`fail_next(kind, n)`), consumed one per request before normal handling:
     "429" / "500" / "503"  status with an OpenAI-style error body (Retry-After if given)
-    "400" / "401"          non-retryable client errors
+    "400" / "401"          non-retryable client errors (401 echoes the key in its message)
     "hang"                 accept the request and never answer (until `hang_s` or close)
     "bad_body"             HTTP 200, Content-Type JSON, body that is not JSON
     "bad_content"          a valid chat completion whose content is not the JSON asked for
@@ -174,6 +174,8 @@ class _Handler(BaseHTTPRequestHandler):
                     "400": ("Invalid request", "invalid_request_error"),
                     "401": ("Incorrect API key provided", "invalid_request_error")}
         message, err_type = messages[kind]
+        if kind == "401":   # like real providers, echo (part of) the key back — clients must redact
+            message = f"{message}: {self.headers.get('Authorization', '').removeprefix('Bearer ')}"
         self._json(int(kind), {"error": {"message": message, "type": err_type, "code": None}},
                    headers=headers)
 

@@ -1,0 +1,34 @@
+# Nucleus RAG — the two set-up commands are `make run` and `make test`.
+PY := .venv/bin/python
+export HF_HUB_OFFLINE := 1
+export TRANSFORMERS_OFFLINE := 1
+
+.PHONY: run test bootstrap protos check-protos down bench bench-quick clean
+
+bootstrap:
+	@bash scripts/bootstrap.sh
+
+## Command 1: bootstrap, start the stack on its embedded default, ingest the demo corpus, sample search.
+run: bootstrap
+	$(PY) -m shared.cli demo
+
+## Command 2: bootstrap and run the whole test suite (what .ci/run calls).
+test: bootstrap
+	$(PY) scripts/gen_protos.py --check
+	$(PY) -m pytest -q -p no:cacheprovider
+
+down:
+	$(PY) -m shared.cli down
+
+protos: bootstrap
+	$(PY) scripts/gen_protos.py
+
+check-protos: bootstrap
+	$(PY) scripts/gen_protos.py --check
+
+## Benchmarks (see docs/BENCHMARKS.md)
+bench: bootstrap
+	$(PY) -m shared.cli bench --dataset ../shared/data/scifact --tenant scifact
+
+clean:
+	rm -rf .nucleus-data .bench-cache

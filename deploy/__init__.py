@@ -1,0 +1,1 @@
+"""Deployment: the local supervisor (`nucleus up`) and container manifests."""

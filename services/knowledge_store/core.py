@@ -1,0 +1,682 @@
+"""KnowledgeStore core: durable, tenant-scoped hybrid retrieval (FAISS + BM25 + metadata).
+
+    KnowledgeStore
+      ├── per tenant: TenantDB  (SQLite, the system of record: storage.py)
+      │               VectorIndex (FAISS, rebuilt from SQLite on open: vector_index.py)
+      ├── ingest: validate all → extract/chunk/analyse (extraction, chunking, analysis,
+      │           richness) → embed (injected Embedder) → ONE transaction → FAISS
+      └── searches: vector (FAISS with an id selector from the SQL filters), keyword (FTS5
+                    BM25 with the same filters in SQL), listing, get by id
+
+Isolation is structural: a tenant's data lives only in `<data_dir>/tenants/<tenant>/` and in
+its own FAISS object; every call resolves exactly one tenant first.
+
+Consistency: writes commit SQLite first, then apply the change to FAISS; both happen while
+the tenant's readers/writer lock is held exclusively, and a vector search holds it shared
+for its SQLite snapshot plus its FAISS search, so a search never sees an id FAISS and SQLite
+disagree about. After a crash the FAISS index is rebuilt from what SQLite committed, so
+records = keyword rows = vectors always (`verify_integrity`).
+
+Threads: SQLite and FAISS work runs in `asyncio.to_thread`. Writers to one tenant queue on
+an asyncio lock (no thread is parked while waiting) and a thread lock (correctness even
+across event loops); readers run concurrently, each on its own pooled connection.
+"""
+from __future__ import annotations
+
+import asyncio
+import logging
+import threading
+import time
+import weakref
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Literal, TypeVar
+
+import numpy as np
+from numpy.typing import NDArray
+from opentelemetry import trace
+
+from services.knowledge_store import storage, validation
+from services.knowledge_store.analysis import analyse, fts_match_expression, query_terms
+from services.knowledge_store.chunking import CONTEXT_SEPARATOR, chunk_document, context_line
+from services.knowledge_store.extraction import ACCEPTED, content_kind, to_text
+from services.knowledge_store.models import (
+    INDEX_KINDS,
+    ArtifactMeta,
+    DocumentIn,
+    Embedder,
+    Entry,
+    ArtifactSummary,
+    FeedbackAck,
+    Hit,
+    IngestReport,
+    IngestResult,
+    RankingProfile,
+    SearchFilters,
+    TenantStats,
+)
+from services.knowledge_store.richness import richness
+from services.knowledge_store.storage import EntryRow, TenantDB
+from services.knowledge_store.vector_index import IndexConfig, VectorIndex
+from shared.errors import InvalidArgument, NotFound, NucleusError, Unavailable, UpstreamFailed
+from shared.settings import KnowledgeStoreSettings
+
+log = logging.getLogger(__name__)
+tracer = trace.get_tracer(__name__)
+
+T = TypeVar("T")
+
+SUMMARY_CHARS = 240
+MAX_FEEDBACK_COMMENT_CHARS = 4_000
+# Title/heading column vs body column in FTS5's bm25(); tuned on SciFact (benchmarks/bm25_scifact.py).
+DEFAULT_BM25_WEIGHTS = (1.0, 1.0)
+# Approximate indexes answer a filtered query exactly (vectors reconstructed from the index)
+# when the filter leaves at most this many entries, or when the approximate search came back
+# short of k and at most EXACT_FALLBACK_MAX candidates exist.
+EXACT_FILTER_MAX = 4_096
+EXACT_FALLBACK_MAX = 250_000
+
+
+class _RWLock:
+    """Readers share, a writer is alone; waiting writers go before new readers."""
+
+    def __init__(self) -> None:
+        self._cond = threading.Condition()
+        self._readers = 0
+        self._writer = False
+        self._writers_waiting = 0
+
+    @contextmanager
+    def read(self) -> Iterator[None]:
+        with self._cond:
+            while self._writer or self._writers_waiting:
+                self._cond.wait()
+            self._readers += 1
+        try:
+            yield
+        finally:
+            with self._cond:
+                self._readers -= 1
+                if not self._readers:
+                    self._cond.notify_all()
+
+    @contextmanager
+    def write(self) -> Iterator[None]:
+        with self._cond:
+            self._writers_waiting += 1
+            while self._writer or self._readers:
+                self._cond.wait()
+            self._writers_waiting -= 1
+            self._writer = True
+        try:
+            yield
+        finally:
+            with self._cond:
+                self._writer = False
+                self._cond.notify_all()
+
+
+@dataclass(eq=False)
+class _Tenant:
+    tenant_id: str
+    db: TenantDB
+    index: VectorIndex
+    rw: _RWLock = field(default_factory=_RWLock)
+    write_lock: threading.Lock = field(default_factory=threading.Lock)
+    _queues: weakref.WeakKeyDictionary = field(default_factory=weakref.WeakKeyDictionary)
+
+    def writer_queue(self) -> asyncio.Lock:
+        """The asyncio lock writers of this tenant queue on, one per event loop."""
+        loop = asyncio.get_running_loop()
+        lock = self._queues.get(loop)
+        if lock is None:
+            lock = self._queues[loop] = asyncio.Lock()
+        return lock
+
+
+@dataclass(frozen=True, slots=True)
+class _Prepared:
+    meta: ArtifactMeta
+    rows: tuple[EntryRow, ...]
+    embed_texts: tuple[str, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class _IndexChange:
+    removed: list[int]
+    added: list[int]
+    vectors: NDArray[np.float32]
+
+
+_NO_CHANGE = _IndexChange([], [], np.zeros((0, 0), np.float32))
+
+
+class KnowledgeStore:
+    """The storage engine. See the module docstring; every method is tenant-scoped."""
+
+    def __init__(self, settings: KnowledgeStoreSettings, embedder: Embedder, *,
+                 bm25_weights: tuple[float, float] = DEFAULT_BM25_WEIGHTS) -> None:
+        self._settings = settings
+        self._embedder = embedder
+        self._bm25_weights = bm25_weights
+        self._root = Path(settings.data_dir) / "tenants"
+        self._tenants: dict[str, _Tenant] = {}
+        self._opening: dict[str, threading.Lock] = {}
+        self._registry = threading.Lock()
+        self._closed = False
+
+    # -- tenants -----------------------------------------------------------------------------
+
+    def list_tenants(self) -> list[str]:
+        if not self._root.is_dir():
+            return []
+        return sorted(storage.tenant_from_dir_name(d.name) for d in self._root.iterdir()
+                      if (d / storage.DB_FILE).is_file())
+
+    def _tenant_sync(self, tenant_id: str, create: bool) -> _Tenant:
+        if self._closed:
+            raise Unavailable("the knowledge store is closed")
+        tenant = self._tenants.get(tenant_id)
+        if tenant is not None:
+            return tenant
+        with self._registry:
+            opening = self._opening.setdefault(tenant_id, threading.Lock())
+        with opening:
+            tenant = self._tenants.get(tenant_id)
+            if tenant is None:
+                directory = self._root / storage.tenant_dir_name(tenant_id)
+                if not create and not (directory / storage.DB_FILE).is_file():
+                    raise NotFound(f"tenant '{tenant_id}' has no knowledge store: nothing has been "
+                                   "ingested for it")
+                tenant = self._open(tenant_id, directory)
+                self._tenants[tenant_id] = tenant
+            return tenant
+
+    async def _tenant(self, tenant_id: str, *, create: bool = False) -> _Tenant:
+        validation.tenant_id(tenant_id)
+        tenant = self._tenants.get(tenant_id)
+        if tenant is not None and not self._closed:
+            return tenant
+        return await asyncio.to_thread(self._tenant_sync, tenant_id, create)
+
+    def _open(self, tenant_id: str, directory: Path) -> _Tenant:
+        dim = self._settings.dimension
+        default = IndexConfig(kind=self._settings.default_index_kind)
+        db = TenantDB(directory, tenant_id, dim, default.to_json())
+        try:
+            conn = db.writer
+            stored_tenant = storage.get_meta(conn, "tenant_id")
+            if stored_tenant != tenant_id:
+                raise NucleusError(f"{directory} holds tenant {stored_tenant!r}, not {tenant_id!r}")
+            stored_dim = int(storage.get_meta(conn, "dimension") or dim)
+            if stored_dim != dim:
+                raise NucleusError(f"tenant '{tenant_id}' stores {stored_dim}-dimensional vectors but the "
+                                   f"service is configured for {dim}")
+            index = self._build_index(conn, IndexConfig.from_json(storage.get_meta(conn, "index_config")))
+        except BaseException:
+            db.close()
+            raise
+        log.info("opened tenant %s: %d vectors, %s index", tenant_id, index.ntotal, index.kind)
+        return _Tenant(tenant_id=tenant_id, db=db, index=index)
+
+    def _build_index(self, conn, config: IndexConfig) -> VectorIndex:
+        ids, vectors = storage.load_vectors(conn, self._settings.dimension)
+        return VectorIndex(self._settings.dimension, config, ids, vectors)
+
+    # -- the write path ----------------------------------------------------------------------
+
+    async def _write(self, tenant_id: str, work: Callable[[object], tuple[T, _IndexChange]], *,
+                     create: bool) -> T:
+        tenant = await self._tenant(tenant_id, create=create)
+        async with tenant.writer_queue():
+            return await asyncio.to_thread(self._write_sync, tenant, work)
+
+    def _write_sync(self, tenant: _Tenant, work: Callable[[object], tuple[T, _IndexChange]]) -> T:
+        with tenant.write_lock:
+            if self._closed:
+                raise Unavailable("the knowledge store is closed")
+            conn = tenant.db.writer
+            with storage.write_transaction(conn):
+                result, change = work(conn)
+                with tenant.rw.write():
+                    conn.execute("COMMIT")
+                    self._apply(tenant, change)
+            if tenant.index.needs_rebuild:
+                self._rebuild(tenant)
+            return result
+
+    def _apply(self, tenant: _Tenant, change: _IndexChange) -> None:
+        """Mirror a committed change in FAISS (caller holds the exclusive lock)."""
+        if not change.removed and not change.added:
+            return
+        try:
+            tenant.index.remove(np.asarray(change.removed, np.int64))
+            tenant.index.add(np.asarray(change.added, np.int64), change.vectors)
+        except Exception:
+            log.exception("FAISS update failed for tenant %s; rebuilding from SQLite", tenant.tenant_id)
+            try:
+                tenant.index = self._build_index(tenant.db.writer, tenant.index.config)
+            except Exception as err:
+                self._tenants.pop(tenant.tenant_id, None)     # next access reopens and rebuilds
+                raise Unavailable(f"vector index of tenant '{tenant.tenant_id}' could not be rebuilt: "
+                                  f"{err}") from err
+
+    def _rebuild(self, tenant: _Tenant) -> None:
+        """Build a fresh index from SQLite while searches keep using the old one (the caller
+        holds the tenant's write lock, so no write can slip in between)."""
+        started = time.perf_counter()
+        fresh = self._build_index(tenant.db.writer, tenant.index.config)
+        with tenant.rw.write():
+            tenant.index = fresh
+        log.info("rebuilt %s index of tenant %s (%d vectors) in %.2fs", fresh.kind, tenant.tenant_id,
+                 fresh.ntotal, time.perf_counter() - started)
+
+    # -- ingest ------------------------------------------------------------------------------
+
+    async def ingest(self, tenant_id: str, persona_id: str, documents: Sequence[DocumentIn],
+                     progress: Callable[[int, int], None] | None = None) -> IngestReport:
+        """Chunk, embed and commit `documents` atomically (upsert by artifact id)."""
+        validation.tenant_id(tenant_id)
+        validation.persona_id(persona_id)
+        docs = list(documents)
+        self._check_documents(docs)
+        with tracer.start_as_current_span("knowledge_store.ingest") as span:
+            span.set_attribute("nucleus.documents", len(docs))
+            prepared = await asyncio.to_thread(self._prepare_all, docs)
+            texts = [t for p in prepared for t in p.embed_texts]
+            started = time.perf_counter()
+            vectors = await self._embed(texts, progress)
+            embed_seconds = time.perf_counter() - started
+            span.set_attribute("nucleus.entries", len(texts))
+            now = int(time.time())
+
+            def work(conn) -> tuple[list[IngestResult], _IndexChange]:
+                results, removed, added = [], [], []
+                offset = 0
+                for p in prepared:
+                    vecs = vectors[offset:offset + len(p.rows)]
+                    offset += len(p.rows)
+                    old, new = storage.replace_artifact(conn, p.meta, persona_id, now, p.rows, vecs)
+                    removed += old
+                    added += new
+                    results.append(IngestResult(p.meta.artifact_id, len(new), len(old)))
+                return results, _IndexChange(removed, added, vectors)
+
+            started = time.perf_counter()
+            results = await self._write(tenant_id, work, create=True)
+            commit_seconds = time.perf_counter() - started
+        return IngestReport(results=tuple(results), total_entries=len(texts),
+                            embed_seconds=embed_seconds, commit_seconds=commit_seconds)
+
+    def _check_documents(self, docs: list[DocumentIn]) -> None:
+        s = self._settings
+        if not docs:
+            raise InvalidArgument("documents", "at least one document is required")
+        if len(docs) > s.max_documents_per_request:
+            raise InvalidArgument("documents", f"{len(docs)} documents, at most {s.max_documents_per_request} "
+                                               "per request")
+        seen: dict[str, int] = {}
+        for i, doc in enumerate(docs):
+            f = f"documents[{i}]"
+            if not isinstance(doc, DocumentIn):
+                raise InvalidArgument(f, f"expected a DocumentIn, got {type(doc).__name__}")
+            validation.artifact(doc.artifact, f"{f}.artifact")
+            if content_kind(doc.content_type or "") is None:
+                raise InvalidArgument(f"{f}.content_type", f"{doc.content_type!r} is not supported; "
+                                                           f"accepted: {ACCEPTED}")
+            if not isinstance(doc.content, str) or not doc.content.strip():
+                raise InvalidArgument(f"{f}.content", "is empty")
+            if len(doc.content) > s.max_document_chars:
+                raise InvalidArgument(f"{f}.content", f"has {len(doc.content)} characters, at most "
+                                                      f"{s.max_document_chars} accepted")
+            first = seen.setdefault(doc.artifact.artifact_id, i)
+            if first != i:
+                raise InvalidArgument(f"{f}.artifact.artifact_id",
+                                      f"{doc.artifact.artifact_id!r} repeats documents[{first}]")
+
+    def _prepare_all(self, docs: list[DocumentIn]) -> list[_Prepared]:
+        return [self._prepare(doc, i) for i, doc in enumerate(docs)]
+
+    def _prepare(self, doc: DocumentIn, i: int) -> _Prepared:
+        s = self._settings
+        meta = doc.artifact
+        kind = content_kind(doc.content_type or "")
+        chunks = chunk_document(to_text(doc.content, kind), markdown=kind != "plain", title=meta.title,
+                                chunk_tokens=s.chunk_tokens, overlap_tokens=s.chunk_overlap_tokens)
+        if not chunks:
+            raise InvalidArgument(f"documents[{i}].content", "has no text once markup is removed")
+        timestamp = meta.modified_unix or meta.created_unix
+        rows, texts = [], []
+        for chunk in chunks:
+            context = context_line(meta.title, chunk.path)
+            headline = (CONTEXT_SEPARATOR.join(chunk.path) if chunk.path
+                        else meta.title.strip() or _first_words(chunk.text))
+            rows.append(EntryRow(
+                chunk_index=chunk.index, text=chunk.text, headline=headline,
+                content_summary=_summary(chunk.text), timestamp_unix=timestamp,
+                richness=richness(chunk.text, under_heading=bool(chunk.path)),
+                fts_title=" ".join(analyse(context)), fts_body=" ".join(analyse(chunk.text))))
+            texts.append(f"{context}\n{chunk.text}" if context else chunk.text)
+        return _Prepared(meta, tuple(rows), tuple(texts))
+
+    async def _embed(self, texts: list[str], progress: Callable[[int, int], None] | None) -> NDArray[np.float32]:
+        dim, batch, n = self._settings.dimension, self._settings.embed_batch_size, len(texts)
+        out = np.empty((n, dim), np.float32)
+        for start in range(0, n, batch):
+            part = texts[start:start + batch]
+            try:
+                got = await self._embedder.embed(part)
+            except NucleusError:
+                raise
+            except Exception as err:
+                raise UpstreamFailed(f"embedding failed: {type(err).__name__}: {err}") from err
+            arr = np.asarray(got, dtype=np.float32)
+            if arr.ndim != 2 or arr.shape[0] != len(part):
+                raise UpstreamFailed(f"embedder returned shape {arr.shape} for {len(part)} texts")
+            if arr.shape[1] != dim:
+                raise UpstreamFailed(f"embedder returned {arr.shape[1]}-dimensional vectors, the store "
+                                     f"is configured for {dim}")
+            norms = np.linalg.norm(arr, axis=1)
+            if not np.isfinite(arr).all() or (norms < 1e-6).any():
+                raise UpstreamFailed("embedder returned a zero or non-finite vector")
+            out[start:start + len(part)] = arr / norms[:, None]
+            if progress is not None:
+                progress(start + len(part), n)
+        return out
+
+    # -- delete ------------------------------------------------------------------------------
+
+    async def delete(self, tenant_id: str, artifact_ids: Sequence[str]) -> tuple[int, int]:
+        """Delete artifacts from records, keyword index and vectors. Returns (artifacts, entries)."""
+        validation.tenant_id(tenant_id)
+        ids = list(artifact_ids)
+        if not ids:
+            raise InvalidArgument("artifact_ids", "at least one artifact id is required")
+        for i, a in enumerate(ids):
+            validation.artifact_id(a, f"artifact_ids[{i}]")
+        unique = list(dict.fromkeys(ids))
+
+        def work(conn) -> tuple[tuple[int, int], _IndexChange]:
+            n_artifacts, rids = storage.delete_artifacts(conn, unique)
+            return (n_artifacts, len(rids)), _IndexChange(rids, [], _NO_CHANGE.vectors)
+
+        return await self._write(tenant_id, work, create=False)
+
+    # -- searches ----------------------------------------------------------------------------
+
+    async def search_by_vector(self, tenant_id: str, query_vectors: np.ndarray, top_k: int,
+                               filters: SearchFilters) -> list[list[Hit]]:
+        """Top-k entries by cosine per query vector, filters applied inside the search."""
+        validation.tenant_id(tenant_id)
+        validation.top_k(top_k, self._settings.max_top_k)
+        validation.filters(filters)
+        queries = validation.query_vectors(query_vectors, self._settings.dimension)
+        tenant = await self._tenant(tenant_id)
+        with tracer.start_as_current_span("knowledge_store.search_by_vector"):
+            return await asyncio.to_thread(self._vector_search_sync, tenant, queries, top_k, filters)
+
+    def _vector_search_sync(self, tenant: _Tenant, queries: NDArray[np.float32], k: int,
+                            filters: SearchFilters) -> list[list[Hit]]:
+        with tenant.rw.read(), tenant.db.read() as conn:
+            index = tenant.index
+            allowed = None if filters.is_empty else storage.allowed_rids(conn, filters)
+            if allowed is not None and len(allowed) == 0:
+                return [[] for _ in range(len(queries))]
+            if allowed is not None and index.kind != "flat" and len(allowed) <= EXACT_FILTER_MAX:
+                scores, ids = index.exact(queries, k, allowed)
+            else:
+                scores, ids = _pad(*index.search(queries, k, allowed), k)
+                expected = min(k, index.ntotal if allowed is None else len(allowed))
+                short = (ids >= 0).sum(axis=1) < expected
+                if short.any() and index.kind != "flat":
+                    candidates = storage.all_rids(conn) if allowed is None else allowed
+                    if len(candidates) <= EXACT_FALLBACK_MAX:
+                        scores[short], ids[short] = index.exact(queries[short], k, candidates)
+            records = storage.records_by_rid(conn, ids[ids >= 0].tolist(), tenant.tenant_id)
+        return [_hits(records, ids[row], scores[row]) for row in range(len(queries))]
+
+    async def search_by_filters(self, tenant_id: str, keywords: str, extra_keywords: Sequence[str], top_k: int,
+                                filters: SearchFilters) -> tuple[list[Hit], list[str]]:
+        """BM25 over analysed terms of `keywords` and `extra_keywords` (OR-ed), filters in SQL.
+
+        No keywords at all: a metadata-only listing, newest first, score 0. Keywords that
+        analyse to no term (only stopwords): no hits. Returns (hits, analysed query terms).
+        """
+        validation.tenant_id(tenant_id)
+        validation.top_k(top_k, self._settings.max_top_k)
+        validation.filters(filters)
+        phrases = [keywords or "", *extra_keywords]
+        for i, phrase in enumerate(phrases):
+            name = "keywords" if i == 0 else f"extra_keywords[{i - 1}]"
+            if not isinstance(phrase, str):
+                raise InvalidArgument(name, f"must be a string, got {type(phrase).__name__}")
+            if len(phrase) > validation.MAX_KEYWORD_CHARS:
+                raise InvalidArgument(name, f"has {len(phrase)} characters, at most "
+                                             f"{validation.MAX_KEYWORD_CHARS} accepted")
+        tenant = await self._tenant(tenant_id)
+        listing = not any(p.strip() for p in phrases)
+        terms = [] if listing else query_terms(phrases)
+        with tracer.start_as_current_span("knowledge_store.search_by_filters"):
+            hits = await asyncio.to_thread(self._keyword_search_sync, tenant, terms, listing, top_k, filters)
+        return hits, terms
+
+    def _keyword_search_sync(self, tenant: _Tenant, terms: list[str], listing: bool, k: int,
+                             filters: SearchFilters) -> list[Hit]:
+        if not listing and not terms:
+            return []
+        with tenant.db.read() as conn:
+            if listing:
+                scored = [(rid, 0.0) for rid in storage.listing(conn, filters, k)]
+            else:
+                scored = storage.keyword_search(conn, fts_match_expression(terms), filters, k, self._bm25_weights)
+            records = storage.records_by_rid(conn, (rid for rid, _ in scored), tenant.tenant_id)
+        return _hits(records, [rid for rid, _ in scored], [s for _, s in scored])
+
+    async def get_entries(self, tenant_id: str, entry_ids: Sequence[str]) -> list[Hit]:
+        """The entries with these ids, in request order (unknown ids are skipped), score 0."""
+        validation.tenant_id(tenant_id)
+        ids = list(entry_ids)
+        if len(ids) > self._settings.max_top_k:
+            raise InvalidArgument("entry_ids", f"{len(ids)} ids, at most {self._settings.max_top_k} accepted")
+        for i, entry_id in enumerate(ids):
+            validation.entry_id(entry_id, f"entry_ids[{i}]")
+        unique = list(dict.fromkeys(ids))
+        tenant = await self._tenant(tenant_id)
+
+        def read() -> list[Hit]:
+            with tenant.db.read() as conn:
+                found = storage.records_by_entry_id(conn, unique, tenant.tenant_id)
+            records = [found[e] for e in unique if e in found]
+            return [Hit(entry=entry, artifact=art, score=0.0, rank=i + 1) for i, (entry, art) in enumerate(records)]
+
+        return await asyncio.to_thread(read)
+
+    # -- stats and index configuration ------------------------------------------------------
+
+    async def stats(self, tenant_id: str) -> TenantStats:
+        tenant = await self._tenant(tenant_id)
+
+        def read() -> TenantStats:
+            with tenant.rw.read(), tenant.db.read() as conn:
+                c = storage.counts(conn)
+                sources = storage.source_stats(conn)
+                index = tenant.index
+                return TenantStats(tenant_id=tenant_id, artifacts=c["artifacts"], entries=c["records"],
+                                   vectors=index.ntotal, keyword_docs=c["keyword_docs"], sources=tuple(sources),
+                                   last_indexed_unix=c["last_indexed_unix"], index_kind=index.kind,
+                                   dimension=index.dimension)
+
+        return await asyncio.to_thread(read)
+
+    async def verify_integrity(self, tenant_id: str) -> dict[str, int]:
+        """{"records", "vectors", "keyword_docs"}: entries in SQLite, vectors in FAISS, FTS5 rows."""
+        tenant = await self._tenant(tenant_id)
+
+        def read() -> dict[str, int]:
+            with tenant.rw.read(), tenant.db.read() as conn:
+                c = storage.counts(conn)
+                return {"records": c["records"], "vectors": tenant.index.ntotal, "keyword_docs": c["keyword_docs"]}
+
+        return await asyncio.to_thread(read)
+
+    async def configure_index(self, tenant_id: str, kind: str, *, hnsw_m: int = 32, hnsw_ef_search: int = 64,
+                              ivf_nlist: int = 0, ivf_nprobe: int = 8) -> tuple[str, int]:
+        """Choose the tenant's index kind (persisted) and rebuild it from SQLite.
+
+        Returns (kind now serving searches, vectors). IVF serves as flat until the tenant has
+        enough vectors to train it (see vector_index.py).
+        """
+        validation.tenant_id(tenant_id)
+        if kind not in INDEX_KINDS:
+            raise InvalidArgument("index_kind", f"{kind!r} is not one of {', '.join(INDEX_KINDS)}")
+        for name, value, lo, hi in (("hnsw_m", hnsw_m, 4, 256), ("hnsw_ef_search", hnsw_ef_search, 1, 65_536),
+                                    ("ivf_nlist", ivf_nlist, 0, 1 << 20), ("ivf_nprobe", ivf_nprobe, 1, 1 << 20)):
+            if not isinstance(value, int) or not lo <= value <= hi:
+                raise InvalidArgument(name, f"must be in {lo}..{hi}, got {value!r}")
+        config = IndexConfig(kind=kind, hnsw_m=hnsw_m, hnsw_ef_search=hnsw_ef_search, ivf_nlist=ivf_nlist,
+                             ivf_nprobe=ivf_nprobe)
+        tenant = await self._tenant(tenant_id, create=True)
+
+        def configure() -> tuple[str, int]:
+            with tenant.write_lock:
+                conn = tenant.db.writer
+                with storage.write_transaction(conn):
+                    storage.set_meta(conn, "index_config", config.to_json())
+                    conn.execute("COMMIT")
+                fresh = self._build_index(conn, config)
+                with tenant.rw.write():
+                    tenant.index = fresh
+                return fresh.kind, fresh.ntotal
+
+        async with tenant.writer_queue():
+            return await asyncio.to_thread(configure)
+
+    # -- ranking profiles --------------------------------------------------------------------
+
+    async def put_profile(self, profile: RankingProfile) -> RankingProfile:
+        """Store `profile` as the next version of (tenant, persona, name); returns it as stored."""
+        validation.profile(profile)
+        now = int(time.time())
+
+        def work(conn) -> tuple[RankingProfile, _IndexChange]:
+            version = storage.insert_profile(conn, profile, now)
+            stored = storage.get_profile(conn, profile.tenant_id, profile.persona_id, profile.name, version)
+            assert stored is not None and stored.persona_id == profile.persona_id
+            return stored, _NO_CHANGE
+
+        return await self._write(profile.tenant_id, work, create=True)
+
+    async def get_profile(self, tenant_id: str, persona_id: str, name: str, version: int = 0) -> RankingProfile | None:
+        """A profile (latest version unless `version`); `name` "" = the persona's default, else
+        the tenant's. A persona without its own profile of that name falls back to the tenant's."""
+        validation.tenant_id(tenant_id)
+        validation.persona_id(persona_id)
+        if not isinstance(version, int) or version < 0:
+            raise InvalidArgument("version", f"must be >= 0 (0 = latest), got {version!r}")
+        try:
+            tenant = await self._tenant(tenant_id)
+        except NotFound:
+            return None
+
+        def read() -> RankingProfile | None:
+            with tenant.db.read() as conn:
+                return storage.get_profile(conn, tenant_id, persona_id, name or "", version)
+
+        return await asyncio.to_thread(read)
+
+    async def list_profiles(self, tenant_id: str, persona_id: str = "") -> list[RankingProfile]:
+        """Latest version of every profile of the tenant (of one persona when given)."""
+        validation.tenant_id(tenant_id)
+        validation.persona_id(persona_id)
+        try:
+            tenant = await self._tenant(tenant_id)
+        except NotFound:
+            return []
+
+        def read() -> list[RankingProfile]:
+            with tenant.db.read() as conn:
+                return storage.list_profiles(conn, tenant_id, persona_id)
+
+        return await asyncio.to_thread(read)
+
+    # -- feedback ----------------------------------------------------------------------------
+
+    async def record_feedback(self, tenant_id: str, target: Literal["entry", "artifact"], target_id: str,
+                              helpful: bool, user_id: str, *, comment: str = "") -> FeedbackAck:
+        """Persist a helpful/unhelpful vote on an entry or artifact; counted on the artifact.
+        A named user has one vote per artifact (the latest counts); anonymous votes all count."""
+        validation.tenant_id(tenant_id)
+        if target == "entry":
+            validation.entry_id(target_id, "target_id")
+        elif target == "artifact":
+            validation.artifact_id(target_id, "target_id")
+        else:
+            raise InvalidArgument("target", f"{target!r} is not one of entry, artifact")
+        validation.label(user_id, "user_id")
+        if len(comment) > MAX_FEEDBACK_COMMENT_CHARS:
+            raise InvalidArgument("comment", f"has {len(comment)} characters, at most "
+                                             f"{MAX_FEEDBACK_COMMENT_CHARS} accepted")
+        now = int(time.time())
+
+        def work(conn) -> tuple[FeedbackAck, _IndexChange]:
+            if target == "entry":
+                artifact_id = storage.artifact_of_entry(conn, target_id)
+            else:
+                artifact_id = target_id if storage.artifact_exists(conn, target_id) else None
+            if artifact_id is None:
+                raise NotFound(f"{target} '{target_id}' not found in tenant '{tenant_id}'")
+            helpful_n, unhelpful_n, prior = storage.record_feedback(
+                conn, target=target, target_id=target_id, artifact_id=artifact_id, helpful=bool(helpful),
+                user_id=user_id, comment=comment, now=now)
+            return FeedbackAck(artifact_id, helpful_n, unhelpful_n, prior), _NO_CHANGE
+
+        return await self._write(tenant_id, work, create=False)
+
+    # -- lifecycle ---------------------------------------------------------------------------
+
+    def close(self) -> None:
+        """Close every tenant's files. Later calls raise Unavailable."""
+        self._closed = True
+        for tenant in list(self._tenants.values()):
+            with tenant.write_lock, tenant.rw.write():
+                tenant.db.close()
+        self._tenants.clear()
+
+
+# -- helpers ---------------------------------------------------------------------------------
+
+def _pad(scores: NDArray[np.float32], ids: NDArray[np.int64], k: int) -> tuple[NDArray[np.float32], NDArray[np.int64]]:
+    """Widen FAISS results to k columns (missing: -inf, -1), as writable copies."""
+    q, width = ids.shape
+    out_s = np.full((q, k), -np.inf, np.float32)
+    out_i = np.full((q, k), -1, np.int64)
+    out_s[:, :width] = scores
+    out_i[:, :width] = ids
+    out_s[out_i < 0] = -np.inf
+    return out_s, out_i
+
+
+def _hits(records: dict[int, tuple[Entry, ArtifactSummary]], ids: Sequence[int] | NDArray[np.int64],
+          scores: Sequence[float] | NDArray[np.float32]) -> list[Hit]:
+    hits: list[Hit] = []
+    for rid, score in zip(ids, scores):
+        record = records.get(int(rid))
+        if record is None:
+            continue
+        hits.append(Hit(entry=record[0], artifact=record[1], score=float(score), rank=len(hits) + 1))
+    return hits
+
+
+def _summary(text: str, limit: int = SUMMARY_CHARS) -> str:
+    flat = " ".join(text.split())
+    if len(flat) <= limit:
+        return flat
+    cut = flat.rfind(" ", 0, limit)
+    return flat[:cut if cut > limit // 2 else limit].rstrip() + "…"
+
+
+def _first_words(text: str, n: int = 12) -> str:
+    words = text.split()
+    return " ".join(words[:n]) + ("…" if len(words) > n else "")

@@ -1,0 +1,200 @@
+"""A tenant's FAISS index: an in-memory derivative of the vectors held in SQLite.
+
+Ids are entry row ids (`entries.rid`, AUTOINCREMENT, never reused), scores are inner
+products of L2-normalised vectors (= cosine).
+
+    kind   structure                                   removal
+    flat   IndexIDMap2(IndexFlatIP)         exact      remove_ids
+    hnsw   IndexIDMap2(IndexHNSWFlat, IP)   M, efSearch  tombstones, excluded by selector;
+                                                       rebuilt past 20 % tombstones
+    ivf    IndexIVFFlat(IndexFlatIP), IP    nlist, nprobe  remove_ids (hashtable direct map)
+           trained on the tenant's vectors; needs 39 · nlist of them (auto nlist =
+           clamp(4·√n, 1, n / 39), at least 1,024 vectors), else it serves as flat until
+           there are; retrained once the tenant has grown 4× since training.
+
+Not thread-safe: the owner (the core) holds a readers/writer lock around every call.
+Filtering happens inside FAISS through `SearchParameters.sel` (an `IDSelectorBatch` of the
+allowed ids); `exact` reconstructs candidate vectors from the index for the cases where an
+approximate index cannot promise k results under a selective filter.
+"""
+from __future__ import annotations
+
+import json
+import math
+from dataclasses import asdict, dataclass
+
+import faiss
+import numpy as np
+from numpy.typing import NDArray
+
+MIN_IVF_VECTORS = 1_024
+IVF_POINTS_PER_LIST = 39
+HNSW_EF_CONSTRUCTION = 80
+TOMBSTONE_REBUILD_FRACTION = 0.2
+IVF_RETRAIN_GROWTH = 4.0
+
+
+@dataclass(frozen=True, slots=True)
+class IndexConfig:
+    kind: str = "flat"
+    hnsw_m: int = 32
+    hnsw_ef_search: int = 64
+    ivf_nlist: int = 0            # 0 = auto from the number of vectors
+    ivf_nprobe: int = 8
+
+    def to_json(self) -> str:
+        return json.dumps(asdict(self), sort_keys=True)
+
+    @classmethod
+    def from_json(cls, text: str) -> IndexConfig:
+        return cls(**json.loads(text))
+
+
+def auto_nlist(n: int) -> int:
+    return max(1, min(int(round(4 * math.sqrt(n))), n // IVF_POINTS_PER_LIST))
+
+
+class VectorIndex:
+    """One tenant's vectors in FAISS (see the module docstring)."""
+
+    def __init__(self, dimension: int, config: IndexConfig, ids: NDArray[np.int64],
+                 vectors: NDArray[np.float32]) -> None:
+        self.dimension = dimension
+        self.config = config
+        self._tombstones: set[int] = set()
+        self._trained_on = 0
+        self._index, self.kind = self._build(ids, vectors)
+
+    # -- construction ------------------------------------------------------------------------
+
+    def _build(self, ids: NDArray[np.int64], vectors: NDArray[np.float32]) -> tuple[faiss.Index, str]:
+        d, cfg, n = self.dimension, self.config, len(ids)
+        if cfg.kind == "hnsw":
+            hnsw = faiss.IndexHNSWFlat(d, cfg.hnsw_m, faiss.METRIC_INNER_PRODUCT)
+            hnsw.hnsw.efConstruction = max(HNSW_EF_CONSTRUCTION, cfg.hnsw_m)
+            hnsw.hnsw.efSearch = cfg.hnsw_ef_search
+            index, kind = faiss.IndexIDMap2(hnsw), "hnsw"
+        elif cfg.kind == "ivf" and self._ivf_trainable(n):
+            nlist = cfg.ivf_nlist or auto_nlist(n)
+            ivf = faiss.IndexIVFFlat(faiss.IndexFlatIP(d), d, nlist, faiss.METRIC_INNER_PRODUCT)
+            ivf.cp.seed = 1234
+            ivf.train(vectors)
+            ivf.set_direct_map_type(faiss.DirectMap.Hashtable)
+            ivf.nprobe = min(cfg.ivf_nprobe, nlist)
+            index, kind = ivf, "ivf"
+            self._trained_on = n
+        else:
+            index, kind = faiss.IndexIDMap2(faiss.IndexFlatIP(d)), "flat"
+        if n:
+            index.add_with_ids(vectors, ids)
+        return index, kind
+
+    def _ivf_trainable(self, n: int) -> bool:
+        if self.config.ivf_nlist:
+            return n >= IVF_POINTS_PER_LIST * self.config.ivf_nlist
+        return n >= MIN_IVF_VECTORS
+
+    # -- state -------------------------------------------------------------------------------
+
+    @property
+    def ntotal(self) -> int:
+        """Live vectors (tombstoned ones excluded)."""
+        return int(self._index.ntotal) - len(self._tombstones)
+
+    @property
+    def needs_rebuild(self) -> bool:
+        """True when a rebuild from the system of record would serve searches better."""
+        total = int(self._index.ntotal)
+        if self._tombstones and len(self._tombstones) > TOMBSTONE_REBUILD_FRACTION * total:
+            return True
+        if self.config.kind == "ivf":
+            live = self.ntotal
+            if self.kind == "flat":
+                return self._ivf_trainable(live)
+            return live >= IVF_RETRAIN_GROWTH * max(self._trained_on, 1)
+        return False
+
+    # -- updates -----------------------------------------------------------------------------
+
+    def add(self, ids: NDArray[np.int64], vectors: NDArray[np.float32]) -> None:
+        if len(ids):
+            self._index.add_with_ids(np.ascontiguousarray(vectors, dtype=np.float32),
+                                     np.ascontiguousarray(ids, dtype=np.int64))
+
+    def remove(self, ids: NDArray[np.int64]) -> None:
+        if not len(ids):
+            return
+        ids = np.ascontiguousarray(ids, dtype=np.int64)
+        if self.kind == "hnsw":                   # HNSW cannot delete: hide, rebuild later
+            self._tombstones.update(int(i) for i in ids)
+        elif self.kind == "ivf":                  # the hashtable direct map wants an array
+            self._index.remove_ids(faiss.IDSelectorArray(ids))
+        else:
+            self._index.remove_ids(faiss.IDSelectorBatch(ids))
+
+    # -- search ------------------------------------------------------------------------------
+
+    def search(self, queries: NDArray[np.float32], k: int,
+               allowed: NDArray[np.int64] | None = None) -> tuple[NDArray[np.float32], NDArray[np.int64]]:
+        """Top `k` per query among `allowed` ids (None = all). Missing results: id -1."""
+        q = queries.shape[0]
+        k_eff = min(k, int(self._index.ntotal))
+        if k_eff <= 0 or (allowed is not None and len(allowed) == 0):
+            return np.zeros((q, 0), np.float32), np.zeros((q, 0), np.int64)
+        keep: list[object] = []                  # selectors must outlive the search call
+        sel = None
+        if allowed is not None:
+            sel = faiss.IDSelectorBatch(np.ascontiguousarray(allowed, dtype=np.int64))
+            keep.append(sel)
+        elif self._tombstones:
+            inner = faiss.IDSelectorBatch(np.fromiter(self._tombstones, np.int64, len(self._tombstones)))
+            sel = faiss.IDSelectorNot(inner)
+            keep += [inner, sel]
+        if self.kind == "hnsw":
+            params = faiss.SearchParametersHNSW(efSearch=max(self.config.hnsw_ef_search, k_eff))
+        elif self.kind == "ivf":
+            params = faiss.SearchParametersIVF(nprobe=self._index.nprobe)
+        else:
+            params = faiss.SearchParameters() if sel is not None else None
+        if params is not None and sel is not None:
+            params.sel = sel
+        scores, ids = self._index.search(queries, k_eff, params=params)
+        return scores, ids
+
+    def exact(self, queries: NDArray[np.float32], k: int,
+              candidates: NDArray[np.int64]) -> tuple[NDArray[np.float32], NDArray[np.int64]]:
+        """Exact top `k` per query among `candidates` (ids that are in the index)."""
+        candidates = np.ascontiguousarray(candidates, dtype=np.int64)
+        if self._tombstones:
+            candidates = candidates[~np.isin(candidates, np.fromiter(self._tombstones, np.int64))]
+        return exact_top_k(queries, candidates, self._reconstruct(candidates), k)
+
+    def _reconstruct(self, ids: NDArray[np.int64]) -> NDArray[np.float32]:
+        out = np.empty((len(ids), self.dimension), np.float32)
+        step = 65_536
+        for start in range(0, len(ids), step):
+            out[start:start + step] = self._index.reconstruct_batch(ids[start:start + step])
+        return out
+
+
+def exact_top_k(queries: NDArray[np.float32], ids: NDArray[np.int64], vectors: NDArray[np.float32],
+                k: int) -> tuple[NDArray[np.float32], NDArray[np.int64]]:
+    """Top `k` inner products per query, descending (equal scores: lower id first).
+
+    Rows with fewer than `k` candidates are padded with (-inf, -1).
+    """
+    q = queries.shape[0]
+    scores = np.full((q, k), -np.inf, np.float32)
+    labels = np.full((q, k), -1, np.int64)
+    n = len(ids)
+    if n == 0 or k <= 0:
+        return scores, labels
+    sims = queries @ vectors.T                   # (q, n)
+    kk = min(k, n)
+    for row in range(q):
+        s = sims[row]
+        top = np.argpartition(-s, kk - 1)[:kk] if kk < n else np.arange(n)
+        order = top[np.lexsort((ids[top], -s[top]))]
+        scores[row, :kk] = s[order]
+        labels[row, :kk] = ids[order]
+    return scores, labels

@@ -1,0 +1,377 @@
+"""The LlmOrchestration core: embeddings, query expansion, re-ranking, answer synthesis.
+
+Plain Python in, frozen dataclasses out (`results.py`); errors from `shared.errors`.
+The gRPC / MCP adapters decode, call this, and encode.
+
+    LlmOrchestrator
+    ├── embed       cache → micro-batcher (small) / straight to the backend (ingest-sized)
+    │                └── LocalEmbedder (one worker thread) | OpenAIEmbedder
+    ├── expand      chat model JSON → validated alternatives   | keyword extraction (labelled)
+    ├── rerank      chat model 0–10 scores                      | embedding cosine (labelled)
+    └── synthesize  chat model, cited, truncated                | extractive quotes (labelled)
+                     └── OpenAIGateway: timeouts, tenacity retries, circuit breaker, redaction
+
+Methods without a chat model never pretend: the `method` field says which technique ran.
+"""
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from collections.abc import Awaitable, Callable, Sequence
+from typing import Any
+
+import numpy as np
+from opentelemetry import trace
+
+from shared.errors import InvalidArgument, NucleusError, Unavailable
+from shared.settings import LlmOrchestrationSettings
+
+from . import expansion, rerank as rerank_mod, synthesis as synth
+from .breaker import CircuitBreaker
+from .cache import EmbeddingCache
+from .embedder import EmbeddingBackend, LocalEmbedder, OpenAIEmbedder
+from .microbatch import MicroBatcher
+from .openai_client import OpenAIGateway
+from .results import Citation, EmbeddingResult, Expansion, RerankResult, Synthesis
+from .validation import check_ids, check_purpose, check_text, check_texts
+
+log = logging.getLogger(__name__)
+_tracer = trace.get_tracer(__name__)
+
+
+def check_settings(settings: LlmOrchestrationSettings) -> None:
+    """Reject a configuration that cannot work, before anything is loaded."""
+    needs_endpoint = settings.embedding_provider == "openai" or bool(settings.chat_model)
+    if needs_endpoint and not settings.openai_base_url:
+        raise InvalidArgument("openai_base_url", "required when embedding_provider is 'openai' or "
+                              "chat_model is set (e.g. https://api.openai.com/v1)")
+    positive = {"max_texts_per_request": settings.max_texts_per_request,
+                "max_text_chars": settings.max_text_chars,
+                "encode_batch_size": settings.encode_batch_size,
+                "microbatch_max_size": settings.microbatch_max_size,
+                "max_attempts": settings.max_attempts,
+                "breaker_failure_threshold": settings.breaker_failure_threshold,
+                "request_timeout_s": settings.request_timeout_s}
+    for name, value in positive.items():
+        if value <= 0:
+            raise InvalidArgument(name, f"must be positive, got {value}")
+    for name, value in {"microbatch_max_wait_ms": settings.microbatch_max_wait_ms,
+                        "cache_size": settings.cache_size,
+                        "breaker_reset_s": settings.breaker_reset_s}.items():
+        if value < 0:
+            raise InvalidArgument(name, f"must be >= 0, got {value}")
+
+
+class LlmOrchestrator:
+    """One per process. `start()` loads the model; every operation is a coroutine."""
+
+    def __init__(self, settings: LlmOrchestrationSettings, *,
+                 clock: Callable[[], float] = time.monotonic,
+                 sleep: Callable[[float], Awaitable[None]] = asyncio.sleep,
+                 torch_threads: int = 0) -> None:
+        """`clock` drives the circuit breaker and `sleep` the retry waits (tests inject both);
+        `torch_threads=0` means one per available CPU."""
+        check_settings(settings)
+        self._settings = settings
+        self._breaker = CircuitBreaker(failure_threshold=settings.breaker_failure_threshold,
+                                       reset_s=settings.breaker_reset_s,
+                                       name="OpenAI-compatible endpoint", clock=clock)
+        self._gateway: OpenAIGateway | None = None
+        if settings.openai_base_url and (settings.chat_model or
+                                         settings.embedding_provider == "openai"):
+            self._gateway = OpenAIGateway(settings, breaker=self._breaker, sleep=sleep)
+        self._backend: EmbeddingBackend
+        if settings.embedding_provider == "openai":
+            assert self._gateway is not None
+            self._backend = OpenAIEmbedder(self._gateway, model=settings.openai_embedding_model,
+                                           dimension=settings.openai_embedding_dimension,
+                                           chunk_size=settings.encode_batch_size)
+        else:
+            self._backend = LocalEmbedder(settings.local_model_path,
+                                          batch_size=settings.encode_batch_size,
+                                          torch_threads=torch_threads)
+        self._cache = EmbeddingCache(settings.cache_size)
+        self._batcher = MicroBatcher(self._backend.encode,
+                                     max_wait_s=settings.microbatch_max_wait_ms / 1000.0,
+                                     max_size=settings.microbatch_max_size,
+                                     max_inflight=self._backend.max_inflight)
+        self._started = False
+
+    # -- lifecycle -------------------------------------------------------------------------
+
+    async def start(self) -> None:
+        """Load the embedding model (in its worker thread) and start the micro-batcher."""
+        if self._started:
+            return
+        await self._backend.start()
+        await self._batcher.start()
+        self._started = True
+        log.info("LlmOrchestration ready: embeddings %s/%s (dimension %d), chat model %s",
+                 self.provider, self.embedding_model, self.dimension,
+                 self._settings.chat_model if self.chat_configured else "none")
+
+    async def close(self) -> None:
+        self._started = False
+        await self._batcher.close()
+        await self._backend.close()
+        if self._gateway is not None:
+            await self._gateway.close()
+
+    # -- introspection ---------------------------------------------------------------------
+
+    @property
+    def embedding_model(self) -> str:
+        return self._backend.model_name
+
+    @property
+    def dimension(self) -> int:
+        """Embedding dimension; 0 for an OpenAI backend whose dimension is not known yet."""
+        return self._backend.dimension
+
+    @property
+    def provider(self) -> str:
+        return self._backend.provider
+
+    @property
+    def chat_configured(self) -> bool:
+        return bool(self._settings.chat_model and self._gateway is not None)
+
+    @property
+    def cache(self) -> EmbeddingCache:
+        return self._cache
+
+    @property
+    def batcher(self) -> MicroBatcher:
+        return self._batcher
+
+    def info(self) -> dict[str, Any]:
+        return {
+            "embedding_model": self.embedding_model,
+            "dimension": self.dimension,
+            "provider": self.provider,
+            "chat_configured": self.chat_configured,
+            "chat_model": self._settings.chat_model if self.chat_configured else "",
+            "breaker_state": self._breaker.state,
+        }
+
+    # -- embeddings ------------------------------------------------------------------------
+
+    async def embed(self, texts: Sequence[str], purpose: str = "query") -> EmbeddingResult:
+        """L2-normalised float32 (len(texts), dimension) vectors, in input order.
+
+        Cached rows are reused (and counted in `cache_hits`); the rest are de-duplicated and
+        encoded — through the micro-batcher when fewer than `encode_batch_size`, else
+        directly. Only `purpose="query"` results are added to the cache.
+        """
+        s = self._settings
+        texts = check_texts(texts, max_count=s.max_texts_per_request, max_chars=s.max_text_chars)
+        purpose = check_purpose(purpose)
+        if not self._started:
+            raise Unavailable("LlmOrchestration is not started (model not loaded)")
+        with _tracer.start_as_current_span("llm.embed") as span:
+            span.set_attribute("llm.embed.count", len(texts))
+            span.set_attribute("llm.embed.purpose", purpose)
+            cached = self._cache.get_many(texts)
+            hits = sum(row is not None for row in cached)
+            missing = list(dict.fromkeys(t for t, row in zip(texts, cached) if row is None))
+            fresh: dict[str, np.ndarray] = {}
+            if missing:
+                if len(missing) >= s.encode_batch_size:
+                    vectors = await self._backend.encode(missing)
+                else:
+                    vectors = await self._batcher.submit(missing)
+                fresh = dict(zip(missing, vectors))
+                if purpose == "query":
+                    self._cache.put_many(missing, vectors)
+            dimension = next(iter(fresh.values())).shape[0] if fresh else cached[0].shape[0]
+            out = np.empty((len(texts), dimension), dtype=np.float32)
+            for i, (text, row) in enumerate(zip(texts, cached)):
+                out[i] = row if row is not None else fresh[text]
+            out.flags.writeable = False
+            span.set_attribute("llm.embed.cache_hits", hits)
+            return EmbeddingResult(vectors=out, model=self.embedding_model,
+                                   provider=self.provider, dimension=dimension, cache_hits=hits)
+
+    # -- expansion -------------------------------------------------------------------------
+
+    async def expand(self, query: str, max_alternatives: int = expansion.DEFAULT_ALTERNATIVES
+                     ) -> Expansion:
+        """phrases[0] is `query` unchanged; then LLM alternatives, or one keyword phrase.
+
+        `max_alternatives` 1–4 (0 = the default, 3). Best-effort: chat model failures fall
+        back to keyword extraction with a note; only invalid input raises.
+        """
+        query = check_text("query", query, max_chars=self._settings.max_text_chars)
+        if max_alternatives == 0:
+            max_alternatives = expansion.DEFAULT_ALTERNATIVES
+        if not 1 <= max_alternatives <= expansion.MAX_ALTERNATIVES:
+            raise InvalidArgument("max_alternatives", f"{max_alternatives} is out of range; "
+                                  f"1 to {expansion.MAX_ALTERNATIVES} are accepted (0 = default)")
+        with _tracer.start_as_current_span("llm.expand") as span:
+            if not self.chat_configured:
+                result = self._keyword_expansion(query, expansion.NOTE_NO_CHAT)
+            else:
+                result = await self._llm_expansion(query, max_alternatives)
+            span.set_attribute("llm.expand.method", result.method)
+            span.set_attribute("llm.expand.phrases", len(result.phrases))
+            return result
+
+    async def _llm_expansion(self, query: str, max_alternatives: int) -> Expansion:
+        assert self._gateway is not None
+        try:
+            content = await self._gateway.chat(
+                expansion.expansion_messages(query, max_alternatives), json_mode=True,
+                task="query expansion")
+            alternatives = expansion.clean_alternatives(
+                query, expansion.parse_alternatives(content), max_alternatives)
+        except NucleusError as err:
+            reason = self._gateway.redactor.redact(f"{err.kind}: {err}")
+            log.warning("query expansion fell back to keywords: %s", reason)
+            return self._keyword_expansion(query, f"chat model failed ({reason})")
+        if not alternatives:
+            return self._keyword_expansion(query, "chat model returned no usable alternatives")
+        return Expansion(phrases=(query, *alternatives), method="llm",
+                         note=f"{len(alternatives)} alternative phrasing(s) from the chat model",
+                         model=self._settings.chat_model)
+
+    @staticmethod
+    def _keyword_expansion(query: str, why: str) -> Expansion:
+        phrase = expansion.keyword_phrase(query)
+        if phrase is None:
+            return Expansion(phrases=(query,), method="unavailable", model="",
+                             note=f"{why}; {expansion.NOTE_KEYWORDS} found no distinct "
+                                  "keyword phrase")
+        return Expansion(phrases=(query, phrase), method="keywords", model="",
+                         note=f"{why}; {expansion.NOTE_KEYWORDS}")
+
+    # -- rerank ----------------------------------------------------------------------------
+
+    async def rerank(self, query: str, candidates: Sequence[tuple[str, str]]) -> RerankResult:
+        """Scores in [0, 1] for (id, text) candidates, same order.
+
+        With a chat model: LLM judgement (errors raise: Unavailable / ResourceExhausted /
+        DeadlineExceeded / UpstreamFailed — the caller decides whether to degrade).
+        Without: "embedding-cosine" — not a cross-encoder (none is available offline).
+        """
+        s = self._settings
+        query = check_text("query", query, max_chars=s.max_text_chars)
+        candidates = [(cid, text) for cid, text in candidates]
+        if not candidates:
+            raise InvalidArgument("candidates", "at least one candidate is required")
+        if len(candidates) > s.max_texts_per_request:
+            raise InvalidArgument("candidates", f"{len(candidates)} candidates; at most "
+                                  f"{s.max_texts_per_request} per request")
+        check_ids("candidates", [cid for cid, _ in candidates])
+        for i, (_cid, text) in enumerate(candidates):
+            check_text(f"candidates[{i}].text", text, max_chars=s.max_text_chars)
+        with _tracer.start_as_current_span("llm.rerank") as span:
+            span.set_attribute("llm.rerank.count", len(candidates))
+            if self.chat_configured:
+                scores = await self._llm_scores(query, candidates)
+                result = RerankResult(tuple(scores), self._settings.chat_model, "llm")
+            else:
+                vectors = await self._embed_for_similarity(query, [t for _, t in candidates])
+                unit = rerank_mod.cosine_to_unit(vectors[0], vectors[1:])
+                result = RerankResult(tuple(float(x) for x in unit), self.embedding_model,
+                                      "embedding-cosine")
+            span.set_attribute("llm.rerank.method", result.method)
+            return result
+
+    async def _llm_scores(self, query: str, candidates: list[tuple[str, str]]) -> list[float]:
+        assert self._gateway is not None
+        gateway = self._gateway
+        groups = [candidates[i:i + rerank_mod.LLM_GROUP_SIZE]
+                  for i in range(0, len(candidates), rerank_mod.LLM_GROUP_SIZE)]
+
+        async def score(group: list[tuple[str, str]]) -> list[float]:
+            content = await gateway.chat(rerank_mod.rerank_messages(query, group),
+                                         json_mode=True, task="rerank")
+            return rerank_mod.parse_scores(content, [cid for cid, _ in group])
+
+        if len(groups) == 1:
+            return await score(groups[0])
+        async with asyncio.TaskGroup() as tg:
+            tasks = [tg.create_task(score(group)) for group in groups]
+        return [x for task in tasks for x in task.result()]
+
+    async def _embed_for_similarity(self, query: str, texts: list[str]) -> np.ndarray:
+        """Row 0: the query (cached as a query); rows 1..: `texts` (not cached)."""
+        q = await self.embed([query], purpose="query")
+        docs = await self.embed(texts, purpose="document")
+        return np.concatenate([q.vectors, docs.vectors], axis=0)
+
+    # -- synthesis -------------------------------------------------------------------------
+
+    async def synthesize(self, query: str, passages: Sequence[tuple[str, str, str]],
+                         max_chars: int = 0, style: str = "concise") -> Synthesis:
+        """An answer to `query` from (id, title, text) passages, citing passage ids.
+
+        `max_chars` 0 = 2000. `style`: "concise" (also for "") | "detailed" | "bullets".
+        With a chat model: grounded generation (errors raise). Without: "extractive".
+        """
+        s = self._settings
+        query = check_text("query", query, max_chars=s.max_text_chars)
+        passages = [(pid, title or "", text) for pid, title, text in passages]
+        if not passages:
+            raise InvalidArgument("passages", "at least one passage is required")
+        if len(passages) > s.max_texts_per_request:
+            raise InvalidArgument("passages", f"{len(passages)} passages; at most "
+                                  f"{s.max_texts_per_request} per request")
+        check_ids("passages", [pid for pid, _, _ in passages])
+        for i, (_pid, _title, text) in enumerate(passages):
+            check_text(f"passages[{i}].text", text, max_chars=s.max_text_chars)
+        if max_chars < 0:
+            raise InvalidArgument("max_chars", f"{max_chars} is negative; 0 (default "
+                                  f"{synth.DEFAULT_MAX_CHARS}) or a positive limit is accepted")
+        max_chars = max_chars or synth.DEFAULT_MAX_CHARS
+        style = style or "concise"
+        if style not in synth.STYLES:
+            raise InvalidArgument("style", f"{style!r} is not one of {', '.join(synth.STYLES)}")
+        with _tracer.start_as_current_span("llm.synthesize") as span:
+            span.set_attribute("llm.synthesize.passages", len(passages))
+            if self.chat_configured:
+                result = await self._llm_synthesis(query, passages, max_chars, style)
+            else:
+                result = await self._extractive_synthesis(query, passages, max_chars, style)
+            span.set_attribute("llm.synthesize.method", result.method)
+            span.set_attribute("llm.synthesize.truncated", result.truncated)
+            return result
+
+    async def _llm_synthesis(self, query: str, passages: list[tuple[str, str, str]],
+                             max_chars: int, style: str) -> Synthesis:
+        assert self._gateway is not None
+        fitted = synth.fit_passages(passages)
+        reasons: list[str] = []
+        if fitted.dropped or fitted.clipped:
+            reasons.append(
+                f"prompt budget of {synth.PROMPT_BUDGET_CHARS} passage characters: "
+                f"used {len(fitted.passages)} of {len(passages)} passages"
+                + (" (the first one clipped)" if fitted.clipped else ""))
+        content = await self._gateway.chat(
+            synth.synthesis_messages(query, fitted.passages, style, max_chars),
+            json_mode=False, task="synthesis")
+        answer, cut = synth.truncate_text(content, max_chars)
+        if cut:
+            reasons.append(f"answer cut to max_chars={max_chars}")
+        ids = synth.cited_ids(answer, [pid for pid, _, _ in fitted.passages])
+        return Synthesis(answer=answer, citations=synth.citations_for(ids, passages),
+                         truncated=bool(reasons), truncation_reason="; ".join(reasons),
+                         model=self._settings.chat_model, method="llm")
+
+    async def _extractive_synthesis(self, query: str, passages: list[tuple[str, str, str]],
+                                    max_chars: int, style: str) -> Synthesis:
+        pool = synth.sentence_pool(passages)
+        vectors = await self._embed_for_similarity(query, [sentence for _, sentence in pool])
+        cosines = (vectors[1:] @ vectors[0]).astype(np.float32)
+        extract = synth.extract_answer(pool, cosines, max_chars=max_chars, style=style)
+        return Synthesis(answer=extract.answer,
+                         citations=synth.citations_for(extract.passage_ids, passages),
+                         truncated=extract.truncated,
+                         truncation_reason=(f"answer limited to max_chars={max_chars}"
+                                            if extract.truncated else ""),
+                         model=self.embedding_model, method="extractive")
+
+
+__all__ = ["LlmOrchestrator", "check_settings", "Citation", "EmbeddingResult", "Expansion",
+           "RerankResult", "Synthesis"]

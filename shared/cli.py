@@ -1,0 +1,339 @@
+"""`nucleus`: the operator CLI.
+
+    nucleus up [--detach]            start the three services (local supervisor), wait until healthy
+    nucleus down                     stop a detached stack
+    nucleus status                   health and addresses of the running stack, tenant stats
+    nucleus ingest PATH --tenant T   ingest a file or folder (progress bar)
+    nucleus search "q" --tenant T    ranked results with the four scores
+    nucleus demo                     up --detach, ingest demo/corpus into tenant "demo", sample search
+
+The CLI talks to the services over their internal gRPC interface (the trusted operator path);
+agents use MCP, where the tenant comes from the verified identity.
+Errors print one line and exit non-zero (code per error kind, see shared.errors).
+"""
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+from rich.console import Console
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+from rich.table import Table
+
+from shared.errors import NucleusError, NotFound, Unavailable
+
+ROOT = Path(__file__).resolve().parent.parent
+DEMO_CORPUS = ROOT / "demo" / "corpus"
+console = Console()
+err_console = Console(stderr=True)
+
+
+def data_dir(args: argparse.Namespace) -> Path:
+    return Path(args.data_dir or os.environ.get("NUCLEUS_DATA_DIR", ".nucleus-data")).resolve()
+
+
+def stack_state(args: argparse.Namespace) -> dict:
+    state_file = data_dir(args) / "run" / "stack.json"
+    if not state_file.exists():
+        raise Unavailable(f"no running stack found ({state_file} missing); start it with `nucleus up`")
+    return json.loads(state_file.read_text())
+
+
+def target(args: argparse.Namespace, service: str) -> str:
+    explicit = getattr(args, f"{service}_target", None)
+    if explicit:
+        return explicit
+    return stack_state(args)["services"][service]["grpc"]
+
+
+# ---------------------------------------------------------------------------- up / down / status
+def cmd_up(args: argparse.Namespace) -> int:
+    from deploy.supervisor import Supervisor, health_ok
+
+    ddir = data_dir(args)
+    state_file = ddir / "run" / "stack.json"
+    if state_file.exists():
+        state = json.loads(state_file.read_text())
+        if all(health_ok(s["grpc"]) for s in state["services"].values()):
+            console.print("[green]stack already running[/green]")
+            _print_addresses(state["services"])
+            return 0
+        state_file.unlink()
+    if args.detach:
+        ddir.mkdir(parents=True, exist_ok=True)
+        (ddir / "run").mkdir(exist_ok=True)
+        log = open(ddir / "run" / "supervisor.log", "ab")
+        cmd = [sys.executable, "-m", "deploy.supervisor", "--data-dir", str(ddir)]
+        if args.ephemeral_ports:
+            cmd.append("--ephemeral-ports")
+        proc = subprocess.Popen(cmd, stdout=log, stderr=log, stdin=subprocess.DEVNULL, start_new_session=True,
+                                cwd=str(ROOT))
+        with console.status("starting LlmOrchestration, KnowledgeStore, RAGPipeline (loading the model)…"):
+            deadline = time.monotonic() + args.timeout
+            while time.monotonic() < deadline:
+                if proc.poll() is not None:
+                    err_console.print(f"[red]stack failed to start[/red]; see {ddir / 'run' / 'supervisor.log'}")
+                    return 1
+                if state_file.exists():
+                    break
+                time.sleep(0.2)
+            else:
+                err_console.print("[red]timed out waiting for the stack[/red]")
+                return 1
+        state = json.loads(state_file.read_text())
+        console.print("[green]stack healthy[/green] (supervisor pid %d; stop with `nucleus down`)" % proc.pid)
+        _print_addresses(state["services"])
+        return 0
+    supervisor = Supervisor(ddir, ephemeral_ports=args.ephemeral_ports)
+    stop = [False]
+    signal.signal(signal.SIGTERM, lambda *_: stop.__setitem__(0, True))
+    signal.signal(signal.SIGINT, lambda *_: stop.__setitem__(0, True))
+    with console.status("starting services…"):
+        addresses = supervisor.start()
+    console.print("[green]stack healthy[/green] — Ctrl-C stops it")
+    _print_addresses(addresses)
+    supervisor.monitor(stop)
+    supervisor.stop()
+    return 0
+
+
+def _print_addresses(services: dict) -> None:
+    table = Table(title="Nucleus RAG services")
+    for col in ("service", "gRPC", "MCP (streamable HTTP)", "pid"):
+        table.add_column(col)
+    for name, addr in services.items():
+        table.add_row(name, addr["grpc"], addr.get("mcp", ""), str(addr.get("pid", "")))
+    console.print(table)
+
+
+def cmd_down(args: argparse.Namespace) -> int:
+    state_file = data_dir(args) / "run" / "stack.json"
+    if not state_file.exists():
+        console.print("no stack running")
+        return 0
+    state = json.loads(state_file.read_text())
+    pid = state["supervisor_pid"]
+    try:
+        os.kill(pid, signal.SIGTERM)
+    except ProcessLookupError:
+        state_file.unlink(missing_ok=True)
+        console.print("stack was not running (stale state removed)")
+        return 0
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline and state_file.exists():
+        time.sleep(0.2)
+    console.print("stack stopped" if not state_file.exists() else "[yellow]stack still stopping[/yellow]")
+    return 0
+
+
+def cmd_status(args: argparse.Namespace) -> int:
+    from deploy.supervisor import GRPC_NAMES, health_ok
+
+    state = stack_state(args)
+    table = Table(title="Nucleus RAG status")
+    for col in ("service", "gRPC", "health", "MCP"):
+        table.add_column(col)
+    healthy = True
+    for name, addr in state["services"].items():
+        ok = health_ok(addr["grpc"], GRPC_NAMES[name])
+        healthy &= ok
+        table.add_row(name, addr["grpc"], "[green]SERVING[/green]" if ok else "[red]DOWN[/red]", addr.get("mcp", ""))
+    console.print(table)
+    if args.tenant:
+        stats = asyncio.run(_stats(target(args, "knowledge_store"), args.tenant))
+        t = Table(title=f"tenant {stats.tenant_id}: {stats.artifacts} artifacts, {stats.entries} entries, "
+                        f"index {stats.index_kind}")
+        for col in ("source", "type", "artifacts", "entries", "last indexed", "groups"):
+            t.add_column(col)
+        for s in stats.sources:
+            t.add_row(s.source_id, s.source_type, str(s.artifacts), str(s.entries),
+                      time.strftime("%Y-%m-%d %H:%M", time.gmtime(s.last_indexed_unix)), ",".join(s.visibility_groups))
+        console.print(t)
+    return 0 if healthy else 6
+
+
+async def _stats(ks_target: str, tenant: str):
+    from services.knowledge_store.client import KnowledgeStoreClient
+
+    client = KnowledgeStoreClient(ks_target)
+    try:
+        return await client.stats(tenant)
+    finally:
+        await client.close()
+
+
+# ---------------------------------------------------------------------------- ingest
+def cmd_ingest(args: argparse.Namespace) -> int:
+    from shared.documents import iter_paths, load_document
+
+    paths = list(iter_paths(Path(args.path)))
+    if not paths:
+        raise NotFound(f"no .md/.txt/.html files under {args.path}")
+    docs = [load_document(p) for p in paths]
+    return asyncio.run(_ingest(target(args, "knowledge_store"), args.tenant, args.persona, docs, args.batch))
+
+
+async def _ingest(ks_target: str, tenant: str, persona: str, docs: list, batch: int) -> int:
+    from services.knowledge_store.client import KnowledgeStoreClient
+
+    client = KnowledgeStoreClient(ks_target)
+    started = time.perf_counter()
+    entries = 0
+    try:
+        with Progress(TextColumn("[bold]ingest[/bold] {task.description}"), BarColumn(), MofNCompleteColumn(),
+                      TimeElapsedColumn(), console=console) as progress:
+            task = progress.add_task(f"tenant {tenant}", total=len(docs))
+            for i in range(0, len(docs), batch):
+                report = await client.ingest(tenant, persona, docs[i:i + batch])
+                entries += report.total_entries
+                progress.advance(task, len(docs[i:i + batch]))
+    finally:
+        await client.close()
+    elapsed = time.perf_counter() - started
+    console.print(f"ingested {len(docs)} documents ({entries} entries) into tenant '{tenant}' in {elapsed:.1f}s "
+                  f"({len(docs) / max(elapsed, 1e-9):.1f} docs/s)")
+    return 0
+
+
+# ---------------------------------------------------------------------------- search
+def cmd_search(args: argparse.Namespace) -> int:
+    return asyncio.run(_search(args))
+
+
+async def _search(args: argparse.Namespace) -> int:
+    from nucleus.v1 import common_pb2 as pb
+    from nucleus.v1 import rag_pipeline_pb2 as rag_pb
+    from nucleus.v1 import rag_pipeline_pb2_grpc as rag_grpc
+    from shared.grpc_client import aio_channel, call
+
+    request = rag_pb.SearchAndRankRequest(
+        tenant_id=args.tenant, persona_id=args.persona, user_query_text=args.query, top_k_final_rank=args.top_k,
+        expand_query_with_llm=args.expand,
+        ranking_prefs=pb.RankingPreferences(profile_name=args.profile, explain=True, rerank=args.rerank))
+    async with aio_channel(target(args, "rag_pipeline")) as channel:
+        response = await call(rag_grpc.RagPipelineStub(channel).SearchAndRank, request, timeout=30.0,
+                              service="RAGPipeline")
+    if args.json:
+        from google.protobuf.json_format import MessageToDict
+        console.print_json(json.dumps(MessageToDict(response)))
+        return 0
+    title = f"“{args.query}” — tenant {args.tenant}, profile {response.profile_name}@v{response.profile_version}"
+    if response.temporal_intent:
+        title += " [temporal intent: recency on]"
+    table = Table(title=title, show_lines=False)
+    for col, just in (("#", "right"), ("overall", "right"), ("relev.", "right"), ("recency", "right"),
+                      ("richness", "right"), ("reput.", "right"), ("title", "left"), ("source", "left"),
+                      ("modified", "left")):
+        table.add_column(col, justify=just)
+    for i, r in enumerate(response.results, 1):
+        s = r.individual_scores
+        a = r.associated_artifact
+        table.add_row(str(i), f"{r.overall_rank_score:.3f}", f"{s.relevancy:.3f}", f"{s.recency:.3f}",
+                      f"{s.richness:.3f}", f"{s.reputation:.3f}", a.title[:48], a.source_type,
+                      time.strftime("%Y-%m-%d", time.gmtime(a.modified_unix)) if a.modified_unix else "-")
+    console.print(table)
+    if response.results:
+        top = response.results[0]
+        console.print(f"[bold]top snippet[/bold] ({top.persona_knowledge_entry_id}): {top.snippet}")
+    if response.degraded:
+        console.print(f"[yellow]degraded:[/yellow] {'; '.join(response.degraded_reasons)}")
+    timings = ", ".join(f"{t.stage} {t.ms:.1f}ms" for t in response.timings)
+    console.print(f"[dim]{timings}[/dim]")
+    return 0
+
+
+# ---------------------------------------------------------------------------- demo
+def cmd_demo(args: argparse.Namespace) -> int:
+    args.detach = True
+    if cmd_up(args) != 0:
+        return 1
+    args.path, args.tenant, args.persona, args.batch = str(DEMO_CORPUS), "demo", "", 16
+    cmd_ingest(args)
+    queries = (ROOT / "demo" / "sample_queries.txt")
+    sample = queries.read_text().splitlines()[0].strip() if queries.exists() else "latest firmware update procedure"
+    args.query, args.top_k, args.profile, args.expand, args.rerank, args.json = sample, 5, "", False, False, False
+    cmd_search(args)
+    console.print("\nThe stack keeps running. Try: [bold]nucleus search \"travel expense limits\" --tenant demo[/bold]"
+                  " — stop it with [bold]nucleus down[/bold].")
+    return 0
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="nucleus", description="Nucleus RAG operator CLI")
+    parser.add_argument("--data-dir", help="local data directory (default .nucleus-data or $NUCLEUS_DATA_DIR)")
+    sub = parser.add_subparsers(dest="command", required=True)
+
+    up = sub.add_parser("up", help="start the three services and wait until healthy")
+    up.add_argument("--detach", action="store_true", help="run in the background (stop with `nucleus down`)")
+    up.add_argument("--ephemeral-ports", action="store_true", help="bind free ports instead of the defaults")
+    up.add_argument("--timeout", type=float, default=240.0)
+    up.set_defaults(func=cmd_up)
+
+    sub.add_parser("down", help="stop a detached stack").set_defaults(func=cmd_down)
+
+    status = sub.add_parser("status", help="health, addresses and (with --tenant) tenant stats")
+    status.add_argument("--tenant", default="")
+    status.set_defaults(func=cmd_status)
+
+    ingest = sub.add_parser("ingest", help="ingest a file or folder of .md/.txt/.html documents")
+    ingest.add_argument("path")
+    ingest.add_argument("--tenant", required=True)
+    ingest.add_argument("--persona", default="")
+    ingest.add_argument("--batch", type=int, default=32, help="documents per request")
+    ingest.add_argument("--knowledge-store-target", dest="knowledge_store_target")
+    ingest.set_defaults(func=cmd_ingest)
+
+    search = sub.add_parser("search", help="SearchAndRank and print a table of ranked results")
+    search.add_argument("query")
+    search.add_argument("--tenant", required=True)
+    search.add_argument("--persona", default="")
+    search.add_argument("--top-k", type=int, default=10)
+    search.add_argument("--profile", default="")
+    search.add_argument("--expand", action="store_true")
+    search.add_argument("--rerank", action="store_true")
+    search.add_argument("--json", action="store_true", help="print the raw response as JSON")
+    search.add_argument("--rag-pipeline-target", dest="rag_pipeline_target")
+    search.set_defaults(func=cmd_search)
+
+    demo = sub.add_parser("demo", help="start the stack, ingest the demo corpus, run a sample search")
+    demo.add_argument("--ephemeral-ports", action="store_true")
+    demo.add_argument("--timeout", type=float, default=240.0)
+    demo.set_defaults(func=cmd_demo)
+
+    for extra in _extra_commands():
+        extra(sub)
+    return parser
+
+
+def _extra_commands() -> list:
+    """Subcommands contributed by other modules (bench, traces), when present."""
+    found = []
+    for module, attr in (("benchmarks.cli", "register"), ("shared.trace_view", "register")):
+        try:
+            mod = __import__(module, fromlist=[attr])
+            found.append(getattr(mod, attr))
+        except ImportError:
+            continue
+    return found
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    try:
+        return args.func(args) or 0
+    except NucleusError as err:
+        err_console.print(f"[red]error[/red] {err.kind}: {err}")
+        return err.exit_code
+    except KeyboardInterrupt:
+        return 130
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,32 @@
+"""Real processes on 127.0.0.1 with ephemeral ports, started by the same supervisor as `nucleus up`."""
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+
+from deploy.supervisor import Supervisor
+
+ROOT = Path(__file__).resolve().parents[2]
+DEMO = ROOT / "demo" / "corpus"
+
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
+
+
+@pytest.fixture(scope="session")
+def stack(tmp_path_factory):
+    """The three services, started once for the integration session."""
+    data_dir = tmp_path_factory.mktemp("stack")
+    supervisor = Supervisor(data_dir, ephemeral_ports=True, extra_env={"NUCLEUS_LOCAL_TENANT": "itest"})
+    addresses = supervisor.start(timeout_s=240)
+    yield addresses
+    supervisor.stop()
+
+
+@pytest.fixture(scope="session")
+def demo_docs():
+    from shared.documents import iter_paths, load_document
+
+    return [load_document(p) for p in iter_paths(DEMO)]

@@ -1,0 +1,85 @@
+"""Bad input is rejected with InvalidArgument naming the field, before any model work."""
+import pytest
+
+from services.llm_orchestration.core import LlmOrchestrator
+from shared.errors import InvalidArgument
+from shared.settings import LlmOrchestrationSettings
+
+
+@pytest.fixture
+def orchestrator() -> LlmOrchestrator:
+    # Not started: validation must come first, so no model is needed to reject input.
+    return LlmOrchestrator(LlmOrchestrationSettings(max_texts_per_request=4, max_text_chars=50))
+
+
+@pytest.mark.parametrize("texts,field,problem", [
+    ([], "texts", "at least one text is required"),
+    (["a", "b", "c", "d", "e"], "texts", "5 texts; at most 4 per request"),
+    (["ok", "fine", "good", ""], "texts[3]", "empty text"),
+    (["ok", "   \n\t"], "texts[1]", "empty text"),
+    (["ok", "lone \ud800 surrogate"], "texts[1]", "not valid UTF-8"),
+    (["x" * 51], "texts[0]", "51 characters; at most 50 are accepted"),
+    (["ok", 7], "texts[1]", "expected a string, got int"),
+    ("a single string", "texts", "expected a list of strings"),
+])
+async def test_embed_rejects_bad_texts_naming_the_field(orchestrator, texts, field, problem):
+    with pytest.raises(InvalidArgument) as info:
+        await orchestrator.embed(texts)
+    assert info.value.field == field
+    assert problem in str(info.value)
+    assert str(info.value).startswith(f"{field}: ")
+
+
+async def test_embed_rejects_an_unknown_purpose(orchestrator):
+    with pytest.raises(InvalidArgument) as info:
+        await orchestrator.embed(["ok"], purpose="passage")
+    assert info.value.field == "purpose"
+
+
+@pytest.mark.parametrize("query,max_alternatives,field", [
+    ("", 3, "query"), ("  ", 3, "query"), ("bad \udfff", 3, "query"),
+    ("fine", 5, "max_alternatives"), ("fine", -1, "max_alternatives"),
+])
+async def test_expand_rejects_bad_query_or_count(orchestrator, query, max_alternatives, field):
+    with pytest.raises(InvalidArgument) as info:
+        await orchestrator.expand(query, max_alternatives)
+    assert info.value.field == field
+
+
+@pytest.mark.parametrize("candidates,field", [
+    ([], "candidates"),
+    ([("a", "x"), ("a", "y")], "candidates[1].id"),
+    ([("", "x")], "candidates[0].id"),
+    ([("a", "x"), ("b", " ")], "candidates[1].text"),
+    ([("a", "x")] * 0 + [(str(i), "t") for i in range(5)], "candidates"),
+])
+async def test_rerank_rejects_bad_candidates(orchestrator, candidates, field):
+    with pytest.raises(InvalidArgument) as info:
+        await orchestrator.rerank("query", candidates)
+    assert info.value.field == field
+
+
+@pytest.mark.parametrize("query,passages,kwargs,field", [
+    ("", [("p", "t", "x")], {}, "query"),
+    ("q", [], {}, "passages"),
+    ("q", [("p", "t", "x"), ("p", "t", "y")], {}, "passages[1].id"),
+    ("q", [("p", "t", "")], {}, "passages[0].text"),
+    ("q", [("p", "t", "x")], {"max_chars": -1}, "max_chars"),
+    ("q", [("p", "t", "x")], {"style": "poem"}, "style"),
+])
+async def test_synthesize_rejects_bad_input(orchestrator, query, passages, kwargs, field):
+    with pytest.raises(InvalidArgument) as info:
+        await orchestrator.synthesize(query, passages, **kwargs)
+    assert info.value.field == field
+
+
+@pytest.mark.parametrize("settings,field", [
+    (LlmOrchestrationSettings(chat_model="gpt-x"), "openai_base_url"),
+    (LlmOrchestrationSettings(embedding_provider="openai"), "openai_base_url"),
+    (LlmOrchestrationSettings(max_attempts=0), "max_attempts"),
+    (LlmOrchestrationSettings(microbatch_max_wait_ms=-1), "microbatch_max_wait_ms"),
+])
+def test_unusable_settings_are_rejected_up_front(settings, field):
+    with pytest.raises(InvalidArgument) as info:
+        LlmOrchestrator(settings)
+    assert info.value.field == field

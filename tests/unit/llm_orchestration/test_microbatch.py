@@ -1,0 +1,136 @@
+"""The micro-batcher's scheduling, with a plain deterministic encode function."""
+import asyncio
+
+import numpy as np
+import pytest
+
+from services.llm_orchestration.microbatch import MicroBatcher
+from shared.errors import ResourceExhausted, Unavailable
+
+
+class Encoder:
+    """Encodes text i as a row [len(text), hash-ish]; records each batch; can be held."""
+
+    def __init__(self) -> None:
+        self.batches: list[list[str]] = []
+        self.gate = asyncio.Event()
+        self.gate.set()
+
+    async def __call__(self, texts: list[str]) -> np.ndarray:
+        self.batches.append(list(texts))
+        await self.gate.wait()
+        return np.array([[len(t), sum(map(ord, t))] for t in texts], dtype=np.float32)
+
+
+def expected(texts: list[str]) -> np.ndarray:
+    return np.array([[len(t), sum(map(ord, t))] for t in texts], dtype=np.float32)
+
+
+async def test_concurrent_requests_share_one_batch_and_get_their_own_rows():
+    enc = Encoder()
+    batcher = MicroBatcher(enc, max_wait_s=5.0, max_size=6)
+    await batcher.start()
+    requests = [["a"], ["bb", "ccc"], ["dddd"], ["eeeee", "ffffff"]]   # 6 texts: fills the batch
+    results = await asyncio.wait_for(
+        asyncio.gather(*(batcher.submit(r) for r in requests)), timeout=5)
+    assert enc.batches == [["a", "bb", "ccc", "dddd", "eeeee", "ffffff"]]
+    for req, rows in zip(requests, results):
+        np.testing.assert_array_equal(rows, expected(req))
+    await batcher.close()
+
+
+async def test_a_lone_request_waits_at_most_max_wait():
+    enc = Encoder()
+    batcher = MicroBatcher(enc, max_wait_s=0.01, max_size=64)
+    await batcher.start()
+    rows = await asyncio.wait_for(batcher.submit(["only"]), timeout=5)   # would hang if unbounded
+    np.testing.assert_array_equal(rows, expected(["only"]))
+    assert enc.batches == [["only"]]
+    await batcher.close()
+
+
+async def test_requests_arriving_during_an_encode_form_the_next_batch():
+    enc = Encoder()
+    batcher = MicroBatcher(enc, max_wait_s=0.0, max_size=64)
+    await batcher.start()
+    enc.gate.clear()
+    first = asyncio.create_task(batcher.submit(["first"]))
+    while not enc.batches:
+        await asyncio.sleep(0)
+    later = [asyncio.create_task(batcher.submit([f"later{i}"])) for i in range(5)]
+    await asyncio.sleep(0)
+    enc.gate.set()
+    await asyncio.wait_for(asyncio.gather(first, *later), timeout=5)
+    assert enc.batches == [["first"], [f"later{i}" for i in range(5)]]
+    await batcher.close()
+
+
+async def test_coalescing_off_encodes_each_request_alone():
+    enc = Encoder()
+    batcher = MicroBatcher(enc, max_wait_s=0.0, max_size=1)
+    await batcher.start()
+    await asyncio.wait_for(asyncio.gather(*(batcher.submit([str(i)]) for i in range(4))), timeout=5)
+    assert enc.batches == [["0"], ["1"], ["2"], ["3"]]
+    await batcher.close()
+
+
+async def test_an_encode_error_reaches_every_caller_in_the_batch():
+    async def broken(texts: list[str]) -> np.ndarray:
+        raise Unavailable("model exploded")
+
+    batcher = MicroBatcher(broken, max_wait_s=1.0, max_size=2)
+    await batcher.start()
+    results = await asyncio.wait_for(asyncio.gather(batcher.submit(["a"]), batcher.submit(["b"]),
+                                                    return_exceptions=True), timeout=5)
+    assert all(isinstance(r, Unavailable) for r in results)
+    await batcher.close()
+
+
+async def test_a_cancelled_caller_does_not_break_the_batch_for_others():
+    enc = Encoder()
+    batcher = MicroBatcher(enc, max_wait_s=0.05, max_size=64)
+    await batcher.start()
+    gone = asyncio.create_task(batcher.submit(["gone"]))
+    stay = asyncio.create_task(batcher.submit(["stay"]))
+    await asyncio.sleep(0)
+    gone.cancel()
+    rows = await asyncio.wait_for(stay, timeout=5)
+    np.testing.assert_array_equal(rows, expected(["stay"]))
+    assert enc.batches == [["stay"]]
+    await batcher.close()
+
+
+async def test_full_queue_is_reported_as_resource_exhausted():
+    enc = Encoder()
+    enc.gate.clear()
+    batcher = MicroBatcher(enc, max_wait_s=0.0, max_size=1, max_pending=2)
+    await batcher.start()
+    first = asyncio.create_task(batcher.submit(["x"]))       # taken by the collector, encoding
+    while not enc.batches:
+        await asyncio.sleep(0)
+    queued = [asyncio.create_task(batcher.submit([str(i)])) for i in range(2)]
+    await asyncio.sleep(0)
+    with pytest.raises(ResourceExhausted, match="queue is full"):
+        await batcher.submit(["overflow"])
+    enc.gate.set()
+    await asyncio.wait_for(asyncio.gather(first, *queued), timeout=5)
+    await batcher.close()
+
+
+async def test_close_fails_waiting_callers_with_unavailable():
+    enc = Encoder()
+    enc.gate.clear()
+    batcher = MicroBatcher(enc, max_wait_s=0.0, max_size=1)
+    await batcher.start()
+    first = asyncio.create_task(batcher.submit(["x"]))
+    while not enc.batches:
+        await asyncio.sleep(0)
+    waiting = asyncio.create_task(batcher.submit(["y"]))
+    await asyncio.sleep(0)
+    enc.gate.set()
+    await batcher.close()
+    await asyncio.wait_for(first, timeout=5)
+    with pytest.raises(Unavailable):
+        await asyncio.wait_for(waiting, timeout=5)
+    with pytest.raises(Unavailable):
+        await batcher.submit(["z"])
