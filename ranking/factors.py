@@ -126,9 +126,9 @@ def relevancy(c: Candidates, cfg: RankingConfig) -> tuple[NDArray[np.float32], F
     if reranked.any():
         w = cfg.rerank_weight
         blended = np.multiply(rel, 1.0 - w)
-        blended += np.multiply(rerank, 1.0 - w)
-        np.copyto(rel, blended, where=reranked)
-        np.minimum(rel, 1.0, out=rel)
+        blended += np.multiply(rerank, w)
+        np.minimum(blended, 1.0, out=blended)
+        rel = np.where(reranked, blended, rel)
 
     return rel, FusionTrace(dense_norm=dense_norm, bm25_norm=bm25_norm, fused=fused,
                             confidence=confidence)
@@ -143,14 +143,15 @@ def recency(timestamp: NDArray[np.float64], now_unix: float,
     if not half_life_days > 0.0:
         raise InvalidArgument("half_life_days", f"must be > 0, got {half_life_days}")
     timestamp = np.asarray(timestamp, dtype=np.float64)
-    # -age in half-lives: (t - now) / (86400 * half_life); float64 for the subtraction of two
-    # ~1.7e9 numbers, float32 from then on.
-    neg_age = np.subtract(timestamp, float(now_unix))
-    out = np.multiply(neg_age, 1.0 / (SECONDS_PER_DAY * float(half_life_days)), dtype=_F32,
-                      casting="same_kind")
-    np.minimum(out, 0.0, out=out)
+    # -age in half-lives, (t - now) / (86400 * half_life), in float64: t and now are ~1.7e9
+    # seconds apart from 0 and their difference needs the precision; float32 from exp2 on.
+    x = np.subtract(timestamp, float(now_unix))
+    x *= 1.0 / (SECONDS_PER_DAY * float(half_life_days))
+    np.minimum(x, 0.0, out=x)  # future dates count as now
+    out = x.astype(_F32)
     np.exp2(out, out=out)
-    np.copyto(out, _F32(NEUTRAL_RECENCY), where=timestamp == 0.0)
+    if not timestamp.all():  # some unknown (0) timestamps
+        out[timestamp == 0.0] = NEUTRAL_RECENCY
     return out
 
 
@@ -168,10 +169,12 @@ def reputation(prior: NDArray[np.float32], helpful: NDArray[np.int32],
         raise InvalidArgument("default_reputation", f"must be in [0, 1], got {default}")
     s = float(prior_strength)
     prior = np.asarray(prior, dtype=_F32)
-    num = np.where(prior > 0.0, prior, _F32(default))
-    num *= s
-    num += helpful
-    den = np.add(helpful, unhelpful, dtype=_F32)
+    num = np.multiply(prior, s)
+    num += (prior == 0.0) * _F32(s * default)  # unknown prior -> default
+    votes_for = np.asarray(helpful).astype(_F32)  # cast once: mixed-dtype ufuncs are slow
+    num += votes_for
+    den = np.asarray(unhelpful).astype(_F32)
+    den += votes_for
     den += s
     num /= den
     np.minimum(num, 1.0, out=num)
@@ -180,7 +183,9 @@ def reputation(prior: NDArray[np.float32], helpful: NDArray[np.int32],
 
 def richness(r: NDArray[np.float32]) -> NDArray[np.float32]:
     """The ingest richness clipped to [0, 1], as a float32 copy."""
-    return np.clip(np.asarray(r, dtype=_F32), 0.0, 1.0)
+    out = np.maximum(np.asarray(r, dtype=_F32), 0.0)  # a new array (ufuncs beat np.clip here)
+    np.minimum(out, 1.0, out=out)
+    return out
 
 
 def _minmax(x: NDArray[np.float32]) -> tuple[NDArray[np.float32], bool]:
@@ -201,12 +206,16 @@ def _minmax(x: NDArray[np.float32]) -> tuple[NDArray[np.float32], bool]:
 
 def _rrf_share(ranks: NDArray[np.int32], rrf_k: float) -> tuple[NDArray[np.float32], bool]:
     """(rrf_k + 1) / (rrf_k + rank) per candidate in (0, 1]; 0 where rank is 0. (out, any hit)."""
-    present = ranks > 0
-    out = np.zeros(ranks.shape[0], dtype=_F32)
-    if not present.any():
-        return out, False
-    denom = np.add(ranks, rrf_k, dtype=_F32)
-    np.divide(rrf_k + 1.0, denom, out=out, where=present)
+    if ranks.shape[0] == 0 or ranks.max() <= 0:
+        return np.zeros(ranks.shape[0], dtype=_F32), False
+    k = _F32(rrf_k)
+    out = ranks.astype(_F32)
+    out += k
+    if rrf_k < 1.0:
+        np.maximum(out, 1.0, out=out)  # absent rows (rank 0) with rrf_k = 0: avoid 1/0
+    # numerator rounded exactly like the rank-1 denominator, so rank 1 gives exactly 1.0
+    np.divide(k + _F32(1.0), out, out=out)
+    out *= ranks > 0  # absent -> 0
     return out, True
 
 

@@ -44,10 +44,11 @@ class Ranked:
 
 def effective_weights(cfg: RankingConfig) -> NDArray[np.float32]:
     """The (4,) weights `rank` uses: recency zeroed unless applied, then summing to 1."""
-    w = np.array(cfg.weights, dtype=np.float64)
+    w = list(cfg.weights)
     if not cfg.apply_recency:
         w[1] = 0.0
-    return (w / w.sum()).astype(_F32)
+    total = sum(w)  # > 0: RankingConfig guarantees it
+    return np.array([x / total for x in w], dtype=_F32)
 
 
 def top_k(scores: NDArray[np.float32], k: int) -> NDArray[np.intp]:

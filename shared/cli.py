@@ -24,6 +24,7 @@ import time
 from pathlib import Path
 
 from rich.console import Console
+from rich.markup import escape
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
@@ -31,7 +32,7 @@ from shared.errors import NucleusError, NotFound, Unavailable
 
 ROOT = Path(__file__).resolve().parent.parent
 DEMO_CORPUS = ROOT / "demo" / "corpus"
-console = Console()
+console = Console(width=None if sys.stdout.isatty() else 132)
 err_console = Console(stderr=True)
 
 
@@ -329,7 +330,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         return args.func(args) or 0
     except NucleusError as err:
-        err_console.print(f"[red]error[/red] {err.kind}: {err}")
+        err_console.print(f"[red]error[/red] {escape(err.kind)}: {escape(str(err))}")
         return err.exit_code
     except KeyboardInterrupt:
         return 130

@@ -12,6 +12,7 @@ from typing import Any, Awaitable, Callable, TypeVar
 import grpc
 
 from shared.errors import NucleusError, from_grpc_error
+from shared.tracing import ClientTracingInterceptor  # telemetry hook
 
 T = TypeVar("T")
 
@@ -41,8 +42,11 @@ CHANNEL_OPTIONS = [
 
 
 def aio_channel(target: str, interceptors: list[Any] | None = None) -> grpc.aio.Channel:
-    """An insecure asyncio channel to one of our services, with the retry policy above."""
-    return grpc.aio.insecure_channel(target, options=CHANNEL_OPTIONS, interceptors=interceptors)
+    """An insecure asyncio channel to one of our services, with the retry policy above.
+
+    Every call gets a CLIENT span and carries the W3C trace context (shared.tracing)."""
+    traced = [ClientTracingInterceptor(target), *(interceptors or [])]  # telemetry hook
+    return grpc.aio.insecure_channel(target, options=CHANNEL_OPTIONS, interceptors=traced)
 
 
 def sync_channel(target: str) -> grpc.Channel:

@@ -25,6 +25,8 @@ from grpc_reflection.v1alpha import reflection
 
 from shared.grpc_client import MAX_MESSAGE_BYTES
 from shared.settings import ServiceSettings
+from shared.telemetry import flush_telemetry, setup_telemetry  # telemetry hook
+from shared.tracing import ServerTracingInterceptor  # telemetry hook
 
 log = logging.getLogger(__name__)
 
@@ -41,6 +43,7 @@ class ServiceSpec:
     http_middleware: list[Any] = field(default_factory=list)  # extra ASGI middleware (auth)
     allowed_hosts: list[str] = field(default_factory=list)    # extra Host values for /mcp
     grpc_interceptors: list[Any] = field(default_factory=list)
+    on_mcp_bound: Callable[[str], None] | None = None         # called with the /mcp URL once bound
 
 
 def _transport_security(host: str, extra_hosts: list[str]) -> Any:
@@ -72,8 +75,9 @@ def _write_ready(path: Path, payload: dict[str, Any]) -> None:
 
 async def run_service(spec: ServiceSpec, settings: ServiceSettings, *, ready_file: Path | None = None) -> None:
     """Serve gRPC (+ MCP over HTTP unless settings.mcp_port < 0) until SIGTERM/SIGINT."""
+    setup_telemetry(spec.name)  # telemetry hook: the OTel SDK, once per process
     server = grpc.aio.server(
-        interceptors=spec.grpc_interceptors or None,
+        interceptors=[ServerTracingInterceptor(), *spec.grpc_interceptors],  # telemetry hook: SERVER spans
         options=[
             ("grpc.max_send_message_length", MAX_MESSAGE_BYTES),
             ("grpc.max_receive_message_length", MAX_MESSAGE_BYTES),
@@ -116,6 +120,8 @@ async def run_service(spec: ServiceSpec, settings: ServiceSettings, *, ready_fil
         if http_task.done():
             http_task.result()
         mcp_url = f"http://{settings.host}:{mcp_port}/mcp"
+        if spec.on_mcp_bound is not None:
+            spec.on_mcp_bound(mcp_url)
 
     await health_servicer.set("", health_pb2.HealthCheckResponse.SERVING)
     await health_servicer.set(spec.grpc_service_name, health_pb2.HealthCheckResponse.SERVING)
@@ -145,6 +151,7 @@ async def run_service(spec: ServiceSpec, settings: ServiceSettings, *, ready_fil
         await spec.close()
     if ready_file is not None:
         ready_file.unlink(missing_ok=True)
+    flush_telemetry()  # telemetry hook: export buffered spans before exit
     log.info("%s stopped", spec.name)
 
 
@@ -152,8 +159,10 @@ async def run_stdio(spec: ServiceSpec) -> None:
     """Serve the MCP server over stdin/stdout (no gRPC port)."""
     if spec.mcp_server is None:
         raise SystemExit(f"{spec.name} has no MCP server")
+    setup_telemetry(spec.name)  # telemetry hook: the OTel SDK, once per process
     try:
         await spec.mcp_server.run_stdio_async()
     finally:
         if spec.close is not None:
             await spec.close()
+        flush_telemetry()  # telemetry hook

@@ -435,6 +435,8 @@ class KnowledgeStore:
                     if len(candidates) <= EXACT_FALLBACK_MAX:
                         scores[short], ids[short] = index.exact(queries[short], k, candidates)
             records = storage.records_by_rid(conn, ids[ids >= 0].tolist(), tenant.tenant_id)
+        order = np.lexsort((ids, -scores), axis=1)          # equal scores: lower row id first
+        scores, ids = np.take_along_axis(scores, order, 1), np.take_along_axis(ids, order, 1)
         return [_hits(records, ids[row], scores[row]) for row in range(len(queries))]
 
     async def search_by_filters(self, tenant_id: str, keywords: str, extra_keywords: Sequence[str], top_k: int,

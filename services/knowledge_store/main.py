@@ -44,12 +44,17 @@ def build(settings: KnowledgeStoreSettings, *, stdio: bool) -> ServiceSpec:
     )
 
 
+async def serve(settings: KnowledgeStoreSettings, *, stdio: bool, ready_file=None) -> None:
+    """Build inside the running loop: gRPC aio channels belong to the loop that creates them."""
+    spec = build(settings, stdio=stdio)
+    await (run_stdio(spec) if stdio else run_service(spec, settings, ready_file=ready_file))
+
+
 def main() -> None:
     args = parse_args("nucleus-knowledge-store", "Nucleus KnowledgeStore: FAISS + BM25 + metadata, tenant-scoped")
     settings = apply_overrides(KnowledgeStoreSettings(), args)
     configure_logging(settings.log_level)
-    spec = build(settings, stdio=args.stdio)
-    asyncio.run(run_stdio(spec) if args.stdio else run_service(spec, settings, ready_file=args.ready_file))
+    asyncio.run(serve(settings, stdio=args.stdio, ready_file=args.ready_file))
 
 
 if __name__ == "__main__":

@@ -133,9 +133,9 @@ class LocalEmbedder:
         return await loop.run_in_executor(self._executor, self.encode_sync, list(texts))
 
     async def close(self) -> None:
-        if self._executor is not None:
-            self._executor.shutdown(wait=True, cancel_futures=True)
-            self._executor = None
+        if self._executor is not None:   # let a running encode finish, off the event loop
+            executor, self._executor = self._executor, None
+            await asyncio.to_thread(executor.shutdown, wait=True, cancel_futures=True)
         self._model = None
 
 

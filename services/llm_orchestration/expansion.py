@@ -18,6 +18,8 @@ from pydantic import BaseModel, ConfigDict, ValidationError
 
 from shared.errors import UpstreamFailed
 
+from .llm_json import loads_reply
+
 MAX_ALTERNATIVES = 4
 DEFAULT_ALTERNATIVES = 3
 MAX_ALTERNATIVE_CHARS = 500
@@ -97,7 +99,7 @@ class AlternativesPayload(BaseModel):
 def parse_alternatives(content: str) -> list[str]:
     """The `alternatives` list from the chat model's JSON reply, or UpstreamFailed."""
     try:
-        return AlternativesPayload.model_validate(json.loads(content)).alternatives
+        return AlternativesPayload.model_validate(loads_reply(content)).alternatives
     except (json.JSONDecodeError, ValidationError) as err:
         kind = "not JSON" if isinstance(err, json.JSONDecodeError) else \
             "JSON without a list of strings under 'alternatives'"

@@ -5,6 +5,7 @@ from nucleus.v1 import llm_orchestration_pb2_grpc as llm_grpc
 from services.llm_orchestration import convert
 from services.llm_orchestration.core import LlmOrchestrator
 from shared.grpc_errors import translate_errors
+from shared.tracing import embeddings_span, end_embeddings  # telemetry hook
 
 
 class LlmOrchestrationServicer(llm_grpc.LlmOrchestrationServicer):
@@ -13,7 +14,11 @@ class LlmOrchestrationServicer(llm_grpc.LlmOrchestrationServicer):
 
     @translate_errors
     async def GenerateEmbeddings(self, request, context):
-        return convert.embeddings_to_pb(await self._core.embed(list(request.texts), request.purpose or "query"))
+        # telemetry hook: GenAI "embeddings" span (gen_ai.operation.name, request/response model, provider)
+        with embeddings_span(self._core.embedding_model, self._core.provider, len(request.texts)) as span:
+            result = await self._core.embed(list(request.texts), request.purpose or "query")
+            end_embeddings(span, model=result.model, dimension=result.dimension, cache_hits=result.cache_hits)
+        return convert.embeddings_to_pb(result)
 
     @translate_errors
     async def ExpandOrRephraseQuery(self, request, context):

@@ -122,7 +122,8 @@ class OpenAIGateway:
             timeout=settings.request_timeout_s,
             max_retries=0,
         )
-        self._backoff = wait_exponential_jitter(initial=BACKOFF_INITIAL_S, max=BACKOFF_MAX_S)
+        self._backoff = wait_exponential_jitter(multiplier=BACKOFF_INITIAL_S, max=BACKOFF_MAX_S,
+                                                jitter=BACKOFF_INITIAL_S)
 
     @property
     def redactor(self) -> Redactor:

@@ -1,7 +1,7 @@
 """Keep API keys out of error messages, logs, traces and prompts.
 
 `Redactor(secrets).redact(text)` replaces every configured secret value, any
-`Bearer <token>` and any `sk-…` style key with `[REDACTED]`. Every message the HTTP layer
+`Bearer <token>` (token of 8+ characters) and any `sk-…` style key with `[REDACTED]`. Every message the HTTP layer
 raises or logs goes through it.
 """
 from __future__ import annotations

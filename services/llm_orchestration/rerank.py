@@ -19,6 +19,8 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from shared.errors import UpstreamFailed
 
+from .llm_json import loads_reply
+
 LLM_GROUP_SIZE = 20
 LLM_CANDIDATE_CHARS = 1_000
 
@@ -43,7 +45,7 @@ class ScoresPayload(BaseModel):
 def parse_scores(content: str, ids: Sequence[str]) -> list[float]:
     """Scores in [0, 1] for `ids`, in their order, from the chat model's JSON reply."""
     try:
-        payload = ScoresPayload.model_validate(json.loads(content))
+        payload = ScoresPayload.model_validate(loads_reply(content))
     except json.JSONDecodeError:
         raise UpstreamFailed("chat model returned malformed rerank scores (not JSON)") from None
     except ValidationError as err:

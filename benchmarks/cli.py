@@ -1,0 +1,87 @@
+"""`nucleus bench`: the tenant-scoped benchmark harness on the operator CLI (benchmarks/harness.py).
+
+    nucleus bench --dataset /work/shared/data/scifact --tenant scifact
+    nucleus bench --dataset D --tenant T --tenant-slices 3            # 3 tenants, one slice each
+    nucleus bench --dataset A --tenant a --dataset B --tenant b       # two datasets side by side
+    nucleus --data-dir .nucleus-data bench --use-running --dataset D --tenant T
+"""
+from __future__ import annotations
+
+import argparse
+import os
+from pathlib import Path
+
+from shared.errors import InvalidArgument
+
+
+def _floats(text: str) -> tuple[float, ...]:
+    try:
+        return tuple(float(x) for x in text.split(",") if x.strip())
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a comma-separated list of numbers") from None
+
+
+def _ints(text: str) -> tuple[int, ...]:
+    try:
+        return tuple(int(x) for x in text.split(",") if x.strip())
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a comma-separated list of integers") from None
+
+
+def register(subparsers) -> None:
+    from benchmarks.harness import DEFAULT_CACHE
+
+    p = subparsers.add_parser(
+        "bench", help="benchmark quality, latency, throughput and ingest on a BEIR dataset, against a baseline",
+        description="Ingest a BEIR-format dataset into a tenant through the real services (skipping what is "
+                    "already there), run every judged query through RAGPipeline.SearchAndRank per ranking method, "
+                    "and compare with an in-process bm25s + MiniLM + FAISS baseline. Writes result.json, report.md "
+                    "and PNG plots.")
+    p.add_argument("--dataset", action="append", required=True, type=Path,
+                   help="BEIR dataset directory (corpus.jsonl, queries.jsonl, qrels/<split>.tsv); repeatable")
+    p.add_argument("--tenant", action="append", required=True, help="tenant for the dataset; one per --dataset")
+    p.add_argument("--split", default="test", help="qrels file to evaluate (default test)")
+    p.add_argument("--tenant-slices", type=int, default=1,
+                   help="split each corpus into N interleaved slices, one tenant each (<tenant>-s<i>of<N>), "
+                        "and check isolation between them")
+    p.add_argument("--use-running", action="store_true",
+                   help="use the stack in <data-dir>/run/stack.json (`nucleus up`) instead of starting one")
+    p.add_argument("--stack-dir", type=Path, help="data directory of the stack the harness starts "
+                                                   "(default .bench-cache/stack-data)")
+    p.add_argument("--cache-dir", type=Path, default=DEFAULT_CACHE, help="embedding cache (default .bench-cache)")
+    p.add_argument("--out", type=Path, help="output directory (default benchmarks/out/<timestamp>)")
+    p.add_argument("--top-k-initial", type=int, default=200, help="candidates per retrieval leg (default 200)")
+    p.add_argument("--top-k-final", type=int, default=100, help="ranked results per query (default 100)")
+    p.add_argument("--dense-weights", type=_floats, default=(0.3, 0.5, 0.7),
+                   help="dense weights of the convex-fusion methods (default 0.3,0.5,0.7)")
+    p.add_argument("--concurrency", type=_ints, default=(1, 4, 16), help="client counts (default 1,4,16)")
+    p.add_argument("--throughput-queries", type=int, default=20, help="queries per client per level (default 20)")
+    p.add_argument("--max-queries", type=int, default=0, help="judged queries per tenant (default 0 = all)")
+    p.add_argument("--ingest-batch", type=int, default=64, help="documents per IngestDocuments call (default 64)")
+    p.add_argument("--force-ingest", action="store_true", help="ingest again even when the tenant is up to date")
+    p.add_argument("--timeout", type=float, default=30.0, help="deadline per SearchAndRank call, s (default 30)")
+    p.add_argument("--no-baseline", action="store_true", help="skip the in-process baseline")
+    p.add_argument("--no-plots", action="store_true", help="skip the PNG plots")
+    p.set_defaults(func=cmd_bench)
+
+
+def cmd_bench(args: argparse.Namespace) -> int:
+    from benchmarks.harness import BenchOptions, run_bench
+
+    if len(args.tenant) != len(args.dataset):
+        raise InvalidArgument("--tenant", f"{len(args.tenant)} tenants for {len(args.dataset)} datasets; give one "
+                                          "--tenant per --dataset, in the same order")
+    running_dir = None
+    if args.use_running:
+        running_dir = Path(getattr(args, "data_dir", None) or os.environ.get("NUCLEUS_DATA_DIR", ".nucleus-data"))
+    options = BenchOptions(
+        datasets=list(args.dataset), tenants=list(args.tenant), split=args.split, tenant_slices=args.tenant_slices,
+        use_running=args.use_running, running_data_dir=running_dir, cache_dir=args.cache_dir.resolve(),
+        stack_dir=args.stack_dir.resolve() if args.stack_dir else None,
+        out_dir=args.out.resolve() if args.out else None, top_k_initial=args.top_k_initial,
+        top_k_final=args.top_k_final, dense_weights=args.dense_weights, concurrency=args.concurrency,
+        throughput_queries=args.throughput_queries, max_queries=args.max_queries, ingest_batch=args.ingest_batch,
+        force_ingest=args.force_ingest, timeout_s=args.timeout, baseline=not args.no_baseline,
+        plots=not args.no_plots)
+    result = run_bench(options)
+    return 1 if result["isolation"]["violations"] else 0

@@ -1,0 +1,416 @@
+"""`nucleus bench`: quality, latency, throughput and ingest of Nucleus RAG on a BEIR dataset,
+per tenant, against the in-process baseline (benchmarks/baseline.py), in one run.
+
+    1. load and check the dataset(s) (benchmarks/beir.py) and plan the tenants (tenants.py)
+    2. start a stack (own, ephemeral ports, data under .bench-cache/stack-data) or use a running one
+    3. ingest each tenant's documents through KnowledgeStore.IngestDocuments, skipping what the
+       manifest and GetTenantStats say is already there
+    4. every judged query of each tenant through RAGPipeline.SearchAndRank, once per ranking
+       method (queries.py), sequentially: quality per method, latency per stage (`timings`)
+       and end to end (client clock); every response checked for tenant isolation, plus a
+       pass of the other tenants' queries against each tenant
+    5. throughput: 1, 4, 16 concurrent clients, a fixed number of queries each
+    6. stop the own stack; the baseline over the same documents and queries, in-process
+    7. JSON, Markdown, PNG plots into the output directory (report.py)
+
+Quality is computed at document level: a tenant's results are chunks, reduced to artifact
+ids (= BEIR `_id`) at their best rank, scored against the qrels of documents that tenant holds.
+"""
+from __future__ import annotations
+
+import asyncio
+import logging
+import os
+import platform
+import subprocess
+import time
+from collections.abc import Sequence
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+from rich.console import Console
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+from benchmarks import report as report_mod
+from benchmarks.baseline import STAGES as BASELINE_STAGES
+from benchmarks.baseline import EmbeddingCache, InProcessBaseline, load_model
+from benchmarks.beir import BeirDataset, load_dataset
+from benchmarks.metrics import evaluate, latency_summary
+from benchmarks.queries import (
+    IsolationCheck,
+    Method,
+    QueryRecord,
+    RagClient,
+    methods_for,
+    run_concurrent,
+    run_sequential,
+)
+from benchmarks.stack import Stack, own_stack, running_stack
+from benchmarks.tenants import TenantPlan, ingest_plan, plan_tenants
+from shared.errors import InvalidArgument
+
+log = logging.getLogger(__name__)
+
+ROOT = Path(__file__).resolve().parent.parent
+DEFAULT_CACHE = ROOT / ".bench-cache"
+DEFAULT_OUT = ROOT / "benchmarks" / "out"
+
+
+@dataclass
+class BenchOptions:
+    datasets: list[Path]
+    tenants: list[str]
+    split: str = "test"
+    tenant_slices: int = 1
+    use_running: bool = False
+    running_data_dir: Path | None = None        # with use_running: the `nucleus up` data dir
+    cache_dir: Path = DEFAULT_CACHE
+    stack_dir: Path | None = None               # own stack data; default <cache_dir>/stack-data
+    out_dir: Path | None = None                 # default benchmarks/out/<timestamp>
+    top_k_initial: int = 200
+    top_k_final: int = 100
+    dense_weights: tuple[float, ...] = (0.3, 0.5, 0.7)
+    concurrency: tuple[int, ...] = (1, 4, 16)
+    throughput_queries: int = 20                # per client
+    max_queries: int = 0                        # per tenant; 0 = every judged query
+    ingest_batch: int = 64
+    force_ingest: bool = False
+    timeout_s: float = 30.0
+    warmup: int = 5
+    baseline: bool = True
+    baseline_alpha: float = 0.5
+    plots: bool = True
+
+    def validate(self) -> None:
+        if not self.datasets:
+            raise InvalidArgument("--dataset", "at least one BEIR dataset directory is required")
+        if len(self.tenants) != len(self.datasets):
+            raise InvalidArgument("--tenant", f"{len(self.tenants)} tenants for {len(self.datasets)} datasets; "
+                                              "give one --tenant per --dataset, in the same order")
+        if not 1 <= self.top_k_final <= 100:
+            raise InvalidArgument("--top-k-final", f"must be in 1..100 (the service maximum), got {self.top_k_final}")
+        if self.top_k_initial < self.top_k_final:
+            raise InvalidArgument("--top-k-initial", f"must be >= --top-k-final ({self.top_k_final}), "
+                                                     f"got {self.top_k_initial}")
+        for w in self.dense_weights:
+            if not 0.0 <= w <= 1.0:
+                raise InvalidArgument("--dense-weights", f"each weight must be in [0, 1], got {w}")
+        if any(c < 1 for c in self.concurrency):
+            raise InvalidArgument("--concurrency", f"client counts must be >= 1, got {list(self.concurrency)}")
+        for name in ("throughput_queries", "ingest_batch"):
+            if getattr(self, name) < 1:
+                raise InvalidArgument("--" + name.replace("_", "-"), f"must be >= 1, got {getattr(self, name)}")
+        if self.max_queries < 0:
+            raise InvalidArgument("--max-queries", f"must be >= 0 (0 = all), got {self.max_queries}")
+        if self.use_running and self.running_data_dir is None:
+            raise InvalidArgument("--use-running", "needs the running stack's data directory")
+
+
+@dataclass
+class _TenantRun:
+    plan: TenantPlan
+    queries: list[tuple[str, str]]              # (qid, text) evaluated for this tenant
+    records: dict[str, list[QueryRecord]] = field(default_factory=dict)   # method -> records
+
+
+def run_bench(options: BenchOptions, console: Console | None = None) -> dict:
+    """Run the whole benchmark; returns the result document (also written to the output dir)."""
+    console = console or Console()
+    options.validate()
+    started = time.time()
+    out_dir = options.out_dir or DEFAULT_OUT / time.strftime("%Y%m%d-%H%M%S", time.localtime(started))
+    datasets = _load_datasets(options)
+    plans = plan_tenants(list(zip(datasets, options.tenants)), options.tenant_slices)
+    runs = [_TenantRun(p, _queries_for(p, options.max_queries)) for p in plans]
+    for run in runs:
+        if not run.queries:
+            raise InvalidArgument("--tenant-slices", f"tenant {run.plan.tenant} holds no relevant document of any "
+                                                     "judged query; use fewer slices")
+    methods = methods_for(options.dense_weights)
+
+    stack = _open_stack(options, console)
+    try:
+        service = asyncio.run(_service_phase(options, stack, runs, methods, console))
+    finally:
+        if stack.started_here:
+            with console.status("stopping the benchmark stack…"):
+                stack.stop()
+
+    baseline = _baseline_phase(options, datasets, runs, console) if options.baseline else None
+    baseline_records = baseline.pop("_records") if baseline else []
+    result = _assemble(options, started, datasets, stack, runs, methods, service, baseline)
+    records = runs_to_records(runs, service) + [asdict(r) for r in baseline_records]
+    paths = report_mod.write_all(result, records, out_dir, plots=options.plots)
+    result["files"] = {k: str(v) for k, v in paths.items()}
+    report_mod.print_summary(result, console)
+    console.print(f"report: [bold]{paths['markdown']}[/bold]")
+    return result
+
+
+def runs_to_records(runs: list[_TenantRun], service: dict) -> list[dict]:
+    out = [asdict(r) for run in runs for recs in run.records.values() for r in recs]
+    out += [asdict(r) for r in service.get("isolation_records", [])]
+    return out
+
+
+# ------------------------------------------------------------------------------------ phases
+def _load_datasets(options: BenchOptions) -> list[BeirDataset]:
+    seen: dict[Path, BeirDataset] = {}
+    out = []
+    for path in options.datasets:
+        key = Path(path).resolve()
+        if key not in seen:
+            seen[key] = load_dataset(key, options.split)
+        out.append(seen[key])
+    return out
+
+
+def _queries_for(plan: TenantPlan, limit: int) -> list[tuple[str, str]]:
+    ids = plan.query_ids
+    if limit:
+        ids = ids[:limit]
+    return [(q, plan.dataset.queries[q]) for q in ids]
+
+
+def _open_stack(options: BenchOptions, console: Console) -> Stack:
+    if options.use_running:
+        stack = running_stack(options.running_data_dir.resolve())
+        console.print(f"using the running stack in {stack.data_dir}")
+        return stack
+    stack_dir = options.stack_dir or options.cache_dir / "stack-data"
+    with console.status(f"starting LlmOrchestration, KnowledgeStore, RAGPipeline (data in {stack_dir})…"):
+        stack = own_stack(stack_dir)
+    console.print(f"stack {'started' if stack.started_here else 'found running'}: "
+                  + ", ".join(f"{n} {s['grpc']}" for n, s in stack.services.items()))
+    return stack
+
+
+def _progress(console: Console) -> Progress:
+    return Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
+                    console=console, transient=False)
+
+
+async def _service_phase(options: BenchOptions, stack: Stack, runs: list[_TenantRun], methods: list[Method],
+                         console: Console) -> dict:
+    from services.knowledge_store.client import KnowledgeStoreClient
+
+    ks = KnowledgeStoreClient(stack.grpc("knowledge_store"), ingest_timeout_s=900.0)
+    ingests = []
+    try:
+        with _progress(console) as progress:
+            for run in runs:
+                task = progress.add_task(f"ingest {run.plan.tenant}", total=len(run.plan.rows))
+                outcome = await ingest_plan(
+                    ks, run.plan, stack.data_dir / "bench", batch=options.ingest_batch, force=options.force_ingest,
+                    progress=lambda done, total, t=task: progress.update(t, completed=done, total=total))
+                ingests.append(outcome)
+                for w in outcome.warnings:
+                    console.print(f"[yellow]{run.plan.tenant}: {w}[/yellow]")
+    finally:
+        await ks.close()
+
+    rag_target = stack.grpc("rag_pipeline")
+    client = RagClient(rag_target, top_k_initial=options.top_k_initial, top_k_final=options.top_k_final,
+                       timeout_s=options.timeout_s)
+    owned = {run.plan.tenant: set(run.plan.doc_ids) for run in runs}
+    everyone = set().union(*owned.values())
+    isolation = IsolationCheck()
+    isolation_records: list[QueryRecord] = []
+    try:
+        for run in runs:
+            for method in methods:
+                await client.ensure_profile(run.plan.tenant, method)
+        for run in runs:  # warm-up: model, caches, connections (not recorded)
+            for qid, text in run.queries[:options.warmup]:
+                await client.search(run.plan.tenant, methods[0], qid, text)
+
+        total = sum(len(run.queries) for run in runs) * len(methods)
+        with _progress(console) as progress:
+            task = progress.add_task("SearchAndRank", total=total)
+            for run in runs:
+                own = owned[run.plan.tenant]
+                others_only = everyone - own
+                for method in methods:
+                    progress.update(task, description=f"SearchAndRank {run.plan.tenant} {method.name}")
+                    records = await run_sequential(client, run.plan.tenant, method, run.queries,
+                                                   progress=lambda: progress.advance(task))
+                    run.records[method.name] = records
+                    for r in records:
+                        isolation.check(r, own, others_only)
+            if len(runs) > 1:  # other tenants' queries against each tenant
+                cross = []
+                for run in runs:
+                    mine = {q for q, _ in run.queries}
+                    foreign = [(q, t) for other in runs if other is not run for q, t in other.queries if q not in mine]
+                    cross.append((run, list(dict.fromkeys(foreign))))
+                task = progress.add_task("isolation pass", total=sum(len(f) for _, f in cross))
+                for run, foreign in cross:
+                    own = owned[run.plan.tenant]
+                    records = await run_sequential(client, run.plan.tenant, methods[0], foreign,
+                                                   progress=lambda: progress.advance(task))
+                    for r in records:
+                        r.method = "isolation"
+                        isolation.check(r, own, everyone - own)
+                    isolation_records += records
+    finally:
+        await client.close()
+
+    work = _interleave([[(run.plan.tenant, q, t) for q, t in run.queries] for run in runs])
+    throughput = []
+    with console.status("throughput sweep…") as status:
+        for clients in options.concurrency:
+            status.update(f"throughput: {clients} concurrent clients × {options.throughput_queries} queries")
+            throughput.append(await run_concurrent(
+                rag_target, work, clients, options.throughput_queries, top_k_initial=options.top_k_initial,
+                top_k_final=options.top_k_final, timeout_s=options.timeout_s))
+    return {"ingest": ingests, "isolation": isolation, "isolation_records": isolation_records,
+            "throughput": throughput}
+
+
+def _interleave(lists: Sequence[Sequence]) -> list:
+    out = []
+    for i in range(max((len(x) for x in lists), default=0)):
+        out += [x[i] for x in lists if i < len(x)]
+    return out
+
+
+def _baseline_phase(options: BenchOptions, datasets: list[BeirDataset], runs: list[_TenantRun],
+                    console: Console) -> dict:
+    with console.status("loading all-MiniLM-L6-v2 for the in-process baseline…"):
+        model = load_model()
+    cache = EmbeddingCache(options.cache_dir)
+    vectors: dict[str, tuple] = {}
+    cache_info = {}
+    for ds in {id(d): d for d in datasets}.values():
+        with _progress(console) as progress:
+            task = progress.add_task(f"baseline: encode {ds.name} corpus", total=len(ds.corpus))
+            started = time.perf_counter()
+            vecs, cached = cache.corpus_vectors(
+                ds, model, progress=lambda done, total: progress.update(task, completed=done))
+            progress.update(task, completed=len(ds.corpus))
+        vectors[ds.fingerprint] = vecs
+        cache_info[ds.name] = {"path": str(cache.path_for(ds)), "from_cache": cached,
+                               "seconds": time.perf_counter() - started}
+
+    out: dict[str, dict] = {}
+    pooled: dict[str, list[float]] = {s: [] for s in BASELINE_STAGES}
+    records: list[QueryRecord] = []
+    query_vectors: dict[str, dict] = {}
+    total = sum(len(r.queries) for r in runs)
+    with _progress(console) as progress:
+        task = progress.add_task("baseline queries", total=total)
+        for run in runs:
+            plan = run.plan
+            corpus = plan.dataset.corpus
+            baseline = InProcessBaseline(
+                model, [corpus[r].id for r in plan.rows], [corpus[r].body for r in plan.rows],
+                vectors[plan.dataset.fingerprint][list(plan.rows)], alpha=options.baseline_alpha,
+                depth=options.top_k_final)
+            for qid, text in run.queries[:options.warmup]:
+                baseline.search(text)
+            ranking: dict[str, list[str]] = {}
+            stages: dict[str, list[float]] = {s: [] for s in BASELINE_STAGES}
+            for qid, text in run.queries:
+                hit, qv = baseline.search(text)
+                ranking[qid] = hit.doc_ids
+                records.append(QueryRecord(tenant=plan.tenant, method="baseline", query_id=qid,
+                                           doc_ids=hit.doc_ids, e2e_ms=hit.timings_ms["total"],
+                                           stages_ms=hit.timings_ms))
+                for s, ms in hit.timings_ms.items():
+                    stages[s].append(ms)
+                    pooled[s].append(ms)
+                query_vectors.setdefault(plan.dataset.fingerprint, {})[qid] = qv
+                progress.advance(task)
+            means, _ = evaluate(ranking, plan.qrels(), [q for q, _ in run.queries])
+            out[plan.tenant] = {"quality": means, "queries": len(run.queries),
+                                "latency": {s: latency_summary(v) for s, v in stages.items()}}
+    for ds in {id(d): d for d in datasets}.values():
+        if ds.fingerprint in query_vectors:
+            cache.write_query_vectors(ds, query_vectors[ds.fingerprint])
+    return {"tenants": out, "latency_all": {s: latency_summary(v) for s, v in pooled.items()},
+            "embedding_cache": cache_info, "alpha": options.baseline_alpha, "_records": records,
+            "description": "bm25s (PyStemmer English, English stopwords) + all-MiniLM-L6-v2 + FAISS IndexFlatIP, "
+                           f"convex fusion of min-max normalised scores (alpha {options.baseline_alpha:g}) over "
+                           f"the union of each leg's top {options.top_k_final}"}
+
+
+# ------------------------------------------------------------------------------------ result
+def _assemble(options: BenchOptions, started: float, datasets: list[BeirDataset], stack: Stack,
+              runs: list[_TenantRun], methods: list[Method], service: dict, baseline: dict | None) -> dict:
+    quality: dict[str, dict] = {}
+    for run in runs:
+        qrels = run.plan.qrels()
+        qids = [q for q, _ in run.queries]
+        quality[run.plan.tenant] = {}
+        for method in methods:
+            records = run.records[method.name]
+            ranking = {r.query_id: r.doc_ids for r in records if not r.error}
+            means, _ = evaluate(ranking, qrels, qids)
+            quality[run.plan.tenant][method.name] = {
+                **means, "queries": len(qids), "errors": sum(1 for r in records if r.error),
+                "degraded": sum(1 for r in records if r.degraded),
+                "e2e_p50_ms": latency_summary([r.e2e_ms for r in records if not r.error])["p50"]}
+
+    default = [r for run in runs for r in run.records[methods[0].name] if not r.error]
+    stage_names = list(dict.fromkeys(s for r in default for s in r.stages_ms))
+    latency = {
+        "method": methods[0].name,
+        "stages": {s: latency_summary([r.stages_ms[s] for r in default if s in r.stages_ms]) for s in stage_names},
+        "e2e_client": latency_summary([r.e2e_ms for r in default]),
+        "by_method": {m.name: latency_summary([r.e2e_ms for run in runs for r in run.records[m.name] if not r.error])
+                      for m in methods},
+    }
+    throughput = [{**{k: v for k, v in asdict(t).items() if k != "latencies_ms"},
+                   "latency": latency_summary(t.latencies_ms)} for t in service["throughput"]]
+
+    ratios = None
+    if baseline is not None:
+        ratios = {"quality": {}, "latency": {}}
+        for tenant, per_method in quality.items():
+            base = baseline["tenants"][tenant]["quality"]
+            ratios["quality"][tenant] = {m: {k: _ratio(v[k], base[k]) for k in base} for m, v in per_method.items()}
+        base_total = baseline["latency_all"]["total"]
+        for p in ("p50", "p95", "p99"):
+            ratios["latency"][p] = _ratio(latency["e2e_client"][p], base_total[p])
+
+    isolation = service["isolation"].to_json()
+    isolation["tenants"] = len(runs)
+    return {
+        "benchmark": "nucleus bench",
+        "run": {"started_unix": int(started), "finished_unix": int(time.time()),
+                "started": time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(started)),
+                "git": _git_revision(), "host": {"cpus": os.cpu_count(), "machine": platform.machine(),
+                                                  "python": platform.python_version()},
+                "options": {k: (str(v) if isinstance(v, Path) else v) for k, v in asdict(options).items()
+                            if k not in ("datasets",)} | {"datasets": [str(d) for d in options.datasets]}},
+        "datasets": [{"name": d.name, "root": str(d.root), "split": d.split, "fingerprint": d.fingerprint,
+                      "documents": len(d.corpus), "queries": len(d.queries),
+                      "judged_queries": len(d.evaluated_query_ids)} for d in {id(d): d for d in datasets}.values()],
+        "stack": {"started_here": stack.started_here, "data_dir": str(stack.data_dir),
+                  "services": {n: s.get("grpc", "") for n, s in stack.services.items()}},
+        "tenants": [{"tenant": r.plan.tenant, "dataset": r.plan.dataset.name, "documents": len(r.plan.rows),
+                     "queries": len(r.queries)} for r in runs],
+        "methods": [{"name": m.name, "profile": m.profile_name, "description": m.description} for m in methods],
+        "ingest": [o.to_json() for o in service["ingest"]],
+        "quality": quality,
+        "latency": latency,
+        "throughput": throughput,
+        "isolation": isolation,
+        "baseline": baseline,
+        "ratios": ratios,
+    }
+
+
+def _ratio(ours: float, base: float) -> float | None:
+    return ours / base if base else None
+
+
+def _git_revision() -> str:
+    try:
+        rev = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=ROOT, capture_output=True, text=True,
+                             timeout=5).stdout.strip()
+        dirty = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no"], cwd=ROOT,
+                               capture_output=True, text=True, timeout=5).stdout.strip()
+        return rev + ("+dirty" if dirty else "") if rev else ""
+    except (OSError, subprocess.SubprocessError):
+        return ""

