@@ -68,9 +68,9 @@ def convex_fuse(dense_rows: NDArray[np.intp], dense_scores: NDArray[np.float32],
             continue
         norm = _minmax(np.asarray(scores, dtype=np.float32))
         fused[np.searchsorted(union, rows)] += np.float32(weight) * norm
-    k = min(k, union.size)
-    top = np.argpartition(-fused, k - 1)[:k]
-    order = top[np.lexsort((union[top], -fused[top]))]
+    # A full sort of the union (at most two legs' depth): argpartition would pick an arbitrary
+    # subset of the candidates tied at the cut-off, and ties must go to the lower row.
+    order = np.lexsort((union, -fused))[:k]
     return union[order], fused[order]
 
 
@@ -108,12 +108,13 @@ class EmbeddingCache:
             if cached is not None:
                 self._write_aliases(dataset, cached)
                 return cached, True
-        vectors = np.empty((len(texts), model.get_sentence_embedding_dimension()), dtype=np.float32)
-        block = ENCODE_BATCH * 4
-        for start in range(0, len(texts), block):
-            vectors[start:start + block] = encode(model, texts[start:start + block])
+        blocks = []
+        step = ENCODE_BATCH * 4
+        for start in range(0, len(texts), step):
+            blocks.append(encode(model, texts[start:start + step]))
             if progress is not None:
-                progress(min(start + block, len(texts)), len(texts))
+                progress(min(start + step, len(texts)), len(texts))
+        vectors = np.concatenate(blocks)
         self.cache_dir.mkdir(parents=True, exist_ok=True)
         _save(self.path_for(dataset), vectors)
         self._write_aliases(dataset, vectors)

@@ -116,7 +116,8 @@ class Candidates:
         (unknown), richness 0.5, reputation_prior 0 (unknown), no votes. An omitted rank
         column is derived from its scores: 1-based by descending score, ties to the lower
         row, 0 where the score is NaN. At least one column must be given (it sets n); a
-        column of another length raises InvalidArgument naming it.
+        column of another length raises InvalidArgument naming it. An array that already
+        has its column's dtype is used as is, not copied (do not modify it afterwards).
         """
         given = {
             "dense": dense, "bm25": bm25, "dense_rank": dense_rank, "bm25_rank": bm25_rank,

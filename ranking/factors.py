@@ -143,8 +143,8 @@ def recency(timestamp: NDArray[np.float64], now_unix: float,
     if not half_life_days > 0.0:
         raise InvalidArgument("half_life_days", f"must be > 0, got {half_life_days}")
     timestamp = np.asarray(timestamp, dtype=np.float64)
-    # -age in half-lives, (t - now) / (86400 * half_life), in float64: t and now are ~1.7e9
-    # seconds apart from 0 and their difference needs the precision; float32 from exp2 on.
+    # -age in half-lives, (t - now) / (86400 * half_life), in float64 (float32 would round
+    # unix seconds of today to 128 s steps); float32 from the exponent on.
     x = np.subtract(timestamp, float(now_unix))
     x *= 1.0 / (SECONDS_PER_DAY * float(half_life_days))
     np.minimum(x, 0.0, out=x)  # future dates count as now

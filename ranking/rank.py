@@ -6,7 +6,8 @@ where factor = (relevancy, recency, richness, reputation) from `ranking.factors`
 config does not apply recency, the recency weight is set to 0 before normalising and the
 recency factor is reported as the neutral 0.5. The top k are picked with `argpartition` and
 only they are sorted: overall descending, ties to the lower row index (also at the k-th
-place: of several candidates tied there, the lower rows are kept).
+place: of several candidates tied there, the lower rows are kept). k > n returns all n;
+k <= 0 raises InvalidArgument("k", ...); no candidates give an empty `Ranked`.
 
 A factor whose weight is 0 does not change the order, so it is only evaluated for the k
 rows that are returned (it is still reported there).

@@ -37,7 +37,8 @@ single spaces, in `TemporalIntent.cues`, in order of appearance):
     version, new features.
  7. Calendar references:
       - a 4-digit year Y with 1990 <= Y <= now_year + 1 that does not read as a quantity:
-        not glued to a letter, digit, "." or "," before it ("v2024", "3.2000", "1,2000");
+        not glued to a letter, digit, "." or "," before it ("v2024", "3.2000", "1,2000"),
+        nor a ratio ("1/2000", "1:2000"; write dates as 2024-10 or October 2024);
         not preceded by = < > ~ ≈ ± × $ € £ ¥ # (spaces allowed, so "n = 2000" is out);
         not followed by a decimal or thousands separator and a digit ("2000.5", "2,000"),
         nor by a unit or count noun (`_QUANTITY_WORDS`: %, mg, nm, rpm, hz, s, years,
@@ -55,6 +56,8 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 from datetime import datetime, timezone
+
+from shared.errors import InvalidArgument
 
 YEAR_MIN = 1990
 
@@ -89,6 +92,8 @@ _QUANTITY_WORDS = (
     r"|records|documents|items|points|trials|runs|species|sites|respondents|students"
     r"|children|adults|women|men|mice|rats|animals|households|units|meters|metres"
     r"|miles|feet|pages|dollars|euros|usd|eur|calories|molecules|atoms|particles"
+    r"|deaths|births|infections|admissions|visits|doses|procedures|hospitali[sz]ations"
+    r"|copies|reads|bases|nucleotides|residues"
 )
 
 _RULES: tuple[re.Pattern[str], ...] = tuple(re.compile(p, re.IGNORECASE) for p in (
@@ -120,7 +125,7 @@ _RULES: tuple[re.Pattern[str], ...] = tuple(re.compile(p, re.IGNORECASE) for p i
 ))
 
 _YEAR = re.compile(
-    r"(?<![\w.,])"                       # not glued to a word or a digit group
+    r"(?<![\w.,])(?<!\d[/:])"             # not glued to a word, a digit group or a ratio
     r"((?:19|20)\d\d)\b"
     r"(?![.,]\d)"                        # not 2000.5 or 2,000,000
     rf"(?!\s*(?:{_QUANTITY_WORDS})(?![\w]))",
@@ -142,6 +147,8 @@ def detect_temporal_intent(query: str, now_year: int | None = None) -> TemporalI
 
     `now_year` bounds the years that count (up to now_year + 1); None = the current UTC year.
     """
+    if not isinstance(query, str):
+        raise InvalidArgument("query", f"expected a string, got {type(query).__name__}")
     if now_year is None:
         now_year = datetime.now(timezone.utc).year
     found: list[tuple[int, str]] = []

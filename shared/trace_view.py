@@ -204,31 +204,41 @@ def _short(service: str) -> str:
 
 
 def render_trace(trace: Trace, console: Console, *, all_attributes: bool = False) -> None:
+    """One waterfall, one line per span. Span names and services are never cut; on a narrow
+    terminal the bar shrinks (to 10 cells) and the attributes are cut (all shown with --attrs)."""
     started = time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(trace.start_ns / 1e9))
     roots = trace.roots
     title = Text.assemble(("trace ", "bold"), (trace.trace_id, "bold yellow"),
                           f"  {roots[0].name if roots else '?'}  {started}  {trace.duration_ms:.1f} ms  "
                           f"{len(trace.spans)} spans  services: {', '.join(_short(s) for s in trace.services)}")
-    table = Table(title=title, title_justify="left", box=None, pad_edge=False, show_edge=False)
-    table.add_column("span", no_wrap=True)
-    table.add_column("service", no_wrap=True)
-    table.add_column("ms", justify="right", no_wrap=True)
-    table.add_column("timeline", no_wrap=True)
-    table.add_column("attributes", overflow="fold" if all_attributes else "ellipsis")
-    for prefix, span in tree_rows(trace):
+    rows = tree_rows(trace)
+    name_w = max(len(prefix) + len(span.name) for prefix, span in rows)
+    service_w = max(len(_short(span.service)) for _, span in rows)
+    ms_w = max(len(f"{span.duration_ms:.1f}") for _, span in rows)
+    spare = console.width - name_w - service_w - ms_w - 4
+    bar_w = max(10, min(BAR_WIDTH, spare // 2))
+    table = Table(title=title, title_justify="left", box=None, pad_edge=False, show_edge=False,
+                  collapse_padding=True)
+    table.add_column("span", no_wrap=True, min_width=name_w)
+    table.add_column("service", no_wrap=True, min_width=service_w)
+    table.add_column("ms", justify="right", no_wrap=True, min_width=ms_w)
+    table.add_column("timeline", no_wrap=True, min_width=bar_w, max_width=bar_w)
+    table.add_column("attributes", ratio=1, no_wrap=not all_attributes,
+                     overflow="fold" if all_attributes else "ellipsis")
+    for prefix, span in rows:
         style = _SERVICE_STYLES.get(span.service, "white")
         name = Text(prefix, style="dim") + Text(span.name, style="bold red" if span.status == "ERROR" else "")
         table.add_row(name, Text(_short(span.service), style=style), f"{span.duration_ms:.1f}",
-                      Text(bar(span, trace), style="red" if span.status == "ERROR" else style),
+                      Text(bar(span, trace, bar_w), style="red" if span.status == "ERROR" else style),
                       key_attributes(span, limit=0 if all_attributes else ATTRS_WIDTH))
     console.print(table)
     console.print()
 
 
 def render_list(traces: Sequence[Trace], console: Console) -> None:
-    table = Table(title="traces (oldest first)")
+    table = Table(title="traces (oldest first)", box=None, title_justify="left")
     for col in ("trace id", "root span", "started", "ms", "spans", "services", "errors"):
-        table.add_column(col)
+        table.add_column(col, no_wrap=col in ("trace id", "started", "ms"), overflow="fold")
     for t in traces:
         roots = t.roots
         errors = sum(s.status == "ERROR" for s in t.spans)

@@ -284,10 +284,15 @@ class KnowledgeStore:
         self._check_documents(docs)
         with tracer.start_as_current_span("knowledge_store.ingest") as span:
             span.set_attribute("nucleus.documents", len(docs))
-            prepared = await asyncio.to_thread(self._prepare_all, docs)
-            texts = [t for p in prepared for t in p.embed_texts]
+            with tracer.start_as_current_span("knowledge_store.ingest.chunk") as stage:  # telemetry hook
+                prepared = await asyncio.to_thread(self._prepare_all, docs)
+                texts = [t for p in prepared for t in p.embed_texts]
+                stage.set_attribute("nucleus.documents", len(docs))
+                stage.set_attribute("nucleus.chunks", len(texts))
             started = time.perf_counter()
-            vectors = await self._embed(texts, progress)
+            with tracer.start_as_current_span("knowledge_store.ingest.embed") as stage:  # telemetry hook
+                stage.set_attribute("nucleus.texts", len(texts))
+                vectors = await self._embed(texts, progress)
             embed_seconds = time.perf_counter() - started
             span.set_attribute("nucleus.entries", len(texts))
             now = int(time.time())
@@ -305,7 +310,11 @@ class KnowledgeStore:
                 return results, _IndexChange(removed, added, vectors)
 
             started = time.perf_counter()
-            results = await self._write(tenant_id, work, create=True)
+            with tracer.start_as_current_span("knowledge_store.ingest.commit") as stage:  # telemetry hook
+                results = await self._write(tenant_id, work, create=True)
+                stage.set_attribute("nucleus.artifacts", len(results))
+                stage.set_attribute("nucleus.entries_written", sum(r.entries_written for r in results))
+                stage.set_attribute("nucleus.entries_replaced", sum(r.entries_replaced for r in results))
             commit_seconds = time.perf_counter() - started
         return IngestReport(results=tuple(results), total_entries=len(texts),
                             embed_seconds=embed_seconds, commit_seconds=commit_seconds)
@@ -400,7 +409,7 @@ class KnowledgeStore:
 
         def work(conn) -> tuple[tuple[int, int], _IndexChange]:
             n_artifacts, rids = storage.delete_artifacts(conn, unique)
-            return (n_artifacts, len(rids)), _IndexChange(rids, [], _NO_CHANGE.vectors)
+            return (n_artifacts, len(rids)), _IndexChange([], [], _NO_CHANGE.vectors)
 
         return await self._write(tenant_id, work, create=False)
 
@@ -449,6 +458,11 @@ class KnowledgeStore:
         validation.tenant_id(tenant_id)
         validation.top_k(top_k, self._settings.max_top_k)
         validation.filters(filters)
+        if isinstance(extra_keywords, str):
+            raise InvalidArgument("extra_keywords", "must be a list of phrases, got one string")
+        if len(extra_keywords) > validation.MAX_EXTRA_KEYWORDS:
+            raise InvalidArgument("extra_keywords", f"{len(extra_keywords)} phrases, at most "
+                                                    f"{validation.MAX_EXTRA_KEYWORDS} accepted")
         phrases = [keywords or "", *extra_keywords]
         for i, phrase in enumerate(phrases):
             name = "keywords" if i == 0 else f"extra_keywords[{i - 1}]"

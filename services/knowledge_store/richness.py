@@ -12,8 +12,8 @@
                            list: ≥ 2 list-item lines; table: ≥ 2 `|` rows; code: a ``` fence;
                            heading: the entry sits under a heading or carries one inline
 
-So "ok." scores ≈ 0.01, a 150-word paragraph ≈ 0.57, the same paragraph with a list under a
-heading ≈ 0.67; the maximum without structure is 0.8.
+So "ok." scores ≈ 0.01, a 150-word SciFact abstract paragraph ≈ 0.69 (median), the same
+paragraph with a two-item list under a heading ≈ 0.74; the maximum without structure is 0.8.
 """
 from __future__ import annotations
 

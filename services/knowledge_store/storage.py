@@ -404,7 +404,12 @@ def all_rids(conn: sqlite3.Connection) -> NDArray[np.int64]:
 
 def keyword_search(conn: sqlite3.Connection, match: str, f: SearchFilters, k: int,
                    weights: tuple[float, float]) -> list[tuple[int, float]]:
-    """(rid, BM25) best first; BM25 is FTS5's bm25() negated so that higher is better."""
+    """(rid, BM25) best first; BM25 is FTS5's bm25() negated so that higher is better.
+
+    FTS5's bm25 (k1 = 1.2, b = 0.75): term frequency = Σ over columns of weight × count,
+    document length = tokens of all columns, avgdl over all rows, idf = ln((N − n + ½)/(n + ½))
+    floored at 1e-6 (so a term in more than half of the tenant's entries barely counts).
+    """
     rank = f"bm25(entries_fts, {float(weights[0])!r}, {float(weights[1])!r})"
     if f.is_empty:
         sql = (f"SELECT rowid, -{rank} AS score FROM entries_fts WHERE entries_fts MATCH ? "

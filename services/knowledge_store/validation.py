@@ -29,6 +29,7 @@ MAX_ARTIFACT_ID_CHARS = 512
 MAX_LABEL_CHARS = 256          # tags, owners, groups, source ids/types
 MAX_LABELS = 256               # per list
 MAX_KEYWORD_CHARS = 8_000
+MAX_EXTRA_KEYWORDS = 32
 
 
 def tenant_id(value: str) -> str:
@@ -122,7 +123,7 @@ def filters(f: SearchFilters, field: str = "filters") -> SearchFilters:
 
 
 def query_vectors(vectors: np.ndarray, dimension: int, field: str = "query_vectors") -> np.ndarray:
-    """(q, dimension) float32, C-contiguous; finite and non-zero rows."""
+    """(q, dimension) float32, C-contiguous, every value finite."""
     array = np.asarray(vectors)
     if array.ndim == 1:
         array = array[None, :]

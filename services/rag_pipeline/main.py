@@ -1,33 +1,88 @@
-"""RAGPipeline process: gRPC + MCP (HTTP at /mcp, or stdio) over one RagPipeline core."""
+"""RAGPipeline process: gRPC + MCP (HTTP at /mcp, or stdio) over one RagPipeline core.
+
+Identity on MCP over HTTP: with `NUCLEUS_RAG_REQUIRE_AUTH=1` every /mcp request needs a bearer
+token (an API key or JWT from the auth config at `NUCLEUS_RAG_AUTH_CONFIG`), checked by the
+MCP SDK's middleware (HTTP 401 otherwise). Without it (local development, the default) and
+over stdio, the local principal (`NUCLEUS_LOCAL_TENANT` / `_USER` / `_GROUPS`) is used.
+"""
 from __future__ import annotations
 
 import asyncio
+import logging
+from urllib.parse import urlsplit
 
 from nucleus.v1 import rag_pipeline_pb2_grpc as rag_grpc
 from services.knowledge_store.client import KnowledgeStoreClient
 from services.llm_orchestration.client import LlmOrchestrationClient
+from services.rag_pipeline.access import AccessPolicy
 from services.rag_pipeline.core import RagPipeline
 from services.rag_pipeline.grpc_api import RagPipelineServicer
 from services.rag_pipeline.mcp_api import build_mcp
+from services.rag_pipeline.rag_tools import RagTools
+from shared.audit import AuditLog
+from shared.auth import EMPTY_CONFIG, NucleusTokenVerifier, RequestIdentity, auth_settings, load_auth_config
+from shared.errors import InvalidArgument
 from shared.log import configure_logging
 from shared.service_main import apply_overrides, parse_args
 from shared.service_runner import ServiceSpec, run_service, run_stdio
 from shared.settings import RagPipelineSettings
+from shared.signing import LinkSigner
+
+log = logging.getLogger(__name__)
+
+
+def _public_hosts(base_url: str) -> list[str]:
+    """Host header values to accept besides the bind address: the public URL's host."""
+    parts = urlsplit(base_url)
+    if not parts.hostname:
+        return []
+    host = f"[{parts.hostname}]" if ":" in parts.hostname else parts.hostname
+    return sorted({host, f"{host}:*"})
 
 
 def build(settings: RagPipelineSettings, *, stdio: bool) -> ServiceSpec:
-    pipeline = RagPipeline(
-        settings,
-        KnowledgeStoreClient(settings.knowledge_store_target, timeout_s=settings.retrieval_timeout_s),
-        LlmOrchestrationClient(settings.llm_target, timeout_s=settings.embed_timeout_s),
-    )
-    mcp = build_mcp(pipeline, allow_local_identity=stdio or not settings.require_auth)
+    try:
+        config = load_auth_config(settings.auth_config) if settings.auth_config else None
+    except InvalidArgument as err:
+        raise SystemExit(f"rag_pipeline: {err}") from None
+    http_auth = settings.require_auth and not stdio
+    if http_auth and config is None:
+        raise SystemExit("rag_pipeline: NUCLEUS_RAG_REQUIRE_AUTH is set but NUCLEUS_RAG_AUTH_CONFIG is not; "
+                         "create one with `python -m shared.auth new-key --config auth.json --tenant T --user U`")
+    if settings.require_auth and stdio:
+        log.info("stdio MCP: the caller is the local user who started the process (NUCLEUS_LOCAL_* principal)")
+    audit = AuditLog(settings.audit_log)
+    knowledge = KnowledgeStoreClient(settings.knowledge_store_target, timeout_s=settings.retrieval_timeout_s)
+    llm = LlmOrchestrationClient(settings.llm_target, timeout_s=settings.embed_timeout_s)
+    pipeline = RagPipeline(settings, knowledge, llm)
+    verifier = NucleusTokenVerifier(config, audit) if config is not None else None
+    identity = RequestIdentity(config, allow_local=not http_auth, verifier=verifier)
+    signer = LinkSigner.from_secret_text(settings.link_secret.get_secret_value(), settings.public_base_url,
+                                         settings.link_ttl_s)
+    tools = RagTools(pipeline, knowledge, llm, identity, AccessPolicy(knowledge, config or EMPTY_CONFIG), signer,
+                     audit, synth_timeout_s=max(settings.deadline_s, 30.0))
+    base_is_set = "public_base_url" in settings.model_fields_set
+    auth = auth_settings(config, settings.public_base_url, advertise_resource=base_is_set) if http_auth else None
+    mcp = build_mcp(pipeline, tools, token_verifier=verifier if http_auth else None, auth=auth)
+    if not http_auth and not stdio:
+        log.warning("MCP over HTTP without authentication (NUCLEUS_RAG_REQUIRE_AUTH is off): every caller "
+                    "acts as the local principal")
+
+    def on_bound(mcp_url: str) -> None:
+        if not base_is_set:     # links must point at the port actually bound (ephemeral in tests)
+            parts = urlsplit(mcp_url)
+            host = "127.0.0.1" if parts.hostname in ("0.0.0.0", "::") else parts.netloc.rsplit(":", 1)[0]
+            signer.base_url = f"{parts.scheme}://{host}:{parts.port}"
+        log.info("signed document links point at %s/documents/", signer.base_url)
+
     return ServiceSpec(
         name="rag_pipeline",
         grpc_service_name="nucleus.v1.RagPipeline",
         add_servicers=lambda server: rag_grpc.add_RagPipelineServicer_to_server(RagPipelineServicer(pipeline), server),
         mcp_server=mcp,
         close=pipeline.close,
+        allowed_hosts=_public_hosts(settings.public_base_url) if base_is_set else [],
+        on_mcp_bound=on_bound,
     )
 
 

@@ -1,19 +1,28 @@
 """RAGPipeline MCP adapter: typed tools over the same core as gRPC.
 
-Tenant and user always come from the verified principal (shared.identity), never from tool
-arguments. Errors are translated once, here, into MCP tool errors.
+Tenant and user always come from the verified principal (shared.auth.RequestIdentity: the
+bearer token checked by the SDK's auth middleware, or the local principal over stdio), never
+from tool arguments. Searches run under the caller's access scope (services/rag_pipeline/
+access.py). Errors are translated once, here, into MCP tool errors.
+
+    search_and_rank, put/get/list_ranking_profile(s), record_feedback   (this module)
+    rag_search, verify_document_access, rag_discover_resources,
+    rag_get_raw_results, rag_get_synthesized_results, GET /documents/…  (rag_tools.py)
 """
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import Annotated, Any, Callable, Literal
 
-from mcp.server.mcpserver import MCPServer
+from mcp.server.mcpserver import Context, MCPServer
 from pydantic import BaseModel, Field
 
 from services.knowledge_store.models import RankingProfile, SearchFilters
+from services.rag_pipeline.access import AccessPolicy
 from services.rag_pipeline.core import RagPipeline
 from services.rag_pipeline.models import Preferences, SearchRequest, SearchResponse
-from shared.identity import Principal, current_principal
+from services.rag_pipeline.rag_tools import RagTools
+from shared.identity import Principal
 from shared.mcp_errors import guarded
 
 class FourRScoresOut(BaseModel):
@@ -162,7 +171,8 @@ def profile_out(p: RankingProfile) -> ProfileOut:
         is_default=p.is_default, updated_unix=p.updated_unix)
 
 
-def register_core_tools(mcp: MCPServer, pipeline: RagPipeline, principal: Callable[[], Principal]) -> None:
+def register_core_tools(mcp: MCPServer, pipeline: RagPipeline, principal: Callable[[Context], Principal],
+                        access: AccessPolicy) -> None:
     """search_and_rank, ranking profiles and feedback."""
 
     @mcp.tool(name="search_and_rank", description=(
@@ -181,10 +191,17 @@ def register_core_tools(mcp: MCPServer, pipeline: RagPipeline, principal: Callab
         explain: bool = True,
         expand_query_with_llm: bool = False,
         filters: FiltersIn | None = None,
+        ctx: Context | None = None,
     ) -> SearchAndRankOut:
         async def run() -> SearchAndRankOut:
-            who = principal()
+            who = principal(ctx)
             f = filters or FiltersIn()
+            scope = await access.scope(who, base=SearchFilters(
+                date_from_unix=f.date_from_unix, date_to_unix=f.date_to_unix, source_types=tuple(f.source_types),
+                tags=tuple(f.tags), owners=tuple(f.owners), artifact_ids=tuple(f.artifact_ids),
+                source_ids=tuple(f.source_ids), persona_id=persona_id))
+            if scope.empty:
+                return search_response_out(SearchResponse(results=(), debug="no visible sources"))
             request = SearchRequest(
                 tenant_id=who.tenant_id, persona_id=persona_id, query=user_query_text,
                 top_k_initial=top_k_initial_retrieve, top_k_final=top_k_final_rank,
@@ -193,14 +210,13 @@ def register_core_tools(mcp: MCPServer, pipeline: RagPipeline, principal: Callab
                                                           weights.reputation),
                     profile_name=profile_name, fusion=fusion_method, recency_mode=recency_mode, rerank=rerank,
                     explain=explain),
-                filters=SearchFilters(
-                    date_from_unix=f.date_from_unix, date_to_unix=f.date_to_unix, source_types=tuple(f.source_types),
-                    tags=tuple(f.tags), owners=tuple(f.owners), artifact_ids=tuple(f.artifact_ids),
-                    source_ids=tuple(f.source_ids), persona_id=persona_id, visibility_groups=who.groups,
-                    enforce_visibility=True),
+                filters=scope.filters,
                 expand=expand_query_with_llm,
             )
-            return search_response_out(await pipeline.search_and_rank(request))
+            response = await pipeline.search_and_rank(request)
+            if scope.post_tags:
+                response = replace(response, results=tuple(r for r in response.results if scope.keep(r.artifact.tags)))
+            return search_response_out(response)
         return await guarded(run)
 
     @mcp.tool(name="put_ranking_profile", description=(
@@ -216,10 +232,11 @@ def register_core_tools(mcp: MCPServer, pipeline: RagPipeline, principal: Callab
         recency_half_life_days: Annotated[float, Field(gt=0)] = 180.0,
         reputation_prior_strength: Annotated[float, Field(gt=0)] = 4.0,
         is_default: bool = False,
+        ctx: Context | None = None,
     ) -> ProfileOut:
         async def run() -> ProfileOut:
             profile = RankingProfile(
-                tenant_id=principal().tenant_id, persona_id=persona_id, name=name,
+                tenant_id=principal(ctx).tenant_id, persona_id=persona_id, name=name,
                 relevancy_weight=weights.relevancy, recency_weight=weights.recency,
                 richness_weight=weights.richness, reputation_weight=weights.reputation,
                 fusion_method=fusion_method, dense_weight=dense_weight, recency_mode=recency_mode,
@@ -229,35 +246,40 @@ def register_core_tools(mcp: MCPServer, pipeline: RagPipeline, principal: Callab
         return await guarded(run)
 
     @mcp.tool(name="get_ranking_profile", description="Get a ranking profile (latest version unless given).")
-    async def get_ranking_profile(name: str = "", persona_id: str = "", version: int = 0) -> ProfileOut:
+    async def get_ranking_profile(name: str = "", persona_id: str = "", version: int = 0,
+                                  ctx: Context | None = None) -> ProfileOut:
         async def run() -> ProfileOut:
-            return profile_out(await pipeline.get_profile(principal().tenant_id, persona_id, name, version))
+            return profile_out(await pipeline.get_profile(principal(ctx).tenant_id, persona_id, name, version))
         return await guarded(run)
 
     @mcp.tool(name="list_ranking_profiles", description="List the ranking profiles of the caller's tenant.")
-    async def list_ranking_profiles(persona_id: str = "") -> ProfileListOut:
+    async def list_ranking_profiles(persona_id: str = "", ctx: Context | None = None) -> ProfileListOut:
         async def run() -> ProfileListOut:
-            profiles = await pipeline.list_profiles(principal().tenant_id, persona_id)
+            profiles = await pipeline.list_profiles(principal(ctx).tenant_id, persona_id)
             return ProfileListOut(profiles=[profile_out(p) for p in profiles])
         return await guarded(run)
 
     @mcp.tool(name="record_feedback", description=(
         "Record that a result (entry) or a whole artifact was helpful or not; folded into Reputation."))
     async def record_feedback(target_id: str, helpful: bool,
-                              target: Literal["entry", "artifact"] = "entry") -> FeedbackOut:
+                              target: Literal["entry", "artifact"] = "entry",
+                              ctx: Context | None = None) -> FeedbackOut:
         async def run() -> FeedbackOut:
-            who = principal()
+            who = principal(ctx)
             ack, reputation = await pipeline.record_feedback(who.tenant_id, target, target_id, helpful, who.user_id)
             return FeedbackOut(artifact_id=ack.artifact_id, feedback_helpful=ack.feedback_helpful,
                                feedback_unhelpful=ack.feedback_unhelpful, reputation=reputation)
         return await guarded(run)
 
 
-def build_mcp(pipeline: RagPipeline, *, allow_local_identity: bool, token_verifier: Any = None,
+def build_mcp(pipeline: RagPipeline, rag_tools: RagTools, *, token_verifier: Any = None,
               auth: Any = None) -> MCPServer:
+    """The RAGPipeline MCP server. With `token_verifier` + `auth` the SDK answers HTTP 401 to
+    requests without a valid bearer token before any tool runs."""
     mcp = MCPServer("nucleus-rag-pipeline", instructions=(
         "Nucleus RAG retrieval: search_and_rank for ranked, explained knowledge from your tenant; "
         "rag_search / rag_get_raw_results / rag_get_synthesized_results for the standard RAG contracts."),
         token_verifier=token_verifier, auth=auth)
-    register_core_tools(mcp, pipeline, lambda: current_principal(allow_local=allow_local_identity))
+    register_core_tools(mcp, pipeline, rag_tools.principal, rag_tools.access)
+    rag_tools.register(mcp)
     return mcp

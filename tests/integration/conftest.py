@@ -30,3 +30,7 @@ def demo_docs():
     from shared.documents import iter_paths, load_document
 
     return [load_document(p) for p in iter_paths(DEMO)]
+
+
+# The authenticated stack of the RAG tool / security / Inspector tests (tests/integration/secure_stack.py).
+from tests.integration.secure_stack import secure_corpus, secure_stack  # noqa: E402,F401

@@ -3,6 +3,7 @@ from __future__ import annotations
 import pytest
 
 from ranking.temporal import detect_temporal_intent
+from shared.errors import InvalidArgument
 
 NOW_YEAR = 2025
 
@@ -54,6 +55,9 @@ NEGATIVES = [
     "how are the weights updated during backpropagation",
     "parameters are updated by gradient descent",
     "a cohort of 2000 patients",
+    "an additional annual toll of 2000 deaths",
+    "1/2000 in UK have abnormal PrP positivity",
+    "antibody diluted 1:2000 in PBS",
     "sample size n = 2019",
     "a 2000 W heater",
     "3.2000 mm tolerance",
@@ -107,3 +111,9 @@ def test_now_year_defaults_to_the_current_year() -> None:
     year = datetime.now(timezone.utc).year
     assert detect_temporal_intent(f"budget {year}").has_intent
     assert not detect_temporal_intent(f"budget {year + 2}").has_intent
+
+
+def test_a_query_that_is_not_a_string_is_rejected() -> None:
+    with pytest.raises(InvalidArgument) as err:
+        detect_temporal_intent(None)  # type: ignore[arg-type]
+    assert err.value.field == "query"

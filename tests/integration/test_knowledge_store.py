@@ -1,0 +1,235 @@
+"""KnowledgeStore as a real process (gRPC), embedding through the real LlmOrchestration:
+ingest, upsert, delete, both searches, filters, tenant isolation with canaries, bad input,
+and kill -9 during ingest recovered against the acknowledged writes."""
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import random
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import grpc
+import numpy as np
+import pytest
+
+from services.knowledge_store.client import KnowledgeStoreClient
+from services.knowledge_store.models import ArtifactMeta, DocumentIn, SearchFilters
+from services.llm_orchestration.client import LlmOrchestrationClient
+from shared.errors import InvalidArgument, NotFound
+
+pytestmark = pytest.mark.integration
+DAY = 86_400
+
+
+def start_store(data_dir: Path, llm_target: str) -> tuple[subprocess.Popen, str]:
+    ready = data_dir / "ks.ready.json"
+    ready.unlink(missing_ok=True)
+    env = dict(os.environ, NUCLEUS_KS_GRPC_PORT="0", NUCLEUS_KS_MCP_PORT="-1", NUCLEUS_KS_DATA_DIR=str(data_dir),
+               NUCLEUS_KS_LLM_TARGET=llm_target)
+    proc = subprocess.Popen([sys.executable, "-m", "services.knowledge_store.main", "--ready-file", str(ready)],
+                            env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    deadline = time.monotonic() + 60
+    while not ready.exists():
+        assert proc.poll() is None, "knowledge store exited during start-up"
+        assert time.monotonic() < deadline, "knowledge store did not start"
+        time.sleep(0.05)
+    return proc, json.loads(ready.read_text())["grpc"]
+
+
+def doc(artifact_id: str, text: str, **meta) -> DocumentIn:
+    return DocumentIn(artifact=ArtifactMeta(artifact_id=artifact_id, title=meta.pop("title", artifact_id), **meta),
+                      content=text)
+
+
+@pytest.fixture(scope="module")
+async def store(stack):
+    client = KnowledgeStoreClient(stack["knowledge_store"]["grpc"])
+    yield client
+    await client.close()
+
+
+@pytest.fixture(scope="module")
+async def llm(stack):
+    client = LlmOrchestrationClient(stack["llm_orchestration"]["grpc"])
+    yield client
+    await client.close()
+
+
+async def test_ingest_then_both_searches_find_the_document(store, llm):
+    tenant = "ks-basic"
+    now = int(time.time())
+    await store.ingest(tenant, "", [
+        doc("volcano", "Volcanic eruptions release sulfur dioxide that cools the climate for a year or two.",
+            source_type="wiki", modified_unix=now),
+        doc("bread", "Sourdough bread rises because wild yeast and lactobacilli ferment the dough.",
+            source_type="blog", modified_unix=now),
+    ])
+    vec = await llm.embed(["why do eruptions cool the planet"])
+    dense = (await store.search_by_vector(tenant, vec, 2, SearchFilters()))[0]
+    assert dense[0].entry.artifact_id == "volcano"
+    assert dense[0].score > dense[1].score
+    keyword, terms = await store.search_by_filters(tenant, "sourdough yeast", [], 5, SearchFilters())
+    assert keyword[0].entry.artifact_id == "bread"
+    assert "sourdough" in terms
+    stats = await store.stats(tenant)
+    assert stats.artifacts == 2 and stats.entries == stats.vectors == stats.keyword_docs >= 2
+
+
+async def test_upsert_replaces_old_chunks_in_every_index(store, llm):
+    tenant = "ks-upsert"
+    await store.ingest(tenant, "", [doc("policy", "The reimbursement ceiling is forty dollars per zeppelin ride.")])
+    report = await store.ingest(tenant, "", [doc("policy", "Meals are reimbursed up to sixty euros per day.")])
+    assert report.results[0].entries_replaced >= 1
+    old, _ = await store.search_by_filters(tenant, "zeppelin", [], 5, SearchFilters())
+    assert old == []
+    vec = await llm.embed(["reimbursement ceiling zeppelin ride"])
+    dense = (await store.search_by_vector(tenant, vec, 5, SearchFilters()))[0]
+    assert all("zeppelin" not in h.entry.text for h in dense)
+    stats = await store.stats(tenant)
+    assert stats.artifacts == 1 and stats.entries == stats.vectors == stats.keyword_docs
+
+
+async def test_delete_removes_the_artifact_from_every_index(store, llm):
+    tenant = "ks-delete"
+    await store.ingest(tenant, "", [doc("a", "Quantum gravimeters measure tiny changes in gravity."),
+                                     doc("b", "Tide tables list high and low water times.")])
+    assert await store.delete(tenant, ["a"]) == (1, 1)
+    hits, _ = await store.search_by_filters(tenant, "gravimeters gravity", [], 5, SearchFilters())
+    assert [h.entry.artifact_id for h in hits] == []
+    vec = await llm.embed(["quantum gravimeter"])
+    dense = (await store.search_by_vector(tenant, vec, 5, SearchFilters()))[0]
+    assert {h.entry.artifact_id for h in dense} == {"b"}
+    stats = await store.stats(tenant)
+    assert (stats.artifacts, stats.entries, stats.vectors, stats.keyword_docs) == (1, 1, 1, 1)
+
+
+async def test_filters_apply_inside_the_search_and_still_fill_k(store, llm):
+    tenant = "ks-filters"
+    base = 1_700_000_000
+    docs = [doc(f"noise-{i}", f"Solar panel maintenance note number {i}: clean the solar panel surface.",
+                source_type="forum", tags=("misc",), owners=("bob",), modified_unix=base) for i in range(40)]
+    docs += [doc(f"match-{i}", f"Solar panel inverter guide {i}: reset the inverter after a fault.",
+                 source_type="official-docs", tags=("inverter",), owners=("alice",),
+                 modified_unix=base + 30 * DAY) for i in range(5)]
+    await store.ingest(tenant, "", docs)
+    vec = await llm.embed(["solar panel"])
+    for filters in (SearchFilters(source_types=("official-docs",)), SearchFilters(tags=("inverter",)),
+                    SearchFilters(owners=("alice",)), SearchFilters(date_from_unix=base + DAY),
+                    SearchFilters(artifact_ids=tuple(f"match-{i}" for i in range(5)))):
+        dense = (await store.search_by_vector(tenant, vec, 5, filters))[0]
+        keyword, _ = await store.search_by_filters(tenant, "solar panel", [], 5, filters)
+        for hits in (dense, keyword):
+            assert len(hits) == 5, filters
+            assert all(h.entry.artifact_id.startswith("match-") for h in hits), filters
+
+
+async def test_tenant_isolation_with_canaries_on_both_legs(store, llm):
+    tenants = [f"iso-{i}" for i in range(6)]
+    for t in tenants:
+        await store.ingest(t, "", [doc(f"canary-{t}", f"Canary phrase zebra-{t} mango telescope for {t}."),
+                                   doc(f"common-{t}", "Shared words: mango telescope observatory.")])
+    vec = await llm.embed(["mango telescope canary zebra"])
+    for t in tenants:
+        dense = (await store.search_by_vector(t, vec, 50, SearchFilters()))[0]
+        keyword, _ = await store.search_by_filters(t, "canary zebra mango telescope", [], 50, SearchFilters())
+        seen = {h.entry.artifact_id for h in dense + keyword}
+        assert seen == {f"canary-{t}", f"common-{t}"}, (t, seen)
+        assert all(h.entry.tenant_id == t for h in dense + keyword)
+
+
+async def test_bad_input_is_refused_and_nothing_is_written(store, llm):
+    tenant = "ks-bad"
+    await store.ingest(tenant, "", [doc("ok", "A valid first document about lighthouses.")])
+    before = await store.stats(tenant)
+    cases = [
+        ("", [doc("x", "text")], "tenant"),
+        (tenant, [doc("good", "fine text"), doc("empty", "   ")], "documents[1]"),
+        (tenant, [doc("huge", "word " * 600_000)], "documents[0]"),
+        (tenant, [DocumentIn(artifact=ArtifactMeta(artifact_id=""), content="no id")], "artifact_id"),
+        (tenant, [DocumentIn(artifact=ArtifactMeta(artifact_id="t"), content="x", content_type="application/pdf")],
+         "content_type"),
+    ]
+    for t, docs, field in cases:
+        with pytest.raises(InvalidArgument) as err:
+            await store.ingest(t, "", docs)
+        assert field in str(err.value), (field, str(err.value))
+    with pytest.raises(InvalidArgument) as err:
+        await store.search_by_vector(tenant, np.ones((1, 12), np.float32), 5, SearchFilters())
+    assert "384" in str(err.value) and "12" in str(err.value)
+    with pytest.raises(InvalidArgument) as err:
+        await store.search_by_filters(tenant, "x", [], 5, SearchFilters(date_from_unix=10, date_to_unix=5))
+    assert "date" in str(err.value)
+    with pytest.raises(NotFound):
+        await store.search_by_filters("never-written", "x", [], 5, SearchFilters())
+    after = await store.stats(tenant)
+    assert (after.artifacts, after.entries, after.vectors) == (before.artifacts, before.entries, before.vectors)
+
+
+def _crash_doc(i: int) -> DocumentIn:
+    # ~3 chunks each, so a half-written artifact would show as a short chunk count.
+    body = "\n\n".join(f"## Part {p}\n" + " ".join(f"crashword{i}x{p}y{w}" for w in range(150)) for p in range(3))
+    return DocumentIn(artifact=ArtifactMeta(artifact_id=f"crash-{i}", title=f"Crash doc {i}"), content=body,
+                      content_type="text/markdown")
+
+
+async def _ingest_until_killed(target: str, acked: list[str], attempted: list[str], start: int) -> None:
+    client = KnowledgeStoreClient(target, ingest_timeout_s=30)
+    try:
+        i = start
+        while True:
+            attempted.append(f"crash-{i}")
+            try:
+                await client.ingest("crash", "", [_crash_doc(i)])
+            except Exception:  # noqa: BLE001 - the process was killed under us
+                return
+            acked.append(f"crash-{i}")
+            i += 1
+    finally:
+        await client.close()
+
+
+@pytest.mark.slow
+async def test_kill_9_during_ingest_recovers_exactly_the_acknowledged_writes(tmp_path, stack):
+    llm_target = stack["llm_orchestration"]["grpc"]
+    acked: list[str] = []
+    attempted: list[str] = []
+    rng = random.Random(7)
+    for round_ in range(3):
+        proc, target = start_store(tmp_path, llm_target)
+        acked_before = len(acked)
+        task = asyncio.create_task(_ingest_until_killed(target, acked, attempted, start=len(attempted)))
+        deadline = time.monotonic() + 60
+        while len(acked) == acked_before and not task.done():   # at least one ack per round
+            assert time.monotonic() < deadline, "no ingest was acknowledged"
+            await asyncio.sleep(0.02)
+        await asyncio.sleep(rng.random() * 1.0)   # then kill at a random moment
+        os.kill(proc.pid, signal.SIGKILL)
+        proc.wait(timeout=10)
+        await asyncio.wait_for(task, timeout=30)
+
+    proc, target = start_store(tmp_path, llm_target)
+    client = KnowledgeStoreClient(target)
+    try:
+        stats = await client.stats("crash")
+        assert stats.entries == stats.vectors == stats.keyword_docs, stats
+        present: dict[str, int] = {}
+        for artifact_id in attempted:
+            hits, _ = await client.search_by_filters("crash", "", [], 100, SearchFilters(artifact_ids=(artifact_id,)))
+            if hits:
+                present[artifact_id] = len(hits)
+        assert set(acked) <= set(present), f"lost acknowledged writes: {sorted(set(acked) - set(present))}"
+        unacked_present = set(present) - set(acked)
+        assert len(unacked_present) <= 3, unacked_present   # at most the one in flight per kill
+        counts = set(present.values())
+        assert len(counts) == 1, f"half-written artifacts: {present}"
+        assert stats.artifacts == len(present)
+        assert len(acked) >= 3, "the test must have acknowledged some writes before the kills"
+    finally:
+        await client.close()
+        proc.send_signal(signal.SIGTERM)
+        proc.wait(timeout=15)
