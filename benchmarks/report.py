@@ -62,6 +62,11 @@ def _ms(value) -> str:
     return _f(value, 1)
 
 
+def _load(host: dict) -> str:
+    load = host.get("loadavg_1m") or {}
+    return f"{load.get('start', '?')} at start, {load.get('end', '?')} at end"
+
+
 def _table(header: Sequence[str], rows: Sequence[Sequence[str]]) -> list[str]:
     lines = ["| " + " | ".join(header) + " |", "|" + "|".join("---" for _ in header) + "|"]
     lines += ["| " + " | ".join(str(c) for c in row) + " |" for row in rows]
@@ -74,9 +79,11 @@ def markdown(result: dict, images: dict[str, str]) -> str:
     names = ", ".join(f"{d['name']} ({d['documents']} docs, {d['judged_queries']} judged queries, split "
                       f"{d['split']})" for d in result["datasets"])
     lines = [f"# Nucleus RAG benchmark — {names}", "",
-             f"Run {run['started']} · git {run['git'] or '?'} · {run['host']['cpus']} CPUs · "
+             f"Run {run['started']} · git {run['git'] or '?'} · {run['host']['cpus']} CPUs (1-min load "
+             f"{_load(run['host'])}) · "
              f"{'own stack' if result['stack']['started_here'] else 'running stack'} "
-             f"({result['stack']['data_dir']}) · top_k_initial {opts['top_k_initial']}, "
+             f"({result['stack']['data_dir']}), query-embedding cache {result['stack']['query_embedding_cache']} · "
+             f"top_k_initial {opts['top_k_initial']}, "
              f"top_k_final {opts['top_k_final']}", ""]
 
     lines += ["## Quality (document level)", "",
@@ -117,8 +124,8 @@ def markdown(result: dict, images: dict[str, str]) -> str:
     lines += _table(["stage", "n", "p50 ms", "p95 ms", "p99 ms", "mean ms"], rows)
     lr = (result.get("ratios") or {}).get("latency")
     if lr:
-        lines += [f"Latency ratio ours (end to end) / baseline (in-process total): p50 {_f(lr['p50'], 1)}×, "
-                  f"p95 {_f(lr['p95'], 1)}×, p99 {_f(lr['p99'], 1)}×.", ""]
+        lines += [f"Latency ratio ours (end to end) / baseline (in-process total): p50 {_f(lr['p50'], 2)}×, "
+                  f"p95 {_f(lr['p95'], 2)}×, p99 {_f(lr['p99'], 2)}×.", ""]
     rows = [[m, v["count"], _ms(v["p50"]), _ms(v["p95"]), _ms(v["p99"])] for m, v in lat["by_method"].items()]
     lines += ["End to end per method:", ""] + _table(["method", "n", "p50 ms", "p95 ms", "p99 ms"], rows)
 
@@ -231,7 +238,8 @@ def write_plots(result: dict, records: Sequence[dict], out_dir: Path) -> dict[st
                             xytext=(0, 8), ha="center", fontsize=8, color="tab:red")
         ax.set_title("Throughput vs concurrency")
         ax.grid(alpha=0.3)
-        fig.legend(loc="upper left", fontsize=8)
+        handles = ax.get_legend_handles_labels()[0] + ax2.get_legend_handles_labels()[0]
+        ax.legend(handles, [h.get_label() for h in handles], loc="upper center", fontsize=8)
         fig.tight_layout()
         paths["plot_throughput"] = out_dir / "throughput.png"
         fig.savefig(paths["plot_throughput"], dpi=110)
@@ -245,7 +253,7 @@ def print_summary(result: dict, console: Console) -> None:
     ratios = (result.get("ratios") or {}).get("quality", {})
     table = Table(title="Quality (document level)")
     for col in ("tenant", "method", "nDCG@10", "Recall@100", "MRR@10", "nDCG ours/base", "errors"):
-        table.add_column(col, justify="left" if col in ("tenant", "method") else "right")
+        table.add_column(col, justify="left" if col in ("tenant", "method") else "right", no_wrap=True)
     for tenant, per_method in result["quality"].items():
         for method, q in per_method.items():
             r = ratios.get(tenant, {}).get(method, {})
@@ -269,7 +277,7 @@ def print_summary(result: dict, console: Console) -> None:
         b = result["baseline"]["latency_all"]["total"]
         table.add_row("[bold]baseline total[/bold]", _ms(b["p50"]), _ms(b["p95"]), _ms(b["p99"]))
         lr = result["ratios"]["latency"]
-        table.add_row("ours / baseline", *(f"{_f(lr[p], 1)}×" for p in ("p50", "p95", "p99")))
+        table.add_row("ours / baseline", *(f"{_f(lr[p], 2)}×" for p in ("p50", "p95", "p99")))
     console.print(table)
 
     table = Table(title="Throughput")

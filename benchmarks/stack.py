@@ -26,6 +26,7 @@ class Stack:
     data_dir: Path
     services: dict[str, dict]
     started_here: bool
+    query_cache: str = "unknown"       # LlmOrchestration's query-embedding cache: "on", "off", "unknown"
     _supervisor: object | None = field(default=None, repr=False)
 
     def grpc(self, service: str) -> str:
@@ -58,14 +59,16 @@ def running_stack(data_dir: Path) -> Stack:
     return Stack(data_dir=data_dir, services=services, started_here=False)
 
 
-def own_stack(stack_dir: Path, timeout_s: float = 240.0) -> Stack:
+def own_stack(stack_dir: Path, *, query_cache: bool = False, timeout_s: float = 240.0) -> Stack:
+    """Start (or find running) the benchmark stack. Without `query_cache` LlmOrchestration keeps
+    no query-embedding cache, so repeated benchmark queries pay for their embedding each time."""
     from deploy.supervisor import Supervisor
 
     stack_dir = stack_dir.resolve()
     if (stack_dir / "run" / "stack.json").is_file():
         try:
             stack = running_stack(stack_dir)
-            log.info("a healthy stack already serves %s; using it", stack_dir)
+            log.info("a healthy stack already serves %s; using it (query cache setting unknown)", stack_dir)
             return stack
         except Unavailable:
             (stack_dir / "run" / "stack.json").unlink(missing_ok=True)
@@ -75,9 +78,12 @@ def own_stack(stack_dir: Path, timeout_s: float = 240.0) -> Stack:
         "HF_HUB_OFFLINE": os.environ.get("HF_HUB_OFFLINE", "1"),
         "TRANSFORMERS_OFFLINE": os.environ.get("TRANSFORMERS_OFFLINE", "1"),
     }
+    if not query_cache:
+        env["NUCLEUS_LLM_CACHE_SIZE"] = "0"
     supervisor = Supervisor(stack_dir, ephemeral_ports=True, extra_env=env)
     try:
         services = supervisor.start(timeout_s=timeout_s)
     except (RuntimeError, TimeoutError) as err:
         raise Unavailable(f"the benchmark stack did not start: {err}") from None
-    return Stack(data_dir=stack_dir, services=services, started_here=True, _supervisor=supervisor)
+    return Stack(data_dir=stack_dir, services=services, started_here=True, query_cache="on" if query_cache else "off",
+                 _supervisor=supervisor)

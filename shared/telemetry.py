@@ -4,11 +4,13 @@ Libraries and cores use `opentelemetry-api` only (and `shared.tracing`); this mo
 one place that installs the SDK:
 
     TracerProvider  Resource(service.name, service.version, deployment.environment, ...)
-      └── RedactingSpanProcessor            safety net: no secrets, no content unless enabled
-            ├── BatchSpanProcessor(OTLPSpanExporter)    when the OTEL_* variables ask for it
-            ├── BatchSpanProcessor(ConsoleSpanExporter) OTEL_TRACES_EXPORTER=console (stderr)
-            └── BatchSpanProcessor(JsonlSpanExporter)   <trace dir>/<service>.jsonl, rotated
-      └── SpanMetricsProcessor              calls / errors / duration per stage (span name)
+      └── RedactingSpanProcessor   the safety net: a batch processor whose worker thread
+            │                      records StageMetrics (calls / errors / duration per span
+            │                      name), applies the Redactor (no secrets; no content unless
+            │                      enabled), then hands the clean spans to every exporter:
+            ├── OTLPSpanExporter           when the OTEL_* variables ask for it
+            ├── ConsoleSpanExporter        OTEL_TRACES_EXPORTER=console (stderr)
+            └── JsonlSpanExporter          <trace dir>/<service>.jsonl, rotated
     MeterProvider
       ├── PeriodicExportingMetricReader(OTLPMetricExporter)   when the OTEL_* variables ask
       └── PeriodicExportingMetricReader(JsonlMetricExporter)  <trace dir>/<service>.metrics.jsonl
@@ -24,8 +26,8 @@ Nucleus settings (NUCLEUS_OTEL_*, `TelemetrySettings`): the local trace files (o
 so a trace can be read with `nucleus traces` and no collector), their size bound, content
 capture (off by default) and the deployment environment name.
 
-All export work runs on the batch processors' threads; on the request path a span costs its
-creation, the redaction check and one histogram update.
+On the request path a span costs its creation and one queue append; redaction, metrics and
+export run on the batch processor's thread.
 """
 from __future__ import annotations
 
@@ -52,9 +54,9 @@ from opentelemetry.sdk.metrics.export import (
     PeriodicExportingMetricReader,
 )
 from opentelemetry.sdk.resources import Resource
-from opentelemetry.sdk.trace import Event, ReadableSpan, SpanProcessor, TracerProvider
+from opentelemetry.sdk.trace import Event, ReadableSpan, TracerProvider
 from opentelemetry.sdk.trace.export import BatchSpanProcessor, SpanExporter, SpanExportResult
-from opentelemetry.trace import Span, SpanKind, StatusCode
+from opentelemetry.trace import SpanKind, StatusCode
 from opentelemetry.trace.status import Status
 from opentelemetry.util.types import AttributeValue
 from pydantic_settings import BaseSettings, SettingsConfigDict
@@ -109,8 +111,8 @@ class _Verdict:
     KEEP, REDACT, CONTENT = 0, 1, 2
 
 
-class RedactingSpanProcessor(SpanProcessor):
-    """Hands its inner processors a copy of each ended span with secrets and content removed.
+class Redactor:
+    """Removes secrets and (unless content capture is on) user content from ended spans.
 
     * an attribute whose key names a credential (authorization, api_key, token, password,
       cookie, signature, ...) keeps its key and gets the value "[REDACTED]";
@@ -118,15 +120,18 @@ class RedactingSpanProcessor(SpanProcessor):
       description) that looks like a secret (Bearer tokens, sk-… keys, JWTs, key=value
       secrets, configured keys registered with `shared.log.register_secret`) is redacted;
     * content attributes (prompts, completions, query and document text) are dropped unless
-      content capture is on.
+      content capture is on; numbers and flags under such keys (counts) stay.
 
-    Spans with nothing to remove are passed through as they are (no copy).
+    A span with nothing to remove is returned as it is (no copy).
     """
 
-    def __init__(self, inner: Sequence[SpanProcessor], *, capture_content: bool = False) -> None:
-        self._inner = tuple(inner)
-        self._capture_content = capture_content
+    _CACHE_MAX = 4_096
+    _CACHE_VALUE_CHARS = 256
+
+    def __init__(self, *, capture_content: bool = False) -> None:
+        self.capture_content = capture_content
         self._verdicts: dict[str, int] = {}
+        self._clean_text: dict[str, str] = {}     # short strings seen before -> redacted form
 
     def _verdict(self, key: str) -> int:
         verdict = self._verdicts.get(key)
@@ -137,9 +142,20 @@ class RedactingSpanProcessor(SpanProcessor):
                 verdict = _Verdict.CONTENT
             else:
                 verdict = _Verdict.KEEP
-            if len(self._verdicts) < 10_000:
+            if len(self._verdicts) < self._CACHE_MAX:
                 self._verdicts[key] = verdict
         return verdict
+
+    def _redact_text(self, text: str) -> str:
+        if len(text) > self._CACHE_VALUE_CHARS:
+            return redact(text)
+        cleaned = self._clean_text.get(text)
+        if cleaned is None:
+            cleaned = redact(text)
+            if len(self._clean_text) >= self._CACHE_MAX:
+                self._clean_text.clear()
+            self._clean_text[text] = cleaned
+        return cleaned
 
     def clean_attributes(self, attributes: Mapping[str, AttributeValue] | None) -> dict[str, AttributeValue] | None:
         """The attributes with secrets and (capture off) content removed; None if nothing changed."""
@@ -167,12 +183,12 @@ class RedactingSpanProcessor(SpanProcessor):
                                              and isinstance(value[0], str))
         if not is_text:
             return value                      # numbers and flags: counts, never content or secrets
-        if verdict == _Verdict.CONTENT and not self._capture_content:
+        if verdict == _Verdict.CONTENT and not self.capture_content:
             return None
         if isinstance(value, str):
-            redacted = redact(value)
+            redacted = self._redact_text(value)
             return value if redacted == value else redacted
-        items = tuple(redact(v) for v in value)  # type: ignore[union-attr]
+        items = tuple(self._redact_text(v) for v in value)  # type: ignore[union-attr]
         return value if items == tuple(value) else items
 
     def sanitize(self, span: ReadableSpan) -> ReadableSpan:
@@ -185,7 +201,7 @@ class RedactingSpanProcessor(SpanProcessor):
                 events[i] = Event(event.name, cleaned, event.timestamp)
         status = span.status
         if status.description:
-            description = redact(status.description)
+            description = self._redact_text(status.description)
             if description != status.description:
                 status = Status(status.status_code, description)
         if attributes is None and events is None and status is span.status:
@@ -197,29 +213,13 @@ class RedactingSpanProcessor(SpanProcessor):
             status=status, start_time=span.start_time, end_time=span.end_time,
             instrumentation_scope=span.instrumentation_scope)
 
-    def on_start(self, span: Span, parent_context: Any = None) -> None:
-        for processor in self._inner:
-            processor.on_start(span, parent_context=parent_context)
 
-    def on_end(self, span: ReadableSpan) -> None:
-        clean = self.sanitize(span)
-        for processor in self._inner:
-            processor.on_end(clean)
-
-    def shutdown(self) -> None:
-        for processor in self._inner:
-            processor.shutdown()
-
-    def force_flush(self, timeout_millis: int = 30_000) -> bool:
-        return all(processor.force_flush(timeout_millis) for processor in self._inner)
-
-
-# ---------------------------------------------------------------------------- span metrics
-class SpanMetricsProcessor(SpanProcessor):
+# ---------------------------------------------------------------------------- stage metrics
+class StageMetrics:
     """Per-stage request counts, errors and latency from the spans that already mark each stage.
 
-        nucleus.stage.calls      counter    {nucleus.stage, nucleus.service_span_kind, error.type?}
-        nucleus.stage.errors     counter    (status ERROR)
+        nucleus.stage.calls      counter    {nucleus.stage, nucleus.span_kind, error.type?}
+        nucleus.stage.errors     counter    spans with an error status
         nucleus.stage.duration   histogram  seconds
         nucleus.search.degraded  counter    SearchAndRank answers flagged degraded
 
@@ -246,37 +246,78 @@ class SpanMetricsProcessor(SpanProcessor):
         if labels is None:
             stage = name if len(self._stages) < self._max_stages else "other"
             labels = {"nucleus.stage": stage, "nucleus.span_kind": kind.name.lower()}
-            self._stages[(name, kind)] = labels
+            if stage != "other" or len(self._stages) < self._max_stages * 2:
+                self._stages[(name, kind)] = labels
         return labels
 
-    def on_end(self, span: ReadableSpan) -> None:
+    def record(self, span: ReadableSpan) -> None:
         if span.end_time is None or span.start_time is None:
             return
         labels = self._labels(span.name, span.kind)
-        seconds = (span.end_time - span.start_time) / 1e9
         if span.status.status_code is StatusCode.ERROR:
-            error_type = str((span.attributes or {}).get("error.type", "error"))
+            error_type = str((span.attributes or {}).get("error.type", "error"))[:64]
             key = (span.name, span.kind, error_type)
             error_labels = self._error_stages.get(key)
             if error_labels is None:
-                error_labels = {**labels, "error.type": error_type[:64]}
+                error_labels = {**labels, "error.type": error_type}
                 if len(self._error_stages) < self._max_stages * 4:
                     self._error_stages[key] = error_labels
             labels = error_labels
             self._errors.add(1, labels)
         self._calls.add(1, labels)
-        self._duration.record(seconds, labels)
+        self._duration.record((span.end_time - span.start_time) / 1e9, labels)
         if span.attributes and span.attributes.get("nucleus.degraded") is True:
             self._degraded.add(1, {"nucleus.stage": labels["nucleus.stage"]})
 
-    def on_start(self, span: Span, parent_context: Any = None) -> None:
-        return None
+
+# ---------------------------------------------------------------------------- the safety net
+class _SanitizingExporter(SpanExporter):
+    """Runs on the batch processor's worker thread: stage metrics, redaction, then fan-out."""
+
+    def __init__(self, exporters: Sequence[SpanExporter], redactor: Redactor,
+                 stage_metrics: StageMetrics | None) -> None:
+        self._exporters = tuple(exporters)
+        self._redactor = redactor
+        self._metrics = stage_metrics
+
+    def export(self, spans: Sequence[ReadableSpan]) -> SpanExportResult:
+        if self._metrics is not None:
+            for span in spans:
+                self._metrics.record(span)
+        if not self._exporters:
+            return SpanExportResult.SUCCESS
+        clean = [self._redactor.sanitize(span) for span in spans]
+        result = SpanExportResult.SUCCESS
+        for exporter in self._exporters:
+            try:
+                if exporter.export(clean) is not SpanExportResult.SUCCESS:
+                    result = SpanExportResult.FAILURE
+            except Exception as err:  # noqa: BLE001 - one broken exporter must not starve the others
+                log.warning("span exporter %s failed: %s", type(exporter).__name__, err)
+                result = SpanExportResult.FAILURE
+        return result
 
     def shutdown(self) -> None:
-        return None
+        for exporter in self._exporters:
+            exporter.shutdown()
 
     def force_flush(self, timeout_millis: int = 30_000) -> bool:
-        return True
+        return all(exporter.force_flush(timeout_millis) for exporter in self._exporters)
+
+
+class RedactingSpanProcessor(BatchSpanProcessor):
+    """The safety net every exporter sits behind: a batch span processor whose exporters only
+    ever receive spans cleaned by `Redactor` (no secrets; no content unless capture is on).
+
+    On the request path a span costs one queue append; redaction, per-stage metrics
+    (`StageMetrics`) and export all run on this processor's worker thread. Batch size, delay
+    and queue bound come from the standard OTEL_BSP_* variables.
+    """
+
+    def __init__(self, exporters: Sequence[SpanExporter], *, capture_content: bool = False,
+                 stage_metrics: StageMetrics | None = None, **batch_options: Any) -> None:
+        self.redactor = Redactor(capture_content=capture_content)
+        super().__init__(_SanitizingExporter(exporters, self.redactor, stage_metrics), **batch_options)
 
 
 # ---------------------------------------------------------------------------- local files
@@ -529,7 +570,7 @@ def _metric_exporter(name: str, env: Mapping[str, str]) -> MetricExporter | None
 
 def build_telemetry(service: str, settings: TelemetrySettings | None = None, *,
                     env: Mapping[str, str] | None = None,
-                    extra_span_processors: Sequence[SpanProcessor] = (),
+                    extra_span_exporters: Sequence[SpanExporter] = (),
                     extra_metric_readers: Sequence[MetricReader] = ()) -> Telemetry:
     """Providers for `service` ("knowledge_store", "llm_orchestration", "rag_pipeline"), not
     installed globally (tests use this directly; processes use `setup_telemetry`)."""
@@ -537,21 +578,20 @@ def build_telemetry(service: str, settings: TelemetrySettings | None = None, *,
     env = os.environ if env is None else env
     resource = build_resource(service, settings, env)
 
-    trace_names = _exporters_for(env, "traces")
-    span_processors: list[SpanProcessor] = []
+    span_exporters: list[SpanExporter] = []
     exporters: list[str] = []
-    for name in trace_names:
+    for name in _exporters_for(env, "traces"):
         exporter = _span_exporter(name, env)
         if exporter is not None:
-            span_processors.append(BatchSpanProcessor(exporter))
+            span_exporters.append(exporter)
             exporters.append(name)
     trace_file = None
     if settings.trace_file:
         trace_file = settings.resolved_trace_dir() / f"{service}.jsonl"
-        span_processors.append(BatchSpanProcessor(JsonlSpanExporter(
-            trace_file, max_bytes=settings.trace_file_max_bytes, backups=settings.trace_file_backups)))
+        span_exporters.append(JsonlSpanExporter(
+            trace_file, max_bytes=settings.trace_file_max_bytes, backups=settings.trace_file_backups))
         exporters.append("file")
-    span_processors.extend(extra_span_processors)
+    span_exporters.extend(extra_span_exporters)
 
     readers: list[MetricReader] = list(extra_metric_readers)
     for name in _exporters_for(env, "metrics"):
@@ -568,10 +608,9 @@ def build_telemetry(service: str, settings: TelemetrySettings | None = None, *,
     meter_provider = MeterProvider(resource=resource, metric_readers=readers)
 
     tracer_provider = TracerProvider(resource=resource)
-    if span_processors:
-        tracer_provider.add_span_processor(
-            RedactingSpanProcessor(span_processors, capture_content=settings.capture_content))
-    tracer_provider.add_span_processor(SpanMetricsProcessor(meter_provider.get_meter("nucleus.stages")))
+    tracer_provider.add_span_processor(RedactingSpanProcessor(
+        span_exporters, capture_content=settings.capture_content,
+        stage_metrics=StageMetrics(meter_provider.get_meter("nucleus.stages"))))
     return Telemetry(service=service, tracer_provider=tracer_provider, meter_provider=meter_provider,
                      exporters=exporters, trace_file=trace_file, metrics_file=metrics_file)
 
@@ -611,7 +650,7 @@ def flush_telemetry(timeout_millis: int = 5_000) -> None:
 
 
 __all__ = [
-    "SERVICE_NAMES", "TelemetrySettings", "Telemetry", "RedactingSpanProcessor", "SpanMetricsProcessor",
+    "SERVICE_NAMES", "TelemetrySettings", "Telemetry", "Redactor", "RedactingSpanProcessor", "StageMetrics",
     "JsonlSpanExporter", "JsonlMetricExporter", "RotatingJsonlWriter", "span_to_record", "build_resource",
     "build_telemetry", "setup_telemetry", "flush_telemetry",
 ]

@@ -409,7 +409,7 @@ class KnowledgeStore:
 
         def work(conn) -> tuple[tuple[int, int], _IndexChange]:
             n_artifacts, rids = storage.delete_artifacts(conn, unique)
-            return (n_artifacts, len(rids)), _IndexChange([], [], _NO_CHANGE.vectors)
+            return (n_artifacts, len(rids)), _IndexChange(rids, [], _NO_CHANGE.vectors)
 
         return await self._write(tenant_id, work, create=False)
 

@@ -5,7 +5,7 @@ artifact and unique per tenant, which is why artifact ids may not contain '#'.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Protocol
 
 import numpy as np
@@ -103,7 +103,9 @@ class SearchFilters:
 
     @property
     def is_empty(self) -> bool:
-        return self == _NO_FILTERS
+        """True when no condition applies (visibility groups only matter when enforced)."""
+        probe = self if self.enforce_visibility else replace(self, visibility_groups=())
+        return probe == _NO_FILTERS
 
 
 _NO_FILTERS = SearchFilters()

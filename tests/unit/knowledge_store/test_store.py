@@ -152,6 +152,7 @@ FILTER_CASES = {
     "artifact_ids": (SearchFilters(artifact_ids=tuple(f"d{i}" for i in range(10, N_DOCS, GROUP))), {10}),
     "visibility": (SearchFilters(visibility_groups=("g-rare",), enforce_visibility=True), {7, 9}),
     "visibility_no_groups": (SearchFilters(enforce_visibility=True), {9}),
+    "visibility_not_enforced": (SearchFilters(visibility_groups=("g-rare",)), set(range(GROUP))),
     "combined": (SearchFilters(tags=("rare",), source_types=("blog",)), {2}),
 }
 

@@ -20,8 +20,9 @@ from shared.log import register_secret
 from shared.telemetry import (
     JsonlSpanExporter,
     RedactingSpanProcessor,
+    Redactor,
     RotatingJsonlWriter,
-    SpanMetricsProcessor,
+    StageMetrics,
     TelemetrySettings,
     build_telemetry,
 )
@@ -30,24 +31,37 @@ ROOT = Path(__file__).resolve().parents[3]
 JWT = "eyJhbGciOiJIUzI1NiJ9.eyJzdWIiOiJ1c2VyLTEifQ.c2lnbmF0dXJlLXBhcnQ"
 
 
-def _redacting(capture_content: bool = False) -> tuple[TracerProvider, InMemorySpanExporter]:
-    exporter = InMemorySpanExporter()
-    provider = TracerProvider()
-    provider.add_span_processor(RedactingSpanProcessor([SimpleSpanProcessor(exporter)],
-                                                       capture_content=capture_content))
-    return provider, exporter
+class Exported:
+    """Spans as the exporters behind the safety net receive them."""
+
+    def __init__(self, capture_content: bool = False, stage_metrics: StageMetrics | None = None) -> None:
+        self.exporter = InMemorySpanExporter()
+        self.provider = TracerProvider()
+        self.provider.add_span_processor(RedactingSpanProcessor(
+            [self.exporter], capture_content=capture_content, stage_metrics=stage_metrics))
+
+    def tracer(self):
+        return self.provider.get_tracer("t")
+
+    def spans(self):
+        assert self.provider.force_flush(5_000)
+        return list(self.exporter.get_finished_spans())
+
+
+def _redacting(capture_content: bool = False) -> Exported:
+    return Exported(capture_content=capture_content)
 
 
 # ---------------------------------------------------------------------------- safety net
 def test_credential_attributes_keep_their_key_and_lose_their_value():
-    provider, exporter = _redacting()
-    with provider.get_tracer("t").start_as_current_span("s") as span:
+    exported = _redacting()
+    with exported.tracer().start_as_current_span("s") as span:
         span.set_attribute("rpc.grpc.request.metadata.authorization", "Bearer abc.def.ghi")
         span.set_attribute("http.request.header.x-api-key", "k-123456")
         span.set_attribute("nucleus.link_secret", "hunter2hunter2")
         span.set_attribute("db.password", "pw")
         span.set_attribute("oauth.access_token", "opaque")
-    [s] = exporter.get_finished_spans()
+    [s] = exported.spans()
     for key in ("rpc.grpc.request.metadata.authorization", "http.request.header.x-api-key", "nucleus.link_secret",
                 "db.password", "oauth.access_token"):
         assert s.attributes[key] == "[REDACTED]", key
@@ -55,15 +69,15 @@ def test_credential_attributes_keep_their_key_and_lose_their_value():
 
 def test_secret_looking_values_are_redacted_wherever_they_appear():
     register_secret("configured-key-0123456789")
-    provider, exporter = _redacting()
-    with provider.get_tracer("t").start_as_current_span("s") as span:
+    exported = _redacting()
+    with exported.tracer().start_as_current_span("s") as span:
         span.set_attribute("nucleus.note", "called with Bearer s3cr3t-t0ken-value")
         span.set_attribute("nucleus.upstream", "key sk-abcdefghijklmnop rejected")
         span.set_attribute("nucleus.list", ["ok", JWT])
         span.set_attribute("nucleus.configured", "uses configured-key-0123456789 here")
         span.add_event("exception", {"exception.message": f"401 for token={JWT}"})
         span.set_status(Status(StatusCode.ERROR, "Authorization: Bearer zzzzzzzzzzzz"))
-    [s] = exporter.get_finished_spans()
+    [s] = exported.spans()
     exported = json.dumps({"a": dict(s.attributes), "e": [dict(e.attributes) for e in s.events],
                            "st": s.status.description})
     for secret in ("s3cr3t-t0ken-value", "sk-abcdefghijklmnop", JWT, "configured-key-0123456789", "zzzzzzzzzzzz"):
@@ -74,14 +88,14 @@ def test_secret_looking_values_are_redacted_wherever_they_appear():
 
 def test_content_is_dropped_unless_capture_is_on_but_counts_stay():
     for capture in (False, True):
-        provider, exporter = _redacting(capture_content=capture)
-        with provider.get_tracer("t").start_as_current_span("s") as span:
+        exported = _redacting(capture_content=capture)
+        with exported.tracer().start_as_current_span("s") as span:
             span.set_attribute("gen_ai.retrieval.query.text", "how do I reset the battery fuse")
             span.set_attribute("gen_ai.prompt", "system: you are…")
             span.set_attribute("gen_ai.input.messages", ["hello"])
             span.set_attribute("nucleus.documents", 12)              # a count, not content
             span.set_attribute("gen_ai.usage.input_tokens", 40)      # not a credential
-        [s] = exporter.get_finished_spans()
+        [s] = exported.spans()
         assert ("gen_ai.retrieval.query.text" in s.attributes) is capture
         assert ("gen_ai.prompt" in s.attributes) is capture
         assert ("gen_ai.input.messages" in s.attributes) is capture
@@ -90,7 +104,7 @@ def test_content_is_dropped_unless_capture_is_on_but_counts_stay():
 
 
 def test_clean_spans_pass_through_without_a_copy():
-    net = RedactingSpanProcessor([])
+    net = Redactor()
     provider = TracerProvider()
     with provider.get_tracer("t").start_as_current_span("s", attributes={"nucleus.tenant_id": "acme",
                                                                        "nucleus.candidates": 7}) as span:
@@ -110,10 +124,8 @@ def _metrics(reader: InMemoryMetricReader) -> dict[str, list]:
 
 def test_every_stage_gets_calls_errors_and_a_latency_histogram():
     reader = InMemoryMetricReader()
-    meters = MeterProvider(metric_readers=[reader])
-    provider = TracerProvider()
-    provider.add_span_processor(SpanMetricsProcessor(meters.get_meter("t")))
-    tracer = provider.get_tracer("t")
+    exported = Exported(stage_metrics=StageMetrics(MeterProvider(metric_readers=[reader]).get_meter("t")))
+    tracer = exported.tracer()
     for _ in range(3):
         with tracer.start_as_current_span("rag.embed"):
             pass
@@ -122,6 +134,7 @@ def test_every_stage_gets_calls_errors_and_a_latency_histogram():
     with pytest.raises(ValueError):
         with tracer.start_as_current_span("rag.retrieve.vector"):
             raise ValueError("boom")
+    exported.spans()
     found = _metrics(reader)
     calls = {p.attributes["nucleus.stage"]: p.value for p in found["nucleus.stage.calls"]}
     assert calls == {"rag.embed": 3, "rag.search_and_rank": 1, "rag.retrieve.vector": 1}
@@ -134,12 +147,12 @@ def test_every_stage_gets_calls_errors_and_a_latency_histogram():
 
 def test_stage_names_beyond_the_cap_fold_into_other():
     reader = InMemoryMetricReader()
-    provider = TracerProvider()
-    provider.add_span_processor(SpanMetricsProcessor(MeterProvider(metric_readers=[reader]).get_meter("t"),
-                                                     max_stages=2))
+    exported = Exported(stage_metrics=StageMetrics(MeterProvider(metric_readers=[reader]).get_meter("t"),
+                                                   max_stages=2))
     for i in range(5):
-        with provider.get_tracer("t").start_as_current_span(f"tools/call attacker-{i}"):
+        with exported.tracer().start_as_current_span(f"tools/call attacker-{i}"):
             pass
+    exported.spans()
     stages = {p.attributes["nucleus.stage"] for p in _metrics(reader)["nucleus.stage.calls"]}
     assert stages == {"tools/call attacker-0", "tools/call attacker-1", "other"}
 
@@ -259,3 +272,32 @@ def test_otel_sdk_disabled_leaves_the_api_a_no_op(tmp_path):
             "print(s('rag_pipeline'), trace.get_tracer('x').start_span('y').is_recording())")
     assert _python(code, {"OTEL_SDK_DISABLED": "true", "NUCLEUS_OTEL_TRACE_DIR": str(tmp_path)}) == "None False"
     assert not list(tmp_path.iterdir())
+
+
+def test_a_failing_exporter_does_not_starve_the_others():
+    class Broken(InMemorySpanExporter):
+        def export(self, spans):
+            raise ConnectionError("collector down")
+
+    good = InMemorySpanExporter()
+    provider = TracerProvider()
+    provider.add_span_processor(RedactingSpanProcessor([Broken(), good]))
+    with provider.get_tracer("t").start_as_current_span("s"):
+        pass
+    provider.force_flush(5_000)
+    assert [s.name for s in good.get_finished_spans()] == ["s"]
+
+
+def test_the_installed_pipeline_redacts_what_reaches_the_trace_file(tmp_path, monkeypatch):
+    _clear_otel_env(monkeypatch)
+    telemetry = build_telemetry("knowledge_store", TelemetrySettings(trace_dir=tmp_path, metrics_file=False))
+    try:
+        with telemetry.tracer_provider.get_tracer("t").start_as_current_span("s") as span:
+            span.set_attribute("rpc.grpc.request.metadata.authorization", "Bearer live-token-123456")
+            span.set_attribute("gen_ai.retrieval.query.text", "private question")
+        telemetry.flush()
+        text = telemetry.trace_file.read_text()
+    finally:
+        telemetry.shutdown()
+    assert "live-token-123456" not in text and "private question" not in text
+    assert json.loads(text)["attributes"] == {"rpc.grpc.request.metadata.authorization": "[REDACTED]"}

@@ -11,6 +11,7 @@ from shared import tracing
 from shared.tracing import ClientTracingInterceptor, ServerTracingInterceptor, parse_target, split_method
 
 SERVICE = "test.v1.Echo"
+in_server_loop = pytest.mark.asyncio(loop_scope="session")   # the server fixture and the calls share a loop
 
 
 class Echo:
@@ -32,7 +33,7 @@ class Echo:
         return request
 
 
-@pytest_asyncio.fixture(loop_scope="function")
+@pytest_asyncio.fixture(loop_scope="session")
 async def served(pipeline):
     """(target, echo) for a real aio server with the tracing server interceptor."""
     echo = Echo()
@@ -57,6 +58,7 @@ def _by_kind(spans, kind):
     return [s for s in spans if s.kind == kind]
 
 
+@in_server_loop
 async def test_server_span_is_the_child_of_the_client_span_across_the_wire(pipeline, served):
     target, echo = served
     tracer = pipeline.tracer_provider.get_tracer("test")
@@ -74,6 +76,7 @@ async def test_server_span_is_the_child_of_the_client_span_across_the_wire(pipel
     assert echo.metadata[0]["traceparent"].split("-")[1] == format(trace_id, "032x")
 
 
+@in_server_loop
 async def test_spans_follow_rpc_semantic_conventions(pipeline, served):
     target, _ = served
     async with _channel(target, pipeline) as channel:
@@ -94,6 +97,7 @@ async def test_spans_follow_rpc_semantic_conventions(pipeline, served):
     assert server.attributes["client.address"] == "127.0.0.1"
 
 
+@in_server_loop
 async def test_caller_metadata_is_kept_next_to_traceparent(pipeline, served):
     target, echo = served
     async with _channel(target, pipeline) as channel:
@@ -103,6 +107,7 @@ async def test_caller_metadata_is_kept_next_to_traceparent(pipeline, served):
     assert "traceparent" in echo.metadata[0]
 
 
+@in_server_loop
 async def test_without_an_active_trace_nothing_is_injected(served):
     """No SDK in this process (the API is a no-op): the call goes out untouched."""
     target, echo = served
@@ -111,6 +116,7 @@ async def test_without_an_active_trace_nothing_is_injected(served):
     assert "traceparent" not in echo.metadata[0]
 
 
+@in_server_loop
 @pytest.mark.parametrize("payload,code,server_error", [
     (b"missing", grpc.StatusCode.NOT_FOUND, False),      # a caller's mistake: not a server error
     (b"crash", grpc.StatusCode.UNKNOWN, True),
@@ -131,6 +137,7 @@ async def test_status_codes_are_recorded_and_errors_marked(pipeline, served, pay
     assert (server.status.status_code is StatusCode.ERROR) == server_error
 
 
+@in_server_loop
 async def test_health_checks_are_not_traced(pipeline, served):
     target, _ = served
     async with _channel(target, pipeline) as channel:
@@ -138,6 +145,7 @@ async def test_health_checks_are_not_traced(pipeline, served):
     assert _by_kind(pipeline.spans(), SpanKind.SERVER) == []
 
 
+@in_server_loop
 async def test_call_durations_are_recorded_per_method_and_status(pipeline, served):
     target, _ = served
     async with _channel(target, pipeline) as channel:
