@@ -98,9 +98,9 @@ def naive_rank(cols: dict[str, list], cfg: RankingConfig, k: int) -> list[int]:
     confidence = 0.0
     for i in range(n):
         d, b = dense[i], bm25[i]
-        if cfg.fusion == "convex":
-            dn = 0.0 if d is None else (1.0 if d_hi == d_lo else (d - d_lo) / (d_hi - d_lo))
-            bn = 0.0 if b is None else (1.0 if b_hi == b_lo else (b - b_lo) / (b_hi - b_lo))
+        if cfg.fusion == "convex":   # theoretical min-max: floor 0
+            dn = 0.0 if d is None else (1.0 if d_hi <= 0 else max(d, 0.0) / d_hi)
+            bn = 0.0 if b is None else (1.0 if b_hi <= 0 else max(b, 0.0) / b_hi)
             fused[i] = alpha * dn + (1 - alpha) * bn
         else:
             total = 0.0

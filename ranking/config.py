@@ -34,7 +34,7 @@ DEFAULT_WEIGHTS: tuple[float, float, float, float] = (0.75, 0.10, 0.05, 0.10)
 #: Order of the 4R factors everywhere in this package (weights, factor columns).
 FACTOR_NAMES: tuple[str, str, str, str] = ("relevancy", "recency", "richness", "reputation")
 
-FUSIONS: tuple[str, ...] = ("convex", "rrf")
+FUSIONS: tuple[str, ...] = ("convex", "convex_minmax", "rrf")
 
 
 def _real(field: str, value: object) -> float:
@@ -68,7 +68,7 @@ class RankingConfig:
 
     weights: tuple[float, float, float, float] = DEFAULT_WEIGHTS
     """relevancy, recency, richness, reputation; non-negative, finite, not all zero."""
-    fusion: Literal["convex", "rrf"] = "convex"
+    fusion: Literal["convex", "convex_minmax", "rrf"] = "convex"
     dense_weight: float = 0.5
     """convex fusion: alpha of the dense leg, in [0, 1] (also weighs the confidence)."""
     rrf_k: float = 60.0

@@ -8,10 +8,15 @@ queries.
 
 1. Fusion (`RankingConfig.fusion`) — gives `fused` in [0, 1] per candidate.
 
-   convex  Per leg, min-max normalise over the candidates that leg retrieved:
-           norm = (x - min) / (max - min); a leg with one hit, or whose hits all score the
-           same, gives those hits 1.0; candidates the leg did not retrieve get 0.
-           fused = alpha * dense_norm + (1 - alpha) * bm25_norm, alpha = dense_weight.
+   convex  Theoretical-min-max (TMM, Bruch et al. 2023, "An Analysis of Fusion Functions
+           for Hybrid Retrieval") per leg: norm = max(x, 0) / max over the leg's hits, i.e.
+           min-max with the leg's theoretical floor 0 (BM25 >= 0; cosines below 0 carry no
+           relevance) instead of the observed minimum. The observed minimum is just the
+           weakest candidate that happened to be fetched, so plain min-max turns a
+           near-tie into 0 vs 1; TMM keeps the ratio. Candidates the leg did not retrieve
+           get 0. fused = alpha * dense_norm + (1 - alpha) * bm25_norm, alpha = dense_weight.
+   convex_minmax  The same with observed min-max: norm = (x - min) / (max - min); a leg
+           whose hits spread by less than MINMAX_FLAT_RTOL gives those hits 1.0.
    rrf     Per leg, the reciprocal-rank term 1 / (rrf_k + rank) (0 when absent), summed over
            the legs and divided by the maximum attainable, legs_present / (rrf_k + 1), where
            legs_present counts the legs that retrieved anything for this query. A candidate
@@ -91,6 +96,9 @@ def relevancy(c: Candidates, cfg: RankingConfig) -> tuple[NDArray[np.float32], F
     """Relevancy of every candidate in [0, 1] and its trace (module docstring: semantics)."""
     n = len(c)
     if cfg.fusion == "convex":
+        dense_norm, has_dense = _theoretical_minmax(c.dense)
+        bm25_norm, has_bm25 = _theoretical_minmax(c.bm25)
+    elif cfg.fusion == "convex_minmax":
         dense_norm, has_dense = _minmax(c.dense)
         bm25_norm, has_bm25 = _minmax(c.bm25)
     else:
@@ -102,7 +110,7 @@ def relevancy(c: Candidates, cfg: RankingConfig) -> tuple[NDArray[np.float32], F
     else:
         alpha = 1.0 if has_dense else 0.0
 
-    if cfg.fusion == "convex":
+    if cfg.fusion != "rrf":
         if alpha == 1.0:
             fused = dense_norm.copy()
         elif alpha == 0.0:
@@ -188,20 +196,40 @@ def richness(r: NDArray[np.float32]) -> NDArray[np.float32]:
     return out
 
 
+#: A leg whose hits spread by less than this share of their largest magnitude carries no
+#: ordering information (e.g. BM25 in a tiny tenant, where FTS5 floors every IDF near zero):
+#: min-max would blow that noise up to the full [0, 1] range, so all its hits get 1.0 instead.
+MINMAX_FLAT_RTOL = 0.02
+
+
 def _minmax(x: NDArray[np.float32]) -> tuple[NDArray[np.float32], bool]:
-    """Min-max over the non-NaN entries; NaN -> 0; one distinct value -> 1.0. (out, any hit)."""
+    """Min-max over the non-NaN entries; NaN -> 0; a flat leg (see MINMAX_FLAT_RTOL) -> 1.0."""
     if x.shape[0] == 0:
         return np.zeros(0, dtype=_F32), False
     lo = np.fmin.reduce(x)  # NaN-skipping; NaN only when every entry is NaN
     if np.isnan(lo):
         return np.zeros(x.shape[0], dtype=_F32), False
     hi = np.fmax.reduce(x)
-    if hi == lo:
+    if hi - lo <= MINMAX_FLAT_RTOL * max(abs(float(hi)), abs(float(lo))):
         return (x == x).astype(_F32), True  # x == x is False exactly at NaN
     out = np.subtract(x, lo)
     out /= hi - lo  # division, not a reciprocal product: max maps to exactly 1.0
     np.fmax(out, 0.0, out=out)  # NaN (absent) -> 0
     return out, True
+
+
+def _theoretical_minmax(x: NDArray[np.float32]) -> tuple[NDArray[np.float32], bool]:
+    """max(x, 0) / max over the non-NaN entries; NaN -> 0; max <= 0 -> hits get 1.0."""
+    if x.shape[0] == 0:
+        return np.zeros(0, dtype=_F32), False
+    hi = np.fmax.reduce(x)
+    if np.isnan(hi):
+        return np.zeros(x.shape[0], dtype=_F32), False
+    if hi <= 0.0:
+        return (x == x).astype(_F32), True
+    out = np.fmax(x, 0.0)              # NaN (absent) -> 0, negatives -> 0
+    out /= hi
+    return out.astype(_F32, copy=False), True
 
 
 def _rrf_share(ranks: NDArray[np.int32], rrf_k: float) -> tuple[NDArray[np.float32], bool]:

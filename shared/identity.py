@@ -1,9 +1,12 @@
 """Who is calling: the verified principal decides tenant, user and groups.
 
-Tools never take tenant or user from their arguments. Over HTTP the principal comes from the
-bearer token verified by the MCP SDK's auth middleware (see shared/auth.py); over stdio the
+Tools never take tenant or user from their arguments. Over HTTP with auth on, the principal
+comes from the bearer token verified by the MCP SDK's auth middleware: `shared.auth.
+RequestIdentity` turns the SDK's AccessToken (plus the x-user-id / x-session-tags headers of a
+trusted platform key) into a `Principal`. Over stdio, or HTTP with auth explicitly off, the
 process was launched by a local user, so the principal is the one configured for the process
-(`NUCLEUS_LOCAL_TENANT`, `NUCLEUS_LOCAL_USER`, `NUCLEUS_LOCAL_GROUPS`).
+(`NUCLEUS_LOCAL_TENANT`, `NUCLEUS_LOCAL_USER`, `NUCLEUS_LOCAL_GROUPS`): `current_principal`
+with `allow_local=True`.
 """
 from __future__ import annotations
 

@@ -187,6 +187,8 @@ class ClientTracingInterceptor(grpc.aio.UnaryUnaryClientInterceptor):
 
     async def intercept_unary_unary(self, continuation, client_call_details, request):
         service, method = split_method(client_call_details.method)
+        if service in UNTRACED_SERVICES:
+            return await continuation(client_call_details, request)
         attributes = {"rpc.system": "grpc", "rpc.service": service, "rpc.method": method, **self._peer}
         started = time.perf_counter()
         code = grpc.StatusCode.UNKNOWN

@@ -12,6 +12,7 @@ class FusionMethod(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     FUSION_METHOD_UNSPECIFIED: _ClassVar[FusionMethod]
     FUSION_METHOD_CONVEX: _ClassVar[FusionMethod]
     FUSION_METHOD_RRF: _ClassVar[FusionMethod]
+    FUSION_METHOD_CONVEX_MINMAX: _ClassVar[FusionMethod]
 
 class RecencyMode(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     __slots__ = ()
@@ -28,6 +29,7 @@ class FeedbackTarget(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
 FUSION_METHOD_UNSPECIFIED: FusionMethod
 FUSION_METHOD_CONVEX: FusionMethod
 FUSION_METHOD_RRF: FusionMethod
+FUSION_METHOD_CONVEX_MINMAX: FusionMethod
 RECENCY_MODE_UNSPECIFIED: RecencyMode
 RECENCY_MODE_AUTO: RecencyMode
 RECENCY_MODE_ALWAYS: RecencyMode
@@ -237,16 +239,18 @@ class Feedback(_message.Message):
     def __init__(self, tenant_id: _Optional[str] = ..., target: _Optional[_Union[FeedbackTarget, str]] = ..., target_id: _Optional[str] = ..., helpful: _Optional[bool] = ..., user_id: _Optional[str] = ..., comment: _Optional[str] = ...) -> None: ...
 
 class FeedbackAck(_message.Message):
-    __slots__ = ("artifact_id", "feedback_helpful", "feedback_unhelpful", "reputation")
+    __slots__ = ("artifact_id", "feedback_helpful", "feedback_unhelpful", "reputation", "reputation_prior")
     ARTIFACT_ID_FIELD_NUMBER: _ClassVar[int]
     FEEDBACK_HELPFUL_FIELD_NUMBER: _ClassVar[int]
     FEEDBACK_UNHELPFUL_FIELD_NUMBER: _ClassVar[int]
     REPUTATION_FIELD_NUMBER: _ClassVar[int]
+    REPUTATION_PRIOR_FIELD_NUMBER: _ClassVar[int]
     artifact_id: str
     feedback_helpful: int
     feedback_unhelpful: int
     reputation: float
-    def __init__(self, artifact_id: _Optional[str] = ..., feedback_helpful: _Optional[int] = ..., feedback_unhelpful: _Optional[int] = ..., reputation: _Optional[float] = ...) -> None: ...
+    reputation_prior: float
+    def __init__(self, artifact_id: _Optional[str] = ..., feedback_helpful: _Optional[int] = ..., feedback_unhelpful: _Optional[int] = ..., reputation: _Optional[float] = ..., reputation_prior: _Optional[float] = ...) -> None: ...
 
 class GetRankingProfileRequest(_message.Message):
     __slots__ = ("tenant_id", "persona_id", "name", "version")

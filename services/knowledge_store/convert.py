@@ -6,7 +6,8 @@ from nucleus.v1 import common_pb2 as pb
 from nucleus.v1 import knowledge_store_pb2 as ks_pb
 from services.knowledge_store import models as m
 
-_FUSION = {pb.FUSION_METHOD_CONVEX: "convex", pb.FUSION_METHOD_RRF: "rrf"}
+_FUSION = {pb.FUSION_METHOD_CONVEX: "convex", pb.FUSION_METHOD_RRF: "rrf",
+           pb.FUSION_METHOD_CONVEX_MINMAX: "convex_minmax"}
 _FUSION_PB = {v: k for k, v in _FUSION.items()}
 _RECENCY = {pb.RECENCY_MODE_AUTO: "auto", pb.RECENCY_MODE_ALWAYS: "always", pb.RECENCY_MODE_NEVER: "never"}
 _RECENCY_PB = {v: k for k, v in _RECENCY.items()}
@@ -186,9 +187,10 @@ def profile_from_pb(p: pb.RankingProfile) -> m.RankingProfile:
 
 def feedback_ack_to_pb(a: m.FeedbackAck, reputation: float = 0.0) -> pb.FeedbackAck:
     return pb.FeedbackAck(artifact_id=a.artifact_id, feedback_helpful=a.feedback_helpful,
-                          feedback_unhelpful=a.feedback_unhelpful, reputation=reputation)
+                          feedback_unhelpful=a.feedback_unhelpful, reputation=reputation,
+                          reputation_prior=a.reputation_prior)
 
 
 def feedback_ack_from_pb(a: pb.FeedbackAck) -> m.FeedbackAck:
     return m.FeedbackAck(artifact_id=a.artifact_id, feedback_helpful=a.feedback_helpful,
-                         feedback_unhelpful=a.feedback_unhelpful)
+                         feedback_unhelpful=a.feedback_unhelpful, reputation_prior=a.reputation_prior)

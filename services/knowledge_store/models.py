@@ -11,7 +11,7 @@ from typing import Protocol
 import numpy as np
 
 INDEX_KINDS = ("flat", "hnsw", "ivf")
-FUSION_METHODS = ("convex", "rrf")
+FUSION_METHODS = ("convex", "convex_minmax", "rrf")
 RECENCY_MODES = ("auto", "always", "never")
 
 

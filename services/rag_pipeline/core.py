@@ -57,7 +57,7 @@ RERANK_TOP_N = 20
 SNIPPET_CHARS = 320
 _WORD = re.compile(r"\w+", re.UNICODE)
 _SENTENCE = re.compile(r"(?<=[.!?])\s+|\n+")
-_PROFILE_FIELDS_FUSION = ("convex", "rrf")
+_PROFILE_FIELDS_FUSION = ("convex", "convex_minmax", "rrf")
 _RECENCY_MODES = ("auto", "always", "never")
 
 
@@ -186,14 +186,8 @@ class RagPipeline:
         if not target_id:
             raise InvalidArgument("target_id", "is required")
         ack = await self._ks.record_feedback(tenant_id, target, target_id, helpful, user_id)
-        prior = 0.0
-        hits = []
-        if target == "entry":
-            hits = await self._ks.get_entries(tenant_id, [target_id])
-        if hits:
-            prior = hits[0].artifact.reputation_prior
         profile = await self.resolve_profile(tenant_id, "", "")
-        rep = reputation_factor(np.array([prior], np.float32), np.array([ack.feedback_helpful], np.int32),
+        rep = reputation_factor(np.array([ack.reputation_prior], np.float32), np.array([ack.feedback_helpful], np.int32),
                                 np.array([ack.feedback_unhelpful], np.int32), RankingConfig().default_reputation,
                                 profile.reputation_prior_strength)
         return ack, float(rep[0])

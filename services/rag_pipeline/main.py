@@ -62,7 +62,10 @@ def build(settings: RagPipelineSettings, *, stdio: bool) -> ServiceSpec:
     tools = RagTools(pipeline, knowledge, llm, identity, AccessPolicy(knowledge, config or EMPTY_CONFIG), signer,
                      audit, synth_timeout_s=max(settings.deadline_s, 30.0))
     base_is_set = "public_base_url" in settings.model_fields_set
-    auth = auth_settings(config, settings.public_base_url, advertise_resource=base_is_set) if http_auth else None
+    # RFC 9728 metadata (which authorization server issues tokens for us) only makes sense with
+    # JWTs from a real issuer and a known public URL; API keys need no discovery.
+    advertise = base_is_set and config is not None and config.jwt is not None
+    auth = auth_settings(config, settings.public_base_url, advertise_resource=advertise) if http_auth else None
     mcp = build_mcp(pipeline, tools, token_verifier=verifier if http_auth else None, auth=auth)
     if not http_auth and not stdio:
         log.warning("MCP over HTTP without authentication (NUCLEUS_RAG_REQUIRE_AUTH is off): every caller "

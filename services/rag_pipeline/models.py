@@ -14,7 +14,7 @@ class Preferences:
 
     weights: tuple[float, float, float, float] | None = None
     profile_name: str = ""
-    fusion: str = ""                 # "" | "convex" | "rrf"
+    fusion: str = ""                 # "" | "convex" | "convex_minmax" | "rrf"
     recency_mode: str = ""           # "" | "auto" | "always" | "never"
     half_life_days: float = 0.0
     rerank: bool = False

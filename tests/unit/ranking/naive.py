@@ -10,6 +10,7 @@ from dataclasses import dataclass
 
 from ranking.candidates import Candidates
 from ranking.config import RankingConfig
+from ranking.factors import MINMAX_FLAT_RTOL
 
 TOL = 1e-5  # float32 vs float64 over a dozen operations on values in [0, 1]
 
@@ -48,10 +49,23 @@ def minmax(values: list[float | None]) -> list[float]:
     for v in values:
         if v is None:
             out.append(0.0)
-        elif max(hits) == min(hits):
+        elif max(hits) - min(hits) <= MINMAX_FLAT_RTOL * max(abs(max(hits)), abs(min(hits))):
             out.append(1.0)
         else:
             out.append((v - min(hits)) / (max(hits) - min(hits)))
+    return out
+
+
+def theoretical_minmax(values: list[float | None]) -> list[float]:
+    hi = max(v for v in values if v is not None)
+    out = []
+    for v in values:
+        if v is None:
+            out.append(0.0)
+        elif hi <= 0:
+            out.append(1.0)
+        else:
+            out.append(max(v, 0.0) / hi)
     return out
 
 
@@ -66,9 +80,10 @@ def relevancy(rows: list[Row], cfg: RankingConfig) -> dict[str, object]:
     else:
         alpha = 0.0
 
-    if cfg.fusion == "convex":
-        dense_norm = minmax([r.dense for r in rows]) if has_dense else [0.0] * len(rows)
-        bm25_norm = minmax([r.bm25 for r in rows]) if has_bm25 else [0.0] * len(rows)
+    if cfg.fusion in ("convex", "convex_minmax"):
+        norm = theoretical_minmax if cfg.fusion == "convex" else minmax
+        dense_norm = norm([r.dense for r in rows]) if has_dense else [0.0] * len(rows)
+        bm25_norm = norm([r.bm25 for r in rows]) if has_bm25 else [0.0] * len(rows)
         fused = [alpha * d + (1 - alpha) * b for d, b in zip(dense_norm, bm25_norm)]
     else:
         k = cfg.rrf_k

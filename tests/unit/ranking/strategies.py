@@ -67,7 +67,7 @@ def configs(draw: st.DrawFn, fusion: str | None = None) -> RankingConfig:
     hi = draw(st.floats(lo + 0.01, 1.0))
     return RankingConfig(
         weights=weights,
-        fusion=fusion or draw(st.sampled_from(["convex", "rrf"])),
+        fusion=fusion or draw(st.sampled_from(["convex", "convex_minmax", "rrf"])),
         dense_weight=draw(st.one_of(st.sampled_from([0.0, 0.5, 1.0]), st.floats(0.0, 1.0))),
         rrf_k=draw(st.one_of(st.just(60.0), st.floats(0.0, 100.0))),
         half_life_days=draw(st.floats(0.5, 1000.0)),

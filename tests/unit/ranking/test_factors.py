@@ -25,7 +25,7 @@ def _assert_unit_float32(x: np.ndarray) -> None:
 
 # --- relevancy against the naive loop -------------------------------------------------------
 
-@pytest.mark.parametrize("fusion", ["convex", "rrf"])
+@pytest.mark.parametrize("fusion", ["convex", "convex_minmax", "rrf"])
 @settings(max_examples=200, deadline=None)
 @given(data=st.data())
 def test_relevancy_matches_naive_loop(fusion: str, data: st.DataObject) -> None:
@@ -46,7 +46,7 @@ def test_relevancy_matches_naive_loop(fusion: str, data: st.DataObject) -> None:
 
 
 @pytest.mark.parametrize("seed", [0, 1, 2, 3])
-@pytest.mark.parametrize("fusion", ["convex", "rrf"])
+@pytest.mark.parametrize("fusion", ["convex", "convex_minmax", "rrf"])
 def test_relevancy_matches_naive_loop_on_large_seeded_inputs(seed: int, fusion: str) -> None:
     c = random_candidates(seed, 3000, ties=seed % 2 == 1)
     cfg = RankingConfig(fusion=fusion, dense_weight=0.3 + 0.1 * seed)
@@ -84,7 +84,7 @@ def test_relevancy_keeps_the_exact_fused_order_and_scales_by_confidence() -> Non
 def test_weak_best_match_gives_lower_relevancy_than_strong_best_match() -> None:
     strong = Candidates.build(dense=[0.80, 0.60, 0.40], bm25=[12.0, 6.0, 1.0])
     weak = Candidates.build(dense=[0.30, 0.20, 0.10], bm25=[1.2, 0.6, 0.1])
-    cfg = RankingConfig()
+    cfg = RankingConfig(fusion="convex_minmax")
     rel_strong, trace_strong = relevancy(strong, cfg)
     rel_weak, trace_weak = relevancy(weak, cfg)
     # identical within-query fusion (same min-max shape) ...
@@ -104,7 +104,7 @@ def test_keyword_only_query_uses_bm25_alone_whatever_the_dense_weight() -> None:
 
 def test_dense_only_query_uses_dense_alone_whatever_the_dense_weight() -> None:
     c = Candidates.build(dense=[0.75, 0.45, 0.15])
-    rel, trace = relevancy(c, RankingConfig(dense_weight=0.1))
+    rel, trace = relevancy(c, RankingConfig(fusion="convex_minmax", dense_weight=0.1))
     np.testing.assert_allclose(trace.fused, [1.0, 0.5, 0.0], atol=1e-6)
     assert trace.confidence == pytest.approx(1.0)
     np.testing.assert_allclose(rel, [1.0, 0.5, 0.0], atol=1e-6)
@@ -124,11 +124,30 @@ def test_rrf_candidate_first_in_both_legs_scores_one() -> None:
     assert trace.fused[1] == pytest.approx((61 / 62))
 
 
+@pytest.mark.parametrize("rrf_k", [0.0, 1.0, 31.33719132012725, 60.0, 99.9])
+def test_rrf_first_rank_normalises_to_exactly_one_and_never_above(rrf_k: float) -> None:
+    c = Candidates.build(bm25=[9.0, 7.0, 5.0, math.nan], bm25_rank=[1, 2, 1000, 0])
+    _, trace = relevancy(c, RankingConfig(fusion="rrf", rrf_k=rrf_k))
+    assert trace.bm25_norm[0] == 1.0 and trace.fused[0] == 1.0
+    assert 0.0 < trace.bm25_norm[2] < trace.bm25_norm[1] < 1.0
+    assert trace.bm25_norm[3] == 0.0
+
+
 def test_rerank_is_blended_only_where_present() -> None:
     c = Candidates.build(dense=[0.75, 0.15], rerank=[math.nan, 1.0])
-    rel, trace = relevancy(c, RankingConfig(rerank_weight=0.25))
+    rel, trace = relevancy(c, RankingConfig(fusion="convex_minmax", rerank_weight=0.25))
     assert rel[0] == pytest.approx(1.0)           # not re-ranked: untouched
     assert rel[1] == pytest.approx(0.75 * 0.0 + 0.25 * 1.0)
+
+
+def test_theoretical_minmax_keeps_ratios_where_minmax_would_stretch_a_near_tie() -> None:
+    c = Candidates.build(dense=[0.80, 0.78], bm25=[4.20, 4.07])
+    _, tmm = relevancy(c, RankingConfig(fusion="convex"))
+    _, mm = relevancy(c, RankingConfig(fusion="convex_minmax"))
+    np.testing.assert_allclose(tmm.dense_norm, [1.0, 0.78 / 0.80], rtol=1e-6)
+    np.testing.assert_allclose(tmm.bm25_norm, [1.0, 4.07 / 4.20], rtol=1e-6)
+    np.testing.assert_allclose(mm.bm25_norm, [1.0, 0.0], atol=1e-6)
+    assert tmm.fused[1] > 0.95 > mm.fused[1]
 
 
 def test_no_candidates_gives_empty_relevancy_and_zero_confidence() -> None:
