@@ -47,7 +47,7 @@ from benchmarks.queries import (
 )
 from benchmarks.stack import Stack, own_stack, running_stack
 from benchmarks.tenants import TenantPlan, ingest_plan, plan_tenants
-from shared.errors import InvalidArgument
+from shared.errors import InvalidArgument, Unavailable
 
 log = logging.getLogger(__name__)
 
@@ -232,7 +232,12 @@ async def _service_phase(options: BenchOptions, stack: Stack, runs: list[_Tenant
         for run in runs:  # warm-up: connections, profile lookups, model threads (not recorded, not the
             for i, text in enumerate(WARMUP_QUERIES[:options.warmup]):  # measured texts)
                 for method in methods:
-                    await client.search(run.plan.tenant, method, f"warmup-{i}", text)
+                    record = await client.search(run.plan.tenant, method, f"warmup-{i}", text)
+                    if record.error:  # a request the service rejects would fail every measured query
+                        cls = InvalidArgument if record.error.startswith("invalid_argument") else None
+                        problem = f"warm-up SearchAndRank failed (tenant {run.plan.tenant}, method {method.name}): " \
+                                  f"{record.error}"
+                        raise cls("request", problem) if cls else Unavailable(problem)
 
         total = sum(len(run.queries) for run in runs) * len(methods)
         with _progress(console) as progress:

@@ -25,7 +25,7 @@ from grpc_reflection.v1alpha import reflection
 
 from shared.grpc_client import MAX_MESSAGE_BYTES
 from shared.settings import ServiceSettings
-from shared.telemetry import flush_telemetry, setup_telemetry  # telemetry hook
+from shared.telemetry import setup_telemetry, shutdown_telemetry  # telemetry hook
 from shared.tracing import ServerTracingInterceptor  # telemetry hook
 
 log = logging.getLogger(__name__)
@@ -151,7 +151,7 @@ async def run_service(spec: ServiceSpec, settings: ServiceSettings, *, ready_fil
         await spec.close()
     if ready_file is not None:
         ready_file.unlink(missing_ok=True)
-    flush_telemetry()  # telemetry hook: export buffered spans before exit
+    shutdown_telemetry()  # telemetry hook: export buffered spans (bounded) before exit
     log.info("%s stopped", spec.name)
 
 
@@ -165,4 +165,4 @@ async def run_stdio(spec: ServiceSpec) -> None:
     finally:
         if spec.close is not None:
             await spec.close()
-        flush_telemetry()  # telemetry hook
+        shutdown_telemetry()  # telemetry hook

@@ -4,13 +4,12 @@ Libraries and cores use `opentelemetry-api` only (and `shared.tracing`); this mo
 one place that installs the SDK:
 
     TracerProvider  Resource(service.name, service.version, deployment.environment, ...)
-      └── RedactingSpanProcessor   the safety net: a batch processor whose worker thread
-            │                      records StageMetrics (calls / errors / duration per span
-            │                      name), applies the Redactor (no secrets; no content unless
-            │                      enabled), then hands the clean spans to every exporter:
-            ├── OTLPSpanExporter           when the OTEL_* variables ask for it
-            ├── ConsoleSpanExporter        OTEL_TRACES_EXPORTER=console (stderr)
-            └── JsonlSpanExporter          <trace dir>/<service>.jsonl, rotated
+      ├── RedactingSpanProcessor(JsonlSpanExporter)    <trace dir>/<service>.jsonl, rotated
+      ├── RedactingSpanProcessor(OTLPSpanExporter)     when the OTEL_* variables ask for it
+      ├── RedactingSpanProcessor(ConsoleSpanExporter)  OTEL_TRACES_EXPORTER=console (stderr)
+      └── StageMetricsProcessor    calls / errors / duration per stage (span name)
+    Each RedactingSpanProcessor is the safety net in front of one exporter: a batch processor
+    whose worker thread applies the Redactor (no secrets; no content unless enabled).
     MeterProvider
       ├── PeriodicExportingMetricReader(OTLPMetricExporter)   when the OTEL_* variables ask
       └── PeriodicExportingMetricReader(JsonlMetricExporter)  <trace dir>/<service>.metrics.jsonl
@@ -26,11 +25,13 @@ Nucleus settings (NUCLEUS_OTEL_*, `TelemetrySettings`): the local trace files (o
 so a trace can be read with `nucleus traces` and no collector), their size bound, content
 capture (off by default) and the deployment environment name.
 
-On the request path a span costs its creation and one queue append; redaction, metrics and
-export run on the batch processor's thread.
+On the request path a span costs its creation and a queue append per processor; redaction,
+metrics and export run on the processors' threads. At exit, what is buffered is exported
+within a few seconds (`shutdown_telemetry`), the local file first.
 """
 from __future__ import annotations
 
+import atexit
 import json
 import logging
 import os
@@ -270,22 +271,15 @@ class StageMetrics:
             self._degraded.add(1, {"nucleus.stage": labels["nucleus.stage"]})
 
 
-# ---------------------------------------------------------------------------- the safety net
+# ---------------------------------------------------------------------------- processors
 class _SanitizingExporter(SpanExporter):
-    """Runs on the batch processor's worker thread: stage metrics, redaction, then fan-out."""
+    """Runs on the batch processor's worker thread: redaction, then the real exporter(s)."""
 
-    def __init__(self, exporters: Sequence[SpanExporter], redactor: Redactor,
-                 stage_metrics: StageMetrics | None) -> None:
+    def __init__(self, exporters: Sequence[SpanExporter], redactor: Redactor) -> None:
         self._exporters = tuple(exporters)
         self._redactor = redactor
-        self._metrics = stage_metrics
 
     def export(self, spans: Sequence[ReadableSpan]) -> SpanExportResult:
-        if self._metrics is not None:
-            for span in spans:
-                self._metrics.record(span)
-        if not self._exporters:
-            return SpanExportResult.SUCCESS
         clean = [self._redactor.sanitize(span) for span in spans]
         result = SpanExportResult.SUCCESS
         for exporter in self._exporters:
@@ -309,15 +303,41 @@ class RedactingSpanProcessor(BatchSpanProcessor):
     """The safety net every exporter sits behind: a batch span processor whose exporters only
     ever receive spans cleaned by `Redactor` (no secrets; no content unless capture is on).
 
-    On the request path a span costs one queue append; redaction, per-stage metrics
-    (`StageMetrics`) and export all run on this processor's worker thread. Batch size, delay
-    and queue bound come from the standard OTEL_BSP_* variables.
+    On the request path a span costs one queue append; redaction and export run on this
+    processor's worker thread. Batch size, delay and queue bound come from the standard
+    OTEL_BSP_* variables. `build_telemetry` gives every exporter its own processor, so an
+    unreachable collector never holds up the local trace file.
     """
 
     def __init__(self, exporters: Sequence[SpanExporter], *, capture_content: bool = False,
-                 stage_metrics: StageMetrics | None = None, **batch_options: Any) -> None:
+                 **batch_options: Any) -> None:
         self.redactor = Redactor(capture_content=capture_content)
-        super().__init__(_SanitizingExporter(exporters, self.redactor, stage_metrics), **batch_options)
+        super().__init__(_SanitizingExporter(exporters, self.redactor), **batch_options)
+
+
+class _StageMetricsExporter(SpanExporter):
+    def __init__(self, stage_metrics: StageMetrics) -> None:
+        self._metrics = stage_metrics
+
+    def export(self, spans: Sequence[ReadableSpan]) -> SpanExportResult:
+        for span in spans:
+            self._metrics.record(span)
+        return SpanExportResult.SUCCESS
+
+    def shutdown(self) -> None:
+        return None
+
+
+class StageMetricsProcessor(BatchSpanProcessor):
+    """Feeds `StageMetrics` from ended spans on a worker thread (not on the request path).
+
+    Spans a sampler drops never end in a processor: with a ratio sampler the nucleus.stage.*
+    metrics count the sampled requests only (the rpc.*.call.duration histograms, recorded by
+    the gRPC interceptors, count every call).
+    """
+
+    def __init__(self, stage_metrics: StageMetrics, **batch_options: Any) -> None:
+        super().__init__(_StageMetricsExporter(stage_metrics), **batch_options)
 
 
 # ---------------------------------------------------------------------------- local files
@@ -478,6 +498,7 @@ class Telemetry:
     metrics_file: Path | None = None
 
     def flush(self, timeout_millis: int = 5_000) -> None:
+        """Blocking: waits for the exporters (use `shutdown_telemetry` on the way out)."""
         self.tracer_provider.force_flush(timeout_millis)
         self.meter_provider.force_flush(timeout_millis)
 
@@ -605,24 +626,30 @@ def build_telemetry(service: str, settings: TelemetrySettings | None = None, *,
             JsonlMetricExporter(metrics_file, max_bytes=settings.trace_file_max_bytes,
                                 backups=settings.trace_file_backups),
             export_interval_millis=settings.metrics_file_interval_s * 1000))
-    meter_provider = MeterProvider(resource=resource, metric_readers=readers)
+    meter_provider = MeterProvider(resource=resource, metric_readers=readers, shutdown_on_exit=False)
 
-    tracer_provider = TracerProvider(resource=resource)
-    tracer_provider.add_span_processor(RedactingSpanProcessor(
-        span_exporters, capture_content=settings.capture_content,
-        stage_metrics=StageMetrics(meter_provider.get_meter("nucleus.stages"))))
+    # The local file first: at shutdown it is flushed before a slow collector is waited for.
+    span_exporters.sort(key=lambda e: not isinstance(e, JsonlSpanExporter))
+    tracer_provider = TracerProvider(resource=resource, shutdown_on_exit=False)
+    for exporter in span_exporters:
+        tracer_provider.add_span_processor(RedactingSpanProcessor([exporter],
+                                                                  capture_content=settings.capture_content))
+    tracer_provider.add_span_processor(StageMetricsProcessor(StageMetrics(meter_provider.get_meter("nucleus.stages"))))
     return Telemetry(service=service, tracer_provider=tracer_provider, meter_provider=meter_provider,
                      exporters=exporters, trace_file=trace_file, metrics_file=metrics_file)
 
 
 _installed: Telemetry | None = None
+_stopped = False
 _install_lock = threading.Lock()
+SHUTDOWN_TIMEOUT_S = 3.0
 
 
 def setup_telemetry(service: str, settings: TelemetrySettings | None = None) -> Telemetry | None:
     """Install the SDK for this process, once (later calls return the first result).
 
-    Returns None when OTEL_SDK_DISABLED=true: the API stays a no-op.
+    Returns None when OTEL_SDK_DISABLED=true: the API stays a no-op. Buffered telemetry is
+    exported at exit within SHUTDOWN_TIMEOUT_S (`shutdown_telemetry`).
     """
     global _installed
     with _install_lock:
@@ -635,22 +662,31 @@ def setup_telemetry(service: str, settings: TelemetrySettings | None = None) -> 
         trace.set_tracer_provider(telemetry.tracer_provider)
         metrics.set_meter_provider(telemetry.meter_provider)
         _installed = telemetry
+        atexit.register(shutdown_telemetry)
     log.info("telemetry for %s: traces -> %s%s", service, ", ".join(telemetry.exporters) or "nowhere",
              f" ({telemetry.trace_file})" if telemetry.trace_file else "")
     return telemetry
 
 
-def flush_telemetry(timeout_millis: int = 5_000) -> None:
-    """Export what is buffered (graceful shutdown); the SDK's exit hook shuts down the rest."""
-    if _installed is not None:
-        try:
-            _installed.flush(timeout_millis)
-        except Exception as err:  # noqa: BLE001 - telemetry must never break a shutdown
-            log.warning("telemetry flush failed: %s", err)
+def shutdown_telemetry(timeout_s: float = SHUTDOWN_TIMEOUT_S) -> None:
+    """Export what is buffered (the local file first) and stop, giving up after `timeout_s`
+    so an unreachable collector never stretches a graceful shutdown. Idempotent."""
+    global _stopped
+    with _install_lock:
+        if _installed is None or _stopped:
+            return
+        _stopped = True
+    worker = threading.Thread(target=_installed.shutdown, name="otel-shutdown", daemon=True)
+    worker.start()
+    worker.join(timeout_s)
+    if worker.is_alive():
+        log.warning("telemetry not fully exported within %.1fs (collector unreachable?); the rest is dropped",
+                    timeout_s)
 
 
 __all__ = [
     "SERVICE_NAMES", "TelemetrySettings", "Telemetry", "Redactor", "RedactingSpanProcessor", "StageMetrics",
+    "StageMetricsProcessor", "shutdown_telemetry",
     "JsonlSpanExporter", "JsonlMetricExporter", "RotatingJsonlWriter", "span_to_record", "build_resource",
-    "build_telemetry", "setup_telemetry", "flush_telemetry",
+    "build_telemetry", "setup_telemetry",
 ]

@@ -220,7 +220,9 @@ async def ingested(traced_stack, receiver):
     receiver.wait_for("the ingest commit span", lambda: any(
         s["name"] == "knowledge_store.ingest.commit" for s in receiver.spans))
     [commit] = [s for s in receiver.spans if s["name"] == "knowledge_store.ingest.commit"]
-    return commit["trace_id"]
+    trace_id = commit["trace_id"]
+    receiver.wait_for("the whole ingest trace", lambda: _complete(receiver.trace(trace_id), INGEST_SPANS))
+    return trace_id
 
 
 @pytest.fixture(scope="module")
@@ -241,12 +243,22 @@ async def query_trace(traced_stack, receiver, ingested, api_key):
     body = structured(result)
     assert body["results"], body
     tid = f"{trace_id:032x}"
-    services_seen = lambda: {s["service"] for s in receiver.trace(tid)} == SERVICES  # noqa: E731
-    receiver.wait_for("spans of all three services in the query trace", services_seen)
-    # The trace is complete once the MCP SERVER span (the last to end) has arrived.
-    receiver.wait_for("the MCP tools/call span", lambda: any(
-        s["name"] == "tools/call search_and_rank" for s in receiver.trace(tid)))
+    receiver.wait_for("the whole query trace", lambda: _complete(receiver.trace(tid), QUERY_SPANS,
+                                                                 outside_parent=f"{parent_id:016x}"))
     return {"trace_id": tid, "parent_id": f"{parent_id:016x}", "spans": receiver.trace(tid), "body": body}
+
+
+# Every service's innermost spans: once these and all their ancestors have arrived, a trace is whole.
+QUERY_SPANS = {"tools/call search_and_rank", "rag.merge", "rag.rank", "knowledge_store.search_by_vector",
+               "knowledge_store.search_by_filters", "llm.embed"}
+INGEST_SPANS = {"knowledge_store.ingest.chunk", "knowledge_store.ingest.commit", "llm.embed"}
+
+
+def _complete(spans: list[dict], required: set[str], outside_parent: str | None = None) -> bool:
+    """All `required` span names present and every span's parent present (or the caller's span)."""
+    ids = {s["span_id"] for s in spans}
+    return required <= {s["name"] for s in spans} and all(
+        s["parent_span_id"] in ids or s["parent_span_id"] == outside_parent for s in spans)
 
 
 def _eventually(predicate: Callable[[], bool], timeout: float = WAIT_S) -> bool:

@@ -23,6 +23,7 @@ from shared.telemetry import (
     Redactor,
     RotatingJsonlWriter,
     StageMetrics,
+    StageMetricsProcessor,
     TelemetrySettings,
     build_telemetry,
 )
@@ -37,8 +38,9 @@ class Exported:
     def __init__(self, capture_content: bool = False, stage_metrics: StageMetrics | None = None) -> None:
         self.exporter = InMemorySpanExporter()
         self.provider = TracerProvider()
-        self.provider.add_span_processor(RedactingSpanProcessor(
-            [self.exporter], capture_content=capture_content, stage_metrics=stage_metrics))
+        self.provider.add_span_processor(RedactingSpanProcessor([self.exporter], capture_content=capture_content))
+        if stage_metrics is not None:
+            self.provider.add_span_processor(StageMetricsProcessor(stage_metrics))
 
     def tracer(self):
         return self.provider.get_tracer("t")
@@ -301,3 +303,16 @@ def test_the_installed_pipeline_redacts_what_reaches_the_trace_file(tmp_path, mo
         telemetry.shutdown()
     assert "live-token-123456" not in text and "private question" not in text
     assert json.loads(text)["attributes"] == {"rpc.grpc.request.metadata.authorization": "[REDACTED]"}
+
+
+def test_shutdown_writes_the_local_file_and_does_not_wait_for_a_dead_collector(tmp_path):
+    """The OTLP exporter alone would retry for ~10 s; shutdown gives up after its bound."""
+    code = ("import time; from opentelemetry import trace; from shared.telemetry import setup_telemetry, "
+            "shutdown_telemetry\n"
+            "setup_telemetry('rag_pipeline')\n"
+            "with trace.get_tracer('t').start_as_current_span('rag.rank'): pass\n"
+            "t0 = time.monotonic(); shutdown_telemetry(timeout_s=1.0); print(round(time.monotonic() - t0))")
+    elapsed = _python(code, {"NUCLEUS_OTEL_TRACE_DIR": str(tmp_path), "OTEL_BSP_SCHEDULE_DELAY": "60000",
+                             "OTEL_EXPORTER_OTLP_ENDPOINT": "http://127.0.0.1:9"})   # nothing listens on 9
+    assert int(elapsed) <= 2
+    assert json.loads((tmp_path / "rag_pipeline.jsonl").read_text())["name"] == "rag.rank"
