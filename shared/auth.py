@@ -477,3 +477,17 @@ def main(argv: list[str] | None = None) -> int:
 
 if __name__ == "__main__":
     sys.exit(main())
+
+
+def grpc_principal(verifier: NucleusTokenVerifier, config: AuthConfig,
+                   metadata: Mapping[str, str]) -> Principal:
+    """The principal of a gRPC call from its `authorization: Bearer ...` metadata (same keys,
+    JWT rules and trusted-platform headers as MCP over HTTP). Raises Unauthenticated."""
+    header = _header(metadata, "authorization") or ""
+    scheme, _, credential = header.partition(" ")
+    if scheme.lower() != "bearer" or not credential.strip():
+        raise Unauthenticated("missing bearer token: send 'authorization: Bearer <key>' metadata")
+    token = verifier.authenticate(credential.strip())
+    if token.expires_at is not None and token.expires_at < int(time.time()):
+        raise TokenRejected("expired", "bearer token has expired")
+    return principal_from_access_token(token, metadata, config)

@@ -219,8 +219,10 @@ async def _search(args: argparse.Namespace) -> int:
         expand_query_with_llm=args.expand,
         ranking_prefs=pb.RankingPreferences(profile_name=args.profile, explain=True, rerank=args.rerank))
     async with aio_channel(target(args, "rag_pipeline")) as channel:
+        key = os.environ.get("NUCLEUS_API_KEY", "")   # needed when the pipeline requires auth
         response = await call(rag_grpc.RagPipelineStub(channel).SearchAndRank, request, timeout=30.0,
-                              service="RAGPipeline")
+                              service="RAGPipeline",
+                              metadata=(("authorization", f"Bearer {key}"),) if key else None)
     if args.json:
         from google.protobuf.json_format import MessageToDict
         console.print_json(json.dumps(MessageToDict(response)))

@@ -42,8 +42,10 @@ from shared.errors import (
     InvalidArgument,
     NotFound,
     NucleusError,
+    PermissionDenied,
     Unavailable,
 )
+from shared.identity import Principal
 from shared.settings import RagPipelineSettings
 from shared.tracing import retrieval_attributes, set_content_attribute  # telemetry hook
 
@@ -121,6 +123,23 @@ class RagPipeline:
             if len(phrase) > s.max_query_chars:
                 raise InvalidArgument(f"extra_query_phrases[{i}]", f"at most {s.max_query_chars} characters accepted")
         return replace(request, query=query, top_k_final=k_final, top_k_initial=k_init)
+
+    @staticmethod
+    def scope_to(request: SearchRequest, principal: Principal) -> SearchRequest:
+        """The request as the verified principal may make it: its tenant, its groups' view."""
+        if request.tenant_id and request.tenant_id != principal.tenant_id:
+            raise PermissionDenied(f"tenant_id '{request.tenant_id}' is not the caller's tenant")
+        filters = replace(request.filters, visibility_groups=principal.groups, enforce_visibility=True)
+        return replace(request, tenant_id=principal.tenant_id, filters=filters)
+
+    @staticmethod
+    def tenant_for(requested: str, principal: Principal | None) -> str:
+        """The tenant a non-search call acts on: the principal's, when there is one."""
+        if principal is None:
+            return requested
+        if requested and requested != principal.tenant_id:
+            raise PermissionDenied(f"tenant_id '{requested}' is not the caller's tenant")
+        return principal.tenant_id
 
     # ------------------------------------------------------------------ profiles
     async def resolve_profile(self, tenant_id: str, persona_id: str, name: str) -> RankingProfile:

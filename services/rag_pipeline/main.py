@@ -20,7 +20,14 @@ from services.rag_pipeline.grpc_api import RagPipelineServicer
 from services.rag_pipeline.mcp_api import build_mcp
 from services.rag_pipeline.rag_tools import RagTools
 from shared.audit import AuditLog
-from shared.auth import EMPTY_CONFIG, NucleusTokenVerifier, RequestIdentity, auth_settings, load_auth_config
+from shared.auth import (
+    EMPTY_CONFIG,
+    NucleusTokenVerifier,
+    RequestIdentity,
+    auth_settings,
+    grpc_principal,
+    load_auth_config,
+)
 from shared.errors import InvalidArgument
 from shared.log import configure_logging
 from shared.service_main import apply_overrides, parse_args
@@ -71,6 +78,12 @@ def build(settings: RagPipelineSettings, *, stdio: bool) -> ServiceSpec:
         log.warning("MCP over HTTP without authentication (NUCLEUS_RAG_REQUIRE_AUTH is off): every caller "
                     "acts as the local principal")
 
+    # gRPC callers authenticate the same way when auth is required (stdio mode serves no gRPC).
+    grpc_identity = None
+    if settings.require_auth and config is not None:
+        grpc_verifier = verifier or NucleusTokenVerifier(config, audit)
+        grpc_identity = lambda metadata: grpc_principal(grpc_verifier, config, metadata)  # noqa: E731
+
     def on_bound(mcp_url: str) -> None:
         if not base_is_set:     # links must point at the port actually bound (ephemeral in tests)
             parts = urlsplit(mcp_url)
@@ -81,7 +94,8 @@ def build(settings: RagPipelineSettings, *, stdio: bool) -> ServiceSpec:
     return ServiceSpec(
         name="rag_pipeline",
         grpc_service_name="nucleus.v1.RagPipeline",
-        add_servicers=lambda server: rag_grpc.add_RagPipelineServicer_to_server(RagPipelineServicer(pipeline), server),
+        add_servicers=lambda server: rag_grpc.add_RagPipelineServicer_to_server(
+            RagPipelineServicer(pipeline, grpc_identity), server),
         mcp_server=mcp,
         close=pipeline.close,
         allowed_hosts=_public_hosts(settings.public_base_url) if base_is_set else [],
