@@ -134,3 +134,4 @@ async def test_close_fails_waiting_callers_with_unavailable():
         await asyncio.wait_for(waiting, timeout=5)
     with pytest.raises(Unavailable):
         await batcher.submit(["z"])
+
