@@ -1,4 +1,5 @@
-"""Embedding throughput and latency: in-process sentence-transformers vs. our core.
+"""Embedding throughput and latency: in-process sentence-transformers vs. our core vs. the
+LlmOrchestration service over gRPC (a real process on 127.0.0.1).
 
     .venv/bin/python -m benchmarks.embeddings [--texts 1024] [--batch-sizes 64,128]
                                               [--queries 200] [--callers 16] [--total 256]
@@ -15,6 +16,9 @@ on a shared machine affects both alike:
 3. micro-batching gain: C concurrent callers each sending single queries (T in all), with
    micro-batching on (the default settings) vs off (max_wait 0, max size 1).
 
+The "service" column is the same work through `GenerateEmbeddings` over gRPC to a real
+LlmOrchestration process (started here on an ephemeral port, cache off, default micro-batching),
+so it includes protobuf encoding, the network hop and the gRPC server.
 The response cache is off (cache_size=0) throughout so every text is encoded.
 Prints a table, then one JSON line with every figure.
 """
@@ -65,7 +69,19 @@ def pct(values: list[float], q: float) -> float:
     return float(np.percentile(np.asarray(values), q))
 
 
-async def concurrent_callers(orch: LlmOrchestrator, queries: Sequence[str], callers: int
+def start_service(tmp: Path):
+    """A real LlmOrchestration process (ephemeral gRPC port, no MCP, cache off)."""
+    from deploy.supervisor import Child
+
+    env = dict(os.environ, NUCLEUS_LLM_GRPC_PORT="0", NUCLEUS_LLM_MCP_PORT="-1", NUCLEUS_LLM_CACHE_SIZE="0",
+               NUCLEUS_DATA_DIR=str(tmp), HF_HUB_OFFLINE="1", TRANSFORMERS_OFFLINE="1")
+    child = Child("llm_orchestration", env, tmp / "llm.ready.json", tmp / "llm.log")
+    child.start()
+    child.wait_ready(180)
+    return child
+
+
+async def concurrent_callers(orch, queries: Sequence[str], callers: int
                              ) -> tuple[float, list[float]]:
     """Wall seconds for `callers` tasks sharing `queries`, and every call's latency (ms)."""
     per_caller = [queries[i::callers] for i in range(callers)]
@@ -108,8 +124,14 @@ async def run(args: argparse.Namespace) -> dict:
                                  "load_avg_1m_at_start": round(os.getloadavg()[0], 2)},
                      "texts": len(docs), "mean_text_chars": round(statistics.mean(map(len, docs)))}
     model = load_baseline_model()
+    import tempfile
+
     import torch
+    from services.llm_orchestration.client import LlmOrchestrationClient
     results["torch_threads"] = torch.get_num_threads()
+    tmp = Path(tempfile.mkdtemp(prefix="nucleus-embed-bench-"))
+    service = start_service(tmp)
+    client = LlmOrchestrationClient(service.address["grpc"], timeout_s=300)
 
     def st_encode(texts: Sequence[str], batch_size: int) -> np.ndarray:
         return model.encode(list(texts), batch_size=batch_size, normalize_embeddings=True,
@@ -122,7 +144,8 @@ async def run(args: argparse.Namespace) -> dict:
         await orch.start()
         st_encode(docs[:b], b)
         await orch.embed(docs[:b], purpose="document")          # warm both
-        spent = {"baseline": 0.0, "core": 0.0}
+        await client.embed(docs[:b], purpose="document")
+        spent = {"baseline": 0.0, "core": 0.0, "service": 0.0}
         for chunk in chunks(docs, b):
             t = time.perf_counter()
             st_encode(chunk, b)
@@ -130,6 +153,9 @@ async def run(args: argparse.Namespace) -> dict:
             t = time.perf_counter()
             await orch.embed(chunk, purpose="document")
             spent["core"] += time.perf_counter() - t
+            t = time.perf_counter()
+            await client.embed(chunk, purpose="document")
+            spent["service"] += time.perf_counter() - t
         ingest[f"batch_{b}"] = {k: len(docs) / v for k, v in spent.items()}
         await orch.close()
 
@@ -139,10 +165,10 @@ async def run(args: argparse.Namespace) -> dict:
     await default.start()
     await off.start()
     queries = claims[:args.queries]
-    lat: dict[str, list[float]] = {"baseline": [], "core": [], "core_no_wait": []}
+    lat: dict[str, list[float]] = {"baseline": [], "core": [], "core_no_wait": [], "service": []}
     for timed in (False, True):
         for q in queries:
-            for name, call in (("baseline", None), ("core", default), ("core_no_wait", off)):
+            for name, call in (("baseline", None), ("core", default), ("core_no_wait", off), ("service", client)):
                 t = time.perf_counter()
                 if call is None:
                     st_encode([q], 1)
@@ -154,16 +180,18 @@ async def run(args: argparse.Namespace) -> dict:
     # 3. micro-batching on vs off: C callers, T single queries, alternating halves.
     total = claims[:args.total]
     halves = [total[: len(total) // 2], total[len(total) // 2:]]
-    conc: dict[str, dict] = {m: {"wall": 0.0, "lat": [], "encodes": 0} for m in ("off", "on")}
+    conc: dict[str, dict] = {m: {"wall": 0.0, "lat": [], "encodes": 0} for m in ("off", "on", "service")}
     for half in halves:
-        for mode, orch in (("off", off), ("on", default)):
-            before = orch.batcher.stats.batches
+        for mode, orch in (("off", off), ("on", default), ("service", client)):
+            before = orch.batcher.stats.batches if mode != "service" else 0
             wall, lats = await concurrent_callers(orch, half, args.callers)
             conc[mode]["wall"] += wall
             conc[mode]["lat"] += lats
-            conc[mode]["encodes"] += orch.batcher.stats.batches - before
+            conc[mode]["encodes"] += (orch.batcher.stats.batches - before) if mode != "service" else 0
     await default.close()
     await off.close()
+    await client.close()
+    service.stop()
 
     s = LlmOrchestrationSettings()
     results["ingest_texts_per_s"] = {k: {m: round(v, 1) for m, v in d.items()}
@@ -179,6 +207,10 @@ async def run(args: argparse.Namespace) -> dict:
             "encodes": d["encodes"]}
     results["concurrent"]["on"].update(max_wait_ms=s.microbatch_max_wait_ms,
                                        max_size=s.microbatch_max_size)
+    results["service_vs_in_process"] = {
+        **{f"ingest_{k}_throughput_ratio": round(d["service"] / d["baseline"], 3) for k, d in ingest.items()},
+        "single_query_p50_delta_ms": round(pct(lat["service"], 50) - pct(lat["baseline"], 50), 2),
+    }
     results["concurrent"]["gain"] = round(results["concurrent"]["on"]["queries_per_s"] /
                                           results["concurrent"]["off"]["queries_per_s"], 2)
     results["machine"]["load_avg_1m_at_end"] = round(os.getloadavg()[0], 2)
@@ -191,22 +223,25 @@ def print_table(r: dict) -> None:
           f"(mean {r['mean_text_chars']} chars); load avg "
           f"{r['machine']['load_avg_1m_at_start']} → {r['machine']['load_avg_1m_at_end']}")
     print()
-    print(f"{'measure':<44}{'baseline (ST)':>16}{'core':>16}{'core, no wait':>16}")
+    print(f"{'measure':<44}{'baseline (ST)':>16}{'core':>16}{'core, no wait':>16}{'service (gRPC)':>16}")
     for key, d in r["ingest_texts_per_s"].items():
         label = f"ingest throughput, requests of {key.split('_')[1]} (texts/s)"
-        print(f"{label:<44}{d['baseline']:>16.1f}{d['core']:>16.1f}")
+        print(f"{label:<44}{d['baseline']:>16.1f}{d['core']:>16.1f}{'':>16}{d['service']:>16.1f}")
     for q in ("p50", "p95"):
         label = f"single-query latency {q} (ms)"
         print(f"{label:<44}{r['single_query_ms']['baseline'][q]:>16.2f}"
               f"{r['single_query_ms']['core'][q]:>16.2f}"
-              f"{r['single_query_ms']['core_no_wait'][q]:>16.2f}")
+              f"{r['single_query_ms']['core_no_wait'][q]:>16.2f}"
+              f"{r['single_query_ms']['service'][q]:>16.2f}")
+    print(f"service / in-process: {r['service_vs_in_process']}")
     c = r["concurrent"]
     print()
     print(f"{c['callers']} concurrent callers, {c['queries']} single queries"
           f"{'':<8}{'micro-batch off':>16}{'on':>10}")
-    print(f"{'  throughput (queries/s)':<52}{c['off']['queries_per_s']:>16.1f}{c['on']['queries_per_s']:>10.1f}")
-    print(f"{'  latency p50 (ms)':<52}{c['off']['p50_ms']:>16.2f}{c['on']['p50_ms']:>10.2f}")
-    print(f"{'  latency p95 (ms)':<52}{c['off']['p95_ms']:>16.2f}{c['on']['p95_ms']:>10.2f}")
+    print(f"{'  throughput (queries/s)':<52}{c['off']['queries_per_s']:>16.1f}{c['on']['queries_per_s']:>10.1f}"
+          f"{c['service']['queries_per_s']:>12.1f} (service, gRPC)")
+    print(f"{'  latency p50 (ms)':<52}{c['off']['p50_ms']:>16.2f}{c['on']['p50_ms']:>10.2f}{c['service']['p50_ms']:>12.2f}")
+    print(f"{'  latency p95 (ms)':<52}{c['off']['p95_ms']:>16.2f}{c['on']['p95_ms']:>10.2f}{c['service']['p95_ms']:>12.2f}")
     print(f"{'  model encodes':<52}{c['off']['encodes']:>16}{c['on']['encodes']:>10}")
     print(f"  gain: x{c['gain']}")
     print()

@@ -9,6 +9,12 @@ rows. While a batch encodes, new requests queue up; when the backend is free aga
 batch forms at once from whatever has waited. `max_inflight` bounds concurrent batches
 (1 for the local model, whose single worker thread would only queue them anyway).
 
+The wait is adaptive: a request arriving at an idle model waits for company only when the
+previous batch, finished within the last CONCURRENCY_WINDOW_S, held more than one request.
+A lone sequential caller therefore never pays the wait, while many concurrent callers (whose
+batches hold many requests) get coalesced; either way, requests that queue up while a batch
+encodes form the next batch at once.
+
 `max_wait_s=0, max_size=1` turns coalescing off (one request per encode).
 Ingest-sized requests should bypass this class entirely (see `LlmOrchestrator.embed`).
 """
@@ -27,6 +33,7 @@ from shared.errors import ResourceExhausted, Unavailable
 log = logging.getLogger(__name__)
 
 DEFAULT_MAX_PENDING = 4096
+CONCURRENCY_WINDOW_S = 0.25
 Encode = Callable[[list[str]], Awaitable[NDArray[np.float32]]]
 
 
@@ -63,6 +70,8 @@ class MicroBatcher:
         self._collector: asyncio.Task[None] | None = None
         self._inflight: set[asyncio.Task[None]] = set()
         self._closed = False
+        self._last_batch_requests = 0
+        self._last_batch_end = float("-inf")
         self.stats = BatchStats()
 
     async def start(self) -> None:
@@ -113,7 +122,9 @@ class MicroBatcher:
     async def _next_batch(self, loop: asyncio.AbstractEventLoop) -> list[_Pending]:
         first = await self._queue.get()
         batch, size = [first], len(first.texts)
-        deadline = first.arrived + self._max_wait_s
+        recently_concurrent = (self._last_batch_requests > 1
+                               and loop.time() - self._last_batch_end <= CONCURRENCY_WINDOW_S)
+        deadline = first.arrived + (self._max_wait_s if recently_concurrent else 0.0)
         while size < self._max_size:
             try:
                 item = self._queue.get_nowait()
@@ -144,6 +155,8 @@ class MicroBatcher:
                     if not pending.future.done():
                         pending.future.set_exception(err)
                 return
+            self._last_batch_requests = len(batch)
+            self._last_batch_end = asyncio.get_running_loop().time()
             start = 0
             for pending in batch:
                 stop = start + len(pending.texts)

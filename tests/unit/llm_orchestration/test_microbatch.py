@@ -135,3 +135,27 @@ async def test_close_fails_waiting_callers_with_unavailable():
     with pytest.raises(Unavailable):
         await batcher.submit(["z"])
 
+
+
+async def test_a_lone_sequential_caller_never_waits_for_company():
+    enc = Encoder()
+    batcher = MicroBatcher(enc, max_wait_s=30.0, max_size=64)   # a 30 s wait would blow the timeout
+    await batcher.start()
+    for text in ("one", "two", "three"):
+        rows = await asyncio.wait_for(batcher.submit([text]), timeout=5)
+        np.testing.assert_array_equal(rows, expected([text]))
+    assert enc.batches == [["one"], ["two"], ["three"]]
+    await batcher.close()
+
+
+async def test_after_concurrent_traffic_a_new_request_waits_for_company():
+    enc = Encoder()
+    batcher = MicroBatcher(enc, max_wait_s=30.0, max_size=2)
+    await batcher.start()
+    await asyncio.wait_for(asyncio.gather(batcher.submit(["a"]), batcher.submit(["b"])), timeout=5)
+    first = asyncio.create_task(batcher.submit(["c"]))
+    await asyncio.sleep(0)                       # let the collector take "c" and start waiting
+    second = asyncio.create_task(batcher.submit(["d"]))
+    await asyncio.wait_for(asyncio.gather(first, second), timeout=5)
+    assert enc.batches == [["a", "b"], ["c", "d"]]
+    await batcher.close()
