@@ -112,6 +112,8 @@ class EmbeddingCache:
         for path in candidates:
             cached = self._load_checked(path, texts, model)
             if cached is not None:
+                if not self.path_for(dataset).exists():
+                    _save(self.path_for(dataset), cached)
                 self._write_aliases(dataset, cached)
                 return cached, True
         blocks = []

@@ -84,6 +84,9 @@ class RagPipelineSettings(ServiceSettings):
     knowledge_store_target: str = "127.0.0.1:50061"
     llm_target: str = "127.0.0.1:50062"
     deadline_s: float = 10.0                # whole SearchAndRank budget
+    # Rank artifacts, not chunks: each artifact's candidates pool their evidence (best cosine,
+    # best BM25, best ranks) and the artifact is represented by its best chunk. See core._merge.
+    collapse_by_artifact: bool = True
     embed_timeout_s: float = 3.0
     retrieval_timeout_s: float = 5.0
     default_top_k_initial: int = 50

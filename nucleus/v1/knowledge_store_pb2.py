@@ -25,7 +25,7 @@ _sym_db = _symbol_database.Default()
 from nucleus.v1 import common_pb2 as nucleus_dot_v1_dot_common__pb2
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n nucleus/v1/knowledge_store.proto\x12\nnucleus.v1\x1a\x17nucleus/v1/common.proto\"a\n\x08\x44ocument\x12.\n\x08\x61rtifact\x18\x01 \x01(\x0b\x32\x1c.nucleus.v1.ArtifactMetadata\x12\x0f\n\x07\x63ontent\x18\x02 \x01(\t\x12\x14\n\x0c\x63ontent_type\x18\x03 \x01(\t\"h\n\x16IngestDocumentsRequest\x12\x11\n\ttenant_id\x18\x01 \x01(\t\x12\x12\n\npersona_id\x18\x02 \x01(\t\x12\'\n\tdocuments\x18\x03 \x03(\x0b\x32\x14.nucleus.v1.Document\"V\n\x0cIngestResult\x12\x13\n\x0b\x61rtifact_id\x18\x01 \x01(\t\x12\x17\n\x0f\x65ntries_written\x18\x02 \x01(\x05\x12\x18\n\x10\x65ntries_replaced\x18\x03 \x01(\x05\"\x8a\x01\n\x17IngestDocumentsResponse\x12)\n\x07results\x18\x01 \x03(\x0b\x32\x18.nucleus.v1.IngestResult\x12\x15\n\rtotal_entries\x18\x02 \x01(\x05\x12\x15\n\rembed_seconds\x18\x03 \x01(\x01\x12\x16\n\x0e\x63ommit_seconds\x18\x04 \x01(\x01\"A\n\x16\x44\x65leteArtifactsRequest\x12\x11\n\ttenant_id\x18\x01 \x01(\t\x12\x14\n\x0c\x61rtifact_ids\x18\x02 \x03(\t\"M\n\x17\x44\x65leteArtifactsResponse\x12\x19\n\x11\x61rtifacts_deleted\x18\x01 \x01(\x05\x12\x17\n\x0f\x65ntries_deleted\x18\x02 \x01(\x05\"\x1d\n\x0b\x46loatVector\x12\x0e\n\x06values\x18\x01 \x03(\x02\"\x9c\x01\n\x13VectorSearchRequest\x12\x11\n\ttenant_id\x18\x01 \x01(\t\x12.\n\rquery_vectors\x18\x02 \x03(\x0b\x32\x17.nucleus.v1.FloatVector\x12\r\n\x05top_k\x18\x03 \x01(\x05\x12\x33\n\x07\x66ilters\x18\x04 \x01(\x0b\x32\".nucleus.v1.KnowledgeSearchFilters\"\x93\x01\n\x0bScoredEntry\x12\x30\n\x05\x65ntry\x18\x01 \x01(\x0b\x32!.nucleus.v1.PersonaKnowledgeEntry\x12\x35\n\x08\x61rtifact\x18\x02 \x01(\x0b\x32#.nucleus.v1.ArtifactMetadataSummary\x12\r\n\x05score\x18\x03 \x01(\x02\x12\x0c\n\x04rank\x18\x04 \x01(\x05\"3\n\nVectorHits\x12%\n\x04hits\x18\x01 \x03(\x0b\x32\x17.nucleus.v1.ScoredEntry\"U\n\x14VectorSearchResponse\x12)\n\tper_query\x18\x01 \x03(\x0b\x32\x16.nucleus.v1.VectorHits\x12\x12\n\nindex_kind\x18\x02 \x01(\t\"\x96\x01\n\x13\x46ilterSearchRequest\x12\x11\n\ttenant_id\x18\x01 \x01(\t\x12\x10\n\x08keywords\x18\x02 \x01(\t\x12\x16\n\x0e\x65xtra_keywords\x18\x03 \x03(\t\x12\r\n\x05top_k\x18\x04 \x01(\x05\x12\x33\n\x07\x66ilters\x18\x05 \x01(\x0b\x32\".nucleus.v1.KnowledgeSearchFilters\"R\n\x14\x46ilterSearchResponse\x12%\n\x04hits\x18\x01 \x03(\x0b\x32\x17.nucleus.v1.ScoredEntry\x12\x13\n\x0bquery_terms\x18\x02 \x03(\t\"\'\n\x12TenantStatsRequest\x12\x11\n\ttenant_id\x18\x01 \x01(\t\"\x9d\x01\n\x0bSourceStats\x12\x11\n\tsource_id\x18\x01 \x01(\t\x12\x13\n\x0bsource_type\x18\x02 \x01(\t\x12\x11\n\tartifacts\x18\x03 \x01(\x05\x12\x0f\n\x07\x65ntries\x18\x04 \x01(\x05\x12\x19\n\x11last_indexed_unix\x18\x05 \x01(\x03\x12\x19\n\x11visibility_groups\x18\x06 \x03(\t\x12\x0c\n\x04tags\x18\x07 \x03(\t\"\xd7\x01\n\x0bTenantStats\x12\x11\n\ttenant_id\x18\x01 \x01(\t\x12\x11\n\tartifacts\x18\x02 \x01(\x05\x12\x0f\n\x07\x65ntries\x18\x03 \x01(\x05\x12\x0f\n\x07vectors\x18\x04 \x01(\x05\x12\x14\n\x0ckeyword_docs\x18\x05 \x01(\x05\x12(\n\x07sources\x18\x06 \x03(\x0b\x32\x17.nucleus.v1.SourceStats\x12\x19\n\x11last_indexed_unix\x18\x07 \x01(\x03\x12\x12\n\nindex_kind\x18\x08 \x01(\t\x12\x11\n\tdimension\x18\t \x01(\x05\"\x93\x01\n\x1b\x43onfigureTenantIndexRequest\x12\x11\n\ttenant_id\x18\x01 \x01(\t\x12\x12\n\nindex_kind\x18\x02 \x01(\t\x12\x0e\n\x06hnsw_m\x18\x03 \x01(\x05\x12\x16\n\x0ehnsw_ef_search\x18\x04 \x01(\x05\x12\x11\n\tivf_nlist\x18\x05 \x01(\x05\x12\x12\n\nivf_nprobe\x18\x06 \x01(\x05\"C\n\x1c\x43onfigureTenantIndexResponse\x12\x12\n\nindex_kind\x18\x01 \x01(\t\x12\x0f\n\x07vectors\x18\x02 \x01(\x05\"9\n\x11GetEntriesRequest\x12\x11\n\ttenant_id\x18\x01 \x01(\t\x12\x11\n\tentry_ids\x18\x02 \x03(\t\">\n\x12GetEntriesResponse\x12(\n\x07\x65ntries\x18\x01 \x03(\x0b\x32\x17.nucleus.v1.ScoredEntry2\xe3\x07\n\x0eKnowledgeStore\x12Z\n\x0fIngestDocuments\x12\".nucleus.v1.IngestDocumentsRequest\x1a#.nucleus.v1.IngestDocumentsResponse\x12Z\n\x0f\x44\x65leteArtifacts\x12\".nucleus.v1.DeleteArtifactsRequest\x1a#.nucleus.v1.DeleteArtifactsResponse\x12\x63\n\x1eSearchPersonaKnowledgeByVector\x12\x1f.nucleus.v1.VectorSearchRequest\x1a .nucleus.v1.VectorSearchResponse\x12\x64\n\x1fSearchPersonaKnowledgeByFilters\x12\x1f.nucleus.v1.FilterSearchRequest\x1a .nucleus.v1.FilterSearchResponse\x12I\n\x0eGetTenantStats\x12\x1e.nucleus.v1.TenantStatsRequest\x1a\x17.nucleus.v1.TenantStats\x12i\n\x14\x43onfigureTenantIndex\x12\'.nucleus.v1.ConfigureTenantIndexRequest\x1a(.nucleus.v1.ConfigureTenantIndexResponse\x12K\n\nGetEntries\x12\x1d.nucleus.v1.GetEntriesRequest\x1a\x1e.nucleus.v1.GetEntriesResponse\x12K\n\x11PutRankingProfile\x12\x1a.nucleus.v1.RankingProfile\x1a\x1a.nucleus.v1.RankingProfile\x12U\n\x11GetRankingProfile\x12$.nucleus.v1.GetRankingProfileRequest\x1a\x1a.nucleus.v1.RankingProfile\x12\x66\n\x13ListRankingProfiles\x12&.nucleus.v1.ListRankingProfilesRequest\x1a\'.nucleus.v1.ListRankingProfilesResponse\x12?\n\x0eRecordFeedback\x12\x14.nucleus.v1.Feedback\x1a\x17.nucleus.v1.FeedbackAckb\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n nucleus/v1/knowledge_store.proto\x12\nnucleus.v1\x1a\x17nucleus/v1/common.proto\"a\n\x08\x44ocument\x12.\n\x08\x61rtifact\x18\x01 \x01(\x0b\x32\x1c.nucleus.v1.ArtifactMetadata\x12\x0f\n\x07\x63ontent\x18\x02 \x01(\t\x12\x14\n\x0c\x63ontent_type\x18\x03 \x01(\t\"h\n\x16IngestDocumentsRequest\x12\x11\n\ttenant_id\x18\x01 \x01(\t\x12\x12\n\npersona_id\x18\x02 \x01(\t\x12\'\n\tdocuments\x18\x03 \x03(\x0b\x32\x14.nucleus.v1.Document\"V\n\x0cIngestResult\x12\x13\n\x0b\x61rtifact_id\x18\x01 \x01(\t\x12\x17\n\x0f\x65ntries_written\x18\x02 \x01(\x05\x12\x18\n\x10\x65ntries_replaced\x18\x03 \x01(\x05\"\x8a\x01\n\x17IngestDocumentsResponse\x12)\n\x07results\x18\x01 \x03(\x0b\x32\x18.nucleus.v1.IngestResult\x12\x15\n\rtotal_entries\x18\x02 \x01(\x05\x12\x15\n\rembed_seconds\x18\x03 \x01(\x01\x12\x16\n\x0e\x63ommit_seconds\x18\x04 \x01(\x01\"A\n\x16\x44\x65leteArtifactsRequest\x12\x11\n\ttenant_id\x18\x01 \x01(\t\x12\x14\n\x0c\x61rtifact_ids\x18\x02 \x03(\t\"M\n\x17\x44\x65leteArtifactsResponse\x12\x19\n\x11\x61rtifacts_deleted\x18\x01 \x01(\x05\x12\x17\n\x0f\x65ntries_deleted\x18\x02 \x01(\x05\"\x1d\n\x0b\x46loatVector\x12\x0e\n\x06values\x18\x01 \x03(\x02\"\xaf\x01\n\x13VectorSearchRequest\x12\x11\n\ttenant_id\x18\x01 \x01(\t\x12.\n\rquery_vectors\x18\x02 \x03(\x0b\x32\x17.nucleus.v1.FloatVector\x12\r\n\x05top_k\x18\x03 \x01(\x05\x12\x33\n\x07\x66ilters\x18\x04 \x01(\x0b\x32\".nucleus.v1.KnowledgeSearchFilters\x12\x11\n\tomit_text\x18\x05 \x01(\x08\"\x93\x01\n\x0bScoredEntry\x12\x30\n\x05\x65ntry\x18\x01 \x01(\x0b\x32!.nucleus.v1.PersonaKnowledgeEntry\x12\x35\n\x08\x61rtifact\x18\x02 \x01(\x0b\x32#.nucleus.v1.ArtifactMetadataSummary\x12\r\n\x05score\x18\x03 \x01(\x02\x12\x0c\n\x04rank\x18\x04 \x01(\x05\"3\n\nVectorHits\x12%\n\x04hits\x18\x01 \x03(\x0b\x32\x17.nucleus.v1.ScoredEntry\"U\n\x14VectorSearchResponse\x12)\n\tper_query\x18\x01 \x03(\x0b\x32\x16.nucleus.v1.VectorHits\x12\x12\n\nindex_kind\x18\x02 \x01(\t\"\xa9\x01\n\x13\x46ilterSearchRequest\x12\x11\n\ttenant_id\x18\x01 \x01(\t\x12\x10\n\x08keywords\x18\x02 \x01(\t\x12\x16\n\x0e\x65xtra_keywords\x18\x03 \x03(\t\x12\r\n\x05top_k\x18\x04 \x01(\x05\x12\x33\n\x07\x66ilters\x18\x05 \x01(\x0b\x32\".nucleus.v1.KnowledgeSearchFilters\x12\x11\n\tomit_text\x18\x06 \x01(\x08\"R\n\x14\x46ilterSearchResponse\x12%\n\x04hits\x18\x01 \x03(\x0b\x32\x17.nucleus.v1.ScoredEntry\x12\x13\n\x0bquery_terms\x18\x02 \x03(\t\"\'\n\x12TenantStatsRequest\x12\x11\n\ttenant_id\x18\x01 \x01(\t\"\x9d\x01\n\x0bSourceStats\x12\x11\n\tsource_id\x18\x01 \x01(\t\x12\x13\n\x0bsource_type\x18\x02 \x01(\t\x12\x11\n\tartifacts\x18\x03 \x01(\x05\x12\x0f\n\x07\x65ntries\x18\x04 \x01(\x05\x12\x19\n\x11last_indexed_unix\x18\x05 \x01(\x03\x12\x19\n\x11visibility_groups\x18\x06 \x03(\t\x12\x0c\n\x04tags\x18\x07 \x03(\t\"\xd7\x01\n\x0bTenantStats\x12\x11\n\ttenant_id\x18\x01 \x01(\t\x12\x11\n\tartifacts\x18\x02 \x01(\x05\x12\x0f\n\x07\x65ntries\x18\x03 \x01(\x05\x12\x0f\n\x07vectors\x18\x04 \x01(\x05\x12\x14\n\x0ckeyword_docs\x18\x05 \x01(\x05\x12(\n\x07sources\x18\x06 \x03(\x0b\x32\x17.nucleus.v1.SourceStats\x12\x19\n\x11last_indexed_unix\x18\x07 \x01(\x03\x12\x12\n\nindex_kind\x18\x08 \x01(\t\x12\x11\n\tdimension\x18\t \x01(\x05\"\x93\x01\n\x1b\x43onfigureTenantIndexRequest\x12\x11\n\ttenant_id\x18\x01 \x01(\t\x12\x12\n\nindex_kind\x18\x02 \x01(\t\x12\x0e\n\x06hnsw_m\x18\x03 \x01(\x05\x12\x16\n\x0ehnsw_ef_search\x18\x04 \x01(\x05\x12\x11\n\tivf_nlist\x18\x05 \x01(\x05\x12\x12\n\nivf_nprobe\x18\x06 \x01(\x05\"C\n\x1c\x43onfigureTenantIndexResponse\x12\x12\n\nindex_kind\x18\x01 \x01(\t\x12\x0f\n\x07vectors\x18\x02 \x01(\x05\"9\n\x11GetEntriesRequest\x12\x11\n\ttenant_id\x18\x01 \x01(\t\x12\x11\n\tentry_ids\x18\x02 \x03(\t\">\n\x12GetEntriesResponse\x12(\n\x07\x65ntries\x18\x01 \x03(\x0b\x32\x17.nucleus.v1.ScoredEntry2\xe3\x07\n\x0eKnowledgeStore\x12Z\n\x0fIngestDocuments\x12\".nucleus.v1.IngestDocumentsRequest\x1a#.nucleus.v1.IngestDocumentsResponse\x12Z\n\x0f\x44\x65leteArtifacts\x12\".nucleus.v1.DeleteArtifactsRequest\x1a#.nucleus.v1.DeleteArtifactsResponse\x12\x63\n\x1eSearchPersonaKnowledgeByVector\x12\x1f.nucleus.v1.VectorSearchRequest\x1a .nucleus.v1.VectorSearchResponse\x12\x64\n\x1fSearchPersonaKnowledgeByFilters\x12\x1f.nucleus.v1.FilterSearchRequest\x1a .nucleus.v1.FilterSearchResponse\x12I\n\x0eGetTenantStats\x12\x1e.nucleus.v1.TenantStatsRequest\x1a\x17.nucleus.v1.TenantStats\x12i\n\x14\x43onfigureTenantIndex\x12\'.nucleus.v1.ConfigureTenantIndexRequest\x1a(.nucleus.v1.ConfigureTenantIndexResponse\x12K\n\nGetEntries\x12\x1d.nucleus.v1.GetEntriesRequest\x1a\x1e.nucleus.v1.GetEntriesResponse\x12K\n\x11PutRankingProfile\x12\x1a.nucleus.v1.RankingProfile\x1a\x1a.nucleus.v1.RankingProfile\x12U\n\x11GetRankingProfile\x12$.nucleus.v1.GetRankingProfileRequest\x1a\x1a.nucleus.v1.RankingProfile\x12\x66\n\x13ListRankingProfiles\x12&.nucleus.v1.ListRankingProfilesRequest\x1a\'.nucleus.v1.ListRankingProfilesResponse\x12?\n\x0eRecordFeedback\x12\x14.nucleus.v1.Feedback\x1a\x17.nucleus.v1.FeedbackAckb\x06proto3')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
@@ -47,31 +47,31 @@ if not _descriptor._USE_C_DESCRIPTORS:
   _globals['_FLOATVECTOR']._serialized_start=653
   _globals['_FLOATVECTOR']._serialized_end=682
   _globals['_VECTORSEARCHREQUEST']._serialized_start=685
-  _globals['_VECTORSEARCHREQUEST']._serialized_end=841
-  _globals['_SCOREDENTRY']._serialized_start=844
-  _globals['_SCOREDENTRY']._serialized_end=991
-  _globals['_VECTORHITS']._serialized_start=993
-  _globals['_VECTORHITS']._serialized_end=1044
-  _globals['_VECTORSEARCHRESPONSE']._serialized_start=1046
-  _globals['_VECTORSEARCHRESPONSE']._serialized_end=1131
-  _globals['_FILTERSEARCHREQUEST']._serialized_start=1134
-  _globals['_FILTERSEARCHREQUEST']._serialized_end=1284
-  _globals['_FILTERSEARCHRESPONSE']._serialized_start=1286
-  _globals['_FILTERSEARCHRESPONSE']._serialized_end=1368
-  _globals['_TENANTSTATSREQUEST']._serialized_start=1370
-  _globals['_TENANTSTATSREQUEST']._serialized_end=1409
-  _globals['_SOURCESTATS']._serialized_start=1412
-  _globals['_SOURCESTATS']._serialized_end=1569
-  _globals['_TENANTSTATS']._serialized_start=1572
-  _globals['_TENANTSTATS']._serialized_end=1787
-  _globals['_CONFIGURETENANTINDEXREQUEST']._serialized_start=1790
-  _globals['_CONFIGURETENANTINDEXREQUEST']._serialized_end=1937
-  _globals['_CONFIGURETENANTINDEXRESPONSE']._serialized_start=1939
-  _globals['_CONFIGURETENANTINDEXRESPONSE']._serialized_end=2006
-  _globals['_GETENTRIESREQUEST']._serialized_start=2008
-  _globals['_GETENTRIESREQUEST']._serialized_end=2065
-  _globals['_GETENTRIESRESPONSE']._serialized_start=2067
-  _globals['_GETENTRIESRESPONSE']._serialized_end=2129
-  _globals['_KNOWLEDGESTORE']._serialized_start=2132
-  _globals['_KNOWLEDGESTORE']._serialized_end=3127
+  _globals['_VECTORSEARCHREQUEST']._serialized_end=860
+  _globals['_SCOREDENTRY']._serialized_start=863
+  _globals['_SCOREDENTRY']._serialized_end=1010
+  _globals['_VECTORHITS']._serialized_start=1012
+  _globals['_VECTORHITS']._serialized_end=1063
+  _globals['_VECTORSEARCHRESPONSE']._serialized_start=1065
+  _globals['_VECTORSEARCHRESPONSE']._serialized_end=1150
+  _globals['_FILTERSEARCHREQUEST']._serialized_start=1153
+  _globals['_FILTERSEARCHREQUEST']._serialized_end=1322
+  _globals['_FILTERSEARCHRESPONSE']._serialized_start=1324
+  _globals['_FILTERSEARCHRESPONSE']._serialized_end=1406
+  _globals['_TENANTSTATSREQUEST']._serialized_start=1408
+  _globals['_TENANTSTATSREQUEST']._serialized_end=1447
+  _globals['_SOURCESTATS']._serialized_start=1450
+  _globals['_SOURCESTATS']._serialized_end=1607
+  _globals['_TENANTSTATS']._serialized_start=1610
+  _globals['_TENANTSTATS']._serialized_end=1825
+  _globals['_CONFIGURETENANTINDEXREQUEST']._serialized_start=1828
+  _globals['_CONFIGURETENANTINDEXREQUEST']._serialized_end=1975
+  _globals['_CONFIGURETENANTINDEXRESPONSE']._serialized_start=1977
+  _globals['_CONFIGURETENANTINDEXRESPONSE']._serialized_end=2044
+  _globals['_GETENTRIESREQUEST']._serialized_start=2046
+  _globals['_GETENTRIESREQUEST']._serialized_end=2103
+  _globals['_GETENTRIESRESPONSE']._serialized_start=2105
+  _globals['_GETENTRIESRESPONSE']._serialized_end=2167
+  _globals['_KNOWLEDGESTORE']._serialized_start=2170
+  _globals['_KNOWLEDGESTORE']._serialized_end=3165
 # @@protoc_insertion_point(module_scope)

@@ -72,16 +72,18 @@ class FloatVector(_message.Message):
     def __init__(self, values: _Optional[_Iterable[float]] = ...) -> None: ...
 
 class VectorSearchRequest(_message.Message):
-    __slots__ = ("tenant_id", "query_vectors", "top_k", "filters")
+    __slots__ = ("tenant_id", "query_vectors", "top_k", "filters", "omit_text")
     TENANT_ID_FIELD_NUMBER: _ClassVar[int]
     QUERY_VECTORS_FIELD_NUMBER: _ClassVar[int]
     TOP_K_FIELD_NUMBER: _ClassVar[int]
     FILTERS_FIELD_NUMBER: _ClassVar[int]
+    OMIT_TEXT_FIELD_NUMBER: _ClassVar[int]
     tenant_id: str
     query_vectors: _containers.RepeatedCompositeFieldContainer[FloatVector]
     top_k: int
     filters: _common_pb2.KnowledgeSearchFilters
-    def __init__(self, tenant_id: _Optional[str] = ..., query_vectors: _Optional[_Iterable[_Union[FloatVector, _Mapping]]] = ..., top_k: _Optional[int] = ..., filters: _Optional[_Union[_common_pb2.KnowledgeSearchFilters, _Mapping]] = ...) -> None: ...
+    omit_text: bool
+    def __init__(self, tenant_id: _Optional[str] = ..., query_vectors: _Optional[_Iterable[_Union[FloatVector, _Mapping]]] = ..., top_k: _Optional[int] = ..., filters: _Optional[_Union[_common_pb2.KnowledgeSearchFilters, _Mapping]] = ..., omit_text: _Optional[bool] = ...) -> None: ...
 
 class ScoredEntry(_message.Message):
     __slots__ = ("entry", "artifact", "score", "rank")
@@ -110,18 +112,20 @@ class VectorSearchResponse(_message.Message):
     def __init__(self, per_query: _Optional[_Iterable[_Union[VectorHits, _Mapping]]] = ..., index_kind: _Optional[str] = ...) -> None: ...
 
 class FilterSearchRequest(_message.Message):
-    __slots__ = ("tenant_id", "keywords", "extra_keywords", "top_k", "filters")
+    __slots__ = ("tenant_id", "keywords", "extra_keywords", "top_k", "filters", "omit_text")
     TENANT_ID_FIELD_NUMBER: _ClassVar[int]
     KEYWORDS_FIELD_NUMBER: _ClassVar[int]
     EXTRA_KEYWORDS_FIELD_NUMBER: _ClassVar[int]
     TOP_K_FIELD_NUMBER: _ClassVar[int]
     FILTERS_FIELD_NUMBER: _ClassVar[int]
+    OMIT_TEXT_FIELD_NUMBER: _ClassVar[int]
     tenant_id: str
     keywords: str
     extra_keywords: _containers.RepeatedScalarFieldContainer[str]
     top_k: int
     filters: _common_pb2.KnowledgeSearchFilters
-    def __init__(self, tenant_id: _Optional[str] = ..., keywords: _Optional[str] = ..., extra_keywords: _Optional[_Iterable[str]] = ..., top_k: _Optional[int] = ..., filters: _Optional[_Union[_common_pb2.KnowledgeSearchFilters, _Mapping]] = ...) -> None: ...
+    omit_text: bool
+    def __init__(self, tenant_id: _Optional[str] = ..., keywords: _Optional[str] = ..., extra_keywords: _Optional[_Iterable[str]] = ..., top_k: _Optional[int] = ..., filters: _Optional[_Union[_common_pb2.KnowledgeSearchFilters, _Mapping]] = ..., omit_text: _Optional[bool] = ...) -> None: ...
 
 class FilterSearchResponse(_message.Message):
     __slots__ = ("hits", "query_terms")

@@ -40,18 +40,18 @@ class KnowledgeStoreClient:
         return response.artifacts_deleted, response.entries_deleted
 
     async def search_by_vector(self, tenant_id: str, vectors: np.ndarray, top_k: int, filters: m.SearchFilters,
-                               *, timeout_s: float | None = None) -> list[list[m.Hit]]:
+                               *, timeout_s: float | None = None, omit_text: bool = False) -> list[list[m.Hit]]:
         request = ks_pb.VectorSearchRequest(
-            tenant_id=tenant_id, top_k=top_k, filters=convert.filters_to_pb(filters),
+            tenant_id=tenant_id, top_k=top_k, filters=convert.filters_to_pb(filters), omit_text=omit_text,
             query_vectors=[ks_pb.FloatVector(values=row.tolist()) for row in np.atleast_2d(vectors)])
         response = await call(self._stub.SearchPersonaKnowledgeByVector, request,
                               timeout=timeout_s or self.timeout_s, service=SERVICE)
         return [[convert.hit_from_pb(h) for h in q.hits] for q in response.per_query]
 
     async def search_by_filters(self, tenant_id: str, keywords: str, extra_keywords: Sequence[str], top_k: int,
-                                filters: m.SearchFilters, *, timeout_s: float | None = None
-                                ) -> tuple[list[m.Hit], list[str]]:
-        request = ks_pb.FilterSearchRequest(tenant_id=tenant_id, keywords=keywords,
+                                filters: m.SearchFilters, *, timeout_s: float | None = None,
+                                omit_text: bool = False) -> tuple[list[m.Hit], list[str]]:
+        request = ks_pb.FilterSearchRequest(tenant_id=tenant_id, keywords=keywords, omit_text=omit_text,
                                             extra_keywords=list(extra_keywords), top_k=top_k,
                                             filters=convert.filters_to_pb(filters))
         response = await call(self._stub.SearchPersonaKnowledgeByFilters, request,
@@ -69,9 +69,10 @@ class KnowledgeStoreClient:
                               timeout=self.ingest_timeout_s, service=SERVICE)
         return response.index_kind, response.vectors
 
-    async def get_entries(self, tenant_id: str, entry_ids: Sequence[str]) -> list[m.Hit]:
+    async def get_entries(self, tenant_id: str, entry_ids: Sequence[str], *,
+                          timeout_s: float | None = None) -> list[m.Hit]:
         response = await call(self._stub.GetEntries, ks_pb.GetEntriesRequest(
-            tenant_id=tenant_id, entry_ids=list(entry_ids)), timeout=self.timeout_s, service=SERVICE)
+            tenant_id=tenant_id, entry_ids=list(entry_ids)), timeout=timeout_s or self.timeout_s, service=SERVICE)
         return [convert.hit_from_pb(h) for h in response.entries]
 
     async def put_profile(self, profile: m.RankingProfile) -> m.RankingProfile:

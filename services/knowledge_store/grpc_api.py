@@ -41,7 +41,8 @@ class KnowledgeStoreServicer(ks_grpc.KnowledgeStoreServicer):
             request.tenant_id, matrix, request.top_k, convert.filters_from_pb(request.filters)
         )
         return ks_pb.VectorSearchResponse(
-            per_query=[ks_pb.VectorHits(hits=[convert.hit_to_pb(h) for h in hits]) for hits in per_query],
+            per_query=[ks_pb.VectorHits(hits=[convert.hit_to_pb(h, with_text=not request.omit_text) for h in hits])
+                       for hits in per_query],
         )
 
     @translate_errors
@@ -50,7 +51,8 @@ class KnowledgeStoreServicer(ks_grpc.KnowledgeStoreServicer):
             request.tenant_id, request.keywords, list(request.extra_keywords), request.top_k,
             convert.filters_from_pb(request.filters),
         )
-        return ks_pb.FilterSearchResponse(hits=[convert.hit_to_pb(h) for h in hits], query_terms=terms)
+        return ks_pb.FilterSearchResponse(hits=[convert.hit_to_pb(h, with_text=not request.omit_text) for h in hits],
+                                          query_terms=terms)
 
     @translate_errors
     async def GetTenantStats(self, request, context):

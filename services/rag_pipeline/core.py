@@ -273,7 +273,7 @@ class RagPipeline:
                 try:
                     dense_hits = await self._ks.search_by_vector(
                         request.tenant_id, vectors, request.top_k_initial, request.filters,
-                        timeout_s=s.retrieval_timeout_s)
+                        timeout_s=s.retrieval_timeout_s, omit_text=True)
                     span.set_attribute("nucleus.candidates", sum(len(h) for h in dense_hits))
                 except (NotFound, InvalidArgument):
                     keyword_task.cancel()
@@ -294,7 +294,7 @@ class RagPipeline:
             raise Unavailable("both retrieval legs failed: " + "; ".join(reasons))
 
         with tracer.start_as_current_span("rag.merge") as span:
-            merged = _merge(dense_hits or [], keyword_hits)
+            merged = _merge(dense_hits or [], keyword_hits, collapse=s.collapse_by_artifact)
             span.set_attribute("nucleus.candidates", len(merged))
         t = mark("merge", t)
 
@@ -308,12 +308,17 @@ class RagPipeline:
 
         if ranked is not None and request.prefs.rerank and len(merged) > 1:
             with tracer.start_as_current_span("rag.rerank"):
-                ranked, candidates, rerank_reason = await self._rerank(request, merged, candidates, config)
+                ranked, candidates, rerank_reason = await self._rerank(request, merged, candidates, config, reasons)
                 if rerank_reason:
                     reasons.append(rerank_reason)
             t = mark("rerank", t)
 
-        results = _results(merged, ranked, candidates, config, request.query, request.prefs.explain) if ranked else ()
+        results: tuple[RankedResult, ...] = ()
+        if ranked is not None:
+            # The legs sent no chunk text; fetch it for the final results only.
+            await self._load_texts(request.tenant_id, [merged[int(r)] for r in ranked.rows], reasons)
+            results = _results(merged, ranked, candidates, config, request.query, request.prefs.explain)
+            t = mark("fetch", t)
         mark("total", t0)
         debug = "; ".join([f"phrases={len(phrases)}", f"candidates={len(merged)}",
                            f"temporal_cues={','.join(intent.cues) or '-'}", *notes])
@@ -330,7 +335,7 @@ class RagPipeline:
                                  query=list(phrases))  # telemetry hook
             hits, terms = await self._ks.search_by_filters(
                 request.tenant_id, phrases[0], list(phrases[1:]), request.top_k_initial, request.filters,
-                timeout_s=self._settings.retrieval_timeout_s)
+                timeout_s=self._settings.retrieval_timeout_s, omit_text=True)
             span.set_attribute("nucleus.candidates", len(hits))
             return hits, terms
 
@@ -359,10 +364,28 @@ class RagPipeline:
                 vectors = np.vstack([given, vectors])
             return vectors, ""
 
+    async def _load_texts(self, tenant_id: str, chosen: list[_Merged], reasons: list[str]) -> None:
+        """Put the full chunk text into the chosen candidates (one GetEntries call). If the store
+        cannot answer, fall back to the stored summary and say so."""
+        missing = [m for m in chosen if not m.hit.entry.text]
+        if not missing:
+            return
+        try:
+            fetched = {h.entry.id: h.entry for h in await self._ks.get_entries(
+                tenant_id, [m.hit.entry.id for m in missing], timeout_s=self._settings.retrieval_timeout_s)}
+        except NucleusError as err:
+            fetched = {}
+            reasons.append(f"full text unavailable, summaries returned: {err}")
+        for m in missing:
+            entry = fetched.get(m.hit.entry.id)
+            text = entry.text if entry is not None else m.hit.entry.content_summary
+            m.hit = replace(m.hit, entry=replace(m.hit.entry, text=text))
+
     async def _rerank(self, request: SearchRequest, merged: list[_Merged], candidates: Candidates,
-                      config: RankingConfig) -> tuple[Any, Candidates, str]:
+                      config: RankingConfig, reasons: list[str]) -> tuple[Any, Candidates, str]:
         first = rank(candidates, config, min(RERANK_TOP_N, len(merged)))
         rows = [int(r) for r in first.rows]
+        await self._load_texts(request.tenant_id, [merged[r] for r in rows], reasons)
         try:
             scored = await self._llm.rerank(request.query, [(merged[r].hit.entry.id, merged[r].hit.entry.text)
                                                              for r in rows], timeout_s=self._settings.embed_timeout_s)
@@ -414,8 +437,16 @@ def _config_for(prefs: Preferences, profile: RankingProfile, apply_recency: bool
     )
 
 
-def _merge(dense: list[list[Hit]], keyword: list[Hit]) -> list[_Merged]:
-    """De-duplicate by entry id; keep the best cosine/rank over phrases and the BM25 signal."""
+def _merge(dense: list[list[Hit]], keyword: list[Hit], *, collapse: bool = True) -> list[_Merged]:
+    """De-duplicate by entry id, keeping the best cosine/rank over phrases and the BM25 signal.
+
+    With `collapse`, candidates are then pooled per artifact (MaxP, as in passage-level
+    retrieval of long documents): the artifact's dense signal is its best chunk's cosine, its
+    BM25 signal its best chunk's BM25, each with the best rank; it is represented by the chunk
+    with the strongest single signal. Without pooling, a document whose best dense chunk and
+    best keyword chunk differ would see its evidence split over two half-scored candidates,
+    and near-duplicate chunks of one document would crowd out other documents.
+    """
     by_id: dict[str, _Merged] = {}
     for per_phrase in dense:
         for hit in per_phrase:
@@ -432,7 +463,32 @@ def _merge(dense: list[list[Hit]], keyword: list[Hit]) -> list[_Merged]:
             by_id[hit.entry.id] = _Merged(hit=hit, bm25=hit.score, bm25_rank=hit.rank)
         else:
             m.bm25, m.bm25_rank = hit.score, hit.rank
-    return list(by_id.values())
+    if not collapse:
+        return list(by_id.values())
+    by_artifact: dict[str, _Merged] = {}
+    for m in by_id.values():
+        pooled = by_artifact.get(m.hit.entry.artifact_id)
+        if pooled is None:
+            by_artifact[m.hit.entry.artifact_id] = _Merged(m.hit, m.dense, m.dense_rank, m.bm25, m.bm25_rank)
+            continue
+        if _best_rank(m) < _best_rank(pooled):
+            pooled.hit = m.hit
+        if not math.isnan(m.dense) and (math.isnan(pooled.dense) or m.dense > pooled.dense):
+            pooled.dense = m.dense
+        if not math.isnan(m.bm25) and (math.isnan(pooled.bm25) or m.bm25 > pooled.bm25):
+            pooled.bm25 = m.bm25
+        pooled.dense_rank = _min_rank(pooled.dense_rank, m.dense_rank)
+        pooled.bm25_rank = _min_rank(pooled.bm25_rank, m.bm25_rank)
+    return list(by_artifact.values())
+
+
+def _min_rank(a: int, b: int) -> int:
+    """The better of two 1-based ranks where 0 means absent."""
+    return b if a == 0 else a if b == 0 else min(a, b)
+
+
+def _best_rank(m: _Merged) -> int:
+    return _min_rank(m.dense_rank, m.bm25_rank) or 1 << 30
 
 
 def _candidates(merged: list[_Merged]) -> Candidates:

@@ -114,5 +114,9 @@ def test_the_embedding_cache_is_written_reused_and_rejected_when_stale(tmp_path:
     fresh, cached = cache.corpus_vectors(ds, model)
     assert not cached
     np.testing.assert_allclose(fresh, vectors, atol=1e-5)
+    cache.path_for(ds).unlink()                                              # only ks_index's file left
+    reused, cached = cache.corpus_vectors(ds, model)
+    assert cached and cache.path_for(ds).is_file()
+    np.testing.assert_array_equal(reused, fresh)
     cache.write_query_vectors(ds, {"q1": fresh[1]})
     assert np.load(tmp_path / "cache" / "scifact_minilm_queries.npy").shape == (1, 384)
