@@ -9,7 +9,10 @@ from __future__ import annotations
 
 import argparse
 import os
+import sys
 from pathlib import Path
+
+from rich.console import Console
 
 from shared.errors import InvalidArgument
 
@@ -87,5 +90,6 @@ def cmd_bench(args: argparse.Namespace) -> int:
         throughput_queries=args.throughput_queries, max_queries=args.max_queries, ingest_batch=args.ingest_batch,
         force_ingest=args.force_ingest, timeout_s=args.timeout, warmup=args.warmup, query_cache=args.query_cache, baseline=not args.no_baseline,
         plots=not args.no_plots)
-    result = run_bench(options)
+    console = Console() if sys.stdout.isatty() else Console(width=140)   # logs keep whole table rows
+    result = run_bench(options, console)
     return 1 if result["isolation"]["violations"] else 0

@@ -3,6 +3,7 @@ its own stack (ephemeral ports, temp data dir), two tenant slices, the in-proces
 and the report files."""
 from __future__ import annotations
 
+import io
 import json
 from pathlib import Path
 
@@ -78,7 +79,7 @@ def bench_result(tmp_path_factory):
     options = BenchOptions(
         datasets=[dataset], tenants=["tiny"], tenant_slices=2, cache_dir=tmp / "cache", stack_dir=tmp / "stack",
         out_dir=tmp / "out", concurrency=(1, 4), throughput_queries=3, warmup=1)
-    return run_bench(options, Console(file=open(tmp / "console.txt", "w"), width=120)), options
+    return run_bench(options, Console(file=io.StringIO(), width=120)), options
 
 
 def test_the_harness_writes_json_markdown_queries_and_plots(bench_result):
@@ -134,7 +135,7 @@ def test_a_second_run_skips_the_ingest_and_reuses_the_embedding_cache(bench_resu
         datasets=first.datasets, tenants=first.tenants, tenant_slices=2, cache_dir=first.cache_dir,
         stack_dir=first.stack_dir, out_dir=tmp_path / "out2", concurrency=(1,), throughput_queries=1, warmup=0,
         dense_weights=(0.5,), plots=False)
-    result = run_bench(options, Console(file=open(tmp_path / "console.txt", "w"), width=120))
+    result = run_bench(options, Console(file=io.StringIO(), width=120))
     for i in result["ingest"]:
         assert i["ingested_now"] == 0 and i["skipped"] == i["documents"] and not i["measured_now"]
     assert all(c["from_cache"] for c in result["baseline"]["embedding_cache"].values())
