@@ -28,6 +28,7 @@ reversible.
 """
 from __future__ import annotations
 
+import functools
 import json
 import sqlite3
 import threading
@@ -437,12 +438,19 @@ _HIT_COLUMNS = """e.rid, e.entry_id, e.persona_id, e.artifact_id, e.chunk_index,
     a.feedback_helpful, a.feedback_unhelpful"""
 
 
+@functools.lru_cache(maxsize=8192)
+def _json_tuple(text: str) -> tuple[str, ...]:
+    """A stored JSON list as a tuple; cached, since a handful of owner/tag/group lists repeat
+    across every hit of every search (decoding them was the largest cost of building hits)."""
+    return tuple(json.loads(text))
+
+
 def _artifact_summary(row: Sequence) -> ArtifactSummary:
     return ArtifactSummary(
         artifact_id=row[3], title=row[10], source_type=row[11], source_id=row[12], source_uri=row[13],
         file_name=row[14], file_type=row[15], created_unix=row[16], modified_unix=row[17],
-        owners=tuple(json.loads(row[18])), tags=tuple(json.loads(row[19])),
-        reputation_prior=row[20], visibility_groups=tuple(json.loads(row[21])),
+        owners=_json_tuple(row[18]), tags=_json_tuple(row[19]),
+        reputation_prior=row[20], visibility_groups=_json_tuple(row[21]),
         feedback_helpful=row[22], feedback_unhelpful=row[23])
 
 
