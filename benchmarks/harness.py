@@ -126,6 +126,7 @@ def run_bench(options: BenchOptions, console: Console | None = None) -> dict:
     options.validate()
     started = time.time()
     load_start = _loadavg()
+    revision = _git_revision()      # now: the services about to start run this tree
     out_dir = options.out_dir or DEFAULT_OUT / time.strftime("%Y%m%d-%H%M%S", time.localtime(started))
     datasets = _load_datasets(options)
     plans = plan_tenants(list(zip(datasets, options.tenants)), options.tenant_slices)
@@ -146,7 +147,7 @@ def run_bench(options: BenchOptions, console: Console | None = None) -> dict:
 
     baseline = _baseline_phase(options, datasets, runs, console) if options.baseline else None
     baseline_records = baseline.pop("_records") if baseline else []
-    result = _assemble(options, started, datasets, stack, runs, methods, service, baseline)
+    result = _assemble(options, started, revision, datasets, stack, runs, methods, service, baseline)
     result["run"]["host"]["loadavg_1m"] = {"start": load_start, "end": _loadavg()}
     records = runs_to_records(runs, service) + [asdict(r) for r in baseline_records]
     paths = report_mod.write_all(result, records, out_dir, plots=options.plots)
@@ -350,7 +351,7 @@ def _baseline_phase(options: BenchOptions, datasets: list[BeirDataset], runs: li
 
 
 # ------------------------------------------------------------------------------------ result
-def _assemble(options: BenchOptions, started: float, datasets: list[BeirDataset], stack: Stack,
+def _assemble(options: BenchOptions, started: float, revision: str, datasets: list[BeirDataset], stack: Stack,
               runs: list[_TenantRun], methods: list[Method], service: dict, baseline: dict | None) -> dict:
     quality: dict[str, dict] = {}
     for run in runs:
@@ -394,7 +395,7 @@ def _assemble(options: BenchOptions, started: float, datasets: list[BeirDataset]
         "benchmark": "nucleus bench",
         "run": {"started_unix": int(started), "finished_unix": int(time.time()),
                 "started": time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(started)),
-                "git": _git_revision(), "host": {"cpus": os.cpu_count(), "machine": platform.machine(),
+                "git": revision, "host": {"cpus": os.cpu_count(), "machine": platform.machine(),
                                                   "python": platform.python_version()},
                 "options": {k: (str(v) if isinstance(v, Path) else v) for k, v in asdict(options).items()
                             if k not in ("datasets",)} | {"datasets": [str(d) for d in options.datasets]}},

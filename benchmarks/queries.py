@@ -54,7 +54,7 @@ class Method:
 
 def methods_for(dense_weights: Sequence[float]) -> list[Method]:
     methods = [Method("default", description="no preferences: the tenant's default profile (4R weights as shipped)")]
-    for alpha in dense_weights:
+    for alpha in dict.fromkeys(dense_weights):   # a weight given twice is one method
         methods.append(Method(f"convex-a{alpha:g}", "convex", float(alpha),
                               f"convex fusion, dense weight {alpha:g}, relevancy only"))
     methods += [Method("rrf", "rrf", 0.5, "reciprocal rank fusion (k 60), relevancy only"),
