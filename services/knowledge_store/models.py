@@ -161,7 +161,7 @@ class RankingProfile:
     richness_weight: float = 0.05
     reputation_weight: float = 0.1
     fusion_method: str = "convex"
-    dense_weight: float = 0.5
+    dense_weight: float = 0.6           # SciFact: 0.6 best of 0.3-0.7 (docs/BENCHMARKS.md)
     recency_mode: str = "auto"
     recency_half_life_days: float = 180.0
     reputation_prior_strength: float = 4.0

@@ -273,7 +273,7 @@ class RagPipeline:
                 try:
                     dense_hits = await self._ks.search_by_vector(
                         request.tenant_id, vectors, request.top_k_initial, request.filters,
-                        timeout_s=s.retrieval_timeout_s, omit_text=True)
+                        timeout_s=s.retrieval_timeout_s, omit_text=_lean(request))
                     span.set_attribute("nucleus.candidates", sum(len(h) for h in dense_hits))
                 except (NotFound, InvalidArgument):
                     keyword_task.cancel()
@@ -335,7 +335,7 @@ class RagPipeline:
                                  query=list(phrases))  # telemetry hook
             hits, terms = await self._ks.search_by_filters(
                 request.tenant_id, phrases[0], list(phrases[1:]), request.top_k_initial, request.filters,
-                timeout_s=self._settings.retrieval_timeout_s, omit_text=True)
+                timeout_s=self._settings.retrieval_timeout_s, omit_text=_lean(request))
             span.set_attribute("nucleus.candidates", len(hits))
             return hits, terms
 
@@ -399,6 +399,12 @@ class RagPipeline:
 
 
 # ---------------------------------------------------------------------- helpers
+def _lean(request: SearchRequest) -> bool:
+    """Retrieve without chunk text (and fetch it for the final results only) when few of the
+    candidates will be returned; when most will, one round trip with text is cheaper."""
+    return request.top_k_final * 4 <= request.top_k_initial
+
+
 def _validate_weights(weights: Sequence[float], field: str) -> None:
     names = ("relevancy_weight", "recency_weight", "richness_weight", "reputation_weight")
     for name, w in zip(names, weights):

@@ -227,7 +227,7 @@ def register_core_tools(mcp: MCPServer, pipeline: RagPipeline, principal: Callab
         weights: WeightsIn,
         persona_id: str = "",
         fusion_method: Literal["convex", "convex_minmax", "rrf"] = "convex",
-        dense_weight: Annotated[float, Field(ge=0, le=1)] = 0.5,
+        dense_weight: Annotated[float, Field(ge=0, le=1)] = 0.6,
         recency_mode: Literal["auto", "always", "never"] = "auto",
         recency_half_life_days: Annotated[float, Field(gt=0)] = 180.0,
         reputation_prior_strength: Annotated[float, Field(gt=0)] = 4.0,
