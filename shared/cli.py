@@ -263,8 +263,8 @@ def cmd_demo(args: argparse.Namespace) -> int:
     sample = queries.read_text().splitlines()[0].strip() if queries.exists() else "latest firmware update procedure"
     args.query, args.top_k, args.profile, args.expand, args.rerank, args.json = sample, 5, "", False, False, False
     cmd_search(args)
-    console.print("\nThe stack keeps running. Try: [bold]nucleus search \"travel expense limits\" --tenant demo[/bold]"
-                  " — stop it with [bold]nucleus down[/bold].")
+    console.print("\nThe stack keeps running. Try: [bold].venv/bin/nucleus search \"travel expense limits\" --tenant demo[/bold]"
+                  " — stop it with [bold]make down[/bold].")
     return 0
 
 
