@@ -403,11 +403,15 @@ async def test_metrics_reach_the_collector_per_stage_and_per_rpc(receiver, query
                    and any(p.get("nucleus.stage") == "rag.search_and_rank" for p in m["points"])
                    for m in receiver.metrics)
 
+    expected = {("rpc.server.call.duration", "nucleus-knowledge-store"),
+                ("rpc.client.call.duration", "nucleus-rag-pipeline"),
+                ("nucleus.stage.calls", "nucleus-llm-orchestration")}
+
+    def every_service_exported() -> bool:   # each process exports on its own schedule
+        return expected <= {(m["name"], m["service"]) for m in receiver.metrics}
+
     receiver.wait_for("the per-stage latency histogram", stage_metric)
-    names = {(m["name"], m["service"]) for m in receiver.metrics}
-    assert ("rpc.server.call.duration", "nucleus-knowledge-store") in names
-    assert ("rpc.client.call.duration", "nucleus-rag-pipeline") in names
-    assert ("nucleus.stage.calls", "nucleus-llm-orchestration") in names
+    receiver.wait_for("the per-RPC and per-stage metrics of every service", every_service_exported)
 
 
 async def test_nucleus_traces_draws_the_query_from_the_local_files(query_trace, traced_stack, capsys):
