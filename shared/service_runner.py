@@ -166,3 +166,11 @@ async def run_stdio(spec: ServiceSpec) -> None:
         if spec.close is not None:
             await spec.close()
         shutdown_telemetry()  # telemetry hook
+
+
+async def serve(build: Callable[[], ServiceSpec], settings: ServiceSettings, *, stdio: bool,
+                ready_file: Path | None = None) -> None:
+    """Build the spec inside the running loop (gRPC aio channels belong to the loop that
+    creates them), then serve it over stdio or gRPC + HTTP."""
+    spec = build()
+    await (run_stdio(spec) if stdio else run_service(spec, settings, ready_file=ready_file))

@@ -12,7 +12,7 @@ from services.knowledge_store.mcp_api import build_mcp
 from services.llm_orchestration.client import LlmOrchestrationClient
 from shared.log import configure_logging
 from shared.service_main import apply_overrides, parse_args
-from shared.service_runner import ServiceSpec, run_service, run_stdio
+from shared.service_runner import ServiceSpec, serve
 from shared.settings import KnowledgeStoreSettings
 
 
@@ -44,17 +44,12 @@ def build(settings: KnowledgeStoreSettings, *, stdio: bool) -> ServiceSpec:
     )
 
 
-async def serve(settings: KnowledgeStoreSettings, *, stdio: bool, ready_file=None) -> None:
-    """Build inside the running loop: gRPC aio channels belong to the loop that creates them."""
-    spec = build(settings, stdio=stdio)
-    await (run_stdio(spec) if stdio else run_service(spec, settings, ready_file=ready_file))
-
-
 def main() -> None:
     args = parse_args("nucleus-knowledge-store", "Nucleus KnowledgeStore: FAISS + BM25 + metadata, tenant-scoped")
     settings = apply_overrides(KnowledgeStoreSettings(), args)
     configure_logging(settings.log_level)
-    asyncio.run(serve(settings, stdio=args.stdio, ready_file=args.ready_file))
+    asyncio.run(serve(lambda: build(settings, stdio=args.stdio), settings, stdio=args.stdio,
+                      ready_file=args.ready_file))
 
 
 if __name__ == "__main__":

@@ -12,6 +12,7 @@ from services.knowledge_store import models as m
 from services.knowledge_store.core import KnowledgeStore
 from shared.identity import Principal, current_principal
 from shared.mcp_errors import guarded
+from shared.mcp_schemas import FiltersIn
 
 
 class DocumentIn(BaseModel):
@@ -32,14 +33,7 @@ class DocumentIn(BaseModel):
     visibility_groups: list[str] = Field(default_factory=list)
 
 
-class FiltersIn(BaseModel):
-    date_from_unix: int = 0
-    date_to_unix: int = 0
-    source_types: list[str] = Field(default_factory=list)
-    tags: list[str] = Field(default_factory=list)
-    owners: list[str] = Field(default_factory=list)
-    artifact_ids: list[str] = Field(default_factory=list)
-    source_ids: list[str] = Field(default_factory=list)
+class KnowledgeFiltersIn(FiltersIn):
     persona_id: str = ""
 
 
@@ -93,13 +87,9 @@ class StatsOut(BaseModel):
     sources: list[SourceOut]
 
 
-def _filters(f: FiltersIn | None, who: Principal) -> m.SearchFilters:
-    f = f or FiltersIn()
-    return m.SearchFilters(
-        date_from_unix=f.date_from_unix, date_to_unix=f.date_to_unix, source_types=tuple(f.source_types),
-        tags=tuple(f.tags), owners=tuple(f.owners), artifact_ids=tuple(f.artifact_ids),
-        source_ids=tuple(f.source_ids), persona_id=f.persona_id, visibility_groups=who.groups,
-        enforce_visibility=True)
+def _filters(f: KnowledgeFiltersIn | None, who: Principal) -> m.SearchFilters:
+    f = f or KnowledgeFiltersIn()
+    return f.to_filters(persona_id=f.persona_id, groups=who.groups)
 
 
 def _hits(hits: list[m.Hit], terms: list[str] | None = None) -> HitsOut:
@@ -134,7 +124,7 @@ def build_mcp(store: KnowledgeStore, *, allow_local_identity: bool) -> MCPServer
 
     @mcp.tool(name="search_by_vector", description="Top-k entries by cosine similarity to a query vector.")
     async def search_by_vector(query_vector: list[float], top_k: Annotated[int, Field(ge=1, le=1000)] = 10,
-                               filters: FiltersIn | None = None) -> HitsOut:
+                               filters: KnowledgeFiltersIn | None = None) -> HitsOut:
         async def run() -> HitsOut:
             principal = who()
             per_query = await store.search_by_vector(principal.tenant_id, np.asarray([query_vector], np.float32),
@@ -145,7 +135,7 @@ def build_mcp(store: KnowledgeStore, *, allow_local_identity: bool) -> MCPServer
     @mcp.tool(name="search_by_keywords", description=(
         "BM25 keyword search plus metadata filters (date range, source types, tags, owners, artifact ids)."))
     async def search_by_keywords(keywords: str, top_k: Annotated[int, Field(ge=1, le=1000)] = 10,
-                                 filters: FiltersIn | None = None) -> HitsOut:
+                                 filters: KnowledgeFiltersIn | None = None) -> HitsOut:
         async def run() -> HitsOut:
             principal = who()
             hits, terms = await store.search_by_filters(principal.tenant_id, keywords, [], top_k,

@@ -31,7 +31,7 @@ from shared.auth import (
 from shared.errors import InvalidArgument
 from shared.log import configure_logging
 from shared.service_main import apply_overrides, parse_args
-from shared.service_runner import ServiceSpec, run_service, run_stdio
+from shared.service_runner import ServiceSpec, serve
 from shared.settings import RagPipelineSettings
 from shared.signing import LinkSigner
 
@@ -103,17 +103,12 @@ def build(settings: RagPipelineSettings, *, stdio: bool) -> ServiceSpec:
     )
 
 
-async def serve(settings: RagPipelineSettings, *, stdio: bool, ready_file=None) -> None:
-    """Build inside the running loop: gRPC aio channels belong to the loop that creates them."""
-    spec = build(settings, stdio=stdio)
-    await (run_stdio(spec) if stdio else run_service(spec, settings, ready_file=ready_file))
-
-
 def main() -> None:
     args = parse_args("nucleus-rag-pipeline", "Nucleus RAGPipeline: SearchAndRank and the RAG MCP tools")
     settings = apply_overrides(RagPipelineSettings(), args)
     configure_logging(settings.log_level)
-    asyncio.run(serve(settings, stdio=args.stdio, ready_file=args.ready_file))
+    asyncio.run(serve(lambda: build(settings, stdio=args.stdio), settings, stdio=args.stdio,
+                      ready_file=args.ready_file))
 
 
 if __name__ == "__main__":

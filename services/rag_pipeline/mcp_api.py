@@ -17,13 +17,14 @@ from typing import Annotated, Any, Callable, Literal
 from mcp.server.mcpserver import Context, MCPServer
 from pydantic import BaseModel, Field
 
-from services.knowledge_store.models import RankingProfile, SearchFilters
+from services.knowledge_store.models import RankingProfile
 from services.rag_pipeline.access import AccessPolicy
 from services.rag_pipeline.core import RagPipeline
 from services.rag_pipeline.models import Preferences, SearchRequest, SearchResponse
 from services.rag_pipeline.rag_tools import RagTools
 from shared.identity import Principal
 from shared.mcp_errors import guarded
+from shared.mcp_schemas import FiltersIn
 
 class FourRScoresOut(BaseModel):
     relevancy: float
@@ -85,16 +86,6 @@ class SearchAndRankOut(BaseModel):
     profile_version: int
     query_phrases: list[str]
     temporal_intent: bool
-
-
-class FiltersIn(BaseModel):
-    date_from_unix: int = 0
-    date_to_unix: int = 0
-    source_types: list[str] = Field(default_factory=list)
-    tags: list[str] = Field(default_factory=list)
-    owners: list[str] = Field(default_factory=list)
-    artifact_ids: list[str] = Field(default_factory=list)
-    source_ids: list[str] = Field(default_factory=list)
 
 
 class WeightsIn(BaseModel):
@@ -195,11 +186,7 @@ def register_core_tools(mcp: MCPServer, pipeline: RagPipeline, principal: Callab
     ) -> SearchAndRankOut:
         async def run() -> SearchAndRankOut:
             who = principal(ctx)
-            f = filters or FiltersIn()
-            scope = await access.scope(who, base=SearchFilters(
-                date_from_unix=f.date_from_unix, date_to_unix=f.date_to_unix, source_types=tuple(f.source_types),
-                tags=tuple(f.tags), owners=tuple(f.owners), artifact_ids=tuple(f.artifact_ids),
-                source_ids=tuple(f.source_ids), persona_id=persona_id))
+            scope = await access.scope(who, base=(filters or FiltersIn()).to_filters(persona_id=persona_id))
             if scope.empty:
                 return search_response_out(SearchResponse(results=(), debug="no visible sources"))
             request = SearchRequest(
