@@ -5,17 +5,20 @@
       │               VectorIndex (FAISS, rebuilt from SQLite on open: vector_index.py)
       ├── ingest: validate all → extract/chunk/analyse (extraction, chunking, analysis,
       │           richness) → embed (injected Embedder) → ONE transaction → FAISS
-      └── searches: vector (FAISS with an id selector from the SQL filters), keyword (FTS5
-                    BM25 with the same filters in SQL), listing, get by id
+      │           KeywordIndex (in-memory BM25, rebuilt from SQLite's FTS5 rows on open:
+      │                         keyword_index.py)
+      └── searches: vector (FAISS with an id selector from the SQL filters), keyword (in-memory
+                    BM25 with a mask from the same SQL filters), listing, get by id
 
 Isolation is structural: a tenant's data lives only in `<data_dir>/tenants/<tenant>/` and in
 its own FAISS object; every call resolves exactly one tenant first.
 
-Consistency: writes commit SQLite first, then apply the change to FAISS; both happen while
-the tenant's readers/writer lock is held exclusively, and a vector search holds it shared
-for its SQLite snapshot plus its FAISS search, so a search never sees an id FAISS and SQLite
-disagree about. After a crash the FAISS index is rebuilt from what SQLite committed, so
-records = keyword rows = vectors always (`verify_integrity`).
+Consistency: writes commit SQLite first, then apply the change to FAISS and to the
+in-memory keyword index; all of it happens while the tenant's readers/writer lock is held
+exclusively, and a vector or keyword search holds it shared for its SQLite snapshot plus its
+in-memory search, so a search never sees an id the indexes and SQLite disagree about. After a
+crash both in-memory indexes are rebuilt from what SQLite committed, so records = keyword
+rows (FTS5, the durable keyword store) = vectors always (`verify_integrity`).
 
 Threads: SQLite and FAISS work runs in `asyncio.to_thread`. Writers to one tenant queue on
 an asyncio lock (no thread is parked while waiting) and a thread lock (correctness even
@@ -39,9 +42,10 @@ from numpy.typing import NDArray
 from opentelemetry import trace
 
 from services.knowledge_store import storage, validation
-from services.knowledge_store.analysis import analyse, fts_match_expression, query_terms
+from services.knowledge_store.analysis import analyse, query_terms
 from services.knowledge_store.chunking import CONTEXT_SEPARATOR, chunk_document, context_line
 from services.knowledge_store.extraction import ACCEPTED, content_kind, to_text
+from services.knowledge_store.keyword_index import KeywordBatch, KeywordIndex
 from services.knowledge_store.models import (
     INDEX_KINDS,
     ArtifactMeta,
@@ -70,7 +74,8 @@ T = TypeVar("T")
 
 SUMMARY_CHARS = 240
 MAX_FEEDBACK_COMMENT_CHARS = 4_000
-# Title/heading column vs body column in FTS5's bm25(); tuned on SciFact (benchmarks/bm25_scifact.py).
+# Title/heading column vs body column weights of the keyword BM25 (keyword_index.py; also accepted by
+# storage.keyword_search over FTS5); tuned on SciFact (benchmarks/bm25_scifact.py).
 DEFAULT_BM25_WEIGHTS = (1.0, 1.0)
 # Approximate indexes answer a filtered query exactly (vectors reconstructed from the index)
 # when the filter leaves at most this many entries, or when the approximate search came back
@@ -123,6 +128,7 @@ class _Tenant:
     tenant_id: str
     db: TenantDB
     index: VectorIndex
+    keywords: KeywordIndex
     rw: _RWLock = field(default_factory=_RWLock)
     write_lock: threading.Lock = field(default_factory=threading.Lock)
     _queues: weakref.WeakKeyDictionary = field(default_factory=weakref.WeakKeyDictionary)
@@ -148,6 +154,7 @@ class _IndexChange:
     removed: list[int]
     added: list[int]
     vectors: NDArray[np.float32]
+    keywords: KeywordBatch | None = None        # analysed terms of `added`, same order
 
 
 _NO_CHANGE = _IndexChange([], [], np.zeros((0, 0), np.float32))
@@ -215,15 +222,20 @@ class KnowledgeStore:
                 raise NucleusError(f"tenant '{tenant_id}' stores {stored_dim}-dimensional vectors but the "
                                    f"service is configured for {dim}")
             index = self._build_index(conn, IndexConfig.from_json(storage.get_meta(conn, "index_config")))
+            keywords = self._build_keywords(conn)
         except BaseException:
             db.close()
             raise
-        log.info("opened tenant %s: %d vectors, %s index", tenant_id, index.ntotal, index.kind)
-        return _Tenant(tenant_id=tenant_id, db=db, index=index)
+        log.info("opened tenant %s: %d vectors, %s index, %d keyword entries", tenant_id, index.ntotal,
+                 index.kind, keywords.ntotal)
+        return _Tenant(tenant_id=tenant_id, db=db, index=index, keywords=keywords)
 
     def _build_index(self, conn, config: IndexConfig) -> VectorIndex:
         ids, vectors = storage.load_vectors(conn, self._settings.dimension)
         return VectorIndex(self._settings.dimension, config, ids, vectors)
+
+    def _build_keywords(self, conn) -> KeywordIndex:
+        return KeywordIndex.build(storage.keyword_rows(conn), self._bm25_weights)
 
     # -- the write path ----------------------------------------------------------------------
 
@@ -245,12 +257,31 @@ class KnowledgeStore:
                     self._apply(tenant, change)
             if tenant.index.needs_rebuild:
                 self._rebuild(tenant)
+            if tenant.keywords.needs_compaction:
+                fresh = tenant.keywords.compacted()       # searches keep using the old one meanwhile
+                with tenant.rw.write():
+                    tenant.keywords = fresh
             return result
 
     def _apply(self, tenant: _Tenant, change: _IndexChange) -> None:
-        """Mirror a committed change in FAISS (caller holds the exclusive lock)."""
+        """Mirror a committed change in FAISS and the keyword index (caller holds the
+        exclusive lock)."""
         if not change.removed and not change.added:
             return
+        try:
+            tenant.keywords.remove(np.asarray(change.removed, np.int64))
+            if change.added:
+                if change.keywords is None:
+                    raise ValueError("added entries without their analysed terms")
+                tenant.keywords.add(change.added, change.keywords)
+        except Exception:
+            log.exception("keyword index update failed for tenant %s; rebuilding from SQLite", tenant.tenant_id)
+            try:
+                tenant.keywords = self._build_keywords(tenant.db.writer)
+            except Exception as err:
+                self._tenants.pop(tenant.tenant_id, None)     # next access reopens and rebuilds
+                raise Unavailable(f"keyword index of tenant '{tenant.tenant_id}' could not be rebuilt: "
+                                  f"{err}") from err
         try:
             tenant.index.remove(np.asarray(change.removed, np.int64))
             tenant.index.add(np.asarray(change.added, np.int64), change.vectors)
@@ -285,7 +316,7 @@ class KnowledgeStore:
         with tracer.start_as_current_span("knowledge_store.ingest") as span:
             span.set_attribute("nucleus.documents", len(docs))
             with tracer.start_as_current_span("knowledge_store.ingest.chunk") as stage:  # telemetry hook
-                prepared = await asyncio.to_thread(self._prepare_all, docs)
+                prepared, keyword_batch = await asyncio.to_thread(self._prepare_all, docs)
                 texts = [t for p in prepared for t in p.embed_texts]
                 stage.set_attribute("nucleus.documents", len(docs))
                 stage.set_attribute("nucleus.chunks", len(texts))
@@ -307,7 +338,7 @@ class KnowledgeStore:
                     removed += old
                     added += new
                     results.append(IngestResult(p.meta.artifact_id, len(new), len(old)))
-                return results, _IndexChange(removed, added, vectors)
+                return results, _IndexChange(removed, added, vectors, keyword_batch)
 
             started = time.perf_counter()
             with tracer.start_as_current_span("knowledge_store.ingest.commit") as stage:  # telemetry hook
@@ -345,8 +376,13 @@ class KnowledgeStore:
                 raise InvalidArgument(f"{f}.artifact.artifact_id",
                                       f"{doc.artifact.artifact_id!r} repeats documents[{first}]")
 
-    def _prepare_all(self, docs: list[DocumentIn]) -> list[_Prepared]:
-        return [self._prepare(doc, i) for i, doc in enumerate(docs)]
+    def _prepare_all(self, docs: list[DocumentIn]) -> tuple[list[_Prepared], KeywordBatch]:
+        """Chunks of every document, and their analysed terms ready for the keyword index
+        (counted here, before any lock, so the locked update only appends)."""
+        prepared = [self._prepare(doc, i) for i, doc in enumerate(docs)]
+        batch = KeywordBatch.from_docs(((r.fts_title, r.fts_body) for p in prepared for r in p.rows),
+                                       self._bm25_weights)
+        return prepared, batch
 
     def _prepare(self, doc: DocumentIn, i: int) -> _Prepared:
         s = self._settings
@@ -450,7 +486,8 @@ class KnowledgeStore:
 
     async def search_by_filters(self, tenant_id: str, keywords: str, extra_keywords: Sequence[str], top_k: int,
                                 filters: SearchFilters) -> tuple[list[Hit], list[str]]:
-        """BM25 over analysed terms of `keywords` and `extra_keywords` (OR-ed), filters in SQL.
+        """BM25 over analysed terms of `keywords` and `extra_keywords` (OR-ed), filters applied
+        inside the search (a mask of the entries the SQL filters allow).
 
         No keywords at all: a metadata-only listing, newest first, score 0. Keywords that
         analyse to no term (only stopwords): no hits. Returns (hits, analysed query terms).
@@ -482,11 +519,12 @@ class KnowledgeStore:
                              filters: SearchFilters) -> list[Hit]:
         if not listing and not terms:
             return []
-        with tenant.db.read() as conn:
+        with tenant.rw.read(), tenant.db.read() as conn:
             if listing:
                 scored = [(rid, 0.0) for rid in storage.listing(conn, filters, k)]
             else:
-                scored = storage.keyword_search(conn, fts_match_expression(terms), filters, k, self._bm25_weights)
+                allowed = None if filters.is_empty else storage.allowed_rids(conn, filters)
+                scored = tenant.keywords.search(terms, k, allowed)
             records = storage.records_by_rid(conn, (rid for rid, _ in scored), tenant.tenant_id)
         return _hits(records, [rid for rid, _ in scored], [s for _, s in scored])
 

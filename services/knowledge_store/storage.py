@@ -349,6 +349,11 @@ def load_vectors(conn: sqlite3.Connection, dimension: int) -> tuple[NDArray[np.i
     return np.asarray(ids, dtype=np.int64), vectors.reshape(len(ids), dimension).copy()
 
 
+def keyword_rows(conn: sqlite3.Connection) -> Iterator[tuple[int, str, str]]:
+    """Every (rid, analysed title terms, analysed body terms) of entries_fts, in rid order."""
+    yield from conn.execute("SELECT rowid, title, body FROM entries_fts ORDER BY rowid")
+
+
 # -- filters ---------------------------------------------------------------------------------
 
 # The date an entry is filtered (and ranked) by: its own timestamp, else the artifact's.
@@ -406,6 +411,9 @@ def all_rids(conn: sqlite3.Connection) -> NDArray[np.int64]:
 def keyword_search(conn: sqlite3.Connection, match: str, f: SearchFilters, k: int,
                    weights: tuple[float, float]) -> list[tuple[int, float]]:
     """(rid, BM25) best first; BM25 is FTS5's bm25() negated so that higher is better.
+
+    Not on the search path any more (the core searches keyword_index.KeywordIndex, built from
+    these FTS5 rows); kept as an SQL-only reference / diagnostic over the durable keyword store.
 
     FTS5's bm25 (k1 = 1.2, b = 0.75): term frequency = Σ over columns of weight × count,
     document length = tokens of all columns, avgdl over all rows, idf = ln((N − n + ½)/(n + ½))
