@@ -87,6 +87,9 @@ class RagPipelineSettings(ServiceSettings):
     # Rank artifacts, not chunks: each artifact's candidates pool their evidence (best cosine,
     # best BM25, best ranks) and the artifact is represented by its best chunk. See core._merge.
     collapse_by_artifact: bool = True
+    # Start the keyword leg while the query is being embedded (it needs no vector). On a
+    # machine with few cores the two compete for CPU; set false to run it after the embedding.
+    overlap_keyword_leg: bool = True
     embed_timeout_s: float = 3.0
     retrieval_timeout_s: float = 5.0
     default_top_k_initial: int = 50

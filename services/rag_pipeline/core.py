@@ -260,8 +260,10 @@ class RagPipeline:
         phrases = _dedupe(phrases)[:5]
 
         # Keyword leg starts now; it does not need vectors.
-        keyword_task = asyncio.create_task(self._keyword_leg(request, phrases))
+        keyword_task = asyncio.create_task(self._keyword_leg(request, phrases)) if s.overlap_keyword_leg else None
         vectors, embed_reason = await self._embed(request, phrases)
+        if keyword_task is None:
+            keyword_task = asyncio.create_task(self._keyword_leg(request, phrases))
         t = mark("embed", t)
         if embed_reason:
             reasons.append(embed_reason)
