@@ -1,35 +1,17 @@
 """Logging set-up: one call in each `main()`. Logs go to stderr (stdio MCP owns stdout).
 
-A redacting filter removes anything that looks like a secret (Bearer tokens, API keys,
-signed-link signatures) from every record, whatever logger produced it.
+A redacting filter (shared/redaction.py) removes anything that looks like a secret (Bearer
+tokens, API keys, signed-link signatures, registered keys) from every record, whatever logger
+produced it.
 """
 from __future__ import annotations
 
 import logging
-import re
 import sys
 
-_SECRET_PATTERNS = [
-    re.compile(r"(?i)(bearer\s+)[A-Za-z0-9._~+/=-]{6,}"),
-    re.compile(r"\bsk-[A-Za-z0-9_-]{6,}"),
-    re.compile(r"(?i)((?:api[_-]?key|token|secret|sig|signature|password|authorization)[\"']?\s*[:=]\s*[\"']?)[^\s\"'&,}]{4,}"),
-    re.compile(r"\beyJ[A-Za-z0-9_-]{5,}\.[A-Za-z0-9_-]{5,}\.[A-Za-z0-9_-]*"),  # JWTs
-]
-_extra_secrets: set[str] = set()
+from shared.redaction import redact, register_secret
 
-
-def register_secret(value: str) -> None:
-    """Make `value` (a configured key) redacted wherever it appears in a log line."""
-    if value and len(value) >= 4:
-        _extra_secrets.add(value)
-
-
-def redact(text: str) -> str:
-    for secret in _extra_secrets:
-        text = text.replace(secret, "[REDACTED]")
-    for pat in _SECRET_PATTERNS:
-        text = pat.sub(lambda m: (m.group(1) if m.groups() else "") + "[REDACTED]", text)
-    return text
+__all__ = ["configure_logging", "redact", "register_secret", "RedactingFilter"]
 
 
 class RedactingFilter(logging.Filter):

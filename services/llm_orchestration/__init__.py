@@ -8,7 +8,6 @@
     cache.py          LRU cache of query embeddings
     openai_client.py  the only code that talks HTTP: timeouts, retries, error translation
     breaker.py        circuit breaker in front of the OpenAI-compatible endpoint
-    redaction.py      keeps API keys out of errors and logs
     llm_json.py       reading a chat model's JSON reply
     expansion.py      LLM alternatives | keyword extraction (non-LLM, labelled)
     rerank.py         LLM 0–10 scores | embedding cosine (labelled)

@@ -46,7 +46,7 @@ from shared.errors import (DeadlineExceeded, NucleusError, ResourceExhausted, Un
 from shared.settings import LlmOrchestrationSettings
 
 from .breaker import CircuitBreaker
-from .redaction import Redactor
+from shared.redaction import Redactor
 
 log = logging.getLogger(__name__)
 _tracer = trace.get_tracer(__name__)

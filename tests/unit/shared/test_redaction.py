@@ -1,4 +1,4 @@
-from services.llm_orchestration.redaction import REDACTED, Redactor, redact
+from shared.redaction import REDACTED, Redactor, redact
 
 KEY = "k3y-VALUE-that-is-secret-42"
 
