@@ -1,7 +1,6 @@
 """KnowledgeStore gRPC adapter: decode, call the core, encode. No logic lives here."""
 from __future__ import annotations
 
-import numpy as np
 
 from nucleus.v1 import common_pb2 as pb
 from nucleus.v1 import knowledge_store_pb2 as ks_pb
@@ -32,14 +31,9 @@ class KnowledgeStoreServicer(ks_grpc.KnowledgeStoreServicer):
 
     @translate_errors
     async def SearchPersonaKnowledgeByVector(self, request, context):
-        vectors = [np.asarray(v.values, dtype=np.float32) for v in request.query_vectors]
-        lengths = {len(v) for v in vectors}
-        matrix = np.stack(vectors) if len(lengths) == 1 else np.empty((len(vectors), 0), np.float32)
-        if len(lengths) > 1:
-            raise InvalidArgument("query_vectors", f"all vectors must have the same dimension, got {sorted(lengths)}")
         per_query = await self._store.search_by_vector(
-            request.tenant_id, matrix, request.top_k, convert.filters_from_pb(request.filters)
-        )
+            request.tenant_id, [list(v.values) for v in request.query_vectors], request.top_k,
+            convert.filters_from_pb(request.filters))
         return ks_pb.VectorSearchResponse(
             per_query=[ks_pb.VectorHits(hits=[convert.hit_to_pb(h, with_text=not request.omit_text) for h in hits])
                        for hits in per_query],

@@ -122,8 +122,16 @@ def filters(f: SearchFilters, field: str = "filters") -> SearchFilters:
     return f
 
 
-def query_vectors(vectors: np.ndarray, dimension: int, field: str = "query_vectors") -> np.ndarray:
-    """(q, dimension) float32, C-contiguous, every value finite."""
+def query_vectors(vectors: np.ndarray | Sequence[Sequence[float]], dimension: int,
+                  field: str = "query_vectors") -> np.ndarray:
+    """(q, dimension) float32, C-contiguous, every value finite. Also accepts a list of rows
+    (as decoded from the wire), naming the first row of the wrong length."""
+    if isinstance(vectors, (list, tuple)):
+        if not vectors:
+            raise InvalidArgument(field, "at least one query vector is required")
+        for i, row in enumerate(vectors):
+            if len(row) != dimension:
+                raise InvalidArgument(f"{field}[{i}]", f"expected {dimension} dims, got {len(row)}")
     array = np.asarray(vectors)
     if array.ndim == 1:
         array = array[None, :]

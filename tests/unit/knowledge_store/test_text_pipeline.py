@@ -175,3 +175,19 @@ def test_richness_stays_in_unit_interval(seed):
     alphabet = "ab c\n|-#`*1. "
     text = "".join(rng.choice(alphabet) for _ in range(rng.randint(0, 3000)))
     assert 0.0 <= richness(text, under_heading=bool(seed % 2)) <= 1.0
+
+
+def test_query_vectors_as_wire_rows_name_the_row_of_the_wrong_length():
+    import pytest
+
+    from services.knowledge_store import validation
+    from shared.errors import InvalidArgument
+
+    ok = validation.query_vectors([[0.1] * 4, [0.2] * 4], 4)
+    assert ok.shape == (2, 4) and ok.dtype.name == "float32"
+    with pytest.raises(InvalidArgument) as err:
+        validation.query_vectors([[0.1] * 4, [0.2] * 3], 4)
+    assert str(err.value).startswith("query_vectors[1]") and "got 3" in str(err.value)
+    with pytest.raises(InvalidArgument) as err:
+        validation.query_vectors([], 4)
+    assert "at least one" in str(err.value)
