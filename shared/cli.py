@@ -310,21 +310,12 @@ def build_parser() -> argparse.ArgumentParser:
     demo.add_argument("--timeout", type=float, default=240.0)
     demo.set_defaults(func=cmd_demo)
 
-    for extra in _extra_commands():
-        extra(sub)
+    from benchmarks.cli import register as register_bench
+    from shared.trace_view import register as register_traces
+
+    register_bench(sub)      # nucleus bench
+    register_traces(sub)     # nucleus traces
     return parser
-
-
-def _extra_commands() -> list:
-    """Subcommands contributed by other modules (bench, traces), when present."""
-    found = []
-    for module, attr in (("benchmarks.cli", "register"), ("shared.trace_view", "register")):
-        try:
-            mod = __import__(module, fromlist=[attr])
-            found.append(getattr(mod, attr))
-        except ImportError:
-            continue
-    return found
 
 
 def main(argv: list[str] | None = None) -> int:
