@@ -11,7 +11,7 @@ from typing import Any, Awaitable, Callable, TypeVar
 
 import grpc
 
-from shared.errors import NucleusError, from_grpc_error
+from shared.errors import from_grpc_error
 from shared.tracing import ClientTracingInterceptor  # telemetry hook
 
 T = TypeVar("T")
@@ -49,10 +49,6 @@ def aio_channel(target: str, interceptors: list[Any] | None = None) -> grpc.aio.
     return grpc.aio.insecure_channel(target, options=CHANNEL_OPTIONS, interceptors=traced)
 
 
-def sync_channel(target: str) -> grpc.Channel:
-    return grpc.insecure_channel(target, options=CHANNEL_OPTIONS)
-
-
 async def call(
     method: Callable[..., Awaitable[T]] | Any,
     request: Any,
@@ -68,11 +64,4 @@ async def call(
         raise from_grpc_error(err, service=service) from None
 
 
-def call_sync(method: Any, request: Any, *, timeout: float, service: str) -> Any:
-    try:
-        return method(request, timeout=timeout)
-    except grpc.RpcError as err:
-        raise from_grpc_error(err, service=service) from None
-
-
-__all__ = ["aio_channel", "sync_channel", "call", "call_sync", "NucleusError", "CHANNEL_OPTIONS"]
+__all__ = ["aio_channel", "call", "CHANNEL_OPTIONS"]
