@@ -29,7 +29,7 @@ from ranking import Candidates, RankingConfig, rank
 from ranking.factors import reputation as reputation_factor
 from ranking.temporal import detect_temporal_intent
 from services.knowledge_store.client import KnowledgeStoreClient
-from services.knowledge_store.models import FeedbackAck, Hit, RankingProfile
+from services.knowledge_store.models import FUSION_METHODS, RECENCY_MODES, FeedbackAck, Hit, RankingProfile
 from services.llm_orchestration.client import LlmOrchestrationClient
 from services.rag_pipeline.models import (
     Explanation,
@@ -60,8 +60,6 @@ RERANK_TOP_N = 20
 SNIPPET_CHARS = 320
 _WORD = re.compile(r"\w+", re.UNICODE)
 _SENTENCE = re.compile(r"(?<=[.!?])\s+|\n+")
-_PROFILE_FIELDS_FUSION = ("convex", "convex_minmax", "rrf")
-_RECENCY_MODES = ("auto", "always", "never")
 
 
 @dataclass(slots=True)
@@ -106,10 +104,10 @@ class RagPipeline:
         prefs = request.prefs
         if prefs.weights is not None:
             _validate_weights(prefs.weights, "ranking_prefs")
-        if prefs.fusion and prefs.fusion not in _PROFILE_FIELDS_FUSION:
-            raise InvalidArgument("ranking_prefs.fusion_method", f"must be one of {_PROFILE_FIELDS_FUSION}")
-        if prefs.recency_mode and prefs.recency_mode not in _RECENCY_MODES:
-            raise InvalidArgument("ranking_prefs.recency_mode", f"must be one of {_RECENCY_MODES}")
+        if prefs.fusion and prefs.fusion not in FUSION_METHODS:
+            raise InvalidArgument("ranking_prefs.fusion_method", f"must be one of {FUSION_METHODS}")
+        if prefs.recency_mode and prefs.recency_mode not in RECENCY_MODES:
+            raise InvalidArgument("ranking_prefs.recency_mode", f"must be one of {RECENCY_MODES}")
         if prefs.half_life_days < 0 or not math.isfinite(prefs.half_life_days):
             raise InvalidArgument("ranking_prefs.recency_half_life_days", "must be a finite number >= 0")
         if request.query_vector is not None:
@@ -174,20 +172,7 @@ class RagPipeline:
         return profile
 
     async def put_profile(self, profile: RankingProfile) -> RankingProfile:
-        if not profile.tenant_id:
-            raise InvalidArgument("tenant_id", "is required")
-        if not profile.name:
-            raise InvalidArgument("name", "is required")
-        _validate_weights((profile.relevancy_weight, profile.recency_weight, profile.richness_weight,
-                           profile.reputation_weight), "profile")
-        if profile.fusion_method not in _PROFILE_FIELDS_FUSION:
-            raise InvalidArgument("fusion_method", f"must be one of {_PROFILE_FIELDS_FUSION}")
-        if profile.recency_mode not in _RECENCY_MODES:
-            raise InvalidArgument("recency_mode", f"must be one of {_RECENCY_MODES}")
-        if not 0.0 <= profile.dense_weight <= 1.0:
-            raise InvalidArgument("dense_weight", f"must be in [0, 1], got {profile.dense_weight}")
-        if profile.recency_half_life_days <= 0:
-            raise InvalidArgument("recency_half_life_days", "must be > 0")
+        """Stored (and validated, naming the field) by the KnowledgeStore, the system of record."""
         stored = await self._ks.put_profile(profile)
         self._profiles.clear()
         return stored
