@@ -103,8 +103,7 @@ class Supervisor:
         env.update(self.extra_env)
         env.setdefault("NUCLEUS_DATA_DIR", str(self.data_dir))
         grpc_port, mcp_port = (0, 0) if self.ephemeral else DEFAULT_PORTS[name]
-        prefix = {"llm_orchestration": "NUCLEUS_LLM_", "knowledge_store": "NUCLEUS_KS_",
-                  "rag_pipeline": "NUCLEUS_RAG_"}[name]
+        prefix = _prefix(name)
         env.setdefault(prefix + "HOST", self.host)
         env.setdefault(prefix + "GRPC_PORT", str(grpc_port))
         env.setdefault(prefix + "MCP_PORT", str(mcp_port))
@@ -171,8 +170,11 @@ class Supervisor:
         self.state_file.unlink(missing_ok=True)
 
 
+ENV_PREFIXES = {"llm_orchestration": "NUCLEUS_LLM_", "knowledge_store": "NUCLEUS_KS_", "rag_pipeline": "NUCLEUS_RAG_"}
+
+
 def _prefix(name: str) -> str:
-    return {"llm_orchestration": "NUCLEUS_LLM_", "knowledge_store": "NUCLEUS_KS_", "rag_pipeline": "NUCLEUS_RAG_"}[name]
+    return ENV_PREFIXES[name]
 
 
 def main() -> None:
