@@ -1,7 +1,4 @@
 """Benchmark commands (see docs/BENCHMARKS.md).
 
-OMP_WAIT_POLICY=PASSIVE as in services/__init__.py, so in-process baselines and the services
-run OpenMP the same way and a spinning baseline does not starve a service process."""
-import os
-
-os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
+The in-process baselines run with the OpenMP defaults a user's own process would have; the
+service processes choose passive waiting themselves (services/_openmp.py)."""

@@ -2,9 +2,12 @@
 client) that imports generated code."""
 from __future__ import annotations
 
+import numpy as np
+
 from nucleus.v1 import common_pb2 as pb
 from nucleus.v1 import knowledge_store_pb2 as ks_pb
 from services.knowledge_store import models as m
+from shared.errors import UpstreamFailed
 
 _FUSION = {pb.FUSION_METHOD_CONVEX: "convex", pb.FUSION_METHOD_RRF: "rrf",
            pb.FUSION_METHOD_CONVEX_MINMAX: "convex_minmax"}
@@ -117,6 +120,28 @@ def hit_to_pb(h: m.Hit, *, with_text: bool = True) -> ks_pb.ScoredEntry:
 
 def hit_from_pb(h: ks_pb.ScoredEntry) -> m.Hit:
     return m.Hit(entry=entry_from_pb(h.entry), artifact=summary_from_pb(h.artifact), score=h.score, rank=h.rank)
+
+
+def columns_to_pb(c: m.CandidateColumns) -> ks_pb.CandidateColumns:
+    return ks_pb.CandidateColumns(
+        entry_ids=c.entry_ids, artifact_ids=c.artifact_ids, scores=c.scores.tolist(),
+        timestamps_unix=c.timestamps_unix.tolist(), richness=c.richness.tolist(),
+        reputation_prior=c.reputation_prior.tolist(), feedback_helpful=c.feedback_helpful.tolist(),
+        feedback_unhelpful=c.feedback_unhelpful.tolist())
+
+
+def columns_from_pb(c: ks_pb.CandidateColumns) -> m.CandidateColumns:
+    n = len(c.entry_ids)
+    columns = (c.artifact_ids, c.scores, c.timestamps_unix, c.richness, c.reputation_prior,
+               c.feedback_helpful, c.feedback_unhelpful)
+    if any(len(col) != n for col in columns):
+        raise UpstreamFailed(f"candidate columns of different lengths: {[n, *map(len, columns)]}")
+    return m.CandidateColumns(
+        entry_ids=tuple(c.entry_ids), artifact_ids=tuple(c.artifact_ids),
+        scores=np.fromiter(c.scores, np.float32, n), timestamps_unix=np.fromiter(c.timestamps_unix, np.int64, n),
+        richness=np.fromiter(c.richness, np.float32, n), reputation_prior=np.fromiter(c.reputation_prior, np.float32, n),
+        feedback_helpful=np.fromiter(c.feedback_helpful, np.int32, n),
+        feedback_unhelpful=np.fromiter(c.feedback_unhelpful, np.int32, n))
 
 
 def ingest_report_to_pb(r: m.IngestReport) -> ks_pb.IngestDocumentsResponse:

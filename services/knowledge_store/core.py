@@ -53,6 +53,7 @@ from services.knowledge_store.models import (
     Embedder,
     Entry,
     ArtifactSummary,
+    CandidateColumns,
     FeedbackAck,
     Hit,
     IngestReport,
@@ -71,6 +72,7 @@ log = logging.getLogger(__name__)
 tracer = trace.get_tracer(__name__)
 
 T = TypeVar("T")
+R = TypeVar("R")
 
 SUMMARY_CHARS = 240
 MAX_FEEDBACK_COMMENT_CHARS = 4_000
@@ -454,21 +456,31 @@ class KnowledgeStore:
     async def search_by_vector(self, tenant_id: str, query_vectors: np.ndarray, top_k: int,
                                filters: SearchFilters) -> list[list[Hit]]:
         """Top-k entries by cosine per query vector, filters applied inside the search."""
+        return await self._vector_search(tenant_id, query_vectors, top_k, filters, _hit_lists)
+
+    async def candidates_by_vector(self, tenant_id: str, query_vectors: np.ndarray, top_k: int,
+                                   filters: SearchFilters) -> list[CandidateColumns]:
+        """As `search_by_vector`, answered as ranking-signal columns (no text, no metadata)."""
+        return await self._vector_search(tenant_id, query_vectors, top_k, filters, _column_lists)
+
+    async def _vector_search(self, tenant_id: str, query_vectors: np.ndarray, top_k: int, filters: SearchFilters,
+                             materialize: _Materialize[R]) -> list[R]:
         validation.tenant_id(tenant_id)
         validation.top_k(top_k, self._settings.max_top_k)
         validation.filters(filters)
         queries = validation.query_vectors(query_vectors, self._settings.dimension)
         tenant = await self._tenant(tenant_id)
         with tracer.start_as_current_span("knowledge_store.search_by_vector"):
-            return await asyncio.to_thread(self._vector_search_sync, tenant, queries, top_k, filters)
+            return await asyncio.to_thread(self._vector_search_sync, tenant, queries, top_k, filters, materialize)
 
     def _vector_search_sync(self, tenant: _Tenant, queries: NDArray[np.float32], k: int,
-                            filters: SearchFilters) -> list[list[Hit]]:
+                            filters: SearchFilters, materialize: _Materialize[R]) -> list[R]:
         with tenant.rw.read(), tenant.db.read() as conn:
             index = tenant.index
             allowed = None if filters.is_empty else storage.allowed_rids(conn, filters)
             if allowed is not None and len(allowed) == 0:
-                return [[] for _ in range(len(queries))]
+                nothing: list[list] = [[] for _ in range(len(queries))]
+                return materialize(conn, tenant.tenant_id, nothing, nothing)
             if allowed is not None and index.kind != "flat" and len(allowed) <= EXACT_FILTER_MAX:
                 scores, ids = index.exact(queries, k, allowed)
             else:
@@ -479,10 +491,11 @@ class KnowledgeStore:
                     candidates = storage.all_rids(conn) if allowed is None else allowed
                     if len(candidates) <= EXACT_FALLBACK_MAX:
                         scores[short], ids[short] = index.exact(queries[short], k, candidates)
-            records = storage.records_by_rid(conn, ids[ids >= 0].tolist(), tenant.tenant_id)
-        order = np.lexsort((ids, -scores), axis=1)          # equal scores: lower row id first
-        scores, ids = np.take_along_axis(scores, order, 1), np.take_along_axis(ids, order, 1)
-        return [_hits(records, ids[row], scores[row]) for row in range(len(queries))]
+            order = np.lexsort((ids, -scores), axis=1)          # equal scores: lower row id first
+            scores, ids = np.take_along_axis(scores, order, 1), np.take_along_axis(ids, order, 1)
+            found = ids >= 0
+            return materialize(conn, tenant.tenant_id, [ids[q][found[q]].tolist() for q in range(len(queries))],
+                               [scores[q][found[q]].tolist() for q in range(len(queries))])
 
     async def search_by_filters(self, tenant_id: str, keywords: str, extra_keywords: Sequence[str], top_k: int,
                                 filters: SearchFilters) -> tuple[list[Hit], list[str]]:
@@ -492,6 +505,15 @@ class KnowledgeStore:
         No keywords at all: a metadata-only listing, newest first, score 0. Keywords that
         analyse to no term (only stopwords): no hits. Returns (hits, analysed query terms).
         """
+        return await self._keyword_search(tenant_id, keywords, extra_keywords, top_k, filters, _hit_lists)
+
+    async def candidates_by_filters(self, tenant_id: str, keywords: str, extra_keywords: Sequence[str], top_k: int,
+                                    filters: SearchFilters) -> tuple[CandidateColumns, list[str]]:
+        """As `search_by_filters`, answered as ranking-signal columns (no text, no metadata)."""
+        return await self._keyword_search(tenant_id, keywords, extra_keywords, top_k, filters, _column_lists)
+
+    async def _keyword_search(self, tenant_id: str, keywords: str, extra_keywords: Sequence[str], top_k: int,
+                              filters: SearchFilters, materialize: _Materialize[R]) -> tuple[R, list[str]]:
         validation.tenant_id(tenant_id)
         validation.top_k(top_k, self._settings.max_top_k)
         validation.filters(filters)
@@ -512,21 +534,21 @@ class KnowledgeStore:
         listing = not any(p.strip() for p in phrases)
         terms = [] if listing else query_terms(phrases)
         with tracer.start_as_current_span("knowledge_store.search_by_filters"):
-            hits = await asyncio.to_thread(self._keyword_search_sync, tenant, terms, listing, top_k, filters)
-        return hits, terms
+            found = await asyncio.to_thread(self._keyword_search_sync, tenant, terms, listing, top_k, filters,
+                                            materialize)
+        return found, terms
 
     def _keyword_search_sync(self, tenant: _Tenant, terms: list[str], listing: bool, k: int,
-                             filters: SearchFilters) -> list[Hit]:
-        if not listing and not terms:
-            return []
+                             filters: SearchFilters, materialize: _Materialize[R]) -> R:
         with tenant.rw.read(), tenant.db.read() as conn:
+            if not listing and not terms:
+                return materialize(conn, tenant.tenant_id, [[]], [[]])[0]
             if listing:
                 scored = [(rid, 0.0) for rid in storage.listing(conn, filters, k)]
             else:
                 allowed = None if filters.is_empty else storage.allowed_rids(conn, filters)
                 scored = tenant.keywords.search(terms, k, allowed)
-            records = storage.records_by_rid(conn, (rid for rid, _ in scored), tenant.tenant_id)
-        return _hits(records, [rid for rid, _ in scored], [s for _, s in scored])
+            return materialize(conn, tenant.tenant_id, [[rid for rid, _ in scored]], [[s for _, s in scored]])[0]
 
     async def get_entries(self, tenant_id: str, entry_ids: Sequence[str]) -> list[Hit]:
         """The entries with these ids, in request order (unknown ids are skipped), score 0."""
@@ -710,6 +732,25 @@ def _pad(scores: NDArray[np.float32], ids: NDArray[np.int64], k: int) -> tuple[N
     out_i[:, :width] = ids
     out_s[out_i < 0] = -np.inf
     return out_s, out_i
+
+
+# How a search turns scored row ids (one list per query, best first) into its answer, inside
+# the search's read transaction: full hits, or ranking-signal columns.
+_Materialize = Callable[[object, str, list[list[int]], list[list[float]]], list[R]]
+
+
+def _hit_lists(conn, tenant_id: str, ids: list[list[int]], scores: list[list[float]]) -> list[list[Hit]]:
+    records = storage.records_by_rid(conn, (rid for row in ids for rid in row), tenant_id)
+    return [_hits(records, row_ids, row_scores) for row_ids, row_scores in zip(ids, scores)]
+
+
+def _column_lists(conn, tenant_id: str, ids: list[list[int]], scores: list[list[float]]) -> list[CandidateColumns]:
+    rows = storage.candidate_rows(conn, (rid for row in ids for rid in row))
+    out = []
+    for row_ids, row_scores in zip(ids, scores):
+        kept = [i for i, rid in enumerate(row_ids) if rid in rows]
+        out.append(CandidateColumns.from_rows([rows[row_ids[i]] for i in kept], [row_scores[i] for i in kept]))
+    return out
 
 
 def _hits(records: dict[int, tuple[Entry, ArtifactSummary]], ids: Sequence[int] | NDArray[np.int64],

@@ -31,9 +31,12 @@ class KnowledgeStoreServicer(ks_grpc.KnowledgeStoreServicer):
 
     @translate_errors
     async def SearchPersonaKnowledgeByVector(self, request, context):
-        per_query = await self._store.search_by_vector(
-            request.tenant_id, [list(v.values) for v in request.query_vectors], request.top_k,
-            convert.filters_from_pb(request.filters))
+        vectors = [list(v.values) for v in request.query_vectors]
+        filters = convert.filters_from_pb(request.filters)
+        if request.candidates_only:
+            columns = await self._store.candidates_by_vector(request.tenant_id, vectors, request.top_k, filters)
+            return ks_pb.VectorSearchResponse(per_query_columns=[convert.columns_to_pb(c) for c in columns])
+        per_query = await self._store.search_by_vector(request.tenant_id, vectors, request.top_k, filters)
         return ks_pb.VectorSearchResponse(
             per_query=[ks_pb.VectorHits(hits=[convert.hit_to_pb(h, with_text=not request.omit_text) for h in hits])
                        for hits in per_query],
@@ -41,10 +44,12 @@ class KnowledgeStoreServicer(ks_grpc.KnowledgeStoreServicer):
 
     @translate_errors
     async def SearchPersonaKnowledgeByFilters(self, request, context):
-        hits, terms = await self._store.search_by_filters(
-            request.tenant_id, request.keywords, list(request.extra_keywords), request.top_k,
-            convert.filters_from_pb(request.filters),
-        )
+        args = (request.tenant_id, request.keywords, list(request.extra_keywords), request.top_k,
+                convert.filters_from_pb(request.filters))
+        if request.candidates_only:
+            columns, terms = await self._store.candidates_by_filters(*args)
+            return ks_pb.FilterSearchResponse(columns=convert.columns_to_pb(columns), query_terms=terms)
+        hits, terms = await self._store.search_by_filters(*args)
         return ks_pb.FilterSearchResponse(hits=[convert.hit_to_pb(h, with_text=not request.omit_text) for h in hits],
                                           query_terms=terms)
 

@@ -1,11 +1,14 @@
 """KnowledgeStore process: gRPC + MCP over one KnowledgeStore core; embeds through LlmOrchestration."""
 from __future__ import annotations
 
+import services._openmp  # noqa: F401  (first: before torch/faiss load OpenMP)
+
 import asyncio
 
 import numpy as np
 
 from nucleus.v1 import knowledge_store_pb2_grpc as ks_grpc
+from services.knowledge_store import vector_index
 from services.knowledge_store.core import KnowledgeStore
 from services.knowledge_store.grpc_api import KnowledgeStoreServicer
 from services.knowledge_store.mcp_api import build_mcp
@@ -28,6 +31,7 @@ class GrpcEmbedder:
 
 
 def build(settings: KnowledgeStoreSettings, *, stdio: bool) -> ServiceSpec:
+    vector_index.set_threads(settings.faiss_threads)
     llm = LlmOrchestrationClient(settings.llm_target, timeout_s=settings.rpc_timeout_s)
     store = KnowledgeStore(settings, GrpcEmbedder(llm, settings.rpc_timeout_s))
 

@@ -89,6 +89,40 @@ class Hit:
 
 
 @dataclass(frozen=True, slots=True)
+class CandidateColumns:
+    """One leg's candidates as parallel columns, best first (rank = position + 1): the ranking
+    signals of each entry without its text or artifact metadata (see `Hit` for those)."""
+    entry_ids: tuple[str, ...]
+    artifact_ids: tuple[str, ...]
+    scores: np.ndarray              # float32: cosine (vector leg) or BM25 (keyword leg)
+    timestamps_unix: np.ndarray     # int64: entry time, else artifact modified, else created; 0 = unknown
+    richness: np.ndarray            # float32
+    reputation_prior: np.ndarray    # float32, as stored (0 = the source type's default)
+    feedback_helpful: np.ndarray    # int32
+    feedback_unhelpful: np.ndarray  # int32
+
+    def __len__(self) -> int:
+        return len(self.entry_ids)
+
+    @staticmethod
+    def from_rows(rows: list[tuple], scores: list[float] | np.ndarray) -> CandidateColumns:
+        """rows: (entry_id, artifact_id, timestamp, richness, reputation_prior, helpful,
+        unhelpful) per candidate, in rank order; scores in the same order."""
+        if not rows:
+            return EMPTY_COLUMNS
+        ids, arts, ts, rich, rep, good, bad = zip(*rows)
+        return CandidateColumns(
+            entry_ids=ids, artifact_ids=arts, scores=np.asarray(scores, np.float32),
+            timestamps_unix=np.asarray(ts, np.int64), richness=np.asarray(rich, np.float32),
+            reputation_prior=np.asarray(rep, np.float32), feedback_helpful=np.asarray(good, np.int32),
+            feedback_unhelpful=np.asarray(bad, np.int32))
+
+
+EMPTY_COLUMNS = CandidateColumns((), (), np.zeros(0, np.float32), np.zeros(0, np.int64), np.zeros(0, np.float32),
+                                 np.zeros(0, np.float32), np.zeros(0, np.int32), np.zeros(0, np.int32))
+
+
+@dataclass(frozen=True, slots=True)
 class SearchFilters:
     date_from_unix: int = 0   # 0 = open; bounds apply to the entry timestamp, else the
     date_to_unix: int = 0     # artifact's modified, else created time; unknown dates never match

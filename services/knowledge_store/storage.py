@@ -485,6 +485,20 @@ def records_by_rid(conn: sqlite3.Connection, rids: Iterable[int],
     return _rows_to_records(rows, tenant_id)
 
 
+_CANDIDATE_COLUMNS = (f"e.rid, e.entry_id, e.artifact_id, {EFFECTIVE_TIME}, e.richness, a.reputation_prior, "
+                      "a.feedback_helpful, a.feedback_unhelpful")
+
+
+def candidate_rows(conn: sqlite3.Connection, rids: Iterable[int]) -> dict[int, tuple]:
+    """rid → (entry_id, artifact_id, effective time, richness, reputation prior, helpful,
+    unhelpful): the ranking signals only, no text (see `CandidateColumns`)."""
+    ids = json.dumps(sorted({int(r) for r in rids}))
+    rows = conn.execute(
+        f"SELECT {_CANDIDATE_COLUMNS} FROM entries e JOIN artifacts a ON a.artifact_id = e.artifact_id "
+        f"WHERE e.rid IN (SELECT value FROM json_each(?))", (ids,))
+    return {row[0]: row[1:] for row in rows}
+
+
 def records_by_entry_id(conn: sqlite3.Connection, entry_ids: Sequence[str],
                         tenant_id: str) -> dict[str, tuple[Entry, ArtifactSummary]]:
     rows = conn.execute(

@@ -50,6 +50,22 @@ class IndexConfig:
         return cls(**json.loads(text))
 
 
+_omp_threads = 0        # 0 = FAISS's default (one thread per core)
+
+
+def set_threads(n: int) -> None:
+    """OpenMP threads for every later FAISS call of this process (see
+    `KnowledgeStoreSettings.faiss_threads`). `omp_set_num_threads` only affects the thread that
+    calls it, and searches run on executor threads, so each call below re-applies the value."""
+    global _omp_threads
+    _omp_threads = max(0, int(n))
+
+
+def _apply_threads() -> None:
+    if _omp_threads:
+        faiss.omp_set_num_threads(_omp_threads)
+
+
 def auto_nlist(n: int) -> int:
     return max(1, min(int(round(4 * math.sqrt(n))), n // IVF_POINTS_PER_LIST))
 
@@ -68,6 +84,7 @@ class VectorIndex:
     # -- construction ------------------------------------------------------------------------
 
     def _build(self, ids: NDArray[np.int64], vectors: NDArray[np.float32]) -> tuple[faiss.Index, str]:
+        _apply_threads()
         d, cfg, n = self.dimension, self.config, len(ids)
         if cfg.kind == "hnsw":
             hnsw = faiss.IndexHNSWFlat(d, cfg.hnsw_m, faiss.METRIC_INNER_PRODUCT)
@@ -118,6 +135,7 @@ class VectorIndex:
 
     def add(self, ids: NDArray[np.int64], vectors: NDArray[np.float32]) -> None:
         if len(ids):
+            _apply_threads()
             self._index.add_with_ids(np.ascontiguousarray(vectors, dtype=np.float32),
                                      np.ascontiguousarray(ids, dtype=np.int64))
 
@@ -158,6 +176,7 @@ class VectorIndex:
             params = faiss.SearchParameters() if sel is not None else None
         if params is not None and sel is not None:
             params.sel = sel
+        _apply_threads()
         scores, ids = self._index.search(queries, k_eff, params=params)
         return scores, ids
 

@@ -1,6 +1,8 @@
 """LlmOrchestration process: gRPC + MCP over one LlmOrchestrator core (model loaded before serving)."""
 from __future__ import annotations
 
+import services._openmp  # noqa: F401  (first: before torch/faiss load OpenMP)
+
 import asyncio
 
 from nucleus.v1 import llm_orchestration_pb2_grpc as llm_grpc

@@ -20,7 +20,7 @@ import math
 import re
 import time
 from dataclasses import dataclass, replace
-from typing import Any, Sequence
+from typing import Any, Iterator, Sequence
 
 import numpy as np
 from opentelemetry import trace
@@ -29,7 +29,17 @@ from ranking import Candidates, RankingConfig, rank
 from ranking.factors import reputation as reputation_factor
 from ranking.temporal import detect_temporal_intent
 from services.knowledge_store.client import KnowledgeStoreClient
-from services.knowledge_store.models import FUSION_METHODS, RECENCY_MODES, FeedbackAck, Hit, RankingProfile
+from services.knowledge_store.models import (
+    EMPTY_COLUMNS,
+    FUSION_METHODS,
+    RECENCY_MODES,
+    ArtifactSummary,
+    CandidateColumns,
+    Entry,
+    FeedbackAck,
+    Hit,
+    RankingProfile,
+)
 from services.llm_orchestration.client import LlmOrchestrationClient
 from services.rag_pipeline.models import (
     Explanation,
@@ -59,16 +69,23 @@ PROFILE_CACHE_TTL_S = 5.0
 RERANK_TOP_N = 20
 SNIPPET_CHARS = 320
 _WORD = re.compile(r"\w+", re.UNICODE)
-_SENTENCE = re.compile(r"(?<=[.!?])\s+|\n+")
 
 
 @dataclass(slots=True)
 class _Merged:
-    hit: Hit
+    """One candidate (an entry, or an artifact's pooled chunks) with every raw signal.
+
+    `signals` are the representative entry's (timestamp, richness, reputation prior, helpful,
+    unhelpful) from the legs' columns; `hit` (full entry and artifact) is fetched only for the
+    candidates that are returned (or re-ranked)."""
+    entry_id: str
+    artifact_id: str
+    signals: tuple[int, float, float, int, int]
     dense: float = math.nan
     dense_rank: int = 0
     bm25: float = math.nan
     bm25_rank: int = 0
+    hit: Hit | None = None
 
 
 class RagPipeline:
@@ -252,16 +269,16 @@ class RagPipeline:
         t = mark("embed", t)
         if embed_reason:
             reasons.append(embed_reason)
-        dense_hits: list[list[Hit]] | None = None
+        dense_hits: list[CandidateColumns] | None = None
         dense_error: NucleusError | None = None
         if vectors is not None:
             with tracer.start_as_current_span("rag.retrieve.vector") as span:
                 retrieval_attributes(span, data_source="knowledge_store.vector", top_k=request.top_k_initial,
                                      query=phrases)  # telemetry hook
                 try:
-                    dense_hits = await self._ks.search_by_vector(
+                    dense_hits = await self._ks.candidates_by_vector(
                         request.tenant_id, vectors, request.top_k_initial, request.filters,
-                        timeout_s=s.retrieval_timeout_s, omit_text=_lean(request))
+                        timeout_s=s.retrieval_timeout_s)
                     span.set_attribute("nucleus.candidates", sum(len(h) for h in dense_hits))
                 except (NotFound, InvalidArgument):
                     keyword_task.cancel()
@@ -275,7 +292,7 @@ class RagPipeline:
         except (NotFound, InvalidArgument):
             raise
         except NucleusError as err:
-            keyword_hits, keyword_error = [], err
+            keyword_hits, keyword_error = EMPTY_COLUMNS, err
             reasons.append(f"keyword retrieval unavailable: {err}")
         t = mark("retrieve", t)
         if keyword_error is not None and dense_hits is None:
@@ -303,8 +320,8 @@ class RagPipeline:
 
         results: tuple[RankedResult, ...] = ()
         if ranked is not None:
-            # The legs sent no chunk text; fetch it for the final results only.
-            await self._load_texts(request.tenant_id, [merged[int(r)] for r in ranked.rows], reasons)
+            # The legs sent ranking signals only; fetch entries and artifacts for the results.
+            await self._load_hits(request.tenant_id, [merged[int(r)] for r in ranked.rows], reasons)
             results = _results(merged, ranked, candidates, config, request.query, request.prefs.explain)
             t = mark("fetch", t)
         mark("total", t0)
@@ -317,13 +334,13 @@ class RagPipeline:
             debug=debug,
         )
 
-    async def _keyword_leg(self, request: SearchRequest, phrases: Sequence[str]) -> tuple[list[Hit], list[str]]:
+    async def _keyword_leg(self, request: SearchRequest, phrases: Sequence[str]) -> tuple[CandidateColumns, list[str]]:
         with tracer.start_as_current_span("rag.retrieve.keyword") as span:
             retrieval_attributes(span, data_source="knowledge_store.keyword", top_k=request.top_k_initial,
                                  query=list(phrases))  # telemetry hook
-            hits, terms = await self._ks.search_by_filters(
+            hits, terms = await self._ks.candidates_by_filters(
                 request.tenant_id, phrases[0], list(phrases[1:]), request.top_k_initial, request.filters,
-                timeout_s=self._settings.retrieval_timeout_s, omit_text=_lean(request))
+                timeout_s=self._settings.retrieval_timeout_s)
             span.set_attribute("nucleus.candidates", len(hits))
             return hits, terms
 
@@ -352,28 +369,27 @@ class RagPipeline:
                 vectors = np.vstack([given, vectors])
             return vectors, ""
 
-    async def _load_texts(self, tenant_id: str, chosen: list[_Merged], reasons: list[str]) -> None:
-        """Put the full chunk text into the chosen candidates (one GetEntries call). If the store
-        cannot answer, fall back to the stored summary and say so."""
-        missing = [m for m in chosen if not m.hit.entry.text]
+    async def _load_hits(self, tenant_id: str, chosen: list[_Merged], reasons: list[str]) -> None:
+        """Fetch the full entry and artifact of the chosen candidates (one GetEntries call). If
+        the store cannot answer, or an entry vanished since the search, the result keeps its
+        ids and ranking signals with empty text, and the response says so."""
+        missing = [m for m in chosen if m.hit is None]
         if not missing:
             return
         try:
-            fetched = {h.entry.id: h.entry for h in await self._ks.get_entries(
-                tenant_id, [m.hit.entry.id for m in missing], timeout_s=self._settings.retrieval_timeout_s)}
+            fetched = {h.entry.id: h for h in await self._ks.get_entries(
+                tenant_id, [m.entry_id for m in missing], timeout_s=self._settings.retrieval_timeout_s)}
         except NucleusError as err:
             fetched = {}
-            reasons.append(f"full text unavailable, summaries returned: {err}")
+            reasons.append(f"entry texts unavailable, ids and scores returned: {err}")
         for m in missing:
-            entry = fetched.get(m.hit.entry.id)
-            text = entry.text if entry is not None else m.hit.entry.content_summary
-            m.hit = replace(m.hit, entry=replace(m.hit.entry, text=text))
+            m.hit = fetched.get(m.entry_id) or _placeholder_hit(m, tenant_id)
 
     async def _rerank(self, request: SearchRequest, merged: list[_Merged], candidates: Candidates,
                       config: RankingConfig, reasons: list[str]) -> tuple[Any, Candidates, str]:
         first = rank(candidates, config, min(RERANK_TOP_N, len(merged)))
         rows = [int(r) for r in first.rows]
-        await self._load_texts(request.tenant_id, [merged[r] for r in rows], reasons)
+        await self._load_hits(request.tenant_id, [merged[r] for r in rows], reasons)
         try:
             scored = await self._llm.rerank(request.query, [(merged[r].hit.entry.id, merged[r].hit.entry.text)
                                                              for r in rows], timeout_s=self._settings.embed_timeout_s)
@@ -387,12 +403,6 @@ class RagPipeline:
 
 
 # ---------------------------------------------------------------------- helpers
-def _lean(request: SearchRequest) -> bool:
-    """Retrieve without chunk text (and fetch it for the final results only) when few of the
-    candidates will be returned; when most will, one round trip with text is cheaper."""
-    return request.top_k_final * 4 <= request.top_k_initial
-
-
 def _validate_weights(weights: Sequence[float], field: str) -> None:
     names = ("relevancy_weight", "recency_weight", "richness_weight", "reputation_weight")
     for name, w in zip(names, weights):
@@ -431,7 +441,7 @@ def _config_for(prefs: Preferences, profile: RankingProfile, apply_recency: bool
     )
 
 
-def _merge(dense: list[list[Hit]], keyword: list[Hit], *, collapse: bool = True) -> list[_Merged]:
+def _merge(dense: list[CandidateColumns], keyword: CandidateColumns, *, collapse: bool = True) -> list[_Merged]:
     """De-duplicate by entry id, keeping the best cosine/rank over phrases and the BM25 signal.
 
     With `collapse`, candidates are then pooled per artifact (MaxP, as in passage-level
@@ -443,30 +453,30 @@ def _merge(dense: list[list[Hit]], keyword: list[Hit], *, collapse: bool = True)
     """
     by_id: dict[str, _Merged] = {}
     for per_phrase in dense:
-        for hit in per_phrase:
-            m = by_id.get(hit.entry.id)
+        for rank_, (entry_id, artifact_id, score, signals) in enumerate(_rows(per_phrase), start=1):
+            m = by_id.get(entry_id)
             if m is None:
-                by_id[hit.entry.id] = _Merged(hit=hit, dense=hit.score, dense_rank=hit.rank)
+                by_id[entry_id] = _Merged(entry_id, artifact_id, signals, dense=score, dense_rank=rank_)
             else:
-                if math.isnan(m.dense) or hit.score > m.dense:
-                    m.dense = hit.score
-                m.dense_rank = hit.rank if m.dense_rank == 0 else min(m.dense_rank, hit.rank)
-    for hit in keyword:
-        m = by_id.get(hit.entry.id)
+                if math.isnan(m.dense) or score > m.dense:
+                    m.dense = score
+                m.dense_rank = rank_ if m.dense_rank == 0 else min(m.dense_rank, rank_)
+    for rank_, (entry_id, artifact_id, score, signals) in enumerate(_rows(keyword), start=1):
+        m = by_id.get(entry_id)
         if m is None:
-            by_id[hit.entry.id] = _Merged(hit=hit, bm25=hit.score, bm25_rank=hit.rank)
+            by_id[entry_id] = _Merged(entry_id, artifact_id, signals, bm25=score, bm25_rank=rank_)
         else:
-            m.bm25, m.bm25_rank = hit.score, hit.rank
+            m.bm25, m.bm25_rank = score, rank_
     if not collapse:
         return list(by_id.values())
     by_artifact: dict[str, _Merged] = {}
     for m in by_id.values():
-        pooled = by_artifact.get(m.hit.entry.artifact_id)
+        pooled = by_artifact.get(m.artifact_id)
         if pooled is None:
-            by_artifact[m.hit.entry.artifact_id] = _Merged(m.hit, m.dense, m.dense_rank, m.bm25, m.bm25_rank)
+            by_artifact[m.artifact_id] = replace(m)
             continue
         if _best_rank(m) < _best_rank(pooled):
-            pooled.hit = m.hit
+            pooled.entry_id, pooled.signals = m.entry_id, m.signals
         if not math.isnan(m.dense) and (math.isnan(pooled.dense) or m.dense > pooled.dense):
             pooled.dense = m.dense
         if not math.isnan(m.bm25) and (math.isnan(pooled.bm25) or m.bm25 > pooled.bm25):
@@ -474,6 +484,24 @@ def _merge(dense: list[list[Hit]], keyword: list[Hit], *, collapse: bool = True)
         pooled.dense_rank = _min_rank(pooled.dense_rank, m.dense_rank)
         pooled.bm25_rank = _min_rank(pooled.bm25_rank, m.bm25_rank)
     return list(by_artifact.values())
+
+
+def _rows(c: CandidateColumns) -> Iterator[tuple[str, str, float, tuple[int, float, float, int, int]]]:
+    """(entry id, artifact id, score, signals) per candidate, best first."""
+    signals = zip(c.timestamps_unix.tolist(), c.richness.tolist(), c.reputation_prior.tolist(),
+                  c.feedback_helpful.tolist(), c.feedback_unhelpful.tolist())
+    return zip(c.entry_ids, c.artifact_ids, c.scores.tolist(), signals)
+
+
+def _placeholder_hit(m: _Merged, tenant_id: str) -> Hit:
+    """A result whose entry could not be fetched: its ids and ranking signals, no text."""
+    ts, richness, reputation, helpful, unhelpful = m.signals
+    return Hit(entry=Entry(id=m.entry_id, tenant_id=tenant_id, persona_id="", artifact_id=m.artifact_id,
+                           chunk_index=0, text="", headline="", content_summary="", timestamp_unix=ts,
+                           richness=richness),
+               artifact=ArtifactSummary(artifact_id=m.artifact_id, reputation_prior=reputation,
+                                        feedback_helpful=helpful, feedback_unhelpful=unhelpful),
+               score=0.0, rank=0)
 
 
 def _min_rank(a: int, b: int) -> int:
@@ -487,20 +515,17 @@ def _best_rank(m: _Merged) -> int:
 
 def _candidates(merged: list[_Merged]) -> Candidates:
     n = len(merged)
-    ts = np.empty(n, dtype=np.float64)
-    for i, m in enumerate(merged):
-        e, a = m.hit.entry, m.hit.artifact
-        ts[i] = e.timestamp_unix or a.modified_unix or a.created_unix or 0
+    ts, richness, reputation, helpful, unhelpful = zip(*(m.signals for m in merged)) if n else ((),) * 5
     return Candidates.build(
         dense=[m.dense for m in merged],
         bm25=[m.bm25 for m in merged],
         dense_rank=[m.dense_rank for m in merged],
         bm25_rank=[m.bm25_rank for m in merged],
-        timestamp=ts,
-        richness=[m.hit.entry.richness for m in merged],
-        reputation_prior=[m.hit.artifact.reputation_prior for m in merged],
-        helpful=[m.hit.artifact.feedback_helpful for m in merged],
-        unhelpful=[m.hit.artifact.feedback_unhelpful for m in merged],
+        timestamp=np.asarray(ts, dtype=np.float64),
+        richness=richness,
+        reputation_prior=reputation,
+        helpful=helpful,
+        unhelpful=unhelpful,
         rerank=np.full(n, np.nan, dtype=np.float32),
     )
 
@@ -508,56 +533,93 @@ def _candidates(merged: list[_Merged]) -> Candidates:
 def _results(merged: list[_Merged], ranked: Any, candidates: Candidates, config: RankingConfig, query: str,
              explain: bool) -> tuple[RankedResult, ...]:
     out = []
-    weights = tuple(float(w) for w in ranked.weights)
+    weights = tuple(ranked.weights.tolist())
     now = config.now_unix or time.time()
-    for pos, row in enumerate(ranked.rows):
-        m = merged[int(row)]
-        factors = tuple(float(x) for x in ranked.factors[pos])
+    rows = ranked.rows.tolist()              # plain Python numbers once, not numpy scalars per field
+    overall, factors = ranked.overall.tolist(), ranked.factors.tolist()
+    if explain:
+        contributions = ranked.contributions.tolist()
+        dense_norm, bm25_norm = ranked.dense_norm.tolist(), ranked.bm25_norm.tolist()
+        rerank = np.nan_to_num(candidates.rerank[ranked.rows], nan=0.0).tolist()
+    for pos, row in enumerate(rows):
+        m = merged[row]
         explanation = None
         if explain:
             e, a = m.hit.entry, m.hit.artifact
             ts = e.timestamp_unix or a.modified_unix or a.created_unix
             explanation = Explanation(
                 weights=weights,
-                contributions=tuple(float(x) for x in ranked.contributions[pos]),
-                dense_cosine=0.0 if math.isnan(m.dense) else float(m.dense),
-                bm25=0.0 if math.isnan(m.bm25) else float(m.bm25),
+                contributions=tuple(contributions[pos]),
+                dense_cosine=0.0 if math.isnan(m.dense) else m.dense,
+                bm25=0.0 if math.isnan(m.bm25) else m.bm25,
                 dense_rank=m.dense_rank, bm25_rank=m.bm25_rank,
-                dense_norm=float(ranked.dense_norm[pos]), bm25_norm=float(ranked.bm25_norm[pos]),
-                rerank_score=float(np.nan_to_num(candidates.rerank[int(row)], nan=0.0)),
+                dense_norm=dense_norm[pos], bm25_norm=bm25_norm[pos], rerank_score=rerank[pos],
                 fusion_method=config.fusion, recency_applied=config.apply_recency,
                 age_days=max(0.0, (now - ts) / 86400.0) if ts else -1.0,
             )
         out.append(RankedResult(entry=m.hit.entry, artifact=m.hit.artifact, snippet=make_snippet(m.hit.entry.text, query),
-                                overall=float(ranked.overall[pos]), scores=factors, explanation=explanation))
+                                overall=overall[pos], scores=tuple(factors[pos]), explanation=explanation))
     return tuple(out)
 
 
 @functools.lru_cache(maxsize=256)
 def _snippet_terms(query: str) -> tuple[str, ...]:
+    """The query's distinct lower-cased words of more than 2 chars."""
     return tuple({w.lower() for w in _WORD.findall(query) if len(w) > 2})
 
 
+def _term_hits(text: str, terms: tuple[str, ...]) -> list[tuple[int, str]]:
+    """(position, term) of every occurrence of the terms, case-insensitive, by position.
+    str.find on the lower-cased text (C speed); a text whose lower-casing changes its length
+    (rare Unicode) falls back to a case-insensitive regex so positions stay exact."""
+    lower = text.lower()
+    hits: list[tuple[int, str]] = []
+    if len(lower) == len(text):
+        for term in terms:
+            pos = lower.find(term)
+            while pos >= 0:
+                hits.append((pos, term))
+                pos = lower.find(term, pos + len(term))
+    else:
+        pattern = re.compile("|".join(map(re.escape, sorted(terms, key=len, reverse=True))), re.IGNORECASE)
+        hits = [(m.start(), m.group().lower()) for m in pattern.finditer(text)]
+    hits.sort()
+    return hits
+
+
 def make_snippet(text: str, query: str, limit: int = SNIPPET_CHARS) -> str:
-    """The passage window that shares most words with the query, at most `limit` chars."""
+    """A window of at most `limit` chars around the densest cluster of distinct query words,
+    starting at the beginning of its sentence when that is near; the text's opening when no
+    query word occurs. Substring search, no tokenising (this runs for every returned result)."""
     text = text.strip()
     if len(text) <= limit:
         return text
+    start = 0
     terms = _snippet_terms(query)
-    sentences = [s for s in _SENTENCE.split(text) if s.strip()]
-    if not sentences:
-        return text[:limit].rstrip() + "…"
-    best = 0
     if terms:
-        # Substring tests on the lower-cased sentence: ~10x cheaper than tokenising every
-        # sentence, and the query terms (> 2 chars) rarely hide inside unrelated words.
-        scores = [sum(t in s for t in terms) for s in (x.lower() for x in sentences)]
-        best = scores.index(max(scores))
-    snippet = sentences[best]
-    j = best + 1
-    while j < len(sentences) and len(snippet) + 1 + len(sentences[j]) <= limit:
-        snippet += " " + sentences[j]
-        j += 1
-    if len(snippet) > limit:
-        snippet = snippet[:limit].rsplit(" ", 1)[0] + "…"
-    return snippet
+        hits = _term_hits(text, terms)
+        best_distinct = 0
+        reach = limit * 3 // 4                   # the cluster must fit well inside the window
+        for i, (pos, _) in enumerate(hits):
+            seen = set()
+            for p, term in hits[i:]:
+                if p - pos > reach:
+                    break
+                seen.add(term)
+            if len(seen) > best_distinct:
+                best_distinct, start = len(seen), pos
+        if start:
+            sentence = max(text.rfind(". ", 0, start), text.rfind("? ", 0, start), text.rfind("! ", 0, start),
+                           text.rfind("\n", 0, start))
+            if sentence >= 0 and start - sentence <= limit // 3:
+                start = sentence + 1
+            else:                                # mid-sentence: begin at a word boundary
+                space = text.rfind(" ", 0, start)
+                start = space + 1 if space >= 0 and start - space <= 30 else start
+    window = text[start:start + limit + 1].strip()
+    if len(window) <= limit:
+        return window
+    end = max(window.rfind(". ", 0, limit), window.rfind("? ", 0, limit), window.rfind("! ", 0, limit))
+    if end >= limit // 2:
+        return window[:end + 1]
+    return window[:limit].rsplit(" ", 1)[0] + "…"

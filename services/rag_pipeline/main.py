@@ -7,6 +7,8 @@ over stdio, the local principal (`NUCLEUS_LOCAL_TENANT` / `_USER` / `_GROUPS`) i
 """
 from __future__ import annotations
 
+import services._openmp  # noqa: F401  (first: before torch/faiss load OpenMP)
+
 import asyncio
 import logging
 from urllib.parse import urlsplit

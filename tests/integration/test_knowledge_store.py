@@ -128,6 +128,37 @@ async def test_filters_apply_inside_the_search_and_still_fill_k(store, llm):
             assert all(h.entry.artifact_id.startswith("match-") for h in hits), filters
 
 
+async def test_candidate_columns_carry_the_same_ranking_as_hits_and_each_entrys_signals(store, llm):
+    """The cheap candidate transfer RAGPipeline uses must agree with the full hits: same
+    entries in the same order with the same scores, and the signals ranking needs."""
+    tenant = "ks-filters"          # filled by the test above (45 artifacts, two dates, two sources)
+    vec = await llm.embed(["solar panel inverter", "clean the surface"])
+    for filters in (SearchFilters(), SearchFilters(source_types=("official-docs",))):
+        hits = await store.search_by_vector(tenant, vec, 20, filters)
+        columns = await store.candidates_by_vector(tenant, vec, 20, filters)
+        assert len(hits) == len(columns) == 2
+        keyword, terms = await store.search_by_filters(tenant, "solar inverter", ["fault"], 20, filters)
+        keyword_columns, column_terms = await store.candidates_by_filters(tenant, "solar inverter", ["fault"], 20,
+                                                                          filters)
+        assert terms == column_terms
+        for leg_hits, leg_columns in [*zip(hits, columns), (keyword, keyword_columns)]:
+            assert len(leg_hits) > 0
+            assert list(leg_columns.entry_ids) == [h.entry.id for h in leg_hits]
+            assert list(leg_columns.artifact_ids) == [h.entry.artifact_id for h in leg_hits]
+            assert np.allclose(leg_columns.scores, [h.score for h in leg_hits], atol=1e-6)
+            assert leg_columns.timestamps_unix.tolist() == [
+                h.entry.timestamp_unix or h.artifact.modified_unix or h.artifact.created_unix for h in leg_hits]
+            assert np.allclose(leg_columns.richness, [h.entry.richness for h in leg_hits])
+            assert np.allclose(leg_columns.reputation_prior, [h.artifact.reputation_prior for h in leg_hits])
+            assert leg_columns.feedback_helpful.tolist() == [h.artifact.feedback_helpful for h in leg_hits]
+    official = await store.candidates_by_vector(tenant, vec, 20, SearchFilters(source_types=("official-docs",)))
+    assert all(a.startswith("match-") for a in official[0].artifact_ids) and len(official[0]) == 5
+    with pytest.raises(InvalidArgument, match="top_k"):
+        await store.candidates_by_vector(tenant, vec, 0, SearchFilters())
+    with pytest.raises(NotFound):
+        await store.candidates_by_filters("never-written", "x", [], 5, SearchFilters())
+
+
 async def test_tenant_isolation_with_canaries_on_both_legs(store, llm):
     tenants = [f"iso-{i}" for i in range(6)]
     for t in tenants:
@@ -139,6 +170,10 @@ async def test_tenant_isolation_with_canaries_on_both_legs(store, llm):
         keyword, _ = await store.search_by_filters(t, "canary zebra mango telescope", [], 50, SearchFilters())
         seen = {h.entry.artifact_id for h in dense + keyword}
         assert seen == {f"canary-{t}", f"common-{t}"}, (t, seen)
+        columns = (await store.candidates_by_vector(t, vec, 50, SearchFilters()))[0]
+        keyword_columns, _ = await store.candidates_by_filters(t, "canary zebra mango telescope", [], 50,
+                                                               SearchFilters())
+        assert set(columns.artifact_ids) | set(keyword_columns.artifact_ids) == seen, t
         assert all(h.entry.tenant_id == t for h in dense + keyword)
 
 

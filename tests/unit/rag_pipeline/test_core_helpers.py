@@ -1,22 +1,23 @@
-"""Pure helpers of the RAG pipeline core: snippets, merge/pooling, lean retrieval, validation."""
+"""Pure helpers of the RAG pipeline core: snippets, merge/pooling of candidate columns, validation."""
 from __future__ import annotations
 
 import math
 
 import pytest
 
-from services.knowledge_store.models import ArtifactSummary, Entry, Hit
-from services.rag_pipeline.core import RagPipeline, _lean, _merge, make_snippet
+from services.knowledge_store.models import CandidateColumns
+from services.rag_pipeline.core import RagPipeline, _candidates, _merge, make_snippet
 from services.rag_pipeline.models import Preferences, SearchRequest
 from shared.errors import InvalidArgument
 from shared.settings import RagPipelineSettings
 
 
-def hit(entry_id: str, score: float, rank: int) -> Hit:
-    artifact_id = entry_id.split("#")[0]
-    entry = Entry(id=entry_id, tenant_id="t", persona_id="", artifact_id=artifact_id, chunk_index=0, text="x",
-                  headline="", content_summary="", timestamp_unix=0, richness=0.5)
-    return Hit(entry=entry, artifact=ArtifactSummary(artifact_id=artifact_id), score=score, rank=rank)
+def cols(*hits: tuple[str, float]) -> CandidateColumns:
+    """One leg's answer, best first; entry ids 'artifact#chunk'. Each entry's signals are derived
+    from its id so that tests can tell which chunk represents a pooled artifact."""
+    rows = [(eid, eid.split("#")[0], 1_000 + int(eid.split("#")[1]), 0.1 * (1 + int(eid.split("#")[1])), 0.5, 2, 1)
+            for eid, _ in hits]
+    return CandidateColumns.from_rows(rows, [score for _, score in hits])
 
 
 def test_snippet_is_the_window_sharing_most_words_with_the_query():
@@ -27,31 +28,65 @@ def test_snippet_is_the_window_sharing_most_words_with_the_query():
     assert len(snippet) <= 321
 
 
+def test_snippet_prefers_the_window_with_most_distinct_query_words_and_stays_within_the_limit():
+    filler = "Nothing relevant is said in this sentence at all. " * 8
+    text = (filler + "Battery here. " + filler + "The battery controller needs a reset after the update. " + filler)
+    snippet = make_snippet(text, "battery controller reset update")
+    assert snippet.startswith("The battery controller needs a reset")
+    assert len(snippet) <= 320
+
+
+def test_snippet_without_query_words_is_the_opening_cut_at_a_word():
+    text = "Alpha beta gamma delta. " * 40
+    snippet = make_snippet(text, "zebra")
+    assert text.startswith(snippet.rstrip("…")) and len(snippet) <= 321
+
+
+def test_snippet_positions_stay_exact_when_lower_casing_changes_the_length():
+    # "İ" lower-cases to two code points; a naive str.lower() search would shift every position.
+    text = "İİİİ. " * 60 + "The turbine blade inspection checklist is here. " + "Other words follow. " * 20
+    snippet = make_snippet(text, "turbine inspection checklist")
+    assert snippet.startswith("The turbine blade inspection checklist")
+
+
 def test_short_text_is_its_own_snippet():
     assert make_snippet("  short text  ", "anything") == "short text"
 
 
 def test_merge_keeps_best_signals_per_entry_across_phrases():
-    merged = _merge([[hit("a#0", 0.5, 2)], [hit("a#0", 0.7, 1)]], [hit("a#0", 3.0, 4)], collapse=False)
-    assert len(merged) == 1
-    m = merged[0]
-    assert (m.dense, m.dense_rank, m.bm25, m.bm25_rank) == (0.7, 1, 3.0, 4)
+    keyword = cols(("z#0", 9.0), ("y#0", 8.0), ("x#0", 7.0), ("a#0", 3.0))
+    merged = {m.entry_id: m for m in _merge([cols(("z#0", 0.9), ("a#0", 0.5)), cols(("a#0", 0.7))], keyword,
+                                            collapse=False)}
+    assert set(merged) == {"a#0", "x#0", "y#0", "z#0"}
+    m = merged["a#0"]
+    assert (m.dense, m.dense_rank, m.bm25, m.bm25_rank) == (pytest.approx(0.7), 1, 3.0, 4)
+    assert math.isnan(merged["y#0"].dense) and merged["y#0"].dense_rank == 0
 
 
 def test_merge_pools_chunks_of_one_artifact():
-    dense = [[hit("a#0", 0.8, 1), hit("b#0", 0.6, 2), hit("a#1", 0.4, 3)]]
-    keyword = [hit("a#1", 9.0, 1), hit("b#0", 2.0, 2)]
-    by_artifact = {m.hit.entry.artifact_id: m for m in _merge(dense, keyword, collapse=True)}
+    dense = [cols(("a#0", 0.8), ("b#0", 0.6), ("a#1", 0.4))]
+    keyword = cols(("a#1", 9.0), ("b#0", 2.0))
+    by_artifact = {m.artifact_id: m for m in _merge(dense, keyword, collapse=True)}
     assert set(by_artifact) == {"a", "b"}
     a = by_artifact["a"]
-    assert (a.dense, a.bm25, a.dense_rank, a.bm25_rank) == (0.8, 9.0, 1, 1)
+    assert (a.dense, a.bm25, a.dense_rank, a.bm25_rank) == (pytest.approx(0.8), 9.0, 1, 1)
     unpooled = _merge(dense, keyword, collapse=False)
     assert len(unpooled) == 3 and any(math.isnan(m.bm25) for m in unpooled)
 
 
-def test_lean_retrieval_only_when_few_candidates_are_returned():
-    assert _lean(SearchRequest(tenant_id="t", query="q", top_k_initial=50, top_k_final=10))
-    assert not _lean(SearchRequest(tenant_id="t", query="q", top_k_initial=100, top_k_final=100))
+def test_pooled_artifact_is_represented_by_its_strongest_chunk_and_its_signals():
+    # a#1 is first in the keyword leg (rank 1) but only third by cosine; a#0 has dense rank 2.
+    dense = [cols(("b#0", 0.9), ("a#0", 0.8), ("a#1", 0.4))]
+    keyword = cols(("a#1", 9.0))
+    a = {m.artifact_id: m for m in _merge(dense, keyword, collapse=True)}["a"]
+    assert a.entry_id == "a#1"
+    candidates = _candidates([a])
+    assert candidates.timestamp[0] == 1_001 and candidates.richness[0] == pytest.approx(0.2)
+    assert (candidates.helpful[0], candidates.unhelpful[0]) == (2, 1)
+
+
+def test_candidates_of_nothing_is_empty():
+    assert len(_candidates([]).dense) == 0
 
 
 @pytest.mark.parametrize("kwargs,field", [
