@@ -72,23 +72,25 @@ class FloatVector(_message.Message):
     def __init__(self, values: _Optional[_Iterable[float]] = ...) -> None: ...
 
 class VectorSearchRequest(_message.Message):
-    __slots__ = ("tenant_id", "query_vectors", "top_k", "filters", "omit_text", "candidates_only")
+    __slots__ = ("tenant_id", "query_vectors", "top_k", "filters", "omit_text", "candidates_only", "top_hits")
     TENANT_ID_FIELD_NUMBER: _ClassVar[int]
     QUERY_VECTORS_FIELD_NUMBER: _ClassVar[int]
     TOP_K_FIELD_NUMBER: _ClassVar[int]
     FILTERS_FIELD_NUMBER: _ClassVar[int]
     OMIT_TEXT_FIELD_NUMBER: _ClassVar[int]
     CANDIDATES_ONLY_FIELD_NUMBER: _ClassVar[int]
+    TOP_HITS_FIELD_NUMBER: _ClassVar[int]
     tenant_id: str
     query_vectors: _containers.RepeatedCompositeFieldContainer[FloatVector]
     top_k: int
     filters: _common_pb2.KnowledgeSearchFilters
     omit_text: bool
     candidates_only: bool
-    def __init__(self, tenant_id: _Optional[str] = ..., query_vectors: _Optional[_Iterable[_Union[FloatVector, _Mapping]]] = ..., top_k: _Optional[int] = ..., filters: _Optional[_Union[_common_pb2.KnowledgeSearchFilters, _Mapping]] = ..., omit_text: _Optional[bool] = ..., candidates_only: _Optional[bool] = ...) -> None: ...
+    top_hits: int
+    def __init__(self, tenant_id: _Optional[str] = ..., query_vectors: _Optional[_Iterable[_Union[FloatVector, _Mapping]]] = ..., top_k: _Optional[int] = ..., filters: _Optional[_Union[_common_pb2.KnowledgeSearchFilters, _Mapping]] = ..., omit_text: _Optional[bool] = ..., candidates_only: _Optional[bool] = ..., top_hits: _Optional[int] = ...) -> None: ...
 
 class CandidateColumns(_message.Message):
-    __slots__ = ("entry_ids", "artifact_ids", "scores", "timestamps_unix", "richness", "reputation_prior", "feedback_helpful", "feedback_unhelpful")
+    __slots__ = ("entry_ids", "artifact_ids", "scores", "timestamps_unix", "richness", "reputation_prior", "feedback_helpful", "feedback_unhelpful", "top_hits")
     ENTRY_IDS_FIELD_NUMBER: _ClassVar[int]
     ARTIFACT_IDS_FIELD_NUMBER: _ClassVar[int]
     SCORES_FIELD_NUMBER: _ClassVar[int]
@@ -97,6 +99,7 @@ class CandidateColumns(_message.Message):
     REPUTATION_PRIOR_FIELD_NUMBER: _ClassVar[int]
     FEEDBACK_HELPFUL_FIELD_NUMBER: _ClassVar[int]
     FEEDBACK_UNHELPFUL_FIELD_NUMBER: _ClassVar[int]
+    TOP_HITS_FIELD_NUMBER: _ClassVar[int]
     entry_ids: _containers.RepeatedScalarFieldContainer[str]
     artifact_ids: _containers.RepeatedScalarFieldContainer[str]
     scores: _containers.RepeatedScalarFieldContainer[float]
@@ -105,7 +108,8 @@ class CandidateColumns(_message.Message):
     reputation_prior: _containers.RepeatedScalarFieldContainer[float]
     feedback_helpful: _containers.RepeatedScalarFieldContainer[int]
     feedback_unhelpful: _containers.RepeatedScalarFieldContainer[int]
-    def __init__(self, entry_ids: _Optional[_Iterable[str]] = ..., artifact_ids: _Optional[_Iterable[str]] = ..., scores: _Optional[_Iterable[float]] = ..., timestamps_unix: _Optional[_Iterable[int]] = ..., richness: _Optional[_Iterable[float]] = ..., reputation_prior: _Optional[_Iterable[float]] = ..., feedback_helpful: _Optional[_Iterable[int]] = ..., feedback_unhelpful: _Optional[_Iterable[int]] = ...) -> None: ...
+    top_hits: _containers.RepeatedCompositeFieldContainer[ScoredEntry]
+    def __init__(self, entry_ids: _Optional[_Iterable[str]] = ..., artifact_ids: _Optional[_Iterable[str]] = ..., scores: _Optional[_Iterable[float]] = ..., timestamps_unix: _Optional[_Iterable[int]] = ..., richness: _Optional[_Iterable[float]] = ..., reputation_prior: _Optional[_Iterable[float]] = ..., feedback_helpful: _Optional[_Iterable[int]] = ..., feedback_unhelpful: _Optional[_Iterable[int]] = ..., top_hits: _Optional[_Iterable[_Union[ScoredEntry, _Mapping]]] = ...) -> None: ...
 
 class ScoredEntry(_message.Message):
     __slots__ = ("entry", "artifact", "score", "rank")
@@ -136,7 +140,7 @@ class VectorSearchResponse(_message.Message):
     def __init__(self, per_query: _Optional[_Iterable[_Union[VectorHits, _Mapping]]] = ..., index_kind: _Optional[str] = ..., per_query_columns: _Optional[_Iterable[_Union[CandidateColumns, _Mapping]]] = ...) -> None: ...
 
 class FilterSearchRequest(_message.Message):
-    __slots__ = ("tenant_id", "keywords", "extra_keywords", "top_k", "filters", "omit_text", "candidates_only")
+    __slots__ = ("tenant_id", "keywords", "extra_keywords", "top_k", "filters", "omit_text", "candidates_only", "top_hits")
     TENANT_ID_FIELD_NUMBER: _ClassVar[int]
     KEYWORDS_FIELD_NUMBER: _ClassVar[int]
     EXTRA_KEYWORDS_FIELD_NUMBER: _ClassVar[int]
@@ -144,6 +148,7 @@ class FilterSearchRequest(_message.Message):
     FILTERS_FIELD_NUMBER: _ClassVar[int]
     OMIT_TEXT_FIELD_NUMBER: _ClassVar[int]
     CANDIDATES_ONLY_FIELD_NUMBER: _ClassVar[int]
+    TOP_HITS_FIELD_NUMBER: _ClassVar[int]
     tenant_id: str
     keywords: str
     extra_keywords: _containers.RepeatedScalarFieldContainer[str]
@@ -151,7 +156,8 @@ class FilterSearchRequest(_message.Message):
     filters: _common_pb2.KnowledgeSearchFilters
     omit_text: bool
     candidates_only: bool
-    def __init__(self, tenant_id: _Optional[str] = ..., keywords: _Optional[str] = ..., extra_keywords: _Optional[_Iterable[str]] = ..., top_k: _Optional[int] = ..., filters: _Optional[_Union[_common_pb2.KnowledgeSearchFilters, _Mapping]] = ..., omit_text: _Optional[bool] = ..., candidates_only: _Optional[bool] = ...) -> None: ...
+    top_hits: int
+    def __init__(self, tenant_id: _Optional[str] = ..., keywords: _Optional[str] = ..., extra_keywords: _Optional[_Iterable[str]] = ..., top_k: _Optional[int] = ..., filters: _Optional[_Union[_common_pb2.KnowledgeSearchFilters, _Mapping]] = ..., omit_text: _Optional[bool] = ..., candidates_only: _Optional[bool] = ..., top_hits: _Optional[int] = ...) -> None: ...
 
 class FilterSearchResponse(_message.Message):
     __slots__ = ("hits", "query_terms", "columns")

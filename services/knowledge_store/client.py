@@ -49,20 +49,25 @@ class KnowledgeStoreClient:
         return [[convert.hit_from_pb(h) for h in q.hits] for q in response.per_query]
 
     async def candidates_by_vector(self, tenant_id: str, vectors: np.ndarray, top_k: int,
-                                   filters: m.SearchFilters, *, timeout_s: float | None = None) -> list[m.CandidateColumns]:
-        """Ranking-signal columns per query vector (no text, no metadata): see `CandidateColumns`."""
+                                   filters: m.SearchFilters, *, top_hits: int = 0,
+                                   timeout_s: float | None = None) -> list[m.CandidateColumns]:
+        """Ranking-signal columns per query vector (no text, no metadata), with the full hits of
+        the best `top_hits` candidates: see `CandidateColumns`."""
         request = ks_pb.VectorSearchRequest(
             tenant_id=tenant_id, top_k=top_k, filters=convert.filters_to_pb(filters), candidates_only=True,
+            top_hits=top_hits,
             query_vectors=[ks_pb.FloatVector(values=row.tolist()) for row in np.atleast_2d(vectors)])
         response = await call(self._stub.SearchPersonaKnowledgeByVector, request,
                               timeout=timeout_s or self.timeout_s, service=SERVICE)
         return [convert.columns_from_pb(c) for c in response.per_query_columns]
 
     async def candidates_by_filters(self, tenant_id: str, keywords: str, extra_keywords: Sequence[str], top_k: int,
-                                    filters: m.SearchFilters, *,
+                                    filters: m.SearchFilters, *, top_hits: int = 0,
                                     timeout_s: float | None = None) -> tuple[m.CandidateColumns, list[str]]:
-        """Ranking-signal columns of the keyword leg (no text, no metadata), and the analysed terms."""
+        """Ranking-signal columns of the keyword leg (no text, no metadata), with the full hits
+        of the best `top_hits` candidates, and the analysed terms."""
         request = ks_pb.FilterSearchRequest(tenant_id=tenant_id, keywords=keywords, candidates_only=True,
+                                            top_hits=top_hits,
                                             extra_keywords=list(extra_keywords), top_k=top_k,
                                             filters=convert.filters_to_pb(filters))
         response = await call(self._stub.SearchPersonaKnowledgeByFilters, request,

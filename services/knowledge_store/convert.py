@@ -127,7 +127,7 @@ def columns_to_pb(c: m.CandidateColumns) -> ks_pb.CandidateColumns:
         entry_ids=c.entry_ids, artifact_ids=c.artifact_ids, scores=c.scores.tolist(),
         timestamps_unix=c.timestamps_unix.tolist(), richness=c.richness.tolist(),
         reputation_prior=c.reputation_prior.tolist(), feedback_helpful=c.feedback_helpful.tolist(),
-        feedback_unhelpful=c.feedback_unhelpful.tolist())
+        feedback_unhelpful=c.feedback_unhelpful.tolist(), top_hits=[hit_to_pb(h) for h in c.top_hits])
 
 
 def columns_from_pb(c: ks_pb.CandidateColumns) -> m.CandidateColumns:
@@ -141,7 +141,8 @@ def columns_from_pb(c: ks_pb.CandidateColumns) -> m.CandidateColumns:
         scores=np.fromiter(c.scores, np.float32, n), timestamps_unix=np.fromiter(c.timestamps_unix, np.int64, n),
         richness=np.fromiter(c.richness, np.float32, n), reputation_prior=np.fromiter(c.reputation_prior, np.float32, n),
         feedback_helpful=np.fromiter(c.feedback_helpful, np.int32, n),
-        feedback_unhelpful=np.fromiter(c.feedback_unhelpful, np.int32, n))
+        feedback_unhelpful=np.fromiter(c.feedback_unhelpful, np.int32, n),
+        top_hits=tuple(hit_from_pb(h) for h in c.top_hits))
 
 
 def ingest_report_to_pb(r: m.IngestReport) -> ks_pb.IngestDocumentsResponse:

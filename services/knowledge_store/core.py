@@ -459,9 +459,10 @@ class KnowledgeStore:
         return await self._vector_search(tenant_id, query_vectors, top_k, filters, _hit_lists)
 
     async def candidates_by_vector(self, tenant_id: str, query_vectors: np.ndarray, top_k: int,
-                                   filters: SearchFilters) -> list[CandidateColumns]:
-        """As `search_by_vector`, answered as ranking-signal columns (no text, no metadata)."""
-        return await self._vector_search(tenant_id, query_vectors, top_k, filters, _column_lists)
+                                   filters: SearchFilters, *, top_hits: int = 0) -> list[CandidateColumns]:
+        """As `search_by_vector`, answered as ranking-signal columns (no text, no metadata),
+        plus the full hits of the best `top_hits` candidates per query."""
+        return await self._vector_search(tenant_id, query_vectors, top_k, filters, _columns_with(top_hits))
 
     async def _vector_search(self, tenant_id: str, query_vectors: np.ndarray, top_k: int, filters: SearchFilters,
                              materialize: _Materialize[R]) -> list[R]:
@@ -508,9 +509,12 @@ class KnowledgeStore:
         return await self._keyword_search(tenant_id, keywords, extra_keywords, top_k, filters, _hit_lists)
 
     async def candidates_by_filters(self, tenant_id: str, keywords: str, extra_keywords: Sequence[str], top_k: int,
-                                    filters: SearchFilters) -> tuple[CandidateColumns, list[str]]:
-        """As `search_by_filters`, answered as ranking-signal columns (no text, no metadata)."""
-        return await self._keyword_search(tenant_id, keywords, extra_keywords, top_k, filters, _column_lists)
+                                    filters: SearchFilters, *,
+                                    top_hits: int = 0) -> tuple[CandidateColumns, list[str]]:
+        """As `search_by_filters`, answered as ranking-signal columns (no text, no metadata),
+        plus the full hits of the best `top_hits` candidates."""
+        return await self._keyword_search(tenant_id, keywords, extra_keywords, top_k, filters,
+                                          _columns_with(top_hits))
 
     async def _keyword_search(self, tenant_id: str, keywords: str, extra_keywords: Sequence[str], top_k: int,
                               filters: SearchFilters, materialize: _Materialize[R]) -> tuple[R, list[str]]:
@@ -744,13 +748,23 @@ def _hit_lists(conn, tenant_id: str, ids: list[list[int]], scores: list[list[flo
     return [_hits(records, row_ids, row_scores) for row_ids, row_scores in zip(ids, scores)]
 
 
-def _column_lists(conn, tenant_id: str, ids: list[list[int]], scores: list[list[float]]) -> list[CandidateColumns]:
-    rows = storage.candidate_rows(conn, (rid for row in ids for rid in row))
-    out = []
-    for row_ids, row_scores in zip(ids, scores):
-        kept = [i for i, rid in enumerate(row_ids) if rid in rows]
-        out.append(CandidateColumns.from_rows([rows[row_ids[i]] for i in kept], [row_scores[i] for i in kept]))
-    return out
+def _columns_with(top_hits: int) -> _Materialize[CandidateColumns]:
+    """Materialise as columns, with the full hits of the best `top_hits` candidates per query."""
+    validation.top_hits(top_hits)
+
+    def materialize(conn, tenant_id: str, ids: list[list[int]], scores: list[list[float]]) -> list[CandidateColumns]:
+        rows = storage.candidate_rows(conn, (rid for row in ids for rid in row))
+        heads = [[rid for rid in row if rid in rows][:top_hits] for row in ids]
+        records = storage.records_by_rid(conn, (rid for head in heads for rid in head), tenant_id) if top_hits else {}
+        out = []
+        for row_ids, row_scores, head in zip(ids, scores, heads):
+            kept = [i for i, rid in enumerate(row_ids) if rid in rows]
+            hits = tuple(_hits(records, head, [row_scores[i] for i in kept[:len(head)]]))
+            out.append(CandidateColumns.from_rows([rows[row_ids[i]] for i in kept], [row_scores[i] for i in kept],
+                                                  hits))
+        return out
+
+    return materialize
 
 
 def _hits(records: dict[int, tuple[Entry, ArtifactSummary]], ids: Sequence[int] | NDArray[np.int64],

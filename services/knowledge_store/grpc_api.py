@@ -34,7 +34,8 @@ class KnowledgeStoreServicer(ks_grpc.KnowledgeStoreServicer):
         vectors = [list(v.values) for v in request.query_vectors]
         filters = convert.filters_from_pb(request.filters)
         if request.candidates_only:
-            columns = await self._store.candidates_by_vector(request.tenant_id, vectors, request.top_k, filters)
+            columns = await self._store.candidates_by_vector(request.tenant_id, vectors, request.top_k, filters,
+                                                             top_hits=request.top_hits)
             return ks_pb.VectorSearchResponse(per_query_columns=[convert.columns_to_pb(c) for c in columns])
         per_query = await self._store.search_by_vector(request.tenant_id, vectors, request.top_k, filters)
         return ks_pb.VectorSearchResponse(
@@ -47,7 +48,7 @@ class KnowledgeStoreServicer(ks_grpc.KnowledgeStoreServicer):
         args = (request.tenant_id, request.keywords, list(request.extra_keywords), request.top_k,
                 convert.filters_from_pb(request.filters))
         if request.candidates_only:
-            columns, terms = await self._store.candidates_by_filters(*args)
+            columns, terms = await self._store.candidates_by_filters(*args, top_hits=request.top_hits)
             return ks_pb.FilterSearchResponse(columns=convert.columns_to_pb(columns), query_terms=terms)
         hits, terms = await self._store.search_by_filters(*args)
         return ks_pb.FilterSearchResponse(hits=[convert.hit_to_pb(h, with_text=not request.omit_text) for h in hits],

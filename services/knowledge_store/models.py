@@ -100,12 +100,14 @@ class CandidateColumns:
     reputation_prior: np.ndarray    # float32, as stored (0 = the source type's default)
     feedback_helpful: np.ndarray    # int32
     feedback_unhelpful: np.ndarray  # int32
+    top_hits: tuple[Hit, ...] = ()  # full hits of the first candidates, when asked for
 
     def __len__(self) -> int:
         return len(self.entry_ids)
 
     @staticmethod
-    def from_rows(rows: list[tuple], scores: list[float] | np.ndarray) -> CandidateColumns:
+    def from_rows(rows: list[tuple], scores: list[float] | np.ndarray,
+                  top_hits: tuple[Hit, ...] = ()) -> CandidateColumns:
         """rows: (entry_id, artifact_id, timestamp, richness, reputation_prior, helpful,
         unhelpful) per candidate, in rank order; scores in the same order."""
         if not rows:
@@ -115,7 +117,7 @@ class CandidateColumns:
             entry_ids=ids, artifact_ids=arts, scores=np.asarray(scores, np.float32),
             timestamps_unix=np.asarray(ts, np.int64), richness=np.asarray(rich, np.float32),
             reputation_prior=np.asarray(rep, np.float32), feedback_helpful=np.asarray(good, np.int32),
-            feedback_unhelpful=np.asarray(bad, np.int32))
+            feedback_unhelpful=np.asarray(bad, np.int32), top_hits=top_hits)
 
 
 EMPTY_COLUMNS = CandidateColumns((), (), np.zeros(0, np.float32), np.zeros(0, np.int64), np.zeros(0, np.float32),

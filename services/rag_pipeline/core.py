@@ -68,6 +68,7 @@ BUILTIN_PROFILE = RankingProfile(tenant_id="", name="builtin-default", version=0
 PROFILE_CACHE_TTL_S = 5.0
 RERANK_TOP_N = 20
 SNIPPET_CHARS = 320
+PREFETCH_HITS_MAX = 20
 _WORD = re.compile(r"\w+", re.UNICODE)
 
 
@@ -278,7 +279,7 @@ class RagPipeline:
                 try:
                     dense_hits = await self._ks.candidates_by_vector(
                         request.tenant_id, vectors, request.top_k_initial, request.filters,
-                        timeout_s=s.retrieval_timeout_s)
+                        top_hits=_prefetch(request), timeout_s=s.retrieval_timeout_s)
                     span.set_attribute("nucleus.candidates", sum(len(h) for h in dense_hits))
                 except (NotFound, InvalidArgument):
                     keyword_task.cancel()
@@ -300,6 +301,9 @@ class RagPipeline:
 
         with tracer.start_as_current_span("rag.merge") as span:
             merged = _merge(dense_hits or [], keyword_hits, collapse=s.collapse_by_artifact)
+            prefetched = {h.entry.id: h for leg in [*(dense_hits or []), keyword_hits] for h in leg.top_hits}
+            for m in merged:
+                m.hit = prefetched.get(m.entry_id)
             span.set_attribute("nucleus.candidates", len(merged))
         t = mark("merge", t)
 
@@ -340,7 +344,7 @@ class RagPipeline:
                                  query=list(phrases))  # telemetry hook
             hits, terms = await self._ks.candidates_by_filters(
                 request.tenant_id, phrases[0], list(phrases[1:]), request.top_k_initial, request.filters,
-                timeout_s=self._settings.retrieval_timeout_s)
+                top_hits=_prefetch(request), timeout_s=self._settings.retrieval_timeout_s)
             span.set_attribute("nucleus.candidates", len(hits))
             return hits, terms
 
@@ -403,6 +407,12 @@ class RagPipeline:
 
 
 # ---------------------------------------------------------------------- helpers
+def _prefetch(request: SearchRequest) -> int:
+    """Full hits each leg sends along with its candidate columns: the final results are
+    usually among each leg's best few, and then need no GetEntries round trip."""
+    return min(request.top_k_final, PREFETCH_HITS_MAX)
+
+
 def _validate_weights(weights: Sequence[float], field: str) -> None:
     names = ("relevancy_weight", "recency_weight", "richness_weight", "reputation_weight")
     for name, w in zip(names, weights):

@@ -108,15 +108,20 @@ async def test_delete_removes_the_artifact_from_every_index(store, llm):
     assert (stats.artifacts, stats.entries, stats.vectors, stats.keyword_docs) == (1, 1, 1, 1)
 
 
-async def test_filters_apply_inside_the_search_and_still_fill_k(store, llm):
-    tenant = "ks-filters"
-    base = 1_700_000_000
+async def ingest_solar_corpus(store, tenant: str, base: int) -> None:
+    """40 forum notes dated `base`, 5 official inverter guides 30 days later."""
     docs = [doc(f"noise-{i}", f"Solar panel maintenance note number {i}: clean the solar panel surface.",
                 source_type="forum", tags=("misc",), owners=("bob",), modified_unix=base) for i in range(40)]
     docs += [doc(f"match-{i}", f"Solar panel inverter guide {i}: reset the inverter after a fault.",
                  source_type="official-docs", tags=("inverter",), owners=("alice",),
                  modified_unix=base + 30 * DAY) for i in range(5)]
     await store.ingest(tenant, "", docs)
+
+
+async def test_filters_apply_inside_the_search_and_still_fill_k(store, llm):
+    tenant = "ks-filters"
+    base = 1_700_000_000
+    await ingest_solar_corpus(store, tenant, base)
     vec = await llm.embed(["solar panel"])
     for filters in (SearchFilters(source_types=("official-docs",)), SearchFilters(tags=("inverter",)),
                     SearchFilters(owners=("alice",)), SearchFilters(date_from_unix=base + DAY),
@@ -131,7 +136,8 @@ async def test_filters_apply_inside_the_search_and_still_fill_k(store, llm):
 async def test_candidate_columns_carry_the_same_ranking_as_hits_and_each_entrys_signals(store, llm):
     """The cheap candidate transfer RAGPipeline uses must agree with the full hits: same
     entries in the same order with the same scores, and the signals ranking needs."""
-    tenant = "ks-filters"          # filled by the test above (45 artifacts, two dates, two sources)
+    tenant = "ks-columns"
+    await ingest_solar_corpus(store, tenant, 1_700_000_000)
     vec = await llm.embed(["solar panel inverter", "clean the surface"])
     for filters in (SearchFilters(), SearchFilters(source_types=("official-docs",))):
         hits = await store.search_by_vector(tenant, vec, 20, filters)
@@ -151,10 +157,21 @@ async def test_candidate_columns_carry_the_same_ranking_as_hits_and_each_entrys_
             assert np.allclose(leg_columns.richness, [h.entry.richness for h in leg_hits])
             assert np.allclose(leg_columns.reputation_prior, [h.artifact.reputation_prior for h in leg_hits])
             assert leg_columns.feedback_helpful.tolist() == [h.artifact.feedback_helpful for h in leg_hits]
+        assert all(len(c.top_hits) == 0 for c in [*columns, keyword_columns])
+        with_hits = await store.candidates_by_vector(tenant, vec, 20, filters, top_hits=3)
+        keyword_with_hits, _ = await store.candidates_by_filters(tenant, "solar inverter", ["fault"], 20, filters,
+                                                                 top_hits=3)
+        for leg_hits, leg_columns in [*zip(hits, with_hits), (keyword, keyword_with_hits)]:
+            assert [h.entry.id for h in leg_columns.top_hits] == [h.entry.id for h in leg_hits[:3]]
+            assert [h.entry.text for h in leg_columns.top_hits] == [h.entry.text for h in leg_hits[:3]]
+            assert all(h.entry.text and h.artifact.title for h in leg_columns.top_hits)
+            assert list(leg_columns.entry_ids) == [h.entry.id for h in leg_hits]
     official = await store.candidates_by_vector(tenant, vec, 20, SearchFilters(source_types=("official-docs",)))
     assert all(a.startswith("match-") for a in official[0].artifact_ids) and len(official[0]) == 5
     with pytest.raises(InvalidArgument, match="top_k"):
         await store.candidates_by_vector(tenant, vec, 0, SearchFilters())
+    with pytest.raises(InvalidArgument, match="top_hits"):
+        await store.candidates_by_filters(tenant, "solar", [], 5, SearchFilters(), top_hits=101)
     with pytest.raises(NotFound):
         await store.candidates_by_filters("never-written", "x", [], 5, SearchFilters())
 
