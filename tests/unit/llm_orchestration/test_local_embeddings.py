@@ -37,8 +37,8 @@ async def orch():
 async def test_model_is_minilm_with_384_dimensions_loaded_offline(orch):
     assert os.environ.get("HF_HUB_OFFLINE") == "1" and os.environ.get("TRANSFORMERS_OFFLINE") == "1"
     info = orch.info()
-    assert (info["embedding_model"], info["dimension"], info["provider"]) == (
-        "all-MiniLM-L6-v2", 384, "local")
+    assert (info["embedding_model"], info["dimension"], info["provider"], info["runtime"]) == (
+        "all-MiniLM-L6-v2", 384, "local", "onnx")
     assert info["chat_configured"] is False
 
 

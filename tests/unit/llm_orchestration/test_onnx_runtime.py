@@ -1,0 +1,213 @@
+"""The ONNX Runtime path of LocalEmbedder against the real all-MiniLM-L6-v2 and torch.
+
+One ONNX export (into a per-module temporary cache) and one torch model are shared; the tests
+that need their own start (cache reuse, a corrupt cache file, an unusable cache dir) load the
+model again, which is quick once torch and the files are warm.
+"""
+import logging
+import os
+
+import numpy as np
+import pytest
+import pytest_asyncio
+
+from services.llm_orchestration import onnx_encoder
+from services.llm_orchestration.core import LlmOrchestrator
+from services.llm_orchestration.embedder import LocalEmbedder
+from shared.settings import LlmOrchestrationSettings
+
+pytestmark = [pytest.mark.asyncio(loop_scope="module"), pytest.mark.slow]
+
+LONG = " ".join(["Randomised trials of vitamin D in older adults."] * 40)  # > 256 tokens
+TEXTS = [       # mixed lengths in no particular order: sorting and grouping must be undone
+    "Short.",
+    LONG,
+    "Aspirin lowers the risk of a second heart attack.",
+    LONG.replace("vitamin D", "statins"),
+    "x",
+    "A much longer text about the immune system, T cells, B cells and antibodies, which "
+    "together protect the body against pathogens such as viruses and bacteria.",
+    LONG.replace("older adults", "children"),
+    "Regular exercise reduces the risk of cardiovascular disease.",
+]
+
+
+async def started(**kwargs) -> LocalEmbedder:
+    embedder = LocalEmbedder(**kwargs)
+    await embedder.start()
+    return embedder
+
+
+def onnx_files(folder) -> list[str]:
+    return sorted(os.listdir(folder)) if os.path.isdir(folder) else []
+
+
+@pytest.fixture(scope="module")
+def cache_dir(tmp_path_factory):
+    return tmp_path_factory.mktemp("onnx-cache")
+
+
+@pytest_asyncio.fixture(scope="module", loop_scope="module")
+async def onnx_embedder(cache_dir):
+    embedder = await started(runtime="onnx", onnx_cache_dir=str(cache_dir))
+    assert embedder.runtime == "onnx", embedder.runtime_note   # else every test here is torch
+    yield embedder
+    await embedder.close()
+
+
+@pytest_asyncio.fixture(scope="module", loop_scope="module")
+async def torch_orch(tmp_path_factory):
+    """The reference: torch, chosen through the `local_runtime` setting."""
+    cache = tmp_path_factory.mktemp("unused-onnx-cache") / "onnx"
+    orch = LlmOrchestrator(LlmOrchestrationSettings(local_runtime="torch",
+                                                    onnx_cache_dir=str(cache)))
+    await orch.start()
+    yield orch
+    await orch.close()
+
+
+@pytest.fixture(scope="module")
+def torch_embedder(torch_orch) -> LocalEmbedder:
+    return torch_orch._backend
+
+
+# -- parity ----------------------------------------------------------------------------------
+
+async def test_onnx_is_the_default_and_serves_after_start(onnx_embedder):
+    assert LocalEmbedder().runtime == "onnx"
+    assert LlmOrchestrationSettings().local_runtime == "onnx"
+    assert (onnx_embedder.runtime, onnx_embedder.runtime_note) == ("onnx", "")
+    assert onnx_embedder.dimension == 384
+
+
+async def test_batch_with_padding_and_grouping_matches_torch_in_input_order(onnx_embedder,
+                                                                            torch_embedder):
+    got = onnx_embedder.encode_sync(TEXTS)
+    want = torch_embedder.encode_sync(TEXTS)
+    assert got.shape == (len(TEXTS), 384) and got.dtype == np.float32
+    assert float(np.abs(got - want).max()) < 1e-5
+    # the same rows one text at a time: nothing was swapped by the sort / grouping
+    singles = np.stack([onnx_embedder.encode_sync([text])[0] for text in TEXTS])
+    assert float(np.abs(got - singles).max()) < 1e-5
+    assert list(np.argmax(got @ want.T, axis=1)) == list(range(len(TEXTS)))
+
+
+async def test_many_texts_take_several_runs_and_still_match_torch(onnx_embedder, torch_embedder):
+    texts = [f"{text} ({i})" for i, text in enumerate(TEXTS * 3)]  # 9 long: 5+ runs
+    got = onnx_embedder.encode_sync(texts)
+    assert float(np.abs(got - torch_embedder.encode_sync(texts)).max()) < 1e-5
+
+
+async def test_no_texts_give_an_empty_matrix(onnx_embedder):
+    assert onnx_embedder.encode_sync([]).shape == (0, 384)
+
+
+async def test_async_encode_runs_onnx_on_the_worker_thread(onnx_embedder, torch_embedder):
+    got = await onnx_embedder.encode(TEXTS[:3])
+    np.testing.assert_allclose(got, torch_embedder.encode_sync(TEXTS[:3]), atol=1e-5)
+
+
+# -- the cache -------------------------------------------------------------------------------
+
+async def test_export_is_written_once_and_reused_by_the_next_start(onnx_embedder, cache_dir,
+                                                                   caplog):
+    files = onnx_files(cache_dir)
+    assert len(files) == 1 and files[0].startswith("all-MiniLM-L6-v2-")
+    assert files[0].endswith(".onnx")                  # no temporary file left behind
+    path = cache_dir / files[0]
+    before = path.stat().st_mtime_ns
+    caplog.set_level(logging.INFO, logger="services.llm_orchestration")
+    second = await started(runtime="onnx", onnx_cache_dir=str(cache_dir))
+    try:
+        assert second.runtime == "onnx"
+        assert path.stat().st_mtime_ns == before
+        assert onnx_files(cache_dir) == files
+        assert not [r for r in caplog.records if "exported the embedding model" in r.message]
+    finally:
+        await second.close()
+
+
+async def test_a_corrupt_cached_file_is_exported_again(onnx_embedder, cache_dir, tmp_path,
+                                                       torch_embedder, caplog):
+    name = onnx_files(cache_dir)[0]
+    garbage = b"not an onnx model" * 1000
+    (tmp_path / name).write_bytes(garbage)              # the name of this model's export
+    caplog.set_level(logging.INFO, logger="services.llm_orchestration")
+    embedder = await started(runtime="onnx", onnx_cache_dir=str(tmp_path))
+    try:
+        assert embedder.runtime == "onnx"
+        assert any(r.levelno == logging.WARNING and "is unusable" in r.message
+                   for r in caplog.records)
+        assert (tmp_path / name).stat().st_size > 10_000_000        # a whole model again
+        assert not (tmp_path / name).read_bytes().startswith(garbage[:100])
+        np.testing.assert_allclose(embedder.encode_sync(TEXTS[:4]),
+                                   torch_embedder.encode_sync(TEXTS[:4]), atol=1e-5)
+    finally:
+        await embedder.close()
+
+
+async def test_an_unusable_cache_dir_falls_back_to_torch_with_a_warning(tmp_path, torch_embedder,
+                                                                        caplog):
+    blocker = tmp_path / "a-file"
+    blocker.write_text("the cache dir cannot be created under a file")
+    caplog.set_level(logging.WARNING, logger="services.llm_orchestration")
+    embedder = await started(runtime="onnx", onnx_cache_dir=str(blocker / "onnx"))
+    try:
+        assert embedder.runtime == "torch"
+        assert "ONNX Runtime unusable, using torch" in embedder.runtime_note
+        assert any("ONNX Runtime unusable" in r.message for r in caplog.records)
+        np.testing.assert_allclose(embedder.encode_sync(TEXTS[:3]),
+                                   torch_embedder.encode_sync(TEXTS[:3]), atol=1e-6)
+    finally:
+        await embedder.close()
+
+
+async def test_a_failed_export_leaves_no_file(tmp_path, torch_embedder):
+    import torch
+
+    class Broken(torch.nn.Module):
+        def forward(self, **inputs):
+            raise RuntimeError("broken model")
+
+    class FakeSentenceTransformer(list):             # the two things export_onnx uses
+        tokenizer = torch_embedder._model.tokenizer
+
+    module = type("Module", (), {"auto_model": Broken()})()
+    dest = tmp_path / "model.onnx"
+    with pytest.raises(RuntimeError, match="broken model"):
+        onnx_encoder.export_onnx(FakeSentenceTransformer([module]), dest)
+    assert os.listdir(tmp_path) == []
+
+
+async def test_export_leaves_the_torch_model_on_its_own_attention(tmp_path, torch_embedder):
+    model = torch_embedder._model
+    before = model[0].auto_model.config._attn_implementation
+    onnx_encoder.export_onnx(model, tmp_path / "m.onnx")
+    assert model[0].auto_model.config._attn_implementation == before
+    assert onnx_files(tmp_path) == ["m.onnx"]
+
+
+# -- the torch setting -----------------------------------------------------------------------
+
+async def test_torch_runtime_setting_serves_torch_and_never_exports(torch_orch):
+    assert torch_orch.info()["runtime"] == "torch"
+    assert torch_orch._backend.runtime_note == ""
+    assert not torch_orch._settings.onnx_cache_dir or \
+        not os.path.exists(torch_orch._settings.onnx_cache_dir)
+    result = await torch_orch.embed(["torch runtime"], purpose="document")
+    assert result.vectors.shape == (1, 384)
+
+
+@pytest.mark.parametrize("policy,spinning", [("PASSIVE", "0"), ("passive", "0"), ("", "1"),
+                                             ("ACTIVE", "1")])
+async def test_session_threads_spin_unless_openmp_waits_passively(onnx_embedder, cache_dir,
+                                                                  monkeypatch, policy, spinning):
+    monkeypatch.setenv("OMP_WAIT_POLICY", policy)
+    session = onnx_encoder.open_session(cache_dir / onnx_files(cache_dir)[0], 2)
+    options = session.get_session_options()
+    assert (options.intra_op_num_threads, options.inter_op_num_threads) == (2, 1)
+    try:
+        entry = options.get_session_config_entry("session.intra_op.allow_spinning")
+    except RuntimeError:           # not set: ONNX Runtime's default, spinning
+        entry = "1"
+    assert entry == spinning
