@@ -72,22 +72,20 @@ class FloatVector(_message.Message):
     def __init__(self, values: _Optional[_Iterable[float]] = ...) -> None: ...
 
 class VectorSearchRequest(_message.Message):
-    __slots__ = ("tenant_id", "query_vectors", "top_k", "filters", "omit_text", "candidates_only", "top_hits")
+    __slots__ = ("tenant_id", "query_vectors", "top_k", "filters", "candidates_only", "top_hits")
     TENANT_ID_FIELD_NUMBER: _ClassVar[int]
     QUERY_VECTORS_FIELD_NUMBER: _ClassVar[int]
     TOP_K_FIELD_NUMBER: _ClassVar[int]
     FILTERS_FIELD_NUMBER: _ClassVar[int]
-    OMIT_TEXT_FIELD_NUMBER: _ClassVar[int]
     CANDIDATES_ONLY_FIELD_NUMBER: _ClassVar[int]
     TOP_HITS_FIELD_NUMBER: _ClassVar[int]
     tenant_id: str
     query_vectors: _containers.RepeatedCompositeFieldContainer[FloatVector]
     top_k: int
     filters: _common_pb2.KnowledgeSearchFilters
-    omit_text: bool
     candidates_only: bool
     top_hits: int
-    def __init__(self, tenant_id: _Optional[str] = ..., query_vectors: _Optional[_Iterable[_Union[FloatVector, _Mapping]]] = ..., top_k: _Optional[int] = ..., filters: _Optional[_Union[_common_pb2.KnowledgeSearchFilters, _Mapping]] = ..., omit_text: _Optional[bool] = ..., candidates_only: _Optional[bool] = ..., top_hits: _Optional[int] = ...) -> None: ...
+    def __init__(self, tenant_id: _Optional[str] = ..., query_vectors: _Optional[_Iterable[_Union[FloatVector, _Mapping]]] = ..., top_k: _Optional[int] = ..., filters: _Optional[_Union[_common_pb2.KnowledgeSearchFilters, _Mapping]] = ..., candidates_only: _Optional[bool] = ..., top_hits: _Optional[int] = ...) -> None: ...
 
 class CandidateColumns(_message.Message):
     __slots__ = ("entry_ids", "artifact_ids", "scores", "timestamps_unix", "richness", "reputation_prior", "feedback_helpful", "feedback_unhelpful", "top_hits")
@@ -140,13 +138,12 @@ class VectorSearchResponse(_message.Message):
     def __init__(self, per_query: _Optional[_Iterable[_Union[VectorHits, _Mapping]]] = ..., index_kind: _Optional[str] = ..., per_query_columns: _Optional[_Iterable[_Union[CandidateColumns, _Mapping]]] = ...) -> None: ...
 
 class FilterSearchRequest(_message.Message):
-    __slots__ = ("tenant_id", "keywords", "extra_keywords", "top_k", "filters", "omit_text", "candidates_only", "top_hits")
+    __slots__ = ("tenant_id", "keywords", "extra_keywords", "top_k", "filters", "candidates_only", "top_hits")
     TENANT_ID_FIELD_NUMBER: _ClassVar[int]
     KEYWORDS_FIELD_NUMBER: _ClassVar[int]
     EXTRA_KEYWORDS_FIELD_NUMBER: _ClassVar[int]
     TOP_K_FIELD_NUMBER: _ClassVar[int]
     FILTERS_FIELD_NUMBER: _ClassVar[int]
-    OMIT_TEXT_FIELD_NUMBER: _ClassVar[int]
     CANDIDATES_ONLY_FIELD_NUMBER: _ClassVar[int]
     TOP_HITS_FIELD_NUMBER: _ClassVar[int]
     tenant_id: str
@@ -154,10 +151,9 @@ class FilterSearchRequest(_message.Message):
     extra_keywords: _containers.RepeatedScalarFieldContainer[str]
     top_k: int
     filters: _common_pb2.KnowledgeSearchFilters
-    omit_text: bool
     candidates_only: bool
     top_hits: int
-    def __init__(self, tenant_id: _Optional[str] = ..., keywords: _Optional[str] = ..., extra_keywords: _Optional[_Iterable[str]] = ..., top_k: _Optional[int] = ..., filters: _Optional[_Union[_common_pb2.KnowledgeSearchFilters, _Mapping]] = ..., omit_text: _Optional[bool] = ..., candidates_only: _Optional[bool] = ..., top_hits: _Optional[int] = ...) -> None: ...
+    def __init__(self, tenant_id: _Optional[str] = ..., keywords: _Optional[str] = ..., extra_keywords: _Optional[_Iterable[str]] = ..., top_k: _Optional[int] = ..., filters: _Optional[_Union[_common_pb2.KnowledgeSearchFilters, _Mapping]] = ..., candidates_only: _Optional[bool] = ..., top_hits: _Optional[int] = ...) -> None: ...
 
 class FilterSearchResponse(_message.Message):
     __slots__ = ("hits", "query_terms", "columns")

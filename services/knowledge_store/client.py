@@ -40,9 +40,9 @@ class KnowledgeStoreClient:
         return response.artifacts_deleted, response.entries_deleted
 
     async def search_by_vector(self, tenant_id: str, vectors: np.ndarray, top_k: int, filters: m.SearchFilters,
-                               *, timeout_s: float | None = None, omit_text: bool = False) -> list[list[m.Hit]]:
+                               *, timeout_s: float | None = None) -> list[list[m.Hit]]:
         request = ks_pb.VectorSearchRequest(
-            tenant_id=tenant_id, top_k=top_k, filters=convert.filters_to_pb(filters), omit_text=omit_text,
+            tenant_id=tenant_id, top_k=top_k, filters=convert.filters_to_pb(filters),
             query_vectors=[ks_pb.FloatVector(values=row.tolist()) for row in np.atleast_2d(vectors)])
         response = await call(self._stub.SearchPersonaKnowledgeByVector, request,
                               timeout=timeout_s or self.timeout_s, service=SERVICE)
@@ -75,9 +75,9 @@ class KnowledgeStoreClient:
         return convert.columns_from_pb(response.columns), list(response.query_terms)
 
     async def search_by_filters(self, tenant_id: str, keywords: str, extra_keywords: Sequence[str], top_k: int,
-                                filters: m.SearchFilters, *, timeout_s: float | None = None,
-                                omit_text: bool = False) -> tuple[list[m.Hit], list[str]]:
-        request = ks_pb.FilterSearchRequest(tenant_id=tenant_id, keywords=keywords, omit_text=omit_text,
+                                filters: m.SearchFilters, *,
+                                timeout_s: float | None = None) -> tuple[list[m.Hit], list[str]]:
+        request = ks_pb.FilterSearchRequest(tenant_id=tenant_id, keywords=keywords,
                                             extra_keywords=list(extra_keywords), top_k=top_k,
                                             filters=convert.filters_to_pb(filters))
         response = await call(self._stub.SearchPersonaKnowledgeByFilters, request,

@@ -97,10 +97,10 @@ def summary_from_pb(a: pb.ArtifactMetadataSummary) -> m.ArtifactSummary:
     )
 
 
-def entry_to_pb(e: m.Entry, *, with_text: bool = True) -> pb.PersonaKnowledgeEntry:
+def entry_to_pb(e: m.Entry) -> pb.PersonaKnowledgeEntry:
     return pb.PersonaKnowledgeEntry(
         id=e.id, tenant_id=e.tenant_id, persona_id=e.persona_id, artifact_id=e.artifact_id,
-        chunk_index=e.chunk_index, text=e.text if with_text else "", headline=e.headline, content_summary=e.content_summary,
+        chunk_index=e.chunk_index, text=e.text, headline=e.headline, content_summary=e.content_summary,
         timestamp_unix=e.timestamp_unix, richness=e.richness,
     )
 
@@ -113,8 +113,8 @@ def entry_from_pb(e: pb.PersonaKnowledgeEntry) -> m.Entry:
     )
 
 
-def hit_to_pb(h: m.Hit, *, with_text: bool = True) -> ks_pb.ScoredEntry:
-    return ks_pb.ScoredEntry(entry=entry_to_pb(h.entry, with_text=with_text), artifact=summary_to_pb(h.artifact),
+def hit_to_pb(h: m.Hit) -> ks_pb.ScoredEntry:
+    return ks_pb.ScoredEntry(entry=entry_to_pb(h.entry), artifact=summary_to_pb(h.artifact),
                              score=h.score, rank=h.rank)
 
 

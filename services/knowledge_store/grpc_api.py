@@ -39,7 +39,7 @@ class KnowledgeStoreServicer(ks_grpc.KnowledgeStoreServicer):
             return ks_pb.VectorSearchResponse(per_query_columns=[convert.columns_to_pb(c) for c in columns])
         per_query = await self._store.search_by_vector(request.tenant_id, vectors, request.top_k, filters)
         return ks_pb.VectorSearchResponse(
-            per_query=[ks_pb.VectorHits(hits=[convert.hit_to_pb(h, with_text=not request.omit_text) for h in hits])
+            per_query=[ks_pb.VectorHits(hits=[convert.hit_to_pb(h) for h in hits])
                        for hits in per_query],
         )
 
@@ -51,7 +51,7 @@ class KnowledgeStoreServicer(ks_grpc.KnowledgeStoreServicer):
             columns, terms = await self._store.candidates_by_filters(*args, top_hits=request.top_hits)
             return ks_pb.FilterSearchResponse(columns=convert.columns_to_pb(columns), query_terms=terms)
         hits, terms = await self._store.search_by_filters(*args)
-        return ks_pb.FilterSearchResponse(hits=[convert.hit_to_pb(h, with_text=not request.omit_text) for h in hits],
+        return ks_pb.FilterSearchResponse(hits=[convert.hit_to_pb(h) for h in hits],
                                           query_terms=terms)
 
     @translate_errors

@@ -612,10 +612,10 @@ def make_snippet(text: str, query: str, limit: int = SNIPPET_CHARS) -> str:
         reach = limit * 3 // 4                   # the cluster must fit well inside the window
         for i, (pos, _) in enumerate(hits):
             seen = set()
-            for p, term in hits[i:]:
-                if p - pos > reach:
+            for j in range(i, len(hits)):
+                if hits[j][0] - pos > reach:
                     break
-                seen.add(term)
+                seen.add(hits[j][1])
             if len(seen) > best_distinct:
                 best_distinct, start = len(seen), pos
         if start:

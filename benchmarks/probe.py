@@ -1,0 +1,92 @@
+"""Quick latency probe against a running stack: SearchAndRank end to end (client clock) and the
+server's stage timings, p50 over the last N test queries of a BEIR dataset; optionally each
+retrieval leg and the embedding called directly. For before/after checks of one change
+(e.g. `OTEL_SDK_DISABLED=true` on the stack); `nucleus bench` is the benchmark of record.
+
+    nucleus --data-dir D up --detach --ephemeral-ports
+    .venv/bin/python -m benchmarks.probe --data-dir D --dataset /work/shared/data/scifact \\
+        --tenant scifact --top-k-initial 50 --top-k-final 10 [--legs]
+
+A stack started by `nucleus up` keeps LlmOrchestration's query-embedding cache on: only the
+first pass over a set of queries measures cold embeddings.
+"""
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import statistics
+import time
+from pathlib import Path
+
+from nucleus.v1 import rag_pipeline_pb2 as rag_pb
+from nucleus.v1 import rag_pipeline_pb2_grpc as rag_grpc
+from services.knowledge_store.client import KnowledgeStoreClient
+from services.knowledge_store.models import SearchFilters
+from services.llm_orchestration.client import LlmOrchestrationClient
+from shared.grpc_client import aio_channel, call
+
+
+def _p50(values: list[float]) -> str:
+    return f"{statistics.median(values):.2f}"
+
+
+async def probe(args: argparse.Namespace) -> None:
+    services = json.loads((args.data_dir / "run" / "stack.json").read_text())["services"]
+    lines = (args.dataset / "queries.jsonl").read_text(encoding="utf-8").splitlines()
+    queries = [json.loads(line)["text"] for line in lines if line.strip()][-args.queries:]
+    channel = aio_channel(services["rag_pipeline"]["grpc"])
+    stub = rag_grpc.RagPipelineStub(channel)
+
+    def request(text: str) -> rag_pb.SearchAndRankRequest:
+        return rag_pb.SearchAndRankRequest(tenant_id=args.tenant, user_query_text=text,
+                                           top_k_initial_retrieve=args.top_k_initial,
+                                           top_k_final_rank=args.top_k_final)
+
+    for text in ("warm-up query one", "warm-up query two", "warm-up query three"):
+        await call(stub.SearchAndRank, request(text), timeout=30, service="RagPipeline")
+    e2e: list[float] = []
+    stages: dict[str, list[float]] = {}
+    for text in queries:
+        started = time.perf_counter()
+        response = await call(stub.SearchAndRank, request(text), timeout=30, service="RagPipeline")
+        e2e.append((time.perf_counter() - started) * 1000)
+        for timing in response.timings:
+            stages.setdefault(timing.stage, []).append(timing.ms)
+    print(f"SearchAndRank p50 end to end {_p50(e2e)} ms;",
+          " ".join(f"{stage}={_p50(ms)}" for stage, ms in stages.items()))
+    await channel.close()
+    if not args.legs:
+        return
+    ks = KnowledgeStoreClient(services["knowledge_store"]["grpc"])
+    llm = LlmOrchestrationClient(services["llm_orchestration"]["grpc"])
+    embed, vector, keyword = [], [], []
+    for text in queries:
+        started = time.perf_counter()
+        vectors = await llm.embed([text])
+        embed.append((time.perf_counter() - started) * 1000)
+        started = time.perf_counter()
+        await ks.candidates_by_vector(args.tenant, vectors, args.top_k_initial, SearchFilters())
+        vector.append((time.perf_counter() - started) * 1000)
+        started = time.perf_counter()
+        await ks.candidates_by_filters(args.tenant, text, [], args.top_k_initial, SearchFilters())
+        keyword.append((time.perf_counter() - started) * 1000)
+    print(f"direct calls p50: embed {_p50(embed)} ms (cached after the pass above), "
+          f"vector leg {_p50(vector)} ms, keyword leg {_p50(keyword)} ms")
+    await asyncio.gather(ks.close(), llm.close())
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(prog="python -m benchmarks.probe", description=__doc__.split("\n\n")[0])
+    parser.add_argument("--data-dir", type=Path, required=True, help="data dir of the running stack")
+    parser.add_argument("--dataset", type=Path, required=True, help="BEIR dataset (queries.jsonl)")
+    parser.add_argument("--tenant", required=True)
+    parser.add_argument("--queries", type=int, default=300, help="last N queries of queries.jsonl")
+    parser.add_argument("--top-k-initial", type=int, default=50)
+    parser.add_argument("--top-k-final", type=int, default=10)
+    parser.add_argument("--legs", action="store_true", help="also time the embedding and each leg directly")
+    asyncio.run(probe(parser.parse_args()))
+
+
+if __name__ == "__main__":
+    main()
