@@ -8,7 +8,8 @@
       │           KeywordIndex (in-memory BM25, rebuilt from SQLite's FTS5 rows on open:
       │                         keyword_index.py)
       └── searches: vector (FAISS with an id selector from the SQL filters), keyword (in-memory
-                    BM25 with a mask from the same SQL filters), listing, get by id
+                    BM25 with a mask from the same SQL filters), listing, get by id; the row ids
+                    a filter allows are cached per tenant until the next write (allowed_cache.py)
 
 Isolation is structural: a tenant's data lives only in `<data_dir>/tenants/<tenant>/` and in
 its own FAISS object; every call resolves exactly one tenant first.
@@ -16,7 +17,8 @@ its own FAISS object; every call resolves exactly one tenant first.
 Consistency: writes commit SQLite first, then apply the change to FAISS and to the
 in-memory keyword index; all of it happens while the tenant's readers/writer lock is held
 exclusively, and a vector or keyword search holds it shared for its SQLite snapshot plus its
-in-memory search, so a search never sees an id the indexes and SQLite disagree about. After a
+in-memory search, so a search never sees an id the indexes and SQLite disagree about (the
+cache of allowed row ids is cleared under the same exclusive lock at every commit). After a
 crash both in-memory indexes are rebuilt from what SQLite committed, so records = keyword
 rows (FTS5, the durable keyword store) = vectors always (`verify_integrity`).
 
@@ -42,6 +44,7 @@ from numpy.typing import NDArray
 from opentelemetry import trace
 
 from services.knowledge_store import storage, validation
+from services.knowledge_store.allowed_cache import AllowedCache
 from services.knowledge_store.analysis import analyse, query_terms
 from services.knowledge_store.chunking import CONTEXT_SEPARATOR, chunk_document, context_line
 from services.knowledge_store.extraction import ACCEPTED, content_kind, to_text
@@ -132,6 +135,7 @@ class _Tenant:
     index: VectorIndex
     keywords: KeywordIndex
     rw: _RWLock = field(default_factory=_RWLock)
+    allowed: AllowedCache = field(default_factory=AllowedCache)   # cleared under rw.write()
     write_lock: threading.Lock = field(default_factory=threading.Lock)
     _queues: weakref.WeakKeyDictionary = field(default_factory=weakref.WeakKeyDictionary)
 
@@ -256,6 +260,7 @@ class KnowledgeStore:
                 result, change = work(conn)
                 with tenant.rw.write():
                     conn.execute("COMMIT")
+                    tenant.allowed.clear()
                     self._apply(tenant, change)
             if tenant.index.needs_rebuild:
                 self._rebuild(tenant)
@@ -263,6 +268,7 @@ class KnowledgeStore:
                 fresh = tenant.keywords.compacted()       # searches keep using the old one meanwhile
                 with tenant.rw.write():
                     tenant.keywords = fresh
+                    tenant.allowed.clear()
             return result
 
     def _apply(self, tenant: _Tenant, change: _IndexChange) -> None:
@@ -303,6 +309,7 @@ class KnowledgeStore:
         fresh = self._build_index(tenant.db.writer, tenant.index.config)
         with tenant.rw.write():
             tenant.index = fresh
+            tenant.allowed.clear()
         log.info("rebuilt %s index of tenant %s (%d vectors) in %.2fs", fresh.kind, tenant.tenant_id,
                  fresh.ntotal, time.perf_counter() - started)
 
@@ -478,18 +485,23 @@ class KnowledgeStore:
                             filters: SearchFilters, materialize: _Materialize[R]) -> list[R]:
         with tenant.rw.read(), tenant.db.read() as conn:
             index = tenant.index
-            allowed = None if filters.is_empty else storage.allowed_rids(conn, filters)
-            if allowed is not None and len(allowed) == 0:
+            allowed = None if filters.is_empty else tenant.allowed.get(conn, filters)
+            if allowed is not None and len(allowed.rids) == 0:
                 nothing: list[list] = [[] for _ in range(len(queries))]
                 return materialize(conn, tenant.tenant_id, nothing, nothing)
-            if allowed is not None and index.kind != "flat" and len(allowed) <= EXACT_FILTER_MAX:
-                scores, ids = index.exact(queries, k, allowed)
+            if allowed is not None and index.kind != "flat" and len(allowed.rids) <= EXACT_FILTER_MAX:
+                scores, ids = index.exact(queries, k, allowed.rids)
             else:
-                scores, ids = _pad(*index.search(queries, k, allowed), k)
-                expected = min(k, index.ntotal if allowed is None else len(allowed))
+                # Even when the filter lets every row through, the (cached) selector stays: FAISS
+                # searches one query of a flat index without a selector by another kernel, whose
+                # scores differ in the last bits, and that is no faster.
+                rids = None if allowed is None else allowed.rids
+                selector = None if allowed is None else allowed.selector()
+                scores, ids = _pad(*index.search(queries, k, rids, selector), k)
+                expected = min(k, index.ntotal if rids is None else len(rids))
                 short = (ids >= 0).sum(axis=1) < expected
                 if short.any() and index.kind != "flat":
-                    candidates = storage.all_rids(conn) if allowed is None else allowed
+                    candidates = storage.all_rids(conn) if rids is None else rids
                     if len(candidates) <= EXACT_FALLBACK_MAX:
                         scores[short], ids[short] = index.exact(queries[short], k, candidates)
             order = np.lexsort((ids, -scores), axis=1)          # equal scores: lower row id first
@@ -550,8 +562,9 @@ class KnowledgeStore:
             if listing:
                 scored = [(rid, 0.0) for rid in storage.listing(conn, filters, k)]
             else:
-                allowed = None if filters.is_empty else storage.allowed_rids(conn, filters)
-                scored = tenant.keywords.search(terms, k, allowed)
+                allowed = None if filters.is_empty else tenant.allowed.get(conn, filters)
+                everything = allowed is None or allowed.everything    # every live row passes: no mask
+                scored = tenant.keywords.search(terms, k, None if everything else allowed.rids)
             return materialize(conn, tenant.tenant_id, [[rid for rid, _ in scored]], [[s for _, s in scored]])[0]
 
     async def get_entries(self, tenant_id: str, entry_ids: Sequence[str]) -> list[Hit]:
@@ -628,6 +641,7 @@ class KnowledgeStore:
                 fresh = self._build_index(conn, config)
                 with tenant.rw.write():
                     tenant.index = fresh
+                    tenant.allowed.clear()
                 return fresh.kind, fresh.ntotal
 
         async with tenant.writer_queue():

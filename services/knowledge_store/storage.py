@@ -406,6 +406,10 @@ def all_rids(conn: sqlite3.Connection) -> NDArray[np.int64]:
     return np.fromiter((r[0] for r in conn.execute("SELECT rid FROM entries")), dtype=np.int64)
 
 
+def entry_count(conn: sqlite3.Connection) -> int:
+    return conn.execute("SELECT count(*) FROM entries").fetchone()[0]
+
+
 # -- searches --------------------------------------------------------------------------------
 
 def keyword_search(conn: sqlite3.Connection, match: str, f: SearchFilters, k: int,

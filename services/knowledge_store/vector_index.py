@@ -152,9 +152,12 @@ class VectorIndex:
 
     # -- search ------------------------------------------------------------------------------
 
-    def search(self, queries: NDArray[np.float32], k: int,
-               allowed: NDArray[np.int64] | None = None) -> tuple[NDArray[np.float32], NDArray[np.int64]]:
-        """Top `k` per query among `allowed` ids (None = all). Missing results: id -1."""
+    def search(self, queries: NDArray[np.float32], k: int, allowed: NDArray[np.int64] | None = None,
+               selector: faiss.IDSelector | None = None) -> tuple[NDArray[np.float32], NDArray[np.int64]]:
+        """Top `k` per query among `allowed` ids (None = all). Missing results: id -1.
+
+        `selector`, when given, is `id_selector(allowed)` built earlier (the core caches it with
+        the allowed ids; building one costs about as much as the search)."""
         q = queries.shape[0]
         k_eff = min(k, int(self._index.ntotal))
         if k_eff <= 0 or (allowed is not None and len(allowed) == 0):
@@ -162,7 +165,7 @@ class VectorIndex:
         keep: list[object] = []                  # selectors must outlive the search call
         sel = None
         if allowed is not None:
-            sel = faiss.IDSelectorBatch(np.ascontiguousarray(allowed, dtype=np.int64))
+            sel = selector if selector is not None else id_selector(allowed)
             keep.append(sel)
         elif self._tombstones:
             inner = faiss.IDSelectorBatch(np.fromiter(self._tombstones, np.int64, len(self._tombstones)))
@@ -194,6 +197,11 @@ class VectorIndex:
         for start in range(0, len(ids), step):
             out[start:start + step] = self._index.reconstruct_batch(ids[start:start + step])
         return out
+
+
+def id_selector(ids: NDArray[np.int64]) -> faiss.IDSelectorBatch:
+    """A FAISS selector of `ids` (it copies them, so `ids` may be freed afterwards)."""
+    return faiss.IDSelectorBatch(np.ascontiguousarray(ids, dtype=np.int64))
 
 
 def exact_top_k(queries: NDArray[np.float32], ids: NDArray[np.int64], vectors: NDArray[np.float32],
