@@ -22,7 +22,7 @@ abstracts "title\ntext" in calls of 64, 256-token truncation; ranges over 3 runs
       onnx                                             2.8-3.1 / 4.5-5 ms   40.5-42.7 texts/s
     service over gRPC (OMP_WAIT_POLICY=PASSIVE)        single p50           calls of 64
       torch                                            16.2-17.9 ms         33.3-36.8 texts/s
-      onnx (threads not spinning, see open_session)    6.0 ms               37.5-38.1 texts/s
+      onnx (unfused graph, threads never spinning)    6.0 ms               37.5-38.1 texts/s
 
 ONNX Runtime is slower per token on big padded runs (one run of 64 abstracts: ~32 texts/s),
 so the ONNX path sorts texts by token count and runs them in groups of at most

@@ -296,9 +296,14 @@ def open_session(path: Path, threads: int) -> Any:
     """A CPU InferenceSession: full graph optimisation, `threads` intra-op threads, one
     inter-op thread (the graph is sequential; our single worker thread issues the runs).
 
-    Its threads spin after each run unless OMP_WAIT_POLICY is PASSIVE, the policy the service
-    processes set for OpenMP (`services/_openmp.py`): spinning burns ~30 ms of CPU after each
-    encode that a co-located process needs, for ~1.5 ms lower latency per query."""
+    Threads: within a run the pool threads spin between operators (one wake-up per run instead
+    of one per parallel operator, ~60 for MiniLM). After a run, ONNX Runtime's default keeps
+    them spinning too; where OMP_WAIT_POLICY is PASSIVE — the policy the service processes set
+    (`services/_openmp.py`) because they share the cores with each other — they stop at the
+    end of each run (`session.force_spinning_stop`), leaving the CPU to the KnowledgeStore and
+    RAGPipeline work of the same query. SearchAndRank p50 through the stack (probe, 2-core box,
+    two alternating rounds): no spinning at all 17.3 / 17.5 ms, spinning after runs 17.3 /
+    17.6, spinning only within runs 15.4–16.2."""
     import onnxruntime as ort
 
     options = ort.SessionOptions()
@@ -306,7 +311,7 @@ def open_session(path: Path, threads: int) -> Any:
     options.intra_op_num_threads = threads
     options.inter_op_num_threads = 1
     if os.environ.get("OMP_WAIT_POLICY", "").strip().upper() == "PASSIVE":
-        options.add_session_config_entry("session.intra_op.allow_spinning", "0")
+        options.add_session_config_entry("session.force_spinning_stop", "1")
     return ort.InferenceSession(str(path), options, providers=["CPUExecutionProvider"])
 
 

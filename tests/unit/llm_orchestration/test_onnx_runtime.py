@@ -235,16 +235,20 @@ async def test_torch_runtime_setting_serves_torch_and_never_exports(torch_orch):
     assert result.vectors.shape == (1, 384)
 
 
-@pytest.mark.parametrize("policy,spinning", [("PASSIVE", "0"), ("passive", "0"), ("", "1"),
-                                             ("ACTIVE", "1")])
-async def test_session_threads_spin_unless_openmp_waits_passively(onnx_embedder, cache_dir,
-                                                                  monkeypatch, policy, spinning):
+@pytest.mark.parametrize("policy,stops", [("PASSIVE", "1"), ("passive", "1"), ("", "0"),
+                                          ("ACTIVE", "0")])
+async def test_session_threads_stop_spinning_after_runs_when_openmp_waits_passively(
+        onnx_embedder, cache_dir, monkeypatch, policy, stops):
     monkeypatch.setenv("OMP_WAIT_POLICY", policy)
     session = onnx_encoder.open_session(cache_dir / onnx_files(cache_dir)[0], 2)
     options = session.get_session_options()
     assert (options.intra_op_num_threads, options.inter_op_num_threads) == (2, 1)
-    try:
-        entry = options.get_session_config_entry("session.intra_op.allow_spinning")
-    except RuntimeError:           # not set: ONNX Runtime's default, spinning
-        entry = "1"
-    assert entry == spinning
+
+    def entry(key: str, default: str) -> str:
+        try:
+            return options.get_session_config_entry(key)
+        except RuntimeError:       # not set: ONNX Runtime's default
+            return default
+
+    assert entry("session.intra_op.allow_spinning", "1") == "1"     # always spin within a run
+    assert entry("session.force_spinning_stop", "0") == stops
