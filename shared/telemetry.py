@@ -64,7 +64,7 @@ from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from shared.log import redact
 from shared.settings import default_data_dir
-from shared.tracing import DURATION_BUCKETS_S
+from shared.tracing import DURATION_BUCKETS_S, RPC_METER_NAME, RpcDurations
 
 log = logging.getLogger(__name__)
 
@@ -224,11 +224,17 @@ class StageMetrics:
         nucleus.stage.duration   histogram  seconds
         nucleus.search.degraded  counter    SearchAndRank answers flagged degraded
 
+    With `rpc_meter` (the meter named `shared.tracing.RPC_METER_NAME`), gRPC call spans also
+    feed `rpc.client.call.duration` / `rpc.server.call.duration` (`shared.tracing.RpcDurations`):
+    recorded here, on the processor's worker thread, instead of inline in the interceptors.
+
     `nucleus.stage` is the span name; at most `max_stages` distinct names are kept apart
     (span names an outside caller can influence, e.g. unknown MCP tools, fold into "other").
     """
 
-    def __init__(self, meter: metrics.Meter, *, max_stages: int = 256) -> None:
+    def __init__(self, meter: metrics.Meter, *, rpc_meter: metrics.Meter | None = None,
+                 max_stages: int = 256) -> None:
+        self._rpc = RpcDurations(rpc_meter) if rpc_meter is not None else None
         self._calls = meter.create_counter("nucleus.stage.calls", unit="{call}",
                                            description="Spans ended, per stage")
         self._errors = meter.create_counter("nucleus.stage.errors", unit="{call}",
@@ -269,6 +275,8 @@ class StageMetrics:
         self._duration.record((span.end_time - span.start_time) / 1e9, labels)
         if span.attributes and span.attributes.get("nucleus.degraded") is True:
             self._degraded.add(1, {"nucleus.stage": labels["nucleus.stage"]})
+        if self._rpc is not None:
+            self._rpc.record_span(span)
 
 
 # ---------------------------------------------------------------------------- processors
@@ -332,8 +340,8 @@ class StageMetricsProcessor(BatchSpanProcessor):
     """Feeds `StageMetrics` from ended spans on a worker thread (not on the request path).
 
     Spans a sampler drops never end in a processor: with a ratio sampler the nucleus.stage.*
-    metrics count the sampled requests only (the rpc.*.call.duration histograms, recorded by
-    the gRPC interceptors, count every call).
+    metrics count the sampled requests only. The rpc.*.call.duration histograms count every
+    call: recorded calls from their spans here, the others inline by the gRPC interceptors.
     """
 
     def __init__(self, stage_metrics: StageMetrics, **batch_options: Any) -> None:
@@ -634,7 +642,8 @@ def build_telemetry(service: str, settings: TelemetrySettings | None = None, *,
     for exporter in span_exporters:
         tracer_provider.add_span_processor(RedactingSpanProcessor([exporter],
                                                                   capture_content=settings.capture_content))
-    tracer_provider.add_span_processor(StageMetricsProcessor(StageMetrics(meter_provider.get_meter("nucleus.stages"))))
+    tracer_provider.add_span_processor(StageMetricsProcessor(StageMetrics(
+        meter_provider.get_meter("nucleus.stages"), rpc_meter=meter_provider.get_meter(RPC_METER_NAME))))
     return Telemetry(service=service, tracer_provider=tracer_provider, meter_provider=meter_provider,
                      exporters=exporters, trace_file=trace_file, metrics_file=metrics_file)
 

@@ -4,11 +4,11 @@ The SDK (exporters, processors, resource) is configured once per process by
 `shared.telemetry`; everything here works unchanged (as a cheap no-op) when it is not.
 
     ClientTracingInterceptor   grpc.aio unary-unary client interceptor: a CLIENT span per call,
-                               W3C `traceparent` injected into the call metadata,
-                               `rpc.client.call.duration` recorded
+                               W3C `traceparent` injected into the call metadata
     ServerTracingInterceptor   grpc.aio server interceptor: the caller's context extracted from
-                               the metadata, a SERVER span around the handler,
-                               `rpc.server.call.duration` recorded
+                               the metadata, a SERVER span around the handler
+    RpcDurations               `rpc.client.call.duration` / `rpc.server.call.duration` from an
+                               ended RPC span (see "Call durations" below)
     embeddings_span()          a GenAI "embeddings" span (semantic conventions for GenAI)
     retrieval_attributes()     GenAI "retrieval" attributes on a retrieval stage's span
     capture_content()          whether query / document text may go on spans
@@ -19,6 +19,13 @@ Attributes follow the RPC semantic conventions: span name `{rpc.service}/{rpc.me
 `rpc.system="grpc"`, `rpc.service`, `rpc.method`, `rpc.grpc.status_code` (int),
 `server.address` / `server.port` on the client, `client.address` on the server, and
 `error.type` (the status code name) when the call did not end OK.
+
+Call durations: every call is counted in `rpc.{client,server}.call.duration`, with the span's
+RPC attributes (rpc.system, rpc.service, rpc.method, rpc.grpc.status_code, error.type, and
+server.address / server.port on the client). A call whose span is recorded gets its duration
+from that span, on the span processors' worker thread (`RpcDurations`, fed by
+`shared.telemetry.StageMetrics`), so the request path pays nothing for it; a call whose span a
+sampler dropped is recorded by the interceptor itself, inline.
 """
 from __future__ import annotations
 
@@ -158,6 +165,38 @@ def _duration_histogram(meter: metrics.Meter, name: str, description: str) -> me
                                   explicit_bucket_boundaries_advisory=DURATION_BUCKETS_S)
 
 
+RPC_METER_NAME = _TRACER_NAME
+_CLIENT_DURATION = ("rpc.client.call.duration", "Duration of outgoing gRPC calls, retries included")
+_SERVER_DURATION = ("rpc.server.call.duration", "Duration of served gRPC calls")
+_METRIC_ATTRIBUTES = {
+    SpanKind.CLIENT: ("rpc.system", "rpc.service", "rpc.method", "rpc.grpc.status_code", "error.type",
+                      "server.address", "server.port"),
+    SpanKind.SERVER: ("rpc.system", "rpc.service", "rpc.method", "rpc.grpc.status_code", "error.type"),
+}
+
+
+class RpcDurations:
+    """The call-duration histograms, recorded from ended gRPC CLIENT / SERVER spans.
+
+    Give it the meter named `RPC_METER_NAME` of the provider the interceptors use: both then
+    write to the same instruments (the interceptors only for calls whose span is not recorded).
+    """
+
+    def __init__(self, meter: metrics.Meter) -> None:
+        self._histograms = {SpanKind.CLIENT: _duration_histogram(meter, *_CLIENT_DURATION),
+                            SpanKind.SERVER: _duration_histogram(meter, *_SERVER_DURATION)}
+
+    def record_span(self, span: Any) -> bool:
+        """Record `span` (an SDK ReadableSpan) if it is a gRPC call span; True if it was."""
+        keys = _METRIC_ATTRIBUTES.get(span.kind)
+        attributes = span.attributes or {}
+        if keys is None or attributes.get("rpc.system") != "grpc" or span.end_time is None:
+            return False
+        self._histograms[span.kind].record(
+            (span.end_time - span.start_time) / 1e9, {k: attributes[k] for k in keys if k in attributes})
+        return True
+
+
 def _code(value: Any) -> grpc.StatusCode:
     if isinstance(value, grpc.StatusCode):
         return value
@@ -177,9 +216,8 @@ class ClientTracingInterceptor(grpc.aio.UnaryUnaryClientInterceptor):
     def __init__(self, target: str, *, tracer_provider: trace.TracerProvider | None = None,
                  meter_provider: metrics.MeterProvider | None = None) -> None:
         self._tracer = trace.get_tracer(_TRACER_NAME, tracer_provider=tracer_provider)
-        meter = metrics.get_meter(_TRACER_NAME, meter_provider=meter_provider)
-        self._duration = _duration_histogram(meter, "rpc.client.call.duration",
-                                              "Duration of outgoing gRPC calls, retries included")
+        meter = metrics.get_meter(RPC_METER_NAME, meter_provider=meter_provider)
+        self._duration = _duration_histogram(meter, *_CLIENT_DURATION)   # unrecorded spans only
         host, port = parse_target(target)
         self._peer: dict[str, Any] = {"server.address": host}
         if port is not None:
@@ -209,8 +247,9 @@ class ClientTracingInterceptor(grpc.aio.UnaryUnaryClientInterceptor):
                     attributes["error.type"] = code.name
                     span.set_attribute("error.type", code.name)
                     span.set_status(Status(StatusCode.ERROR, code.name))
-                attributes["rpc.grpc.status_code"] = code.value[0]
-                self._duration.record(time.perf_counter() - started, attributes)
+                if not span.is_recording():     # else RpcDurations records it from the span
+                    attributes["rpc.grpc.status_code"] = code.value[0]
+                    self._duration.record(time.perf_counter() - started, attributes)
 
 
 def _with_trace_context(details: Any) -> Any:
@@ -247,8 +286,8 @@ class ServerTracingInterceptor(grpc.aio.ServerInterceptor):
                  meter_provider: metrics.MeterProvider | None = None,
                  untraced_services: frozenset[str] = UNTRACED_SERVICES) -> None:
         self._tracer = trace.get_tracer(_TRACER_NAME, tracer_provider=tracer_provider)
-        meter = metrics.get_meter(_TRACER_NAME, meter_provider=meter_provider)
-        self._duration = _duration_histogram(meter, "rpc.server.call.duration", "Duration of served gRPC calls")
+        meter = metrics.get_meter(RPC_METER_NAME, meter_provider=meter_provider)
+        self._duration = _duration_histogram(meter, *_SERVER_DURATION)   # unrecorded spans only
         self._untraced = untraced_services
 
     async def intercept_service(self, continuation, handler_call_details):
@@ -289,10 +328,12 @@ class ServerTracingInterceptor(grpc.aio.ServerInterceptor):
                         span.set_attribute("client.address", peer)
                     if code is not grpc.StatusCode.OK:
                         span.set_attribute("error.type", code.name)
+                        attributes["error.type"] = code.name
                         if code in _SERVER_ERROR_CODES:
                             span.set_status(Status(StatusCode.ERROR, code.name))
-                    attributes["rpc.grpc.status_code"] = code.value[0]
-                    duration.record(time.perf_counter() - started, attributes)
+                    if not span.is_recording():     # else RpcDurations records it from the span
+                        attributes["rpc.grpc.status_code"] = code.value[0]
+                        duration.record(time.perf_counter() - started, attributes)
 
         return grpc.unary_unary_rpc_method_handler(
             traced, request_deserializer=handler.request_deserializer,
@@ -332,7 +373,8 @@ def retrieval_attributes(span: trace.Span, *, data_source: str, top_k: int, quer
 
 
 __all__ = [
-    "CAPTURE_CONTENT_ENV", "ClientTracingInterceptor", "ServerTracingInterceptor", "UNTRACED_SERVICES",
+    "CAPTURE_CONTENT_ENV", "ClientTracingInterceptor", "ServerTracingInterceptor", "RpcDurations",
+    "RPC_METER_NAME", "UNTRACED_SERVICES",
     "capture_content", "set_content_attribute", "embeddings_span", "end_embeddings", "split_method",
     "parse_target", "trace_context_meta", "retrieval_attributes",
 ]

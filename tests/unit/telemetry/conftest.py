@@ -9,20 +9,28 @@ from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
 from shared import tracing
+from shared.telemetry import StageMetrics, StageMetricsProcessor
 
 
 class Pipeline:
-    def __init__(self) -> None:
+    """Spans in memory; metrics in memory, including the ones derived from spans (stage and
+    gRPC call durations, as `build_telemetry` wires them)."""
+
+    def __init__(self, sampler=None) -> None:
         self.exporter = InMemorySpanExporter()
-        self.tracer_provider = TracerProvider()
+        self.tracer_provider = TracerProvider(sampler=sampler) if sampler else TracerProvider()
         self.tracer_provider.add_span_processor(SimpleSpanProcessor(self.exporter))
         self.reader = InMemoryMetricReader()
         self.meter_provider = MeterProvider(metric_readers=[self.reader])
+        self.tracer_provider.add_span_processor(StageMetricsProcessor(StageMetrics(
+            self.meter_provider.get_meter("nucleus.stages"),
+            rpc_meter=self.meter_provider.get_meter(tracing.RPC_METER_NAME))))
 
     def spans(self):
         return list(self.exporter.get_finished_spans())
 
     def metric_points(self, name: str) -> list:
+        self.tracer_provider.force_flush()        # span-derived metrics are recorded in batches
         data = self.reader.get_metrics_data()
         points = []
         for rm in data.resource_metrics if data else ():

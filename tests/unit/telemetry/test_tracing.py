@@ -161,6 +161,62 @@ async def test_call_durations_are_recorded_per_method_and_status(pipeline, serve
         assert points[0].sum > 0
 
 
+@in_server_loop
+async def test_calls_whose_spans_a_sampler_drops_are_still_counted():
+    from opentelemetry.sdk.trace.sampling import ALWAYS_OFF
+
+    from tests.unit.telemetry.conftest import Pipeline
+
+    unsampled = Pipeline(sampler=ALWAYS_OFF)
+    server = grpc.aio.server(interceptors=[ServerTracingInterceptor(
+        tracer_provider=unsampled.tracer_provider, meter_provider=unsampled.meter_provider)])
+    server.add_generic_rpc_handlers((grpc.method_handlers_generic_handler(
+        SERVICE, {"Say": grpc.unary_unary_rpc_method_handler(Echo().say)}),))
+    target = f"127.0.0.1:{server.add_insecure_port('127.0.0.1:0')}"
+    await server.start()
+    try:
+        async with _channel(target, unsampled) as channel:
+            say = channel.unary_unary(f"/{SERVICE}/Say")
+            for _ in range(3):
+                await say(b"a", timeout=5)
+            with pytest.raises(grpc.aio.AioRpcError):
+                await say(b"missing", timeout=5)
+    finally:
+        await server.stop(0)
+    assert unsampled.spans() == []
+    for name in ("rpc.client.call.duration", "rpc.server.call.duration"):
+        points = {p.attributes["rpc.grpc.status_code"]: p for p in unsampled.metric_points(name)}
+        assert points[0].count == 3 and points[5].count == 1, name
+        assert points[5].attributes["error.type"] == "NOT_FOUND"
+    unsampled.tracer_provider.shutdown()
+    unsampled.meter_provider.shutdown()
+
+
+def test_rpc_durations_come_from_grpc_spans_only(pipeline):
+    from opentelemetry.sdk.metrics import MeterProvider
+    from opentelemetry.sdk.metrics.export import InMemoryMetricReader
+
+    reader = InMemoryMetricReader()
+    durations = tracing.RpcDurations(MeterProvider(metric_readers=[reader]).get_meter(tracing.RPC_METER_NAME))
+    tracer = pipeline.tracer_provider.get_tracer("t")
+    with tracer.start_as_current_span("not an rpc", kind=SpanKind.CLIENT):
+        pass
+    with tracer.start_as_current_span("svc/M", kind=SpanKind.CLIENT, attributes={
+            "rpc.system": "grpc", "rpc.service": "svc", "rpc.method": "M", "rpc.grpc.status_code": 0,
+            "server.address": "127.0.0.1", "server.port": 5, "client.address": "never a label"}):
+        pass
+    plain, rpc = pipeline.spans()
+    assert durations.record_span(plain) is False
+    assert durations.record_span(rpc) is True
+    [metric] = [m for rm in reader.get_metrics_data().resource_metrics for sm in rm.scope_metrics
+                for m in sm.metrics]
+    [point] = metric.data.data_points
+    assert metric.name == "rpc.client.call.duration" and point.count == 1
+    assert dict(point.attributes) == {"rpc.system": "grpc", "rpc.service": "svc", "rpc.method": "M",
+                                      "rpc.grpc.status_code": 0, "server.address": "127.0.0.1",
+                                      "server.port": 5}
+
+
 def test_content_attributes_are_left_out_by_default(pipeline):
     with pipeline.tracer_provider.get_tracer("t").start_as_current_span("s") as span:
         tracing.set_content_attribute(span, "gen_ai.retrieval.query.text", "what is the travel limit")
