@@ -92,6 +92,11 @@ class AllowedCache:
     def cached_ids(self) -> int:
         return self._ids
 
+    def cached(self, filters: SearchFilters) -> bool:
+        """Whether `get` would answer from the cache right now (no SQL)."""
+        with self._lock:
+            return _key(filters) in self._sets
+
     def get(self, conn: sqlite3.Connection, filters: SearchFilters) -> Allowed:
         """The entries `filters` allows, from the cache or read through `conn` (a read
         transaction of the current generation: the caller holds the tenant's shared lock)."""
