@@ -12,7 +12,7 @@ from services.knowledge_store.allowed_cache import Allowed, AllowedCache
 from services.knowledge_store.core import KnowledgeStore
 from services.knowledge_store.models import SearchFilters
 from tests.unit.knowledge_store.helpers import HashEmbedder, doc, settings_for
-from tests.unit.knowledge_store.test_store import FILTER_CASES, _filter_corpus
+from tests.unit.knowledge_store.test_store import FILTER_CASES, filter_store  # noqa: F401 (fixture)
 
 ENG = SearchFilters(visibility_groups=("eng",), enforce_visibility=True)
 HR = SearchFilters(visibility_groups=("hr",), enforce_visibility=True)
@@ -34,26 +34,15 @@ async def _answers(store: KnowledgeStore, filters: SearchFilters, k: int) -> tup
             [(h.entry.id, h.score) for h in keyword])
 
 
-@pytest.fixture(params=["flat", "hnsw", "ivf"])
-async def corpus_store(request, tmp_path):
-    store = KnowledgeStore(settings_for(tmp_path), HashEmbedder())
-    await store.configure_index("t", request.param, ivf_nlist=2)
-    docs_default, docs_persona = _filter_corpus()
-    await store.ingest("t", "", docs_default)
-    await store.ingest("t", "p-rare", docs_persona)
-    yield store
-    store.close()
-
-
-async def test_cached_filters_give_the_uncached_answers(corpus_store, monkeypatch):
+async def test_cached_filters_give_the_uncached_answers(filter_store, monkeypatch):
     cases = [*(f for f, _ in FILTER_CASES.values()), SearchFilters(visibility_groups=("g-rare", "g-other"),
                                                                   enforce_visibility=True)]
     with monkeypatch.context() as m:
         _uncached(m)
-        expected = [await _answers(corpus_store, f, 40) for f in cases]
-    tenant = await corpus_store._tenant("t")
+        expected = [await _answers(filter_store, f, 40) for f in cases]
+    tenant = await filter_store._tenant("t")
     for _ in range(2):                                   # first round fills the cache, second reads it
-        assert [await _answers(corpus_store, f, 40) for f in cases] == expected
+        assert [await _answers(filter_store, f, 40) for f in cases] == expected
     assert len(tenant.allowed) == sum(not f.is_empty for f in cases)
 
 
