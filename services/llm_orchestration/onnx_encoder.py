@@ -129,8 +129,9 @@ def cache_file(cache_dir: Path, model_name: str, key: str) -> Path:
 
 # -- export ----------------------------------------------------------------------------------
 
-def export_onnx(st_model: Any, dest: Path) -> None:
-    """Export the transformer of `st_model` (a SentenceTransformer) to `dest`, atomically."""
+def export_onnx(st_model: Any, dest: Path, *, fuse: bool = True) -> None:
+    """Export the transformer of `st_model` (a SentenceTransformer) to `dest`, atomically;
+    `fuse=False` keeps the plain graph (the benchmark's reference, `benchmarks.onnx_session`)."""
     import torch
 
     tokenizer = st_model.tokenizer
@@ -147,7 +148,8 @@ def export_onnx(st_model: Any, dest: Path) -> None:
             torch.onnx.export(wrapper, tuple(dummy[name] for name in input_names), tmp,
                               input_names=input_names, output_names=[OUTPUT_NAME],
                               dynamic_axes=axes, opset_version=ONNX_OPSET, dynamo=False)
-        _fuse_transformer(tmp, wrapper.model.config)
+        if fuse:
+            _fuse_transformer(tmp, wrapper.model.config)
         with open(tmp, "rb+") as handle:
             os.fsync(handle.fileno())
         os.replace(tmp, dest)
@@ -292,25 +294,36 @@ class OnnxEncoder:
                                **kwargs)
 
 
-def open_session(path: Path, threads: int) -> Any:
+SPIN_MODES = ("never", "within_run", "always")
+
+
+def open_session(path: Path, threads: int, spin: str = "") -> Any:
     """A CPU InferenceSession: full graph optimisation, `threads` intra-op threads, one
     inter-op thread (the graph is sequential; our single worker thread issues the runs).
 
-    Threads: within a run the pool threads spin between operators (one wake-up per run instead
-    of one per parallel operator, ~60 for MiniLM). After a run, ONNX Runtime's default keeps
-    them spinning too; where OMP_WAIT_POLICY is PASSIVE — the policy the service processes set
-    (`services/_openmp.py`) because they share the cores with each other — they stop at the
-    end of each run (`session.force_spinning_stop`), leaving the CPU to the KnowledgeStore and
-    RAGPipeline work of the same query. SearchAndRank p50 through the stack (probe, 2-core box,
-    two alternating rounds): no spinning at all 17.3 / 17.5 ms, spinning after runs 17.3 /
-    17.6, spinning only within runs 15.4–16.2."""
+    `spin` (SPIN_MODES): whether the pool threads busy-wait for work. "within_run": between
+    the operators of a run (one wake-up per run instead of one per parallel operator, ~60 for
+    MiniLM), stopping at the end of each run (`session.force_spinning_stop`); "always": ONNX
+    Runtime's default, also after runs; "never". "" picks "within_run" where OMP_WAIT_POLICY is
+    PASSIVE — the policy the service processes set (`services/_openmp.py`) because they share
+    the cores with each other, so spinning after a run would take the CPU the KnowledgeStore and
+    RAGPipeline need for the same query — else "always". SearchAndRank p50 through the stack
+    (probe, 2-core box, two alternating rounds): never 17.3 / 17.5 ms, always 17.3 / 17.6,
+    within_run 15.4–16.2 (in-process single queries: `python -m benchmarks.onnx_session`)."""
     import onnxruntime as ort
 
+    if not spin:
+        passive = os.environ.get("OMP_WAIT_POLICY", "").strip().upper() == "PASSIVE"
+        spin = "within_run" if passive else "always"
+    if spin not in SPIN_MODES:
+        raise ValueError(f"spin must be one of {SPIN_MODES}, got {spin!r}")
     options = ort.SessionOptions()
     options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
     options.intra_op_num_threads = threads
     options.inter_op_num_threads = 1
-    if os.environ.get("OMP_WAIT_POLICY", "").strip().upper() == "PASSIVE":
+    if spin == "never":
+        options.add_session_config_entry("session.intra_op.allow_spinning", "0")
+    elif spin == "within_run":
         options.add_session_config_entry("session.force_spinning_stop", "1")
     return ort.InferenceSession(str(path), options, providers=["CPUExecutionProvider"])
 

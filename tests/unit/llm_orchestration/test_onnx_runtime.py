@@ -252,3 +252,20 @@ async def test_session_threads_stop_spinning_after_runs_when_openmp_waits_passiv
 
     assert entry("session.intra_op.allow_spinning", "1") == "1"     # always spin within a run
     assert entry("session.force_spinning_stop", "0") == stops
+
+
+@pytest.mark.parametrize("spin,allow,stop", [("never", "0", "0"), ("within_run", "1", "1"),
+                                             ("always", "1", "0")])
+async def test_an_explicit_spin_mode_wins_over_the_openmp_policy(onnx_embedder, cache_dir, monkeypatch,
+                                                                 spin, allow, stop):
+    monkeypatch.setenv("OMP_WAIT_POLICY", "PASSIVE")
+    options = onnx_encoder.open_session(cache_dir / onnx_files(cache_dir)[0], 1, spin).get_session_options()
+    entries = {}
+    for key, default in (("session.intra_op.allow_spinning", "1"), ("session.force_spinning_stop", "0")):
+        try:
+            entries[key] = options.get_session_config_entry(key)
+        except RuntimeError:
+            entries[key] = default
+    assert (entries["session.intra_op.allow_spinning"], entries["session.force_spinning_stop"]) == (allow, stop)
+    with pytest.raises(ValueError, match="spin must be one of"):
+        onnx_encoder.open_session(cache_dir / onnx_files(cache_dir)[0], 1, "sometimes")
