@@ -1,13 +1,12 @@
-"""Single-query latency of the ONNX encoder in-process: plain vs fused graph, thread spinning,
-and the pause between queries.
+"""Single-query latency of the ONNX encoder in-process: thread spinning and the pause between
+queries.
 
     .venv/bin/python -m benchmarks.onnx_session [--dataset /work/shared/data/scifact]
         [--queries 200] [--gaps-ms 2 10] [--threads 2] [--json]
 
-Exports all-MiniLM-L6-v2 twice into a temporary folder — the plain graph and the fused one
-LlmOrchestration serves (`onnx_encoder.export_onnx(..., fuse=False/True)`) — checks that both
-give the same vectors, then encodes the dataset's last `--queries` queries one at a time for
-every graph × spin mode (`onnx_encoder.SPIN_MODES`) × pause, sleeping the pause between
+Exports all-MiniLM-L6-v2 into a temporary folder as LlmOrchestration does
+(`onnx_encoder.export_onnx`), then encodes the dataset's last `--queries` queries one at a
+time for every spin mode (`onnx_encoder.SPIN_MODES`) × pause, sleeping the pause between
 queries (inside SearchAndRank the model idles ~10 ms between queries; back-to-back callers
 barely pause). Reports the p50 / p90 per query and the process CPU time per query.
 The last line printed is one JSON object with the figures (`--json`: only that line).
@@ -54,24 +53,19 @@ def run(args: argparse.Namespace) -> dict:
     queries = _queries(args.dataset, args.queries)
     rows = []
     with tempfile.TemporaryDirectory(prefix="onnx-session-") as tmp:
-        paths = {graph: Path(tmp) / f"{graph}.onnx" for graph in ("plain", "fused")}
-        for graph, path in paths.items():
-            onnx_encoder.export_onnx(model, path, fuse=graph == "fused")
-        encoders = {(graph, spin): OnnxEncoder(open_session(path, args.threads, spin), model.tokenizer,
-                                               max_seq_length=int(model.max_seq_length))
-                    for graph, path in paths.items() for spin in onnx_encoder.SPIN_MODES}
-        plain, fused = (encoders[(g, "never")].encode(queries[:50]) for g in ("plain", "fused"))
-        max_diff = float(np.abs(plain - fused).max())
+        path = Path(tmp) / "model.onnx"
+        onnx_encoder.export_onnx(model, path)
+        encoders = {spin: OnnxEncoder(open_session(path, args.threads, spin), model.tokenizer,
+                                      max_seq_length=int(model.max_seq_length))
+                    for spin in onnx_encoder.SPIN_MODES}
         for gap_ms in args.gaps_ms:
-            for (graph, spin), encoder in encoders.items():
-                rows.append({"graph": graph, "spin": spin, "gap_ms": gap_ms,
-                             **_time(encoder, queries, gap_ms / 1000)})
+            for spin, encoder in encoders.items():
+                rows.append({"spin": spin, "gap_ms": gap_ms, **_time(encoder, queries, gap_ms / 1000)})
                 if not args.json:
                     r = rows[-1]
-                    print(f"pause {gap_ms:>4g} ms  {graph:5s} {spin:10s}  p50 {r['p50_ms']:5.2f}  "
+                    print(f"pause {gap_ms:>4g} ms  {spin:10s}  p50 {r['p50_ms']:5.2f}  "
                           f"p90 {r['p90_ms']:5.2f}  cpu/query {r['cpu_ms_per_query']:5.2f} ms", flush=True)
-    return {"threads": args.threads, "queries": len(queries), "max_abs_diff_plain_vs_fused": max_diff,
-            "rows": rows}
+    return {"threads": args.threads, "queries": len(queries), "rows": rows}
 
 
 def main() -> None:

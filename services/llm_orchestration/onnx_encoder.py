@@ -10,10 +10,10 @@ package, not `onnxscript`), tracing eager (not SDPA) attention, into a cache dir
 name keyed by the SHA-256 of the transformer's config.json and weights plus the torch /
 transformers versions and our export format: a changed model or toolchain gets a fresh export,
 an unchanged one is reused.
-BERT-family graphs are then rewritten by ONNX Runtime's transformer optimizer
-(`_fuse_transformer`): embeddings + LayerNorm, attention, bias + GELU and residual + LayerNorm
-become single fused kernels, fp32 as before (max |Δ| vs the unfused graph 2e-7), one query
-~0.7 ms faster on the 2-core reference box (3.65 vs 4.34 ms p50, 2 threads, not spinning).
+No offline graph rewriting beyond ONNX Runtime's own optimisation at session load
+(ORT_ENABLE_ALL): a pass of its transformer optimizer over the export (fused attention,
+LayerNorm, GELU kernels; same vectors to 2e-7) measured no faster for single queries (`python -m benchmarks.onnx_session` at `46fad46`, 2 threads spinning within runs: 3.35 vs
+3.33 ms p50 fused vs plain, 3.66 vs 3.41 in a second run) and was dropped.
 The file is written to a temporary name, fsynced and `os.replace`d, so a crash never leaves a
 half-written file under the cached name; after a fresh export, older exports of the same
 model name in the cache directory are removed. `load_onnx_encoder` checks every session against
@@ -40,8 +40,8 @@ from numpy.typing import NDArray
 log = logging.getLogger(__name__)
 
 ONNX_OPSET = 17
-EXPORT_FORMAT = 3          # bump whenever the export changes (wrapper, names, opset, attention, fusion)
-FUSED_MODEL_TYPES = ("bert",)    # config.model_type values the transformer optimizer fuses
+EXPORT_FORMAT = 4          # bump whenever the export changes (wrapper, names, opset, attention;
+                           # 3 was the fused graph, see the module docstring)
 OUTPUT_NAME = "last_hidden_state"
 PARITY_TOLERANCE = 1e-4    # max |ONNX − torch| over the probe vectors (measured: ~2e-7)
 # Padded tokens per session.run. ONNX Runtime's cost per token grows with the run's size
@@ -129,9 +129,8 @@ def cache_file(cache_dir: Path, model_name: str, key: str) -> Path:
 
 # -- export ----------------------------------------------------------------------------------
 
-def export_onnx(st_model: Any, dest: Path, *, fuse: bool = True) -> None:
-    """Export the transformer of `st_model` (a SentenceTransformer) to `dest`, atomically;
-    `fuse=False` keeps the plain graph (the benchmark's reference, `benchmarks.onnx_session`)."""
+def export_onnx(st_model: Any, dest: Path) -> None:
+    """Export the transformer of `st_model` (a SentenceTransformer) to `dest`, atomically."""
     import torch
 
     tokenizer = st_model.tokenizer
@@ -148,8 +147,6 @@ def export_onnx(st_model: Any, dest: Path, *, fuse: bool = True) -> None:
             torch.onnx.export(wrapper, tuple(dummy[name] for name in input_names), tmp,
                               input_names=input_names, output_names=[OUTPUT_NAME],
                               dynamic_axes=axes, opset_version=ONNX_OPSET, dynamo=False)
-        if fuse:
-            _fuse_transformer(tmp, wrapper.model.config)
         with open(tmp, "rb+") as handle:
             os.fsync(handle.fileno())
         os.replace(tmp, dest)
@@ -157,31 +154,6 @@ def export_onnx(st_model: Any, dest: Path, *, fuse: bool = True) -> None:
         with contextlib.suppress(OSError):
             os.unlink(tmp)
         raise
-
-
-def _fuse_transformer(path: str, config: Any) -> None:
-    """Rewrite the exported graph at `path` with ONNX Runtime's transformer fusions, for model
-    types the optimizer knows (`FUSED_MODEL_TYPES`); other models keep the plain graph. A
-    fusion that fails leaves the plain graph too (logged): it is an optimisation, and the
-    parity check at load guards the numbers either way."""
-    model_type = getattr(config, "model_type", "")
-    if model_type not in FUSED_MODEL_TYPES:
-        return
-    try:
-        from onnxruntime.transformers import optimizer
-
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore")
-            fused = optimizer.optimize_model(path, model_type=model_type,
-                                             num_heads=int(config.num_attention_heads),
-                                             hidden_size=int(config.hidden_size))
-        fused.save_model_to_file(path)
-    except Exception as err:    # noqa: BLE001 - keep the unfused export
-        log.warning("transformer fusion of the ONNX export failed, keeping the plain graph: %s: %s",
-                    type(err).__name__, err)
-        return
-    counts = {op: n for op, n in fused.get_fused_operator_statistics().items() if n}
-    log.info("fused the ONNX export: %s", ", ".join(f"{op} ×{n}" for op, n in sorted(counts.items())))
 
 
 def remove_stale_exports(keep: Path) -> list[Path]:

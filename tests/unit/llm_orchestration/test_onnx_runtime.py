@@ -127,31 +127,6 @@ async def test_export_is_written_once_and_reused_by_the_next_start(onnx_embedder
         await second.close()
 
 
-async def test_the_export_runs_fused_transformer_kernels(onnx_embedder, cache_dir):
-    import onnx
-
-    graph = onnx.load(str(cache_dir / onnx_files(cache_dir)[0]), load_external_data=False).graph
-    ops = [node.op_type for node in graph.node]
-    assert ops.count("Attention") == 6                  # one per MiniLM-L6 layer
-    assert "SkipLayerNormalization" in ops and "Softmax" not in ops
-
-
-async def test_a_failed_fusion_keeps_the_plain_graph(tmp_path, torch_embedder, monkeypatch, caplog):
-    import onnx
-    from onnxruntime.transformers import optimizer
-
-    def broken(*args, **kwargs):
-        raise RuntimeError("fusion exploded")
-
-    monkeypatch.setattr(optimizer, "optimize_model", broken)
-    caplog.set_level(logging.WARNING, logger="services.llm_orchestration")
-    onnx_encoder.export_onnx(torch_embedder._model, tmp_path / "m.onnx")
-    ops = {node.op_type for node in onnx.load(str(tmp_path / "m.onnx")).graph.node}
-    assert "Softmax" in ops and "Attention" not in ops
-    assert any("fusion exploded" in r.message for r in caplog.records)
-    assert onnx_files(tmp_path) == ["m.onnx"]
-
-
 async def test_stale_exports_of_the_same_model_are_removed_and_nothing_else(tmp_path):
     keep = tmp_path / f"all-MiniLM-L6-v2-{'a' * 24}.onnx"
     stale = tmp_path / f"all-MiniLM-L6-v2-{'b' * 24}.onnx"
