@@ -33,7 +33,7 @@ from pathlib import Path
 import numpy as np
 
 from services.knowledge_store.core import DEFAULT_BM25_WEIGHTS, KnowledgeStore
-from services.knowledge_store.models import ArtifactMeta, DocumentIn, SearchFilters
+from shared.records import ArtifactMeta, DocumentIn, SearchFilters
 from shared.settings import KnowledgeStoreSettings
 
 DEFAULT_DATA = Path("/work/shared/data/scifact")

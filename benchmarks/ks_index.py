@@ -31,7 +31,7 @@ from pathlib import Path
 import numpy as np
 
 from services.knowledge_store.core import KnowledgeStore
-from services.knowledge_store.models import ArtifactMeta, DocumentIn, SearchFilters
+from shared.records import ArtifactMeta, DocumentIn, SearchFilters
 from services.knowledge_store.vector_index import IndexConfig, VectorIndex
 from shared.settings import KnowledgeStoreSettings
 

@@ -22,7 +22,7 @@ from pathlib import Path
 from nucleus.v1 import rag_pipeline_pb2 as rag_pb
 from nucleus.v1 import rag_pipeline_pb2_grpc as rag_grpc
 from services.knowledge_store.client import KnowledgeStoreClient
-from services.knowledge_store.models import SearchFilters
+from shared.records import SearchFilters
 from services.llm_orchestration.client import LlmOrchestrationClient
 from shared.grpc_client import aio_channel, call
 

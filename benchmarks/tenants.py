@@ -21,7 +21,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from benchmarks.beir import BeirDataset
-from services.knowledge_store.models import ArtifactMeta, DocumentIn
+from shared.records import ArtifactMeta, DocumentIn
 from services.knowledge_store.validation import tenant_id as check_tenant_id
 from shared.errors import InvalidArgument, NotFound
 

@@ -34,7 +34,21 @@ DEFAULT_WEIGHTS: tuple[float, float, float, float] = (0.75, 0.10, 0.05, 0.10)
 #: Order of the 4R factors everywhere in this package (weights, factor columns).
 FACTOR_NAMES: tuple[str, str, str, str] = ("relevancy", "recency", "richness", "reputation")
 
+#: Fusion methods of the two relevance legs (see ranking/factors.py).
 FUSIONS: tuple[str, ...] = ("convex", "convex_minmax", "rrf")
+Fusion = Literal["convex", "convex_minmax", "rrf"]
+DEFAULT_FUSION: Fusion = "convex"
+
+#: When recency counts: "auto" = only on temporal intent in the query, "always", "never".
+RECENCY_MODES: tuple[str, ...] = ("auto", "always", "never")
+RecencyMode = Literal["auto", "always", "never"]
+DEFAULT_RECENCY_MODE: RecencyMode = "auto"
+
+#: Convex fusion's share of the dense leg. SciFact: 0.6 best of 0.3-0.7 (docs/BENCHMARKS.md).
+DEFAULT_DENSE_WEIGHT = 0.6
+DEFAULT_HALF_LIFE_DAYS = 180.0
+#: Pseudo-votes behind an artifact's reputation prior when feedback is smoothed.
+DEFAULT_PRIOR_STRENGTH = 4.0
 
 
 def _real(field: str, value: object) -> float:
@@ -68,19 +82,19 @@ class RankingConfig:
 
     weights: tuple[float, float, float, float] = DEFAULT_WEIGHTS
     """relevancy, recency, richness, reputation; non-negative, finite, not all zero."""
-    fusion: Literal["convex", "convex_minmax", "rrf"] = "convex"
-    dense_weight: float = 0.5
+    fusion: Fusion = DEFAULT_FUSION
+    dense_weight: float = DEFAULT_DENSE_WEIGHT
     """convex fusion: alpha of the dense leg, in [0, 1] (also weighs the confidence)."""
     rrf_k: float = 60.0
     """rrf fusion: the k in 1 / (k + rank); >= 0."""
-    half_life_days: float = 180.0
+    half_life_days: float = DEFAULT_HALF_LIFE_DAYS
     apply_recency: bool = False
     """When False the recency weight is dropped and recency is reported as neutral 0.5."""
     now_unix: float = 0.0
     """Reference time for recency; 0 = time.time() at the call (pass it for determinism)."""
     default_reputation: float = 0.5
     """Prior reputation of an artifact whose ingest prior is unknown (0)."""
-    prior_strength: float = 4.0
+    prior_strength: float = DEFAULT_PRIOR_STRENGTH
     """Pseudo-votes behind the prior in the Beta smoothing of feedback; > 0."""
     rerank_weight: float = 0.5
     """Share of the re-ranker score in relevancy where a candidate was re-ranked."""

@@ -24,7 +24,7 @@ import re
 from pathlib import Path
 from typing import Iterator
 
-from services.knowledge_store.models import ArtifactMeta, DocumentIn
+from shared.records import ArtifactMeta, DocumentIn
 from shared.errors import InvalidArgument
 
 CONTENT_TYPES = {".md": "text/markdown", ".markdown": "text/markdown", ".txt": "text/plain",

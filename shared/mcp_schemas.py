@@ -3,7 +3,7 @@ from __future__ import annotations
 
 from pydantic import BaseModel, Field
 
-from services.knowledge_store.models import SearchFilters
+from shared.records import SearchFilters
 
 
 class FiltersIn(BaseModel):

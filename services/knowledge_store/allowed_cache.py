@@ -37,7 +37,7 @@ import numpy as np
 from numpy.typing import NDArray
 
 from services.knowledge_store import storage
-from services.knowledge_store.models import SearchFilters
+from shared.records import SearchFilters
 from services.knowledge_store.vector_index import id_selector
 
 MAX_FILTERS = 32

@@ -10,7 +10,8 @@ from nucleus.v1 import common_pb2 as pb
 from nucleus.v1 import knowledge_store_pb2 as ks_pb
 from nucleus.v1 import knowledge_store_pb2_grpc as ks_grpc
 from services.knowledge_store import convert
-from services.knowledge_store import models as m
+from ranking.profile import RankingProfile
+from shared import records as m
 from shared.grpc_client import aio_channel, call
 
 SERVICE = "KnowledgeStore"
@@ -101,18 +102,18 @@ class KnowledgeStoreClient:
             tenant_id=tenant_id, entry_ids=list(entry_ids)), timeout=timeout_s or self.timeout_s, service=SERVICE)
         return [convert.hit_from_pb(h) for h in response.entries]
 
-    async def put_profile(self, profile: m.RankingProfile) -> m.RankingProfile:
+    async def put_profile(self, profile: RankingProfile) -> RankingProfile:
         response = await call(self._stub.PutRankingProfile, convert.profile_to_pb(profile),
                               timeout=self.timeout_s, service=SERVICE)
         return convert.profile_from_pb(response)
 
-    async def get_profile(self, tenant_id: str, persona_id: str, name: str, version: int = 0) -> m.RankingProfile:
+    async def get_profile(self, tenant_id: str, persona_id: str, name: str, version: int = 0) -> RankingProfile:
         response = await call(self._stub.GetRankingProfile, pb.GetRankingProfileRequest(
             tenant_id=tenant_id, persona_id=persona_id, name=name, version=version),
             timeout=self.timeout_s, service=SERVICE)
         return convert.profile_from_pb(response)
 
-    async def list_profiles(self, tenant_id: str, persona_id: str = "") -> list[m.RankingProfile]:
+    async def list_profiles(self, tenant_id: str, persona_id: str = "") -> list[RankingProfile]:
         response = await call(self._stub.ListRankingProfiles, pb.ListRankingProfilesRequest(
             tenant_id=tenant_id, persona_id=persona_id), timeout=self.timeout_s, service=SERVICE)
         return [convert.profile_from_pb(p) for p in response.profiles]

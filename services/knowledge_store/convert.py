@@ -6,7 +6,8 @@ import numpy as np
 
 from nucleus.v1 import common_pb2 as pb
 from nucleus.v1 import knowledge_store_pb2 as ks_pb
-from services.knowledge_store import models as m
+from ranking.profile import RankingProfile
+from shared import records as m
 from shared.errors import UpstreamFailed
 
 _FUSION = {pb.FUSION_METHOD_CONVEX: "convex", pb.FUSION_METHOD_RRF: "rrf",
@@ -185,7 +186,7 @@ def stats_from_pb(s: ks_pb.TenantStats) -> m.TenantStats:
     )
 
 
-def profile_to_pb(p: m.RankingProfile) -> pb.RankingProfile:
+def profile_to_pb(p: RankingProfile) -> pb.RankingProfile:
     return pb.RankingProfile(
         tenant_id=p.tenant_id, persona_id=p.persona_id, name=p.name, version=p.version,
         relevancy_weight=p.relevancy_weight, recency_weight=p.recency_weight,
@@ -197,9 +198,9 @@ def profile_to_pb(p: m.RankingProfile) -> pb.RankingProfile:
     )
 
 
-def profile_from_pb(p: pb.RankingProfile) -> m.RankingProfile:
-    defaults = m.RankingProfile(tenant_id=p.tenant_id)
-    return m.RankingProfile(
+def profile_from_pb(p: pb.RankingProfile) -> RankingProfile:
+    defaults = RankingProfile(tenant_id=p.tenant_id)
+    return RankingProfile(
         tenant_id=p.tenant_id, persona_id=p.persona_id, name=p.name or "default", version=p.version,
         relevancy_weight=p.relevancy_weight, recency_weight=p.recency_weight,
         richness_weight=p.richness_weight, reputation_weight=p.reputation_weight,

@@ -56,11 +56,11 @@ from services.knowledge_store.analysis import analyse, query_terms
 from services.knowledge_store.chunking import CONTEXT_SEPARATOR, chunk_document, context_line
 from services.knowledge_store.extraction import ACCEPTED, content_kind, to_text
 from services.knowledge_store.keyword_index import KeywordBatch, KeywordIndex
-from services.knowledge_store.models import (
-    INDEX_KINDS,
+from ranking.profile import RankingProfile
+from services.knowledge_store.models import INDEX_KINDS, Embedder
+from shared.records import (
     ArtifactMeta,
     DocumentIn,
-    Embedder,
     Entry,
     ArtifactSummary,
     CandidateColumns,
@@ -68,7 +68,6 @@ from services.knowledge_store.models import (
     Hit,
     IngestReport,
     IngestResult,
-    RankingProfile,
     SearchFilters,
     TenantStats,
 )

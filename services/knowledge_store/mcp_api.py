@@ -8,7 +8,7 @@ import numpy as np
 from mcp.server.mcpserver import MCPServer
 from pydantic import BaseModel, Field
 
-from services.knowledge_store import models as m
+from shared import records as m
 from services.knowledge_store.core import KnowledgeStore
 from shared.identity import Principal, current_principal
 from shared.mcp_errors import guarded

@@ -40,14 +40,8 @@ from pathlib import Path
 import numpy as np
 from numpy.typing import NDArray
 
-from services.knowledge_store.models import (
-    ArtifactMeta,
-    ArtifactSummary,
-    Entry,
-    RankingProfile,
-    SearchFilters,
-    SourceStats,
-)
+from ranking.profile import RankingProfile
+from shared.records import ArtifactMeta, ArtifactSummary, Entry, SearchFilters, SourceStats
 
 SCHEMA_VERSION = 1
 DB_FILE = "store.sqlite"

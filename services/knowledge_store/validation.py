@@ -10,13 +10,9 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from services.knowledge_store.models import (
-    FUSION_METHODS,
-    RECENCY_MODES,
-    ArtifactMeta,
-    RankingProfile,
-    SearchFilters,
-)
+from ranking.config import FUSIONS, RECENCY_MODES
+from ranking.profile import RankingProfile
+from shared.records import ArtifactMeta, SearchFilters
 from shared.errors import InvalidArgument
 
 TENANT_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$"
@@ -171,8 +167,8 @@ def profile(p: RankingProfile) -> None:
             raise InvalidArgument(name, f"must be a finite number >= 0, got {w!r}")
     if sum(weights.values()) <= 0:
         raise InvalidArgument("relevancy_weight", "at least one of the four weights must be > 0")
-    if p.fusion_method not in FUSION_METHODS:
-        raise InvalidArgument("fusion_method", f"{p.fusion_method!r} is not one of {', '.join(FUSION_METHODS)}")
+    if p.fusion_method not in FUSIONS:
+        raise InvalidArgument("fusion_method", f"{p.fusion_method!r} is not one of {', '.join(FUSIONS)}")
     if p.recency_mode not in RECENCY_MODES:
         raise InvalidArgument("recency_mode", f"{p.recency_mode!r} is not one of {', '.join(RECENCY_MODES)}")
     if not isinstance(p.dense_weight, (int, float)) or not (0.0 <= p.dense_weight <= 1.0):

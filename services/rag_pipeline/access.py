@@ -23,7 +23,7 @@ import time
 from dataclasses import dataclass, replace
 
 from services.knowledge_store.client import KnowledgeStoreClient
-from services.knowledge_store.models import Hit, SearchFilters
+from shared.records import Hit, SearchFilters
 from shared.auth import AuthConfig
 from shared.errors import NotFound
 from shared.identity import Principal

@@ -29,17 +29,9 @@ from ranking import Candidates, RankingConfig, rank
 from ranking.factors import reputation as reputation_factor
 from ranking.temporal import detect_temporal_intent
 from services.knowledge_store.client import KnowledgeStoreClient
-from services.knowledge_store.models import (
-    EMPTY_COLUMNS,
-    FUSION_METHODS,
-    RECENCY_MODES,
-    ArtifactSummary,
-    CandidateColumns,
-    Entry,
-    FeedbackAck,
-    Hit,
-    RankingProfile,
-)
+from ranking.config import FUSIONS, RECENCY_MODES
+from ranking.profile import BUILTIN_PROFILE, RankingProfile
+from shared.records import EMPTY_COLUMNS, ArtifactSummary, CandidateColumns, Entry, FeedbackAck, Hit
 from services.llm_orchestration.client import LlmOrchestrationClient
 from services.rag_pipeline.models import (
     Explanation,
@@ -63,8 +55,6 @@ from shared.tracing import retrieval_attributes, set_content_attribute  # teleme
 log = logging.getLogger(__name__)
 tracer = trace.get_tracer("nucleus.rag_pipeline")
 
-#: The profile used when neither the request, the persona nor the tenant sets one.
-BUILTIN_PROFILE = RankingProfile(tenant_id="", name="builtin-default", version=0)
 PROFILE_CACHE_TTL_S = 5.0
 RERANK_TOP_N = 20
 SNIPPET_CHARS = 320
@@ -121,8 +111,8 @@ class RagPipeline:
         prefs = request.prefs
         if prefs.weights is not None:
             _validate_weights(prefs.weights, "ranking_prefs")
-        if prefs.fusion and prefs.fusion not in FUSION_METHODS:
-            raise InvalidArgument("ranking_prefs.fusion_method", f"must be one of {FUSION_METHODS}")
+        if prefs.fusion and prefs.fusion not in FUSIONS:
+            raise InvalidArgument("ranking_prefs.fusion_method", f"must be one of {FUSIONS}")
         if prefs.recency_mode and prefs.recency_mode not in RECENCY_MODES:
             raise InvalidArgument("ranking_prefs.recency_mode", f"must be one of {RECENCY_MODES}")
         if prefs.half_life_days < 0 or not math.isfinite(prefs.half_life_days):

@@ -17,7 +17,7 @@ from typing import Annotated, Any, Callable, Literal
 from mcp.server.mcpserver import Context, MCPServer
 from pydantic import BaseModel, Field
 
-from services.knowledge_store.models import RankingProfile
+from ranking.profile import RankingProfile
 from services.rag_pipeline.access import AccessPolicy
 from services.rag_pipeline.core import RagPipeline
 from services.rag_pipeline.models import Preferences, SearchRequest, SearchResponse

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from services.knowledge_store.models import ArtifactSummary, Entry, SearchFilters
+from shared.records import ArtifactSummary, Entry, SearchFilters
 
 FACTORS = ("relevancy", "recency", "richness", "reputation")
 

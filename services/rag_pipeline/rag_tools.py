@@ -32,7 +32,7 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, PlainTextResponse, Response
 
 from services.knowledge_store.client import KnowledgeStoreClient
-from services.knowledge_store.models import Hit, SearchFilters
+from shared.records import Hit, SearchFilters
 from services.llm_orchestration.client import LlmOrchestrationClient
 from services.rag_pipeline.access import AccessPolicy, Scope, SourceView
 from services.rag_pipeline.core import RagPipeline

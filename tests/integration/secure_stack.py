@@ -29,7 +29,7 @@ from cryptography.hazmat.primitives.asymmetric import rsa
 
 from deploy.supervisor import Supervisor
 from services.knowledge_store.client import KnowledgeStoreClient
-from services.knowledge_store.models import ArtifactMeta, DocumentIn
+from shared.records import ArtifactMeta, DocumentIn
 from shared.auth import hash_key
 
 ROOT = Path(__file__).resolve().parents[2]

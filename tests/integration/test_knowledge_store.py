@@ -18,7 +18,7 @@ import numpy as np
 import pytest
 
 from services.knowledge_store.client import KnowledgeStoreClient
-from services.knowledge_store.models import ArtifactMeta, DocumentIn, SearchFilters
+from shared.records import ArtifactMeta, DocumentIn, SearchFilters
 from services.llm_orchestration.client import LlmOrchestrationClient
 from shared.errors import InvalidArgument, NotFound
 

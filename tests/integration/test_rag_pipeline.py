@@ -11,7 +11,7 @@ from nucleus.v1 import common_pb2 as pb
 from nucleus.v1 import rag_pipeline_pb2 as rag_pb
 from nucleus.v1 import rag_pipeline_pb2_grpc as rag_grpc
 from services.knowledge_store.client import KnowledgeStoreClient
-from services.knowledge_store.models import ArtifactMeta, DocumentIn
+from shared.records import ArtifactMeta, DocumentIn
 
 pytestmark = pytest.mark.integration
 TENANT = "rank-it"

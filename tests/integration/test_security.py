@@ -15,7 +15,7 @@ import pytest
 from mcp.shared.exceptions import MCPError
 
 from services.knowledge_store.client import KnowledgeStoreClient
-from services.knowledge_store.models import ArtifactMeta, DocumentIn
+from shared.records import ArtifactMeta, DocumentIn
 from shared.audit import read_records
 from shared.signing import LinkSigner
 from tests.integration.secure_stack import AUDIENCE, GLOBEX_CANARY, ISSUER, LEGAL_CANARY, SECURITY_TEAM_DOCS

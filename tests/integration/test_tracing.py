@@ -35,7 +35,7 @@ from opentelemetry.trace import NonRecordingSpan, SpanContext, TraceFlags
 
 from deploy.supervisor import Supervisor
 from services.knowledge_store.client import KnowledgeStoreClient
-from services.knowledge_store.models import ArtifactMeta, DocumentIn
+from shared.records import ArtifactMeta, DocumentIn
 from shared.auth import add_key
 from shared.cli import main as cli_main
 from tests.support.mcp_clients import http_client, structured

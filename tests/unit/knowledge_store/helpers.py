@@ -12,7 +12,7 @@ from pathlib import Path
 import numpy as np
 
 from services.knowledge_store.analysis import analyse
-from services.knowledge_store.models import ArtifactMeta, DocumentIn
+from shared.records import ArtifactMeta, DocumentIn
 from shared.settings import KnowledgeStoreSettings
 
 

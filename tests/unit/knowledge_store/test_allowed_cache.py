@@ -10,7 +10,7 @@ import pytest
 from services.knowledge_store import storage
 from services.knowledge_store.allowed_cache import Allowed, AllowedCache
 from services.knowledge_store.core import KnowledgeStore
-from services.knowledge_store.models import SearchFilters
+from shared.records import SearchFilters
 from tests.unit.knowledge_store.helpers import HashEmbedder, doc, settings_for
 from tests.unit.knowledge_store.test_store import FILTER_CASES, filter_store  # noqa: F401 (fixture)
 

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from services.knowledge_store.core import KnowledgeStore
-from services.knowledge_store.models import SearchFilters
+from shared.records import SearchFilters
 from tests.unit.knowledge_store.helpers import HashEmbedder, doc, settings_for
 
 ROOT = Path(__file__).resolve().parents[3]

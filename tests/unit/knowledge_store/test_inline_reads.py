@@ -10,7 +10,7 @@ import pytest
 
 from services.knowledge_store import core as ks_core
 from services.knowledge_store.core import KnowledgeStore
-from services.knowledge_store.models import SearchFilters
+from shared.records import SearchFilters
 from services.knowledge_store.vector_index import VectorIndex
 from tests.unit.knowledge_store.helpers import HashEmbedder, doc, settings_for
 

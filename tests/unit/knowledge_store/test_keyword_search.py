@@ -9,7 +9,7 @@ import pytest
 
 from services.knowledge_store.core import KnowledgeStore
 from services.knowledge_store.keyword_index import KeywordBatch, KeywordIndex
-from services.knowledge_store.models import SearchFilters
+from shared.records import SearchFilters
 from tests.unit.knowledge_store.helpers import HashEmbedder, doc, settings_for
 
 K1, B = 1.2, 0.75        # Okapi BM25 constants (keyword_index.py)

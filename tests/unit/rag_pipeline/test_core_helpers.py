@@ -5,7 +5,7 @@ import math
 
 import pytest
 
-from services.knowledge_store.models import CandidateColumns
+from shared.records import CandidateColumns
 from services.rag_pipeline.core import RagPipeline, _candidates, _merge, make_snippet
 from services.rag_pipeline.models import Preferences, SearchRequest
 from shared.errors import InvalidArgument

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import pytest
 
-from services.knowledge_store.models import ArtifactSummary, Entry, Hit
+from shared.records import ArtifactSummary, Entry, Hit
 from services.rag_pipeline.access import AccessPolicy, Scope, SourceView, session_restriction
 from shared.auth import AuthConfig
 from shared.identity import Principal

@@ -1,0 +1,41 @@
+"""A ranking profile: the stored, named tuning of the 4R ranking for a tenant or a persona.
+
+The KnowledgeStore keeps profiles (versioned); the RAGPipeline resolves one per query (request
+> persona > tenant default > `BUILTIN_PROFILE`) and turns it into a `RankingConfig`. Its
+defaults are the ranking vocabulary's (`ranking/config.py`), so there is one place to change them.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from ranking.config import (
+    DEFAULT_DENSE_WEIGHT,
+    DEFAULT_FUSION,
+    DEFAULT_HALF_LIFE_DAYS,
+    DEFAULT_PRIOR_STRENGTH,
+    DEFAULT_RECENCY_MODE,
+    DEFAULT_WEIGHTS,
+)
+
+
+@dataclass(frozen=True, slots=True)
+class RankingProfile:
+    tenant_id: str
+    persona_id: str = ""
+    name: str = "default"
+    version: int = 0
+    relevancy_weight: float = DEFAULT_WEIGHTS[0]
+    recency_weight: float = DEFAULT_WEIGHTS[1]
+    richness_weight: float = DEFAULT_WEIGHTS[2]
+    reputation_weight: float = DEFAULT_WEIGHTS[3]
+    fusion_method: str = DEFAULT_FUSION
+    dense_weight: float = DEFAULT_DENSE_WEIGHT
+    recency_mode: str = DEFAULT_RECENCY_MODE
+    recency_half_life_days: float = DEFAULT_HALF_LIFE_DAYS
+    reputation_prior_strength: float = DEFAULT_PRIOR_STRENGTH
+    updated_unix: int = 0
+    is_default: bool = False
+
+
+#: The profile used when neither the request, the persona nor the tenant sets one.
+BUILTIN_PROFILE = RankingProfile(tenant_id="", name="builtin-default", version=0)

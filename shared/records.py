@@ -1,0 +1,185 @@
+"""The records that cross service boundaries: artifacts, entries, hits, filters, candidate
+columns, stats, feedback and ingest outcomes — frozen dataclasses, plain Python values only.
+
+This module is their one owner: the KnowledgeStore core, the RAGPipeline core, the gRPC
+converters, the MCP schemas and the document reader all import them from here.
+
+Entry ids are `f"{artifact_id}#{chunk_index}"`: stable across re-ingest of the same
+artifact and unique per tenant, which is why artifact ids may not contain '#'.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+
+import numpy as np
+
+
+@dataclass(frozen=True, slots=True)
+class ArtifactMeta:
+    artifact_id: str
+    title: str = ""
+    source_type: str = ""
+    source_id: str = ""
+    source_uri: str = ""
+    file_name: str = ""
+    file_type: str = ""
+    created_unix: int = 0
+    modified_unix: int = 0
+    owners: tuple[str, ...] = ()
+    tags: tuple[str, ...] = ()
+    reputation_prior: float = 0.0       # [0, 1]; 0 = use the default for the source type
+    visibility_groups: tuple[str, ...] = ()   # empty = visible to every principal of the tenant
+
+
+@dataclass(frozen=True, slots=True)
+class DocumentIn:
+    artifact: ArtifactMeta
+    content: str
+    content_type: str = "text/plain"    # "text/plain" | "text/markdown" | "text/html"
+
+
+@dataclass(frozen=True, slots=True)
+class Entry:
+    id: str
+    tenant_id: str
+    persona_id: str
+    artifact_id: str
+    chunk_index: int
+    text: str                 # the chunk body
+    headline: str             # heading path, else the title, else the first words
+    content_summary: str      # the chunk's opening, cut at a word boundary
+    timestamp_unix: int       # the artifact's modified, else created time; 0 = unknown
+    richness: float
+
+
+@dataclass(frozen=True, slots=True)
+class ArtifactSummary:
+    artifact_id: str
+    title: str = ""
+    source_type: str = ""
+    source_id: str = ""
+    source_uri: str = ""
+    file_name: str = ""
+    file_type: str = ""
+    created_unix: int = 0
+    modified_unix: int = 0
+    owners: tuple[str, ...] = ()
+    tags: tuple[str, ...] = ()
+    reputation_prior: float = 0.0
+    visibility_groups: tuple[str, ...] = ()
+    feedback_helpful: int = 0
+    feedback_unhelpful: int = 0
+
+
+@dataclass(frozen=True, slots=True)
+class Hit:
+    entry: Entry
+    artifact: ArtifactSummary
+    score: float              # cosine (vector leg), BM25 (keyword leg), 0 (listing / get)
+    rank: int                 # 1-based within its leg
+
+
+@dataclass(frozen=True, slots=True)
+class CandidateColumns:
+    """One leg's candidates as parallel columns, best first (rank = position + 1): the ranking
+    signals of each entry without its text or artifact metadata (see `Hit` for those)."""
+    entry_ids: tuple[str, ...]
+    artifact_ids: tuple[str, ...]
+    scores: np.ndarray              # float32: cosine (vector leg) or BM25 (keyword leg)
+    timestamps_unix: np.ndarray     # int64: entry time, else artifact modified, else created; 0 = unknown
+    richness: np.ndarray            # float32
+    reputation_prior: np.ndarray    # float32, as stored (0 = the source type's default)
+    feedback_helpful: np.ndarray    # int32
+    feedback_unhelpful: np.ndarray  # int32
+    top_hits: tuple[Hit, ...] = ()  # full hits of the first candidates, when asked for
+
+    def __len__(self) -> int:
+        return len(self.entry_ids)
+
+    @staticmethod
+    def from_rows(rows: list[tuple], scores: list[float] | np.ndarray,
+                  top_hits: tuple[Hit, ...] = ()) -> CandidateColumns:
+        """rows: (entry_id, artifact_id, timestamp, richness, reputation_prior, helpful,
+        unhelpful) per candidate, in rank order; scores in the same order."""
+        if not rows:
+            return EMPTY_COLUMNS
+        ids, arts, ts, rich, rep, good, bad = zip(*rows)
+        return CandidateColumns(
+            entry_ids=ids, artifact_ids=arts, scores=np.asarray(scores, np.float32),
+            timestamps_unix=np.asarray(ts, np.int64), richness=np.asarray(rich, np.float32),
+            reputation_prior=np.asarray(rep, np.float32), feedback_helpful=np.asarray(good, np.int32),
+            feedback_unhelpful=np.asarray(bad, np.int32), top_hits=top_hits)
+
+
+EMPTY_COLUMNS = CandidateColumns((), (), np.zeros(0, np.float32), np.zeros(0, np.int64), np.zeros(0, np.float32),
+                                 np.zeros(0, np.float32), np.zeros(0, np.int32), np.zeros(0, np.int32))
+
+
+@dataclass(frozen=True, slots=True)
+class SearchFilters:
+    date_from_unix: int = 0   # 0 = open; bounds apply to the entry timestamp, else the
+    date_to_unix: int = 0     # artifact's modified, else created time; unknown dates never match
+    source_types: tuple[str, ...] = ()
+    tags: tuple[str, ...] = ()          # ANY of
+    owners: tuple[str, ...] = ()        # ANY of
+    artifact_ids: tuple[str, ...] = ()
+    source_ids: tuple[str, ...] = ()
+    persona_id: str = ""
+    visibility_groups: tuple[str, ...] = ()
+    enforce_visibility: bool = False
+
+    @property
+    def is_empty(self) -> bool:
+        """True when no condition applies (visibility groups only matter when enforced)."""
+        probe = self if self.enforce_visibility else replace(self, visibility_groups=())
+        return probe == _NO_FILTERS
+
+
+_NO_FILTERS = SearchFilters()
+
+
+@dataclass(frozen=True, slots=True)
+class IngestResult:
+    artifact_id: str
+    entries_written: int
+    entries_replaced: int
+
+
+@dataclass(frozen=True, slots=True)
+class IngestReport:
+    results: tuple[IngestResult, ...]
+    total_entries: int
+    embed_seconds: float
+    commit_seconds: float
+
+
+@dataclass(frozen=True, slots=True)
+class SourceStats:
+    source_id: str
+    source_type: str
+    artifacts: int
+    entries: int
+    last_indexed_unix: int
+    visibility_groups: tuple[str, ...]   # union over its artifacts
+    tags: tuple[str, ...]                # union over its artifacts
+
+
+@dataclass(frozen=True, slots=True)
+class TenantStats:
+    tenant_id: str
+    artifacts: int
+    entries: int
+    vectors: int
+    keyword_docs: int
+    sources: tuple[SourceStats, ...]
+    last_indexed_unix: int
+    index_kind: str           # the kind serving searches ("flat" while IVF waits for data)
+    dimension: int
+
+
+@dataclass(frozen=True, slots=True)
+class FeedbackAck:
+    artifact_id: str
+    feedback_helpful: int
+    feedback_unhelpful: int
+    reputation_prior: float = 0.0      # the artifact's prior, so callers can smooth
