@@ -10,7 +10,7 @@ bootstrap:
 
 ## Command 1: bootstrap, start the stack on its embedded default, ingest the demo corpus, sample search.
 run: bootstrap
-	$(PY) -m shared.cli demo
+	$(PY) -m cli.main demo
 
 ## Command 2: bootstrap and run the whole test suite (what .ci/run calls).
 test: bootstrap
@@ -18,7 +18,7 @@ test: bootstrap
 	$(PY) -m pytest -q -p no:cacheprovider
 
 down:
-	$(PY) -m shared.cli down
+	$(PY) -m cli.main down
 
 protos: bootstrap
 	$(PY) scripts/gen_protos.py
@@ -28,7 +28,7 @@ check-protos: bootstrap
 
 ## Benchmarks (see docs/BENCHMARKS.md)
 bench: bootstrap
-	$(PY) -m shared.cli bench --dataset ../shared/data/scifact --tenant scifact
+	$(PY) -m cli.main bench --dataset ../shared/data/scifact --tenant scifact
 
 clean:
 	rm -rf .nucleus-data .bench-cache

@@ -1,6 +1,6 @@
 """`nucleus bench`: the tenant-scoped benchmark harness on the operator CLI (benchmarks/harness.py).
 
-    nucleus bench --dataset /work/shared/data/scifact --tenant scifact
+    nucleus bench --dataset ../shared/data/scifact --tenant scifact
     nucleus bench --dataset D --tenant T --tenant-slices 3            # 3 tenants, one slice each
     nucleus bench --dataset A --tenant a --dataset B --tenant b       # two datasets side by side
     nucleus --data-dir .nucleus-data bench --use-running --dataset D --tenant T
@@ -8,13 +8,13 @@
 from __future__ import annotations
 
 import argparse
-import os
 import sys
 from pathlib import Path
 
 from rich.console import Console
 
 from shared.errors import InvalidArgument
+from shared.settings import default_data_dir
 
 
 def _floats(text: str) -> tuple[float, ...]:
@@ -80,7 +80,8 @@ def cmd_bench(args: argparse.Namespace) -> int:
                                           "--tenant per --dataset, in the same order")
     running_dir = None
     if args.use_running:
-        running_dir = Path(getattr(args, "data_dir", None) or os.environ.get("NUCLEUS_DATA_DIR", ".nucleus-data"))
+        data_dir = getattr(args, "data_dir", None)
+        running_dir = Path(data_dir).resolve() if data_dir else default_data_dir()
     options = BenchOptions(
         datasets=list(args.dataset), tenants=list(args.tenant), split=args.split, tenant_slices=args.tenant_slices,
         use_running=args.use_running, running_data_dir=running_dir, cache_dir=args.cache_dir.resolve(),

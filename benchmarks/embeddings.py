@@ -74,7 +74,7 @@ def pct(values: list[float], q: float) -> float:
 
 def start_service(tmp: Path):
     """A real LlmOrchestration process (ephemeral gRPC port, no MCP, cache off)."""
-    from deploy.supervisor import Child
+    from cli.supervisor import Child
 
     env = dict(os.environ, NUCLEUS_LLM_GRPC_PORT="0", NUCLEUS_LLM_MCP_PORT="-1", NUCLEUS_LLM_CACHE_SIZE="0",
                NUCLEUS_DATA_DIR=str(tmp), HF_HUB_OFFLINE="1", TRANSFORMERS_OFFLINE="1")

@@ -1,6 +1,6 @@
 """The services a benchmark talks to: a stack the harness starts itself, or a running one.
 
-Own stack: `deploy.supervisor.Supervisor` on ephemeral ports with its data under
+Own stack: `cli.supervisor.Supervisor` on ephemeral ports with its data under
 `<stack_dir>` (default `.bench-cache/stack-data/`), so the KnowledgeStore — and with it the
 ingested tenants — persists between runs. If a healthy stack already serves that directory
 (another harness left it running), it is used rather than started twice on the same data.
@@ -39,7 +39,8 @@ class Stack:
 
 
 def running_stack(data_dir: Path) -> Stack:
-    from deploy.supervisor import GRPC_NAMES, health_ok
+    from cli.supervisor import GRPC_NAMES
+    from shared.healthcheck import health_ok
 
     state_file = data_dir / "run" / "stack.json"
     if not state_file.is_file():
@@ -62,7 +63,7 @@ def running_stack(data_dir: Path) -> Stack:
 def own_stack(stack_dir: Path, *, query_cache: bool = False, timeout_s: float = 240.0) -> Stack:
     """Start (or find running) the benchmark stack. Without `query_cache` LlmOrchestration keeps
     no query-embedding cache, so repeated benchmark queries pay for their embedding each time."""
-    from deploy.supervisor import Supervisor
+    from cli.supervisor import Supervisor
 
     stack_dir = stack_dir.resolve()
     if (stack_dir / "run" / "stack.json").is_file():

@@ -91,7 +91,8 @@ class RankingConfig:
     apply_recency: bool = False
     """When False the recency weight is dropped and recency is reported as neutral 0.5."""
     now_unix: float = 0.0
-    """Reference time for recency; 0 = time.time() at the call (pass it for determinism)."""
+    """Reference time for recency (unix seconds), passed by the caller: the core reads no
+    clock. Required (> 0) when `apply_recency` is True; ignored otherwise."""
     default_reputation: float = 0.5
     """Prior reputation of an artifact whose ingest prior is unknown (0)."""
     prior_strength: float = DEFAULT_PRIOR_STRENGTH
@@ -139,7 +140,11 @@ class RankingConfig:
         set_(self, "half_life_days", _positive("half_life_days", self.half_life_days))
         now = _real("now_unix", self.now_unix)
         if now < 0.0:
-            raise InvalidArgument("now_unix", f"must be >= 0 (0 = now), got {now}")
+            raise InvalidArgument("now_unix", f"must be >= 0, got {now}")
+        if self.apply_recency and now <= 0.0:
+            raise InvalidArgument(
+                "now_unix", "is required when apply_recency is True: pass the reference time "
+                            "(unix seconds, > 0); the ranking core reads no clock")
         set_(self, "now_unix", now)
         set_(self, "default_reputation", _in_unit("default_reputation", self.default_reputation))
         set_(self, "prior_strength", _positive("prior_strength", self.prior_strength))

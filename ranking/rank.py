@@ -15,7 +15,6 @@ rows that are returned (it is still reported there).
 from __future__ import annotations
 
 import numbers
-import time
 from dataclasses import dataclass
 
 import numpy as np
@@ -86,7 +85,7 @@ def rank(c: Candidates, cfg: RankingConfig, k: int) -> Ranked:
 
     w_rel, w_rec, w_rich, w_rep = (float(w) for w in weights)
     rel, trace = relevancy(c, cfg)
-    now = (cfg.now_unix or time.time()) if cfg.apply_recency else 0.0
+    now = cfg.now_unix if cfg.apply_recency else 0.0
 
     def rec_of(rows: slice | NDArray[np.intp]) -> NDArray[np.float32]:
         if not cfg.apply_recency:

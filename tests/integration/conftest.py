@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from deploy.supervisor import Supervisor
+from cli.supervisor import Supervisor
 
 ROOT = Path(__file__).resolve().parents[2]
 DEMO = ROOT / "demo" / "corpus"

@@ -27,7 +27,7 @@ import pytest
 from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric import rsa
 
-from deploy.supervisor import Supervisor
+from cli.supervisor import Supervisor
 from services.knowledge_store.client import KnowledgeStoreClient
 from shared.records import ArtifactMeta, DocumentIn
 from shared.auth import hash_key

@@ -33,11 +33,11 @@ from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import (
 from opentelemetry.proto.common.v1.common_pb2 import AnyValue
 from opentelemetry.trace import NonRecordingSpan, SpanContext, TraceFlags
 
-from deploy.supervisor import Supervisor
+from cli.supervisor import Supervisor
 from services.knowledge_store.client import KnowledgeStoreClient
 from shared.records import ArtifactMeta, DocumentIn
 from shared.auth import add_key
-from shared.cli import main as cli_main
+from cli.main import main as cli_main
 from tests.support.mcp_clients import http_client, structured
 
 pytestmark = pytest.mark.integration

@@ -37,7 +37,8 @@ def test_recency_only_weights_need_recency_applied() -> None:
     with pytest.raises(InvalidArgument) as err:
         RankingConfig(weights=(0.0, 1.0, 0.0, 0.0), apply_recency=False)
     assert err.value.field == "weights"
-    assert RankingConfig(weights=(0.0, 1.0, 0.0, 0.0), apply_recency=True).weights[1] == 1.0
+    assert RankingConfig(weights=(0.0, 1.0, 0.0, 0.0), apply_recency=True,
+                         now_unix=1.7e9).weights[1] == 1.0
 
 
 def test_weights_are_normalised_to_a_tuple_of_floats() -> None:

@@ -1,6 +1,5 @@
 from __future__ import annotations
 
-import time
 
 import numpy as np
 import pytest
@@ -11,6 +10,7 @@ from ranking.candidates import Candidates
 from ranking.config import RankingConfig
 from ranking.factors import relevancy
 from ranking.rank import Ranked, effective_weights, rank, top_k
+from shared.errors import InvalidArgument
 from shared.errors import InvalidArgument
 from tests.unit.ranking import naive
 from tests.unit.ranking.strategies import DAY, NOW, candidates, configs, random_candidates
@@ -163,10 +163,17 @@ def test_applied_recency_prefers_the_newer_of_two_equal_matches() -> None:
     assert rank(c, RankingConfig(apply_recency=False, now_unix=NOW), 2).rows.tolist() == [0, 1]
 
 
-def test_now_unix_zero_means_the_time_of_the_call() -> None:
-    c = Candidates.build(dense=[0.6], timestamp=[time.time() - 1 * DAY])
-    got = rank(c, RankingConfig(apply_recency=True, half_life_days=1.0, now_unix=0.0), 1)
-    assert got.factors[0, 1] == pytest.approx(0.5, abs=1e-3)
+def test_recency_is_measured_from_the_time_the_caller_passes() -> None:
+    c = Candidates.build(dense=[0.6], timestamp=[NOW - 1 * DAY])
+    got = rank(c, RankingConfig(apply_recency=True, half_life_days=1.0, now_unix=NOW), 1)
+    assert got.factors[0, 1] == pytest.approx(0.5, abs=1e-6)
+    later = rank(c, RankingConfig(apply_recency=True, half_life_days=1.0, now_unix=NOW + DAY), 1)
+    assert later.factors[0, 1] == pytest.approx(0.25, abs=1e-6)
+
+
+def test_applied_recency_without_a_reference_time_is_refused() -> None:
+    with pytest.raises(InvalidArgument, match="now_unix"):
+        RankingConfig(apply_recency=True)
 
 
 def test_zero_weight_factors_are_still_reported_for_the_returned_rows() -> None:
@@ -193,5 +200,5 @@ def test_relevance_dominates_with_default_weights() -> None:
 def test_effective_weights_renormalise_without_recency() -> None:
     w = effective_weights(RankingConfig(weights=(0.75, 0.1, 0.05, 0.1)))
     np.testing.assert_allclose(w, [0.75 / 0.9, 0.0, 0.05 / 0.9, 0.1 / 0.9], rtol=1e-6)
-    w = effective_weights(RankingConfig(weights=(3, 1, 0, 0), apply_recency=True))
+    w = effective_weights(RankingConfig(weights=(3, 1, 0, 0), apply_recency=True, now_unix=NOW))
     np.testing.assert_allclose(w, [0.75, 0.25, 0.0, 0.0], rtol=1e-6)

@@ -29,6 +29,7 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from rich.table import Table
 
 from shared.errors import NucleusError, NotFound, Unavailable
+from shared.settings import default_data_dir
 
 ROOT = Path(__file__).resolve().parent.parent
 DEMO_CORPUS = ROOT / "demo" / "corpus"
@@ -37,7 +38,7 @@ err_console = Console(stderr=True)
 
 
 def data_dir(args: argparse.Namespace) -> Path:
-    return Path(args.data_dir or os.environ.get("NUCLEUS_DATA_DIR", ".nucleus-data")).resolve()
+    return Path(args.data_dir).resolve() if args.data_dir else default_data_dir()
 
 
 def stack_state(args: argparse.Namespace) -> dict:
@@ -56,7 +57,8 @@ def target(args: argparse.Namespace, service: str) -> str:
 
 # ---------------------------------------------------------------------------- up / down / status
 def cmd_up(args: argparse.Namespace) -> int:
-    from deploy.supervisor import Supervisor, health_ok
+    from cli.supervisor import Supervisor
+    from shared.healthcheck import health_ok
 
     ddir = data_dir(args)
     state_file = ddir / "run" / "stack.json"
@@ -71,7 +73,7 @@ def cmd_up(args: argparse.Namespace) -> int:
         ddir.mkdir(parents=True, exist_ok=True)
         (ddir / "run").mkdir(exist_ok=True)
         log = open(ddir / "run" / "supervisor.log", "ab")
-        cmd = [sys.executable, "-m", "deploy.supervisor", "--data-dir", str(ddir)]
+        cmd = [sys.executable, "-m", "cli.supervisor", "--data-dir", str(ddir)]
         if args.ephemeral_ports:
             cmd.append("--ephemeral-ports")
         proc = subprocess.Popen(cmd, stdout=log, stderr=log, stdin=subprocess.DEVNULL, start_new_session=True,
@@ -135,7 +137,8 @@ def cmd_down(args: argparse.Namespace) -> int:
 
 
 def cmd_status(args: argparse.Namespace) -> int:
-    from deploy.supervisor import GRPC_NAMES, health_ok
+    from cli.supervisor import GRPC_NAMES
+    from shared.healthcheck import health_ok
 
     state = stack_state(args)
     table = Table(title="Nucleus RAG status")
@@ -311,7 +314,7 @@ def build_parser() -> argparse.ArgumentParser:
     demo.set_defaults(func=cmd_demo)
 
     from benchmarks.cli import register as register_bench
-    from shared.trace_view import register as register_traces
+    from cli.traces import register as register_traces
 
     register_bench(sub)      # nucleus bench
     register_traces(sub)     # nucleus traces

@@ -3,7 +3,7 @@
 grpc.health.v1, records their addresses in `<data_dir>/run/stack.json`, restarts a service
 that dies (bounded back-off), and stops them all gracefully on SIGTERM/SIGINT.
 
-    python -m deploy.supervisor --data-dir .nucleus-data [--ephemeral-ports]
+    python -m cli.supervisor --data-dir .nucleus-data [--ephemeral-ports]
 """
 from __future__ import annotations
 
@@ -18,8 +18,8 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-import grpc
-from grpc_health.v1 import health_pb2, health_pb2_grpc
+from shared.healthcheck import health_ok
+from shared.settings import default_data_dir
 
 log = logging.getLogger("nucleus.supervisor")
 
@@ -32,16 +32,6 @@ MODULES = {
 DEFAULT_PORTS = {"llm_orchestration": (50062, 8062), "knowledge_store": (50061, 8061), "rag_pipeline": (50063, 8063)}
 GRPC_NAMES = {"llm_orchestration": "nucleus.v1.LlmOrchestration", "knowledge_store": "nucleus.v1.KnowledgeStore",
               "rag_pipeline": "nucleus.v1.RagPipeline"}
-
-
-def health_ok(target: str, service: str = "", timeout: float = 1.0) -> bool:
-    try:
-        with grpc.insecure_channel(target) as channel:
-            response = health_pb2_grpc.HealthStub(channel).Check(
-                health_pb2.HealthCheckRequest(service=service), timeout=timeout)
-            return response.status == health_pb2.HealthCheckResponse.SERVING
-    except grpc.RpcError:
-        return False
 
 
 @dataclass
@@ -178,8 +168,8 @@ def _prefix(name: str) -> str:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(prog="python -m deploy.supervisor")
-    parser.add_argument("--data-dir", type=Path, default=Path(os.environ.get("NUCLEUS_DATA_DIR", ".nucleus-data")))
+    parser = argparse.ArgumentParser(prog="python -m cli.supervisor")
+    parser.add_argument("--data-dir", type=Path, default=default_data_dir())
     parser.add_argument("--ephemeral-ports", action="store_true")
     parser.add_argument("--host", default="127.0.0.1")
     args = parser.parse_args()

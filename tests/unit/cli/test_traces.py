@@ -1,4 +1,4 @@
-"""shared.trace_view: reading the services' trace files and drawing waterfalls (`nucleus traces`)."""
+"""cli.traces: reading the services' trace files and drawing waterfalls (`nucleus traces`)."""
 from __future__ import annotations
 
 import json
@@ -7,9 +7,9 @@ from pathlib import Path
 import pytest
 from rich.console import Console
 
-from shared.cli import main as cli_main
+from cli.main import main as cli_main
 from shared.errors import NotFound
-from shared.trace_view import (
+from cli.traces import (
     BAR_WIDTH,
     bar,
     group_traces,
@@ -118,7 +118,7 @@ def test_selection_skips_housekeeping_and_matches_id_prefixes(trace_dir):
 
 
 def test_key_attributes_are_short_and_skip_what_the_row_shows():
-    from shared.trace_view import SpanRecord
+    from cli.traces import SpanRecord
 
     span = SpanRecord.from_json(_span(T1, "1", None, "x", "s", 0, 1, **{
         "rpc.system": "grpc", "rpc.grpc.status_code": 5, "nucleus.tenant_id": "acme", "nucleus.score": 0.123456}))
@@ -150,7 +150,7 @@ def test_nucleus_traces_without_files_says_where_it_looked(tmp_path, capsys):
 
 
 def test_render_uses_the_given_console(trace_dir):
-    from shared.trace_view import render_trace
+    from cli.traces import render_trace
 
     console = Console(record=True, width=200)
     render_trace(group_traces(load_spans(trace_files(trace_dir)))[1], console)

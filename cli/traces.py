@@ -28,6 +28,7 @@ from rich.table import Table
 from rich.text import Text
 
 from shared.errors import NotFound
+from shared.settings import default_data_dir
 
 BAR_WIDTH = 40
 ATTRS_WIDTH = 90
@@ -253,8 +254,8 @@ def default_trace_dir(args: argparse.Namespace) -> Path:
     explicit = getattr(args, "trace_dir", None) or os.environ.get("NUCLEUS_OTEL_TRACE_DIR")
     if explicit:
         return Path(explicit).resolve()
-    data_dir = getattr(args, "data_dir", None) or os.environ.get("NUCLEUS_DATA_DIR", ".nucleus-data")
-    return Path(data_dir).resolve() / "traces"
+    data_dir = getattr(args, "data_dir", None)
+    return (Path(data_dir).resolve() if data_dir else default_data_dir()) / "traces"
 
 
 def cmd_traces(args: argparse.Namespace, console: Console | None = None) -> int:
@@ -278,7 +279,7 @@ def cmd_traces(args: argparse.Namespace, console: Console | None = None) -> int:
 
 
 def register(subparsers: Any) -> None:
-    """Add `nucleus traces` to the operator CLI (called by shared.cli)."""
+    """Add `nucleus traces` to the operator CLI (called by cli.main)."""
     p = subparsers.add_parser("traces", help="show recent traces from the local trace files as waterfalls")
     p.add_argument("--last", type=int, default=3, help="how many of the most recent traces (default 3; 0 = all)")
     p.add_argument("--trace-id", dest="trace_id", default="", help="one trace, by id or id prefix")

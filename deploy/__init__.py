@@ -1,1 +1,0 @@
-"""Deployment: the local supervisor (`nucleus up`) and container manifests."""
