@@ -3,7 +3,7 @@ PY := .venv/bin/python
 export HF_HUB_OFFLINE := 1
 export TRANSFORMERS_OFFLINE := 1
 
-.PHONY: run test bootstrap protos check-protos down bench bench-quick clean
+.PHONY: run test test-fast lint-imports bootstrap protos check-protos down bench bench-quick clean
 
 bootstrap:
 	@bash scripts/bootstrap.sh
@@ -16,6 +16,14 @@ run: bootstrap
 test: bootstrap
 	$(PY) scripts/gen_protos.py --check
 	$(PY) -m pytest -q -p no:cacheprovider
+
+## Unit tests only (no service processes): the quick loop while editing.
+test-fast: bootstrap
+	$(PY) -m pytest -q -p no:cacheprovider tests/unit
+
+## The layer contracts alone (also part of the unit tests).
+lint-imports: bootstrap
+	.venv/bin/lint-imports --no-cache
 
 down:
 	$(PY) -m cli.main down

@@ -1,6 +1,6 @@
 """Keyword leg of the KnowledgeStore on BEIR SciFact: nDCG@10 and search latency.
 
-    .venv/bin/python -m benchmarks.bm25_scifact [--data /work/shared/data/scifact]
+    .venv/bin/python -m benchmarks.bm25_scifact [--data ../shared/data/scifact]
         [--title-weight 1.0] [--body-weight 1.0] [--top-k 100] [--out benchmarks/out/bm25_scifact.json]
 
 The corpus (title + text per document) is ingested into a fresh store in a temp directory
@@ -36,7 +36,7 @@ from services.knowledge_store.core import DEFAULT_BM25_WEIGHTS, KnowledgeStore
 from shared.records import ArtifactMeta, DocumentIn, SearchFilters
 from shared.settings import KnowledgeStoreSettings
 
-DEFAULT_DATA = Path("/work/shared/data/scifact")
+DEFAULT_DATA = Path("../shared/data/scifact")
 TENANT = "scifact"
 
 

@@ -43,7 +43,7 @@ from services.llm_orchestration.core import LlmOrchestrator
 from services.llm_orchestration.embedder import bundled_model_path, default_torch_threads
 from shared.settings import LlmOrchestrationSettings
 
-DATA = Path(os.environ.get("NUCLEUS_SCIFACT_DIR", "/work/shared/data/scifact"))
+DATA = Path(os.environ.get("NUCLEUS_SCIFACT_DIR", "../shared/data/scifact"))
 
 
 def load_jsonl(path: Path, limit: int, *, with_title: bool = False) -> list[str]:

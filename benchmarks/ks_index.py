@@ -38,7 +38,7 @@ from shared.settings import KnowledgeStoreSettings
 CACHE = Path(".bench-cache")
 CORPUS_CACHE = CACHE / "scifact_minilm.npy"
 QUERY_CACHE = CACHE / "scifact_minilm_queries.npy"
-DATA = Path("/work/shared/data/scifact")
+DATA = Path("../shared/data/scifact")
 K = 10
 
 

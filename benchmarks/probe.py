@@ -4,7 +4,7 @@ retrieval leg and the embedding called directly. For before/after checks of one 
 (e.g. `OTEL_SDK_DISABLED=true` on the stack); `nucleus bench` is the benchmark of record.
 
     nucleus --data-dir D up --detach --ephemeral-ports
-    .venv/bin/python -m benchmarks.probe --data-dir D --dataset /work/shared/data/scifact \\
+    .venv/bin/python -m benchmarks.probe --data-dir D --dataset ../shared/data/scifact \\
         --tenant scifact --top-k-initial 50 --top-k-final 10 [--legs]
 
 A stack started by `nucleus up` keeps LlmOrchestration's query-embedding cache on: only the

@@ -8,7 +8,7 @@
 
 Typical use by the RAG pipeline::
 
-    intent = detect_temporal_intent(query)
+    intent = detect_temporal_intent(query, now_year=year)     # the caller owns the clock
     cfg = RankingConfig(fusion="convex", apply_recency=intent.has_intent, now_unix=now)
     ranked = rank(Candidates.build(dense=..., bm25=..., timestamp=..., ...), cfg, k=10)
 """

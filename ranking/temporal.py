@@ -1,6 +1,6 @@
 r"""Does a query ask for fresh information? Regex rules, no model, no I/O.
 
-The pipeline applies the recency factor when `detect_temporal_intent(query).has_intent`
+The pipeline applies the recency factor when `detect_temporal_intent(query, now_year).has_intent`
 (recency mode "auto"). A false positive quietly favours new documents on a timeless
 question, so the rules prefer to miss a vague query over firing on generic scientific or
 technical prose ("current density", "ocean currents", "weights are updated", "2000 patients",
@@ -55,7 +55,6 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
-from datetime import datetime, timezone
 
 from shared.errors import InvalidArgument
 
@@ -142,15 +141,14 @@ class TemporalIntent:
     cues: tuple[str, ...]   # matched text, lower-cased, in order of appearance, no repeats
 
 
-def detect_temporal_intent(query: str, now_year: int | None = None) -> TemporalIntent:
+def detect_temporal_intent(query: str, now_year: int) -> TemporalIntent:
     """Apply the rules of the module docstring to `query`.
 
-    `now_year` bounds the years that count (up to now_year + 1); None = the current UTC year.
+    `now_year` (the caller's current year; the core reads no clock) bounds the years that count,
+    up to now_year + 1.
     """
     if not isinstance(query, str):
         raise InvalidArgument("query", f"expected a string, got {type(query).__name__}")
-    if now_year is None:
-        now_year = datetime.now(timezone.utc).year
     found: list[tuple[int, str]] = []
     for rule in _RULES:
         found.extend((m.start(), m.group(0)) for m in rule.finditer(query))

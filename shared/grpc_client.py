@@ -2,7 +2,7 @@
 
 Retries are done by gRPC itself through the channel's service config (not tenacity, so there
 is exactly one retry layer): at most 3 attempts, exponential back-off, UNAVAILABLE only.
-Failures come back as the `shared.errors` hierarchy via `from_grpc_error`.
+Failures come back as the `shared.errors` hierarchy via `shared.grpc_errors.from_grpc_error`.
 """
 from __future__ import annotations
 
@@ -11,8 +11,8 @@ from typing import Any, Awaitable, Callable, TypeVar
 
 import grpc
 
-from shared.errors import from_grpc_error
-from shared.tracing import ClientTracingInterceptor  # telemetry hook
+from shared.grpc_errors import from_grpc_error
+from shared.telemetry.client_interceptor import ClientTracingInterceptor  # telemetry hook
 
 T = TypeVar("T")
 
@@ -44,7 +44,8 @@ CHANNEL_OPTIONS = [
 def aio_channel(target: str, interceptors: list[Any] | None = None) -> grpc.aio.Channel:
     """An insecure asyncio channel to one of our services, with the retry policy above.
 
-    Every call gets a CLIENT span and carries the W3C trace context (shared.tracing)."""
+    Every call gets a CLIENT span and carries the W3C trace context
+    (shared.telemetry.client_interceptor)."""
     traced = [ClientTracingInterceptor(target), *(interceptors or [])]  # telemetry hook
     return grpc.aio.insecure_channel(target, options=CHANNEL_OPTIONS, interceptors=traced)
 

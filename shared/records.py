@@ -9,7 +9,8 @@ artifact and unique per tenant, which is why artifact ids may not contain '#'.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, fields, replace
+from typing import Any
 
 import numpy as np
 
@@ -53,22 +54,26 @@ class Entry:
 
 
 @dataclass(frozen=True, slots=True)
-class ArtifactSummary:
-    artifact_id: str
-    title: str = ""
-    source_type: str = ""
-    source_id: str = ""
-    source_uri: str = ""
-    file_name: str = ""
-    file_type: str = ""
-    created_unix: int = 0
-    modified_unix: int = 0
-    owners: tuple[str, ...] = ()
-    tags: tuple[str, ...] = ()
-    reputation_prior: float = 0.0
-    visibility_groups: tuple[str, ...] = ()
+class ArtifactSummary(ArtifactMeta):
+    """An artifact as search results carry it: its metadata and the feedback it received."""
     feedback_helpful: int = 0
     feedback_unhelpful: int = 0
+
+
+#: The fields of an artifact's metadata, in order (the proto, MCP and front-matter shapes use
+#: these names); a summary's are SUMMARY_FIELDS (the same, then the feedback counts).
+ARTIFACT_FIELDS: tuple[str, ...] = tuple(f.name for f in fields(ArtifactMeta))
+SUMMARY_FIELDS: tuple[str, ...] = tuple(f.name for f in fields(ArtifactSummary))
+
+
+def artifact_values(source: object, names: tuple[str, ...] = ARTIFACT_FIELDS) -> dict[str, Any]:
+    """`names` read off any artifact-shaped object (a record, a protobuf message, an MCP model),
+    repeated fields as tuples: `ArtifactMeta(**artifact_values(msg))`."""
+    out: dict[str, Any] = {}
+    for name in names:
+        value = getattr(source, name)
+        out[name] = value if isinstance(value, (str, int, float)) else tuple(value)
+    return out
 
 
 @dataclass(frozen=True, slots=True)

@@ -4,7 +4,7 @@
 process-wide with `register_secret` (configured API keys, link secrets), longest first so a
 secret containing another is replaced whole, then anything secret-shaped: `Bearer <token>`,
 `sk-…` keys, `api_key=…` / `token: …`-style assignments, and JWTs. Used by the logging filter
-(shared/log.py), the span sanitiser (shared/telemetry.py) and the LLM HTTP layer.
+(shared/log.py), the span sanitiser (shared/telemetry/span_redaction.py) and the LLM HTTP layer.
 """
 from __future__ import annotations
 

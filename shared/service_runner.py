@@ -25,8 +25,8 @@ from grpc_reflection.v1alpha import reflection
 
 from shared.grpc_client import MAX_MESSAGE_BYTES
 from shared.settings import ServiceSettings
-from shared.telemetry import setup_telemetry, shutdown_telemetry  # telemetry hook
-from shared.tracing import ServerTracingInterceptor  # telemetry hook
+from shared.telemetry.providers import setup_telemetry, shutdown_telemetry  # telemetry hook
+from shared.telemetry.server_interceptor import ServerTracingInterceptor  # telemetry hook
 
 log = logging.getLogger(__name__)
 

@@ -92,7 +92,7 @@ class RagPipelineSettings(ServiceSettings):
     llm_target: str = "127.0.0.1:50062"
     deadline_s: float = 10.0                # whole SearchAndRank budget
     # Rank artifacts, not chunks: each artifact's candidates pool their evidence (best cosine,
-    # best BM25, best ranks) and the artifact is represented by its best chunk. See core._merge.
+    # best BM25, best ranks) and the artifact is represented by its best chunk. See rag_pipeline/merge.py.
     collapse_by_artifact: bool = True
     # Start the keyword leg while the query is being embedded (it needs no vector). On a
     # machine with few cores the two compete for CPU; set false to run it after the embedding.

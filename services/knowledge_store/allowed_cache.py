@@ -1,17 +1,18 @@
 """Per-tenant cache of the row ids a `SearchFilters` value allows.
 
-Every filtered search needs the set of entries its filters allow (`storage.allowed_rids`, a
+Every filtered search needs the set of entries its filters allow (`filter_sql.allowed_rids`, a
 join of entries and artifacts). Authenticated callers always send a visibility filter, so
 without a cache each of their searches pays that join twice (vector and keyword leg), which
 costs far more than the searches themselves (SciFact, 11,388 entries: 6.2 ms per join against
 1.15 ms for a whole unfiltered vector search).
 
 Validity: a set only depends on the tenant's SQLite rows (no filter reads the clock: date
-bounds are absolute unix times, see `storage.filter_clause`), so it stays right until the
+bounds are absolute unix times, see `filter_sql.filter_clause`), so it stays right until the
 next committed write. The core calls `clear` under the tenant's exclusive lock at every commit
-and index swap, and looks sets up while holding the shared lock, so a search never pairs a
-set from before a write with data from after it. A generation counter additionally keeps a
-set computed on a snapshot older than the last `clear` from being stored.
+and index swap (writes.py, maintenance.py), and searches look sets up while holding the
+shared lock (search.py), so a search never pairs a set from before a write with data from
+after it. A generation counter additionally keeps a set computed on a snapshot older than
+the last `clear` from being stored.
 
 Bounds: at most `max_filters` filter values per tenant (least recently used evicted) and at
 most `max_ids` cached ids in total; a larger set is computed per call as before.
@@ -20,7 +21,7 @@ most `max_ids` cached ids in total; a larger set is computed per call as before.
 tenant through (the usual case: all documents visible to the caller's groups), BM25 runs
 without a mask, which gives the same results. The vector leg instead reuses the FAISS selector
 cached with the set (`Allowed.selector`): it costs about as much as the search to build, and
-searching without one is not identical for a flat index (see `_vector_search_sync` in core.py).
+searching without one is not identical for a flat index (see `_vector_search_sync` in search.py).
 
 Memory: a cached id costs 8 bytes in `rids` and about 46 in its FAISS selector (measured), so
 a tenant's cache stays under about 110 MB with the default `MAX_IDS`.
@@ -107,9 +108,9 @@ class AllowedCache:
                 self._sets.move_to_end(key)
                 return hit
             generation, entries = self._generation, self._entries
-        rids = storage.allowed_rids(conn, filters)
+        rids = storage.filter_sql.allowed_rids(conn, filters)
         if entries is None:
-            entries = storage.entry_count(conn)
+            entries = storage.filter_sql.entry_count(conn)
         # allowed ⊆ entries (row ids are unique), so equal sizes mean equal sets
         allowed = Allowed(rids, everything=len(rids) == entries)
         with self._lock:

@@ -63,8 +63,3 @@ def query_terms(phrases: list[str]) -> list[str]:
         for term in analyse(phrase):
             seen.setdefault(term, None)
     return list(seen)
-
-
-def fts_match_expression(terms: list[str]) -> str:
-    """An FTS5 MATCH expression OR-ing `terms` (each quoted, so no term is an operator)."""
-    return " OR ".join(f'"{t}"' for t in terms)

@@ -34,21 +34,11 @@ def recency_to_pb(value: str) -> int:
 
 
 def artifact_from_pb(a: pb.ArtifactMetadata) -> m.ArtifactMeta:
-    return m.ArtifactMeta(
-        artifact_id=a.artifact_id, title=a.title, source_type=a.source_type, source_id=a.source_id,
-        source_uri=a.source_uri, file_name=a.file_name, file_type=a.file_type,
-        created_unix=a.created_unix, modified_unix=a.modified_unix, owners=tuple(a.owners),
-        tags=tuple(a.tags), reputation_prior=a.reputation_prior, visibility_groups=tuple(a.visibility_groups),
-    )
+    return m.ArtifactMeta(**m.artifact_values(a))
 
 
 def artifact_to_pb(a: m.ArtifactMeta) -> pb.ArtifactMetadata:
-    return pb.ArtifactMetadata(
-        artifact_id=a.artifact_id, title=a.title, source_type=a.source_type, source_id=a.source_id,
-        source_uri=a.source_uri, file_name=a.file_name, file_type=a.file_type,
-        created_unix=a.created_unix, modified_unix=a.modified_unix, owners=list(a.owners),
-        tags=list(a.tags), reputation_prior=a.reputation_prior, visibility_groups=list(a.visibility_groups),
-    )
+    return pb.ArtifactMetadata(**m.artifact_values(a))
 
 
 def document_from_pb(d: ks_pb.Document) -> m.DocumentIn:
@@ -79,23 +69,11 @@ def filters_to_pb(f: m.SearchFilters) -> pb.KnowledgeSearchFilters:
 
 
 def summary_to_pb(a: m.ArtifactSummary) -> pb.ArtifactMetadataSummary:
-    return pb.ArtifactMetadataSummary(
-        artifact_id=a.artifact_id, title=a.title, source_type=a.source_type, source_id=a.source_id,
-        source_uri=a.source_uri, file_name=a.file_name, file_type=a.file_type,
-        created_unix=a.created_unix, modified_unix=a.modified_unix, reputation_prior=a.reputation_prior,
-        feedback_helpful=a.feedback_helpful, feedback_unhelpful=a.feedback_unhelpful,
-        visibility_groups=list(a.visibility_groups), tags=list(a.tags), owners=list(a.owners),
-    )
+    return pb.ArtifactMetadataSummary(**m.artifact_values(a, m.SUMMARY_FIELDS))
 
 
 def summary_from_pb(a: pb.ArtifactMetadataSummary) -> m.ArtifactSummary:
-    return m.ArtifactSummary(
-        artifact_id=a.artifact_id, title=a.title, source_type=a.source_type, source_id=a.source_id,
-        source_uri=a.source_uri, file_name=a.file_name, file_type=a.file_type,
-        created_unix=a.created_unix, modified_unix=a.modified_unix, owners=tuple(a.owners),
-        tags=tuple(a.tags), reputation_prior=a.reputation_prior, visibility_groups=tuple(a.visibility_groups),
-        feedback_helpful=a.feedback_helpful, feedback_unhelpful=a.feedback_unhelpful,
-    )
+    return m.ArtifactSummary(**m.artifact_values(a, m.SUMMARY_FIELDS))
 
 
 def entry_to_pb(e: m.Entry) -> pb.PersonaKnowledgeEntry:

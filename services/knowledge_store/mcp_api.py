@@ -2,7 +2,7 @@
 delete and stats, for the caller's tenant (from the verified principal, never an argument)."""
 from __future__ import annotations
 
-from typing import Annotated, Callable, Literal
+from typing import Annotated, Literal
 
 import numpy as np
 from mcp.server.mcpserver import MCPServer
@@ -110,12 +110,8 @@ def build_mcp(store: KnowledgeStore, *, allow_local_identity: bool) -> MCPServer
         "Chunk, embed and commit documents atomically into the caller's tenant; an existing artifact id is replaced."))
     async def ingest_documents(documents: list[DocumentIn], persona_id: str = "") -> IngestOut:
         async def run() -> IngestOut:
-            docs = [m.DocumentIn(artifact=m.ArtifactMeta(
-                artifact_id=d.artifact_id, title=d.title, source_type=d.source_type, source_id=d.source_id,
-                source_uri=d.source_uri, file_name=d.file_name, file_type=d.file_type, created_unix=d.created_unix,
-                modified_unix=d.modified_unix, owners=tuple(d.owners), tags=tuple(d.tags),
-                reputation_prior=d.reputation_prior, visibility_groups=tuple(d.visibility_groups)),
-                content=d.content, content_type=d.content_type) for d in documents]
+            docs = [m.DocumentIn(artifact=m.ArtifactMeta(**m.artifact_values(d)), content=d.content,
+                                 content_type=d.content_type) for d in documents]
             r = await store.ingest(who().tenant_id, persona_id, docs)
             return IngestOut(artifacts=len(r.results), total_entries=r.total_entries,
                              entries_replaced=sum(x.entries_replaced for x in r.results),

@@ -14,9 +14,8 @@ from ranking.config import FUSIONS, RECENCY_MODES
 from ranking.profile import RankingProfile
 from shared.records import ArtifactMeta, SearchFilters
 from shared.errors import InvalidArgument
+from shared.identity import TENANT_ID, TENANT_ID_RULE
 
-TENANT_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$"
-_TENANT = re.compile(TENANT_PATTERN)
 _PERSONA = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.:@-]{0,127}$")
 _NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.:-]{0,63}$")
 _CONTROL = re.compile(r"[\x00-\x1f\x7f]")
@@ -29,10 +28,9 @@ MAX_EXTRA_KEYWORDS = 32
 
 
 def tenant_id(value: str) -> str:
-    if not isinstance(value, str) or not _TENANT.match(value):
+    if not isinstance(value, str) or not TENANT_ID.match(value):
         raise InvalidArgument(
-            "tenant_id", f"{value!r} is not a tenant id: 1-64 characters, letters, digits, "
-                         "'_', '.', '-', starting with a letter or digit")
+            "tenant_id", f"{value!r} is not a tenant id: {TENANT_ID_RULE}")
     return value
 
 

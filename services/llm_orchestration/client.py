@@ -1,44 +1,21 @@
 """Async client of the LlmOrchestration gRPC service. Used by KnowledgeStore (embedding at
-ingest) and RAGPipeline. Every call has a deadline; errors arrive as `shared.errors`."""
+ingest) and RAGPipeline. Every call has a deadline; errors arrive as `shared.errors`; results
+are the core's own types (`results.py`), decoded from the wire."""
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import Sequence
 
 import numpy as np
 
 from nucleus.v1 import llm_orchestration_pb2 as llm_pb
 from nucleus.v1 import llm_orchestration_pb2_grpc as llm_grpc
+from services.llm_orchestration.results import Citation, Expansion, RerankResult, Synthesis
 from shared.errors import UpstreamFailed
 from shared.grpc_client import aio_channel, call
 
 SERVICE = "LlmOrchestration"
 _METHODS = {llm_pb.EXPANSION_METHOD_LLM: "llm", llm_pb.EXPANSION_METHOD_KEYWORDS: "keywords",
             llm_pb.EXPANSION_METHOD_UNAVAILABLE: "unavailable"}
-
-
-@dataclass(frozen=True, slots=True)
-class ExpandedQuery:
-    phrases: tuple[str, ...]
-    method: str
-    note: str
-
-
-@dataclass(frozen=True, slots=True)
-class RerankScores:
-    scores: tuple[float, ...]
-    method: str
-    model: str
-
-
-@dataclass(frozen=True, slots=True)
-class SynthesizedAnswer:
-    answer: str
-    citations: tuple[tuple[str, str], ...]   # (passage_id, title)
-    truncated: bool
-    truncation_reason: str
-    model: str
-    method: str
 
 
 class LlmOrchestrationClient:
@@ -60,28 +37,29 @@ class LlmOrchestrationClient:
                                  f"for {len(texts)} texts ({vectors.size} values)")
         return vectors.reshape(response.count, response.dimension)
 
-    async def expand(self, query: str, max_alternatives: int = 3, *, timeout_s: float | None = None) -> ExpandedQuery:
+    async def expand(self, query: str, max_alternatives: int = 3, *, timeout_s: float | None = None) -> Expansion:
         response = await call(self._stub.ExpandOrRephraseQuery,
                               llm_pb.ExpandQueryRequest(query=query, max_alternatives=max_alternatives),
                               timeout=timeout_s or self.timeout_s, service=SERVICE)
-        return ExpandedQuery(tuple(response.phrases), _METHODS.get(response.method, "unavailable"), response.note)
+        return Expansion(tuple(response.phrases), _METHODS.get(response.method, "unavailable"), response.note,
+                         response.model)
 
     async def rerank(self, query: str, candidates: Sequence[tuple[str, str]], *,
-                     timeout_s: float | None = None) -> RerankScores:
+                     timeout_s: float | None = None) -> RerankResult:
         request = llm_pb.RerankRequest(query=query, candidates=[
             llm_pb.RerankCandidate(id=cid, text=text) for cid, text in candidates])
         response = await call(self._stub.Rerank, request, timeout=timeout_s or self.timeout_s, service=SERVICE)
         if len(response.scores) != len(candidates):
             raise UpstreamFailed(f"{SERVICE} reranked {len(response.scores)} of {len(candidates)} candidates")
-        return RerankScores(tuple(s.score for s in response.scores), response.method, response.model)
+        return RerankResult(tuple(s.score for s in response.scores), response.model, response.method)
 
     async def synthesize(self, query: str, passages: Sequence[tuple[str, str, str]], *, max_chars: int = 0,
-                         style: str = "", timeout_s: float | None = None) -> SynthesizedAnswer:
+                         style: str = "", timeout_s: float | None = None) -> Synthesis:
         request = llm_pb.SynthesizeRequest(query=query, max_chars=max_chars, style=style, passages=[
             llm_pb.Passage(id=pid, title=title, text=text) for pid, title, text in passages])
         r = await call(self._stub.Synthesize, request, timeout=timeout_s or self.timeout_s, service=SERVICE)
-        return SynthesizedAnswer(r.answer, tuple((c.passage_id, c.title) for c in r.citations), r.truncated,
-                                 r.truncation_reason, r.model, r.method)
+        return Synthesis(r.answer, tuple(Citation(c.passage_id, c.title) for c in r.citations), r.truncated,
+                         r.truncation_reason, r.model, r.method)
 
     async def info(self) -> llm_pb.ModelInfo:
         return await call(self._stub.GetModelInfo, llm_pb.ModelInfoRequest(), timeout=self.timeout_s, service=SERVICE)

@@ -5,7 +5,7 @@ from nucleus.v1 import llm_orchestration_pb2_grpc as llm_grpc
 from services.llm_orchestration import convert
 from services.llm_orchestration.core import LlmOrchestrator
 from shared.grpc_errors import translate_errors
-from shared.tracing import embeddings_span, end_embeddings  # telemetry hook
+from shared.telemetry.genai import embeddings_span, end_embeddings  # telemetry hook
 
 
 class LlmOrchestrationServicer(llm_grpc.LlmOrchestrationServicer):

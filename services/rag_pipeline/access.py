@@ -22,11 +22,11 @@ import asyncio
 import time
 from dataclasses import dataclass, replace
 
-from services.knowledge_store.client import KnowledgeStoreClient
-from shared.records import Hit, SearchFilters
-from shared.auth import AuthConfig
+from services.rag_pipeline.ports import KnowledgeSource
+from shared.auth.config import AuthConfig
 from shared.errors import NotFound
 from shared.identity import Principal
+from shared.records import Hit, SearchFilters
 
 STATS_TTL_S = 5.0
 
@@ -81,7 +81,9 @@ class Scope:
 
 
 class AccessPolicy:
-    def __init__(self, knowledge: KnowledgeStoreClient, config: AuthConfig, *, ttl_s: float = STATS_TTL_S) -> None:
+    """Which sources and entries a principal may see, decided over a knowledge source."""
+
+    def __init__(self, knowledge: KnowledgeSource, config: AuthConfig, *, ttl_s: float = STATS_TTL_S) -> None:
         self._ks = knowledge
         self.config = config
         self._ttl = ttl_s

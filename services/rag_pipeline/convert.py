@@ -18,17 +18,6 @@ def prefs_from_pb(p: pb.RankingPreferences) -> Preferences:
     )
 
 
-def prefs_to_pb(p: Preferences) -> pb.RankingPreferences:
-    msg = pb.RankingPreferences(
-        profile_name=p.profile_name, fusion_method=ks_convert.fusion_to_pb(p.fusion),
-        recency_mode=ks_convert.recency_to_pb(p.recency_mode), recency_half_life_days=p.half_life_days,
-        rerank=p.rerank, explain=p.explain)
-    if p.weights is not None:
-        msg.has_weights = True
-        msg.relevancy_weight, msg.recency_weight, msg.richness_weight, msg.reputation_weight = p.weights
-    return msg
-
-
 def request_from_pb(r: rag_pb.SearchAndRankRequest) -> SearchRequest:
     return SearchRequest(
         tenant_id=r.tenant_id, persona_id=r.persona_id, query=r.user_query_text,
@@ -36,16 +25,6 @@ def request_from_pb(r: rag_pb.SearchAndRankRequest) -> SearchRequest:
         top_k_initial=r.top_k_initial_retrieve, top_k_final=r.top_k_final_rank,
         prefs=prefs_from_pb(r.ranking_prefs), filters=ks_convert.filters_from_pb(r.filters),
         expand=r.expand_query_with_llm, extra_phrases=tuple(r.extra_query_phrases),
-    )
-
-
-def request_to_pb(r: SearchRequest) -> rag_pb.SearchAndRankRequest:
-    return rag_pb.SearchAndRankRequest(
-        tenant_id=r.tenant_id, persona_id=r.persona_id, user_query_text=r.query,
-        user_query_vector=list(r.query_vector or ()), top_k_initial_retrieve=r.top_k_initial,
-        top_k_final_rank=r.top_k_final, ranking_prefs=prefs_to_pb(r.prefs),
-        filters=ks_convert.filters_to_pb(r.filters), expand_query_with_llm=r.expand,
-        extra_query_phrases=list(r.extra_phrases),
     )
 
 

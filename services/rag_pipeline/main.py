@@ -4,6 +4,9 @@ Identity on MCP over HTTP: with `NUCLEUS_RAG_REQUIRE_AUTH=1` every /mcp request 
 token (an API key or JWT from the auth config at `NUCLEUS_RAG_AUTH_CONFIG`), checked by the
 MCP SDK's middleware (HTTP 401 otherwise). Without it (local development, the default) and
 over stdio, the local principal (`NUCLEUS_LOCAL_TENANT` / `_USER` / `_GROUPS`) is used.
+
+This is the one module that knows the gRPC clients of KnowledgeStore and LlmOrchestration: it
+plugs them into the pipeline's ports (ports.py) for the core, the RAG tools and the access policy.
 """
 from __future__ import annotations
 
@@ -20,16 +23,12 @@ from services.rag_pipeline.access import AccessPolicy
 from services.rag_pipeline.core import RagPipeline
 from services.rag_pipeline.grpc_api import RagPipelineServicer
 from services.rag_pipeline.mcp_api import build_mcp
-from services.rag_pipeline.rag_tools import RagTools
+from services.rag_pipeline.tools import RagTools
 from shared.audit import AuditLog
-from shared.auth import (
-    EMPTY_CONFIG,
-    NucleusTokenVerifier,
-    RequestIdentity,
-    auth_settings,
-    grpc_principal,
-    load_auth_config,
-)
+from shared.auth.config import EMPTY_CONFIG, load_auth_config
+from shared.auth.mcp_http import auth_settings
+from shared.auth.principals import RequestIdentity, grpc_principal
+from shared.auth.verifier import NucleusTokenVerifier
 from shared.errors import InvalidArgument
 from shared.log import configure_logging
 from shared.service_main import apply_overrides, parse_args

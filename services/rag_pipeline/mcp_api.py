@@ -1,13 +1,13 @@
 """RAGPipeline MCP adapter: typed tools over the same core as gRPC.
 
-Tenant and user always come from the verified principal (shared.auth.RequestIdentity: the
+Tenant and user always come from the verified principal (shared.auth.principals.RequestIdentity: the
 bearer token checked by the SDK's auth middleware, or the local principal over stdio), never
 from tool arguments. Searches run under the caller's access scope (services/rag_pipeline/
-access.py). Errors are translated once, here, into MCP tool errors.
+access.py). Errors are translated once, here, into MCP tool errors (shared/mcp_errors.py).
 
     search_and_rank, put/get/list_ranking_profile(s), record_feedback   (this module)
     rag_search, verify_document_access, rag_discover_resources,
-    rag_get_raw_results, rag_get_synthesized_results, GET /documents/…  (rag_tools.py)
+    rag_get_raw_results, rag_get_synthesized_results, GET /documents/…  (tools/)
 """
 from __future__ import annotations
 
@@ -21,10 +21,11 @@ from ranking.profile import RankingProfile
 from services.rag_pipeline.access import AccessPolicy
 from services.rag_pipeline.core import RagPipeline
 from services.rag_pipeline.models import Preferences, SearchRequest, SearchResponse
-from services.rag_pipeline.rag_tools import RagTools
+from services.rag_pipeline.tools import RagTools, register_rag_tools
 from shared.identity import Principal
 from shared.mcp_errors import guarded
 from shared.mcp_schemas import FiltersIn
+from shared.records import artifact_values
 
 class FourRScoresOut(BaseModel):
     relevancy: float
@@ -62,6 +63,9 @@ class ArtifactSummaryOut(BaseModel):
     feedback_helpful: int
     feedback_unhelpful: int
     tags: list[str]
+
+
+_SUMMARY_OUT_FIELDS = tuple(ArtifactSummaryOut.model_fields)
 
 
 class RankedResultOut(BaseModel):
@@ -134,11 +138,7 @@ def search_response_out(r: SearchResponse) -> SearchAndRankOut:
         e = x.explanation
         results.append(RankedResultOut(
             persona_knowledge_entry_id=x.entry.id,
-            associated_artifact=ArtifactSummaryOut(
-                artifact_id=a.artifact_id, title=a.title, source_type=a.source_type, source_id=a.source_id,
-                source_uri=a.source_uri, file_name=a.file_name, file_type=a.file_type,
-                created_unix=a.created_unix, modified_unix=a.modified_unix, reputation_prior=a.reputation_prior,
-                feedback_helpful=a.feedback_helpful, feedback_unhelpful=a.feedback_unhelpful, tags=list(a.tags)),
+            associated_artifact=ArtifactSummaryOut(**artifact_values(a, _SUMMARY_OUT_FIELDS)),
             snippet=x.snippet, headline=x.entry.headline, overall_rank_score=x.overall,
             individual_scores=four(x.scores),
             explanation=None if e is None else ExplanationOut(
@@ -268,5 +268,5 @@ def build_mcp(pipeline: RagPipeline, rag_tools: RagTools, *, token_verifier: Any
         "rag_search / rag_get_raw_results / rag_get_synthesized_results for the standard RAG contracts."),
         token_verifier=token_verifier, auth=auth)
     register_core_tools(mcp, pipeline, rag_tools.principal, rag_tools.access)
-    rag_tools.register(mcp)
+    register_rag_tools(mcp, rag_tools)
     return mcp

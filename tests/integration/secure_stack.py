@@ -30,7 +30,7 @@ from cryptography.hazmat.primitives.asymmetric import rsa
 from cli.supervisor import Supervisor
 from services.knowledge_store.client import KnowledgeStoreClient
 from shared.records import ArtifactMeta, DocumentIn
-from shared.auth import hash_key
+from shared.auth.api_keys import hash_key
 
 ROOT = Path(__file__).resolve().parents[2]
 DEMO = ROOT / "demo" / "corpus"

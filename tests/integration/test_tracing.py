@@ -36,7 +36,7 @@ from opentelemetry.trace import NonRecordingSpan, SpanContext, TraceFlags
 from cli.supervisor import Supervisor
 from services.knowledge_store.client import KnowledgeStoreClient
 from shared.records import ArtifactMeta, DocumentIn
-from shared.auth import add_key
+from shared.auth.api_keys import add_key
 from cli.main import main as cli_main
 from tests.support.mcp_clients import http_client, structured
 

@@ -23,7 +23,7 @@ def _uncached(monkeypatch) -> None:
     """Make every search compute its filter afresh and apply it as a selector/mask: the
     behaviour before the cache, used as the reference."""
     monkeypatch.setattr(AllowedCache, "get",
-                        lambda self, conn, f: Allowed(storage.allowed_rids(conn, f), everything=False))
+                        lambda self, conn, f: Allowed(storage.filter_sql.allowed_rids(conn, f), everything=False))
 
 
 async def _answers(store: KnowledgeStore, filters: SearchFilters, k: int) -> tuple[list, list]:
@@ -40,7 +40,7 @@ async def test_cached_filters_give_the_uncached_answers(filter_store, monkeypatc
     with monkeypatch.context() as m:
         _uncached(m)
         expected = [await _answers(filter_store, f, 40) for f in cases]
-    tenant = await filter_store._tenant("t")
+    tenant = await filter_store._tenants.get("t")
     for _ in range(2):                                   # first round fills the cache, second reads it
         assert [await _answers(filter_store, f, 40) for f in cases] == expected
     assert len(tenant.allowed) == sum(not f.is_empty for f in cases)
@@ -56,7 +56,7 @@ async def test_a_filter_that_lets_everything_through_skips_the_mask_and_reuses_t
             _uncached(m)
             expected = await _answers(store, ENG, 25)
             [single] = await store.search_by_vector("t", QUERY[None, :], 25, ENG)
-        tenant = await store._tenant("t")
+        tenant = await store._tenants.get("t")
         masks: list[object] = []
         selectors: list[object] = []
         keyword_search, vector_search = tenant.keywords.search, tenant.index.search
@@ -93,7 +93,7 @@ async def test_ingest_and_delete_invalidate_the_cache(store, embedder):
     await store.delete("t", ["fresh", "d3"])
     assert await ids(ENG) == (before - {"d3"}, before - {"d3"})
     await store.record_feedback("t", "artifact", "d4", True, "u1")      # every write starts a new generation
-    assert len((await store._tenant("t")).allowed) == 0
+    assert len((await store._tenants.get("t")).allowed) == 0
 
 
 @pytest.mark.parametrize("kind", ["flat", "hnsw"])
@@ -146,7 +146,7 @@ async def test_concurrent_visibility_changes_never_leak(store, embedder):
 
 async def test_the_cache_is_bounded(store, embedder):
     await store.ingest("t", "", [doc(f"d{i}", f"note {i}", tags=(f"t{i % 40}",)) for i in range(80)])
-    tenant = await store._tenant("t")
+    tenant = await store._tenants.get("t")
     query = embedder.vector("note")[None, :]
     for i in range(40):
         await store.search_by_vector("t", query, 5, SearchFilters(tags=(f"t{i}",)))

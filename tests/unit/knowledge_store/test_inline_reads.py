@@ -1,4 +1,4 @@
-"""KnowledgeStore._read: small reads run on the event loop when nothing else is reading,
+"""Searcher._read (search.py): small reads run on the event loop when nothing else is reading,
 everything else on a worker thread; an inline read never waits for a lock there."""
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ import threading
 import numpy as np
 import pytest
 
-from services.knowledge_store import core as ks_core
+from services.knowledge_store import search as ks_search
 from services.knowledge_store.core import KnowledgeStore
 from shared.records import SearchFilters
 from services.knowledge_store.vector_index import VectorIndex
@@ -50,7 +50,7 @@ async def test_a_lone_small_search_runs_on_the_event_loop_with_the_threaded_answ
                                                                                  monkeypatch):
     loop_thread = threading.current_thread().name
     inline = await _ids(store)
-    monkeypatch.setattr(ks_core, "INLINE_MAX_ENTRIES", 0)            # everything on a worker thread
+    monkeypatch.setattr(ks_search, "INLINE_MAX_ENTRIES", 0)          # everything on a worker thread
     threaded = await _ids(store)
     assert inline == threaded and len(inline) == 3
     assert search_threads[0] == loop_thread and search_threads[1] != loop_thread
@@ -58,7 +58,7 @@ async def test_a_lone_small_search_runs_on_the_event_loop_with_the_threaded_answ
 
 async def test_large_reads_and_uncached_filters_go_to_a_worker_thread(store, search_threads):
     loop_thread = threading.current_thread().name
-    await _ids(store, k=ks_core.INLINE_MAX_K + 1)                   # too many results
+    await _ids(store, k=ks_search.INLINE_MAX_K + 1)                 # too many results
     await _ids(store, filters=ENG)                                   # allowed rows not cached yet
     await _ids(store, filters=ENG)                                   # now cached: inline
     assert [t == loop_thread for t in search_threads] == [False, False, True]
@@ -75,7 +75,7 @@ async def test_a_read_arriving_while_another_is_in_flight_goes_to_a_worker_threa
         return recording(self, *args, **kwargs)
 
     monkeypatch.setattr(VectorIndex, "search", held_on_workers)
-    first = asyncio.create_task(_ids(store, k=ks_core.INLINE_MAX_K + 1))   # a worker thread, held
+    first = asyncio.create_task(_ids(store, k=ks_search.INLINE_MAX_K + 1)) # a worker thread, held
     await asyncio.sleep(0.05)
     second = asyncio.create_task(_ids(store))                              # small, but not alone
     await asyncio.sleep(0.05)
@@ -83,11 +83,11 @@ async def test_a_read_arriving_while_another_is_in_flight_goes_to_a_worker_threa
     gate.set()
     await asyncio.wait_for(asyncio.gather(first, second), 5)
     assert len(search_threads) == 2 and threading.main_thread().name not in search_threads
-    assert store._reads_in_flight == 0
+    assert store._searcher.reads_in_flight == 0
 
 
 async def test_a_writer_holding_the_lock_never_blocks_the_event_loop(store, search_threads):
-    tenant = await store._tenant("t")
+    tenant = await store._tenants.get("t")
     held, release = threading.Event(), threading.Event()
 
     def writer() -> None:
@@ -114,7 +114,7 @@ async def test_get_entries_and_keyword_search_answer_the_same_inline_and_threade
     ids = await _ids(store, k=4)
     inline = ([h.entry.id for h in await store.get_entries("t", ids)],
               [(h.entry.id, h.score) for h in (await store.search_by_filters("t", "alpha", [], 4, ENG))[0]])
-    monkeypatch.setattr(ks_core, "INLINE_MAX_K", -1)
+    monkeypatch.setattr(ks_search, "INLINE_MAX_K", -1)
     threaded = ([h.entry.id for h in await store.get_entries("t", ids)],
                 [(h.entry.id, h.score) for h in (await store.search_by_filters("t", "alpha", [], 4, ENG))[0]])
     assert inline == threaded and inline[0] == ids and len(inline[1]) == 4

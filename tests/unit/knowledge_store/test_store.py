@@ -10,7 +10,7 @@ import pytest
 from services.knowledge_store.core import KnowledgeStore
 from ranking.profile import RankingProfile
 from shared.records import SearchFilters
-from services.knowledge_store.storage import tenant_dir_name
+from services.knowledge_store.storage.db import tenant_dir_name
 from shared.errors import InvalidArgument, NotFound, UpstreamFailed
 from tests.unit.knowledge_store.helpers import HashEmbedder, doc, settings_for
 

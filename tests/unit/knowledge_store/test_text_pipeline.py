@@ -6,7 +6,7 @@ import random
 
 import pytest
 
-from services.knowledge_store.analysis import analyse, fts_match_expression, query_terms
+from services.knowledge_store.analysis import analyse, query_terms
 from services.knowledge_store.chunking import chunk_document, context_line, estimate_tokens, parse_blocks
 from services.knowledge_store.extraction import content_kind, html_to_markdown
 from services.knowledge_store.richness import richness
@@ -24,10 +24,6 @@ def test_analyse_treats_underscores_and_punctuation_as_separators():
 
 def test_query_terms_are_unique_in_first_seen_order():
     assert query_terms(["running runs", "ran run", "the"]) == ["run", "ran"]
-
-
-def test_match_expression_quotes_every_term():
-    assert fts_match_expression(["or", "and"]) == '"or" OR "and"'
 
 
 # -- extraction ----------------------------------------------------------------------------

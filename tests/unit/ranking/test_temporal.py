@@ -105,15 +105,13 @@ def test_cues_are_reported_in_order_lower_cased_once() -> None:
     assert intent.cues == ("latest", "q3 2024", "2024")
 
 
-def test_now_year_defaults_to_the_current_year() -> None:
-    from datetime import datetime, timezone
-
-    year = datetime.now(timezone.utc).year
-    assert detect_temporal_intent(f"budget {year}").has_intent
-    assert not detect_temporal_intent(f"budget {year + 2}").has_intent
+def test_years_count_up_to_the_year_after_the_callers_now() -> None:
+    assert detect_temporal_intent("budget 2031", now_year=2030).has_intent
+    assert not detect_temporal_intent("budget 2032", now_year=2030).has_intent
+    assert not detect_temporal_intent("budget 2031", now_year=2029).has_intent
 
 
 def test_a_query_that_is_not_a_string_is_rejected() -> None:
     with pytest.raises(InvalidArgument) as err:
-        detect_temporal_intent(None)  # type: ignore[arg-type]
+        detect_temporal_intent(None, now_year=NOW_YEAR)  # type: ignore[arg-type]
     assert err.value.field == "query"

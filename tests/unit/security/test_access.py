@@ -5,7 +5,7 @@ import pytest
 
 from shared.records import ArtifactSummary, Entry, Hit
 from services.rag_pipeline.access import AccessPolicy, Scope, SourceView, session_restriction
-from shared.auth import AuthConfig
+from shared.auth.config import AuthConfig
 from shared.identity import Principal
 
 CONFIG = AuthConfig.model_validate({"tenants": {"acme": {

@@ -9,7 +9,7 @@ from services.rag_pipeline.main import build
 from shared.service_runner import _transport_security
 from shared.settings import RagPipelineSettings
 
-from .conftest import ALICE_KEY, ISSUER
+from tests.support.auth_material import ALICE_KEY, ISSUER
 
 INIT = {"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
     "protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "t", "version": "0"}}}

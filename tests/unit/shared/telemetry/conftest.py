@@ -8,8 +8,8 @@ from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
-from shared import tracing
-from shared.telemetry import StageMetrics, StageMetricsProcessor
+from shared.telemetry import content, rpc
+from shared.telemetry.stage_metrics import StageMetrics, StageMetricsProcessor
 
 
 class Pipeline:
@@ -24,7 +24,7 @@ class Pipeline:
         self.meter_provider = MeterProvider(metric_readers=[self.reader])
         self.tracer_provider.add_span_processor(StageMetricsProcessor(StageMetrics(
             self.meter_provider.get_meter("nucleus.stages"),
-            rpc_meter=self.meter_provider.get_meter(tracing.RPC_METER_NAME))))
+            rpc_meter=self.meter_provider.get_meter(rpc.RPC_METER_NAME))))
 
     def spans(self):
         return list(self.exporter.get_finished_spans())
@@ -52,14 +52,14 @@ def pipeline():
 @pytest.fixture(autouse=True)
 def _content_capture_off(monkeypatch):
     """Content capture is off unless a test turns it on (the flag is read once and cached)."""
-    monkeypatch.delenv(tracing.CAPTURE_CONTENT_ENV, raising=False)
-    tracing.capture_content.cache_clear()
+    monkeypatch.delenv(content.CAPTURE_CONTENT_ENV, raising=False)
+    content.capture_content.cache_clear()
     yield
-    tracing.capture_content.cache_clear()
+    content.capture_content.cache_clear()
 
 
 @pytest.fixture
 def content_capture(monkeypatch, _content_capture_off):
     """NUCLEUS_OTEL_CAPTURE_CONTENT=true for one test."""
-    monkeypatch.setenv(tracing.CAPTURE_CONTENT_ENV, "true")
-    tracing.capture_content.cache_clear()
+    monkeypatch.setenv(content.CAPTURE_CONTENT_ENV, "true")
+    content.capture_content.cache_clear()

@@ -12,18 +12,13 @@ from mcp.server.auth.middleware.auth_context import auth_context_var
 from mcp.server.auth.middleware.bearer_auth import AuthenticatedUser
 
 from shared.audit import AuditLog, read_records
-from shared.auth import (
-    AuthConfig,
-    NucleusTokenVerifier,
-    RequestIdentity,
-    TokenRejected,
-    load_auth_config,
-    main,
-    principal_from_access_token,
-)
+from shared.auth.api_keys import main
+from shared.auth.config import AuthConfig, load_auth_config
+from shared.auth.principals import RequestIdentity, principal_from_access_token
+from shared.auth.verifier import NucleusTokenVerifier, TokenRejected
 from shared.errors import InvalidArgument, Unauthenticated
 
-from .conftest import ALICE_KEY, AUDIENCE, DISABLED_KEY, HS_SECRET, ISSUER, PLATFORM_KEY, config_dict, make_jwt
+from tests.support.auth_material import ALICE_KEY, AUDIENCE, DISABLED_KEY, HS_SECRET, ISSUER, PLATFORM_KEY, config_dict, make_jwt
 
 
 def _reason(verifier: NucleusTokenVerifier, token: str) -> str:

@@ -1,5 +1,5 @@
-"""shared.telemetry: the per-process SDK set-up, the redaction safety net, span metrics and the
-local rotated trace files."""
+"""shared.telemetry SDK modules: the per-process SDK set-up, the redaction safety net, span
+metrics and the local rotated trace files."""
 from __future__ import annotations
 
 import json
@@ -17,18 +17,13 @@ from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanE
 from opentelemetry.trace import SpanKind, Status, StatusCode
 
 from shared.log import register_secret
-from shared.telemetry import (
-    JsonlSpanExporter,
-    RedactingSpanProcessor,
-    Redactor,
-    RotatingJsonlWriter,
-    StageMetrics,
-    StageMetricsProcessor,
-    TelemetrySettings,
-    build_telemetry,
-)
+from shared.telemetry.file_exporters import JsonlSpanExporter, RotatingJsonlWriter
+from shared.telemetry.providers import build_telemetry
+from shared.telemetry.settings import TelemetrySettings
+from shared.telemetry.span_redaction import RedactingSpanProcessor, Redactor
+from shared.telemetry.stage_metrics import StageMetrics, StageMetricsProcessor
 
-ROOT = Path(__file__).resolve().parents[3]
+ROOT = Path(__file__).resolve().parents[4]
 JWT = "eyJhbGciOiJIUzI1NiJ9.eyJzdWIiOiJ1c2VyLTEifQ.c2lnbmF0dXJlLXBhcnQ"
 
 
@@ -262,7 +257,7 @@ def _python(code: str, env: dict[str, str]) -> str:
 
 
 def test_setup_installs_the_sdk_once_per_process(tmp_path):
-    code = ("from opentelemetry import trace; from shared.telemetry import setup_telemetry as s\n"
+    code = ("from opentelemetry import trace; from shared.telemetry.providers import setup_telemetry as s\n"
             "a = s('rag_pipeline'); b = s('knowledge_store')\n"
             "print(a is b, trace.get_tracer_provider() is a.tracer_provider, "
             "a.tracer_provider.resource.attributes['service.name'])")
@@ -270,7 +265,7 @@ def test_setup_installs_the_sdk_once_per_process(tmp_path):
 
 
 def test_otel_sdk_disabled_leaves_the_api_a_no_op(tmp_path):
-    code = ("from opentelemetry import trace; from shared.telemetry import setup_telemetry as s\n"
+    code = ("from opentelemetry import trace; from shared.telemetry.providers import setup_telemetry as s\n"
             "print(s('rag_pipeline'), trace.get_tracer('x').start_span('y').is_recording())")
     assert _python(code, {"OTEL_SDK_DISABLED": "true", "NUCLEUS_OTEL_TRACE_DIR": str(tmp_path)}) == "None False"
     assert not list(tmp_path.iterdir())
@@ -307,8 +302,8 @@ def test_the_installed_pipeline_redacts_what_reaches_the_trace_file(tmp_path, mo
 
 def test_shutdown_writes_the_local_file_and_does_not_wait_for_a_dead_collector(tmp_path):
     """The OTLP exporter alone would retry for ~10 s; shutdown gives up after its bound."""
-    code = ("import time; from opentelemetry import trace; from shared.telemetry import setup_telemetry, "
-            "shutdown_telemetry\n"
+    code = ("import time; from opentelemetry import trace; from shared.telemetry.providers import "
+            "setup_telemetry, shutdown_telemetry\n"
             "setup_telemetry('rag_pipeline')\n"
             "with trace.get_tracer('t').start_as_current_span('rag.rank'): pass\n"
             "t0 = time.monotonic(); shutdown_telemetry(timeout_s=1.0); print(round(time.monotonic() - t0))")

@@ -1,4 +1,5 @@
-"""shared.tracing: gRPC aio interceptors on a real server on 127.0.0.1, content gating, GenAI spans."""
+"""shared.telemetry API modules: gRPC aio interceptors on a real server on 127.0.0.1, content
+gating, GenAI spans."""
 from __future__ import annotations
 
 import grpc
@@ -7,8 +8,11 @@ import pytest_asyncio
 from grpc_health.v1 import health, health_pb2, health_pb2_grpc
 from opentelemetry.trace import SpanKind, StatusCode
 
-from shared import tracing
-from shared.tracing import ClientTracingInterceptor, ServerTracingInterceptor, parse_target, split_method
+from shared.telemetry.client_interceptor import ClientTracingInterceptor
+from shared.telemetry.content import CONTENT_MAX_CHARS, set_content_attribute
+from shared.telemetry.genai import embeddings_span, end_embeddings, retrieval_attributes
+from shared.telemetry.rpc import RPC_METER_NAME, RpcDurations, parse_target, split_method
+from shared.telemetry.server_interceptor import ServerTracingInterceptor
 
 SERVICE = "test.v1.Echo"
 in_server_loop = pytest.mark.asyncio(loop_scope="session")   # the server fixture and the calls share a loop
@@ -165,7 +169,7 @@ async def test_call_durations_are_recorded_per_method_and_status(pipeline, serve
 async def test_calls_whose_spans_a_sampler_drops_are_still_counted():
     from opentelemetry.sdk.trace.sampling import ALWAYS_OFF
 
-    from tests.unit.telemetry.conftest import Pipeline
+    from tests.unit.shared.telemetry.conftest import Pipeline
 
     unsampled = Pipeline(sampler=ALWAYS_OFF)
     server = grpc.aio.server(interceptors=[ServerTracingInterceptor(
@@ -197,7 +201,7 @@ def test_rpc_durations_come_from_grpc_spans_only(pipeline):
     from opentelemetry.sdk.metrics.export import InMemoryMetricReader
 
     reader = InMemoryMetricReader()
-    durations = tracing.RpcDurations(MeterProvider(metric_readers=[reader]).get_meter(tracing.RPC_METER_NAME))
+    durations = RpcDurations(MeterProvider(metric_readers=[reader]).get_meter(RPC_METER_NAME))
     tracer = pipeline.tracer_provider.get_tracer("t")
     with tracer.start_as_current_span("not an rpc", kind=SpanKind.CLIENT):
         pass
@@ -219,8 +223,8 @@ def test_rpc_durations_come_from_grpc_spans_only(pipeline):
 
 def test_content_attributes_are_left_out_by_default(pipeline):
     with pipeline.tracer_provider.get_tracer("t").start_as_current_span("s") as span:
-        tracing.set_content_attribute(span, "gen_ai.retrieval.query.text", "what is the travel limit")
-        tracing.retrieval_attributes(span, data_source="knowledge_store.keyword", top_k=50, query=["q1", "q2"])
+        set_content_attribute(span, "gen_ai.retrieval.query.text", "what is the travel limit")
+        retrieval_attributes(span, data_source="knowledge_store.keyword", top_k=50, query=["q1", "q2"])
     [s] = pipeline.spans()
     assert "gen_ai.retrieval.query.text" not in s.attributes
     assert s.attributes["gen_ai.operation.name"] == "retrieval"
@@ -230,10 +234,10 @@ def test_content_attributes_are_left_out_by_default(pipeline):
 
 def test_content_attributes_are_recorded_truncated_when_capture_is_on(pipeline, content_capture):
     with pipeline.tracer_provider.get_tracer("t").start_as_current_span("s") as span:
-        tracing.set_content_attribute(span, "gen_ai.retrieval.query.text", "x" * 5000)
-        tracing.set_content_attribute(span, "nucleus.phrases.text", ["a", "b"])
+        set_content_attribute(span, "gen_ai.retrieval.query.text", "x" * 5000)
+        set_content_attribute(span, "nucleus.phrases.text", ["a", "b"])
     [s] = pipeline.spans()
-    assert s.attributes["gen_ai.retrieval.query.text"] == "x" * tracing.CONTENT_MAX_CHARS
+    assert s.attributes["gen_ai.retrieval.query.text"] == "x" * CONTENT_MAX_CHARS
     assert s.attributes["nucleus.phrases.text"] == ("a", "b")
 
 
@@ -242,9 +246,9 @@ def test_content_attributes_are_recorded_truncated_when_capture_is_on(pipeline, 
     ("openai", SpanKind.CLIENT, "openai"),
 ])
 def test_embeddings_span_follows_genai_conventions(pipeline, provider, kind, system):
-    with tracing.embeddings_span("all-MiniLM-L6-v2", provider, 3,
-                                 tracer_provider=pipeline.tracer_provider) as span:
-        tracing.end_embeddings(span, model="all-MiniLM-L6-v2", dimension=384, cache_hits=1)
+    with embeddings_span("all-MiniLM-L6-v2", provider, 3,
+                         tracer_provider=pipeline.tracer_provider) as span:
+        end_embeddings(span, model="all-MiniLM-L6-v2", dimension=384, cache_hits=1)
     [s] = pipeline.spans()
     assert s.name == "embeddings all-MiniLM-L6-v2"
     assert s.kind == kind

@@ -1,0 +1,36 @@
+"""The system of record: one SQLite database per tenant, `<data_dir>/tenants/<tenant>/store.sqlite`.
+
+Tables (schema version 1, created in `db.py`):
+
+    meta            key → value (tenant_id, dimension, index config, schema version)
+    artifacts       one row per artifact; owners/tags/visibility_groups as JSON arrays;
+                    feedback counters
+    entries         one row per chunk; `rid` INTEGER PRIMARY KEY AUTOINCREMENT is the FAISS
+                    id and is never reused, `entry_id` = "<artifact_id>#<chunk_index>"
+    entry_vectors   rid → float32 vector blob (kept apart so scans of entries stay small)
+    entries_fts     FTS5 (title, body) of *analysed* terms, rowid = rid
+    profiles        ranking profiles, one row per (persona, name, version)
+    feedback        every vote ever cast (the artifact counters are derived from them)
+
+Durability: WAL journal with `synchronous=FULL`, so every COMMIT fsyncs the WAL before it
+returns: an acknowledged ingest survives `kill -9` *and* power loss. (NORMAL would survive
+a process crash but may lose the last commits on power loss, which breaks
+"acknowledged = durable".) Records, keyword rows and vectors of one request change in one
+transaction, so a crash leaves either all or none of them.
+
+Concurrency: one writer connection per tenant (the core serialises writers), readers take
+a connection from a small pool and read inside one transaction (a consistent snapshot).
+
+Modules, all loaded with the package, so `from services.knowledge_store import storage` and
+`storage.<module>.<name>` is the one way in (each function takes an open connection; the
+caller owns the transaction):
+
+    db              files, schema, connections (`TenantDB`), `write_transaction`, meta keys,
+                    tenant directory names: the entry point, everything starts from a TenantDB
+    entries         artifacts, entries, vectors and keyword rows: writes, the loads that
+                    rebuild the in-memory indexes, hit/candidate reads, counts and stats
+    filter_sql      `SearchFilters` as SQL: the row ids a filter allows, metadata listings
+    ranking_inputs  ranking profiles (versioned) and feedback votes
+"""
+
+from services.knowledge_store.storage import db, entries, filter_sql, ranking_inputs  # noqa: F401

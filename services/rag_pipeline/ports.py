@@ -1,0 +1,87 @@
+"""The ports of the RAG pipeline: what it needs from the knowledge store and the language model.
+
+    KnowledgeSource   candidate retrieval (vector and keyword legs), entries by id, tenant
+                      stats, filter search, ranking profiles, feedback
+    LanguageModel     embeddings, query expansion, re-ranking, answer synthesis
+
+The pipeline core, the RAG tools and the access policy are written against these protocols
+only. The gRPC clients of KnowledgeStore and LlmOrchestration satisfy them (signatures are
+theirs, parameter for parameter) and are wired in by `main`; an in-process adapter can stand
+in for either. Errors arrive as `shared.errors`: a port that cannot answer raises
+`Unavailable` or `DeadlineExceeded`, and the pipeline degrades where it can.
+"""
+from __future__ import annotations
+
+from typing import Protocol, Sequence
+
+import numpy as np
+
+from ranking.profile import RankingProfile
+from services.llm_orchestration.results import Expansion, RerankResult, Synthesis
+from shared.records import CandidateColumns, FeedbackAck, Hit, SearchFilters, TenantStats
+
+
+class KnowledgeSource(Protocol):
+    """The KnowledgeStore calls the pipeline makes (a tenant's entries, profiles, feedback)."""
+
+    async def close(self) -> None: ...
+
+    async def candidates_by_vector(self, tenant_id: str, vectors: np.ndarray, top_k: int,
+                                   filters: SearchFilters, *, top_hits: int = 0,
+                                   timeout_s: float | None = None) -> list[CandidateColumns]:
+        """Ranking-signal columns per query vector (row of `vectors`), best first."""
+        ...
+
+    async def candidates_by_filters(self, tenant_id: str, keywords: str, extra_keywords: Sequence[str], top_k: int,
+                                    filters: SearchFilters, *, top_hits: int = 0,
+                                    timeout_s: float | None = None) -> tuple[CandidateColumns, list[str]]:
+        """Ranking-signal columns of the keyword (BM25) leg, and the analysed query terms."""
+        ...
+
+    async def search_by_filters(self, tenant_id: str, keywords: str, extra_keywords: Sequence[str], top_k: int,
+                                filters: SearchFilters, *,
+                                timeout_s: float | None = None) -> tuple[list[Hit], list[str]]:
+        """Full hits of a keyword / filter search (no keywords: a metadata-only listing)."""
+        ...
+
+    async def get_entries(self, tenant_id: str, entry_ids: Sequence[str], *,
+                          timeout_s: float | None = None) -> list[Hit]:
+        """The entries with these ids, in request order; unknown ids are skipped."""
+        ...
+
+    async def stats(self, tenant_id: str) -> TenantStats: ...
+
+    async def put_profile(self, profile: RankingProfile) -> RankingProfile: ...
+
+    async def get_profile(self, tenant_id: str, persona_id: str, name: str, version: int = 0) -> RankingProfile:
+        """The profile (latest version unless `version`); NotFound when there is none."""
+        ...
+
+    async def list_profiles(self, tenant_id: str, persona_id: str = "") -> list[RankingProfile]: ...
+
+    async def record_feedback(self, tenant_id: str, target: str, target_id: str, helpful: bool,
+                              user_id: str) -> FeedbackAck: ...
+
+
+class LanguageModel(Protocol):
+    """The LlmOrchestration calls the pipeline makes."""
+
+    async def close(self) -> None: ...
+
+    async def embed(self, texts: Sequence[str], *, purpose: str = "query",
+                    timeout_s: float | None = None) -> np.ndarray:
+        """(len(texts), dimension) float32 vectors, L2-normalised, in input order."""
+        ...
+
+    async def expand(self, query: str, max_alternatives: int = 3, *,
+                     timeout_s: float | None = None) -> Expansion: ...
+
+    async def rerank(self, query: str, candidates: Sequence[tuple[str, str]], *,
+                     timeout_s: float | None = None) -> RerankResult:
+        """Scores for (id, text) candidates."""
+        ...
+
+    async def synthesize(self, query: str, passages: Sequence[tuple[str, str, str]], *, max_chars: int = 0,
+                         style: str = "", timeout_s: float | None = None) -> Synthesis:
+        """An answer from (id, title, text) passages."""
+        ...

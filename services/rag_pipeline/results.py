@@ -1,0 +1,46 @@
+"""The ranked rows as results: entry, artifact, snippet, 4R scores and (asked for) explanation."""
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import numpy as np
+
+from ranking import Candidates, RankingConfig
+from services.rag_pipeline.merge import Merged
+from services.rag_pipeline.models import Explanation, RankedResult
+from services.rag_pipeline.snippets import make_snippet
+
+
+def build_results(merged: list[Merged], ranked: Any, candidates: Candidates, config: RankingConfig, query: str,
+                  explain: bool, *, now_unix: float) -> tuple[RankedResult, ...]:
+    """One result per ranked row, best first; every chosen candidate must have its `hit` loaded.
+    Ages in the explanations are measured from `now_unix`."""
+    out = []
+    weights = tuple(ranked.weights.tolist())
+    now = now_unix
+    rows = ranked.rows.tolist()              # plain Python numbers once, not numpy scalars per field
+    overall, factors = ranked.overall.tolist(), ranked.factors.tolist()
+    if explain:
+        contributions = ranked.contributions.tolist()
+        dense_norm, bm25_norm = ranked.dense_norm.tolist(), ranked.bm25_norm.tolist()
+        rerank = np.nan_to_num(candidates.rerank[ranked.rows], nan=0.0).tolist()
+    for pos, row in enumerate(rows):
+        m = merged[row]
+        explanation = None
+        if explain:
+            e, a = m.hit.entry, m.hit.artifact
+            ts = e.timestamp_unix or a.modified_unix or a.created_unix
+            explanation = Explanation(
+                weights=weights,
+                contributions=tuple(contributions[pos]),
+                dense_cosine=0.0 if math.isnan(m.dense) else m.dense,
+                bm25=0.0 if math.isnan(m.bm25) else m.bm25,
+                dense_rank=m.dense_rank, bm25_rank=m.bm25_rank,
+                dense_norm=dense_norm[pos], bm25_norm=bm25_norm[pos], rerank_score=rerank[pos],
+                fusion_method=config.fusion, recency_applied=config.apply_recency,
+                age_days=max(0.0, (now - ts) / 86400.0) if ts else -1.0,
+            )
+        out.append(RankedResult(entry=m.hit.entry, artifact=m.hit.artifact, snippet=make_snippet(m.hit.entry.text, query),
+                                overall=overall[pos], scores=tuple(factors[pos]), explanation=explanation))
+    return tuple(out)

@@ -1,0 +1,119 @@
+"""Between the RAG tools' pydantic models and the core's types: results as segments and hits,
+sources as resources, ISO 8601 times both ways, the search filters of rag_get_raw_results, and
+the worst of several per-source errors."""
+from __future__ import annotations
+
+import datetime as dt
+from typing import Literal
+
+from services.rag_pipeline.access import SourceView
+from services.rag_pipeline.models import RankedResult
+from services.rag_pipeline.tools.schemas import (
+    HEADLINE_WORDS,
+    CountsOut,
+    ErrorOut,
+    HitOut,
+    ProvenanceOut,
+    RawFiltersIn,
+    ResourceOut,
+    ScoresOut,
+    SegmentOut,
+    SourceErrorOut,
+)
+from shared.errors import InvalidArgument
+from shared.identity import Principal
+from shared.mcp_errors import ErrorCode
+from shared.records import SearchFilters
+
+_SEVERITY = {"unauthorized_source": 0, "invalid_source": 1}
+
+
+def iso_utc(unix: int) -> str | None:
+    """Unix seconds as an ISO 8601 UTC time ("...Z"); None for 0 (unknown)."""
+    if not unix:
+        return None
+    return dt.datetime.fromtimestamp(unix, tz=dt.timezone.utc).isoformat().replace("+00:00", "Z")
+
+
+def unix_from_iso(value: str | None, field: str) -> int:
+    """An ISO 8601 date or date-time (UTC when it has no offset) as unix seconds; 0 for none."""
+    if not value:
+        return 0
+    text = value.strip()
+    try:
+        parsed = dt.datetime.fromisoformat(text.replace("Z", "+00:00"))
+    except ValueError:
+        raise InvalidArgument(field, f"{value!r} is not an ISO 8601 date (YYYY-MM-DD or a date-time)") from None
+    if parsed.tzinfo is None:
+        parsed = parsed.replace(tzinfo=dt.timezone.utc)
+    return max(0, int(parsed.timestamp()))
+
+
+def search_filters(filters: RawFiltersIn | None) -> SearchFilters:
+    """The core's filters for rag_get_raw_results' `filters` argument."""
+    f = filters or RawFiltersIn()
+    return SearchFilters(date_from_unix=unix_from_iso(f.date_from, "filters.date_from"),
+                         date_to_unix=unix_from_iso(f.date_to, "filters.date_to"), tags=tuple(f.tags or ()),
+                         owners=tuple(f.owners or ()))
+
+
+def headline(text: str) -> str:
+    """The first HEADLINE_WORDS words, with an ellipsis when cut."""
+    words = text.split()
+    return " ".join(words[:HEADLINE_WORDS]) + ("…" if len(words) > HEADLINE_WORDS else "")
+
+
+def http_uri(uri: str) -> str | None:
+    """Only web URLs leave the server (a file:// URI would reveal server paths)."""
+    return uri if uri.startswith(("http://", "https://")) else None
+
+
+def auth_mode(principal: Principal) -> Literal["api_key", "bearer", "none"]:
+    return {"api_key": "api_key", "jwt": "bearer"}.get(principal.auth_method, "none")  # type: ignore[return-value]
+
+
+def segment_out(r: RankedResult, source_url: str) -> SegmentOut:
+    """A rag_search segment for one result, linking to it by `source_url`."""
+    e, a = r.entry, r.artifact
+    return SegmentOut(
+        segment_uid=e.id, source_file_name=a.file_name or a.title or a.artifact_id,
+        source_file_type=a.file_type or a.source_type or "text",
+        headline=headline(e.headline or a.title) or None, segment_summary=(e.content_summary or r.snippet) or None,
+        raw_text=e.text, source_url=source_url)
+
+
+def hit_out(r: RankedResult, uri: str) -> HitOut:
+    """A rag_get_raw_results hit for one result, linking to it by `uri`."""
+    e, a = r.entry, r.artifact
+    rel, rec, rich, rep = r.scores
+    return HitOut(
+        id=e.id, score=round(r.overall, 6), snippet=r.snippet, chunk=e.text, title=a.title or a.file_name,
+        uri=uri, resourceId=a.source_id, sourceId=a.artifact_id,
+        provenance=ProvenanceOut(artifact_id=a.artifact_id, source_type=a.source_type,
+                                 source_uri=http_uri(a.source_uri), file_name=a.file_name,
+                                 file_type=a.file_type, chunk_index=e.chunk_index, headline=e.headline,
+                                 scores=ScoresOut(relevancy=rel, recency=rec, richness=rich, reputation=rep)),
+        timestamp=iso_utc(e.timestamp_unix or a.modified_unix or a.created_unix))
+
+
+def resource_out(who: Principal, v: SourceView) -> ResourceOut:
+    """A source as `who` sees it; sizes only when every artifact of it is visible to them."""
+    full = v.fully_visible_to(who.groups)
+    return ResourceOut(
+        id=v.source_id, name=v.name, sourceType=v.source_types[0] if len(v.source_types) == 1 else "mixed",
+        sourceId=v.source_id, authRequired=bool(v.groups), authMode=auth_mode(who), groups=list(v.groups),
+        scopes=["read"], lastIndexed=iso_utc(v.last_indexed_unix),
+        counts=CountsOut(docs=v.artifacts, chunks=v.entries) if full else None)
+
+
+def worst_code(errors: list[SourceErrorOut]) -> ErrorCode:
+    """unauthorized_source before invalid_source before anything else."""
+    return min((e.code for e in errors), key=lambda c: _SEVERITY.get(c, 2)) if errors else "invalid_source"
+
+
+def worst_error(errors: list[SourceErrorOut]) -> ErrorOut | None:
+    """One error for several per-source errors: the worst code, every message."""
+    if not errors:
+        return None
+    code = worst_code(errors)
+    return ErrorOut(code=code, message="; ".join(e.message for e in errors))

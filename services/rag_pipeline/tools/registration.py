@@ -1,0 +1,92 @@
+"""The RAG tools as MCP tools: their names, descriptions and argument schemas, bound to a
+`RagTools`, plus the signed document route and the JSON-RPC argument check of the tools that
+answer bad arguments with -32602 (`schemas.JSONRPC_ARGUMENTS`)."""
+from __future__ import annotations
+
+from typing import Annotated
+
+from mcp.server.mcpserver import Context, MCPServer
+from pydantic import Field
+
+from services.rag_pipeline.tools.schemas import (
+    DEFAULT_SEGMENTS,
+    JSONRPC_ARGUMENTS,
+    MAX_SEGMENTS,
+    MAX_SOURCES,
+    MAX_TOP_K,
+    DiscoverFiltersIn,
+    DiscoverOut,
+    DocumentAccessOut,
+    ProvidedContextIn,
+    RagSearchOut,
+    RankingIn,
+    RawFiltersIn,
+    RawOut,
+    SearchPhrases,
+    SourceId,
+    SynthesisParamsIn,
+    SynthOut,
+    UserToken,
+    Username,
+)
+from services.rag_pipeline.tools.service import RagTools
+from shared.mcp_errors import guarded, invalid_params_middleware
+from shared.signing import DOCUMENT_PREFIX
+
+
+def register_rag_tools(mcp: MCPServer, tools: RagTools) -> None:
+    """Add rag_search, verify_document_access, rag_discover_resources, rag_get_raw_results,
+    rag_get_synthesized_results and GET /documents/{entry_id} to `mcp`."""
+
+    @mcp.tool(name="rag_search", description=(
+        "Searches the knowledge base for relevant information using semantic search. Give 1-5 search "
+        "phrases: the first is the user's exact input, the others rephrasings; all are searched in "
+        "parallel and the union is ranked. Returns up to 20 segments with signed source links."))
+    async def rag_search(search_phrases: SearchPhrases, ctx: Context,
+                         max_segments: Annotated[int, Field(ge=1, le=MAX_SEGMENTS, description=(
+                             "How many segments to return (default 8, at most 20)"))] = DEFAULT_SEGMENTS,
+                         ) -> RagSearchOut:
+        return await tools.rag_search(ctx, search_phrases, max_segments)
+
+    @mcp.tool(name="verify_document_access", description=(
+        "Verify that the current user may still open a document segment returned by rag_search, and get a "
+        "fresh signed URL for it."))
+    async def verify_document_access(
+            segment_uid: Annotated[str, Field(min_length=1, max_length=1024, description=(
+                "The segment_uid originally returned by rag_search"))],
+            ctx: Context) -> DocumentAccessOut:
+        return await tools.verify_document_access(ctx, segment_uid)
+
+    @mcp.tool(name="rag_discover_resources", description=(
+        "List the data sources (resources) of this RAG server that the authenticated user may search, "
+        "with their visibility groups, last index time and sizes."))
+    async def rag_discover_resources(username: Username, ctx: Context, filters: DiscoverFiltersIn | None = None,
+                                     user_token: UserToken = None) -> DiscoverOut:
+        return await guarded(lambda: tools.discover(ctx, username, filters, user_token))
+
+    @mcp.tool(name="rag_get_raw_results", description=(
+        "Ranked raw search hits (snippet, chunk, title, signed uri, scores) from the given data sources. "
+        "Sources the user may not see are refused with unauthorized_source; unknown ids with invalid_source."))
+    async def rag_get_raw_results(
+            username: Username, query: Annotated[str, Field(min_length=1, max_length=4_000)],
+            sources: Annotated[list[SourceId], Field(min_length=1, max_length=MAX_SOURCES)], ctx: Context,
+            top_k: Annotated[int, Field(ge=1, le=MAX_TOP_K)] = 8, filters: RawFiltersIn | None = None,
+            ranking: RankingIn | None = None, user_token: UserToken = None) -> RawOut:
+        return await guarded(lambda: tools.raw_results(ctx, username, query, sources, top_k, filters, ranking,
+                                                       user_token))
+
+    @mcp.tool(name="rag_get_synthesized_results", description=(
+        "An answer to the query synthesized only from passages the user may see, with citations "
+        "(signed uri, title, resourceId) and truncation limits."))
+    async def rag_get_synthesized_results(
+            username: Username, query: Annotated[str, Field(min_length=1, max_length=4_000)], ctx: Context,
+            sources: Annotated[list[SourceId] | None, Field(max_length=MAX_SOURCES)] = None,
+            top_k: Annotated[int, Field(ge=1, le=MAX_TOP_K)] = 8,
+            synthesis_params: SynthesisParamsIn | None = None, provided_context: ProvidedContextIn | None = None,
+            user_token: UserToken = None) -> SynthOut:
+        return await guarded(lambda: tools.synthesized_results(
+            ctx, username, query, sources, top_k, synthesis_params, provided_context, user_token))
+
+    mcp.custom_route(DOCUMENT_PREFIX + "{entry_id:path}", methods=["GET"], name="document",
+                     include_in_schema=False)(tools.documents.open_document)
+    mcp.middleware.append(invalid_params_middleware(JSONRPC_ARGUMENTS))

@@ -1,0 +1,427 @@
+"""What the RAG tools do: `RagTools` resolves the caller, applies the access policy, runs the
+search (and synthesis) through the pipeline core and the language model, shapes the results
+and audits every call.
+
+Identity always comes from the request (shared.auth.principals.RequestIdentity); the seed-000 `username`
+argument is accepted for contract compatibility and overwritten by the authenticated user.
+`user_token` (seed 000's sensitive parameter) is verified here, never logged, traced, echoed
+or sent to the LLM. Access rules: services/rag_pipeline/access.py.
+
+Errors follow each tool's contract, translated in shared/mcp_errors.py: rag_search and
+verify_document_access raise JSON-RPC errors (`jsonrpc_error`); the seed-000 tools report
+`results.error` with an `ErrorCode` (`error_code_for`) and leave other errors to `guarded`.
+"""
+from __future__ import annotations
+
+import json
+import logging
+import time
+from collections.abc import Mapping
+from typing import Any, Literal
+
+from mcp.server.mcpserver import Context
+from opentelemetry import trace
+
+from services.rag_pipeline.access import AccessPolicy, Scope, SourceView
+from services.rag_pipeline.core import RagPipeline
+from services.rag_pipeline.models import Preferences, RankedResult, SearchRequest, SearchResponse
+from services.rag_pipeline.ports import KnowledgeSource, LanguageModel
+from services.rag_pipeline.tools.calls import Call, audit_call
+from services.rag_pipeline.tools.convert import (
+    hit_out,
+    resource_out,
+    search_filters,
+    segment_out,
+    worst_code,
+    worst_error,
+)
+from services.rag_pipeline.tools.documents import DocumentRoute
+from services.rag_pipeline.tools.schemas import (
+    DEFAULT_SEGMENTS,
+    MAX_TOP_K,
+    ArtifactOut,
+    CitationOut,
+    DiscoverFiltersIn,
+    DiscoverOut,
+    DiscoverResultsOut,
+    DocumentAccessOut,
+    ErrorOut,
+    LimitsOut,
+    MetaOut,
+    PagingOut,
+    ProvidedContextIn,
+    RagSearchOut,
+    RankingIn,
+    RawFiltersIn,
+    RawOut,
+    RawResultsOut,
+    RawStatsOut,
+    SourceErrorOut,
+    SynthesisParamsIn,
+    SynthOut,
+    SynthResultsOut,
+)
+from shared.audit import AuditLog
+from shared.auth.principals import RequestIdentity
+from shared.errors import InvalidArgument, NotFound, NucleusError
+from shared.identity import Principal
+from shared.mcp_errors import ErrorCode, error_code_for, jsonrpc_error
+from shared.records import Hit
+from shared.signing import LinkSigner
+
+log = logging.getLogger(__name__)
+tracer = trace.get_tracer("nucleus.rag_tools")
+
+
+# ---------------------------------------------------------------------------- helpers
+class _Refused(Exception):
+    """A seed-000 call that ends with `results.error` (not a tool error)."""
+
+    def __init__(self, code: ErrorCode, message: str, source_errors: list[SourceErrorOut] | None = None) -> None:
+        super().__init__(message)
+        self.code = code
+        self.message = message
+        self.source_errors = source_errors or []
+
+
+def _headers(ctx: Context | None) -> Mapping[str, str] | None:
+    if ctx is None:
+        return None
+    try:
+        return ctx.headers
+    except ValueError:          # outside a request (direct calls in tests)
+        return None
+
+
+# ---------------------------------------------------------------------------- the tools
+class RagTools:
+    """The logic of the standard RAG tools (bound to an MCPServer by `registration`)."""
+
+    def __init__(self, pipeline: RagPipeline, knowledge: KnowledgeSource, llm: LanguageModel,
+                 identity: RequestIdentity, access: AccessPolicy, signer: LinkSigner, audit: AuditLog, *,
+                 synth_timeout_s: float = 30.0) -> None:
+        self.pipeline = pipeline
+        self.ks = knowledge
+        self.llm = llm
+        self.identity = identity
+        self.access = access
+        self.signer = signer
+        self.audit = audit
+        self.synth_timeout_s = synth_timeout_s
+        self.documents = DocumentRoute(knowledge, access, signer, audit)
+
+    # -- identity --------------------------------------------------------------------------
+    def principal(self, ctx: Context | None) -> Principal:
+        return self.identity.principal(_headers(ctx))
+
+    def _caller(self, call: Call, ctx: Context | None, username: str | None, user_token: str | None) -> Principal:
+        """The principal a seed-000 call runs as; the username argument never decides it."""
+        who = self.principal(ctx)
+        if user_token:
+            who = self.identity.principal_for_user_token(user_token, who)
+            call.notes.append("identity from user_token")
+        call.principal = who
+        if username and username != who.user_id:
+            call.notes.append(f"username argument {username[:64]!r} overwritten by the authenticated user")
+        ignored = who.extra.get("ignored_headers")
+        if ignored:
+            call.notes.append(f"ignored {ignored}: the credential is not a trusted platform key")
+        return who
+
+    def _audit(self, call: Call, decision: Literal["allow", "deny"], reason: str = "", *,
+               resources: tuple[str, ...] | list[str] = (), entries: tuple[str, ...] | list[str] = ()) -> None:
+        audit_call(self.audit, call, decision, reason, resources=resources, entries=entries)
+
+    def _link(self, who: Principal, entry_id: str) -> str:
+        return self.signer.sign(entry_id, who.tenant_id, who.user_id, who.groups)
+
+    # -- searching -------------------------------------------------------------------------
+    async def _search(self, who: Principal, query: str, scope: Scope, top_k: int, *,
+                      extra_phrases: tuple[str, ...] = (), rerank: bool = False) -> tuple[SearchResponse,
+                                                                                          list[RankedResult]]:
+        request = SearchRequest(tenant_id=who.tenant_id, query=query, top_k_final=top_k,
+                                prefs=Preferences(rerank=rerank, explain=True), filters=scope.filters,
+                                extra_phrases=extra_phrases)
+        response = await self.pipeline.search_and_rank(request)
+        kept = [r for r in response.results if scope.keep(r.artifact.tags)]
+        return response, kept
+
+    async def _vet_sources(self, who: Principal, requested: list[str]) -> tuple[list[str], list[SourceErrorOut],
+                                                                             dict[str, SourceView]]:
+        views = await self.access.sources(who.tenant_id)
+        allowed: list[str] = []
+        errors: list[SourceErrorOut] = []
+        for sid in dict.fromkeys(requested):
+            view = views.get(sid)
+            if view is None:
+                errors.append(SourceErrorOut(source=sid, code="invalid_source",
+                                             message=f"source '{sid}' does not exist in tenant '{who.tenant_id}'"))
+            elif not view.visible_to(who.groups):
+                errors.append(SourceErrorOut(source=sid, code="unauthorized_source",
+                                             message=f"source '{sid}' is not visible to user '{who.user_id}'"))
+            else:
+                allowed.append(sid)
+        return allowed, errors, views
+
+    # -- rag_search ------------------------------------------------------------------------
+    async def rag_search(self, ctx: Context | None, search_phrases: list[str],
+                         max_segments: int = DEFAULT_SEGMENTS) -> RagSearchOut:
+        call = Call("rag_search")
+        try:
+            who = self.principal(ctx)
+            call.principal = who
+            if who.extra.get("ignored_headers"):
+                call.notes.append(f"ignored {who.extra['ignored_headers']}: not a trusted platform key")
+            phrases = [p.strip() for p in search_phrases]
+            for i, p in enumerate(phrases):
+                if not p:
+                    raise InvalidArgument(f"search_phrases[{i}]", "must not be empty or only whitespace")
+            scope = await self.access.scope(who)
+            if who.session_tags:
+                call.notes.append(f"session_tags={','.join(who.session_tags)[:300]}")
+            if scope.empty:
+                self._audit(call, "allow", "no visible sources")
+                return RagSearchOut(segments=[])
+            try:
+                response, kept = await self._search(who, phrases[0], scope, max_segments,
+                                                    extra_phrases=tuple(phrases[1:]))
+            except NotFound:        # nothing ingested for this tenant yet
+                self._audit(call, "allow", "tenant has no knowledge")
+                return RagSearchOut(segments=[])
+            segments = [segment_out(r, self._link(who, r.entry.id)) for r in kept[:max_segments]]
+            if response.degraded:
+                call.notes.append("degraded: " + "; ".join(response.degraded_reasons)[:300])
+            self._audit(call, "allow", resources=sorted({r.artifact.source_id for r in kept}),
+                        entries=[s.segment_uid for s in segments])
+            return RagSearchOut(segments=segments)
+        except NucleusError as err:
+            self._audit(call, "deny", f"{err.kind}: {err.message}")
+            raise jsonrpc_error(err) from None
+
+    # -- verify_document_access ------------------------------------------------------------
+    async def verify_document_access(self, ctx: Context | None, segment_uid: str) -> DocumentAccessOut:
+        call = Call("verify_document_access")
+        try:
+            who = self.principal(ctx)
+        except NucleusError as err:
+            self._audit(call, "deny", f"{err.kind}: {err.message}")
+            raise jsonrpc_error(err) from None
+        call.principal = who
+        denied = DocumentAccessOut(has_access=False, error="Document has been deleted or does not exist")
+        try:
+            hits = await self.ks.get_entries(who.tenant_id, [segment_uid])
+        except (NotFound, InvalidArgument):
+            hits = []
+        except NucleusError as err:
+            self._audit(call, "deny", f"{err.kind}: {err.message}", entries=[segment_uid])
+            raise jsonrpc_error(err) from None
+        if not hits:
+            self._audit(call, "deny", "entry not found", entries=[segment_uid])
+            return denied
+        reason = self.access.entry_denial(who, hits[0])
+        if reason:
+            self._audit(call, "deny", reason, resources=[hits[0].artifact.source_id], entries=[segment_uid])
+            return DocumentAccessOut(has_access=False, error="Access to this document is not permitted for this user")
+        self._audit(call, "allow", resources=[hits[0].artifact.source_id], entries=[segment_uid])
+        return DocumentAccessOut(has_access=True, refreshed_url=self._link(who, segment_uid), access_level="view")
+
+    # -- rag_discover_resources ------------------------------------------------------------
+    async def discover(self, ctx: Context | None, username: str, filters: DiscoverFiltersIn | None,
+                       user_token: str | None) -> DiscoverOut:
+        call = Call("rag_discover_resources")
+        f = filters or DiscoverFiltersIn()
+        try:
+            who = self._caller(call, ctx, username, user_token)
+            views = await self.access.sources(who.tenant_id)
+        except NucleusError as err:
+            return self._discover_refused(call, err, f)
+        visible = [v for v in views.values() if v.visible_to(who.groups)]
+        if f.types:
+            visible = [v for v in visible if set(v.source_types) & set(f.types)]
+        if f.tags:
+            visible = [v for v in visible if set(v.tags) & set(f.tags)]
+        if f.search:
+            needle = f.search.lower()
+            visible = [v for v in visible if needle in v.source_id.lower() or needle in v.name.lower()]
+        visible.sort(key=lambda v: v.source_id)
+        page = visible[(f.page - 1) * f.page_size: f.page * f.page_size]
+        resources = [resource_out(who, v) for v in page]
+        self._audit(call, "allow", resources=[r.id for r in resources])
+        return DiscoverOut(
+            results=DiscoverResultsOut(resources=resources, paging=PagingOut(page=f.page, page_size=f.page_size,
+                                                                             total=len(visible))),
+            meta_data=MetaOut(elapsed_ms=call.elapsed_ms, username=who.user_id, notes=call.notes or []))
+
+    def _discover_refused(self, call: Call, err: NucleusError, f: DiscoverFiltersIn) -> DiscoverOut:
+        code = error_code_for(err)
+        if code is None:
+            raise err
+        self._audit(call, "deny", f"{code}: {err.message}")
+        return DiscoverOut(
+            results=DiscoverResultsOut(resources=[], paging=PagingOut(page=f.page, page_size=f.page_size, total=0),
+                                       error=ErrorOut(code=code, message=err.message)),
+            meta_data=MetaOut(elapsed_ms=call.elapsed_ms, username=call.principal.user_id if call.principal else "",
+                              error=ErrorOut(code=code, message=err.message), notes=call.notes or []))
+
+    # -- rag_get_raw_results ---------------------------------------------------------------
+    async def raw_results(self, ctx: Context | None, username: str, query: str, sources: list[str], top_k: int,
+                          filters: RawFiltersIn | None, ranking: RankingIn | None,
+                          user_token: str | None) -> RawOut:
+        call = Call("rag_get_raw_results")
+        meta = MetaOut()
+        try:
+            who = self._caller(call, ctx, username, user_token)
+            meta.username = who.user_id
+            base = search_filters(filters)
+            allowed, source_errors, _views = await self._vet_sources(who, sources)
+            meta.source_errors = source_errors
+            if not allowed:
+                raise _Refused(worst_code(source_errors), "; ".join(e.message for e in source_errors), source_errors)
+            scope = await self.access.scope(who, base=base, only_sources=tuple(allowed))
+            if ranking is not None and ranking.model:
+                call.notes.append("ranking.model is not selectable here; the service's re-ranker was used")
+            if scope.empty:
+                response, kept = None, []
+            else:
+                response, kept = await self._search(who, query, scope, top_k,
+                                                    rerank=bool(ranking and ranking.rerank))
+        except _Refused as refused:
+            return self._raw_refused(call, meta, refused, top_k, sources)
+        except NucleusError as err:
+            code = error_code_for(err)
+            if code is None:
+                raise
+            return self._raw_refused(call, meta, _Refused(code, err.message), top_k, sources)
+        hits = [hit_out(r, self._link(who, r.entry.id)) for r in kept]
+        if response is not None:
+            meta.degraded, meta.degraded_reasons = response.degraded, list(response.degraded_reasons)
+        meta.elapsed_ms, meta.notes = call.elapsed_ms, call.notes or []
+        meta.error = worst_error(source_errors)
+        self._audit(call, "allow", "; ".join(f"{e.code}: {e.source}" for e in source_errors), resources=allowed,
+                    entries=[h.id for h in hits])
+        per_source = {sid: sum(1 for h in hits if h.resourceId == sid) for sid in allowed}
+        return RawOut(
+            results=RawResultsOut(hits=hits, stats=RawStatsOut(
+                total_found=response.candidates_considered if response is not None else 0, top_k=top_k,
+                elapsed_ms=meta.elapsed_ms)),
+            meta_data=meta,
+            artifacts=[ArtifactOut(name="per_source_hits.json", mime_type="application/json",
+                                   data=json.dumps(per_source))])
+
+    def _raw_refused(self, call: Call, meta: MetaOut, refused: _Refused, top_k: int, sources: list[str]) -> RawOut:
+        self._audit(call, "deny", f"{refused.code}: {refused.message}", resources=sources)
+        error = ErrorOut(code=refused.code, message=refused.message)
+        meta.error, meta.elapsed_ms, meta.notes = error, call.elapsed_ms, call.notes or []
+        meta.source_errors = refused.source_errors or meta.source_errors
+        if call.principal is not None:
+            meta.username = call.principal.user_id
+        return RawOut(results=RawResultsOut(hits=[], stats=RawStatsOut(total_found=0, top_k=top_k,
+                                                                       elapsed_ms=meta.elapsed_ms), error=error),
+                      meta_data=meta)
+
+    # -- rag_get_synthesized_results -------------------------------------------------------
+    async def synthesized_results(self, ctx: Context | None, username: str, query: str, sources: list[str] | None,
+                                  top_k: int, synthesis_params: SynthesisParamsIn | None,
+                                  provided_context: ProvidedContextIn | None, user_token: str | None) -> SynthOut:
+        call = Call("rag_get_synthesized_results")
+        meta = MetaOut()
+        params = synthesis_params or SynthesisParamsIn()
+        try:
+            who = self._caller(call, ctx, username, user_token)
+            meta.username = who.user_id
+            if not query.strip():
+                raise InvalidArgument("query", "must not be empty")
+            allowed: list[str] | None = None
+            if sources:
+                allowed, source_errors, _ = await self._vet_sources(who, sources)
+                meta.source_errors = source_errors
+                if not allowed:
+                    raise _Refused(worst_code(source_errors), "; ".join(e.message for e in source_errors), source_errors)
+            if provided_context is not None and provided_context.hits:
+                passages = await self._provided(who, provided_context.hits, allowed, call)
+            else:
+                scope = await self.access.scope(who, only_sources=tuple(allowed) if allowed else None)
+                if scope.empty:
+                    passages = []
+                else:
+                    try:
+                        response, passages = await self._search(who, query, scope, top_k)
+                    except NotFound:
+                        response, passages = None, []
+                    if response is not None and response.degraded:
+                        meta.degraded, meta.degraded_reasons = True, list(response.degraded_reasons)
+            if params.model:
+                call.notes.append("synthesis_params.model is not selectable here; the service's model was used")
+            if not passages:
+                meta.elapsed_ms, meta.notes = call.elapsed_ms, call.notes or []
+                self._audit(call, "allow", "no passages", resources=allowed or [])
+                return SynthOut(results=SynthResultsOut(answer="", limits=LimitsOut(
+                    truncated=False, reason="no visible passages matched the query")), meta_data=meta)
+            ids = {f"S{i + 1}": r for i, r in enumerate(passages)}
+            started = time.perf_counter()
+            with tracer.start_as_current_span("rag.synthesize") as span:
+                span.set_attribute("nucleus.passages", len(ids))
+                answer = await self.llm.synthesize(
+                    query, [(pid, r.artifact.title, r.entry.text) for pid, r in ids.items()],
+                    max_chars=params.max_chars or 0, style=params.style or "", timeout_s=self.synth_timeout_s)
+            meta.latency_ms = round((time.perf_counter() - started) * 1000.0, 2)
+        except _Refused as refused:
+            return self._synth_refused(call, meta, refused.code, refused.message, refused.source_errors)
+        except NucleusError as err:
+            code = error_code_for(err)
+            if code is None:
+                raise
+            return self._synth_refused(call, meta, code, err.message, [])
+        citations = []
+        for pid, _title in answer.citations:
+            r = ids.get(pid)
+            if r is not None:
+                citations.append(CitationOut(id=r.entry.id, uri=self._link(who, r.entry.id),
+                                             title=r.artifact.title or r.artifact.file_name,
+                                             resourceId=r.artifact.source_id))
+        meta.model, meta.method = answer.model or None, answer.method or None
+        meta.elapsed_ms, meta.notes = call.elapsed_ms, call.notes or []
+        meta.error = worst_error(meta.source_errors)
+        self._audit(call, "allow", resources=sorted({r.artifact.source_id for r in ids.values()}),
+                    entries=[r.entry.id for r in ids.values()])
+        bundle = [{"id": c.id, "title": c.title, "resourceId": c.resourceId} for c in citations]
+        return SynthOut(
+            results=SynthResultsOut(answer=answer.answer, citations=citations, limits=LimitsOut(
+                truncated=answer.truncated, reason=answer.truncation_reason or None)),
+            meta_data=meta,
+            artifacts=[ArtifactOut(name="citations.json", mime_type="application/json", data=json.dumps(bundle))])
+
+    async def _provided(self, who: Principal, hits: list[Any], allowed: list[str] | None,
+                        call: Call) -> list[RankedResult]:
+        """Client-selected hits: only their ids are used; text is re-read from the store and each
+        entry re-checked, so a client cannot smuggle in documents (or text) it may not see."""
+        ids: list[str] = []
+        for i, h in enumerate(hits[:MAX_TOP_K]):
+            entry_id = h if isinstance(h, str) else (h.get("id") if isinstance(h, dict) else None)
+            if not isinstance(entry_id, str) or not entry_id:
+                raise InvalidArgument(f"provided_context.hits[{i}]", "must be an entry id or an object with an 'id'")
+            ids.append(entry_id)
+        try:
+            found = await self.ks.get_entries(who.tenant_id, ids)
+        except NotFound:
+            found = []
+        kept: list[Hit] = []
+        for hit in found:
+            if self.access.entry_denial(who, hit) or (allowed is not None and hit.artifact.source_id not in allowed):
+                continue
+            kept.append(hit)
+        dropped = len(ids) - len(kept)
+        if dropped:
+            call.notes.append(f"{dropped} provided hit(s) dropped: unknown or not visible")
+        return [RankedResult(entry=h.entry, artifact=h.artifact, snippet="", overall=0.0, scores=(0.0, 0.0, 0.0, 0.0),
+                             explanation=None) for h in kept]
+
+    def _synth_refused(self, call: Call, meta: MetaOut, code: ErrorCode, message: str,
+                       source_errors: list[SourceErrorOut]) -> SynthOut:
+        self._audit(call, "deny", f"{code}: {message}")
+        error = ErrorOut(code=code, message=message)
+        meta.error, meta.elapsed_ms, meta.notes = error, call.elapsed_ms, call.notes or []
+        meta.source_errors = source_errors or meta.source_errors
+        if call.principal is not None:
+            meta.username = call.principal.user_id
+        return SynthOut(results=SynthResultsOut(answer="", error=error), meta_data=meta)

@@ -1,0 +1,66 @@
+"""GenAI semantic conventions: the "embeddings" span and the "retrieval" attributes.
+
+    embeddings_span()          a span for one embeddings call (CLIENT for a remote provider,
+                               INTERNAL for the in-process model); `end_embeddings` completes it
+    retrieval_attributes()     mark a retrieval stage's span as a GenAI "retrieval" operation
+
+`opentelemetry-api` only; query text goes on spans only when content capture is on.
+"""
+from __future__ import annotations
+
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+
+from opentelemetry import trace
+from opentelemetry.trace import SpanKind
+
+from shared.telemetry.content import set_content_attribute
+
+_GENAI_PROVIDERS = {"openai": "openai", "local": "sentence_transformers"}
+
+
+@contextmanager
+def embeddings_span(model: str, provider: str, count: int, *,
+                    tracer_provider: trace.TracerProvider | None = None) -> Iterator[trace.Span]:
+    """A span for one embeddings call, per the GenAI semantic conventions.
+
+    Name `embeddings {model}`; CLIENT when a remote provider answers, INTERNAL for the
+    in-process model. The caller adds `gen_ai.response.model` and
+    `gen_ai.embeddings.dimension.count` once the vectors are back (see `end_embeddings`).
+    """
+    genai_provider = _GENAI_PROVIDERS.get(provider, provider or "unknown")
+    tracer = trace.get_tracer(__name__, tracer_provider=tracer_provider)
+    with tracer.start_as_current_span(
+        f"embeddings {model}" if model else "embeddings",
+        kind=SpanKind.CLIENT if provider == "openai" else SpanKind.INTERNAL,
+        attributes={
+            "gen_ai.operation.name": "embeddings",
+            "gen_ai.request.model": model,
+            "gen_ai.provider.name": genai_provider,
+            "gen_ai.system": genai_provider,
+            "nucleus.embeddings.count": count,
+        },
+    ) as span:
+        yield span
+
+
+def end_embeddings(span: trace.Span, *, model: str, dimension: int, cache_hits: int = 0) -> None:
+    """Attributes known once the embeddings came back."""
+    if span.is_recording():
+        span.set_attribute("gen_ai.response.model", model)
+        span.set_attribute("gen_ai.embeddings.dimension.count", dimension)
+        span.set_attribute("nucleus.embeddings.cache_hits", cache_hits)
+
+
+def retrieval_attributes(span: trace.Span, *, data_source: str, top_k: int, query: str | Sequence[str]) -> None:
+    """Mark `span` as a GenAI "retrieval" operation against `data_source` (query text only
+    when content capture is on)."""
+    if not span.is_recording():
+        return
+    span.set_attribute("gen_ai.operation.name", "retrieval")
+    span.set_attribute("gen_ai.data_source.id", data_source)
+    span.set_attribute("gen_ai.request.top_k", top_k)
+    set_content_attribute(span, "gen_ai.retrieval.query.text", query)
+
+
+__all__ = ["embeddings_span", "end_embeddings", "retrieval_attributes"]

@@ -1,0 +1,190 @@
+"""In-process stand-ins for the RAG pipeline's ports (services/rag_pipeline/ports.py).
+
+    InProcessKnowledge      a KnowledgeSource over a real KnowledgeStore core: SQLite and FAISS
+                            in a directory, the same calls the gRPC servicer makes
+    InProcessLanguageModel  a LanguageModel without a chat model: feature-hashing embeddings
+                            (`HashEmbedder`), and LlmOrchestration's own non-LLM techniques for
+                            the rest (keyword expansion, embedding-cosine re-ranking, extractive
+                            synthesis)
+
+Either can be told to fail: `fail("candidates_by_vector", Unavailable(...))` makes every later
+call of that method raise the error, as a dead or slow service would through its gRPC client;
+`heal(name)` undoes it. `calls` lists the methods called, in order, failed ones included.
+"""
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Awaitable, Sequence
+from pathlib import Path
+from typing import TypeVar
+
+import numpy as np
+
+from ranking.profile import RankingProfile
+from services.knowledge_store.core import KnowledgeStore
+from services.llm_orchestration import expansion, rerank as rerank_mod, synthesis as synth
+from services.llm_orchestration.results import Expansion, RerankResult, Synthesis
+from shared.errors import DeadlineExceeded, InvalidArgument, NotFound, NucleusError
+from shared.records import CandidateColumns, FeedbackAck, Hit, SearchFilters, TenantStats
+from tests.unit.knowledge_store.helpers import HashEmbedder, settings_for
+
+T = TypeVar("T")
+DEFAULT_TIMEOUT_S = 10.0
+HASH_MODEL = "feature-hash"
+
+
+class _Port:
+    """Failure switches and a call log shared by both adapters."""
+
+    service = ""
+
+    def __init__(self) -> None:
+        self.failures: dict[str, NucleusError] = {}
+        self.calls: list[str] = []
+
+    def fail(self, method: str, error: NucleusError) -> None:
+        """Every later call of `method` raises `error` instead of answering."""
+        if not callable(getattr(self, method, None)):
+            raise AttributeError(f"{type(self).__name__} has no method {method!r}")
+        self.failures[method] = error
+
+    def heal(self, method: str) -> None:
+        self.failures.pop(method, None)
+
+    def _enter(self, method: str) -> None:
+        self.calls.append(method)
+        error = self.failures.get(method)
+        if error is not None:
+            raise error
+
+    async def _within(self, work: Awaitable[T], timeout_s: float | None) -> T:
+        """`work` under the call's deadline, as a gRPC client would impose it."""
+        try:
+            async with asyncio.timeout(timeout_s or DEFAULT_TIMEOUT_S):
+                return await work
+        except TimeoutError:
+            raise DeadlineExceeded(f"{self.service} did not answer before the deadline") from None
+
+
+class InProcessKnowledge(_Port):
+    """A KnowledgeSource calling a KnowledgeStore core directly (no gRPC, same answers)."""
+
+    service = "KnowledgeStore"
+
+    def __init__(self, store: KnowledgeStore) -> None:
+        super().__init__()
+        self.store = store
+
+    @classmethod
+    def in_directory(cls, path: Path, embedder: HashEmbedder | None = None, **settings: object) -> InProcessKnowledge:
+        """A fresh store in `path`, embedding documents with `embedder` (a HashEmbedder by default)."""
+        return cls(KnowledgeStore(settings_for(path, **settings), embedder or HashEmbedder()))
+
+    async def close(self) -> None:
+        self.store.close()
+
+    async def candidates_by_vector(self, tenant_id: str, vectors: np.ndarray, top_k: int,
+                                   filters: SearchFilters, *, top_hits: int = 0,
+                                   timeout_s: float | None = None) -> list[CandidateColumns]:
+        self._enter("candidates_by_vector")
+        return await self._within(self.store.candidates_by_vector(tenant_id, vectors, top_k, filters,
+                                                                  top_hits=top_hits), timeout_s)
+
+    async def candidates_by_filters(self, tenant_id: str, keywords: str, extra_keywords: Sequence[str], top_k: int,
+                                    filters: SearchFilters, *, top_hits: int = 0,
+                                    timeout_s: float | None = None) -> tuple[CandidateColumns, list[str]]:
+        self._enter("candidates_by_filters")
+        return await self._within(self.store.candidates_by_filters(tenant_id, keywords, extra_keywords, top_k,
+                                                                   filters, top_hits=top_hits), timeout_s)
+
+    async def search_by_filters(self, tenant_id: str, keywords: str, extra_keywords: Sequence[str], top_k: int,
+                                filters: SearchFilters, *,
+                                timeout_s: float | None = None) -> tuple[list[Hit], list[str]]:
+        self._enter("search_by_filters")
+        return await self._within(self.store.search_by_filters(tenant_id, keywords, extra_keywords, top_k, filters),
+                                  timeout_s)
+
+    async def get_entries(self, tenant_id: str, entry_ids: Sequence[str], *,
+                          timeout_s: float | None = None) -> list[Hit]:
+        self._enter("get_entries")
+        return await self._within(self.store.get_entries(tenant_id, entry_ids), timeout_s)
+
+    async def stats(self, tenant_id: str) -> TenantStats:
+        self._enter("stats")
+        return await self._within(self.store.stats(tenant_id), None)
+
+    async def put_profile(self, profile: RankingProfile) -> RankingProfile:
+        self._enter("put_profile")
+        return await self._within(self.store.put_profile(profile), None)
+
+    async def get_profile(self, tenant_id: str, persona_id: str, name: str, version: int = 0) -> RankingProfile:
+        self._enter("get_profile")
+        profile = await self._within(self.store.get_profile(tenant_id, persona_id, name, version), None)
+        if profile is None:            # the gRPC servicer answers NOT_FOUND, the client raises NotFound
+            raise NotFound(f"no ranking profile '{name or 'default'}' for tenant '{tenant_id}'"
+                           + (f" persona '{persona_id}'" if persona_id else ""))
+        return profile
+
+    async def list_profiles(self, tenant_id: str, persona_id: str = "") -> list[RankingProfile]:
+        self._enter("list_profiles")
+        return await self._within(self.store.list_profiles(tenant_id, persona_id), None)
+
+    async def record_feedback(self, tenant_id: str, target: str, target_id: str, helpful: bool,
+                              user_id: str) -> FeedbackAck:
+        self._enter("record_feedback")
+        return await self._within(self.store.record_feedback(tenant_id, target, target_id, helpful, user_id), None)
+
+
+class InProcessLanguageModel(_Port):
+    """A LanguageModel with deterministic feature-hashing embeddings and no chat model."""
+
+    service = "LlmOrchestration"
+
+    def __init__(self, embedder: HashEmbedder | None = None) -> None:
+        super().__init__()
+        self.embedder = embedder or HashEmbedder()
+
+    async def close(self) -> None:
+        pass
+
+    async def embed(self, texts: Sequence[str], *, purpose: str = "query",
+                    timeout_s: float | None = None) -> np.ndarray:
+        self._enter("embed")
+        if not texts:
+            raise InvalidArgument("texts", "at least one text is required")
+        return await self._within(self.embedder.embed(list(texts)), timeout_s)
+
+    async def expand(self, query: str, max_alternatives: int = 3, *,
+                     timeout_s: float | None = None) -> Expansion:
+        self._enter("expand")
+        phrase = expansion.keyword_phrase(query)
+        note = f"{expansion.NOTE_NO_CHAT}; {expansion.NOTE_KEYWORDS}"
+        if phrase is None:
+            return Expansion(phrases=(query,), method="unavailable", model="",
+                             note=f"{note} found no distinct keyword phrase")
+        return Expansion(phrases=(query, phrase), method="keywords", model="", note=note)
+
+    async def rerank(self, query: str, candidates: Sequence[tuple[str, str]], *,
+                     timeout_s: float | None = None) -> RerankResult:
+        self._enter("rerank")
+        if not candidates:
+            raise InvalidArgument("candidates", "at least one candidate is required")
+        vectors = await self._within(self.embedder.embed([query, *(text for _, text in candidates)]), timeout_s)
+        unit = rerank_mod.cosine_to_unit(vectors[0], vectors[1:])
+        return RerankResult(tuple(float(x) for x in unit), HASH_MODEL, "embedding-cosine")
+
+    async def synthesize(self, query: str, passages: Sequence[tuple[str, str, str]], *, max_chars: int = 0,
+                         style: str = "", timeout_s: float | None = None) -> Synthesis:
+        self._enter("synthesize")
+        if not passages:
+            raise InvalidArgument("passages", "at least one passage is required")
+        passages = [(pid, title or "", text) for pid, title, text in passages]
+        max_chars = max_chars or synth.DEFAULT_MAX_CHARS
+        pool = synth.sentence_pool(passages)
+        vectors = await self._within(self.embedder.embed([query, *(sentence for _, sentence in pool)]), timeout_s)
+        cosines = (vectors[1:] @ vectors[0]).astype(np.float32)
+        extract = synth.extract_answer(pool, cosines, max_chars=max_chars, style=style or "concise")
+        return Synthesis(answer=extract.answer, citations=synth.citations_for(extract.passage_ids, passages),
+                         truncated=extract.truncated,
+                         truncation_reason=f"answer limited to max_chars={max_chars}" if extract.truncated else "",
+                         model=HASH_MODEL, method="extractive")

@@ -1,0 +1,66 @@
+"""The ports are the pipeline's only view of its dependencies: the gRPC clients and the
+in-process adapters have their signatures, and only the composition root imports a client."""
+from __future__ import annotations
+
+import ast
+import inspect
+from pathlib import Path
+
+import pytest
+
+from services.knowledge_store.client import KnowledgeStoreClient
+from services.llm_orchestration.client import LlmOrchestrationClient
+from services.rag_pipeline import ports
+from services.rag_pipeline.ports import KnowledgeSource, LanguageModel
+from tests.support.inprocess import InProcessKnowledge, InProcessLanguageModel
+
+PACKAGE = Path(ports.__file__).parent
+CLIENT_MODULES = {"services.knowledge_store.client", "services.llm_orchestration.client"}
+COMPOSITION_ROOT = PACKAGE / "main.py"
+
+
+def port_methods(port: type) -> list[str]:
+    return sorted(name for name, value in vars(port).items() if inspect.iscoroutinefunction(value))
+
+
+def parameters(fn) -> list[tuple[str, inspect._ParameterKind, object]]:
+    return [(p.name, p.kind, p.default) for p in inspect.signature(fn).parameters.values()]
+
+
+def test_the_ports_name_exactly_the_calls_the_pipeline_makes():
+    assert port_methods(KnowledgeSource) == [
+        "candidates_by_filters", "candidates_by_vector", "close", "get_entries", "get_profile", "list_profiles",
+        "put_profile", "record_feedback", "search_by_filters", "stats"]
+    assert port_methods(LanguageModel) == ["close", "embed", "expand", "rerank", "synthesize"]
+
+
+@pytest.mark.parametrize("port,implementation", [
+    (KnowledgeSource, KnowledgeStoreClient),
+    (KnowledgeSource, InProcessKnowledge),
+    (LanguageModel, LlmOrchestrationClient),
+    (LanguageModel, InProcessLanguageModel),
+])
+def test_each_implementation_has_the_ports_signatures_parameter_for_parameter(port, implementation):
+    for name in port_methods(port):
+        method = getattr(implementation, name, None)
+        assert inspect.iscoroutinefunction(method), f"{implementation.__name__}.{name} is not a coroutine"
+        assert parameters(method) == parameters(getattr(port, name)), f"{implementation.__name__}.{name}"
+
+
+def imported_modules(path: Path) -> set[str]:
+    tree = ast.parse(path.read_text(), filename=str(path))
+    found: set[str] = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            found |= {alias.name for alias in node.names}
+        elif isinstance(node, ast.ImportFrom) and node.module:
+            found.add(node.module)
+            found |= {f"{node.module}.{alias.name}" for alias in node.names}
+    return found
+
+
+def test_only_the_composition_root_imports_the_grpc_clients():
+    modules = sorted(PACKAGE.rglob("*.py"))
+    assert PACKAGE / "core.py" in modules and PACKAGE / "tools" / "service.py" in modules
+    importers = {str(path.relative_to(PACKAGE)) for path in modules if imported_modules(path) & CLIENT_MODULES}
+    assert importers == {str(COMPOSITION_ROOT.relative_to(PACKAGE))}
