@@ -3,7 +3,7 @@ PY := .venv/bin/python
 export HF_HUB_OFFLINE := 1
 export TRANSFORMERS_OFFLINE := 1
 
-.PHONY: run test test-fast lint-imports bootstrap protos check-protos down bench bench-quick clean
+.PHONY: run test test-fast lint-imports bootstrap protos check-protos down bench bench-quick reliability clean
 
 bootstrap:
 	@bash scripts/bootstrap.sh
@@ -37,6 +37,11 @@ check-protos: bootstrap
 ## Benchmarks (see docs/BENCHMARKS.md)
 bench: bootstrap
 	$(PY) -m cli.main bench --dataset ../shared/data/scifact --tenant scifact
+
+## The long reliability scenario (kills during ingest, write/read races, a crash loop, disk full,
+## read-only data): minutes, not part of `make test`. See benchmarks/reliability.py.
+reliability: bootstrap
+	$(PY) -m benchmarks.reliability
 
 clean:
 	rm -rf .nucleus-data .bench-cache

@@ -69,6 +69,16 @@ def register(subparsers) -> None:
     p.add_argument("--timeout", type=float, default=30.0, help="deadline per SearchAndRank call, s (default 30)")
     p.add_argument("--no-baseline", action="store_true", help="skip the in-process baseline")
     p.add_argument("--no-plots", action="store_true", help="skip the PNG plots")
+    p.add_argument("--needle-tokens", type=int, default=200, help="rare-token needles per tenant (default 200)")
+    p.add_argument("--needle-phrases", type=int, default=100, help="quoted-phrase needles per tenant (default 100)")
+    p.add_argument("--completion-queries", type=int, default=200,
+                   help="queries for the score-completion latency A/B (default 200; 0 = skip)")
+    p.add_argument("--completion-top-k", type=int, default=50,
+                   help="candidates per leg in that A/B (default 50, the service default: agent-sized)")
+    p.add_argument("--query-split", type=Path,
+                   help="tune/heldout query split (default benchmarks/splits/<dataset>-<split>.json if present)")
+    p.add_argument("--fail-on-targets", action="store_true",
+                   help="exit 3 when a quality target (needles, nDCG vs baseline, calibration) is missed")
     p.set_defaults(func=cmd_bench)
 
 
@@ -90,7 +100,12 @@ def cmd_bench(args: argparse.Namespace) -> int:
         top_k_final=args.top_k_final, dense_weights=args.dense_weights, concurrency=args.concurrency,
         throughput_queries=args.throughput_queries, max_queries=args.max_queries, ingest_batch=args.ingest_batch,
         force_ingest=args.force_ingest, timeout_s=args.timeout, warmup=args.warmup, query_cache=args.query_cache, baseline=not args.no_baseline,
-        plots=not args.no_plots)
+        plots=not args.no_plots, needle_tokens=args.needle_tokens, needle_phrases=args.needle_phrases,
+        completion_queries=args.completion_queries, completion_top_k=args.completion_top_k,
+        query_split=args.query_split.resolve() if args.query_split else None, fail_on_targets=args.fail_on_targets)
     console = Console() if sys.stdout.isatty() else Console(width=140)   # logs keep whole table rows
     result = run_bench(options, console)
-    return 1 if result["isolation"]["violations"] else 0
+    if result["isolation"]["violations"]:
+        return 1
+    missed = [t for t in result.get("ranking_checks", {}).get("targets", []) if not t["met"]]
+    return 3 if missed and options.fail_on_targets else 0

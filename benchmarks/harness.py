@@ -9,9 +9,12 @@ per tenant, against the in-process baseline (benchmarks/baseline.py), in one run
        method (queries.py), sequentially: quality per method, latency per stage (`timings`)
        and end to end (client clock); every response checked for tenant isolation, plus a
        pass of the other tenants' queries against each tenant
-    5. throughput: 1, 4, 16 concurrent clients, a fixed number of queries each
-    6. stop the own stack; the baseline over the same documents and queries, in-process
-    7. JSON, Markdown, PNG plots into the output directory (report.py)
+    5. throughput: 1, 4, 16 concurrent clients, a fixed number of queries each; the needle set
+       of each tenant and the latency cost of score completion (ranking_checks.py,
+       completion_cost.py)
+    6. stop the own stack; the baseline over the same documents, queries and needles, in-process
+    7. quality per part of the committed query split, calibration, targets (ranking_checks.py);
+       JSON, Markdown, PNG plots into the output directory (report.py)
 
 Quality is computed at document level: a tenant's results are chunks, reduced to artifact
 ids (= BEIR `_id`) at their best rank, scored against the qrels of documents that tenant holds.
@@ -20,9 +23,6 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import os
-import platform
-import subprocess
 import time
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
@@ -31,7 +31,9 @@ from pathlib import Path
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
+from benchmarks import completion_cost, ranking_checks
 from benchmarks import report as report_mod
+from benchmarks import result as result_mod
 from benchmarks.baseline import STAGES as BASELINE_STAGES
 from benchmarks.baseline import EmbeddingCache, InProcessBaseline, load_model
 from benchmarks.beir import BeirDataset, load_dataset
@@ -45,6 +47,7 @@ from benchmarks.queries import (
     run_concurrent,
     run_sequential,
 )
+from benchmarks.splits import load_split, path_for
 from benchmarks.stack import Stack, own_stack, running_stack
 from benchmarks.tenants import TenantPlan, ingest_plan, plan_tenants
 from shared.errors import InvalidArgument, Unavailable
@@ -87,6 +90,12 @@ class BenchOptions:
     baseline: bool = True
     baseline_alpha: float = 0.5
     plots: bool = True
+    needle_tokens: int = 200                    # per tenant (benchmarks/needles.py)
+    needle_phrases: int = 100
+    completion_queries: int = 200               # 0 = skip the completion-cost measurement
+    completion_top_k: int = 50                  # agent-sized: the service default top_k_initial
+    query_split: Path | None = None             # default benchmarks/splits/<dataset>-<split>.json
+    fail_on_targets: bool = False
 
     def validate(self) -> None:
         if not self.datasets:
@@ -107,6 +116,11 @@ class BenchOptions:
         for name in ("throughput_queries", "ingest_batch"):
             if getattr(self, name) < 1:
                 raise InvalidArgument("--" + name.replace("_", "-"), f"must be >= 1, got {getattr(self, name)}")
+        for name in ("needle_tokens", "needle_phrases", "completion_queries"):
+            if getattr(self, name) < 0:
+                raise InvalidArgument("--" + name.replace("_", "-"), f"must be >= 0, got {getattr(self, name)}")
+        if self.completion_top_k < 1:
+            raise InvalidArgument("--completion-top-k", f"must be >= 1, got {self.completion_top_k}")
         if self.max_queries < 0:
             raise InvalidArgument("--max-queries", f"must be >= 0 (0 = all), got {self.max_queries}")
         if self.use_running and self.running_data_dir is None:
@@ -125,8 +139,8 @@ def run_bench(options: BenchOptions, console: Console | None = None) -> dict:
     console = console or Console()
     options.validate()
     started = time.time()
-    load_start = _loadavg()
-    revision = _git_revision()      # now: the services about to start run this tree
+    load_start = result_mod.loadavg()
+    revision = result_mod.git_revision()      # now: the services about to start run this tree
     out_dir = options.out_dir or DEFAULT_OUT / time.strftime("%Y%m%d-%H%M%S", time.localtime(started))
     datasets = _load_datasets(options)
     plans = plan_tenants(list(zip(datasets, options.tenants)), options.tenant_slices)
@@ -136,20 +150,28 @@ def run_bench(options: BenchOptions, console: Console | None = None) -> dict:
             raise InvalidArgument("--tenant-slices", f"tenant {run.plan.tenant} holds no relevant document of any "
                                                      "judged query; use fewer slices")
     methods = methods_for(options.dense_weights)
+    needles = {run.plan.tenant: ranking_checks.needle_set(run.plan, options.needle_tokens, options.needle_phrases)
+               for run in runs}
+    splits = {d.fingerprint: (load_split(d.name, d.split, options.query_split),
+                              str(options.query_split or path_for(d.name, d.split))) for d in datasets}
 
     stack = _open_stack(options, console)
     try:
-        service = asyncio.run(_service_phase(options, stack, runs, methods, console))
+        service = asyncio.run(_service_phase(options, stack, runs, methods, console, needles))
     finally:
         if stack.started_here:
             with console.status("stopping the benchmark stack…"):
                 stack.stop()
 
-    baseline = _baseline_phase(options, datasets, runs, console) if options.baseline else None
+    baseline = _baseline_phase(options, datasets, runs, console, needles) if options.baseline else None
     baseline_records = baseline.pop("_records") if baseline else []
-    result = _assemble(options, started, revision, datasets, stack, runs, methods, service, baseline)
-    result["run"]["host"]["loadavg_1m"] = {"start": load_start, "end": _loadavg()}
-    records = runs_to_records(runs, service) + [asdict(r) for r in baseline_records]
+    result = result_mod.assemble(options, started, revision, datasets, stack, runs, methods, service, baseline)
+    result["ranking_checks"] = ranking_checks.assemble(runs, service["needles"], needles, baseline_records,
+                                                       {k: (v[0], v[1] if v[0] else "") for k, v in splits.items()},
+                                                       service["completion_cost"])
+    result["run"]["host"]["loadavg_1m"] = {"start": load_start, "end": result_mod.loadavg()}
+    records = runs_to_records(runs, service) + [asdict(r) for recs in service["needles"].values() for r in recs] \
+        + [asdict(r) for r in baseline_records]
     paths = report_mod.write_all(result, records, out_dir, plots=options.plots)
     result["files"] = {k: str(v) for k, v in paths.items()}
     report_mod.print_summary(result, console)
@@ -201,7 +223,7 @@ def _progress(console: Console) -> Progress:
 
 
 async def _service_phase(options: BenchOptions, stack: Stack, runs: list[_TenantRun], methods: list[Method],
-                         console: Console) -> dict:
+                         console: Console, needles: dict[str, list]) -> dict:
     from services.knowledge_store.client import KnowledgeStoreClient
 
     ks = KnowledgeStoreClient(stack.grpc("knowledge_store"), ingest_timeout_s=900.0)
@@ -268,6 +290,9 @@ async def _service_phase(options: BenchOptions, stack: Stack, runs: list[_Tenant
                         r.method = "isolation"
                         isolation.check(r, own, everyone - own)
                     isolation_records += records
+            task = progress.add_task("needles (default method)", total=sum(len(n) for n in needles.values()))
+            needle_records = await ranking_checks.run_needles(client, methods[0], needles,
+                                                              progress=lambda: progress.advance(task))
     finally:
         await client.close()
 
@@ -279,8 +304,14 @@ async def _service_phase(options: BenchOptions, stack: Stack, runs: list[_Tenant
             throughput.append(await run_concurrent(
                 rag_target, work, clients, options.throughput_queries, top_k_initial=options.top_k_initial,
                 top_k_final=options.top_k_final, timeout_s=options.timeout_s))
+        cost = None
+        if options.completion_queries:
+            status.update("score completion: latency cost…")
+            texts = [t for _, t in runs[0].queries][:options.completion_queries]
+            cost = await completion_cost.measure(stack.grpc("knowledge_store"), stack.grpc("llm_orchestration"),
+                                                 runs[0].plan.tenant, texts, options.completion_top_k)
     return {"ingest": ingests, "isolation": isolation, "isolation_records": isolation_records,
-            "throughput": throughput}
+            "throughput": throughput, "needles": needle_records, "completion_cost": cost}
 
 
 def _interleave(lists: Sequence[Sequence]) -> list:
@@ -291,7 +322,7 @@ def _interleave(lists: Sequence[Sequence]) -> list:
 
 
 def _baseline_phase(options: BenchOptions, datasets: list[BeirDataset], runs: list[_TenantRun],
-                    console: Console) -> dict:
+                    console: Console, needles: dict[str, list]) -> dict:
     with console.status("loading all-MiniLM-L6-v2 for the in-process baseline…"):
         model = load_model()
     cache = EmbeddingCache(options.cache_dir)
@@ -337,6 +368,10 @@ def _baseline_phase(options: BenchOptions, datasets: list[BeirDataset], runs: li
                     pooled[s].append(ms)
                 query_vectors.setdefault(plan.dataset.fingerprint, {})[qid] = qv
                 progress.advance(task)
+            for n in needles.get(plan.tenant, []):
+                hit, _ = baseline.search(n.query)
+                records.append(QueryRecord(tenant=plan.tenant, method=ranking_checks.BASELINE_NEEDLES,
+                                           query_id=n.id, doc_ids=hit.doc_ids))
             means, _ = evaluate(ranking, plan.qrels(), [q for q, _ in run.queries])
             out[plan.tenant] = {"quality": means, "queries": len(run.queries),
                                 "latency": {s: latency_summary(v) for s, v in stages.items()}}
@@ -348,93 +383,3 @@ def _baseline_phase(options: BenchOptions, datasets: list[BeirDataset], runs: li
             "description": "bm25s (PyStemmer English, English stopwords) + all-MiniLM-L6-v2 + FAISS IndexFlatIP, "
                            f"convex fusion of min-max normalised scores (alpha {options.baseline_alpha:g}) over "
                            f"the union of each leg's top {options.top_k_final}"}
-
-
-# ------------------------------------------------------------------------------------ result
-def _assemble(options: BenchOptions, started: float, revision: str, datasets: list[BeirDataset], stack: Stack,
-              runs: list[_TenantRun], methods: list[Method], service: dict, baseline: dict | None) -> dict:
-    quality: dict[str, dict] = {}
-    for run in runs:
-        qrels = run.plan.qrels()
-        qids = [q for q, _ in run.queries]
-        quality[run.plan.tenant] = {}
-        for method in methods:
-            records = run.records[method.name]
-            ranking = {r.query_id: r.doc_ids for r in records if not r.error}
-            means, _ = evaluate(ranking, qrels, qids)
-            quality[run.plan.tenant][method.name] = {
-                **means, "queries": len(qids), "errors": sum(1 for r in records if r.error),
-                "degraded": sum(1 for r in records if r.degraded),
-                "e2e_p50_ms": latency_summary([r.e2e_ms for r in records if not r.error])["p50"]}
-
-    default = [r for run in runs for r in run.records[methods[0].name] if not r.error]
-    stage_names = list(dict.fromkeys(s for r in default for s in r.stages_ms))
-    latency = {
-        "method": methods[0].name,
-        "stages": {s: latency_summary([r.stages_ms[s] for r in default if s in r.stages_ms]) for s in stage_names},
-        "e2e_client": latency_summary([r.e2e_ms for r in default]),
-        "by_method": {m.name: latency_summary([r.e2e_ms for run in runs for r in run.records[m.name] if not r.error])
-                      for m in methods},
-    }
-    throughput = [{**{k: v for k, v in asdict(t).items() if k != "latencies_ms"},
-                   "latency": latency_summary(t.latencies_ms)} for t in service["throughput"]]
-
-    ratios = None
-    if baseline is not None:
-        ratios = {"quality": {}, "latency": {}}
-        for tenant, per_method in quality.items():
-            base = baseline["tenants"][tenant]["quality"]
-            ratios["quality"][tenant] = {m: {k: _ratio(v[k], base[k]) for k in base} for m, v in per_method.items()}
-        base_total = baseline["latency_all"]["total"]
-        for p in ("p50", "p95", "p99"):
-            ratios["latency"][p] = _ratio(latency["e2e_client"][p], base_total[p])
-
-    isolation = service["isolation"].to_json()
-    isolation["tenants"] = len(runs)
-    return {
-        "benchmark": "nucleus bench",
-        "run": {"started_unix": int(started), "finished_unix": int(time.time()),
-                "started": time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(started)),
-                "git": revision, "host": {"cpus": os.cpu_count(), "machine": platform.machine(),
-                                                  "python": platform.python_version()},
-                "options": {k: (str(v) if isinstance(v, Path) else v) for k, v in asdict(options).items()
-                            if k not in ("datasets",)} | {"datasets": [str(d) for d in options.datasets]}},
-        "datasets": [{"name": d.name, "root": str(d.root), "split": d.split, "fingerprint": d.fingerprint,
-                      "documents": len(d.corpus), "queries": len(d.queries),
-                      "judged_queries": len(d.evaluated_query_ids)} for d in {id(d): d for d in datasets}.values()],
-        "stack": {"started_here": stack.started_here, "data_dir": str(stack.data_dir),
-                  "query_embedding_cache": stack.query_cache,
-                  "services": {n: s.get("grpc", "") for n, s in stack.services.items()}},
-        "tenants": [{"tenant": r.plan.tenant, "dataset": r.plan.dataset.name, "documents": len(r.plan.rows),
-                     "queries": len(r.queries)} for r in runs],
-        "methods": [{"name": m.name, "profile": m.profile_name, "description": m.description} for m in methods],
-        "ingest": [o.to_json() for o in service["ingest"]],
-        "quality": quality,
-        "latency": latency,
-        "throughput": throughput,
-        "isolation": isolation,
-        "baseline": baseline,
-        "ratios": ratios,
-    }
-
-
-def _loadavg() -> float | None:
-    try:
-        return round(os.getloadavg()[0], 2)
-    except (OSError, AttributeError):
-        return None
-
-
-def _ratio(ours: float, base: float) -> float | None:
-    return ours / base if base else None
-
-
-def _git_revision() -> str:
-    try:
-        rev = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=ROOT, capture_output=True, text=True,
-                             timeout=5).stdout.strip()
-        dirty = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no"], cwd=ROOT,
-                               capture_output=True, text=True, timeout=5).stdout.strip()
-        return rev + ("+dirty" if dirty else "") if rev else ""
-    except (OSError, subprocess.SubprocessError):
-        return ""

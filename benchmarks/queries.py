@@ -24,7 +24,6 @@ from dataclasses import dataclass, field
 from nucleus.v1 import common_pb2 as pb
 from nucleus.v1 import rag_pipeline_pb2 as rag_pb
 from nucleus.v1 import rag_pipeline_pb2_grpc as rag_grpc
-from benchmarks.metrics import unique_in_order
 from shared.errors import NucleusError
 from shared.grpc_client import aio_channel, call
 
@@ -73,6 +72,8 @@ class QueryRecord:
     stages_ms: dict[str, float] = field(default_factory=dict)
     error: str = ""
     degraded: bool = False
+    relevancy: list[float] = field(default_factory=list)     # per doc id: the Relevancy factor of its best result
+    probability: list[float] = field(default_factory=list)   # per doc id: that result's relevance probability
 
 
 class RagClient:
@@ -120,7 +121,12 @@ class RagClient:
             record.error = f"{err.kind}: {err}"
             return record
         record.e2e_ms = (time.perf_counter() - started) * 1000.0
-        record.doc_ids = unique_in_order(r.associated_artifact.artifact_id for r in response.results)
+        firsts = {}
+        for r in response.results:
+            firsts.setdefault(r.associated_artifact.artifact_id, r)
+        record.doc_ids = list(firsts)
+        record.relevancy = [r.individual_scores.relevancy for r in firsts.values()]
+        record.probability = [r.relevance_probability for r in firsts.values()]
         record.stages_ms = {t.stage: t.ms for t in response.timings}
         record.degraded = response.degraded
         return record

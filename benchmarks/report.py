@@ -17,6 +17,8 @@ from pathlib import Path
 from rich.console import Console
 from rich.table import Table
 
+from benchmarks import ranking_checks
+
 METRIC_LABELS = {"ndcg@10": "nDCG@10", "recall@100": "Recall@100", "mrr@10": "MRR@10"}
 MAX_TENANT_PLOTS = 8
 
@@ -158,6 +160,7 @@ def markdown(result: dict, images: dict[str, str]) -> str:
               f"**Violations** (a document only another tenant of this run holds): **{iso['violations']}**.", ""]
     lines += [f"- {e}" for e in iso["examples"]] + ([""] if iso["examples"] else [])
 
+    lines += ranking_checks.markdown(result)
     if images:
         lines += ["## Plots", ""] + [f"![{k}]({v})" for k, v in images.items()] + [""]
     return "\n".join(lines)
@@ -292,6 +295,20 @@ def print_summary(result: dict, console: Console) -> None:
         rate = _f(i["docs_per_s"], 1) if i["docs_per_s"] else "–"
         console.print(f"ingest {i['tenant']}: {i['documents']} documents ({i['ingested_now']} now, {i['skipped']} "
                       f"skipped), {rate} docs/s{'' if i['measured_now'] else ' (earlier run)'}")
+    checks = result.get("ranking_checks") or {}
+    if checks.get("targets"):
+        table = Table(title="Quality targets")
+        for col in ("tenant", "target", "value", "threshold", ""):
+            table.add_column(col, justify="left" if col in ("tenant", "target") else "right")
+        for t in checks["targets"]:
+            table.add_row(t["tenant"], t["target"], _f(t["value"]), f"{t['comparison']} {t['threshold']:g}",
+                          "[green]met[/green]" if t["met"] else "[red]missed[/red]")
+        console.print(table)
+    cost = checks.get("completion_cost")
+    if cost:
+        total = cost["ms"]["total"]
+        console.print(f"score completion costs {_f(total['p50'], 2)} ms p50 / {_f(total['p95'], 2)} ms p95 per query "
+                      f"({cost['queries']} queries, top_k {cost['top_k']})")
     iso = result["isolation"]
     colour = "green" if iso["violations"] == 0 else "red"
     console.print(f"isolation: [{colour}]{iso['violations']} violations[/{colour}] over {iso['responses_checked']} "

@@ -60,7 +60,8 @@ def running_stack(data_dir: Path) -> Stack:
     return Stack(data_dir=data_dir, services=services, started_here=False)
 
 
-def own_stack(stack_dir: Path, *, query_cache: bool = False, timeout_s: float = 240.0) -> Stack:
+def own_stack(stack_dir: Path, *, query_cache: bool = False, timeout_s: float = 240.0,
+              extra_env: dict[str, str] | None = None) -> Stack:
     """Start (or find running) the benchmark stack. Without `query_cache` LlmOrchestration keeps
     no query-embedding cache, so repeated benchmark queries pay for their embedding each time."""
     from cli.supervisor import Supervisor
@@ -81,6 +82,7 @@ def own_stack(stack_dir: Path, *, query_cache: bool = False, timeout_s: float = 
     }
     if not query_cache:
         env["NUCLEUS_LLM_CACHE_SIZE"] = "0"
+    env.update(extra_env or {})
     supervisor = Supervisor(stack_dir, ephemeral_ports=True, extra_env=env)
     try:
         services = supervisor.start(timeout_s=timeout_s)

@@ -5,6 +5,7 @@
     supervisor.py  runs the three services locally (`nucleus up`): start in dependency order,
                    wait for health, restart on crash, stop gracefully
     traces.py      `nucleus traces` — reads the services' span files, draws waterfalls
+    identity.py    `nucleus identity` — the stack's service key pairs: init, rotate, revoke, token
 
 Layer order (checked by tests/unit/test_layers.py): nucleus.v1 ← shared ← ranking ←
 services ← cli, benchmarks.

@@ -2,7 +2,9 @@
 
     nucleus up [--detach]            start the three services (local supervisor), wait until healthy
     nucleus down                     stop a detached stack
-    nucleus status                   health and addresses of the running stack, tenant stats
+    nucleus status                   health, supervisor state and addresses of the running stack, the
+                                     KnowledgeStore's storage condition, tenant stats
+    nucleus check --tenant T         full consistency check of a tenant, repairing derived rows
     nucleus ingest PATH --tenant T   ingest a file or folder (progress bar)
     nucleus search "q" --tenant T    ranked results with the four scores
     nucleus demo                     up --detach, ingest demo/corpus into tenant "demo", sample search
@@ -48,6 +50,27 @@ def stack_state(args: argparse.Namespace) -> dict:
     return json.loads(state_file.read_text())
 
 
+def credentials(args: argparse.Namespace, callee: str) -> list | None:
+    """Sign calls to `callee` with the operator key when the stack requires authentication
+    (the key pair `nucleus up` made in <data dir>/identity, or $NUCLEUS_IDENTITY_DIR)."""
+    from shared.auth.service_auth import operator_interceptors
+
+    return operator_interceptors(identity_dir(args), callee)
+
+
+def tls_ca(args: argparse.Namespace) -> Path | None:
+    """The CA of a stack started with NUCLEUS_TLS=1 (recorded in stack.json), else None."""
+    try:
+        ca = stack_state(args).get("tls_ca_file", "")
+    except Unavailable:
+        return None
+    return Path(ca) if ca else None
+
+
+def identity_dir(args: argparse.Namespace) -> Path:
+    return Path(os.environ.get("NUCLEUS_IDENTITY_DIR") or data_dir(args) / "identity")
+
+
 def target(args: argparse.Namespace, service: str) -> str:
     explicit = getattr(args, f"{service}_target", None)
     if explicit:
@@ -63,10 +86,21 @@ def cmd_up(args: argparse.Namespace) -> int:
     ddir = data_dir(args)
     state_file = ddir / "run" / "stack.json"
     if state_file.exists():
+        from cli.status import supervisor_alive
+
         state = json.loads(state_file.read_text())
-        if all(health_ok(s["grpc"]) for s in state["services"].values()):
+        failed = [n for n, s in state.get("supervision", {}).items() if s.get("state") == "failed"]
+        if supervisor_alive(state) and failed:     # the supervisor gives failed services another try
+            os.kill(state["supervisor_pid"], signal.SIGHUP)
+            console.print(f"[yellow]stack running; restarting the failed {', '.join(failed)}[/yellow] "
+                          "(`nucleus status` shows how it goes)")
+            return 0
+        if all(health_ok(s["grpc"], ca_file=state.get("tls_ca_file") or None) for s in state["services"].values()):
             console.print("[green]stack already running[/green]")
             _print_addresses(state["services"])
+            return 0
+        if supervisor_alive(state):
+            console.print("[yellow]stack running, some services are restarting[/yellow] (`nucleus status`)")
             return 0
         state_file.unlink()
     if args.detach:
@@ -98,6 +132,7 @@ def cmd_up(args: argparse.Namespace) -> int:
     stop = [False]
     signal.signal(signal.SIGTERM, lambda *_: stop.__setitem__(0, True))
     signal.signal(signal.SIGINT, lambda *_: stop.__setitem__(0, True))
+    signal.signal(signal.SIGHUP, lambda *_: setattr(supervisor, "retry_requested", True))   # another try
     with console.status("starting services…"):
         addresses = supervisor.start()
     console.print("[green]stack healthy[/green] — Ctrl-C stops it")
@@ -140,18 +175,22 @@ def cmd_status(args: argparse.Namespace) -> int:
     from cli.supervisor import GRPC_NAMES
     from shared.healthcheck import health_ok
 
+    from cli.status import service_table, store_lines, store_status
+
     state = stack_state(args)
-    table = Table(title="Nucleus RAG status")
-    for col in ("service", "gRPC", "health", "MCP"):
-        table.add_column(col)
-    healthy = True
-    for name, addr in state["services"].items():
-        ok = health_ok(addr["grpc"], GRPC_NAMES[name])
-        healthy &= ok
-        table.add_row(name, addr["grpc"], "[green]SERVING[/green]" if ok else "[red]DOWN[/red]", addr.get("mcp", ""))
+    table, healthy = service_table(state, lambda name, addr: health_ok(
+        addr["grpc"], GRPC_NAMES[name], ca_file=state.get("tls_ca_file") or None))
     console.print(table)
+    ks = state["services"].get("knowledge_store")
+    if ks and health_ok(ks["grpc"], GRPC_NAMES["knowledge_store"], ca_file=state.get("tls_ca_file") or None):
+        try:
+            status = asyncio.run(store_status(ks["grpc"], credentials(args, "knowledge_store"), tls_ca(args)))
+            console.print("\n".join(store_lines(status)))
+        except NucleusError as err:
+            console.print(f"[dim]storage status unavailable: {escape(str(err))}[/dim]")
     if args.tenant:
-        stats = asyncio.run(_stats(target(args, "knowledge_store"), args.tenant))
+        stats = asyncio.run(_stats(target(args, "knowledge_store"), args.tenant,
+                                   credentials(args, "knowledge_store"), tls_ca(args)))
         t = Table(title=f"tenant {stats.tenant_id}: {stats.artifacts} artifacts, {stats.entries} entries, "
                         f"index {stats.index_kind}")
         for col in ("source", "type", "artifacts", "entries", "last indexed", "groups"):
@@ -163,10 +202,10 @@ def cmd_status(args: argparse.Namespace) -> int:
     return 0 if healthy else 6
 
 
-async def _stats(ks_target: str, tenant: str):
+async def _stats(ks_target: str, tenant: str, interceptors: list | None = None, ca: Path | None = None):
     from services.knowledge_store.client import KnowledgeStoreClient
 
-    client = KnowledgeStoreClient(ks_target)
+    client = KnowledgeStoreClient(ks_target, interceptors=interceptors, tls_ca_file=ca)
     try:
         return await client.stats(tenant)
     finally:
@@ -181,13 +220,15 @@ def cmd_ingest(args: argparse.Namespace) -> int:
     if not paths:
         raise NotFound(f"no .md/.txt/.html files under {args.path}")
     docs = [load_document(p) for p in paths]
-    return asyncio.run(_ingest(target(args, "knowledge_store"), args.tenant, args.persona, docs, args.batch))
+    return asyncio.run(_ingest(target(args, "knowledge_store"), args.tenant, args.persona, docs, args.batch,
+                               credentials(args, "knowledge_store"), tls_ca(args)))
 
 
-async def _ingest(ks_target: str, tenant: str, persona: str, docs: list, batch: int) -> int:
+async def _ingest(ks_target: str, tenant: str, persona: str, docs: list, batch: int,
+                  interceptors: list | None = None, ca: Path | None = None) -> int:
     from services.knowledge_store.client import KnowledgeStoreClient
 
-    client = KnowledgeStoreClient(ks_target)
+    client = KnowledgeStoreClient(ks_target, interceptors=interceptors, tls_ca_file=ca)
     started = time.perf_counter()
     entries = 0
     try:
@@ -221,8 +262,9 @@ async def _search(args: argparse.Namespace) -> int:
         tenant_id=args.tenant, persona_id=args.persona, user_query_text=args.query, top_k_final_rank=args.top_k,
         expand_query_with_llm=args.expand,
         ranking_prefs=pb.RankingPreferences(profile_name=args.profile, explain=True, rerank=args.rerank))
-    async with aio_channel(target(args, "rag_pipeline")) as channel:
-        key = os.environ.get("NUCLEUS_API_KEY", "")   # needed when the pipeline requires auth
+    key = os.environ.get("NUCLEUS_API_KEY", "")   # search as that user when the pipeline requires auth,
+    signing = None if key else credentials(args, "rag_pipeline")   # else as the operator (public documents)
+    async with aio_channel(target(args, "rag_pipeline"), signing, tls_ca_file=tls_ca(args)) as channel:
         response = await call(rag_grpc.RagPipelineStub(channel).SearchAndRank, request, timeout=30.0,
                               service="RAGPipeline",
                               metadata=(("authorization", f"Bearer {key}"),) if key else None)
@@ -314,10 +356,14 @@ def build_parser() -> argparse.ArgumentParser:
     demo.set_defaults(func=cmd_demo)
 
     from benchmarks.cli import register as register_bench
+    from cli.identity import register as register_identity
+    from cli.status import register as register_status
     from cli.traces import register as register_traces
 
     register_bench(sub)      # nucleus bench
     register_traces(sub)     # nucleus traces
+    register_status(sub)     # nucleus check
+    register_identity(sub)   # nucleus identity
     return parser
 
 

@@ -1,7 +1,14 @@
 """Local supervisor used by `nucleus up`: starts the three services in dependency order
 (LlmOrchestration -> KnowledgeStore -> RAGPipeline), waits until each is healthy over
-grpc.health.v1, records their addresses in `<data_dir>/run/stack.json`, restarts a service
-that dies (bounded back-off), and stops them all gracefully on SIGTERM/SIGINT.
+grpc.health.v1, records their addresses in `<data_dir>/run/stack.json`, and stops them all
+gracefully on SIGTERM/SIGINT.
+
+A service that exits is restarted on the same ports, with exponential back-off inside a rate
+window; one that keeps crashing is marked failed and left stopped while the other services
+keep serving (cli/restarts.py). The supervisor never stops the stack on its own. stack.json
+records each service's state (running, starting, waiting, failed) and why, for `nucleus
+status`; SIGHUP (`nucleus up` on a running stack) gives failed services another try. The
+monitor loop is `poll()` on an injected clock, so tests drive it without waiting.
 
     python -m cli.supervisor --data-dir .nucleus-data [--ephemeral-ports]
 """
@@ -15,10 +22,15 @@ import signal
 import subprocess
 import sys
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from cli.restarts import FAILED, RUNNING, STARTING, WAITING, RestartPolicy, Supervision, clean_exit, describe_exit
+
+from shared.auth.service_identity import ensure_identities
 from shared.healthcheck import health_ok
+from shared.tls import make_local_ca
 from shared.settings import default_data_dir
 
 log = logging.getLogger("nucleus.supervisor")
@@ -42,28 +54,49 @@ class Child:
     log_file: Path
     proc: subprocess.Popen | None = None
     address: dict = field(default_factory=dict)
-    restarts: int = 0
+    argv: list[str] | None = None                     # default: the service's module
+    probe: Callable[[dict], bool] | None = None       # default: grpc.health.v1 SERVING
 
     def start(self) -> None:
         self.ready_file.unlink(missing_ok=True)
         out = open(self.log_file, "ab")
+        argv = self.argv or [sys.executable, "-m", MODULES[self.name]]
         self.proc = subprocess.Popen(
-            [sys.executable, "-m", MODULES[self.name], "--ready-file", str(self.ready_file)],
+            [*argv, "--ready-file", str(self.ready_file)],
             env=self.env, stdout=out, stderr=out, stdin=subprocess.DEVNULL)
         out.close()
+
+    def ready_address(self) -> dict | None:
+        """The addresses the process announced, once it answers SERVING; None until then."""
+        try:
+            address = json.loads(self.ready_file.read_text())
+        except (OSError, ValueError):
+            return None
+        if self.probe is not None:
+            healthy = self.probe(address)
+        else:
+            healthy = health_ok(address["grpc"], GRPC_NAMES[self.name],
+                                ca_file=self.env.get(ENV_PREFIXES[self.name] + "TLS_CA_FILE"))
+        if not healthy:
+            return None
+        self.address = address
+        return address
 
     def wait_ready(self, timeout_s: float) -> dict:
         deadline = time.monotonic() + timeout_s
         while time.monotonic() < deadline:
             if self.proc is not None and self.proc.poll() is not None:
-                raise RuntimeError(f"{self.name} exited with code {self.proc.returncode}; see {self.log_file}")
-            if self.ready_file.exists():
-                address = json.loads(self.ready_file.read_text())
-                if health_ok(address["grpc"], GRPC_NAMES[self.name]):
-                    self.address = address
-                    return address
+                raise RuntimeError(f"{self.name} {describe_exit(self.proc.returncode)}; see {self.log_file}")
+            address = self.ready_address()
+            if address is not None:
+                return address
             time.sleep(0.1)
         raise TimeoutError(f"{self.name} not healthy after {timeout_s:.0f}s; see {self.log_file}")
+
+    def kill(self) -> None:
+        if self.proc is not None and self.proc.poll() is None:
+            self.proc.kill()
+            self.proc.wait()
 
     def stop(self, grace_s: float = 10.0) -> None:
         if self.proc is None or self.proc.poll() is not None:
@@ -78,7 +111,17 @@ class Child:
 
 class Supervisor:
     def __init__(self, data_dir: Path, *, ephemeral_ports: bool = False, host: str = "127.0.0.1",
-                 extra_env: dict[str, str] | None = None) -> None:
+                 extra_env: dict[str, str] | None = None, policy: RestartPolicy | None = None,
+                 clock: Callable[[], float] = time.monotonic, commands: dict[str, list[str]] | None = None,
+                 probe: Callable[[str, dict], bool] | None = None) -> None:
+        """`policy`: restarts (cli/restarts.py); `clock`: the monitor's time; `commands`: argv per
+        service instead of its module; `probe(name, address)`: readiness instead of grpc.health."""
+        self.policy = policy or RestartPolicy.from_env()
+        self.clock = clock
+        self.commands = commands or {}
+        self.probe = probe
+        self.supervision: dict[str, Supervision] = {}
+        self.retry_requested = False            # set by SIGHUP: give failed services another try
         self.data_dir = data_dir.resolve()
         self.run_dir = self.data_dir / "run"
         self.run_dir.mkdir(parents=True, exist_ok=True)
@@ -97,6 +140,13 @@ class Supervisor:
         env.setdefault(prefix + "HOST", self.host)
         env.setdefault(prefix + "GRPC_PORT", str(grpc_port))
         env.setdefault(prefix + "MCP_PORT", str(mcp_port))
+        if self.tls_dir is not None:           # TLS on every port, certificates from a local CA
+            for key, suffix in (("TLS_CERT_FILE", ".pem"), ("TLS_KEY_FILE", ".key")):
+                env[prefix + key] = str(self.tls_dir / f"{name}{suffix}")
+            env[prefix + "TLS_CA_FILE"] = str(self.tls_dir / "ca.pem")
+        if self.identity_dir is not None:      # authentication on every port of the stack
+            env[prefix + "IDENTITY_DIR"] = str(self.identity_dir)
+            env["NUCLEUS_RAG_REQUIRE_AUTH"] = "1"
         llm = self.children.get("llm_orchestration")
         ks = self.children.get("knowledge_store")
         if name == "knowledge_store" and llm:
@@ -107,9 +157,34 @@ class Supervisor:
             env["NUCLEUS_RAG_KNOWLEDGE_STORE_TARGET"] = ks.address["grpc"]
         return env
 
+    @property
+    def identity_dir(self) -> Path | None:
+        """Where the stack's key pairs and trust bundle live when authentication is required
+        (NUCLEUS_REQUIRE_AUTH or NUCLEUS_RAG_REQUIRE_AUTH); None: authentication is off."""
+        env = {**os.environ, **self.extra_env}
+        if not any(env.get(k, "").lower() in ("1", "true", "yes", "on")
+                   for k in ("NUCLEUS_REQUIRE_AUTH", "NUCLEUS_RAG_REQUIRE_AUTH")):
+            return None
+        return Path(env.get("NUCLEUS_IDENTITY_DIR") or self.data_dir / "identity")
+
+    @property
+    def tls_dir(self) -> Path | None:
+        """Where the local CA and the services' certificates live with NUCLEUS_TLS=1; None: plaintext."""
+        env = {**os.environ, **self.extra_env}
+        if env.get("NUCLEUS_TLS", "").lower() not in ("1", "true", "yes", "on"):
+            return None
+        return self.data_dir / "tls"
+
     def start(self, timeout_s: float = 180.0) -> dict[str, dict]:
+        if self.identity_dir is not None:
+            ensure_identities(self.identity_dir)
+        if self.tls_dir is not None:
+            make_local_ca(self.tls_dir, SERVICES, (self.host, "127.0.0.1", "localhost"))
         for name in SERVICES:
-            child = Child(name, self._env(name), self.run_dir / f"{name}.ready.json", self.run_dir / f"{name}.log")
+            probe = self.probe
+            child = Child(name, self._env(name), self.run_dir / f"{name}.ready.json", self.run_dir / f"{name}.log",
+                          argv=self.commands.get(name),
+                          probe=(lambda address, name=name: probe(name, address)) if probe else None)
             self.children[name] = child
             child.start()
             try:
@@ -117,42 +192,108 @@ class Supervisor:
             except Exception:
                 self.stop()
                 raise
+            self.supervision[name] = Supervision(name, self.policy)
             log.info("%s healthy at %s", name, child.address["grpc"])
         self._write_state()
         return {n: c.address for n, c in self.children.items()}
 
     def _write_state(self) -> None:
+        now = self.clock()
         state = {"supervisor_pid": os.getpid(), "data_dir": str(self.data_dir),
-                 "services": {n: c.address for n, c in self.children.items()}}
+                 "services": {n: c.address for n, c in self.children.items()},
+                 "supervision": {n: s.snapshot(now) for n, s in self.supervision.items()},
+                 "restart_policy": self.policy.describe(),
+                 "tls_ca_file": str(self.tls_dir / "ca.pem") if self.tls_dir is not None else ""}
         tmp = self.state_file.with_suffix(".tmp")
         tmp.write_text(json.dumps(state, indent=2))
         os.replace(tmp, self.state_file)
 
-    def monitor(self, stop_flag: list[bool], max_restarts: int = 5) -> None:
-        """Restart children that die, until asked to stop."""
+    def monitor(self, stop_flag: list[bool], interval_s: float = 0.25) -> None:
+        """Poll the services until asked to stop; it never stops the stack on its own."""
         while not stop_flag[0]:
-            for child in self.children.values():
-                if child.proc is not None and child.proc.poll() is not None and not stop_flag[0]:
-                    if child.restarts >= max_restarts:
-                        log.error("%s died %d times; giving up", child.name, child.restarts)
-                        stop_flag[0] = True
-                        break
-                    child.restarts += 1
-                    log.warning("%s exited (%s); restart %d", child.name, child.proc.returncode, child.restarts)
-                    time.sleep(min(2 ** child.restarts * 0.1, 5))
-                    # Restart on the same ports so dependants keep their targets.
-                    child.env[_prefix(child.name) + "GRPC_PORT"] = child.address["grpc"].rsplit(":", 1)[1]
-                    if child.address.get("mcp"):
-                        child.env[_prefix(child.name) + "MCP_PORT"] = child.address["mcp"].rsplit(":", 1)[1].split("/")[0]
-                    child.start()
-                    try:
-                        child.wait_ready(120)
-                    except Exception as err:  # noqa: BLE001 - logged; next loop retries
-                        log.error("%s restart failed: %s", child.name, err)
-                    self._write_state()
-            time.sleep(0.5)
+            self.poll()
+            time.sleep(interval_s)
+
+    def poll(self) -> None:
+        """One round: notice exits, start services whose back-off is over, notice readiness
+        (cli/restarts.py); stack.json is rewritten when a state changed."""
+        if self.retry_requested:
+            self.retry_requested = False
+            self.retry_failed()
+        now = self.clock()
+        changed = False
+        for name in SERVICES:
+            child, sup = self.children.get(name), self.supervision.get(name)
+            if child is None or sup is None:
+                continue
+            try:
+                changed |= self._poll_one(child, sup, now)
+            except Exception:  # noqa: BLE001 - one service's trouble must not stop the monitor
+                log.exception("supervising %s failed; trying again", name)
+        if changed:
+            self._write_state()
+
+    def _poll_one(self, child: Child, sup: Supervision, now: float) -> bool:
+        code = child.proc.poll() if child.proc is not None else None
+        if sup.state == RUNNING:
+            if code is None:
+                return False
+            if clean_exit(code):
+                sup.exited_cleanly(now, describe_exit(code))
+                log.info("%s %s", child.name, sup.reason)
+            else:
+                self._crashed(child, sup, now, describe_exit(code))
+            return True
+        if sup.state == STARTING:
+            if code is not None:
+                self._crashed(child, sup, now, f"{describe_exit(code)} while starting")
+            elif child.ready_address() is not None:
+                sup.ready()
+                log.info("%s healthy again at %s (restart %d)", child.name, child.address["grpc"], sup.restarts)
+            elif now >= sup.deadline:
+                child.kill()
+                self._crashed(child, sup, now, f"not healthy within {self.policy.start_timeout_s:g}s")
+            else:
+                return False
+            return True
+        if sup.state == WAITING and now >= sup.next_start:
+            self._pin_ports(child)
+            child.start()
+            sup.starting(now)
+            log.info("%s restarting (restart %d)", child.name, sup.restarts)
+            return True
+        return False
+
+    def _crashed(self, child: Child, sup: Supervision, now: float, why: str) -> None:
+        sup.crashed(now, why)
+        if sup.state == FAILED:
+            log.error("%s failed: %s; the other services keep serving. See %s; `nucleus up` tries it again",
+                      child.name, sup.reason, child.log_file)
+        else:
+            log.warning("%s %s", child.name, sup.reason)
+
+    def _pin_ports(self, child: Child) -> None:
+        """Restart on the same ports, so the services that call it keep their targets."""
+        prefix = _prefix(child.name)
+        if child.address.get("grpc"):
+            child.env[prefix + "GRPC_PORT"] = child.address["grpc"].rsplit(":", 1)[1]
+        if child.address.get("mcp"):
+            child.env[prefix + "MCP_PORT"] = child.address["mcp"].rsplit(":", 1)[1].split("/")[0]
+
+    def retry_failed(self) -> list[str]:
+        """Give every failed service another try (its crash window starts afresh)."""
+        now = self.clock()
+        names = [name for name, sup in self.supervision.items() if sup.state == FAILED]
+        for name in names:
+            self.supervision[name].retry(now)
+            log.warning("%s: another try requested", name)
+        if names:
+            self._write_state()
+        return names
 
     def stop(self) -> None:
+        for sup in self.supervision.values():
+            sup.stopped()
         for name in reversed(SERVICES):
             child = self.children.get(name)
             if child is not None:
@@ -183,6 +324,7 @@ def main() -> None:
 
     signal.signal(signal.SIGTERM, on_signal)
     signal.signal(signal.SIGINT, on_signal)
+    signal.signal(signal.SIGHUP, lambda *_: setattr(supervisor, "retry_requested", True))
     try:
         supervisor.start()
     except Exception as err:  # noqa: BLE001 - report and exit non-zero

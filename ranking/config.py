@@ -26,6 +26,7 @@ from typing import Literal
 
 import numpy as np
 
+from ranking.query_features import QueryFeatures
 from shared.errors import InvalidArgument
 
 #: relevancy, recency, richness, reputation — see the module docstring for the reasoning.
@@ -34,19 +35,28 @@ DEFAULT_WEIGHTS: tuple[float, float, float, float] = (0.75, 0.10, 0.05, 0.10)
 #: Order of the 4R factors everywhere in this package (weights, factor columns).
 FACTOR_NAMES: tuple[str, str, str, str] = ("relevancy", "recency", "richness", "reputation")
 
-#: Fusion methods of the two relevance legs (see ranking/factors.py).
-FUSIONS: tuple[str, ...] = ("convex", "convex_minmax", "rrf")
-Fusion = Literal["convex", "convex_minmax", "rrf"]
-DEFAULT_FUSION: Fusion = "convex"
+#: Fusion methods of the two relevance legs (see ranking/factors.py); `adaptive` is `convex`
+#: with the dense weight set per query from the query's features (ranking/query_features.py).
+FUSIONS: tuple[str, ...] = ("convex", "convex_minmax", "rrf", "adaptive")
+Fusion = Literal["convex", "convex_minmax", "rrf", "adaptive"]
+#: Adaptive: as good as convex on long statements, and the one that finds identifiers and
+#: quoted phrases (needle set, docs/BENCHMARKS.md).
+DEFAULT_FUSION: Fusion = "adaptive"
 
 #: When recency counts: "auto" = only on temporal intent in the query, "always", "never".
 RECENCY_MODES: tuple[str, ...] = ("auto", "always", "never")
 RecencyMode = Literal["auto", "always", "never"]
 DEFAULT_RECENCY_MODE: RecencyMode = "auto"
 
-#: Convex fusion's share of the dense leg. SciFact: 0.6 best of 0.3-0.7 (docs/BENCHMARKS.md).
+#: Convex fusion's share of the dense leg; the adaptive fusion's weight for a query with no
+#: lexical or question features. Best of 0.4-0.6 on the tuning half of SciFact (docs/BENCHMARKS.md).
 DEFAULT_DENSE_WEIGHT = 0.6
 DEFAULT_HALF_LIFE_DAYS = 180.0
+#: P(relevant) = sigmoid(slope * fused + weight * confidence + intercept) (ranking/factors.py):
+#: logistic regression on the top-10 results of the tuning half of SciFact's test queries with
+#: the default profile (`python -m benchmarks.fusion_lab ... --fit-probability`); expected
+#: calibration error on the held-out half in docs/BENCHMARKS.md.
+DEFAULT_PROBABILITY_CALIBRATION: tuple[float, float, float] = (13.8, 1.9, -14.9)
 #: Pseudo-votes behind an artifact's reputation prior when feedback is smoothed.
 DEFAULT_PRIOR_STRENGTH = 4.0
 
@@ -84,7 +94,10 @@ class RankingConfig:
     """relevancy, recency, richness, reputation; non-negative, finite, not all zero."""
     fusion: Fusion = DEFAULT_FUSION
     dense_weight: float = DEFAULT_DENSE_WEIGHT
-    """convex fusion: alpha of the dense leg, in [0, 1] (also weighs the confidence)."""
+    """convex fusion: alpha of the dense leg, in [0, 1] (also weighs the confidence); adaptive
+    fusion: the alpha of a query with no lexical or question features, the centre of its bounds."""
+    query: QueryFeatures | None = None
+    """adaptive fusion: the query's features (None = none known: alpha = dense_weight)."""
     rrf_k: float = 60.0
     """rrf fusion: the k in 1 / (k + rank); >= 0."""
     half_life_days: float = DEFAULT_HALF_LIFE_DAYS
@@ -103,6 +116,9 @@ class RankingConfig:
     """Cosines at or below [0] calibrate to 0, at or above [1] to 1 (MiniLM-like spread)."""
     bm25_calibration: float = 10.0
     """c in bm25 / (bm25 + c): the raw BM25 that calibrates to 0.5; > 0."""
+    probability_calibration: tuple[float, float, float] = DEFAULT_PROBABILITY_CALIBRATION
+    """(slope, confidence weight, intercept) of a result's relevance probability =
+    sigmoid(slope * fused + weight * confidence + intercept); slope > 0, weight >= 0."""
 
     def __post_init__(self) -> None:
         set_ = object.__setattr__  # normalise to plain floats/tuples on a frozen instance
@@ -133,6 +149,8 @@ class RankingConfig:
         set_(self, "weights", clean)
 
         set_(self, "dense_weight", _in_unit("dense_weight", self.dense_weight))
+        if self.query is not None and not isinstance(self.query, QueryFeatures):
+            raise InvalidArgument("query", f"expected QueryFeatures or None, got {type(self.query).__name__}")
         rrf_k = _real("rrf_k", self.rrf_k)
         if rrf_k < 0.0:
             raise InvalidArgument("rrf_k", f"must be >= 0, got {rrf_k}")
@@ -159,3 +177,11 @@ class RankingConfig:
                 "dense_calibration", f"expected -1 <= low < high <= 1, got ({lo}, {hi})")
         set_(self, "dense_calibration", (lo, hi))
         set_(self, "bm25_calibration", _positive("bm25_calibration", self.bm25_calibration))
+        pc = self.probability_calibration
+        if isinstance(pc, (str, bytes)) or not hasattr(pc, "__len__") or len(pc) != 3:
+            raise InvalidArgument("probability_calibration", f"expected (slope, weight, intercept), got {pc!r}")
+        slope, weight, intercept = (_real("probability_calibration", v) for v in pc)
+        if slope <= 0.0 or weight < 0.0:
+            raise InvalidArgument("probability_calibration",
+                                  f"expected slope > 0 and confidence weight >= 0, got ({slope}, {weight})")
+        set_(self, "probability_calibration", (slope, weight, intercept))

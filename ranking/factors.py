@@ -4,7 +4,13 @@ Relevancy
 ---------
 Two steps: a *within-query* fusion that orders the candidates, then a *calibration* that
 scales the whole query by how good its best match is, so relevancies are comparable across
-queries.
+queries. A third, reported beside the factors, turns the same two numbers into the
+probability that a result is relevant.
+
+The inputs are complete: the pipeline asks the store for both signals of every candidate
+(score completion, services/rag_pipeline/merge.py), so a candidate only one leg retrieved
+still has its real cosine and BM25. NaN ("absent") is left only where a signal could not be
+computed — a leg that failed — and then counts as 0.
 
 1. Fusion (`RankingConfig.fusion`) — gives `fused` in [0, 1] per candidate.
 
@@ -15,6 +21,10 @@ queries.
            weakest candidate that happened to be fetched, so plain min-max turns a
            near-tie into 0 vs 1; TMM keeps the ratio. Candidates the leg did not retrieve
            get 0. fused = alpha * dense_norm + (1 - alpha) * bm25_norm, alpha = dense_weight.
+   adaptive  convex, with alpha set per query from what the query is (ranking/
+           query_features.py): a bare identifier, a rare term in a short query or a quoted
+           phrase moves it down to the lower bound, a long question up to the upper bound;
+           the bounds are dense_weight -/+ ADAPTIVE_SPAN, within [0, 1].
    convex_minmax  The same with observed min-max: norm = (x - min) / (max - min); a leg
            whose hits spread by less than MINMAX_FLAT_RTOL gives those hits 1.0.
    rrf     Per leg, the reciprocal-rank term 1 / (rrf_k + rank) (0 when absent), summed over
@@ -57,6 +67,19 @@ queries.
    Finally, where a re-ranker score is present (not NaN):
        relevancy = (1 - rerank_weight) * relevancy + rerank_weight * rerank.
 
+3. Probability — P(relevant) of a result, `relevance_probability`:
+
+       probability = 1 / (1 + exp(-(slope * fused + weight * confidence + intercept)))
+
+   with (slope, weight, intercept) = `RankingConfig.probability_calibration`, fitted by
+   logistic regression on judged top-10 results (benchmarks/fusion_lab.py) and measured by
+   `nucleus bench` (reliability table, expected calibration error on held-out queries). It is
+   reported, not blended: relevancy stays the ordinal score the 4R blend needs (near-ties stay
+   near, so recency, richness and reputation can decide them), while a calibrated probability
+   is steep at the top and flat below, which would hand the order of everything below the
+   first results to the side factors. The probability is increasing in fused, so it orders a
+   query's results exactly as fusion does.
+
 Recency, reputation, richness: see their functions.
 """
 from __future__ import annotations
@@ -68,6 +91,7 @@ from numpy.typing import NDArray
 
 from ranking.candidates import Candidates
 from ranking.config import RankingConfig
+from ranking.query_features import adaptive_dense_weight, dense_weight_bounds
 from shared.errors import InvalidArgument
 
 #: g(0) of the confidence mapping: the share of the within-query spread a query keeps when
@@ -90,12 +114,13 @@ class FusionTrace:
     bm25_norm: NDArray[np.float32]    # keyword leg after normalisation (absent -> 0)
     fused: NDArray[np.float32]        # within-query fusion in [0, 1], before calibration
     confidence: float                 # best absolute calibrated score of the query, [0, 1]
+    dense_weight: float = 0.0         # alpha used for this query (after adaptation / absent legs)
 
 
 def relevancy(c: Candidates, cfg: RankingConfig) -> tuple[NDArray[np.float32], FusionTrace]:
     """Relevancy of every candidate in [0, 1] and its trace (module docstring: semantics)."""
     n = len(c)
-    if cfg.fusion == "convex":
+    if cfg.fusion in ("convex", "adaptive"):
         dense_norm, has_dense = _theoretical_minmax(c.dense)
         bm25_norm, has_bm25 = _theoretical_minmax(c.bm25)
     elif cfg.fusion == "convex_minmax":
@@ -106,7 +131,7 @@ def relevancy(c: Candidates, cfg: RankingConfig) -> tuple[NDArray[np.float32], F
         bm25_norm, has_bm25 = _rrf_share(c.bm25_rank, cfg.rrf_k)
 
     if has_dense and has_bm25:
-        alpha = cfg.dense_weight
+        alpha = query_dense_weight(cfg)
     else:
         alpha = 1.0 if has_dense else 0.0
 
@@ -139,7 +164,28 @@ def relevancy(c: Candidates, cfg: RankingConfig) -> tuple[NDArray[np.float32], F
         rel = np.where(reranked, blended, rel)
 
     return rel, FusionTrace(dense_norm=dense_norm, bm25_norm=bm25_norm, fused=fused,
-                            confidence=confidence)
+                            confidence=confidence, dense_weight=alpha)
+
+
+def relevance_probability(fused: NDArray[np.float32], confidence: float,
+                          calibration: tuple[float, float, float]) -> NDArray[np.float32]:
+    """P(relevant) = 1 / (1 + exp(-(slope * fused + weight * confidence + intercept))), float32
+    (module docstring, step 3)."""
+    slope, weight, intercept = calibration
+    z = np.multiply(fused, -slope, dtype=np.float32)
+    z -= np.float32(weight * confidence + intercept)
+    np.exp(z, out=z)
+    z += 1.0
+    np.reciprocal(z, out=z)
+    return z
+
+
+def query_dense_weight(cfg: RankingConfig) -> float:
+    """The dense weight of this query with both legs present: `cfg.dense_weight`, or for the
+    adaptive fusion the weight its query features give within the profile's bounds."""
+    if cfg.fusion != "adaptive" or cfg.query is None:
+        return cfg.dense_weight
+    return adaptive_dense_weight(cfg.query, cfg.dense_weight, dense_weight_bounds(cfg.dense_weight))
 
 
 def recency(timestamp: NDArray[np.float64], now_unix: float,

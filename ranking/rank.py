@@ -15,14 +15,21 @@ rows that are returned (it is still reported there).
 from __future__ import annotations
 
 import numbers
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 from numpy.typing import NDArray
 
 from ranking.candidates import Candidates
 from ranking.config import RankingConfig
-from ranking.factors import NEUTRAL_RECENCY, recency, relevancy, reputation, richness
+from ranking.factors import (
+    NEUTRAL_RECENCY,
+    recency,
+    relevance_probability,
+    relevancy,
+    reputation,
+    richness,
+)
 from shared.errors import InvalidArgument
 
 _F32 = np.float32
@@ -40,6 +47,9 @@ class Ranked:
     dense_norm: NDArray[np.float32]     # (k,) dense leg after normalisation (absent -> 0)
     bm25_norm: NDArray[np.float32]      # (k,) keyword leg after normalisation (absent -> 0)
     confidence: float                   # best absolute calibrated match of the query, [0, 1]
+    dense_weight: float = 0.0           # the fusion's dense weight for this query
+    probability: NDArray[np.float32] = field(default_factory=lambda: np.zeros(0, np.float32))
+    """(k,) calibrated probability that each row is relevant (ranking/factors.py, step 3)."""
 
 
 def effective_weights(cfg: RankingConfig) -> NDArray[np.float32]:
@@ -119,4 +129,5 @@ def rank(c: Candidates, cfg: RankingConfig, k: int) -> Ranked:
     return Ranked(rows=rows, overall=overall[rows], factors=factors,
                   contributions=factors * weights, weights=weights,
                   dense_norm=trace.dense_norm[rows], bm25_norm=trace.bm25_norm[rows],
-                  confidence=trace.confidence)
+                  confidence=trace.confidence, dense_weight=trace.dense_weight,
+                  probability=relevance_probability(trace.fused[rows], trace.confidence, cfg.probability_calibration))

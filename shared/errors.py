@@ -7,6 +7,10 @@
     ├── Unauthenticated      no or bad credentials
     ├── PermissionDenied     authenticated, but not allowed (e.g. unauthorized_source)
     ├── ResourceExhausted    rate limited / over quota
+    │   └── StorageFull      no space left in the data directory (names it and its free space)
+    ├── FailedPrecondition   the system is not in a state that allows the call, and retrying
+    │                        will not help until an operator acts (read-only data directory,
+    │                        corrupted tenant store); names the path
     ├── Unavailable          a dependency is down or its circuit breaker is open
     ├── DeadlineExceeded     a dependency did not answer in time
     └── UpstreamFailed       a dependency answered with garbage (e.g. malformed LLM JSON)
@@ -66,6 +70,20 @@ class PermissionDenied(NucleusError):
 class ResourceExhausted(NucleusError):
     kind = "rate_limited"
     exit_code = 5
+
+    def __init__(self, message: str, *, field: str | None = None, retry_after_s: float | None = None) -> None:
+        super().__init__(message, field=field)
+        self.retry_after_s = retry_after_s      # when known: how long until a retry can succeed
+
+
+class StorageFull(ResourceExhausted):
+    kind = "storage_full"
+    exit_code = 5
+
+
+class FailedPrecondition(NucleusError):
+    kind = "failed_precondition"
+    exit_code = 7
 
 
 class Unavailable(NucleusError):

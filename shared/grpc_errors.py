@@ -4,16 +4,21 @@ server-side `translate_errors` wrapper, and `from_grpc_error` for clients.
     InvalidArgument     INVALID_ARGUMENT        Unavailable        UNAVAILABLE
     NotFound            NOT_FOUND               DeadlineExceeded   DEADLINE_EXCEEDED
     AlreadyExists       ALREADY_EXISTS          UpstreamFailed     INTERNAL
-    Unauthenticated     UNAUTHENTICATED         NucleusError       INTERNAL (anything else)
-    PermissionDenied    PERMISSION_DENIED
+    Unauthenticated     UNAUTHENTICATED         FailedPrecondition FAILED_PRECONDITION
+    PermissionDenied    PERMISSION_DENIED       NucleusError       INTERNAL (anything else)
     ResourceExhausted   RESOURCE_EXHAUSTED
 
-A subclass answers with its nearest listed base's status.
+A subclass answers with its nearest listed base's status. The error's `kind` also travels in
+the trailing metadata (`nucleus-error-kind`), so a client can tell a subclass that shares its
+base's status apart (StorageFull from a rate limit, both RESOURCE_EXHAUSTED). A rate limit
+that knows when a retry can succeed adds `retry-after` (whole seconds); `abort_for` is the one
+way a server aborts with an error, for servicers (`translate_errors`) and interceptors alike.
 """
 from __future__ import annotations
 
 import functools
 import logging
+import math
 from typing import Any, Callable
 
 import grpc
@@ -21,11 +26,13 @@ import grpc
 from shared.errors import (
     AlreadyExists,
     DeadlineExceeded,
+    FailedPrecondition,
     InvalidArgument,
     NotFound,
     NucleusError,
     PermissionDenied,
     ResourceExhausted,
+    StorageFull,
     Unauthenticated,
     Unavailable,
     UpstreamFailed,
@@ -41,6 +48,7 @@ _STATUS: dict[type[NucleusError], grpc.StatusCode] = {
     Unauthenticated: grpc.StatusCode.UNAUTHENTICATED,
     PermissionDenied: grpc.StatusCode.PERMISSION_DENIED,
     ResourceExhausted: grpc.StatusCode.RESOURCE_EXHAUSTED,
+    FailedPrecondition: grpc.StatusCode.FAILED_PRECONDITION,
     Unavailable: grpc.StatusCode.UNAVAILABLE,
     DeadlineExceeded: grpc.StatusCode.DEADLINE_EXCEEDED,
     UpstreamFailed: grpc.StatusCode.INTERNAL,
@@ -49,8 +57,12 @@ _STATUS: dict[type[NucleusError], grpc.StatusCode] = {
 _BY_CODE: dict[grpc.StatusCode, type[NucleusError]] = {
     _STATUS[cls]: cls
     for cls in (NotFound, AlreadyExists, Unauthenticated, PermissionDenied, ResourceExhausted,
-                Unavailable, DeadlineExceeded)
+                FailedPrecondition, Unavailable, DeadlineExceeded)
 }
+
+KIND_METADATA = "nucleus-error-kind"
+# Subclasses a client recognises by the kind in the trailing metadata.
+_BY_KIND: dict[str, type[NucleusError]] = {cls.kind: cls for cls in (StorageFull,)}
 
 
 def grpc_status(err: NucleusError) -> grpc.StatusCode:
@@ -62,6 +74,24 @@ def grpc_status(err: NucleusError) -> grpc.StatusCode:
     return grpc.StatusCode.INTERNAL
 
 
+RETRY_AFTER_METADATA = "retry-after"
+
+
+def error_metadata(err: NucleusError) -> tuple[tuple[str, str], ...]:
+    """The trailing metadata an abort for `err` carries: its kind, and for a rate limit that
+    knows when a retry can succeed, `retry-after` in whole seconds (as HTTP's Retry-After)."""
+    metadata = [(KIND_METADATA, err.kind)]
+    retry_after = getattr(err, "retry_after_s", None)
+    if retry_after is not None:
+        metadata.append((RETRY_AFTER_METADATA, str(max(1, math.ceil(retry_after)))))
+    return tuple(metadata)
+
+
+async def abort_for(context: grpc.aio.ServicerContext, err: NucleusError) -> None:
+    """Abort the call being served with `err`'s status, message and trailing metadata."""
+    await context.abort(grpc_status(err), str(err), trailing_metadata=error_metadata(err))
+
+
 def translate_errors(method: Callable[..., Any]) -> Callable[..., Any]:
     """Wrap an async servicer method: NucleusError -> its status; anything else -> INTERNAL
     with a generic message (the traceback is logged, never sent to the caller)."""
@@ -71,7 +101,7 @@ def translate_errors(method: Callable[..., Any]) -> Callable[..., Any]:
         try:
             return await method(self, request, context)
         except NucleusError as err:
-            await context.abort(grpc_status(err), str(err))
+            await abort_for(context, err)
         except grpc.aio.AbortError:
             raise
         except Exception:  # noqa: BLE001 - the boundary: log, answer INTERNAL
@@ -92,10 +122,23 @@ def from_grpc_error(err: grpc.RpcError, *, service: str) -> NucleusError:
         return Unavailable(f"{service} unavailable: {details}")
     if code == grpc.StatusCode.DEADLINE_EXCEEDED:
         return DeadlineExceeded(f"{service} did not answer before the deadline")
-    cls = _BY_CODE.get(code)
+    cls = _BY_KIND.get(_kind(err)) or _BY_CODE.get(code)
     if cls is not None:
         return cls(details)
     return UpstreamFailed(f"{service} failed ({code.name}): {details}")
 
 
-__all__ = ["grpc_status", "translate_errors", "from_grpc_error"]
+def _kind(err: grpc.RpcError) -> str:
+    """The `nucleus-error-kind` trailing metadata of a failed call ("" when absent)."""
+    try:
+        trailing = err.trailing_metadata() if hasattr(err, "trailing_metadata") else None
+    except Exception:  # noqa: BLE001 - a call that failed before any metadata arrived
+        return ""
+    for key, value in trailing or ():
+        if key == KIND_METADATA:
+            return value if isinstance(value, str) else value.decode()
+    return ""
+
+
+__all__ = ["grpc_status", "translate_errors", "from_grpc_error", "abort_for", "error_metadata",
+           "RETRY_AFTER_METADATA"]

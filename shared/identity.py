@@ -12,6 +12,9 @@ from __future__ import annotations
 
 import os
 import re
+from collections.abc import Iterator
+from contextlib import contextmanager
+from contextvars import ContextVar
 from dataclasses import dataclass, field
 
 from shared.errors import Unauthenticated
@@ -32,13 +35,21 @@ class Principal:
     auth_method: str = "local"          # "api_key" | "jwt" | "local"
     key_id: str = ""                    # which credential (never the secret itself)
     extra: dict[str, str] = field(default_factory=dict)
+    roles: tuple[str, ...] = ()         # e.g. ("admin",): tenant-wide changes (see ADMIN)
+
+    def has_role(self, role: str) -> bool:
+        return role in self.roles
+
+
+#: The role for tenant-wide changes (default ranking profile, ingest/delete, source settings).
+ADMIN = "admin"
 
 
 def local_principal() -> Principal:
     groups = tuple(g for g in os.environ.get("NUCLEUS_LOCAL_GROUPS", "").split(",") if g)
     return Principal(tenant_id=os.environ.get("NUCLEUS_LOCAL_TENANT", "demo"),
                      user_id=os.environ.get("NUCLEUS_LOCAL_USER", os.environ.get("USER", "local")),
-                     groups=groups, auth_method="local")
+                     groups=groups, auth_method="local", roles=(ADMIN,))  # the owner of a local stack
 
 
 def current_principal(*, allow_local: bool) -> Principal:
@@ -49,3 +60,59 @@ def current_principal(*, allow_local: bool) -> Principal:
     if allow_local:
         return local_principal()
     raise Unauthenticated("no verified identity for this request")
+
+
+# ---------------------------------------------------------------------------- request context
+_CALLER: ContextVar[Principal | None] = ContextVar("nucleus_caller", default=None)
+_UNSET = Principal(tenant_id="", user_id="")          # "not said": fall back to the verified caller
+_ON_BEHALF_OF: ContextVar[Principal | None] = ContextVar("nucleus_on_behalf_of", default=_UNSET)
+
+
+def verified_caller() -> Principal | None:
+    """The principal the transport verified for the request being served (None: auth off)."""
+    return _CALLER.get()
+
+
+@contextmanager
+def serving(principal: Principal | None) -> Iterator[None]:
+    """Mark `principal` as the verified caller of the request being served (set by the gRPC
+    auth interceptor around each handler)."""
+    token = _CALLER.set(principal)
+    try:
+        yield
+    finally:
+        _CALLER.reset(token)
+
+
+def on_behalf_of() -> Principal | None:
+    """The end user the current work is done for: outgoing calls carry a signed assertion of it.
+    Defaults to the verified caller of the request being served."""
+    value = _ON_BEHALF_OF.get()
+    return _CALLER.get() if value is _UNSET else value
+
+
+def queue_key(principal: Principal | None) -> str:
+    """Whose turn a request is in a fair queue: the end user it is for (tenant/user), else the
+    calling service or operator, else "" (authentication off: one shared turn)."""
+    if principal is None:
+        return ""
+    if principal.tenant_id:
+        return f"{principal.tenant_id}/{principal.user_id}"
+    return principal.user_id
+
+
+def act_for(principal: Principal) -> None:
+    """`acting_for` for the rest of the current task (an MCP tool call resolves its caller
+    inside the tool; each request runs in a task of its own, so nothing leaks across calls)."""
+    _ON_BEHALF_OF.set(principal)
+
+
+@contextmanager
+def acting_for(principal: Principal | None) -> Iterator[None]:
+    """Outgoing calls inside this block act for `principal` (tasks started inside inherit it);
+    None = as the service itself, for no user."""
+    token = _ON_BEHALF_OF.set(principal)
+    try:
+        yield
+    finally:
+        _ON_BEHALF_OF.reset(token)

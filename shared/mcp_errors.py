@@ -8,13 +8,16 @@ Three shapes, one per contract a tool follows:
                      (`results.error.code`) instead of failing, e.g. "unauthorized_source".
     JSON-RPC error   `jsonrpc_error`: a JSON-RPC error response (-32602 bad params, -32603
                      internal, -320xx authentication / authorization / rate limit);
-                     `invalid_params_middleware` answers bad arguments of chosen tools with
-                     -32602 before the tool runs, naming the problem (`validation_problem`).
+                     `invalid_params_middleware` answers malformed `tools/call` params, and
+                     bad arguments of chosen tools, with -32602 before the tool runs, naming
+                     the problem (`validation_problem`); a rate limit carries
+                     `data.retry_after` (seconds).
 
 Only MCP, pydantic and `shared.errors` are imported here: no service, no transport of ours.
 """
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping
 from typing import Any, Awaitable, Callable, Literal, TypeVar
 
@@ -25,10 +28,12 @@ from pydantic import BaseModel, ValidationError
 
 from shared.errors import (
     DeadlineExceeded,
+    FailedPrecondition,
     InvalidArgument,
     NucleusError,
     PermissionDenied,
     ResourceExhausted,
+    StorageFull,
     Unauthenticated,
     Unavailable,
     UpstreamFailed,
@@ -71,6 +76,8 @@ def error_code_for(err: NucleusError) -> ErrorCode | None:
         return "unauthorized_user"
     if isinstance(err, PermissionDenied):
         return "unauthorized_source"
+    if isinstance(err, (StorageFull, FailedPrecondition)):   # the store cannot serve it: not a rate limit
+        return "backend_unavailable"
     if isinstance(err, ResourceExhausted):
         return "rate_limited"
     if isinstance(err, (Unavailable, DeadlineExceeded, UpstreamFailed)):
@@ -87,9 +94,15 @@ def jsonrpc_error(err: NucleusError) -> MCPError:
         return MCPError(UNAUTHORIZED, f"Unauthorized: {err.message}")
     if isinstance(err, PermissionDenied):
         return MCPError(FORBIDDEN, f"Forbidden: {err.message}")
-    if isinstance(err, ResourceExhausted):
-        return MCPError(RATE_LIMITED, f"Rate limited: {err.message}")
+    if isinstance(err, ResourceExhausted) and not isinstance(err, StorageFull):
+        return MCPError(RATE_LIMITED, f"Rate limited: {err.message}", data=retry_after_data(err))
     return MCPError(INTERNAL_ERROR, f"RAG search failed: {err.message}")
+
+
+def retry_after_data(err: ResourceExhausted) -> dict[str, int] | None:
+    """`{"retry_after": seconds}` (whole seconds, as HTTP's Retry-After) when the error knows."""
+    wait = err.retry_after_s
+    return None if wait is None else {"retry_after": max(1, math.ceil(wait))}
 
 
 def validation_problem(err: ValidationError) -> str:
@@ -104,15 +117,34 @@ def validation_problem(err: ValidationError) -> str:
 Middleware = Callable[[Any, Callable[[Any], Awaitable[Any]]], Awaitable[Any]]
 
 
+def call_params_problem(params: Any) -> str:
+    """What is wrong with the shape of `tools/call` params ("" = nothing): `name` must be a
+    string, `arguments` an object (or absent)."""
+    if not isinstance(params, Mapping):
+        return f"params: must be an object, got {type(params).__name__}"
+    name = params.get("name")
+    if not isinstance(name, str) or not name:
+        return f"name: must be a non-empty string (the tool's name), got {type(name).__name__}"
+    arguments = params.get("arguments")
+    if arguments is not None and not isinstance(arguments, Mapping):
+        return f"arguments: must be an object of named arguments, got {type(arguments).__name__}"
+    return ""
+
+
 def invalid_params_middleware(arguments: Mapping[str, type[BaseModel]]) -> Middleware:
-    """MCPServer middleware: a `tools/call` of a tool named in `arguments` whose arguments do
-    not validate against its model is answered with JSON-RPC -32602 naming the problem, before
-    the tool runs. Other tools keep the SDK's tool-error behaviour."""
+    """MCPServer middleware: a `tools/call` whose params are malformed (`call_params_problem`:
+    a non-string name, arguments that are not an object) or that names a tool in `arguments`
+    whose arguments do not validate against its model is answered with JSON-RPC -32602 naming
+    the problem, before the tool runs. Other tools keep the SDK's tool-error behaviour for bad
+    argument values. Every MCP server of ours installs it (with `{}` when no tool needs -32602)."""
 
     async def invalid_params(ctx: Any, call_next: Callable[[Any], Awaitable[Any]]) -> Any:
         if getattr(ctx, "method", None) == "tools/call":
             params = ctx.params or {}
-            model = arguments.get(params.get("name")) if isinstance(params, Mapping) else None
+            problem = call_params_problem(params)
+            if problem:
+                raise MCPError(INVALID_PARAMS, f"Invalid params: {problem}")
+            model = arguments.get(params["name"])
             if model is not None:
                 try:
                     model.model_validate(params.get("arguments") or {})

@@ -1,16 +1,21 @@
 """MCP tool input models several services share."""
 from __future__ import annotations
 
+from typing import Annotated
+
 from pydantic import BaseModel, Field
 
+from shared.bounds import MAX_UNIX_TIME
 from shared.records import SearchFilters
+
+UnixTime = Annotated[int, Field(ge=0, le=MAX_UNIX_TIME, description="unix seconds; 0 = open")]
 
 
 class FiltersIn(BaseModel):
     """Metadata filters of a search (seed 001 KnowledgeSearchFilters), as a tool argument."""
 
-    date_from_unix: int = 0
-    date_to_unix: int = 0
+    date_from_unix: UnixTime = 0
+    date_to_unix: UnixTime = 0
     source_types: list[str] = Field(default_factory=list)
     tags: list[str] = Field(default_factory=list)
     owners: list[str] = Field(default_factory=list)

@@ -9,7 +9,7 @@ artifact and unique per tenant, which is why artifact ids may not contain '#'.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass, fields, replace
+from dataclasses import dataclass, field, fields, replace
 from typing import Any
 
 import numpy as np
@@ -97,15 +97,18 @@ class CandidateColumns:
     feedback_helpful: np.ndarray    # int32
     feedback_unhelpful: np.ndarray  # int32
     top_hits: tuple[Hit, ...] = ()  # full hits of the first candidates, when asked for
+    row_ids: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64))
+    """int64: the store's row id of each candidate (empty when the source does not say), what a
+    score-completion request names rows by (`ScoreCompletion`)."""
 
     def __len__(self) -> int:
         return len(self.entry_ids)
 
     @staticmethod
     def from_rows(rows: list[tuple], scores: list[float] | np.ndarray,
-                  top_hits: tuple[Hit, ...] = ()) -> CandidateColumns:
+                  top_hits: tuple[Hit, ...] = (), row_ids: list[int] | np.ndarray = ()) -> CandidateColumns:
         """rows: (entry_id, artifact_id, timestamp, richness, reputation_prior, helpful,
-        unhelpful) per candidate, in rank order; scores in the same order."""
+        unhelpful) per candidate, in rank order; scores (and row ids, if known) in the same order."""
         if not rows:
             return EMPTY_COLUMNS
         ids, arts, ts, rich, rep, good, bad = zip(*rows)
@@ -113,11 +116,40 @@ class CandidateColumns:
             entry_ids=ids, artifact_ids=arts, scores=np.asarray(scores, np.float32),
             timestamps_unix=np.asarray(ts, np.int64), richness=np.asarray(rich, np.float32),
             reputation_prior=np.asarray(rep, np.float32), feedback_helpful=np.asarray(good, np.int32),
-            feedback_unhelpful=np.asarray(bad, np.int32), top_hits=top_hits)
+            feedback_unhelpful=np.asarray(bad, np.int32), top_hits=top_hits,
+            row_ids=np.asarray(row_ids, np.int64))
 
 
 EMPTY_COLUMNS = CandidateColumns((), (), np.zeros(0, np.float32), np.zeros(0, np.int64), np.zeros(0, np.float32),
                                  np.zeros(0, np.float32), np.zeros(0, np.int32), np.zeros(0, np.int32))
+
+
+@dataclass(frozen=True, slots=True)
+class KeywordStats:
+    """How rare a keyword query's analysed terms are in the tenant's keyword index."""
+    terms: tuple[str, ...] = ()                     # analysed terms, first occurrence first
+    document_frequency: tuple[int, ...] = ()        # live entries holding each term (0 = unknown)
+    entries: int = 0                                # live entries in the keyword index (N)
+
+
+@dataclass(frozen=True, slots=True)
+class ScoreCompletion:
+    """Both relevance signals for every candidate of a hybrid query, computed by the store in
+    the vector call: parallel columns, one row per candidate row id.
+
+    `dense` is the best cosine over all the call's query vectors, from the stored vectors;
+    `bm25` the BM25 of the call's keyword phrases (0.0 = no query term in the entry). NaN in
+    either means "not computable" (the row is gone, or the filters no longer allow it)."""
+    row_ids: np.ndarray             # int64
+    dense: np.ndarray               # float32
+    bm25: np.ndarray                # float32
+    keyword_stats: KeywordStats = KeywordStats()
+
+    def __len__(self) -> int:
+        return int(self.row_ids.shape[0])
+
+
+EMPTY_COMPLETION = ScoreCompletion(np.zeros(0, np.int64), np.zeros(0, np.float32), np.zeros(0, np.float32))
 
 
 @dataclass(frozen=True, slots=True)

@@ -1,11 +1,19 @@
 """Run one service process: its gRPC server (plus grpc.health.v1 and reflection) and its MCP
 server (streamable HTTP at /mcp) in one asyncio loop over one core, or MCP over stdio.
 
+With `tls_cert_file` + `tls_key_file` in the settings, gRPC is served over TLS and /mcp over
+HTTPS (shared/tls.py); otherwise plaintext, for the 127.0.0.1 development stack.
+
 Graceful shutdown on SIGTERM/SIGINT: health goes NOT_SERVING first, then the MCP HTTP server
 stops accepting, then gRPC drains in-flight calls for `shutdown_grace_s`, then the core closes.
 
 When `ready_file` is given, the bound addresses are written there as JSON once both servers
 listen (ports of 0 pick free ephemeral ports, so this is how supervisors and tests find them).
+
+Health: `<grpc service name>` is SERVING while the process serves. A service that can serve
+with some part impaired (the KnowledgeStore with a corrupted tenant, say) reports that part
+as its own health entry, `<grpc service name>.<component>` (`ServiceSpec.watch_health`), so
+a probe can see "degraded" without the whole service being taken for down.
 """
 from __future__ import annotations
 
@@ -24,7 +32,9 @@ from grpc_health.v1 import health, health_pb2, health_pb2_grpc
 from grpc_reflection.v1alpha import reflection
 
 from shared.grpc_client import MAX_MESSAGE_BYTES
+from shared.http_guard import guard_http_app
 from shared.settings import ServiceSettings
+from shared.tls import server_credentials
 from shared.telemetry.providers import setup_telemetry, shutdown_telemetry  # telemetry hook
 from shared.telemetry.server_interceptor import ServerTracingInterceptor  # telemetry hook
 
@@ -44,6 +54,9 @@ class ServiceSpec:
     allowed_hosts: list[str] = field(default_factory=list)    # extra Host values for /mcp
     grpc_interceptors: list[Any] = field(default_factory=list)
     on_mcp_bound: Callable[[str], None] | None = None         # called with the /mcp URL once bound
+    # Called once serving with `report(component, serving)`, which the service calls (from any
+    # thread) whenever a component turns impaired or well again (module docstring).
+    watch_health: Callable[[Callable[[str, bool], None]], None] | None = None
 
 
 def _transport_security(host: str, extra_hosts: list[str]) -> Any:
@@ -55,6 +68,16 @@ def _transport_security(host: str, extra_hosts: list[str]) -> Any:
     return TransportSecuritySettings(
         enable_dns_rebinding_protection=True, allowed_hosts=sorted(hosts), allowed_origins=sorted(origins)
     )
+
+
+def mcp_http_app(spec: ServiceSpec, settings: ServiceSettings) -> Any:
+    """The ASGI app served over HTTP: the MCP server's app (plus the spec's middleware) behind
+    the Host/Origin guard that covers every route, not only /mcp (shared/http_guard.py)."""
+    security = _transport_security(settings.host, spec.allowed_hosts)
+    app = spec.mcp_server.streamable_http_app(host=settings.host, transport_security=security)
+    for mw in spec.http_middleware:
+        app.add_middleware(mw[0], **mw[1])
+    return guard_http_app(app, security)
 
 
 def _bind_socket(host: str, port: int) -> socket.socket:
@@ -92,7 +115,10 @@ async def run_service(spec: ServiceSpec, settings: ServiceSettings, *, ready_fil
          reflection.SERVICE_NAME),
         server,
     )
-    grpc_port = server.add_insecure_port(f"{settings.host}:{settings.grpc_port}")
+    tls = settings.tls_cert_file is not None and settings.tls_key_file is not None
+    address = f"{settings.host}:{settings.grpc_port}"
+    grpc_port = (server.add_secure_port(address, server_credentials(settings.tls_cert_file, settings.tls_key_file))
+                 if tls else server.add_insecure_port(address))
     if grpc_port == 0:
         raise SystemExit(f"{spec.name}: cannot bind gRPC on {settings.host}:{settings.grpc_port}")
     await server.start()
@@ -103,15 +129,11 @@ async def run_service(spec: ServiceSpec, settings: ServiceSettings, *, ready_fil
     if spec.mcp_server is not None and settings.mcp_port >= 0:
         import uvicorn
 
-        app = spec.mcp_server.streamable_http_app(
-            host=settings.host,
-            transport_security=_transport_security(settings.host, spec.allowed_hosts),
-        )
-        for mw in spec.http_middleware:
-            app.add_middleware(mw[0], **mw[1])
+        app = mcp_http_app(spec, settings)
         sock = _bind_socket(settings.host, settings.mcp_port)
         mcp_port = sock.getsockname()[1]
-        config = uvicorn.Config(app, log_level="warning", lifespan="on", access_log=False)
+        ssl = {"ssl_certfile": str(settings.tls_cert_file), "ssl_keyfile": str(settings.tls_key_file)} if tls else {}
+        config = uvicorn.Config(app, log_level="warning", lifespan="on", access_log=False, **ssl)
         uvicorn_server = uvicorn.Server(config)
         uvicorn_server.install_signal_handlers = lambda: None  # type: ignore[method-assign]
         http_task = asyncio.create_task(uvicorn_server.serve(sockets=[sock]))
@@ -119,13 +141,16 @@ async def run_service(spec: ServiceSpec, settings: ServiceSettings, *, ready_fil
             await asyncio.sleep(0.01)
         if http_task.done():
             http_task.result()
-        mcp_url = f"http://{settings.host}:{mcp_port}/mcp"
+        mcp_url = f"{'https' if tls else 'http'}://{settings.host}:{mcp_port}/mcp"
         if spec.on_mcp_bound is not None:
             spec.on_mcp_bound(mcp_url)
 
     await health_servicer.set("", health_pb2.HealthCheckResponse.SERVING)
     await health_servicer.set(spec.grpc_service_name, health_pb2.HealthCheckResponse.SERVING)
-    addresses = {"service": spec.name, "grpc": f"{settings.host}:{grpc_port}", "mcp": mcp_url, "pid": os.getpid()}
+    if spec.watch_health is not None:
+        spec.watch_health(_component_reporter(health_servicer, spec.grpc_service_name))
+    addresses = {"service": spec.name, "grpc": f"{settings.host}:{grpc_port}", "mcp": mcp_url, "pid": os.getpid(),
+                 "tls": tls}
     log.info("%s serving gRPC on %s%s", spec.name, addresses["grpc"], f", MCP on {mcp_url}" if mcp_url else "")
     if ready_file is not None:
         _write_ready(ready_file, addresses)
@@ -153,6 +178,17 @@ async def run_service(spec: ServiceSpec, settings: ServiceSettings, *, ready_fil
         ready_file.unlink(missing_ok=True)
     shutdown_telemetry()  # telemetry hook: export buffered spans (bounded) before exit
     log.info("%s stopped", spec.name)
+
+
+def _component_reporter(servicer: Any, service_name: str) -> Callable[[str, bool], None]:
+    """`report(component, serving)` setting `<service_name>.<component>`, callable from any thread."""
+    loop = asyncio.get_running_loop()
+
+    def report(component: str, serving: bool) -> None:
+        status = health_pb2.HealthCheckResponse.SERVING if serving else health_pb2.HealthCheckResponse.NOT_SERVING
+        loop.call_soon_threadsafe(lambda: loop.create_task(servicer.set(f"{service_name}.{component}", status)))
+
+    return report
 
 
 async def run_stdio(spec: ServiceSpec) -> None:

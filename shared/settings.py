@@ -32,6 +32,15 @@ class ServiceSettings(BaseSettings):
     log_level: str = "INFO"
     shutdown_grace_s: float = 5.0
     # Where `--ready-file` style announcements go is a CLI concern, not a setting.
+    identity_dir: Path | None = None
+    """The stack's identity directory (this service's private key + trust.json, see
+    shared/auth/service_identity.py). Set = every gRPC and MCP call must carry a valid token;
+    unset = authentication inside the stack is off (the 127.0.0.1 development stack)."""
+    tls_cert_file: Path | None = None
+    """With tls_key_file: serve gRPC over TLS and /mcp over HTTPS (shared/tls.py)."""
+    tls_key_file: Path | None = None
+    tls_ca_file: Path | None = None
+    """The CA that signed the other services' certificates: calls to them use TLS."""
 
 
 class KnowledgeStoreSettings(ServiceSettings):
@@ -55,6 +64,10 @@ class KnowledgeStoreSettings(ServiceSettings):
     # 1.0 ms with 2) and takes the core the query embedding needs; raise it for bulk HNSW/IVF
     # builds on a larger machine.
     faiss_threads: int = Field(default=1, ge=1)
+    # Serve the data directory read-only (e.g. a read-only mount or a maintenance window):
+    # searches are served, writes answer FAILED_PRECONDITION. Without it, a tenant whose files
+    # refuse writes is served read-only on its own.
+    read_only: bool = False
 
 
 class LlmOrchestrationSettings(ServiceSettings):
@@ -67,6 +80,10 @@ class LlmOrchestrationSettings(ServiceSettings):
     local_runtime: Literal["onnx", "torch"] = "onnx"   # "onnx" falls back to torch if unusable
     onnx_cache_dir: str = ""                # "" = $XDG_CACHE_HOME (else ~/.cache) + /nucleus/onnx
     max_texts_per_request: int = 2_048
+    # Texts one embedding call may carry (gRPC GenerateEmbeddings, MCP generate_embeddings);
+    # more is INVALID_ARGUMENT naming `texts`. The KnowledgeStore sends `embed_batch_size`
+    # (128) per call at ingest, the pipeline at most 5 phrases per query.
+    max_embed_texts: int = 256
     max_text_chars: int = 32_000
     encode_batch_size: int = 64
     microbatch_max_wait_ms: float = 2.0
@@ -111,3 +128,8 @@ class RagPipelineSettings(ServiceSettings):
     link_ttl_s: int = 900
     public_base_url: str = "http://127.0.0.1:8063"
     audit_log: Path = Field(default_factory=lambda: default_data_dir() / "audit.jsonl")
+    # Per-principal rate limit, a token bucket shared by a caller's MCP tool calls and gRPC
+    # calls (shared/ratelimit.py): `rate_limit_per_s` sustained, bursts of `rate_limit_burst`.
+    # 0 turns it off. Operators and the stack's own services are never limited.
+    rate_limit_per_s: float = Field(default=10.0, ge=0)
+    rate_limit_burst: int = Field(default=60, ge=1)

@@ -13,6 +13,7 @@ class FusionMethod(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     FUSION_METHOD_CONVEX: _ClassVar[FusionMethod]
     FUSION_METHOD_RRF: _ClassVar[FusionMethod]
     FUSION_METHOD_CONVEX_MINMAX: _ClassVar[FusionMethod]
+    FUSION_METHOD_ADAPTIVE: _ClassVar[FusionMethod]
 
 class RecencyMode(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     __slots__ = ()
@@ -30,6 +31,7 @@ FUSION_METHOD_UNSPECIFIED: FusionMethod
 FUSION_METHOD_CONVEX: FusionMethod
 FUSION_METHOD_RRF: FusionMethod
 FUSION_METHOD_CONVEX_MINMAX: FusionMethod
+FUSION_METHOD_ADAPTIVE: FusionMethod
 RECENCY_MODE_UNSPECIFIED: RecencyMode
 RECENCY_MODE_AUTO: RecencyMode
 RECENCY_MODE_ALWAYS: RecencyMode

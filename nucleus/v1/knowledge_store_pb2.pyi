@@ -72,23 +72,47 @@ class FloatVector(_message.Message):
     def __init__(self, values: _Optional[_Iterable[float]] = ...) -> None: ...
 
 class VectorSearchRequest(_message.Message):
-    __slots__ = ("tenant_id", "query_vectors", "top_k", "filters", "candidates_only", "top_hits")
+    __slots__ = ("tenant_id", "query_vectors", "top_k", "filters", "candidates_only", "top_hits", "complete_scores", "keywords", "extra_keywords", "complete_row_ids")
     TENANT_ID_FIELD_NUMBER: _ClassVar[int]
     QUERY_VECTORS_FIELD_NUMBER: _ClassVar[int]
     TOP_K_FIELD_NUMBER: _ClassVar[int]
     FILTERS_FIELD_NUMBER: _ClassVar[int]
     CANDIDATES_ONLY_FIELD_NUMBER: _ClassVar[int]
     TOP_HITS_FIELD_NUMBER: _ClassVar[int]
+    COMPLETE_SCORES_FIELD_NUMBER: _ClassVar[int]
+    KEYWORDS_FIELD_NUMBER: _ClassVar[int]
+    EXTRA_KEYWORDS_FIELD_NUMBER: _ClassVar[int]
+    COMPLETE_ROW_IDS_FIELD_NUMBER: _ClassVar[int]
     tenant_id: str
     query_vectors: _containers.RepeatedCompositeFieldContainer[FloatVector]
     top_k: int
     filters: _common_pb2.KnowledgeSearchFilters
     candidates_only: bool
     top_hits: int
-    def __init__(self, tenant_id: _Optional[str] = ..., query_vectors: _Optional[_Iterable[_Union[FloatVector, _Mapping]]] = ..., top_k: _Optional[int] = ..., filters: _Optional[_Union[_common_pb2.KnowledgeSearchFilters, _Mapping]] = ..., candidates_only: _Optional[bool] = ..., top_hits: _Optional[int] = ...) -> None: ...
+    complete_scores: bool
+    keywords: str
+    extra_keywords: _containers.RepeatedScalarFieldContainer[str]
+    complete_row_ids: _containers.RepeatedScalarFieldContainer[int]
+    def __init__(self, tenant_id: _Optional[str] = ..., query_vectors: _Optional[_Iterable[_Union[FloatVector, _Mapping]]] = ..., top_k: _Optional[int] = ..., filters: _Optional[_Union[_common_pb2.KnowledgeSearchFilters, _Mapping]] = ..., candidates_only: _Optional[bool] = ..., top_hits: _Optional[int] = ..., complete_scores: _Optional[bool] = ..., keywords: _Optional[str] = ..., extra_keywords: _Optional[_Iterable[str]] = ..., complete_row_ids: _Optional[_Iterable[int]] = ...) -> None: ...
+
+class ScoreCompletion(_message.Message):
+    __slots__ = ("row_ids", "dense", "bm25", "query_terms", "document_frequency", "keyword_entries")
+    ROW_IDS_FIELD_NUMBER: _ClassVar[int]
+    DENSE_FIELD_NUMBER: _ClassVar[int]
+    BM25_FIELD_NUMBER: _ClassVar[int]
+    QUERY_TERMS_FIELD_NUMBER: _ClassVar[int]
+    DOCUMENT_FREQUENCY_FIELD_NUMBER: _ClassVar[int]
+    KEYWORD_ENTRIES_FIELD_NUMBER: _ClassVar[int]
+    row_ids: _containers.RepeatedScalarFieldContainer[int]
+    dense: _containers.RepeatedScalarFieldContainer[float]
+    bm25: _containers.RepeatedScalarFieldContainer[float]
+    query_terms: _containers.RepeatedScalarFieldContainer[str]
+    document_frequency: _containers.RepeatedScalarFieldContainer[int]
+    keyword_entries: int
+    def __init__(self, row_ids: _Optional[_Iterable[int]] = ..., dense: _Optional[_Iterable[float]] = ..., bm25: _Optional[_Iterable[float]] = ..., query_terms: _Optional[_Iterable[str]] = ..., document_frequency: _Optional[_Iterable[int]] = ..., keyword_entries: _Optional[int] = ...) -> None: ...
 
 class CandidateColumns(_message.Message):
-    __slots__ = ("entry_ids", "artifact_ids", "scores", "timestamps_unix", "richness", "reputation_prior", "feedback_helpful", "feedback_unhelpful", "top_hits")
+    __slots__ = ("entry_ids", "artifact_ids", "scores", "timestamps_unix", "richness", "reputation_prior", "feedback_helpful", "feedback_unhelpful", "top_hits", "row_ids")
     ENTRY_IDS_FIELD_NUMBER: _ClassVar[int]
     ARTIFACT_IDS_FIELD_NUMBER: _ClassVar[int]
     SCORES_FIELD_NUMBER: _ClassVar[int]
@@ -98,6 +122,7 @@ class CandidateColumns(_message.Message):
     FEEDBACK_HELPFUL_FIELD_NUMBER: _ClassVar[int]
     FEEDBACK_UNHELPFUL_FIELD_NUMBER: _ClassVar[int]
     TOP_HITS_FIELD_NUMBER: _ClassVar[int]
+    ROW_IDS_FIELD_NUMBER: _ClassVar[int]
     entry_ids: _containers.RepeatedScalarFieldContainer[str]
     artifact_ids: _containers.RepeatedScalarFieldContainer[str]
     scores: _containers.RepeatedScalarFieldContainer[float]
@@ -107,7 +132,8 @@ class CandidateColumns(_message.Message):
     feedback_helpful: _containers.RepeatedScalarFieldContainer[int]
     feedback_unhelpful: _containers.RepeatedScalarFieldContainer[int]
     top_hits: _containers.RepeatedCompositeFieldContainer[ScoredEntry]
-    def __init__(self, entry_ids: _Optional[_Iterable[str]] = ..., artifact_ids: _Optional[_Iterable[str]] = ..., scores: _Optional[_Iterable[float]] = ..., timestamps_unix: _Optional[_Iterable[int]] = ..., richness: _Optional[_Iterable[float]] = ..., reputation_prior: _Optional[_Iterable[float]] = ..., feedback_helpful: _Optional[_Iterable[int]] = ..., feedback_unhelpful: _Optional[_Iterable[int]] = ..., top_hits: _Optional[_Iterable[_Union[ScoredEntry, _Mapping]]] = ...) -> None: ...
+    row_ids: _containers.RepeatedScalarFieldContainer[int]
+    def __init__(self, entry_ids: _Optional[_Iterable[str]] = ..., artifact_ids: _Optional[_Iterable[str]] = ..., scores: _Optional[_Iterable[float]] = ..., timestamps_unix: _Optional[_Iterable[int]] = ..., richness: _Optional[_Iterable[float]] = ..., reputation_prior: _Optional[_Iterable[float]] = ..., feedback_helpful: _Optional[_Iterable[int]] = ..., feedback_unhelpful: _Optional[_Iterable[int]] = ..., top_hits: _Optional[_Iterable[_Union[ScoredEntry, _Mapping]]] = ..., row_ids: _Optional[_Iterable[int]] = ...) -> None: ...
 
 class ScoredEntry(_message.Message):
     __slots__ = ("entry", "artifact", "score", "rank")
@@ -128,14 +154,16 @@ class VectorHits(_message.Message):
     def __init__(self, hits: _Optional[_Iterable[_Union[ScoredEntry, _Mapping]]] = ...) -> None: ...
 
 class VectorSearchResponse(_message.Message):
-    __slots__ = ("per_query", "index_kind", "per_query_columns")
+    __slots__ = ("per_query", "index_kind", "per_query_columns", "completion")
     PER_QUERY_FIELD_NUMBER: _ClassVar[int]
     INDEX_KIND_FIELD_NUMBER: _ClassVar[int]
     PER_QUERY_COLUMNS_FIELD_NUMBER: _ClassVar[int]
+    COMPLETION_FIELD_NUMBER: _ClassVar[int]
     per_query: _containers.RepeatedCompositeFieldContainer[VectorHits]
     index_kind: str
     per_query_columns: _containers.RepeatedCompositeFieldContainer[CandidateColumns]
-    def __init__(self, per_query: _Optional[_Iterable[_Union[VectorHits, _Mapping]]] = ..., index_kind: _Optional[str] = ..., per_query_columns: _Optional[_Iterable[_Union[CandidateColumns, _Mapping]]] = ...) -> None: ...
+    completion: ScoreCompletion
+    def __init__(self, per_query: _Optional[_Iterable[_Union[VectorHits, _Mapping]]] = ..., index_kind: _Optional[str] = ..., per_query_columns: _Optional[_Iterable[_Union[CandidateColumns, _Mapping]]] = ..., completion: _Optional[_Union[ScoreCompletion, _Mapping]] = ...) -> None: ...
 
 class FilterSearchRequest(_message.Message):
     __slots__ = ("tenant_id", "keywords", "extra_keywords", "top_k", "filters", "candidates_only", "top_hits")
@@ -248,3 +276,87 @@ class GetEntriesResponse(_message.Message):
     ENTRIES_FIELD_NUMBER: _ClassVar[int]
     entries: _containers.RepeatedCompositeFieldContainer[ScoredEntry]
     def __init__(self, entries: _Optional[_Iterable[_Union[ScoredEntry, _Mapping]]] = ...) -> None: ...
+
+class StoreStatusRequest(_message.Message):
+    __slots__ = ()
+    def __init__(self) -> None: ...
+
+class StoreProblem(_message.Message):
+    __slots__ = ("tenant_id", "kind", "message", "since_unix")
+    TENANT_ID_FIELD_NUMBER: _ClassVar[int]
+    KIND_FIELD_NUMBER: _ClassVar[int]
+    MESSAGE_FIELD_NUMBER: _ClassVar[int]
+    SINCE_UNIX_FIELD_NUMBER: _ClassVar[int]
+    tenant_id: str
+    kind: str
+    message: str
+    since_unix: int
+    def __init__(self, tenant_id: _Optional[str] = ..., kind: _Optional[str] = ..., message: _Optional[str] = ..., since_unix: _Optional[int] = ...) -> None: ...
+
+class StoreStatus(_message.Message):
+    __slots__ = ("state", "data_dir", "read_only", "free_bytes", "total_bytes", "problems", "repaired_rows", "open_tenants")
+    STATE_FIELD_NUMBER: _ClassVar[int]
+    DATA_DIR_FIELD_NUMBER: _ClassVar[int]
+    READ_ONLY_FIELD_NUMBER: _ClassVar[int]
+    FREE_BYTES_FIELD_NUMBER: _ClassVar[int]
+    TOTAL_BYTES_FIELD_NUMBER: _ClassVar[int]
+    PROBLEMS_FIELD_NUMBER: _ClassVar[int]
+    REPAIRED_ROWS_FIELD_NUMBER: _ClassVar[int]
+    OPEN_TENANTS_FIELD_NUMBER: _ClassVar[int]
+    state: str
+    data_dir: str
+    read_only: bool
+    free_bytes: int
+    total_bytes: int
+    problems: _containers.RepeatedCompositeFieldContainer[StoreProblem]
+    repaired_rows: int
+    open_tenants: int
+    def __init__(self, state: _Optional[str] = ..., data_dir: _Optional[str] = ..., read_only: _Optional[bool] = ..., free_bytes: _Optional[int] = ..., total_bytes: _Optional[int] = ..., problems: _Optional[_Iterable[_Union[StoreProblem, _Mapping]]] = ..., repaired_rows: _Optional[int] = ..., open_tenants: _Optional[int] = ...) -> None: ...
+
+class CheckTenantRequest(_message.Message):
+    __slots__ = ("tenant_id", "repair")
+    TENANT_ID_FIELD_NUMBER: _ClassVar[int]
+    REPAIR_FIELD_NUMBER: _ClassVar[int]
+    tenant_id: str
+    repair: bool
+    def __init__(self, tenant_id: _Optional[str] = ..., repair: _Optional[bool] = ...) -> None: ...
+
+class TenantCheck(_message.Message):
+    __slots__ = ("tenant_id", "entries", "vectors", "keyword_rows", "vectors_indexed", "keyword_rows_indexed", "missing_vectors", "malformed_vectors", "missing_keyword_rows", "orphan_vectors", "orphan_keyword_rows", "entries_without_artifact", "integrity_errors", "repaired_vectors", "repaired_keyword_rows", "removed_orphans", "deferred", "consistent")
+    TENANT_ID_FIELD_NUMBER: _ClassVar[int]
+    ENTRIES_FIELD_NUMBER: _ClassVar[int]
+    VECTORS_FIELD_NUMBER: _ClassVar[int]
+    KEYWORD_ROWS_FIELD_NUMBER: _ClassVar[int]
+    VECTORS_INDEXED_FIELD_NUMBER: _ClassVar[int]
+    KEYWORD_ROWS_INDEXED_FIELD_NUMBER: _ClassVar[int]
+    MISSING_VECTORS_FIELD_NUMBER: _ClassVar[int]
+    MALFORMED_VECTORS_FIELD_NUMBER: _ClassVar[int]
+    MISSING_KEYWORD_ROWS_FIELD_NUMBER: _ClassVar[int]
+    ORPHAN_VECTORS_FIELD_NUMBER: _ClassVar[int]
+    ORPHAN_KEYWORD_ROWS_FIELD_NUMBER: _ClassVar[int]
+    ENTRIES_WITHOUT_ARTIFACT_FIELD_NUMBER: _ClassVar[int]
+    INTEGRITY_ERRORS_FIELD_NUMBER: _ClassVar[int]
+    REPAIRED_VECTORS_FIELD_NUMBER: _ClassVar[int]
+    REPAIRED_KEYWORD_ROWS_FIELD_NUMBER: _ClassVar[int]
+    REMOVED_ORPHANS_FIELD_NUMBER: _ClassVar[int]
+    DEFERRED_FIELD_NUMBER: _ClassVar[int]
+    CONSISTENT_FIELD_NUMBER: _ClassVar[int]
+    tenant_id: str
+    entries: int
+    vectors: int
+    keyword_rows: int
+    vectors_indexed: int
+    keyword_rows_indexed: int
+    missing_vectors: int
+    malformed_vectors: int
+    missing_keyword_rows: int
+    orphan_vectors: int
+    orphan_keyword_rows: int
+    entries_without_artifact: int
+    integrity_errors: _containers.RepeatedScalarFieldContainer[str]
+    repaired_vectors: int
+    repaired_keyword_rows: int
+    removed_orphans: int
+    deferred: str
+    consistent: bool
+    def __init__(self, tenant_id: _Optional[str] = ..., entries: _Optional[int] = ..., vectors: _Optional[int] = ..., keyword_rows: _Optional[int] = ..., vectors_indexed: _Optional[int] = ..., keyword_rows_indexed: _Optional[int] = ..., missing_vectors: _Optional[int] = ..., malformed_vectors: _Optional[int] = ..., missing_keyword_rows: _Optional[int] = ..., orphan_vectors: _Optional[int] = ..., orphan_keyword_rows: _Optional[int] = ..., entries_without_artifact: _Optional[int] = ..., integrity_errors: _Optional[_Iterable[str]] = ..., repaired_vectors: _Optional[int] = ..., repaired_keyword_rows: _Optional[int] = ..., removed_orphans: _Optional[int] = ..., deferred: _Optional[str] = ..., consistent: _Optional[bool] = ...) -> None: ...

@@ -90,6 +90,16 @@ class KnowledgeStoreStub:
                 request_serializer=nucleus_dot_v1_dot_common__pb2.Feedback.SerializeToString,
                 response_deserializer=nucleus_dot_v1_dot_common__pb2.FeedbackAck.FromString,
                 _registered_method=True)
+        self.GetStoreStatus = channel.unary_unary(
+                '/nucleus.v1.KnowledgeStore/GetStoreStatus',
+                request_serializer=nucleus_dot_v1_dot_knowledge__store__pb2.StoreStatusRequest.SerializeToString,
+                response_deserializer=nucleus_dot_v1_dot_knowledge__store__pb2.StoreStatus.FromString,
+                _registered_method=True)
+        self.CheckTenant = channel.unary_unary(
+                '/nucleus.v1.KnowledgeStore/CheckTenant',
+                request_serializer=nucleus_dot_v1_dot_knowledge__store__pb2.CheckTenantRequest.SerializeToString,
+                response_deserializer=nucleus_dot_v1_dot_knowledge__store__pb2.TenantCheck.FromString,
+                _registered_method=True)
 
 
 class KnowledgeStoreServicer:
@@ -164,6 +174,23 @@ class KnowledgeStoreServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def GetStoreStatus(self, request, context):
+        """Operators: the store's condition (data directory and its free space, read-only, each
+        tenant's storage problem naming its path, rows repaired). "degraded" while any problem lasts.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def CheckTenant(self, request, context):
+        """Operators: the full consistency check of one tenant (entries vs vectors vs keyword rows,
+        orphans, SQLite's quick_check); with repair, missing vectors and keyword rows are rebuilt
+        from the stored text and orphans removed.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_KnowledgeStoreServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -221,6 +248,16 @@ def add_KnowledgeStoreServicer_to_server(servicer, server):
                     servicer.RecordFeedback,
                     request_deserializer=nucleus_dot_v1_dot_common__pb2.Feedback.FromString,
                     response_serializer=nucleus_dot_v1_dot_common__pb2.FeedbackAck.SerializeToString,
+            ),
+            'GetStoreStatus': grpc.unary_unary_rpc_method_handler(
+                    servicer.GetStoreStatus,
+                    request_deserializer=nucleus_dot_v1_dot_knowledge__store__pb2.StoreStatusRequest.FromString,
+                    response_serializer=nucleus_dot_v1_dot_knowledge__store__pb2.StoreStatus.SerializeToString,
+            ),
+            'CheckTenant': grpc.unary_unary_rpc_method_handler(
+                    servicer.CheckTenant,
+                    request_deserializer=nucleus_dot_v1_dot_knowledge__store__pb2.CheckTenantRequest.FromString,
+                    response_serializer=nucleus_dot_v1_dot_knowledge__store__pb2.TenantCheck.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -520,6 +557,60 @@ class KnowledgeStore:
             '/nucleus.v1.KnowledgeStore/RecordFeedback',
             nucleus_dot_v1_dot_common__pb2.Feedback.SerializeToString,
             nucleus_dot_v1_dot_common__pb2.FeedbackAck.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def GetStoreStatus(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/nucleus.v1.KnowledgeStore/GetStoreStatus',
+            nucleus_dot_v1_dot_knowledge__store__pb2.StoreStatusRequest.SerializeToString,
+            nucleus_dot_v1_dot_knowledge__store__pb2.StoreStatus.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def CheckTenant(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/nucleus.v1.KnowledgeStore/CheckTenant',
+            nucleus_dot_v1_dot_knowledge__store__pb2.CheckTenantRequest.SerializeToString,
+            nucleus_dot_v1_dot_knowledge__store__pb2.TenantCheck.FromString,
             options,
             channel_credentials,
             insecure,

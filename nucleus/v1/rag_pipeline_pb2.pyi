@@ -32,7 +32,7 @@ class SearchAndRankRequest(_message.Message):
     def __init__(self, tenant_id: _Optional[str] = ..., persona_id: _Optional[str] = ..., user_query_text: _Optional[str] = ..., user_query_vector: _Optional[_Iterable[float]] = ..., top_k_initial_retrieve: _Optional[int] = ..., top_k_final_rank: _Optional[int] = ..., ranking_prefs: _Optional[_Union[_common_pb2.RankingPreferences, _Mapping]] = ..., filters: _Optional[_Union[_common_pb2.KnowledgeSearchFilters, _Mapping]] = ..., expand_query_with_llm: _Optional[bool] = ..., extra_query_phrases: _Optional[_Iterable[str]] = ...) -> None: ...
 
 class ScoreExplanation(_message.Message):
-    __slots__ = ("weights", "contributions", "dense_cosine", "bm25", "dense_rank", "bm25_rank", "dense_norm", "bm25_norm", "rerank_score", "fusion_method", "recency_applied", "age_days")
+    __slots__ = ("weights", "contributions", "dense_cosine", "bm25", "dense_rank", "bm25_rank", "dense_norm", "bm25_norm", "rerank_score", "fusion_method", "recency_applied", "age_days", "dense_source", "bm25_source", "dense_weight", "query_profile")
     WEIGHTS_FIELD_NUMBER: _ClassVar[int]
     CONTRIBUTIONS_FIELD_NUMBER: _ClassVar[int]
     DENSE_COSINE_FIELD_NUMBER: _ClassVar[int]
@@ -45,6 +45,10 @@ class ScoreExplanation(_message.Message):
     FUSION_METHOD_FIELD_NUMBER: _ClassVar[int]
     RECENCY_APPLIED_FIELD_NUMBER: _ClassVar[int]
     AGE_DAYS_FIELD_NUMBER: _ClassVar[int]
+    DENSE_SOURCE_FIELD_NUMBER: _ClassVar[int]
+    BM25_SOURCE_FIELD_NUMBER: _ClassVar[int]
+    DENSE_WEIGHT_FIELD_NUMBER: _ClassVar[int]
+    QUERY_PROFILE_FIELD_NUMBER: _ClassVar[int]
     weights: _common_pb2.FourRScores
     contributions: _common_pb2.FourRScores
     dense_cosine: float
@@ -57,10 +61,14 @@ class ScoreExplanation(_message.Message):
     fusion_method: str
     recency_applied: bool
     age_days: float
-    def __init__(self, weights: _Optional[_Union[_common_pb2.FourRScores, _Mapping]] = ..., contributions: _Optional[_Union[_common_pb2.FourRScores, _Mapping]] = ..., dense_cosine: _Optional[float] = ..., bm25: _Optional[float] = ..., dense_rank: _Optional[int] = ..., bm25_rank: _Optional[int] = ..., dense_norm: _Optional[float] = ..., bm25_norm: _Optional[float] = ..., rerank_score: _Optional[float] = ..., fusion_method: _Optional[str] = ..., recency_applied: _Optional[bool] = ..., age_days: _Optional[float] = ...) -> None: ...
+    dense_source: str
+    bm25_source: str
+    dense_weight: float
+    query_profile: str
+    def __init__(self, weights: _Optional[_Union[_common_pb2.FourRScores, _Mapping]] = ..., contributions: _Optional[_Union[_common_pb2.FourRScores, _Mapping]] = ..., dense_cosine: _Optional[float] = ..., bm25: _Optional[float] = ..., dense_rank: _Optional[int] = ..., bm25_rank: _Optional[int] = ..., dense_norm: _Optional[float] = ..., bm25_norm: _Optional[float] = ..., rerank_score: _Optional[float] = ..., fusion_method: _Optional[str] = ..., recency_applied: _Optional[bool] = ..., age_days: _Optional[float] = ..., dense_source: _Optional[str] = ..., bm25_source: _Optional[str] = ..., dense_weight: _Optional[float] = ..., query_profile: _Optional[str] = ...) -> None: ...
 
 class RankedKnowledgeResult(_message.Message):
-    __slots__ = ("persona_knowledge_entry_id", "associated_artifact", "snippet", "overall_rank_score", "individual_scores", "explanation", "headline", "text", "timestamp_unix")
+    __slots__ = ("persona_knowledge_entry_id", "associated_artifact", "snippet", "overall_rank_score", "individual_scores", "explanation", "headline", "text", "timestamp_unix", "relevance_probability")
     PERSONA_KNOWLEDGE_ENTRY_ID_FIELD_NUMBER: _ClassVar[int]
     ASSOCIATED_ARTIFACT_FIELD_NUMBER: _ClassVar[int]
     SNIPPET_FIELD_NUMBER: _ClassVar[int]
@@ -70,6 +78,7 @@ class RankedKnowledgeResult(_message.Message):
     HEADLINE_FIELD_NUMBER: _ClassVar[int]
     TEXT_FIELD_NUMBER: _ClassVar[int]
     TIMESTAMP_UNIX_FIELD_NUMBER: _ClassVar[int]
+    RELEVANCE_PROBABILITY_FIELD_NUMBER: _ClassVar[int]
     persona_knowledge_entry_id: str
     associated_artifact: _common_pb2.ArtifactMetadataSummary
     snippet: str
@@ -79,7 +88,8 @@ class RankedKnowledgeResult(_message.Message):
     headline: str
     text: str
     timestamp_unix: int
-    def __init__(self, persona_knowledge_entry_id: _Optional[str] = ..., associated_artifact: _Optional[_Union[_common_pb2.ArtifactMetadataSummary, _Mapping]] = ..., snippet: _Optional[str] = ..., overall_rank_score: _Optional[float] = ..., individual_scores: _Optional[_Union[_common_pb2.FourRScores, _Mapping]] = ..., explanation: _Optional[_Union[ScoreExplanation, _Mapping]] = ..., headline: _Optional[str] = ..., text: _Optional[str] = ..., timestamp_unix: _Optional[int] = ...) -> None: ...
+    relevance_probability: float
+    def __init__(self, persona_knowledge_entry_id: _Optional[str] = ..., associated_artifact: _Optional[_Union[_common_pb2.ArtifactMetadataSummary, _Mapping]] = ..., snippet: _Optional[str] = ..., overall_rank_score: _Optional[float] = ..., individual_scores: _Optional[_Union[_common_pb2.FourRScores, _Mapping]] = ..., explanation: _Optional[_Union[ScoreExplanation, _Mapping]] = ..., headline: _Optional[str] = ..., text: _Optional[str] = ..., timestamp_unix: _Optional[int] = ..., relevance_probability: _Optional[float] = ...) -> None: ...
 
 class StageTiming(_message.Message):
     __slots__ = ("stage", "ms")

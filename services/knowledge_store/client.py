@@ -2,6 +2,7 @@
 the CLI and the benchmarks. Every call has a deadline; errors arrive as `shared.errors`."""
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Sequence
 
 import numpy as np
@@ -10,6 +11,7 @@ from nucleus.v1 import common_pb2 as pb
 from nucleus.v1 import knowledge_store_pb2 as ks_pb
 from nucleus.v1 import knowledge_store_pb2_grpc as ks_grpc
 from services.knowledge_store import convert
+from services.knowledge_store.models import StoreStatus, TenantCheck
 from ranking.profile import RankingProfile
 from shared import records as m
 from shared.grpc_client import aio_channel, call
@@ -20,8 +22,8 @@ _TARGET_PB = {"entry": pb.FEEDBACK_TARGET_ENTRY, "artifact": pb.FEEDBACK_TARGET_
 
 class KnowledgeStoreClient:
     def __init__(self, target: str, *, timeout_s: float = 10.0, ingest_timeout_s: float = 600.0,
-                 interceptors: list | None = None) -> None:
-        self._channel = aio_channel(target, interceptors)
+                 interceptors: list | None = None, tls_ca_file: Path | None = None) -> None:
+        self._channel = aio_channel(target, interceptors, tls_ca_file=tls_ca_file)
         self._stub = ks_grpc.KnowledgeStoreStub(self._channel)
         self.timeout_s = timeout_s
         self.ingest_timeout_s = ingest_timeout_s
@@ -61,6 +63,22 @@ class KnowledgeStoreClient:
         response = await call(self._stub.SearchPersonaKnowledgeByVector, request,
                               timeout=timeout_s or self.timeout_s, service=SERVICE)
         return [convert.columns_from_pb(c) for c in response.per_query_columns]
+
+    async def candidates_by_vector_with_completion(
+            self, tenant_id: str, vectors: np.ndarray, top_k: int, filters: m.SearchFilters, *, keywords: str,
+            extra_keywords: Sequence[str] = (), complete_rows: Sequence[int] | np.ndarray = (),
+            timeout_s: float | None = None) -> tuple[list[m.CandidateColumns], m.ScoreCompletion]:
+        """`candidates_by_vector`, and in the same call both relevance signals for its candidates
+        and for `complete_rows` (the keyword leg's `row_ids`): see `m.ScoreCompletion`."""
+        request = ks_pb.VectorSearchRequest(
+            tenant_id=tenant_id, top_k=top_k, filters=convert.filters_to_pb(filters), candidates_only=True,
+            complete_scores=True, keywords=keywords, extra_keywords=list(extra_keywords),
+            complete_row_ids=np.asarray(complete_rows, np.int64).tolist(),
+            query_vectors=[ks_pb.FloatVector(values=row.tolist()) for row in np.atleast_2d(vectors)])
+        response = await call(self._stub.SearchPersonaKnowledgeByVector, request,
+                              timeout=timeout_s or self.timeout_s, service=SERVICE)
+        return ([convert.columns_from_pb(c) for c in response.per_query_columns],
+                convert.completion_from_pb(response.completion))
 
     async def candidates_by_filters(self, tenant_id: str, keywords: str, extra_keywords: Sequence[str], top_k: int,
                                     filters: m.SearchFilters, *, top_hits: int = 0,
@@ -124,3 +142,15 @@ class KnowledgeStoreClient:
             tenant_id=tenant_id, target=_TARGET_PB.get(target, pb.FEEDBACK_TARGET_UNSPECIFIED),
             target_id=target_id, helpful=helpful, user_id=user_id), timeout=self.timeout_s, service=SERVICE)
         return convert.feedback_ack_from_pb(response)
+
+    async def store_status(self) -> StoreStatus:
+        """The store's condition: "ok" or "degraded", each tenant's storage problem (operators)."""
+        response = await call(self._stub.GetStoreStatus, ks_pb.StoreStatusRequest(), timeout=self.timeout_s,
+                              service=SERVICE)
+        return convert.store_status_from_pb(response)
+
+    async def check_tenant(self, tenant_id: str, *, repair: bool = True) -> TenantCheck:
+        """The full consistency check of a tenant, repairing what it can when `repair` (operators)."""
+        response = await call(self._stub.CheckTenant, ks_pb.CheckTenantRequest(tenant_id=tenant_id, repair=repair),
+                              timeout=self.ingest_timeout_s, service=SERVICE)
+        return convert.tenant_check_from_pb(response)

@@ -7,11 +7,12 @@ import numpy as np
 from nucleus.v1 import common_pb2 as pb
 from nucleus.v1 import knowledge_store_pb2 as ks_pb
 from ranking.profile import RankingProfile
+from services.knowledge_store.models import Problem, StoreStatus, TenantCheck
 from shared import records as m
 from shared.errors import UpstreamFailed
 
 _FUSION = {pb.FUSION_METHOD_CONVEX: "convex", pb.FUSION_METHOD_RRF: "rrf",
-           pb.FUSION_METHOD_CONVEX_MINMAX: "convex_minmax"}
+           pb.FUSION_METHOD_CONVEX_MINMAX: "convex_minmax", pb.FUSION_METHOD_ADAPTIVE: "adaptive"}
 _FUSION_PB = {v: k for k, v in _FUSION.items()}
 _RECENCY = {pb.RECENCY_MODE_AUTO: "auto", pb.RECENCY_MODE_ALWAYS: "always", pb.RECENCY_MODE_NEVER: "never"}
 _RECENCY_PB = {v: k for k, v in _RECENCY.items()}
@@ -106,22 +107,43 @@ def columns_to_pb(c: m.CandidateColumns) -> ks_pb.CandidateColumns:
         entry_ids=c.entry_ids, artifact_ids=c.artifact_ids, scores=c.scores.tolist(),
         timestamps_unix=c.timestamps_unix.tolist(), richness=c.richness.tolist(),
         reputation_prior=c.reputation_prior.tolist(), feedback_helpful=c.feedback_helpful.tolist(),
-        feedback_unhelpful=c.feedback_unhelpful.tolist(), top_hits=[hit_to_pb(h) for h in c.top_hits])
+        feedback_unhelpful=c.feedback_unhelpful.tolist(), top_hits=[hit_to_pb(h) for h in c.top_hits],
+        row_ids=c.row_ids.tolist())
 
 
 def columns_from_pb(c: ks_pb.CandidateColumns) -> m.CandidateColumns:
     n = len(c.entry_ids)
     columns = (c.artifact_ids, c.scores, c.timestamps_unix, c.richness, c.reputation_prior,
                c.feedback_helpful, c.feedback_unhelpful)
-    if any(len(col) != n for col in columns):
-        raise UpstreamFailed(f"candidate columns of different lengths: {[n, *map(len, columns)]}")
+    if any(len(col) != n for col in columns) or len(c.row_ids) not in (0, n):
+        raise UpstreamFailed(f"candidate columns of different lengths: {[n, *map(len, columns), len(c.row_ids)]}")
     return m.CandidateColumns(
         entry_ids=tuple(c.entry_ids), artifact_ids=tuple(c.artifact_ids),
         scores=np.fromiter(c.scores, np.float32, n), timestamps_unix=np.fromiter(c.timestamps_unix, np.int64, n),
         richness=np.fromiter(c.richness, np.float32, n), reputation_prior=np.fromiter(c.reputation_prior, np.float32, n),
         feedback_helpful=np.fromiter(c.feedback_helpful, np.int32, n),
         feedback_unhelpful=np.fromiter(c.feedback_unhelpful, np.int32, n),
-        top_hits=tuple(hit_from_pb(h) for h in c.top_hits))
+        top_hits=tuple(hit_from_pb(h) for h in c.top_hits),
+        row_ids=np.fromiter(c.row_ids, np.int64, len(c.row_ids)))
+
+
+def completion_to_pb(c: m.ScoreCompletion) -> ks_pb.ScoreCompletion:
+    stats = c.keyword_stats
+    return ks_pb.ScoreCompletion(row_ids=c.row_ids.tolist(), dense=c.dense.tolist(), bm25=c.bm25.tolist(),
+                                 query_terms=stats.terms, document_frequency=stats.document_frequency,
+                                 keyword_entries=stats.entries)
+
+
+def completion_from_pb(c: ks_pb.ScoreCompletion) -> m.ScoreCompletion:
+    n = len(c.row_ids)
+    if len(c.dense) != n or len(c.bm25) != n or len(c.document_frequency) != len(c.query_terms):
+        raise UpstreamFailed(f"score completion columns of different lengths: rows {n}, dense {len(c.dense)}, "
+                             f"bm25 {len(c.bm25)}, terms {len(c.query_terms)}, "
+                             f"document frequencies {len(c.document_frequency)}")
+    return m.ScoreCompletion(
+        row_ids=np.fromiter(c.row_ids, np.int64, n), dense=np.fromiter(c.dense, np.float32, n),
+        bm25=np.fromiter(c.bm25, np.float32, n),
+        keyword_stats=m.KeywordStats(tuple(c.query_terms), tuple(c.document_frequency), c.keyword_entries))
 
 
 def ingest_report_to_pb(r: m.IngestReport) -> ks_pb.IngestDocumentsResponse:
@@ -200,3 +222,33 @@ def feedback_ack_to_pb(a: m.FeedbackAck, reputation: float = 0.0) -> pb.Feedback
 def feedback_ack_from_pb(a: pb.FeedbackAck) -> m.FeedbackAck:
     return m.FeedbackAck(artifact_id=a.artifact_id, feedback_helpful=a.feedback_helpful,
                          feedback_unhelpful=a.feedback_unhelpful, reputation_prior=a.reputation_prior)
+
+
+def store_status_to_pb(s: StoreStatus) -> ks_pb.StoreStatus:
+    return ks_pb.StoreStatus(
+        state=s.state, data_dir=s.data_dir, read_only=s.read_only, free_bytes=s.free_bytes,
+        total_bytes=s.total_bytes, repaired_rows=s.repaired_rows, open_tenants=s.open_tenants,
+        problems=[ks_pb.StoreProblem(tenant_id=p.tenant_id, kind=p.kind, message=p.message,
+                                     since_unix=p.since_unix) for p in s.problems])
+
+
+def store_status_from_pb(s: ks_pb.StoreStatus) -> StoreStatus:
+    return StoreStatus(
+        state=s.state, data_dir=s.data_dir, read_only=s.read_only, free_bytes=s.free_bytes,
+        total_bytes=s.total_bytes, repaired_rows=s.repaired_rows, open_tenants=s.open_tenants,
+        problems=tuple(Problem(p.tenant_id, p.kind, p.message, p.since_unix) for p in s.problems))
+
+
+_CHECK_COUNTS = ("entries", "vectors", "keyword_rows", "vectors_indexed", "keyword_rows_indexed", "missing_vectors",
+                 "malformed_vectors", "missing_keyword_rows", "orphan_vectors", "orphan_keyword_rows",
+                 "entries_without_artifact", "repaired_vectors", "repaired_keyword_rows", "removed_orphans")
+
+
+def tenant_check_to_pb(c: TenantCheck) -> ks_pb.TenantCheck:
+    return ks_pb.TenantCheck(tenant_id=c.tenant_id, integrity_errors=list(c.integrity_errors), deferred=c.deferred,
+                             consistent=c.consistent, **{name: getattr(c, name) for name in _CHECK_COUNTS})
+
+
+def tenant_check_from_pb(c: ks_pb.TenantCheck) -> TenantCheck:
+    return TenantCheck(tenant_id=c.tenant_id, integrity_errors=tuple(c.integrity_errors), deferred=c.deferred,
+                       **{name: getattr(c, name) for name in _CHECK_COUNTS})

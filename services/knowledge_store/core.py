@@ -15,7 +15,11 @@
       │             a filter allows are cached per tenant until the next write (allowed_cache.py);
       │             small reads run on the event loop (search.py)
       ├── profiles and feedback (ranking_inputs.py)
-      └── stats, integrity check, index configuration (maintenance.py)
+      ├── stats, integrity check, index configuration (maintenance.py)
+      ├── the full consistency check and the repair of derived rows, also in the background
+      │   for a tenant found inconsistent on open (consistency.py)
+      └── health: storage faults (disk full, read-only, corrupted tenant) and repairs, per
+          tenant (health.py, storage/faults.py)
 
 Isolation is structural: a tenant's data lives only in `<data_dir>/tenants/<tenant>/` and in
 its own FAISS object; every call resolves exactly one tenant first.
@@ -33,8 +37,10 @@ import numpy as np
 
 from ranking.profile import RankingProfile
 from services.knowledge_store import maintenance, ranking_inputs
+from services.knowledge_store.consistency import Consistency
+from services.knowledge_store.health import StoreHealth
 from services.knowledge_store.ingest import Ingester
-from services.knowledge_store.models import Embedder
+from services.knowledge_store.models import Embedder, StoreStatus, TenantCheck
 from services.knowledge_store.search import Searcher
 from services.knowledge_store.tenants import Tenants
 from shared.records import (
@@ -43,6 +49,7 @@ from shared.records import (
     FeedbackAck,
     Hit,
     IngestReport,
+    ScoreCompletion,
     SearchFilters,
     TenantStats,
 )
@@ -61,6 +68,8 @@ class KnowledgeStore:
         self._tenants = Tenants(settings, bm25_weights)
         self._ingester = Ingester(settings, embedder, bm25_weights, self._tenants)
         self._searcher = Searcher(settings, self._tenants)
+        self._consistency = Consistency(self._tenants, self._ingester)
+        self._tenants.on_inconsistent = self._consistency.schedule
 
     # -- tenants -----------------------------------------------------------------------------
 
@@ -91,6 +100,17 @@ class KnowledgeStore:
         plus the full hits of the best `top_hits` candidates per query."""
         return await self._searcher.candidates_by_vector(tenant_id, query_vectors, top_k, filters,
                                                          top_hits=top_hits)
+
+    async def candidates_by_vector_with_completion(
+            self, tenant_id: str, query_vectors: np.ndarray, top_k: int, filters: SearchFilters, *,
+            keywords: str, extra_keywords: Sequence[str] = (), complete_rows: Sequence[int] = (),
+    ) -> tuple[list[CandidateColumns], ScoreCompletion]:
+        """`candidates_by_vector`, plus both relevance signals (best cosine over the query
+        vectors, BM25 of `keywords` + `extra_keywords`) for its candidates and for
+        `complete_rows` (the keyword leg's row ids), and how rare the keyword terms are."""
+        return await self._searcher.candidates_by_vector_with_completion(
+            tenant_id, query_vectors, top_k, filters, keywords=keywords, extra_keywords=extra_keywords,
+            complete_rows=complete_rows)
 
     async def search_by_filters(self, tenant_id: str, keywords: str, extra_keywords: Sequence[str], top_k: int,
                                 filters: SearchFilters) -> tuple[list[Hit], list[str]]:
@@ -134,6 +154,26 @@ class KnowledgeStore:
                                                  hnsw_ef_search=hnsw_ef_search, ivf_nlist=ivf_nlist,
                                                  ivf_nprobe=ivf_nprobe)
 
+    # -- consistency and health --------------------------------------------------------------
+
+    async def check_tenant(self, tenant_id: str, *, repair: bool = True) -> TenantCheck:
+        """The full consistency check of a tenant; with `repair`, missing vectors and keyword
+        rows are rebuilt from the stored text and orphans removed (consistency.py)."""
+        return await self._consistency.check(tenant_id, repair=repair)
+
+    async def settle_repairs(self, timeout_s: float = 30.0) -> None:
+        """Wait (bounded) for the background repairs running now."""
+        await self._consistency.settle(timeout_s)
+
+    @property
+    def health(self) -> StoreHealth:
+        """The store's condition: problems by tenant, repairs (health.py)."""
+        return self._tenants.health
+
+    def status(self) -> StoreStatus:
+        """A snapshot of `health`: "ok" or "degraded", each problem naming tenant and path."""
+        return self._tenants.health.status(self._tenants.open_count())
+
     # -- ranking profiles --------------------------------------------------------------------
 
     async def put_profile(self, profile: RankingProfile) -> RankingProfile:
@@ -162,4 +202,5 @@ class KnowledgeStore:
 
     def close(self) -> None:
         """Close every tenant's files. Later calls raise Unavailable."""
+        self._consistency.close()
         self._tenants.close()

@@ -7,7 +7,9 @@
             mirror them in FAISS and the keyword index
 
 Nothing is written unless every document is valid and every chunk embedded, so a request
-lands whole or not at all. Ingest upserts by artifact id (the artifact's old entries are
+lands whole or not at all. `derived_rows` recomputes an entry's keyword terms and the text
+its vector was embedded from out of what is stored, as `_prepare` made them (the
+consistency repair rebuilds lost rows with it). Ingest upserts by artifact id (the artifact's old entries are
 replaced; its feedback counters are kept). Chunking and analysis run on a worker thread and
 before any lock is taken, so the locked part of the write only appends.
 """
@@ -92,7 +94,7 @@ class Ingester:
 
             started = time.perf_counter()
             with tracer.start_as_current_span("knowledge_store.ingest.commit") as stage:  # telemetry hook
-                results = await write(self._tenants, tenant_id, work, create=True)
+                results = await write(self._tenants, tenant_id, work, create=True, action="ingest")
                 stage.set_attribute("nucleus.artifacts", len(results))
                 stage.set_attribute("nucleus.entries_written", sum(r.entries_written for r in results))
                 stage.set_attribute("nucleus.entries_replaced", sum(r.entries_replaced for r in results))
@@ -113,7 +115,7 @@ class Ingester:
             n_artifacts, rids = storage.entries.delete_artifacts(conn, unique)
             return (n_artifacts, len(rids)), IndexChange(rids, [], NO_CHANGE.vectors)
 
-        return await write(self._tenants, tenant_id, work, create=False)
+        return await write(self._tenants, tenant_id, work, create=False, action="delete")
 
     def _check_documents(self, docs: list[DocumentIn]) -> None:
         s = self._settings
@@ -168,8 +170,12 @@ class Ingester:
                 content_summary=_summary(chunk.text), timestamp_unix=timestamp,
                 richness=richness(chunk.text, under_heading=bool(chunk.path)),
                 fts_title=" ".join(analyse(context)), fts_body=" ".join(analyse(chunk.text))))
-            texts.append(f"{context}\n{chunk.text}" if context else chunk.text)
+            texts.append(_embed_text(context, chunk.text))
         return _Prepared(meta, tuple(rows), tuple(texts))
+
+    async def embed(self, texts: list[str]) -> NDArray[np.float32]:
+        """Document vectors of `texts`, checked and L2-normalised as at ingest."""
+        return await self._embed(texts, None)
 
     async def _embed(self, texts: list[str], progress: Callable[[int, int], None] | None) -> NDArray[np.float32]:
         dim, batch, n = self._settings.dimension, self._settings.embed_batch_size, len(texts)
@@ -195,6 +201,19 @@ class Ingester:
             if progress is not None:
                 progress(start + len(part), n)
         return out
+
+
+def derived_rows(title: str, headline: str, text: str) -> tuple[str, str, str]:
+    """(analysed title terms, analysed body terms, text to embed) of a stored entry, as
+    `_prepare` derived them. Its heading path is read back from the headline, which holds the
+    path joined by CONTEXT_SEPARATOR, or else the title or the first words."""
+    path = () if headline in (title.strip(), _first_words(text)) else tuple(headline.split(CONTEXT_SEPARATOR))
+    context = context_line(title, path)
+    return " ".join(analyse(context)), " ".join(analyse(text)), _embed_text(context, text)
+
+
+def _embed_text(context: str, text: str) -> str:
+    return f"{context}\n{text}" if context else text
 
 
 def _summary(text: str, limit: int = SUMMARY_CHARS) -> str:

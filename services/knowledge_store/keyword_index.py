@@ -19,6 +19,10 @@ Scoring is Okapi BM25 (k1 = 1.2, b = 0.75), tf = w_title × tf_title + w_body ×
 document length = title + body terms, avgdl over live entries, and the Lucene / bm25s idf
 ln(1 + (N − n + ½)/(n + ½)), which is never negative (FTS5 floors its idf at 1e-6, so in a
 small tenant a term found in most entries scored nothing).
+
+A quoted phrase of the query counts as one more term: the entries holding it (found by the
+caller in FTS5, which keeps positions; `phrase_rids`) get its BM25 contribution with tf 1 and
+the phrase's own idf, so an exact phrase weighs like a term as rare as the phrase is.
 """
 from __future__ import annotations
 
@@ -209,18 +213,10 @@ class KeywordIndex:
         pos = np.minimum(pos, self._n - 1)
         return pos[known[pos] == rids]
 
-    def search(self, terms: Sequence[str], k: int,
-               allowed: NDArray[np.int64] | None = None) -> list[tuple[int, float]]:
-        """(rid, BM25) of the best k entries holding any of `terms`, best first (equal
-        scores: lower rid first); `allowed` (rids) restricts the candidates when given."""
-        n, live = self._n, self._live
-        if not live or k <= 0 or not terms:
-            return []
-        if allowed is not None and not len(allowed):
-            return []
-        avgdl = self._total_len / live if self._total_len > 0 else 1.0
-        has_dead = live < n
-        parts_pos, parts_tf, parts_idf = [], [], []
+    def _postings(self, terms: Sequence[str]) -> list[tuple[NDArray[np.int32], NDArray[np.float32], float]]:
+        """(live positions, weighted tf, idf) of each distinct known term holding a live entry."""
+        live, has_dead = self._live, self._live < self._n
+        out = []
         for term in dict.fromkeys(terms):
             tid = self._vocab.get(term)
             if tid is None:
@@ -232,22 +228,88 @@ class KeywordIndex:
                 keep = self._alive[pos]
                 pos, tf = pos[keep], tf[keep]
             df = len(pos)
-            if not df:
+            if df:
+                out.append((pos, tf, math.log1p((live - df + 0.5) / (df + 0.5))))
+        return out
+
+    def _phrase_postings(self, phrase_rids: Sequence[NDArray[np.int64]]
+                         ) -> list[tuple[NDArray[np.int32], NDArray[np.float32], float]]:
+        """(live positions, tf 1, idf) of each phrase, from the rids of the entries holding it."""
+        out = []
+        for rids in phrase_rids:
+            rids = np.unique(np.asarray(rids, np.int64))
+            if not len(rids) or not self._n:
                 continue
-            parts_pos.append(pos)
-            parts_tf.append(tf)
-            parts_idf.append(math.log1p((live - df + 0.5) / (df + 0.5)))
-        if not parts_pos:
-            return []
-        if len(parts_pos) == 1:
-            pos, tf = parts_pos[0], parts_tf[0].astype(np.float64)
-            idf: float | NDArray[np.float64] = parts_idf[0]
-        else:
-            pos = np.concatenate(parts_pos)
-            tf = np.concatenate(parts_tf).astype(np.float64)
-            idf = np.repeat(np.asarray(parts_idf), [len(p) for p in parts_pos])
+            pos = self._positions(rids)
+            pos = pos[self._alive[pos]].astype(np.int32)
+            if len(pos):
+                out.append((pos, np.ones(len(pos), np.float32),
+                            math.log1p((self._live - len(pos) + 0.5) / (len(pos) + 0.5))))
+        return out
+
+    def _contributions(self, pos: NDArray[np.intp], tf: NDArray[np.float64],
+                       idf: float | NDArray[np.float64]) -> NDArray[np.float64]:
+        """Okapi BM25 term contributions of postings (positions, tf) with their idf."""
+        avgdl = self._total_len / self._live if self._total_len > 0 else 1.0
         norm = K1 * (1.0 - B + B * (self._dl[pos] / avgdl))
-        contrib = idf * (tf * (K1 + 1.0)) / (tf + norm)
+        return idf * (tf * (K1 + 1.0)) / (tf + norm)
+
+    def document_frequencies(self, terms: Sequence[str]) -> list[int]:
+        """Live entries holding each of `terms` (0 for a term no live entry holds), in order."""
+        out = []
+        for term in terms:
+            tid = self._vocab.get(term)
+            if tid is None:
+                out.append(0)
+                continue
+            pos = self._pos[tid][:self._len[tid]]
+            out.append(int(np.count_nonzero(self._alive[pos])) if self._live < self._n else len(pos))
+        return out
+
+    def score_rows(self, terms: Sequence[str], rids: NDArray[np.int64],
+                   phrase_rids: Sequence[NDArray[np.int64]] = ()) -> NDArray[np.float32]:
+        """BM25 of `terms` (and phrases) for each of `rids`, exactly as `search` scores them: 0.0
+        for a live entry holding none of the terms, NaN for a rid that is not a live entry."""
+        rids = np.asarray(rids, np.int64)
+        out = np.full(len(rids), np.nan, np.float32)
+        if not len(rids) or not self._live:
+            return out
+        known = self._rids[:self._n]
+        pos = np.minimum(np.searchsorted(known, rids), self._n - 1)
+        live = (known[pos] == rids) & self._alive[pos]
+        if not live.any():
+            return out
+        want = np.unique(pos[live])                        # sorted live positions asked for
+        totals = np.zeros(len(want), np.float64)
+        for postings, tf, idf in self._postings(terms) + self._phrase_postings(phrase_rids):   # sorted positions
+            at = np.minimum(np.searchsorted(postings, want), len(postings) - 1)
+            hit = postings[at] == want
+            if hit.any():
+                totals[hit] += self._contributions(want[hit], tf[at[hit]].astype(np.float64), idf)
+        out[live] = totals[np.searchsorted(want, pos[live])]
+        return out
+
+    def search(self, terms: Sequence[str], k: int, allowed: NDArray[np.int64] | None = None,
+               phrase_rids: Sequence[NDArray[np.int64]] = ()) -> list[tuple[int, float]]:
+        """(rid, BM25) of the best k entries holding any of `terms`, best first (equal
+        scores: lower rid first); `allowed` (rids) restricts the candidates when given;
+        `phrase_rids`: per quoted phrase, the entries holding it (module docstring)."""
+        n, live = self._n, self._live
+        if not live or k <= 0 or not terms:
+            return []
+        if allowed is not None and not len(allowed):
+            return []
+        parts = self._postings(terms) + self._phrase_postings(phrase_rids)
+        if not parts:
+            return []
+        if len(parts) == 1:
+            pos, tf = parts[0][0], parts[0][1].astype(np.float64)
+            idf: float | NDArray[np.float64] = parts[0][2]
+        else:
+            pos = np.concatenate([p for p, _, _ in parts])
+            tf = np.concatenate([t for _, t, _ in parts]).astype(np.float64)
+            idf = np.repeat(np.asarray([i for _, _, i in parts]), [len(p) for p, _, _ in parts])
+        contrib = self._contributions(pos, tf, idf)
         scores = np.bincount(pos, weights=contrib, minlength=n)
         if allowed is not None:
             mask = np.zeros(n, bool)

@@ -13,6 +13,8 @@ from services.knowledge_store.core import KnowledgeStore
 from services.knowledge_store.grpc_api import KnowledgeStoreServicer
 from services.knowledge_store.mcp_api import build_mcp
 from services.llm_orchestration.client import LlmOrchestrationClient
+from shared.auth.mcp_http import service_auth_settings
+from shared.auth.service_auth import ServiceAuth
 from shared.log import configure_logging
 from shared.service_main import apply_overrides, parse_args
 from shared.service_runner import ServiceSpec, serve
@@ -32,7 +34,10 @@ class GrpcEmbedder:
 
 def build(settings: KnowledgeStoreSettings, *, stdio: bool) -> ServiceSpec:
     vector_index.set_threads(settings.faiss_threads)
-    llm = LlmOrchestrationClient(settings.llm_target, timeout_s=settings.rpc_timeout_s)
+    auth = ServiceAuth.load("knowledge_store", settings.identity_dir)   # None: authentication off
+    llm = LlmOrchestrationClient(settings.llm_target, timeout_s=settings.rpc_timeout_s,
+                                 interceptors=auth.client_interceptors("llm_orchestration") if auth else None,
+                                 tls_ca_file=settings.tls_ca_file)
     store = KnowledgeStore(settings, GrpcEmbedder(llm, settings.rpc_timeout_s))
 
     async def close() -> None:
@@ -43,8 +48,13 @@ def build(settings: KnowledgeStoreSettings, *, stdio: bool) -> ServiceSpec:
         name="knowledge_store",
         grpc_service_name="nucleus.v1.KnowledgeStore",
         add_servicers=lambda server: ks_grpc.add_KnowledgeStoreServicer_to_server(KnowledgeStoreServicer(store), server),
-        mcp_server=build_mcp(store, allow_local_identity=True),
+        mcp_server=build_mcp(store, allow_local_identity=auth is None or stdio,
+                             token_verifier=auth.mcp_token_verifier() if auth and not stdio else None,
+                             auth=service_auth_settings() if auth and not stdio else None),
         close=close,
+        grpc_interceptors=[auth.server_interceptor()] if auth else [],
+        # nucleus.v1.KnowledgeStore.storage: NOT_SERVING while a tenant has a storage problem
+        watch_health=lambda report: store.health.watch(lambda serving: report("storage", serving)),
     )
 
 

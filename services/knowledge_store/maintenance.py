@@ -59,11 +59,11 @@ async def configure_index(tenants: Tenants, tenant_id: str, kind: str, *, hnsw_m
 
     def configure() -> tuple[str, int]:
         with tenant.write_lock:
-            conn = tenant.db.writer
-            with storage.db.write_transaction(conn):
+            with tenant.db.write("index configuration") as conn:
                 storage.db.set_meta(conn, "index_config", config.to_json())
                 conn.execute("COMMIT")
-            fresh = tenants.build_index(conn, config)
+            with tenant.db.guard("index rebuild"):
+                fresh = tenants.build_index(conn, config)
             with tenant.rw.write():
                 tenant.index = fresh
                 tenant.allowed.clear()

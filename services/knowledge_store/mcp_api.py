@@ -2,7 +2,7 @@
 delete and stats, for the caller's tenant (from the verified principal, never an argument)."""
 from __future__ import annotations
 
-from typing import Annotated, Literal
+from typing import Annotated, Any, Literal
 
 import numpy as np
 from mcp.server.mcpserver import MCPServer
@@ -10,9 +10,10 @@ from pydantic import BaseModel, Field
 
 from shared import records as m
 from services.knowledge_store.core import KnowledgeStore
-from shared.identity import Principal, current_principal
-from shared.mcp_errors import guarded
-from shared.mcp_schemas import FiltersIn
+from shared.auth.principals import RequestIdentity
+from shared.identity import Principal
+from shared.mcp_errors import guarded, invalid_params_middleware
+from shared.mcp_schemas import FiltersIn, UnixTime
 
 
 class DocumentIn(BaseModel):
@@ -25,8 +26,8 @@ class DocumentIn(BaseModel):
     source_uri: str = ""
     file_name: str = ""
     file_type: str = ""
-    created_unix: int = 0
-    modified_unix: int = 0
+    created_unix: UnixTime = 0
+    modified_unix: UnixTime = 0
     owners: list[str] = Field(default_factory=list)
     tags: list[str] = Field(default_factory=list)
     reputation_prior: Annotated[float, Field(ge=0, le=1)] = 0.0
@@ -99,12 +100,18 @@ def _hits(hits: list[m.Hit], terms: list[str] | None = None) -> HitsOut:
                                 richness=h.entry.richness) for h in hits], query_terms=terms or [])
 
 
-def build_mcp(store: KnowledgeStore, *, allow_local_identity: bool) -> MCPServer:
+def build_mcp(store: KnowledgeStore, *, allow_local_identity: bool, token_verifier: Any = None,
+              auth: Any = None) -> MCPServer:
+    """The KnowledgeStore MCP server. With `token_verifier` + `auth` (authentication on) only
+    holders of a stack credential naming a tenant get through (HTTP 401 otherwise), and the
+    tools act in that tenant; without, the local principal's tenant (development, stdio)."""
     mcp = MCPServer("nucleus-knowledge-store", instructions=(
-        "Durable tenant-scoped knowledge: ingest/upsert documents, search by vector or keywords, delete, stats."))
+        "Durable tenant-scoped knowledge: ingest/upsert documents, search by vector or keywords, delete, stats."),
+        token_verifier=token_verifier, auth=auth)
+    identity = RequestIdentity(None, allow_local=allow_local_identity)
 
     def who() -> Principal:
-        return current_principal(allow_local=allow_local_identity)
+        return identity.principal()
 
     @mcp.tool(name="ingest_documents", description=(
         "Chunk, embed and commit documents atomically into the caller's tenant; an existing artifact id is replaced."))
@@ -158,4 +165,5 @@ def build_mcp(store: KnowledgeStore, *, allow_local_identity: bool) -> MCPServer
                                      for x in s.sources])
         return await guarded(run)
 
+    mcp.middleware.append(invalid_params_middleware({}))     # malformed tools/call params: -32602
     return mcp

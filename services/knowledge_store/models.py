@@ -1,10 +1,13 @@
-"""The KnowledgeStore core's own types: the embedder it is given and its index kinds.
+"""The KnowledgeStore core's own types: the embedder it is given, its index kinds, and what it
+tells operators about its condition (`StoreStatus`, health.py) and a tenant's consistency
+(`TenantCheck`, consistency.py).
 
 The records it stores and serves (artifacts, entries, hits, filters, ...) live in
 `shared/records.py`; ranking profiles in `ranking/profile.py`.
 """
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Protocol
 
 import numpy as np
@@ -18,3 +21,60 @@ class Embedder(Protocol):
     async def embed(self, texts: list[str]) -> np.ndarray:
         """(len(texts), dim) float32, rows L2-normalised."""
         ...
+
+
+@dataclass(frozen=True, slots=True)
+class Problem:
+    """A storage problem of one tenant (kinds: see health.py)."""
+    tenant_id: str
+    kind: str
+    message: str               # what is wrong and what to do, naming the path
+    since_unix: int
+
+
+@dataclass(frozen=True, slots=True)
+class StoreStatus:
+    state: str                 # "ok" | "degraded"
+    data_dir: str
+    read_only: bool            # configured read-only (NUCLEUS_KS_READ_ONLY)
+    free_bytes: int            # of the data directory's file system; -1 unknown
+    total_bytes: int
+    problems: tuple[Problem, ...]
+    repaired_rows: int         # since the process started
+    open_tenants: int
+
+
+@dataclass(frozen=True, slots=True)
+class TenantCheck:
+    """What the full check of one tenant found (and, with repair, what it fixed)."""
+    tenant_id: str
+    entries: int
+    vectors: int                     # rows in entry_vectors
+    keyword_rows: int                # rows in entries_fts
+    vectors_indexed: int             # in the in-memory vector index
+    keyword_rows_indexed: int        # in the in-memory keyword index
+    missing_vectors: int
+    malformed_vectors: int
+    missing_keyword_rows: int
+    orphan_vectors: int
+    orphan_keyword_rows: int
+    entries_without_artifact: int
+    integrity_errors: tuple[str, ...] = ()
+    repaired_vectors: int = 0
+    repaired_keyword_rows: int = 0
+    removed_orphans: int = 0
+    deferred: str = ""               # why some repair waits ("" = nothing waits)
+
+    @property
+    def consistent(self) -> bool:
+        return (not self.integrity_errors and self.missing_vectors == self.malformed_vectors == 0
+                and self.missing_keyword_rows == self.orphan_vectors == self.orphan_keyword_rows == 0
+                and self.entries == self.vectors_indexed == self.keyword_rows_indexed)
+
+    def summary(self) -> str:
+        return (f"{self.entries} entries, {self.vectors} vectors ({self.vectors_indexed} indexed), "
+                f"{self.keyword_rows} keyword rows ({self.keyword_rows_indexed} indexed); missing: "
+                f"{self.missing_vectors} vectors, {self.missing_keyword_rows} keyword rows; malformed vectors: "
+                f"{self.malformed_vectors}; orphans: {self.orphan_vectors} vectors, {self.orphan_keyword_rows} "
+                f"keyword rows" + (f"; integrity: {'; '.join(self.integrity_errors)}" if self.integrity_errors
+                                   else ""))

@@ -3,8 +3,8 @@
 Both are ordinary writes (writes.py) that change no index (`NO_CHANGE`); the SQL lives in
 storage/ranking_inputs.py. Profiles are versioned per (tenant, persona, name), and a persona
 without its own profile of a name falls back to the tenant's. Feedback counts on the
-artifact: a named user has one vote per artifact (the latest counts), anonymous votes all
-count. Reads of a tenant that has no store yet answer "nothing" rather than NotFound.
+artifact: every vote names its user, and a user has one vote per artifact (a second vote
+replaces the first; the counters never grow twice). Reads of a tenant that has no store yet answer "nothing" rather than NotFound.
 """
 from __future__ import annotations
 
@@ -16,6 +16,7 @@ from ranking.profile import RankingProfile
 from services.knowledge_store import storage, validation
 from services.knowledge_store.tenants import Tenants
 from services.knowledge_store.writes import NO_CHANGE, IndexChange, write
+from shared.bounds import INT32_MAX, check_int
 from shared.errors import InvalidArgument, NotFound
 from shared.records import FeedbackAck
 
@@ -42,8 +43,7 @@ async def get_profile(tenants: Tenants, tenant_id: str, persona_id: str, name: s
                       version: int) -> RankingProfile | None:
     validation.tenant_id(tenant_id)
     validation.persona_id(persona_id)
-    if not isinstance(version, int) or version < 0:
-        raise InvalidArgument("version", f"must be >= 0 (0 = latest), got {version!r}")
+    check_int("version", version, 0, INT32_MAX)         # 0 = latest
     try:
         tenant = await tenants.get(tenant_id)
     except NotFound:
@@ -82,6 +82,9 @@ async def record_feedback(tenants: Tenants, tenant_id: str, target: Literal["ent
         validation.artifact_id(target_id, "target_id")
     else:
         raise InvalidArgument("target", f"{target!r} is not one of entry, artifact")
+    if not user_id.strip():
+        raise InvalidArgument("user_id", "is required: each user has one vote per document (a second vote "
+                                         "replaces the first)")
     validation.label(user_id, "user_id")
     if len(comment) > MAX_FEEDBACK_COMMENT_CHARS:
         raise InvalidArgument("comment", f"has {len(comment)} characters, at most "

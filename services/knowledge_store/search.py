@@ -4,9 +4,16 @@
              by allowed_cache.py); an approximate index (HNSW, IVF) answers exactly instead
              when the filter leaves few entries, or when it came back short of k
     keywords in-memory BM25 (keyword_index.py) over the query's analysed terms, with a mask
-             of the rows the same SQL filters allow; no keywords at all = a metadata-only
-             listing, newest first, from SQL
+             of the rows the same SQL filters allow; a quoted phrase ("…") also counts as a
+             term of its own, held by the entries FTS5 finds it in (its analysed terms in a
+             row); no keywords at all = a metadata-only listing, newest first, from SQL
     by id    GetEntries: SQLite only, no index involved
+
+Score completion (`candidates_by_vector_with_completion`): the vector search can also give
+every candidate of a hybrid query both signals in the same call — the best cosine over all
+query vectors (from the stored vectors) and the BM25 of the keyword phrases — for its own
+candidates and for rows the caller names (the keyword leg's), filters applied again; and the
+document frequency of each keyword term (how rare the query's terms are).
 
 Each search reads SQLite inside one snapshot while holding the tenant's lock shared, so the
 ids its in-memory index returns are the ids that snapshot holds (writes.py). Equal scores
@@ -25,7 +32,9 @@ not cached yet, the read goes to a worker thread as usual.
 from __future__ import annotations
 
 import asyncio
+import json
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from typing import TypeVar
 
 import numpy as np
@@ -33,11 +42,20 @@ from numpy.typing import NDArray
 from opentelemetry import trace
 
 from services.knowledge_store import storage, validation
-from services.knowledge_store.analysis import query_terms
+from ranking.query_features import quoted_phrases
+from services.knowledge_store.analysis import analyse, query_terms, words
 from services.knowledge_store.locking import Busy
 from services.knowledge_store.tenants import Tenant, Tenants
 from shared.errors import InvalidArgument
-from shared.records import ArtifactSummary, CandidateColumns, Entry, Hit, SearchFilters
+from shared.records import (
+    ArtifactSummary,
+    CandidateColumns,
+    Entry,
+    Hit,
+    KeywordStats,
+    ScoreCompletion,
+    SearchFilters,
+)
 from shared.settings import KnowledgeStoreSettings
 
 tracer = trace.get_tracer(__name__)
@@ -93,26 +111,43 @@ class Searcher:
                                    filters: SearchFilters, *, top_hits: int = 0) -> list[CandidateColumns]:
         return await self._vector_search(tenant_id, query_vectors, top_k, filters, _columns_with(top_hits))
 
+    async def candidates_by_vector_with_completion(
+            self, tenant_id: str, query_vectors: np.ndarray, top_k: int, filters: SearchFilters, *,
+            keywords: str, extra_keywords: Sequence[str], complete_rows: Sequence[int] | NDArray[np.int64] = (),
+    ) -> tuple[list[CandidateColumns], ScoreCompletion]:
+        """`candidates_by_vector` plus both signals for its candidates and `complete_rows`
+        (module docstring: score completion)."""
+        phrases = _keyword_phrases(keywords, extra_keywords)
+        rows = np.asarray(complete_rows, dtype=np.int64).ravel()
+        if len(rows) > self._settings.max_top_k:
+            raise InvalidArgument("complete_row_ids", f"{len(rows)} rows, at most {self._settings.max_top_k} "
+                                                      "accepted")
+        query = _KeywordQuery.of(phrases) if any(p.strip() for p in phrases) else _KeywordQuery([], [])
+        return await self._vector_search(tenant_id, query_vectors, top_k, filters, _columns_with(0),
+                                         _Completion(query, rows))
+
     async def _vector_search(self, tenant_id: str, query_vectors: np.ndarray, top_k: int, filters: SearchFilters,
-                             materialize: Materialize[R]) -> list[R]:
+                             materialize: Materialize[R], complete: _Completion | None = None):
         validation.tenant_id(tenant_id)
         validation.top_k(top_k, self._settings.max_top_k)
         validation.filters(filters)
         queries = validation.query_vectors(query_vectors, self._settings.dimension)
         tenant = await self._tenants.get(tenant_id)
         with tracer.start_as_current_span("knowledge_store.search_by_vector"):
-            return await self._read(self._small(tenant, top_k, filters), self._vector_search_sync,
-                                    tenant, queries, top_k, filters, materialize)
+            found, completion = await self._read(self._small(tenant, top_k, filters), self._vector_search_sync,
+                                                 tenant, queries, top_k, filters, materialize, complete)
+        return found if complete is None else (found, completion)
 
     def _vector_search_sync(self, tenant: Tenant, queries: NDArray[np.float32], k: int,
-                            filters: SearchFilters, materialize: Materialize[R], *,
-                            wait: bool = True) -> list[R]:
+                            filters: SearchFilters, materialize: Materialize[R], complete: _Completion | None, *,
+                            wait: bool = True) -> tuple[list[R], ScoreCompletion | None]:
         with tenant.rw.read(wait=wait), tenant.db.read() as conn:
             index = tenant.index
             allowed = None if filters.is_empty else tenant.allowed.get(conn, filters)
             if allowed is not None and len(allowed.rids) == 0:
                 nothing: list[list] = [[] for _ in range(len(queries))]
-                return materialize(conn, tenant.tenant_id, nothing, nothing)
+                return (materialize(conn, tenant.tenant_id, nothing, nothing),
+                        None if complete is None else _complete(conn, tenant, queries, nothing, complete, allowed))
             if allowed is not None and index.kind != "flat" and len(allowed.rids) <= EXACT_FILTER_MAX:
                 scores, ids = index.exact(queries, k, allowed.rids)
             else:
@@ -131,8 +166,11 @@ class Searcher:
             order = np.lexsort((ids, -scores), axis=1)          # equal scores: lower row id first
             scores, ids = np.take_along_axis(scores, order, 1), np.take_along_axis(ids, order, 1)
             found = ids >= 0
-            return materialize(conn, tenant.tenant_id, [ids[q][found[q]].tolist() for q in range(len(queries))],
-                               [scores[q][found[q]].tolist() for q in range(len(queries))])
+            id_lists = [ids[q][found[q]].tolist() for q in range(len(queries))]
+            answer = materialize(conn, tenant.tenant_id, id_lists,
+                                 [scores[q][found[q]].tolist() for q in range(len(queries))])
+            return answer, None if complete is None else _complete(conn, tenant, queries, id_lists, complete,
+                                                                    allowed)
 
     async def search_by_filters(self, tenant_id: str, keywords: str, extra_keywords: Sequence[str], top_k: int,
                                 filters: SearchFilters) -> tuple[list[Hit], list[str]]:
@@ -149,39 +187,28 @@ class Searcher:
         validation.tenant_id(tenant_id)
         validation.top_k(top_k, self._settings.max_top_k)
         validation.filters(filters)
-        if isinstance(extra_keywords, str):
-            raise InvalidArgument("extra_keywords", "must be a list of phrases, got one string")
-        if len(extra_keywords) > validation.MAX_EXTRA_KEYWORDS:
-            raise InvalidArgument("extra_keywords", f"{len(extra_keywords)} phrases, at most "
-                                                    f"{validation.MAX_EXTRA_KEYWORDS} accepted")
-        phrases = [keywords or "", *extra_keywords]
-        for i, phrase in enumerate(phrases):
-            name = "keywords" if i == 0 else f"extra_keywords[{i - 1}]"
-            if not isinstance(phrase, str):
-                raise InvalidArgument(name, f"must be a string, got {type(phrase).__name__}")
-            if len(phrase) > validation.MAX_KEYWORD_CHARS:
-                raise InvalidArgument(name, f"has {len(phrase)} characters, at most "
-                                             f"{validation.MAX_KEYWORD_CHARS} accepted")
+        phrases = _keyword_phrases(keywords, extra_keywords)
         tenant = await self._tenants.get(tenant_id)
         listing = not any(p.strip() for p in phrases)
-        terms = [] if listing else query_terms(phrases)
+        query = _KeywordQuery([], []) if listing else _KeywordQuery.of(phrases)
         with tracer.start_as_current_span("knowledge_store.search_by_filters"):
             small = not listing and self._small(tenant, top_k, filters)    # a listing sorts in SQL
-            found = await self._read(small, self._keyword_search_sync, tenant, terms, listing, top_k, filters,
+            found = await self._read(small, self._keyword_search_sync, tenant, query, listing, top_k, filters,
                                      materialize)
-        return found, terms
+        return found, query.terms
 
-    def _keyword_search_sync(self, tenant: Tenant, terms: list[str], listing: bool, k: int,
+    def _keyword_search_sync(self, tenant: Tenant, query: _KeywordQuery, listing: bool, k: int,
                              filters: SearchFilters, materialize: Materialize[R], *, wait: bool = True) -> R:
         with tenant.rw.read(wait=wait), tenant.db.read() as conn:
-            if not listing and not terms:
+            if not listing and not query.terms:
                 return materialize(conn, tenant.tenant_id, [[]], [[]])[0]
             if listing:
                 scored = [(rid, 0.0) for rid in storage.filter_sql.listing(conn, filters, k)]
             else:
                 allowed = None if filters.is_empty else tenant.allowed.get(conn, filters)
                 everything = allowed is None or allowed.everything    # every live row passes: no mask
-                scored = tenant.keywords.search(terms, k, None if everything else allowed.rids)
+                scored = tenant.keywords.search(query.terms, k, None if everything else allowed.rids,
+                                                query.phrase_rids(conn))
             return materialize(conn, tenant.tenant_id, [[rid for rid, _ in scored]], [[s for _, s in scored]])[0]
 
     async def get_entries(self, tenant_id: str, entry_ids: Sequence[str]) -> list[Hit]:
@@ -201,6 +228,86 @@ class Searcher:
             return [Hit(entry=entry, artifact=art, score=0.0, rank=i + 1) for i, (entry, art) in enumerate(records)]
 
         return await self._read(len(unique) <= INLINE_MAX_K, read)
+
+
+def _keyword_phrases(keywords: str, extra_keywords: Sequence[str]) -> list[str]:
+    """[keywords, *extra_keywords], checked (InvalidArgument names the phrase)."""
+    if isinstance(extra_keywords, str):
+        raise InvalidArgument("extra_keywords", "must be a list of phrases, got one string")
+    if len(extra_keywords) > validation.MAX_EXTRA_KEYWORDS:
+        raise InvalidArgument("extra_keywords", f"{len(extra_keywords)} phrases, at most "
+                                                f"{validation.MAX_EXTRA_KEYWORDS} accepted")
+    phrases = [keywords or "", *extra_keywords]
+    for i, phrase in enumerate(phrases):
+        name = "keywords" if i == 0 else f"extra_keywords[{i - 1}]"
+        if not isinstance(phrase, str):
+            raise InvalidArgument(name, f"must be a string, got {type(phrase).__name__}")
+        if len(phrase) > validation.MAX_KEYWORD_CHARS:
+            raise InvalidArgument(name, f"has {len(phrase)} characters, at most "
+                                         f"{validation.MAX_KEYWORD_CHARS} accepted")
+    return phrases
+
+
+@dataclass(frozen=True, slots=True)
+class _KeywordQuery:
+    """A keyword query as the index scores it: analysed terms, and its quoted phrases as
+    (analysed term run, lower-cased word run)."""
+    terms: list[str]
+    phrases: list[tuple[tuple[str, ...], str]]
+
+    @classmethod
+    def of(cls, phrases: Sequence[str]) -> _KeywordQuery:
+        runs = {tuple(analyse(q)): " ".join(words(q)) for p in phrases for q in quoted_phrases(p)}
+        return cls(query_terms(list(phrases)), [(run, text) for run, text in runs.items() if len(run) >= 2])
+
+    def phrase_rids(self, conn) -> list[NDArray[np.int64]]:
+        """Per phrase, the entries holding it, read in the search's snapshot: those whose text has
+        its words in a row; if none has, those whose analysed title or body has its terms in a
+        row (FTS5 keeps the positions the in-memory index does not; stopwords and inflections
+        are lost there, so "poor prognosis for patients" also matches "... of patients")."""
+        out = []
+        for run, text in self.phrases:
+            found = [r for (r,) in conn.execute("SELECT rowid FROM entries_fts WHERE entries_fts MATCH ?",
+                                                ('"' + " ".join(run) + '"',))]
+            if found:
+                rows = conn.execute("SELECT rid, text FROM entries WHERE rid IN (SELECT value FROM json_each(?))",
+                                    (json.dumps(found),))
+                exact = [rid for rid, body in rows if f" {text} " in " " + " ".join(words(body)) + " "]
+                found = exact or found
+            out.append(np.asarray(found, np.int64))
+        return out
+
+
+@dataclass(frozen=True, slots=True)
+class _Completion:
+    query: _KeywordQuery             # the keyword phrases; no terms = no BM25 asked for
+    rows: NDArray[np.int64]          # rows named by the caller (the keyword leg's)
+
+
+def _complete(conn, tenant: Tenant, queries: NDArray[np.float32], found: list[list[int]], complete: _Completion,
+              allowed) -> ScoreCompletion:
+    """Both signals for the vector candidates and the named rows (inside the search's snapshot
+    and lock): best cosine over `queries` from the stored vectors, BM25 of the terms; NaN for a
+    row that is not live or that the filters do not allow."""
+    rows = np.unique(np.concatenate([np.asarray(r, np.int64) for r in found] + [complete.rows]))
+    ok = np.ones(len(rows), bool)
+    if allowed is not None and not allowed.everything and len(rows):
+        sel = allowed.selector()
+        ok = np.fromiter((sel.is_member(int(r)) for r in rows), bool, len(rows))
+    dense = np.full(len(rows), np.nan, np.float32)
+    if ok.any():
+        vectors, stored = tenant.index.stored_vectors(rows[ok])
+        best = (queries @ vectors.T).max(axis=0) if len(vectors) else np.zeros(0, np.float32)
+        best[~stored] = np.nan
+        dense[ok] = best
+    keywords, terms = tenant.keywords, complete.query.terms
+    if terms:
+        bm25 = keywords.score_rows(terms, rows, complete.query.phrase_rids(conn))
+        bm25[~ok] = np.nan
+        stats = KeywordStats(tuple(terms), tuple(keywords.document_frequencies(terms)), keywords.ntotal)
+    else:
+        bm25, stats = np.full(len(rows), np.nan, np.float32), KeywordStats(entries=keywords.ntotal)
+    return ScoreCompletion(row_ids=rows, dense=dense, bm25=bm25, keyword_stats=stats)
 
 
 def _pad(scores: NDArray[np.float32], ids: NDArray[np.int64], k: int) -> tuple[NDArray[np.float32], NDArray[np.int64]]:
@@ -238,7 +345,7 @@ def _columns_with(top_hits: int) -> Materialize[CandidateColumns]:
             kept = [i for i, rid in enumerate(row_ids) if rid in rows]
             hits = tuple(_hits(records, head, [row_scores[i] for i in kept[:len(head)]]))
             out.append(CandidateColumns.from_rows([rows[row_ids[i]] for i in kept], [row_scores[i] for i in kept],
-                                                  hits))
+                                                  hits, [row_ids[i] for i in kept]))
         return out
 
     return materialize

@@ -12,6 +12,7 @@ import numpy as np
 
 from ranking.config import FUSIONS, RECENCY_MODES
 from ranking.profile import RankingProfile
+from shared.bounds import INT32_MAX, MAX_UNIX_TIME, check_int, check_unix_time, shown
 from shared.records import ArtifactMeta, SearchFilters
 from shared.errors import InvalidArgument
 from shared.identity import TENANT_ID, TENANT_ID_RULE
@@ -19,6 +20,7 @@ from shared.identity import TENANT_ID, TENANT_ID_RULE
 _PERSONA = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.:@-]{0,127}$")
 _NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.:-]{0,63}$")
 _CONTROL = re.compile(r"[\x00-\x1f\x7f]")
+_CHUNK = re.compile(r"^[0-9]{1,12}$")          # ASCII digits only ('²'.isdigit() is true)
 
 MAX_ARTIFACT_ID_CHARS = 512
 MAX_LABEL_CHARS = 256          # tags, owners, groups, source ids/types
@@ -57,9 +59,12 @@ def artifact_id(value: str, field: str) -> str:
 def entry_id(value: str, field: str) -> tuple[str, int]:
     """(artifact_id, chunk_index) of an entry id `artifact#chunk`."""
     artifact, sep, chunk = value.rpartition("#") if isinstance(value, str) else ("", "", "")
-    if not sep or not artifact or not chunk.isdigit():
-        raise InvalidArgument(field, f"{value!r} is not an entry id ('<artifact_id>#<chunk_index>')")
-    return artifact, int(chunk)
+    if not sep or not artifact or not _CHUNK.match(chunk):
+        raise InvalidArgument(field, f"{shown(value)} is not an entry id ('<artifact_id>#<chunk_index>')")
+    index = int(chunk)
+    if index > INT32_MAX:
+        raise InvalidArgument(field, f"chunk index {shown(index)} is beyond {INT32_MAX}")
+    return artifact, index
 
 
 def labels(values: Sequence[str], field: str) -> tuple[str, ...]:
@@ -86,9 +91,7 @@ def artifact(meta: ArtifactMeta, field: str) -> None:
     for name in ("owners", "tags", "visibility_groups"):
         labels(getattr(meta, name), f"{field}.{name}")
     for name in ("created_unix", "modified_unix"):
-        value = getattr(meta, name)
-        if not isinstance(value, int) or value < 0:
-            raise InvalidArgument(f"{field}.{name}", f"must be a non-negative unix time, got {value!r}")
+        check_unix_time(f"{field}.{name}", getattr(meta, name))
     prior = meta.reputation_prior
     if not isinstance(prior, (int, float)) or not (0.0 <= prior <= 1.0):
         raise InvalidArgument(f"{field}.reputation_prior", f"must be in [0, 1], got {prior!r}")
@@ -112,9 +115,7 @@ def top_hits(value: int, field: str = "top_hits") -> int:
 
 def filters(f: SearchFilters, field: str = "filters") -> SearchFilters:
     for name in ("date_from_unix", "date_to_unix"):
-        value = getattr(f, name)
-        if not isinstance(value, int) or value < 0:
-            raise InvalidArgument(f"{field}.{name}", f"must be a non-negative unix time (0 = open), got {value!r}")
+        check_int(f"{field}.{name}", getattr(f, name), 0, MAX_UNIX_TIME)      # 0 = open
     if f.date_from_unix and f.date_to_unix and f.date_from_unix > f.date_to_unix:
         raise InvalidArgument(f"{field}.date_to_unix",
                               f"{f.date_to_unix} is before date_from_unix {f.date_from_unix}")

@@ -191,6 +191,27 @@ class VectorIndex:
             candidates = candidates[~np.isin(candidates, np.fromiter(self._tombstones, np.int64))]
         return exact_top_k(queries, candidates, self._reconstruct(candidates), k)
 
+    def stored_vectors(self, ids: NDArray[np.int64]) -> tuple[NDArray[np.float32], NDArray[np.bool_]]:
+        """The vectors stored for `ids`, exactly as added (every kind here keeps flat float32
+        codes: IndexFlat, HNSWFlat and IVFFlat reconstruct bit for bit), and which ids were
+        found: a tombstoned or unknown id gets a zero row and False."""
+        ids = np.ascontiguousarray(ids, dtype=np.int64)
+        found = np.ones(len(ids), bool)
+        if self._tombstones:
+            found &= ~np.isin(ids, np.fromiter(self._tombstones, np.int64, len(self._tombstones)))
+        out = np.zeros((len(ids), self.dimension), np.float32)
+        if found.all():
+            try:
+                return self._reconstruct(ids), found
+            except RuntimeError:             # an id FAISS does not hold: fall back to one by one
+                pass
+        for i in np.flatnonzero(found):
+            try:
+                out[i] = self._index.reconstruct(int(ids[i]))
+            except RuntimeError:
+                found[i] = False
+        return out, found
+
     def _reconstruct(self, ids: NDArray[np.int64]) -> NDArray[np.float32]:
         out = np.empty((len(ids), self.dimension), np.float32)
         step = 65_536

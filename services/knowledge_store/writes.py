@@ -12,7 +12,12 @@ exclusively, and a search holds it shared for its SQLite snapshot plus its in-me
 so a search never sees an id the indexes and SQLite disagree about (the cache of allowed row
 ids is cleared under the same exclusive lock at every commit). If an index cannot apply a
 committed change it is rebuilt from SQLite; if even that fails the tenant is dropped, so the
-next access reopens and rebuilds it (tenants.py).
+next access reopens and rebuilds it (tenants.py). A repair (consistency.py) writes rows the
+indexes do not track one by one, so it asks for both to be rebuilt from SQLite (`rebuild`).
+
+Faults: the transaction is the tenant's `db.write()`, so a full disk, a read-only tenant or a
+corrupted database leaves as a typed error naming the path, with nothing applied
+(storage/faults.py).
 
 Queueing: writers of one tenant queue on an asyncio lock (no thread is parked while
 waiting), then the work runs on a worker thread under the tenant's thread lock (correctness
@@ -55,24 +60,28 @@ NO_CHANGE = IndexChange([], [], np.zeros((0, 0), np.float32))
 Work = Callable[[object], tuple[T, IndexChange]]
 
 
-async def write(tenants: Tenants, tenant_id: str, work: Work[T], *, create: bool) -> T:
-    """Run `work` as the tenant's next write and mirror its change (module docstring)."""
+async def write(tenants: Tenants, tenant_id: str, work: Work[T], *, create: bool, action: str = "write",
+                rebuild: bool = False) -> T:
+    """Run `work` as the tenant's next write and mirror its change (module docstring); with
+    `rebuild`, both indexes are rebuilt from SQLite after the commit instead."""
     tenant = await tenants.get(tenant_id, create=create)
     async with tenant.writer_queue():
-        return await asyncio.to_thread(_write_sync, tenants, tenant, work)
+        return await asyncio.to_thread(_write_sync, tenants, tenant, work, action, rebuild)
 
 
-def _write_sync(tenants: Tenants, tenant: Tenant, work: Work[T]) -> T:
+def _write_sync(tenants: Tenants, tenant: Tenant, work: Work[T], action: str, rebuild: bool) -> T:
     with tenant.write_lock:
         tenants.check_open()
-        conn = tenant.db.writer
-        with storage.db.write_transaction(conn):
+        with tenant.db.write(action) as conn:
             result, change = work(conn)
             with tenant.rw.write():
                 conn.execute("COMMIT")
                 tenant.allowed.clear()
-                _apply(tenants, tenant, change)
-        if tenant.index.needs_rebuild:
+                if not rebuild:
+                    _apply(tenants, tenant, change)
+        if rebuild:
+            _rebuild(tenants, tenant, keywords=True)
+        elif tenant.index.needs_rebuild:
             _rebuild(tenants, tenant)
         if tenant.keywords.needs_compaction:
             fresh = tenant.keywords.compacted()       # searches keep using the old one meanwhile
@@ -114,13 +123,16 @@ def _apply(tenants: Tenants, tenant: Tenant, change: IndexChange) -> None:
                               f"{err}") from err
 
 
-def _rebuild(tenants: Tenants, tenant: Tenant) -> None:
-    """Build a fresh index from SQLite while searches keep using the old one (the caller
-    holds the tenant's write lock, so no write can slip in between)."""
+def _rebuild(tenants: Tenants, tenant: Tenant, *, keywords: bool = False) -> None:
+    """Build a fresh index (and keyword index) from SQLite while searches keep using the old
+    one (the caller holds the tenant's write lock, so no write can slip in between)."""
     started = time.perf_counter()
-    fresh = tenants.build_index(tenant.db.writer, tenant.index.config)
+    with tenant.db.guard("index rebuild"):
+        fresh = tenants.build_index(tenant.db.writer, tenant.index.config)
+        fresh_keywords = tenants.build_keywords(tenant.db.writer) if keywords else tenant.keywords
     with tenant.rw.write():
         tenant.index = fresh
+        tenant.keywords = fresh_keywords
         tenant.allowed.clear()
     log.info("rebuilt %s index of tenant %s (%d vectors) in %.2fs", fresh.kind, tenant.tenant_id,
              fresh.ntotal, time.perf_counter() - started)

@@ -3,6 +3,7 @@ ingest) and RAGPipeline. Every call has a deadline; errors arrive as `shared.err
 are the core's own types (`results.py`), decoded from the wire."""
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Sequence
 
 import numpy as np
@@ -19,8 +20,8 @@ _METHODS = {llm_pb.EXPANSION_METHOD_LLM: "llm", llm_pb.EXPANSION_METHOD_KEYWORDS
 
 
 class LlmOrchestrationClient:
-    def __init__(self, target: str, *, timeout_s: float = 10.0, interceptors: list | None = None) -> None:
-        self._channel = aio_channel(target, interceptors)
+    def __init__(self, target: str, *, timeout_s: float = 10.0, interceptors: list | None = None, tls_ca_file: Path | None = None) -> None:
+        self._channel = aio_channel(target, interceptors, tls_ca_file=tls_ca_file)
         self._stub = llm_grpc.LlmOrchestrationStub(self._channel)
         self.timeout_s = timeout_s
 

@@ -4,7 +4,7 @@ Plain Python in, frozen dataclasses out (`results.py`); errors from `shared.erro
 The gRPC / MCP adapters decode, call this, and encode.
 
     LlmOrchestrator
-    ├── embed       cache → micro-batcher (small) / straight to the backend (ingest-sized)
+    ├── embed       cache → micro-batcher (a lane for queries, one for ingest; callers take turns)
     │                └── LocalEmbedder (one worker thread; ONNX Runtime or torch) | OpenAIEmbedder
     ├── expand      chat model JSON → validated alternatives   | keyword extraction (labelled)
     ├── rerank      chat model 0–10 scores                      | embedding cosine (labelled)
@@ -24,6 +24,7 @@ from typing import Any
 import numpy as np
 from opentelemetry import trace
 
+from shared.bounds import INT32_MAX, check_int
 from shared.errors import InvalidArgument, NucleusError, Unavailable
 from shared.settings import LlmOrchestrationSettings
 
@@ -47,6 +48,7 @@ def check_settings(settings: LlmOrchestrationSettings) -> None:
         raise InvalidArgument("openai_base_url", "required when embedding_provider is 'openai' or "
                               "chat_model is set (e.g. https://api.openai.com/v1)")
     positive = {"max_texts_per_request": settings.max_texts_per_request,
+                "max_embed_texts": settings.max_embed_texts,
                 "max_text_chars": settings.max_text_chars,
                 "encode_batch_size": settings.encode_batch_size,
                 "microbatch_max_size": settings.microbatch_max_size,
@@ -161,15 +163,22 @@ class LlmOrchestrator:
 
     # -- embeddings ------------------------------------------------------------------------
 
-    async def embed(self, texts: Sequence[str], purpose: str = "query") -> EmbeddingResult:
+    async def embed(self, texts: Sequence[str], purpose: str = "query", *, caller: str = "") -> EmbeddingResult:
         """L2-normalised float32 (len(texts), dimension) vectors, in input order.
 
-        Cached rows are reused (and counted in `cache_hits`); the rest are de-duplicated and
-        encoded — through the micro-batcher when fewer than `encode_batch_size`, else
-        directly. Only `purpose="query"` results are added to the cache.
+        At most `max_embed_texts` texts per call. Cached rows are reused (and counted in
+        `cache_hits`); the rest are de-duplicated and encoded through the micro-batcher, in the
+        lane of their purpose ("document" = bulk ingest) and taking turns with other callers
+        (`caller`: the end user the call is made for, "" = unknown). Only `purpose="query"`
+        results are added to the cache.
         """
+        return await self._embed(texts, purpose, caller, max_count=self._settings.max_embed_texts)
+
+    async def _embed(self, texts: Sequence[str], purpose: str, caller: str, *, max_count: int) -> EmbeddingResult:
+        """`embed` with another bound on the count (re-ranking and extraction embed their own
+        candidates, bounded by `max_texts_per_request`)."""
         s = self._settings
-        texts = check_texts(texts, max_count=s.max_texts_per_request, max_chars=s.max_text_chars)
+        texts = check_texts(texts, max_count=max_count, max_chars=s.max_text_chars)
         purpose = check_purpose(purpose)
         if not self._started:
             raise Unavailable("LlmOrchestration is not started (model not loaded)")
@@ -181,10 +190,7 @@ class LlmOrchestrator:
             missing = list(dict.fromkeys(t for t, row in zip(texts, cached) if row is None))
             fresh: dict[str, np.ndarray] = {}
             if missing:
-                if len(missing) >= s.encode_batch_size:
-                    vectors = await self._backend.encode(missing)
-                else:
-                    vectors = await self._batcher.submit(missing)
+                vectors = await self._batcher.submit(missing, caller=caller, lane=purpose)
                 fresh = dict(zip(missing, vectors))
                 if purpose == "query":
                     self._cache.put_many(missing, vectors)
@@ -302,7 +308,7 @@ class LlmOrchestrator:
     async def _embed_for_similarity(self, query: str, texts: list[str]) -> np.ndarray:
         """Row 0: the query (cached as a query); rows 1..: `texts` (not cached)."""
         q = await self.embed([query], purpose="query")
-        docs = await self.embed(texts, purpose="document")
+        docs = await self._embed(texts, "document", "", max_count=self._settings.max_texts_per_request)
         return np.concatenate([q.vectors, docs.vectors], axis=0)
 
     # -- synthesis -------------------------------------------------------------------------
@@ -328,6 +334,7 @@ class LlmOrchestrator:
         if max_chars < 0:
             raise InvalidArgument("max_chars", f"{max_chars} is negative; 0 (default "
                                   f"{synth.DEFAULT_MAX_CHARS}) or a positive limit is accepted")
+        check_int("max_chars", max_chars, 0, INT32_MAX)
         max_chars = max_chars or synth.DEFAULT_MAX_CHARS
         style = style or "concise"
         if style not in synth.STYLES:

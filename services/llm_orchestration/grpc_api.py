@@ -1,10 +1,14 @@
-"""LlmOrchestration gRPC adapter: decode, call the core, encode. No logic lives here."""
+"""LlmOrchestration gRPC adapter: decode, call the core, encode. No logic lives here.
+
+With authentication on, the verified caller (an on-behalf-of assertion names the end user)
+decides whose turn an embedding request takes in the micro-batcher's fair queue."""
 from __future__ import annotations
 
 from nucleus.v1 import llm_orchestration_pb2_grpc as llm_grpc
 from services.llm_orchestration import convert
 from services.llm_orchestration.core import LlmOrchestrator
 from shared.grpc_errors import translate_errors
+from shared.identity import queue_key, verified_caller
 from shared.telemetry.genai import embeddings_span, end_embeddings  # telemetry hook
 
 
@@ -16,7 +20,8 @@ class LlmOrchestrationServicer(llm_grpc.LlmOrchestrationServicer):
     async def GenerateEmbeddings(self, request, context):
         # telemetry hook: GenAI "embeddings" span (gen_ai.operation.name, request/response model, provider)
         with embeddings_span(self._core.embedding_model, self._core.provider, len(request.texts)) as span:
-            result = await self._core.embed(list(request.texts), request.purpose or "query")
+            result = await self._core.embed(list(request.texts), request.purpose or "query",
+                                            caller=queue_key(verified_caller()))   # fair turns per end user
             end_embeddings(span, model=result.model, dimension=result.dimension, cache_hits=result.cache_hits)
         return convert.embeddings_to_pb(result)
 

@@ -9,6 +9,8 @@ from nucleus.v1 import llm_orchestration_pb2_grpc as llm_grpc
 from services.llm_orchestration.core import LlmOrchestrator
 from services.llm_orchestration.grpc_api import LlmOrchestrationServicer
 from services.llm_orchestration.mcp_api import build_mcp
+from shared.auth.mcp_http import service_auth_settings
+from shared.auth.service_auth import ServiceAuth
 from shared.log import configure_logging, register_secret
 from shared.service_main import apply_overrides, parse_args
 from shared.service_runner import ServiceSpec, run_service, run_stdio
@@ -18,13 +20,17 @@ from shared.settings import LlmOrchestrationSettings
 async def serve(settings: LlmOrchestrationSettings, *, stdio: bool, ready_file=None) -> None:
     core = LlmOrchestrator(settings)
     await core.start()
+    auth = ServiceAuth.load("llm_orchestration", settings.identity_dir)   # None: authentication off
+    http_auth = auth is not None and not stdio
     spec = ServiceSpec(
         name="llm_orchestration",
         grpc_service_name="nucleus.v1.LlmOrchestration",
         add_servicers=lambda server: llm_grpc.add_LlmOrchestrationServicer_to_server(
             LlmOrchestrationServicer(core), server),
-        mcp_server=build_mcp(core),
+        mcp_server=build_mcp(core, token_verifier=auth.mcp_token_verifier() if http_auth else None,
+                             auth=service_auth_settings() if http_auth else None),
         close=core.close,
+        grpc_interceptors=[auth.server_interceptor()] if auth else [],
     )
     await (run_stdio(spec) if stdio else run_service(spec, settings, ready_file=ready_file))
 

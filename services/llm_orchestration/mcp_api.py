@@ -1,13 +1,15 @@
 """LlmOrchestration MCP adapter: the same core as gRPC, as typed MCP tools."""
 from __future__ import annotations
 
-from typing import Annotated, Literal
+from typing import Annotated, Any, Literal
 
+from mcp.server.auth.middleware.auth_context import get_access_token
 from mcp.server.mcpserver import MCPServer
 from pydantic import BaseModel, Field
 
 from services.llm_orchestration.core import LlmOrchestrator
-from shared.mcp_errors import guarded
+from shared.bounds import INT32_MAX
+from shared.mcp_errors import guarded, invalid_params_middleware
 
 
 class EmbeddingsOut(BaseModel):
@@ -56,14 +58,18 @@ class CandidateIn(BaseModel):
     text: str
 
 
-def build_mcp(core: LlmOrchestrator) -> MCPServer:
+def build_mcp(core: LlmOrchestrator, *, token_verifier: Any = None, auth: Any = None) -> MCPServer:
+    """The LlmOrchestration MCP server; with `token_verifier` + `auth` (authentication on) only
+    holders of a stack credential get through (HTTP 401 otherwise)."""
     mcp = MCPServer("nucleus-llm-orchestration", instructions=(
-        "Embeddings (all-MiniLM-L6-v2 by default), query expansion, re-ranking and grounded answer synthesis."))
+        "Embeddings (all-MiniLM-L6-v2 by default), query expansion, re-ranking and grounded answer synthesis."),
+        token_verifier=token_verifier, auth=auth)
 
     @mcp.tool(name="generate_embeddings", description="L2-normalised float32 embeddings of the texts.")
     async def generate_embeddings(texts: list[str], purpose: Literal["query", "document"] = "query") -> EmbeddingsOut:
         async def run() -> EmbeddingsOut:
-            r = await core.embed(texts, purpose)
+            token = get_access_token()          # with authentication on: the operator's token
+            r = await core.embed(texts, purpose, caller=f"mcp:{token.subject}" if token is not None else "mcp")
             return EmbeddingsOut(model=r.model, provider=r.provider, dimension=r.dimension,
                                  vectors=r.vectors.tolist(), cache_hits=r.cache_hits)
         return await guarded(run)
@@ -85,7 +91,8 @@ def build_mcp(core: LlmOrchestrator) -> MCPServer:
         return await guarded(run)
 
     @mcp.tool(name="synthesize", description="An answer grounded only in the passages, citing passage ids.")
-    async def synthesize(query: str, passages: list[PassageIn], max_chars: Annotated[int, Field(ge=0)] = 0,
+    async def synthesize(query: str, passages: list[PassageIn],
+                         max_chars: Annotated[int, Field(ge=0, le=INT32_MAX)] = 0,
                          style: Literal["concise", "detailed", "bullets"] = "concise") -> SynthesisOut:
         async def run() -> SynthesisOut:
             s = await core.synthesize(query, [(p.id, p.title, p.text) for p in passages], max_chars=max_chars,
@@ -96,4 +103,5 @@ def build_mcp(core: LlmOrchestrator) -> MCPServer:
                                 method=s.method)
         return await guarded(run)
 
+    mcp.middleware.append(invalid_params_middleware({}))     # malformed tools/call params: -32602
     return mcp

@@ -1,55 +1,133 @@
-"""Coalesce concurrent small embedding requests into micro-batches.
+"""Coalesce concurrent embedding requests into micro-batches, fairly across callers.
 
-Many agents querying at once each send one or two texts. Encoding them one by one wastes
-the model; encoding them together costs little more than one. So requests go into an
-asyncio queue; a single collector task takes the first waiting request, waits at most
-`max_wait_s` *from that request's arrival* for company (or until `max_size` texts are
-collected), then hands the batch to the backend and resolves each caller's future with its
-rows. While a batch encodes, new requests queue up; when the backend is free again the next
-batch forms at once from whatever has waited. `max_inflight` bounds concurrent batches
-(1 for the local model, whose single worker thread would only queue them anyway).
+Many agents querying at once each send one or two texts. Encoding them one by one wastes the
+model; encoding them together costs little more than one. So every request is queued, and a
+single collector task forms batches of at most `max_size` texts and hands them to the
+backend, resolving each caller's future with its own rows. While a batch encodes, new
+requests queue up; when the backend is free again the next batch forms at once from whatever
+has waited. `max_inflight` bounds concurrent batches (1 for the local model, whose single
+worker thread would only queue them anyway).
 
-The wait is adaptive: a request arriving at an idle model waits for company only when the
-previous batch, finished within the last CONCURRENCY_WINDOW_S, held more than one request.
-A lone sequential caller therefore never pays the wait, while many concurrent callers (whose
-batches hold many requests) get coalesced; either way, requests that queue up while a batch
-encodes form the next batch at once.
+Fairness. Each request carries a caller key (the end user a call is made for; "" when
+unknown) and a lane: "query" (searches) or "document" (bulk ingest, `purpose="document"`).
 
-`max_wait_s=0, max_size=1` turns coalescing off (one request per encode).
-Ingest-sized requests should bypass this class entirely (see `LlmOrchestrator.embed`).
+    lanes     when both lanes have waiting texts, batches alternate between them, so an
+              ingest cannot hold searches back for more than one batch, nor a flood of
+              searches stop an ingest
+    callers   inside a lane, a batch is filled one text at a time round-robin over the
+              callers with waiting texts (first come, first served within one caller), so one
+              caller's 256 texts take turns with another caller's single query instead of
+              queueing ahead of it: the query is in the very next batch. A request larger
+              than a batch is spread over several batches; its rows are reassembled in order.
+
+Batching across callers stays: one batch holds the texts of every caller whose turn it is.
+
+The wait is adaptive: a request arriving at an idle model waits for company (at most
+`max_wait_s` from its arrival, or until a batch is full) only when the previous batch,
+finished within the last CONCURRENCY_WINDOW_S, held more than one request. A lone sequential
+caller therefore never pays the wait, while many concurrent callers get coalesced.
+
+`max_wait_s=0, max_size=1` turns coalescing off (one text per encode). `max_pending` bounds
+the requests waiting for their first batch (ResourceExhausted beyond it).
 """
 from __future__ import annotations
 
 import asyncio
 import logging
+from collections import OrderedDict, deque
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 from numpy.typing import NDArray
 
-from shared.errors import ResourceExhausted, Unavailable
+from shared.errors import InvalidArgument, ResourceExhausted, Unavailable
 
 log = logging.getLogger(__name__)
 
 DEFAULT_MAX_PENDING = 4096
 CONCURRENCY_WINDOW_S = 0.25
+LANES = ("query", "document")
 Encode = Callable[[list[str]], Awaitable[NDArray[np.float32]]]
 
 
-@dataclass(slots=True)
+@dataclass(slots=True, eq=False)
 class _Pending:
+    """One submitted request: its texts, who sent it, and its rows as they arrive."""
+
     texts: list[str]
     future: asyncio.Future[NDArray[np.float32]]
     arrived: float
+    caller: str
+    taken: int = 0                          # texts handed to batches so far (a prefix)
+    done: int = 0                           # rows received so far
+    rows: NDArray[np.float32] | None = None
+
+
+@dataclass(slots=True)
+class _Slice:
+    pending: _Pending
+    start: int
+    stop: int
+
+
+class _Lane:
+    """The waiting requests of one lane, one FIFO per caller, callers in round-robin order."""
+
+    def __init__(self) -> None:
+        self.callers: OrderedDict[str, deque[_Pending]] = OrderedDict()
+        self.texts = 0                      # texts not yet handed to a batch
+
+    def push(self, pending: _Pending) -> None:
+        self.callers.setdefault(pending.caller, deque()).append(pending)
+        self.texts += len(pending.texts)
+
+    def oldest_arrival(self) -> float:
+        return min(queue[0].arrived for queue in self.callers.values())
+
+    def take(self, limit: int, on_leave: Callable[[_Pending], None]) -> list[_Slice]:
+        """Up to `limit` texts, one per turn, round-robin over the callers. A request whose
+        caller gave up is dropped; `on_leave` is told of every request leaving the queue."""
+        slices: dict[_Pending, _Slice] = {}
+        taken = 0
+        while taken < limit and self.callers:
+            caller, queue = next(iter(self.callers.items()))
+            pending = queue[0]
+            if pending.future.done():                   # the caller gave up
+                queue.popleft()
+                self.texts -= len(pending.texts) - pending.taken
+                on_leave(pending)
+            else:
+                part = slices.get(pending)
+                if part is None:
+                    part = slices[pending] = _Slice(pending, pending.taken, pending.taken)
+                pending.taken += 1
+                part.stop = pending.taken
+                taken += 1
+                self.texts -= 1
+                if pending.taken == len(pending.texts):
+                    queue.popleft()
+                    on_leave(pending)
+            if queue:
+                self.callers.move_to_end(caller)        # the next caller's turn
+            else:
+                del self.callers[caller]
+        return list(slices.values())
+
+    def drain(self) -> list[_Pending]:
+        waiting = [p for queue in self.callers.values() for p in queue]
+        self.callers.clear()
+        self.texts = 0
+        return waiting
 
 
 @dataclass(slots=True)
 class BatchStats:
     batches: int = 0
     texts: int = 0
-    requests: int = 0
+    requests: int = 0                       # request slices, summed over batches
     largest: int = 0
+    by_lane: dict[str, int] = field(default_factory=lambda: dict.fromkeys(LANES, 0))   # batches per lane
 
     @property
     def mean_batch_texts(self) -> float:
@@ -65,7 +143,11 @@ class MicroBatcher:
         self._encode = encode
         self._max_wait_s = max_wait_s
         self._max_size = max_size
-        self._queue: asyncio.Queue[_Pending] = asyncio.Queue(maxsize=max_pending)
+        self._max_pending = max_pending
+        self._lanes = {name: _Lane() for name in LANES}
+        self._turn = 0                      # which lane goes first when both have texts
+        self._queued = 0                    # requests with texts not yet handed to a batch
+        self._work = asyncio.Event()
         self._slots = asyncio.Semaphore(max_inflight)
         self._collector: asyncio.Task[None] | None = None
         self._inflight: set[asyncio.Task[None]] = set()
@@ -78,18 +160,24 @@ class MicroBatcher:
         if self._collector is None:
             self._collector = asyncio.create_task(self._collect(), name="embed-microbatcher")
 
-    async def submit(self, texts: list[str]) -> NDArray[np.float32]:
-        """Rows for `texts`, encoded together with whatever else is waiting."""
+    async def submit(self, texts: list[str], *, caller: str = "", lane: str = "query") -> NDArray[np.float32]:
+        """Rows for `texts`, encoded together with whatever else is waiting. `caller` is whose
+        turn the texts take ("" = unknown); `lane` is "query" or "document" (bulk ingest)."""
+        if lane not in self._lanes:
+            raise InvalidArgument("lane", f"{lane!r} is not one of {', '.join(LANES)}")
         if self._closed or self._collector is None:
             raise Unavailable("the embedding micro-batcher is not running")
+        if not texts:
+            raise InvalidArgument("texts", "at least one text is required")
+        if self._queued >= self._max_pending:
+            raise ResourceExhausted(f"embedding queue is full ({self._max_pending} pending "
+                                    "requests); retry later")
         loop = asyncio.get_running_loop()
-        pending = _Pending(texts, loop.create_future(), loop.time())
-        try:
-            self._queue.put_nowait(pending)
-        except asyncio.QueueFull:
-            raise ResourceExhausted(f"embedding queue is full ({self._queue.maxsize} pending "
-                                    "requests); retry later") from None
-        return await pending.future
+        future: asyncio.Future[NDArray[np.float32]] = loop.create_future()
+        self._lanes[lane].push(_Pending(list(texts), future, loop.time(), caller))
+        self._queued += 1
+        self._work.set()
+        return await future
 
     async def close(self) -> None:
         self._closed = True
@@ -98,10 +186,20 @@ class MicroBatcher:
             await asyncio.gather(self._collector, return_exceptions=True)
         if self._inflight:
             await asyncio.gather(*self._inflight, return_exceptions=True)
-        while not self._queue.empty():
-            pending = self._queue.get_nowait()
-            if not pending.future.done():
-                pending.future.set_exception(Unavailable("the embedding service is shutting down"))
+        for lane in self._lanes.values():
+            for pending in lane.drain():
+                if not pending.future.done():
+                    pending.future.set_exception(Unavailable("the embedding service is shutting down"))
+        self._queued = 0
+
+    # -- scheduling ------------------------------------------------------------------------
+
+    def _left_queue(self, pending: _Pending) -> None:
+        self._queued -= 1
+
+    def _next_lane(self) -> str | None:
+        order = LANES if self._turn == 0 else LANES[::-1]
+        return next((name for name in order if self._lanes[name].texts), None)
 
     async def _collect(self) -> None:
         loop = asyncio.get_running_loop()
@@ -112,56 +210,74 @@ class MicroBatcher:
             except BaseException:
                 self._slots.release()
                 raise
-            if not batch:
+            if not batch[1]:                 # every request in it was given up
                 self._slots.release()
                 continue
             task = asyncio.create_task(self._run(batch))
             self._inflight.add(task)
             task.add_done_callback(self._inflight.discard)
 
-    async def _next_batch(self, loop: asyncio.AbstractEventLoop) -> list[_Pending]:
-        first = await self._queue.get()
-        batch, size = [first], len(first.texts)
+    async def _next_batch(self, loop: asyncio.AbstractEventLoop) -> tuple[str, list[_Slice]]:
+        name = self._next_lane()
+        while name is None:
+            self._work.clear()
+            await self._work.wait()
+            name = self._next_lane()
+        lane = self._lanes[name]
         recently_concurrent = (self._last_batch_requests > 1
                                and loop.time() - self._last_batch_end <= CONCURRENCY_WINDOW_S)
-        deadline = first.arrived + (self._max_wait_s if recently_concurrent else 0.0)
-        while size < self._max_size:
+        deadline = lane.oldest_arrival() + (self._max_wait_s if recently_concurrent else 0.0)
+        while lane.texts < self._max_size:
+            remaining = deadline - loop.time()
+            if remaining <= 0:
+                break
+            self._work.clear()
             try:
-                item = self._queue.get_nowait()
-            except asyncio.QueueEmpty:
-                remaining = deadline - loop.time()
-                if remaining <= 0:
-                    break
-                try:
-                    async with asyncio.timeout(remaining):
-                        item = await self._queue.get()
-                except TimeoutError:
-                    break
-            batch.append(item)
-            size += len(item.texts)
-        return [p for p in batch if not p.future.done()]   # drop callers that gave up
+                async with asyncio.timeout(remaining):
+                    await self._work.wait()
+            except TimeoutError:
+                break
+        self._turn = 1 - LANES.index(name)          # the other lane goes first next time
+        return name, lane.take(self._max_size, self._left_queue)
 
-    async def _run(self, batch: list[_Pending]) -> None:
+    async def _run(self, batch: tuple[str, list[_Slice]]) -> None:
+        lane, slices = batch
         try:
-            texts = [text for pending in batch for text in pending.texts]
+            texts = [t for s in slices for t in s.pending.texts[s.start:s.stop]]
             self.stats.batches += 1
-            self.stats.requests += len(batch)
+            self.stats.by_lane[lane] += 1
+            self.stats.requests += len(slices)
             self.stats.texts += len(texts)
             self.stats.largest = max(self.stats.largest, len(texts))
             try:
                 vectors = await self._encode(texts)
             except Exception as err:
-                for pending in batch:
-                    if not pending.future.done():
-                        pending.future.set_exception(err)
+                for s in slices:
+                    if not s.pending.future.done():
+                        s.pending.future.set_exception(err)
                 return
-            self._last_batch_requests = len(batch)
+            self._last_batch_requests = len(slices)
             self._last_batch_end = asyncio.get_running_loop().time()
-            start = 0
-            for pending in batch:
-                stop = start + len(pending.texts)
-                if not pending.future.done():
-                    pending.future.set_result(vectors[start:stop])
-                start = stop
+            offset = 0
+            for s in slices:
+                n = s.stop - s.start
+                _deliver(s, vectors[offset:offset + n])
+                offset += n
         finally:
             self._slots.release()
+
+
+def _deliver(part: _Slice, rows: NDArray[np.float32]) -> None:
+    """Put a slice's rows in place; resolve the request once all of its rows are in."""
+    pending = part.pending
+    if pending.future.done():
+        return
+    if part.start == 0 and part.stop == len(pending.texts):
+        pending.future.set_result(rows)
+        return
+    if pending.rows is None:
+        pending.rows = np.empty((len(pending.texts), rows.shape[1]), dtype=rows.dtype)
+    pending.rows[part.start:part.stop] = rows
+    pending.done += part.stop - part.start
+    if pending.done == len(pending.texts):
+        pending.future.set_result(pending.rows)

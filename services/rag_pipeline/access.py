@@ -25,7 +25,7 @@ from dataclasses import dataclass, replace
 from services.rag_pipeline.ports import KnowledgeSource
 from shared.auth.config import AuthConfig
 from shared.errors import NotFound
-from shared.identity import Principal
+from shared.identity import Principal, acting_for
 from shared.records import Hit, SearchFilters
 
 STATS_TTL_S = 5.0
@@ -126,8 +126,10 @@ class AccessPolicy:
         return views
 
     async def _has_public(self, tenant_id: str, source_id: str) -> bool:
-        hits, _ = await self._ks.search_by_filters(
-            tenant_id, "", [], 1, SearchFilters(source_ids=(source_id,), enforce_visibility=True, visibility_groups=()))
+        with acting_for(None):      # a fact about the tenant, not about the user being served
+            hits, _ = await self._ks.search_by_filters(
+                tenant_id, "", [], 1, SearchFilters(source_ids=(source_id,), enforce_visibility=True,
+                                                    visibility_groups=()))
         return bool(hits)
 
     async def scope(self, principal: Principal, *, base: SearchFilters = SearchFilters(),

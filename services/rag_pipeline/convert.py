@@ -37,6 +37,7 @@ def result_to_pb(r: RankedResult) -> rag_pb.RankedKnowledgeResult:
         persona_knowledge_entry_id=r.entry.id, associated_artifact=ks_convert.summary_to_pb(r.artifact),
         snippet=r.snippet, overall_rank_score=r.overall, individual_scores=_four(r.scores),
         headline=r.entry.headline, text=r.entry.text, timestamp_unix=r.entry.timestamp_unix,
+        relevance_probability=r.probability,
     )
     e = r.explanation
     if e is not None:
@@ -44,7 +45,8 @@ def result_to_pb(r: RankedResult) -> rag_pb.RankedKnowledgeResult:
             weights=_four(e.weights), contributions=_four(e.contributions), dense_cosine=e.dense_cosine,
             bm25=e.bm25, dense_rank=e.dense_rank, bm25_rank=e.bm25_rank, dense_norm=e.dense_norm,
             bm25_norm=e.bm25_norm, rerank_score=e.rerank_score, fusion_method=e.fusion_method,
-            recency_applied=e.recency_applied, age_days=e.age_days))
+            recency_applied=e.recency_applied, age_days=e.age_days, dense_source=e.dense_source,
+            bm25_source=e.bm25_source, dense_weight=e.dense_weight, query_profile=e.query_profile))
     return msg
 
 

@@ -5,7 +5,9 @@ One query, step by step:
   validate -> resolve profile -> detect temporal intent -> [expand] -> embed all phrases in one
   batch (the keyword leg starts at once, in parallel with embedding) -> vector leg (all phrase
   vectors, one call) -> merge & de-duplicate by entry id keeping every raw signal -> rank
-  (ranking/, vectorised) -> [rerank top N, rank again] -> results with snippets & explanations.
+  (ranking/, vectorised) -> [rerank top N, rank again] -> fetch the chosen entries (an entry
+  deleted since the search is dropped and refilled, fetch.py) -> results with snippets &
+  explanations.
 
 A dependency failing mid-query degrades the answer instead of failing it: no embedding or no
 vector leg -> keyword-only; no keyword leg -> vector-only; both -> Unavailable. The whole call
@@ -28,8 +30,12 @@ from opentelemetry import trace
 from ranking import Candidates, RankingConfig, rank
 from ranking.factors import reputation as reputation_factor
 from ranking.profile import BUILTIN_PROFILE, RankingProfile
+from ranking.query_features import QueryFeatures, query_features
 from ranking.temporal import detect_temporal_intent
-from services.rag_pipeline.merge import Merged, merge, placeholder_hit, ranking_candidates
+from services.rag_pipeline import permissions
+from services.rag_pipeline.access import AccessPolicy, Scope
+from services.rag_pipeline.fetch import load_hits, load_results
+from services.rag_pipeline.merge import Merged, merge, ranking_candidates
 from services.rag_pipeline.models import Preferences, RankedResult, SearchRequest, SearchResponse
 from services.rag_pipeline.ports import KnowledgeSource, LanguageModel
 from services.rag_pipeline.results import build_results
@@ -42,8 +48,10 @@ from shared.errors import (
     PermissionDenied,
     Unavailable,
 )
-from shared.identity import Principal
-from shared.records import EMPTY_COLUMNS, CandidateColumns, FeedbackAck
+from shared.auth.config import EMPTY_CONFIG
+from shared.bounds import INT32_MAX, check_int
+from shared.identity import Principal, acting_for
+from shared.records import EMPTY_COLUMNS, CandidateColumns, FeedbackAck, ScoreCompletion, SearchFilters
 from shared.settings import RagPipelineSettings
 from shared.telemetry.content import set_content_attribute  # telemetry hook
 from shared.telemetry.genai import retrieval_attributes  # telemetry hook
@@ -60,8 +68,9 @@ class RagPipeline:
     """SearchAndRank, ranking profiles and feedback over a knowledge source and a language model."""
 
     def __init__(self, settings: RagPipelineSettings, knowledge: KnowledgeSource, llm: LanguageModel, *,
-                 clock: Callable[[], float] = time.time) -> None:
+                 access: AccessPolicy | None = None, clock: Callable[[], float] = time.time) -> None:
         self._settings = settings
+        self.access = access or AccessPolicy(knowledge, EMPTY_CONFIG)   # who may see what (access.py)
         self._clock = clock      # wall time (unix seconds): recency and temporal intent are measured from it
         self._ks = knowledge
         self._llm = llm
@@ -75,18 +84,42 @@ class RagPipeline:
         """The request with defaults resolved; InvalidArgument naming the field otherwise."""
         return validate_request(request, self._settings)
 
-    @staticmethod
-    def scope_to(request: SearchRequest, principal: Principal) -> SearchRequest:
-        """The request as the verified principal may make it: its tenant, its groups' view."""
-        if request.tenant_id and request.tenant_id != principal.tenant_id:
-            raise PermissionDenied(f"tenant_id '{request.tenant_id}' is not the caller's tenant")
-        filters = replace(request.filters, visibility_groups=principal.groups, enforce_visibility=True)
-        return replace(request, tenant_id=principal.tenant_id, filters=filters)
+    # ------------------------------------------------------------------ access
+    async def scope(self, principal: Principal, *, base: SearchFilters = SearchFilters(),
+                    only_sources: tuple[str, ...] | None = None) -> Scope:
+        """The filters `principal`'s searches run under (tenant groups, source rules, session
+        tags); `only_sources` must already be vetted. `Scope.empty`: nothing is visible."""
+        return await self.access.scope(principal, base=base, only_sources=only_sources)
+
+    async def search(self, request: SearchRequest, principal: Principal | None, *,
+                     scope: Scope | None = None) -> SearchResponse:
+        """SearchAndRank for a verified caller: the one access decision for every transport.
+
+        The caller's tenant; its groups (enforced inside the store's searches); the auth
+        config's source rules and a trusted platform's session tags (access.py; `scope` when
+        the caller already asked for it, e.g. a RAG tool naming sources); and every
+        call to the store and the model made for it carries a signed assertion of it, so the
+        store holds it to its tenant and groups again. None = authentication is off (a
+        trusted network): the request runs as sent."""
+        if principal is None:
+            return await self.search_and_rank(request)
+        principal = replace(principal, tenant_id=self.tenant_for(request.tenant_id, principal))
+        if scope is None:
+            scope = await self.scope(principal, base=request.filters)
+        if scope.empty:
+            return SearchResponse(results=(), debug="no visible sources")
+        with acting_for(principal):
+            response = await self.search_and_rank(replace(request, tenant_id=principal.tenant_id,
+                                                          filters=scope.filters))
+        if scope.post_tags:
+            response = replace(response, results=tuple(r for r in response.results if scope.keep(r.artifact.tags)))
+        return response
 
     @staticmethod
     def tenant_for(requested: str, principal: Principal | None) -> str:
-        """The tenant a non-search call acts on: the principal's, when there is one."""
-        if principal is None:
+        """The tenant a call acts on: the principal's, when its credential names one (an
+        operator credential without a tenant acts on the requested one)."""
+        if principal is None or (not principal.tenant_id and principal.has_role("operator")):
             return requested
         if requested and requested != principal.tenant_id:
             raise PermissionDenied(f"tenant_id '{requested}' is not the caller's tenant")
@@ -123,26 +156,45 @@ class RagPipeline:
         self._profiles[key] = (now + PROFILE_CACHE_TTL_S, profile)
         return profile
 
-    async def put_profile(self, profile: RankingProfile) -> RankingProfile:
-        """Stored (and validated, naming the field) by the KnowledgeStore, the system of record."""
-        stored = await self._ks.put_profile(profile)
+    async def put_profile(self, profile: RankingProfile, principal: Principal | None = None) -> RankingProfile:
+        """Stored (and validated, naming the field) by the KnowledgeStore, the system of record.
+        For a verified `principal`: in its tenant, and a change of a default profile needs the
+        admin role (permissions.py). None = authentication is off: stored as sent."""
+        with acting_for(principal):              # the store checks the same user again
+            if principal is not None:
+                profile = replace(profile, tenant_id=self.tenant_for(profile.tenant_id, principal))
+                await permissions.check_profile_write(self._ks, profile, principal)
+            stored = await self._ks.put_profile(profile)
         self._profiles.clear()
         return stored
 
     async def get_profile(self, tenant_id: str, persona_id: str, name: str, version: int = 0) -> RankingProfile:
+        check_int("version", version, 0, INT32_MAX)          # 0 = latest
         return await self._ks.get_profile(tenant_id, persona_id, name, version)
 
     async def list_profiles(self, tenant_id: str, persona_id: str = "") -> list[RankingProfile]:
         return await self._ks.list_profiles(tenant_id, persona_id)
 
     async def record_feedback(self, tenant_id: str, target: str, target_id: str, helpful: bool,
-                              user_id: str) -> tuple[FeedbackAck, float]:
-        """Persist one vote; returns the ack and the artifact's smoothed reputation after it."""
+                              user_id: str, *, principal: Principal | None = None) -> tuple[FeedbackAck, float]:
+        """Persist one vote (the user's earlier vote on the document is replaced); returns the
+        ack and the artifact's smoothed reputation after it. For a verified `principal`: its
+        tenant and user, on a document it can see — a hidden one is NotFound exactly as a
+        missing one (permissions.py). None = authentication is off: recorded as sent."""
         if target not in ("entry", "artifact"):
             raise InvalidArgument("target", "must be 'entry' or 'artifact'")
         if not target_id:
             raise InvalidArgument("target_id", "is required")
-        ack = await self._ks.record_feedback(tenant_id, target, target_id, helpful, user_id)
+        with acting_for(principal):              # the store checks the same user again
+            if principal is not None:
+                tenant_id = self.tenant_for(tenant_id, principal)
+                user_id = user_id if permissions.trusted(principal) else principal.user_id
+                await permissions.check_feedback_target(self._ks, self.access, principal, tenant_id, target,
+                                                        target_id)
+            try:
+                ack = await self._ks.record_feedback(tenant_id, target, target_id, helpful, user_id)
+            except NotFound:
+                raise permissions.no_such_target(target, target_id, tenant_id) from None
         profile = await self.resolve_profile(tenant_id, "", "")
         rep = reputation_factor(np.array([ack.reputation_prior], np.float32), np.array([ack.feedback_helpful], np.int32),
                                 np.array([ack.feedback_unhelpful], np.int32), RankingConfig().default_reputation,
@@ -172,6 +224,7 @@ class RagPipeline:
         timings: list[tuple[str, float]] = []
         reasons: list[str] = []
         notes: list[str] = []
+        vanished: set[str] = set()          # entry ids deleted since the search (fetch.py)
         t0 = time.perf_counter()
 
         def mark(stage: str, since: float) -> float:
@@ -205,23 +258,8 @@ class RagPipeline:
         t = mark("embed", t)
         if embed_reason:
             reasons.append(embed_reason)
-        dense_hits: list[CandidateColumns] | None = None
-        dense_error: NucleusError | None = None
-        if vectors is not None:
-            with tracer.start_as_current_span("rag.retrieve.vector") as span:
-                retrieval_attributes(span, data_source="knowledge_store.vector", top_k=request.top_k_initial,
-                                     query=phrases)  # telemetry hook
-                try:
-                    dense_hits = await self._ks.candidates_by_vector(
-                        request.tenant_id, vectors, request.top_k_initial, request.filters,
-                        timeout_s=s.retrieval_timeout_s)
-                    span.set_attribute("nucleus.candidates", sum(len(h) for h in dense_hits))
-                except (NotFound, InvalidArgument):
-                    keyword_task.cancel()
-                    raise
-                except NucleusError as err:
-                    dense_error = err
-                    reasons.append(f"vector retrieval unavailable: {err}")
+        # The vector call completes both legs' scores (merge.py), so it names the keyword leg's
+        # rows: that leg runs beside the embedding and has usually answered by now.
         try:
             keyword_hits, _terms = await keyword_task
             keyword_error: NucleusError | None = None
@@ -230,17 +268,36 @@ class RagPipeline:
         except NucleusError as err:
             keyword_hits, keyword_error = EMPTY_COLUMNS, err
             reasons.append(f"keyword retrieval unavailable: {err}")
+        dense_hits: list[CandidateColumns] | None = None
+        completion: ScoreCompletion | None = None
+        if vectors is not None:
+            with tracer.start_as_current_span("rag.retrieve.vector") as span:
+                retrieval_attributes(span, data_source="knowledge_store.vector", top_k=request.top_k_initial,
+                                     query=phrases)  # telemetry hook
+                try:
+                    dense_hits, completion = await self._ks.candidates_by_vector_with_completion(
+                        request.tenant_id, vectors, request.top_k_initial, request.filters, keywords=phrases[0],
+                        extra_keywords=list(phrases[1:]), complete_rows=keyword_hits.row_ids,
+                        timeout_s=s.retrieval_timeout_s)
+                    span.set_attribute("nucleus.candidates", sum(len(h) for h in dense_hits))
+                except (NotFound, InvalidArgument):
+                    raise
+                except NucleusError as err:
+                    reasons.append(f"vector retrieval unavailable: {err}")
         t = mark("retrieve", t)
         if keyword_error is not None and dense_hits is None:
             raise Unavailable("both retrieval legs failed: " + "; ".join(reasons))
 
         with tracer.start_as_current_span("rag.merge") as span:
-            merged = merge(dense_hits or [], keyword_hits, collapse=s.collapse_by_artifact)
+            merged = merge(dense_hits or [], keyword_hits, collapse=s.collapse_by_artifact, completion=completion)
             span.set_attribute("nucleus.candidates", len(merged))
         t = mark("merge", t)
 
         apply_recency = _recency_applies(request.prefs.recency_mode or profile.recency_mode, intent.has_intent)
-        config = _config_for(request.prefs, profile, apply_recency, now)
+        stats = completion.keyword_stats if completion is not None else None
+        features = query_features(request.query, stats.document_frequency if stats else (),
+                                  stats.entries if stats else 0)
+        config = _config_for(request.prefs, profile, apply_recency, now, features)
         with tracer.start_as_current_span("rag.rank") as span:
             candidates = ranking_candidates(merged)
             ranked = rank(candidates, config, request.top_k_final) if merged else None
@@ -249,7 +306,8 @@ class RagPipeline:
 
         if ranked is not None and request.prefs.rerank and len(merged) > 1:
             with tracer.start_as_current_span("rag.rerank"):
-                ranked, candidates, rerank_reason = await self._rerank(request, merged, candidates, config, reasons)
+                ranked, candidates, rerank_reason = await self._rerank(request, merged, candidates, config, reasons,
+                                                                       vanished)
                 if rerank_reason:
                     reasons.append(rerank_reason)
             t = mark("rerank", t)
@@ -261,9 +319,15 @@ class RagPipeline:
             # save it: on SciFact 97% of queries still missed a result with k = top_k_final and
             # 16% with 50/20, and the larger leg answers cost more than the call: probe p50
             # 15.0 ms with k = top_k_final vs 14.6 ms without, means of four alternating pairs.)
-            await self._load_hits(request.tenant_id, [merged[int(r)] for r in ranked.rows], reasons)
-            results = build_results(merged, ranked, candidates, config, request.query, request.prefs.explain,
-                                    now_unix=now)
+            # An entry deleted since the search is dropped and its place refilled (fetch.py).
+            kept, kept_candidates, ranked = await load_results(
+                self._ks, request.tenant_id, merged, candidates, ranked, config, request.top_k_final, reasons,
+                vanished, timeout_s=s.retrieval_timeout_s)
+            if vanished:
+                notes.append(f"vanished={len(vanished)} (deleted during the search, refilled)")
+            if ranked is not None:
+                results = build_results(kept, ranked, kept_candidates, config, request.query, request.prefs.explain,
+                                        now_unix=now)
             t = mark("fetch", t)
         mark("total", t0)
         debug = "; ".join([f"phrases={len(phrases)}", f"candidates={len(merged)}",
@@ -310,27 +374,14 @@ class RagPipeline:
                 vectors = np.vstack([given, vectors])
             return vectors, ""
 
-    async def _load_hits(self, tenant_id: str, chosen: list[Merged], reasons: list[str]) -> None:
-        """Fetch the full entry and artifact of the chosen candidates (one GetEntries call). If
-        the store cannot answer, or an entry vanished since the search, the result keeps its
-        ids and ranking signals with empty text, and the response says so."""
-        missing = [m for m in chosen if m.hit is None]
-        if not missing:
-            return
-        try:
-            fetched = {h.entry.id: h for h in await self._ks.get_entries(
-                tenant_id, [m.entry_id for m in missing], timeout_s=self._settings.retrieval_timeout_s)}
-        except NucleusError as err:
-            fetched = {}
-            reasons.append(f"entry texts unavailable, ids and scores returned: {err}")
-        for m in missing:
-            m.hit = fetched.get(m.entry_id) or placeholder_hit(m, tenant_id)
-
     async def _rerank(self, request: SearchRequest, merged: list[Merged], candidates: Candidates,
-                      config: RankingConfig, reasons: list[str]) -> tuple[Any, Candidates, str]:
+                      config: RankingConfig, reasons: list[str], vanished: set[str]) -> tuple[Any, Candidates, str]:
         first = rank(candidates, config, min(RERANK_TOP_N, len(merged)))
-        rows = [int(r) for r in first.rows]
-        await self._load_hits(request.tenant_id, [merged[r] for r in rows], reasons)
+        await load_hits(self._ks, request.tenant_id, [merged[int(r)] for r in first.rows], reasons, vanished,
+                        timeout_s=self._settings.retrieval_timeout_s)
+        rows = [int(r) for r in first.rows if merged[int(r)].hit is not None]     # vanished ones: not re-ranked
+        if not rows:
+            return rank(candidates, config, request.top_k_final), candidates, ""
         try:
             scored = await self._llm.rerank(request.query, [(merged[r].hit.entry.id, merged[r].hit.entry.text)
                                                              for r in rows], timeout_s=self._settings.embed_timeout_s)
@@ -359,13 +410,15 @@ def _recency_applies(mode: str, has_intent: bool) -> bool:
     return mode == "always" or (mode in ("", "auto") and has_intent)
 
 
-def _config_for(prefs: Preferences, profile: RankingProfile, apply_recency: bool, now_unix: float) -> RankingConfig:
+def _config_for(prefs: Preferences, profile: RankingProfile, apply_recency: bool, now_unix: float,
+                features: QueryFeatures | None = None) -> RankingConfig:
     weights = prefs.weights or (profile.relevancy_weight, profile.recency_weight, profile.richness_weight,
                                 profile.reputation_weight)
     return RankingConfig(
         weights=tuple(float(w) for w in weights),
         fusion=prefs.fusion or profile.fusion_method,
         dense_weight=profile.dense_weight,
+        query=features,
         half_life_days=prefs.half_life_days or profile.recency_half_life_days,
         apply_recency=apply_recency,
         now_unix=now_unix,

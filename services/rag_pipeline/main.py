@@ -14,6 +14,7 @@ import services._openmp  # noqa: F401  (first: before torch/faiss load OpenMP)
 
 import asyncio
 import logging
+from typing import Mapping
 from urllib.parse import urlsplit
 
 from nucleus.v1 import rag_pipeline_pb2_grpc as rag_grpc
@@ -27,11 +28,17 @@ from services.rag_pipeline.tools import RagTools
 from shared.audit import AuditLog
 from shared.auth.config import EMPTY_CONFIG, load_auth_config
 from shared.auth.mcp_http import auth_settings
+from shared.auth.grpc_auth import AuthServerInterceptor
 from shared.auth.principals import RequestIdentity, grpc_principal
+from shared.auth.service_auth import ServiceAuth
+from shared.auth.service_identity import bearer
 from shared.auth.verifier import NucleusTokenVerifier
 from shared.errors import InvalidArgument
+from shared.identity import Principal
 from shared.log import configure_logging
 from shared.service_main import apply_overrides, parse_args
+from shared.ratelimit import RateLimiter
+from shared.ratelimit_adapters import RateLimitInterceptor
 from shared.service_runner import ServiceSpec, serve
 from shared.settings import RagPipelineSettings
 from shared.signing import LinkSigner
@@ -57,33 +64,53 @@ def build(settings: RagPipelineSettings, *, stdio: bool) -> ServiceSpec:
     if http_auth and config is None:
         raise SystemExit("rag_pipeline: NUCLEUS_RAG_REQUIRE_AUTH is set but NUCLEUS_RAG_AUTH_CONFIG is not; "
                          "create one with `python -m shared.auth new-key --config auth.json --tenant T --user U`")
+    service_auth = ServiceAuth.load("rag_pipeline", settings.identity_dir)   # None: no auth inside the stack
+    if service_auth is not None and not settings.require_auth and not stdio:
+        raise SystemExit("rag_pipeline: NUCLEUS_RAG_IDENTITY_DIR is set (authentication inside the stack) but "
+                         "NUCLEUS_RAG_REQUIRE_AUTH is not; set both, so that no port of the stack is open")
     if settings.require_auth and stdio:
         log.info("stdio MCP: the caller is the local user who started the process (NUCLEUS_LOCAL_* principal)")
     audit = AuditLog(settings.audit_log)
-    knowledge = KnowledgeStoreClient(settings.knowledge_store_target, timeout_s=settings.retrieval_timeout_s)
-    llm = LlmOrchestrationClient(settings.llm_target, timeout_s=settings.embed_timeout_s)
-    pipeline = RagPipeline(settings, knowledge, llm)
+    knowledge = KnowledgeStoreClient(
+        settings.knowledge_store_target, timeout_s=settings.retrieval_timeout_s,
+        interceptors=service_auth.client_interceptors("knowledge_store") if service_auth else None,
+        tls_ca_file=settings.tls_ca_file)
+    llm = LlmOrchestrationClient(
+        settings.llm_target, timeout_s=settings.embed_timeout_s,
+        interceptors=service_auth.client_interceptors("llm_orchestration") if service_auth else None,
+        tls_ca_file=settings.tls_ca_file)
+    access = AccessPolicy(knowledge, config or EMPTY_CONFIG)
+    pipeline = RagPipeline(settings, knowledge, llm, access=access)
     verifier = NucleusTokenVerifier(config, audit) if config is not None else None
     identity = RequestIdentity(config, allow_local=not http_auth, verifier=verifier)
     signer = LinkSigner.from_secret_text(settings.link_secret.get_secret_value(), settings.public_base_url,
                                          settings.link_ttl_s)
-    tools = RagTools(pipeline, knowledge, llm, identity, AccessPolicy(knowledge, config or EMPTY_CONFIG), signer,
+    tools = RagTools(pipeline, knowledge, llm, identity, access, signer,
                      audit, synth_timeout_s=max(settings.deadline_s, 30.0))
     base_is_set = "public_base_url" in settings.model_fields_set
     # RFC 9728 metadata (which authorization server issues tokens for us) only makes sense with
     # JWTs from a real issuer and a known public URL; API keys need no discovery.
     advertise = base_is_set and config is not None and config.jwt is not None
     auth = auth_settings(config, settings.public_base_url, advertise_resource=advertise) if http_auth else None
-    mcp = build_mcp(pipeline, tools, token_verifier=verifier if http_auth else None, auth=auth)
+    limiter = RateLimiter(settings.rate_limit_per_s, settings.rate_limit_burst)   # MCP and gRPC share it
+    mcp = build_mcp(pipeline, tools, token_verifier=verifier if http_auth else None, auth=auth, limiter=limiter)
     if not http_auth and not stdio:
         log.warning("MCP over HTTP without authentication (NUCLEUS_RAG_REQUIRE_AUTH is off): every caller "
                     "acts as the local principal")
 
-    # gRPC callers authenticate the same way when auth is required (stdio mode serves no gRPC).
-    grpc_identity = None
+    # gRPC callers authenticate when auth is required (stdio mode serves no gRPC): end users with
+    # the same API keys / JWTs as MCP, operators with a token from the stack's trust bundle.
+    grpc_interceptors = []
     if settings.require_auth and config is not None:
         grpc_verifier = verifier or NucleusTokenVerifier(config, audit)
-        grpc_identity = lambda metadata: grpc_principal(grpc_verifier, config, metadata)  # noqa: E731
+
+        def authenticate(metadata: Mapping[str, str]) -> Principal:
+            if service_auth is not None and service_auth.verifier.knows(bearer(metadata)):
+                return service_auth.authenticate(metadata)
+            return grpc_principal(grpc_verifier, config, metadata)
+
+        grpc_interceptors.append(AuthServerInterceptor(authenticate))
+    grpc_interceptors.append(RateLimitInterceptor(limiter))   # after auth: it reads the verified caller
 
     def on_bound(mcp_url: str) -> None:
         if not base_is_set:     # links must point at the port actually bound (ephemeral in tests)
@@ -96,11 +123,12 @@ def build(settings: RagPipelineSettings, *, stdio: bool) -> ServiceSpec:
         name="rag_pipeline",
         grpc_service_name="nucleus.v1.RagPipeline",
         add_servicers=lambda server: rag_grpc.add_RagPipelineServicer_to_server(
-            RagPipelineServicer(pipeline, grpc_identity), server),
+            RagPipelineServicer(pipeline), server),
         mcp_server=mcp,
         close=pipeline.close,
         allowed_hosts=_public_hosts(settings.public_base_url) if base_is_set else [],
         on_mcp_bound=on_bound,
+        grpc_interceptors=grpc_interceptors,
     )
 
 

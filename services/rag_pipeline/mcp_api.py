@@ -2,8 +2,8 @@
 
 Tenant and user always come from the verified principal (shared.auth.principals.RequestIdentity: the
 bearer token checked by the SDK's auth middleware, or the local principal over stdio), never
-from tool arguments. Searches run under the caller's access scope (services/rag_pipeline/
-access.py). Errors are translated once, here, into MCP tool errors (shared/mcp_errors.py).
+from tool arguments. Searches run under the caller's access scope, decided in the core
+(`RagPipeline.search`, services/rag_pipeline/access.py) as for gRPC. Errors are translated once, here, into MCP tool errors (shared/mcp_errors.py).
 
     search_and_rank, put/get/list_ranking_profile(s), record_feedback   (this module)
     rag_search, verify_document_access, rag_discover_resources,
@@ -11,20 +11,21 @@ access.py). Errors are translated once, here, into MCP tool errors (shared/mcp_e
 """
 from __future__ import annotations
 
-from dataclasses import replace
 from typing import Annotated, Any, Callable, Literal
 
 from mcp.server.mcpserver import Context, MCPServer
 from pydantic import BaseModel, Field
 
 from ranking.profile import RankingProfile
-from services.rag_pipeline.access import AccessPolicy
 from services.rag_pipeline.core import RagPipeline
 from services.rag_pipeline.models import Preferences, SearchRequest, SearchResponse
 from services.rag_pipeline.tools import RagTools, register_rag_tools
+from shared.bounds import INT32_MAX
 from shared.identity import Principal
 from shared.mcp_errors import guarded
 from shared.mcp_schemas import FiltersIn
+from shared.ratelimit import RateLimiter
+from shared.ratelimit_adapters import rate_limit_middleware
 from shared.records import artifact_values
 
 class FourRScoresOut(BaseModel):
@@ -47,6 +48,10 @@ class ExplanationOut(BaseModel):
     fusion_method: str
     recency_applied: bool
     age_days: float
+    dense_source: str = "retrieved"
+    bm25_source: str = "retrieved"
+    dense_weight: float = 0.0
+    query_profile: str = ""
 
 
 class ArtifactSummaryOut(BaseModel):
@@ -76,6 +81,7 @@ class RankedResultOut(BaseModel):
     overall_rank_score: float
     individual_scores: FourRScoresOut
     explanation: ExplanationOut | None = None
+    relevance_probability: float = 0.0      # calibrated P(relevant); relevancy is the ordinal 4R score
 
 
 class SearchAndRankOut(BaseModel):
@@ -140,12 +146,13 @@ def search_response_out(r: SearchResponse) -> SearchAndRankOut:
             persona_knowledge_entry_id=x.entry.id,
             associated_artifact=ArtifactSummaryOut(**artifact_values(a, _SUMMARY_OUT_FIELDS)),
             snippet=x.snippet, headline=x.entry.headline, overall_rank_score=x.overall,
-            individual_scores=four(x.scores),
+            individual_scores=four(x.scores), relevance_probability=x.probability,
             explanation=None if e is None else ExplanationOut(
                 weights=four(e.weights), contributions=four(e.contributions), dense_cosine=e.dense_cosine,
                 bm25=e.bm25, dense_rank=e.dense_rank, bm25_rank=e.bm25_rank, dense_norm=e.dense_norm,
                 bm25_norm=e.bm25_norm, rerank_score=e.rerank_score, fusion_method=e.fusion_method,
-                recency_applied=e.recency_applied, age_days=e.age_days),
+                recency_applied=e.recency_applied, age_days=e.age_days, dense_source=e.dense_source,
+                bm25_source=e.bm25_source, dense_weight=e.dense_weight, query_profile=e.query_profile),
         ))
     return SearchAndRankOut(
         results=results, debug_information=r.debug, degraded=r.degraded, degraded_reasons=list(r.degraded_reasons),
@@ -162,8 +169,7 @@ def profile_out(p: RankingProfile) -> ProfileOut:
         is_default=p.is_default, updated_unix=p.updated_unix)
 
 
-def register_core_tools(mcp: MCPServer, pipeline: RagPipeline, principal: Callable[[Context], Principal],
-                        access: AccessPolicy) -> None:
+def register_core_tools(mcp: MCPServer, pipeline: RagPipeline, principal: Callable[[Context], Principal]) -> None:
     """search_and_rank, ranking profiles and feedback."""
 
     @mcp.tool(name="search_and_rank", description=(
@@ -176,7 +182,7 @@ def register_core_tools(mcp: MCPServer, pipeline: RagPipeline, principal: Callab
         top_k_final_rank: Annotated[int, Field(ge=0, le=100)] = 0,
         weights: WeightsIn | None = None,
         profile_name: str = "",
-        fusion_method: Literal["", "convex", "convex_minmax", "rrf"] = "",
+        fusion_method: Literal["", "convex", "convex_minmax", "rrf", "adaptive"] = "",
         recency_mode: Literal["", "auto", "always", "never"] = "",
         rerank: bool = False,
         explain: bool = True,
@@ -186,9 +192,6 @@ def register_core_tools(mcp: MCPServer, pipeline: RagPipeline, principal: Callab
     ) -> SearchAndRankOut:
         async def run() -> SearchAndRankOut:
             who = principal(ctx)
-            scope = await access.scope(who, base=(filters or FiltersIn()).to_filters(persona_id=persona_id))
-            if scope.empty:
-                return search_response_out(SearchResponse(results=(), debug="no visible sources"))
             request = SearchRequest(
                 tenant_id=who.tenant_id, persona_id=persona_id, query=user_query_text,
                 top_k_initial=top_k_initial_retrieve, top_k_final=top_k_final_rank,
@@ -197,13 +200,10 @@ def register_core_tools(mcp: MCPServer, pipeline: RagPipeline, principal: Callab
                                                           weights.reputation),
                     profile_name=profile_name, fusion=fusion_method, recency_mode=recency_mode, rerank=rerank,
                     explain=explain),
-                filters=scope.filters,
+                filters=(filters or FiltersIn()).to_filters(persona_id=persona_id),
                 expand=expand_query_with_llm,
             )
-            response = await pipeline.search_and_rank(request)
-            if scope.post_tags:
-                response = replace(response, results=tuple(r for r in response.results if scope.keep(r.artifact.tags)))
-            return search_response_out(response)
+            return search_response_out(await pipeline.search(request, who))
         return await guarded(run)
 
     @mcp.tool(name="put_ranking_profile", description=(
@@ -213,7 +213,7 @@ def register_core_tools(mcp: MCPServer, pipeline: RagPipeline, principal: Callab
         name: str,
         weights: WeightsIn,
         persona_id: str = "",
-        fusion_method: Literal["convex", "convex_minmax", "rrf"] = "convex",
+        fusion_method: Literal["convex", "convex_minmax", "rrf", "adaptive"] = "adaptive",
         dense_weight: Annotated[float, Field(ge=0, le=1)] = 0.6,
         recency_mode: Literal["auto", "always", "never"] = "auto",
         recency_half_life_days: Annotated[float, Field(gt=0)] = 180.0,
@@ -222,18 +222,20 @@ def register_core_tools(mcp: MCPServer, pipeline: RagPipeline, principal: Callab
         ctx: Context | None = None,
     ) -> ProfileOut:
         async def run() -> ProfileOut:
+            who = principal(ctx)
             profile = RankingProfile(
-                tenant_id=principal(ctx).tenant_id, persona_id=persona_id, name=name,
+                tenant_id=who.tenant_id, persona_id=persona_id, name=name,
                 relevancy_weight=weights.relevancy, recency_weight=weights.recency,
                 richness_weight=weights.richness, reputation_weight=weights.reputation,
                 fusion_method=fusion_method, dense_weight=dense_weight, recency_mode=recency_mode,
                 recency_half_life_days=recency_half_life_days, reputation_prior_strength=reputation_prior_strength,
                 is_default=is_default)
-            return profile_out(await pipeline.put_profile(profile))
+            return profile_out(await pipeline.put_profile(profile, who))
         return await guarded(run)
 
     @mcp.tool(name="get_ranking_profile", description="Get a ranking profile (latest version unless given).")
-    async def get_ranking_profile(name: str = "", persona_id: str = "", version: int = 0,
+    async def get_ranking_profile(name: str = "", persona_id: str = "",
+                                  version: Annotated[int, Field(ge=0, le=INT32_MAX)] = 0,
                                   ctx: Context | None = None) -> ProfileOut:
         async def run() -> ProfileOut:
             return profile_out(await pipeline.get_profile(principal(ctx).tenant_id, persona_id, name, version))
@@ -253,20 +255,31 @@ def register_core_tools(mcp: MCPServer, pipeline: RagPipeline, principal: Callab
                               ctx: Context | None = None) -> FeedbackOut:
         async def run() -> FeedbackOut:
             who = principal(ctx)
-            ack, reputation = await pipeline.record_feedback(who.tenant_id, target, target_id, helpful, who.user_id)
+            ack, reputation = await pipeline.record_feedback(who.tenant_id, target, target_id, helpful, who.user_id,
+                                                             principal=who)
             return FeedbackOut(artifact_id=ack.artifact_id, feedback_helpful=ack.feedback_helpful,
                                feedback_unhelpful=ack.feedback_unhelpful, reputation=reputation)
         return await guarded(run)
 
 
+def _request_headers(ctx: Any) -> Any:
+    """The HTTP headers of a request context (None over stdio)."""
+    request = getattr(ctx, "request", None)
+    return getattr(request, "headers", None)
+
+
 def build_mcp(pipeline: RagPipeline, rag_tools: RagTools, *, token_verifier: Any = None,
-              auth: Any = None) -> MCPServer:
+              auth: Any = None, limiter: RateLimiter | None = None) -> MCPServer:
     """The RAGPipeline MCP server. With `token_verifier` + `auth` the SDK answers HTTP 401 to
-    requests without a valid bearer token before any tool runs."""
+    requests without a valid bearer token before any tool runs; with `limiter` every tool call
+    draws from its caller's rate-limit bucket first (JSON-RPC -32029 over the limit)."""
     mcp = MCPServer("nucleus-rag-pipeline", instructions=(
         "Nucleus RAG retrieval: search_and_rank for ranked, explained knowledge from your tenant; "
         "rag_search / rag_get_raw_results / rag_get_synthesized_results for the standard RAG contracts."),
         token_verifier=token_verifier, auth=auth)
-    register_core_tools(mcp, pipeline, rag_tools.principal, rag_tools.access)
+    if limiter is not None:
+        mcp.middleware.append(rate_limit_middleware(
+            limiter, lambda ctx: rag_tools.identity.principal(_request_headers(ctx))))
+    register_core_tools(mcp, pipeline, rag_tools.principal)
     register_rag_tools(mcp, rag_tools)
     return mcp

@@ -49,6 +49,10 @@ class Explanation:
     fusion_method: str
     recency_applied: bool
     age_days: float
+    dense_source: str = "retrieved"   # "retrieved" | "completed" | "absent" (see merge.py)
+    bm25_source: str = "retrieved"
+    dense_weight: float = 0.0          # the fusion's dense weight for this query
+    query_profile: str = ""            # the query features behind it (ranking/query_features.py)
 
 
 @dataclass(frozen=True, slots=True)
@@ -59,6 +63,7 @@ class RankedResult:
     overall: float
     scores: tuple[float, float, float, float]   # relevancy, recency, richness, reputation
     explanation: Explanation | None
+    probability: float = 0.0                    # calibrated P(relevant) (ranking/factors.py, step 3)
 
 
 @dataclass(frozen=True, slots=True)

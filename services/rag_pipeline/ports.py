@@ -1,6 +1,6 @@
 """The ports of the RAG pipeline: what it needs from the knowledge store and the language model.
 
-    KnowledgeSource   candidate retrieval (vector and keyword legs), entries by id, tenant
+    KnowledgeSource   candidate retrieval (vector leg with score completion, keyword leg), entries by id, tenant
                       stats, filter search, ranking profiles, feedback
     LanguageModel     embeddings, query expansion, re-ranking, answer synthesis
 
@@ -18,7 +18,7 @@ import numpy as np
 
 from ranking.profile import RankingProfile
 from services.llm_orchestration.results import Expansion, RerankResult, Synthesis
-from shared.records import CandidateColumns, FeedbackAck, Hit, SearchFilters, TenantStats
+from shared.records import CandidateColumns, FeedbackAck, Hit, ScoreCompletion, SearchFilters, TenantStats
 
 
 class KnowledgeSource(Protocol):
@@ -26,10 +26,13 @@ class KnowledgeSource(Protocol):
 
     async def close(self) -> None: ...
 
-    async def candidates_by_vector(self, tenant_id: str, vectors: np.ndarray, top_k: int,
-                                   filters: SearchFilters, *, top_hits: int = 0,
-                                   timeout_s: float | None = None) -> list[CandidateColumns]:
-        """Ranking-signal columns per query vector (row of `vectors`), best first."""
+    async def candidates_by_vector_with_completion(
+            self, tenant_id: str, vectors: np.ndarray, top_k: int, filters: SearchFilters, *, keywords: str,
+            extra_keywords: Sequence[str] = (), complete_rows: Sequence[int] | np.ndarray = (),
+            timeout_s: float | None = None) -> tuple[list[CandidateColumns], ScoreCompletion]:
+        """Ranking-signal columns per query vector (row of `vectors`), best first; and, in the
+        same call, both relevance signals (best cosine over `vectors`, BM25 of the keyword
+        phrases) for those candidates and for `complete_rows` (the keyword leg's `row_ids`)."""
         ...
 
     async def candidates_by_filters(self, tenant_id: str, keywords: str, extra_keywords: Sequence[str], top_k: int,

@@ -21,10 +21,12 @@ def build_results(merged: list[Merged], ranked: Any, candidates: Candidates, con
     now = now_unix
     rows = ranked.rows.tolist()              # plain Python numbers once, not numpy scalars per field
     overall, factors = ranked.overall.tolist(), ranked.factors.tolist()
+    probability = ranked.probability.tolist() if len(ranked.probability) == len(rows) else [0.0] * len(rows)
     if explain:
         contributions = ranked.contributions.tolist()
         dense_norm, bm25_norm = ranked.dense_norm.tolist(), ranked.bm25_norm.tolist()
         rerank = np.nan_to_num(candidates.rerank[ranked.rows], nan=0.0).tolist()
+        query_profile = config.query.describe() if config.query is not None else ""
     for pos, row in enumerate(rows):
         m = merged[row]
         explanation = None
@@ -40,7 +42,10 @@ def build_results(merged: list[Merged], ranked: Any, candidates: Candidates, con
                 dense_norm=dense_norm[pos], bm25_norm=bm25_norm[pos], rerank_score=rerank[pos],
                 fusion_method=config.fusion, recency_applied=config.apply_recency,
                 age_days=max(0.0, (now - ts) / 86400.0) if ts else -1.0,
+                dense_source=m.source("dense"), bm25_source=m.source("bm25"),
+                dense_weight=ranked.dense_weight, query_profile=query_profile,
             )
         out.append(RankedResult(entry=m.hit.entry, artifact=m.hit.artifact, snippet=make_snippet(m.hit.entry.text, query),
-                                overall=overall[pos], scores=tuple(factors[pos]), explanation=explanation))
+                                overall=overall[pos], scores=tuple(factors[pos]), explanation=explanation,
+                                probability=probability[pos]))
     return tuple(out)

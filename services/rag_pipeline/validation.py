@@ -9,7 +9,9 @@ import numpy as np
 
 from ranking.config import FUSIONS, RECENCY_MODES
 from services.rag_pipeline.models import SearchRequest
+from shared.bounds import check_unix_time
 from shared.errors import InvalidArgument
+from shared.records import SearchFilters
 from shared.settings import RagPipelineSettings
 
 MAX_EXTRA_PHRASES = 4
@@ -34,6 +36,7 @@ def validate_request(request: SearchRequest, s: RagPipelineSettings) -> SearchRe
     if k_init < k_final:
         raise InvalidArgument("top_k_initial_retrieve",
                               f"must be >= top_k_final_rank ({k_final}), got {k_init}")
+    validate_filters(request.filters)
     prefs = request.prefs
     if prefs.weights is not None:
         validate_weights(prefs.weights, "ranking_prefs")
@@ -56,6 +59,15 @@ def validate_request(request: SearchRequest, s: RagPipelineSettings) -> SearchRe
         if len(phrase) > s.max_query_chars:
             raise InvalidArgument(f"extra_query_phrases[{i}]", f"at most {s.max_query_chars} characters accepted")
     return replace(request, query=query, top_k_final=k_final, top_k_initial=k_init)
+
+
+def validate_filters(f: SearchFilters, field: str = "filters") -> None:
+    """The date bounds of the filters: unix seconds in range (0 = open), from <= to."""
+    check_unix_time(f"{field}.date_from_unix", f.date_from_unix)
+    check_unix_time(f"{field}.date_to_unix", f.date_to_unix)
+    if f.date_from_unix and f.date_to_unix and f.date_from_unix > f.date_to_unix:
+        raise InvalidArgument(f"{field}.date_to_unix",
+                              f"{f.date_to_unix} is before date_from_unix {f.date_from_unix}")
 
 
 def validate_weights(weights: Sequence[float], field: str) -> None:

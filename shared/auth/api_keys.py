@@ -4,7 +4,7 @@
                                  credential (what AccessToken.token holds instead of the token)
     add_key()                    make a key and append its hash to the auth config file
     main()                       python -m shared.auth new-key --tenant T --user U
-                                 [--groups a,b] [--trusted-platform]
+                                 [--groups a,b] [--roles admin] [--trusted-platform]
 """
 from __future__ import annotations
 
@@ -39,14 +39,14 @@ def new_key() -> str:
 
 
 def add_key(path: Path, *, tenant: str, user: str, groups: list[str], trusted_platform: bool,
-            key_id: str = "") -> tuple[str, ApiKeyEntry]:
+            key_id: str = "", roles: list[str] | None = None) -> tuple[str, ApiKeyEntry]:
     """Make a key, append its hash to the config at `path` (created if missing). Returns (key, entry)."""
     path = Path(path)
     raw: dict[str, Any] = json.loads(path.read_text(encoding="utf-8")) if path.exists() else {"version": 1}
     AuthConfig.model_validate(raw)
     key = new_key()
     entry = ApiKeyEntry(key_id=key_id or f"k-{secrets.token_hex(4)}", sha256=hash_key(key), tenant=tenant,
-                        user=user, groups=groups, trusted_platform=trusted_platform,
+                        user=user, groups=groups, roles=roles or [], trusted_platform=trusted_platform,
                         created=time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()))
     raw = {**raw, "api_keys": [*raw.get("api_keys", []), entry.model_dump()]}
     AuthConfig.model_validate(raw)
@@ -70,18 +70,21 @@ def main(argv: list[str] | None = None) -> int:
     nk.add_argument("--user", required=True)
     nk.add_argument("--groups", default="", help="comma-separated visibility groups")
     nk.add_argument("--key-id", default="", help="a name for the key (default: random)")
+    nk.add_argument("--roles", default="", help="comma-separated roles, e.g. admin (tenant-wide changes)")
     nk.add_argument("--trusted-platform", action="store_true",
                     help="the key may assert x-user-id / x-session-tags for users of its tenant")
     args = parser.parse_args(argv)
     groups = [g.strip() for g in args.groups.split(",") if g.strip()]
+    roles = [r.strip() for r in args.roles.split(",") if r.strip()]
     try:
         key, entry = add_key(args.config, tenant=args.tenant, user=args.user, groups=groups,
-                             trusted_platform=args.trusted_platform, key_id=args.key_id)
+                             trusted_platform=args.trusted_platform, key_id=args.key_id, roles=roles)
     except (ValidationError, ValueError, OSError) as err:
         print(f"error: {err}", file=sys.stderr)
         return 2
     print(key)
     print(f"key_id={entry.key_id} tenant={entry.tenant} user={entry.user} groups={','.join(entry.groups) or '-'} "
+          f"roles={','.join(entry.roles) or '-'} "
           f"trusted_platform={str(entry.trusted_platform).lower()} -> {args.config} "
           "(the key is shown only now; only its SHA-256 is stored)", file=sys.stderr)
     return 0

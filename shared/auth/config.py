@@ -5,8 +5,8 @@
     EMPTY_CONFIG        no keys, no JWT, no rules
 
 Also the rules every credential's fields follow (GROUP_NAME, CONTROL_CHARS, MAX_USER_CHARS;
-the tenant id rule is `shared.identity.TENANT_ID`), shared by the verifier and the principal
-resolution.
+the tenant id rule is `shared.identity.TENANT_ID`; ROLES, the roles a credential may carry),
+shared by the verifier and the principal resolution.
 """
 from __future__ import annotations
 
@@ -18,17 +18,26 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, SecretStr, ValidationError, field_validator, model_validator
 
 from shared.errors import InvalidArgument
-from shared.identity import TENANT_ID
+from shared.identity import ADMIN, TENANT_ID
 from shared.redaction import register_secret
 
 MAX_USER_CHARS = 256
 # Same rule as the KnowledgeStore's tenant ids.
 GROUP_NAME = re.compile(r"^[^\s,\x00-\x1f\x7f]{1,256}$")      # no commas: links carry groups comma-joined
 CONTROL_CHARS = re.compile(r"[\x00-\x1f\x7f]")
+#: The roles a key entry, a listed user or a JWT may carry ("admin": tenant-wide changes).
+ROLES = (ADMIN,)
 
 
 class _Strict(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+def _check_roles(roles: list[str]) -> list[str]:
+    for r in roles:
+        if r not in ROLES:
+            raise ValueError(f"role {r!r} is not one of {', '.join(ROLES)}")
+    return sorted(set(roles))
 
 
 def _check_groups(groups: list[str]) -> list[str]:
@@ -44,6 +53,7 @@ class ApiKeyEntry(_Strict):
     tenant: str
     user: str = Field(min_length=1, max_length=MAX_USER_CHARS)
     groups: list[str] = Field(default_factory=list)
+    roles: list[str] = Field(default_factory=list, description="e.g. [\"admin\"]: tenant-wide changes")
     trusted_platform: bool = False
     disabled: bool = False
     created: str = ""
@@ -60,6 +70,11 @@ class ApiKeyEntry(_Strict):
     def _groups(cls, v: list[str]) -> list[str]:
         return _check_groups(v)
 
+    @field_validator("roles")
+    @classmethod
+    def _roles(cls, v: list[str]) -> list[str]:
+        return _check_roles(v)
+
 
 class JwtConfig(_Strict):
     issuer: str = Field(min_length=1)
@@ -70,6 +85,7 @@ class JwtConfig(_Strict):
     tenant_claim: str = "tenant"
     user_claim: str = "sub"
     groups_claim: str = "groups"
+    roles_claim: str = "roles"                   # a list of strings; roles other than ROLES are ignored
     leeway_s: int = Field(default=30, ge=0, le=300)
 
     @field_validator("audience", mode="before")
@@ -99,12 +115,20 @@ class SourceRule(_Strict):
 
 
 class UserRule(_Strict):
+    """A user a trusted platform may act for: its groups and roles (none unless listed)."""
+
     groups: list[str] = Field(default_factory=list)
+    roles: list[str] = Field(default_factory=list)
 
     @field_validator("groups")
     @classmethod
     def _groups(cls, v: list[str]) -> list[str]:
         return _check_groups(v)
+
+    @field_validator("roles")
+    @classmethod
+    def _roles(cls, v: list[str]) -> list[str]:
+        return _check_roles(v)
 
 
 class TenantRules(_Strict):
@@ -159,5 +183,5 @@ def load_auth_config(path: Path) -> AuthConfig:
 
 __all__ = [
     "ApiKeyEntry", "JwtConfig", "SourceRule", "UserRule", "TenantRules", "AuthConfig", "EMPTY_CONFIG",
-    "load_auth_config", "MAX_USER_CHARS", "GROUP_NAME", "CONTROL_CHARS",
+    "load_auth_config", "MAX_USER_CHARS", "GROUP_NAME", "CONTROL_CHARS", "ROLES",
 ]

@@ -17,4 +17,10 @@ def auth_settings(config: AuthConfig, public_base_url: str, *, advertise_resourc
                         validate_token_resource=False if advertise_resource else None, required_scopes=None)
 
 
-__all__ = ["auth_settings"]
+def service_auth_settings() -> AuthSettings:
+    """AuthSettings for the /mcp endpoints of KnowledgeStore and LlmOrchestration, whose tokens
+    come from the stack's trust bundle (no authorization server to advertise)."""
+    return AuthSettings(issuer_url="http://127.0.0.1", resource_server_url=None, required_scopes=None)
+
+
+__all__ = ["auth_settings", "service_auth_settings"]

@@ -8,11 +8,12 @@
 The SDK's bearer middleware calls `verify_token` and answers HTTP 401 before any tool runs
 when it returns None. Tools then turn the verified AccessToken into a `Principal`:
 
-- an ordinary credential: tenant, user and groups from the key entry or the JWT claims;
+- an ordinary credential: tenant, user, groups and roles from the key entry or the JWT claims;
   `x-user-id` / `x-session-tags` headers are IGNORED (and the audit record says so);
 - a key marked `trusted_platform` (a chat platform acting for its users, seed 002): the user
   is `x-user-id` (always within the key's tenant), the groups are that user's entry under
-  `tenants.<tenant>.users` in the config, else the key's own groups, and the session tags
+  `tenants.<tenant>.users` in the config, else the key's own groups; its roles only those of
+  that entry (a platform key's own roles never pass to the users it acts for); the session tags
   are the JSON array in `x-session-tags` (a malformed header is refused, never ignored).
 """
 from __future__ import annotations
@@ -71,7 +72,8 @@ def principal_from_access_token(token: AccessToken, headers: Mapping[str, str] |
     groups = tuple(c.get("groups") or ())
     trusted = bool(c.get("trusted_platform"))
     base = dict(tenant_id=tenant, user_id=user, groups=groups, trusted_platform=trusted,
-                auth_method=str(c.get("auth_method", "")), key_id=str(c.get("key_id", token.client_id)))
+                auth_method=str(c.get("auth_method", "")), key_id=str(c.get("key_id", token.client_id)),
+                roles=tuple(c.get("roles") or ()))
     asserted_user = _header(headers, HEADER_USER)
     asserted_tags = _header(headers, HEADER_TAGS)
     if not trusted:
@@ -86,6 +88,7 @@ def principal_from_access_token(token: AccessToken, headers: Mapping[str, str] |
         listed = config.rules(tenant).users.get(acting)
         base["user_id"] = acting
         base["groups"] = tuple(listed.groups) if listed is not None else groups
+        base["roles"] = tuple(listed.roles) if listed is not None else ()    # never the platform key's
         extra["acting_for"] = "1"
         extra["platform_user"] = user
     human = _header(headers, HEADER_HUMAN)

@@ -6,7 +6,7 @@
 
 JWTs are verified with PyJWT: signature (HS256 shared secret and/or RS256 public key, nothing
 else — `alg: none` and every other algorithm are refused before any decoding), issuer,
-expiry (`exp` required), audience, and the tenant / user / groups claims. AccessToken.token
+expiry (`exp` required), audience, and the tenant / user / groups / roles claims. AccessToken.token
 holds a fingerprint, not the token; failures are logged and audited by reason only.
 """
 from __future__ import annotations
@@ -20,7 +20,7 @@ from mcp.server.auth.provider import AccessToken
 
 from shared.audit import AuditEvent, AuditLog
 from shared.auth.api_keys import fingerprint, hash_key
-from shared.auth.config import CONTROL_CHARS, GROUP_NAME, MAX_USER_CHARS, AuthConfig
+from shared.auth.config import CONTROL_CHARS, GROUP_NAME, MAX_USER_CHARS, ROLES, AuthConfig
 from shared.identity import TENANT_ID
 from shared.errors import Unauthenticated
 
@@ -81,8 +81,9 @@ class NucleusTokenVerifier:
             return AccessToken(
                 token=fingerprint(token), client_id=entry.key_id, scopes=[], expires_at=None, subject=entry.user,
                 claims={"iss": API_KEY_ISSUER, "tenant": entry.tenant, "user": entry.user,
-                        "groups": list(entry.groups), "trusted_platform": entry.trusted_platform,
-                        "auth_method": "api_key", "key_id": entry.key_id})
+                        "groups": list(entry.groups), "roles": list(entry.roles),
+                        "trusted_platform": entry.trusted_platform, "auth_method": "api_key",
+                        "key_id": entry.key_id})
         if self.config.jwt is not None and token.count(".") == 2:
             return self._verify_jwt(token)
         raise TokenRejected("unknown_key", "bearer token is not a known API key or a valid JWT")
@@ -126,6 +127,12 @@ class NucleusTokenVerifier:
         if not isinstance(raw_groups, list) or not all(isinstance(g, str) for g in raw_groups):
             raise TokenRejected("claims", f"JWT claim {cfg.groups_claim!r} must be a list of strings")
         groups = sorted({g for g in raw_groups if GROUP_NAME.match(g)})
+        raw_roles = claims.get(cfg.roles_claim, [])
+        if isinstance(raw_roles, str):
+            raw_roles = raw_roles.replace(",", " ").split()
+        if not isinstance(raw_roles, list) or not all(isinstance(r, str) for r in raw_roles):
+            raise TokenRejected("claims", f"JWT claim {cfg.roles_claim!r} must be a list of strings")
+        roles = sorted({r for r in raw_roles if r in ROLES})     # roles of other systems are not ours
         aud = claims.get("aud")
         resource = aud if isinstance(aud, str) else next((a for a in aud or [] if a in cfg.audience), None)
         client_id = str(claims.get("azp") or claims.get("client_id") or f"jwt:{cfg.issuer}")
@@ -134,8 +141,8 @@ class NucleusTokenVerifier:
             token=fingerprint(token), client_id=client_id,
             scopes=scope.split() if isinstance(scope, str) else [], expires_at=int(claims["exp"]),
             resource=resource, subject=user,
-            claims={"iss": cfg.issuer, "tenant": tenant, "user": user, "groups": groups, "trusted_platform": False,
-                    "auth_method": "jwt", "key_id": str(header.get("kid") or client_id)})
+            claims={"iss": cfg.issuer, "tenant": tenant, "user": user, "groups": groups, "roles": roles,
+                    "trusted_platform": False, "auth_method": "jwt", "key_id": str(header.get("kid") or client_id)})
 
 
 __all__ = ["API_KEY_ISSUER", "ALGORITHMS", "MAX_TOKEN_CHARS", "TokenRejected", "NucleusTokenVerifier"]

@@ -140,3 +140,22 @@ def test_a_second_run_skips_the_ingest_and_reuses_the_embedding_cache(bench_resu
         assert i["ingested_now"] == 0 and i["skipped"] == i["documents"] and not i["measured_now"]
     assert all(c["from_cache"] for c in result["baseline"]["embedding_cache"].values())
     assert result["isolation"]["violations"] == 0
+
+
+def test_needles_calibration_completion_cost_and_targets_are_reported(bench_result):
+    result, options = bench_result
+    checks = result["ranking_checks"]
+    for tenant in ("tiny-s1of2", "tiny-s2of2"):
+        r = checks["tenants"][tenant]
+        assert r["needles"]["all"]["needles"] > 0
+        assert r["needles"]["token"]["hit@5"] == 1.0                       # one-document words, looked up
+        assert 0.0 <= r["baseline_needles"]["all"]["hit@5"] <= 1.0
+        assert set(r["split"]) >= {"default", "baseline"} and set(r["split"]["default"]) == {"all"}   # no split file
+        cal = r["calibration"]["all"]["probability"]
+        assert cal["pairs"] > 0 and 0.0 <= cal["ece"] <= 1.0
+        assert sum(row["pairs"] for row in cal["table"]) == cal["pairs"]
+    cost = checks["completion_cost"]
+    assert cost["queries"] > 0 and cost["ms"]["completed call"]["p50"] > 0
+    names = {(t["tenant"], t["target"]) for t in checks["targets"]}
+    assert ("tiny-s1of2", "needle hit@5 (default)") in names
+    assert "## Ranking checks" in (options.out_dir / "report.md").read_text()

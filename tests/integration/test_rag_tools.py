@@ -38,6 +38,7 @@ async def connect(stack: SecureStack, transport: str, who: str = "alice") -> Asy
         "NUCLEUS_RAG_PUBLIC_BASE_URL": stack.base_url, "NUCLEUS_RAG_AUDIT_LOG": str(stack.audit_log),
         "NUCLEUS_LOCAL_TENANT": "acme", "NUCLEUS_LOCAL_USER": who, "NUCLEUS_LOCAL_GROUPS": "",
         "NUCLEUS_RAG_LOG_LEVEL": "WARNING",
+        "NUCLEUS_RAG_IDENTITY_DIR": str(stack.identity_dir),   # it calls the stack as rag_pipeline
     }
     params = StdioServerParameters(command=sys.executable, args=["-m", "services.rag_pipeline.main", "--stdio"],
                                    env=env, cwd=str(ROOT))

@@ -7,7 +7,7 @@
                             the rest (keyword expansion, embedding-cosine re-ranking, extractive
                             synthesis)
 
-Either can be told to fail: `fail("candidates_by_vector", Unavailable(...))` makes every later
+Either can be told to fail: `fail("candidates_by_vector_with_completion", Unavailable(...))` makes every later
 call of that method raise the error, as a dead or slow service would through its gRPC client;
 `heal(name)` undoes it. `calls` lists the methods called, in order, failed ones included.
 """
@@ -25,7 +25,7 @@ from services.knowledge_store.core import KnowledgeStore
 from services.llm_orchestration import expansion, rerank as rerank_mod, synthesis as synth
 from services.llm_orchestration.results import Expansion, RerankResult, Synthesis
 from shared.errors import DeadlineExceeded, InvalidArgument, NotFound, NucleusError
-from shared.records import CandidateColumns, FeedbackAck, Hit, SearchFilters, TenantStats
+from shared.records import CandidateColumns, FeedbackAck, Hit, ScoreCompletion, SearchFilters, TenantStats
 from tests.unit.knowledge_store.helpers import HashEmbedder, settings_for
 
 T = TypeVar("T")
@@ -83,12 +83,14 @@ class InProcessKnowledge(_Port):
     async def close(self) -> None:
         self.store.close()
 
-    async def candidates_by_vector(self, tenant_id: str, vectors: np.ndarray, top_k: int,
-                                   filters: SearchFilters, *, top_hits: int = 0,
-                                   timeout_s: float | None = None) -> list[CandidateColumns]:
-        self._enter("candidates_by_vector")
-        return await self._within(self.store.candidates_by_vector(tenant_id, vectors, top_k, filters,
-                                                                  top_hits=top_hits), timeout_s)
+    async def candidates_by_vector_with_completion(
+            self, tenant_id: str, vectors: np.ndarray, top_k: int, filters: SearchFilters, *, keywords: str,
+            extra_keywords: Sequence[str] = (), complete_rows: Sequence[int] | np.ndarray = (),
+            timeout_s: float | None = None) -> tuple[list[CandidateColumns], ScoreCompletion]:
+        self._enter("candidates_by_vector_with_completion")
+        return await self._within(self.store.candidates_by_vector_with_completion(
+            tenant_id, vectors, top_k, filters, keywords=keywords, extra_keywords=extra_keywords,
+            complete_rows=complete_rows), timeout_s)
 
     async def candidates_by_filters(self, tenant_id: str, keywords: str, extra_keywords: Sequence[str], top_k: int,
                                     filters: SearchFilters, *, top_hits: int = 0,

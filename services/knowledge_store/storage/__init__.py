@@ -1,6 +1,6 @@
 """The system of record: one SQLite database per tenant, `<data_dir>/tenants/<tenant>/store.sqlite`.
 
-Tables (schema version 1, created in `db.py`):
+Tables (schema version 2, created in `db.py`; an older database is migrated when opened):
 
     meta            key → value (tenant_id, dimension, index config, schema version)
     artifacts       one row per artifact; owners/tags/visibility_groups as JSON arrays;
@@ -10,7 +10,9 @@ Tables (schema version 1, created in `db.py`):
     entry_vectors   rid → float32 vector blob (kept apart so scans of entries stay small)
     entries_fts     FTS5 (title, body) of *analysed* terms, rowid = rid
     profiles        ranking profiles, one row per (persona, name, version)
-    feedback        every vote ever cast (the artifact counters are derived from them)
+    feedback        every vote ever cast, with its comment (a log)
+    votes           each user's current vote per artifact, (artifact_id, user_id) the primary
+                    key: the artifact counters count these (schema 2)
 
 Durability: WAL journal with `synchronous=FULL`, so every COMMIT fsyncs the WAL before it
 returns: an acknowledged ingest survives `kill -9` *and* power loss. (NORMAL would survive
@@ -25,12 +27,17 @@ Modules, all loaded with the package, so `from services.knowledge_store import s
 `storage.<module>.<name>` is the one way in (each function takes an open connection; the
 caller owns the transaction):
 
-    db              files, schema, connections (`TenantDB`), `write_transaction`, meta keys,
-                    tenant directory names: the entry point, everything starts from a TenantDB
+    db              files, schema, connections (`TenantDB`: `read`, `write`, `guard`), meta
+                    keys, tenant directory names: the entry point, everything starts from a
+                    TenantDB
+    faults          SQLite and file-system errors as typed errors naming the path (disk full,
+                    read-only, corrupted, cannot open)
+    checks          the consistency of records, vectors and keyword rows: cheap counts, the
+                    full check's lists of missing and orphaned rows, their repair
     entries         artifacts, entries, vectors and keyword rows: writes, the loads that
                     rebuild the in-memory indexes, hit/candidate reads, counts and stats
     filter_sql      `SearchFilters` as SQL: the row ids a filter allows, metadata listings
     ranking_inputs  ranking profiles (versioned) and feedback votes
 """
 
-from services.knowledge_store.storage import db, entries, filter_sql, ranking_inputs  # noqa: F401
+from services.knowledge_store.storage import checks, db, entries, faults, filter_sql, ranking_inputs  # noqa: F401

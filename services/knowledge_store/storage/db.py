@@ -2,7 +2,16 @@
 
 `TenantDB` is the entry point of the storage package: it owns one tenant's SQLite files (a
 writer connection and a pool of readers, see the package docstring for durability and
-concurrency); the other storage modules run their SQL on a connection it hands out.
+concurrency); the other storage modules run their SQL on a connection it hands out, inside
+`read()` (a snapshot), `write()` (one IMMEDIATE transaction) or `guard()`.
+
+Faults: every SQLite or file-system error raised inside those blocks, or while opening,
+leaves as a typed error naming the path (faults.py), and its kind ("full", "read_only",
+"corrupt") is reported to `on_fault` (the store's health). Read-only: a database whose file or
+directory refuses writes (a read-only mount, an immutable file) is opened read-only instead
+of failing: searches are served from it, `write()` raises FailedPrecondition. Without a
+`-shm` file to share (it cannot be created in a read-only directory) it is opened immutable,
+unless its write-ahead log still holds commits, which only a writable open can apply.
 
 Tenant directories: the tenant id itself for lower-case ids; an upper-case letter X is
 written "+x" (so "Acme" lives in "+acme"), which keeps tenants that differ only in case apart
@@ -11,14 +20,22 @@ reversible.
 """
 from __future__ import annotations
 
+import errno
 import json
+import logging
+import os
 import sqlite3
 import threading
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
-SCHEMA_VERSION = 1
+from services.knowledge_store.storage import faults, ranking_inputs
+from shared.errors import FailedPrecondition, NucleusError, Unavailable
+
+log = logging.getLogger(__name__)
+
+SCHEMA_VERSION = 2            # 2: `votes`, one vote per user per artifact
 DB_FILE = "store.sqlite"
 
 _SCHEMA = """
@@ -102,7 +119,20 @@ CREATE TABLE IF NOT EXISTS feedback (
     counted      INTEGER NOT NULL
 );
 CREATE INDEX IF NOT EXISTS feedback_by_artifact_user ON feedback(artifact_id, user_id);
+
+CREATE TABLE IF NOT EXISTS votes (
+    artifact_id  TEXT NOT NULL,
+    user_id      TEXT NOT NULL,
+    helpful      INTEGER NOT NULL,
+    target       TEXT NOT NULL,
+    target_id    TEXT NOT NULL,
+    updated_unix INTEGER NOT NULL,
+    PRIMARY KEY (artifact_id, user_id)
+) WITHOUT ROWID;
 """
+
+# Schema version -> the step that brings an older database up to it, keeping its data.
+_MIGRATIONS = {2: ranking_inputs.keep_one_vote_per_user}
 
 
 # -- tenant directories ----------------------------------------------------------------------
@@ -124,6 +154,29 @@ def tenant_from_dir_name(name: str) -> str:
 
 # -- connections -----------------------------------------------------------------------------
 
+def _connect_read_only(path: Path, *, immutable: bool) -> sqlite3.Connection:
+    """A read-only connection (`mode=ro`, or `immutable=1`: no locking, no WAL), checked by a read."""
+    uri = path.resolve().as_uri() + ("?mode=ro&immutable=1" if immutable else "?mode=ro")
+    conn = sqlite3.connect(uri, uri=True, isolation_level=None, check_same_thread=False, timeout=30.0)
+    try:
+        conn.execute("PRAGMA busy_timeout = 30000")
+        conn.execute("PRAGMA query_only = 1")
+        conn.execute("PRAGMA temp_store = MEMORY")
+        conn.execute("SELECT count(*) FROM sqlite_master").fetchone()
+    except BaseException:
+        conn.close()
+        raise
+    return conn
+
+
+def _unwritable(directory: Path, path: Path) -> str:
+    """Why the file system refuses writes to the database (or its directory); "" if it does not."""
+    for target in (directory, path):
+        if target.exists() and not os.access(target, os.W_OK):
+            return f"{target} is not writable"
+    return ""
+
+
 def _connect(path: Path, *, writer: bool) -> sqlite3.Connection:
     conn = sqlite3.connect(path, isolation_level=None, check_same_thread=False, timeout=30.0)
     conn.execute("PRAGMA busy_timeout = 30000")
@@ -138,21 +191,100 @@ def _connect(path: Path, *, writer: bool) -> sqlite3.Connection:
     return conn
 
 
-class TenantDB:
-    """The SQLite files of one tenant: a writer connection and a pool of readers."""
+FaultReporter = Callable[[str, str], None]        # (kind, message), see faults.py
 
-    def __init__(self, directory: Path, tenant_id: str, dimension: int, index_config_json: str) -> None:
-        directory.mkdir(parents=True, exist_ok=True)
+
+class TenantDB:
+    """The SQLite files of one tenant: a writer connection and a pool of readers.
+
+    `read_only_reason` is "" for a writable tenant; otherwise why it is served read-only (then
+    `writer` is a read-only connection too, used for the loads that rebuild the indexes)."""
+
+    def __init__(self, directory: Path, tenant_id: str, dimension: int, index_config_json: str, *,
+                 data_dir: Path | None = None, read_only: bool = False,
+                 on_fault: FaultReporter | None = None, on_write: Callable[[], None] | None = None) -> None:
+        self.directory = directory
         self.path = directory / DB_FILE
         self.tenant_id = tenant_id
-        self.writer = _connect(self.path, writer=True)
-        self._init_schema(dimension, index_config_json)
+        self.data_dir = data_dir or directory.parent.parent
+        self._on_fault = on_fault or (lambda kind, message: None)
+        self._on_write = on_write or (lambda: None)
         self._pool: list[sqlite3.Connection] = []
         self._all: list[sqlite3.Connection] = []
         self._pool_lock = threading.Lock()
+        self._immutable = False
+        self.read_only_reason = "the KnowledgeStore is configured read-only" if read_only else ""
+        try:
+            self.writer = (self._open_read_only() if read_only
+                           else self._open_writer(dimension, index_config_json))
+        except (sqlite3.Error, OSError) as err:
+            raise self.fault(err, "open") from err
 
-    def _init_schema(self, dimension: int, index_config_json: str) -> None:
-        conn = self.writer
+    def _open_writer(self, dimension: int, index_config_json: str) -> sqlite3.Connection:
+        """The writer connection (schema created if need be); a read-only one, with
+        `read_only_reason` set, when the file system refuses writes to an existing database."""
+        exists = self.path.is_file()
+        try:
+            self.directory.mkdir(parents=True, exist_ok=True)
+            reason = _unwritable(self.directory, self.path)
+            if reason:
+                raise PermissionError(errno.EACCES, reason)
+            conn = _connect(self.path, writer=True)
+            try:
+                self._init_schema(conn, dimension, index_config_json)
+            except BaseException:
+                conn.close()
+                raise
+            return conn
+        except (sqlite3.Error, OSError) as err:
+            kind = faults.classify(err, self.data_dir)
+            cannot_open = isinstance(err, sqlite3.Error) and faults.primary_code(err) == faults.SQLITE_CANTOPEN
+            if not exists or not (kind == faults.READ_ONLY or cannot_open):
+                raise
+            self.read_only_reason = f"{self.directory} refuses writes ({err})"
+            log.warning("tenant %s: serving %s read-only: %s", self.tenant_id, self.path, self.read_only_reason)
+            return self._open_read_only()
+
+    def _open_read_only(self) -> sqlite3.Connection:
+        if not self.path.is_file():
+            raise FailedPrecondition(f"tenant '{self.tenant_id}' has no database at {self.path} and it cannot be "
+                                     f"created: {self.read_only_reason}")
+        try:
+            conn = _connect_read_only(self.path, immutable=False)
+        except sqlite3.Error as err:
+            if faults.primary_code(err) not in (faults.SQLITE_CANTOPEN, faults.SQLITE_READONLY):
+                raise
+            wal = self.path.with_name(self.path.name + "-wal")
+            if wal.is_file() and wal.stat().st_size > 0:
+                raise Unavailable(f"tenant '{self.tenant_id}' cannot be read from the read-only {self.directory}: "
+                                  f"its write-ahead log {wal} holds commits that only a writable open can "
+                                  "apply; make the directory writable once, then restart") from err
+            conn = _connect_read_only(self.path, immutable=True)
+            self._immutable = True
+        self._on_fault(faults.READ_ONLY, f"tenant '{self.tenant_id}' is served read-only: {self.read_only_reason}")
+        return conn
+
+    def fault(self, err: BaseException, action: str) -> NucleusError:
+        """`err` as a typed error (faults.py); its kind is reported to the store's health."""
+        if isinstance(err, NucleusError):
+            return err
+        error, kind = faults.translate(err, tenant_id=self.tenant_id, path=self.path, data_dir=self.data_dir,
+                                       action=action)
+        if kind in (faults.FULL, faults.READ_ONLY, faults.CORRUPT):
+            self._on_fault(kind, str(error))        # the store's health logs it
+        else:
+            log.warning("%s", error)
+        return error
+
+    @contextmanager
+    def guard(self, action: str) -> Iterator[None]:
+        """Storage errors raised inside the block leave as typed errors (see `fault`)."""
+        try:
+            yield
+        except (sqlite3.Error, OSError) as err:
+            raise self.fault(err, action) from err
+
+    def _init_schema(self, conn: sqlite3.Connection, dimension: int, index_config_json: str) -> None:
         conn.execute("BEGIN IMMEDIATE")
         try:
             for statement in _SCHEMA.split(";\n"):
@@ -161,29 +293,52 @@ class TenantDB:
             defaults = {"schema_version": str(SCHEMA_VERSION), "tenant_id": self.tenant_id,
                         "dimension": str(dimension), "index_config": index_config_json}
             conn.executemany("INSERT OR IGNORE INTO meta(key, value) VALUES (?, ?)", defaults.items())
+            _migrate(conn)
             conn.execute("COMMIT")
-        except BaseException:
-            conn.execute("ROLLBACK")
-            raise
+        finally:
+            if conn.in_transaction:
+                conn.execute("ROLLBACK")
 
     @contextmanager
-    def read(self) -> Iterator[sqlite3.Connection]:
+    def read(self, action: str = "search") -> Iterator[sqlite3.Connection]:
         """A reader connection inside one read transaction (a consistent snapshot)."""
-        with self._pool_lock:
-            conn = self._pool.pop() if self._pool else None
-        if conn is None:
-            conn = _connect(self.path, writer=False)
+        with self.guard(action):
             with self._pool_lock:
-                self._all.append(conn)
-        try:
-            conn.execute("BEGIN")
+                conn = self._pool.pop() if self._pool else None
+            if conn is None:
+                conn = (_connect_read_only(self.path, immutable=self._immutable) if self.read_only_reason
+                        else _connect(self.path, writer=False))
+                with self._pool_lock:
+                    self._all.append(conn)
+            try:
+                conn.execute("BEGIN")
+                try:
+                    yield conn
+                finally:
+                    conn.execute("COMMIT")
+            finally:
+                with self._pool_lock:
+                    self._pool.append(conn)
+
+    @contextmanager
+    def write(self, action: str = "write") -> Iterator[sqlite3.Connection]:
+        """The writer connection inside BEGIN IMMEDIATE … the caller COMMITs (so it can do so
+        under its own lock); rolled back if the block raises or leaves without committing.
+        FailedPrecondition at once when the tenant is read-only; `on_write` after a commit."""
+        if self.read_only_reason:
+            raise FailedPrecondition(f"tenant '{self.tenant_id}' is read-only, the {action} was refused: "
+                                     f"{self.read_only_reason}; searches are still served")
+        conn = self.writer
+        with self.guard(action):
+            conn.execute("BEGIN IMMEDIATE")
             try:
                 yield conn
+                committed = not conn.in_transaction
             finally:
-                conn.execute("COMMIT")
-        finally:
-            with self._pool_lock:
-                self._pool.append(conn)
+                if conn.in_transaction:
+                    conn.execute("ROLLBACK")
+        if committed:
+            self._on_write()
 
     def close(self) -> None:
         with self._pool_lock:
@@ -194,19 +349,18 @@ class TenantDB:
         self.writer.close()
 
 
-@contextmanager
-def write_transaction(conn: sqlite3.Connection) -> Iterator[sqlite3.Connection]:
-    """BEGIN IMMEDIATE … the caller COMMITs (so it can do so under its own lock); rolled back
-    if the block raises or leaves without committing."""
-    conn.execute("BEGIN IMMEDIATE")
-    try:
-        yield conn
-    finally:
-        if conn.in_transaction:
-            conn.execute("ROLLBACK")
-
-
 # -- meta ------------------------------------------------------------------------------------
+
+def _migrate(conn: sqlite3.Connection) -> None:
+    """Run the `_MIGRATIONS` steps a database made by an older version needs (inside the
+    schema transaction, so a failed step leaves it as it was)."""
+    stored = int(get_meta(conn, "schema_version") or SCHEMA_VERSION)
+    for version in sorted(v for v in _MIGRATIONS if stored < v <= SCHEMA_VERSION):
+        _MIGRATIONS[version](conn)
+        log.info("migrated %s to schema version %d", get_meta(conn, "tenant_id"), version)
+    if stored < SCHEMA_VERSION:
+        set_meta(conn, "schema_version", str(SCHEMA_VERSION))
+
 
 def get_meta(conn: sqlite3.Connection, key: str) -> str | None:
     row = conn.execute("SELECT value FROM meta WHERE key = ?", (key,)).fetchone()

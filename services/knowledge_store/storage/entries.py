@@ -95,26 +95,28 @@ def replace_artifact(conn: sqlite3.Connection, meta: ArtifactMeta, persona_id: s
 
 
 def delete_artifacts(conn: sqlite3.Connection, artifact_ids: Sequence[str]) -> tuple[int, list[int]]:
-    """Delete artifacts, their entries, vectors, keyword rows and feedback.
+    """Delete artifacts, their entries, vectors, keyword rows, feedback and votes.
     Returns (artifacts deleted, removed rids)."""
     rids = _rids_of_artifacts(conn, artifact_ids)
     _delete_rids(conn, rids)
     ids = json_list(artifact_ids)
     conn.execute("DELETE FROM feedback WHERE artifact_id IN (SELECT value FROM json_each(?))", (ids,))
+    conn.execute("DELETE FROM votes WHERE artifact_id IN (SELECT value FROM json_each(?))", (ids,))
     cur = conn.execute("DELETE FROM artifacts WHERE artifact_id IN (SELECT value FROM json_each(?))", (ids,))
     return cur.rowcount, rids
 
 
 def load_vectors(conn: sqlite3.Connection, dimension: int) -> tuple[NDArray[np.int64], NDArray[np.float32]]:
-    """Every (rid, vector) of the tenant, in rid order."""
+    """Every well-formed (rid, vector) of the tenant, in rid order. A blob of the wrong size is
+    left out (the consistency check counts it as malformed and re-embeds its entry)."""
     ids: list[int] = []
     blobs: list[bytes] = []
+    size = dimension * 4
     for rid, blob in conn.execute("SELECT rid, vector FROM entry_vectors ORDER BY rid"):
-        ids.append(rid)
-        blobs.append(blob)
+        if isinstance(blob, bytes) and len(blob) == size:
+            ids.append(rid)
+            blobs.append(blob)
     vectors = np.frombuffer(b"".join(blobs), dtype=np.float32)
-    if vectors.size != len(ids) * dimension:
-        raise ValueError(f"stored vectors do not all have {dimension} dimensions")
     return np.asarray(ids, dtype=np.int64), vectors.reshape(len(ids), dimension).copy()
 
 

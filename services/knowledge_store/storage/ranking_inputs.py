@@ -2,8 +2,10 @@
 
 Profiles are versioned: every store of (persona, name) appends the next version, and reads
 see the latest unless a version is asked for. Each scope (the tenant, "", or one persona)
-has at most one default profile. Feedback keeps every vote cast and maintains the
-helpful/unhelpful counters on the artifact row (the ranker reads those with the candidates).
+has at most one default profile. Feedback: `votes` holds each user's one current vote per
+artifact (primary key (artifact, user): a second vote replaces the first), `feedback` every
+vote ever cast (with its comment), and the helpful/unhelpful counters on the artifact row (what
+the ranker reads with the candidates) count the current votes.
 """
 from __future__ import annotations
 
@@ -115,20 +117,38 @@ def artifact_exists(conn: sqlite3.Connection, artifact_id: str) -> bool:
 
 def record_feedback(conn: sqlite3.Connection, *, target: str, target_id: str, artifact_id: str, helpful: bool,
                     user_id: str, comment: str, now: int) -> tuple[int, int, float]:
-    """Persist one vote and update the artifact's counters. A named user has one vote per
-    artifact (the latest counts); anonymous votes always count. Returns the new counters
-    and the artifact's prior."""
-    if user_id:
-        prev = conn.execute("SELECT id, helpful FROM feedback WHERE artifact_id = ? AND user_id = ? AND counted = 1 "
-                            "ORDER BY id DESC LIMIT 1", (artifact_id, user_id)).fetchone()
-        if prev is not None:
-            conn.execute("UPDATE feedback SET counted = 0 WHERE id = ?", (prev[0],))
-            column = "feedback_helpful" if prev[1] else "feedback_unhelpful"
-            conn.execute(f"UPDATE artifacts SET {column} = {column} - 1 WHERE artifact_id = ?", (artifact_id,))
+    """Persist `user_id`'s vote on the artifact, replacing their earlier one (the counters move
+    from the old answer to the new one, never grow twice), and log it. Returns the new
+    counters and the artifact's prior."""
+    prev = conn.execute("SELECT helpful FROM votes WHERE artifact_id = ? AND user_id = ?",
+                        (artifact_id, user_id)).fetchone()
+    if prev is not None:
+        _count(conn, artifact_id, bool(prev[0]), -1)
+    conn.execute("INSERT INTO votes(artifact_id, user_id, helpful, target, target_id, updated_unix) "
+                 "VALUES (?, ?, ?, ?, ?, ?) ON CONFLICT(artifact_id, user_id) DO UPDATE SET "
+                 "helpful = excluded.helpful, target = excluded.target, target_id = excluded.target_id, "
+                 "updated_unix = excluded.updated_unix",
+                 (artifact_id, user_id, int(helpful), target, target_id, now))
+    _count(conn, artifact_id, helpful, +1)
+    conn.execute("UPDATE feedback SET counted = 0 WHERE artifact_id = ? AND user_id = ? AND counted = 1",
+                 (artifact_id, user_id))
     conn.execute("INSERT INTO feedback(created_unix, target, target_id, artifact_id, helpful, user_id, comment, "
                  "counted) VALUES (?, ?, ?, ?, ?, ?, ?, 1)",
                  (now, target, target_id, artifact_id, int(helpful), user_id, comment))
-    column = "feedback_helpful" if helpful else "feedback_unhelpful"
-    conn.execute(f"UPDATE artifacts SET {column} = {column} + 1 WHERE artifact_id = ?", (artifact_id,))
     return conn.execute("SELECT feedback_helpful, feedback_unhelpful, reputation_prior FROM artifacts "
                         "WHERE artifact_id = ?", (artifact_id,)).fetchone()
+
+
+def _count(conn: sqlite3.Connection, artifact_id: str, helpful: bool, delta: int) -> None:
+    column = "feedback_helpful" if helpful else "feedback_unhelpful"
+    conn.execute(f"UPDATE artifacts SET {column} = max(0, {column} + ?) WHERE artifact_id = ?", (delta, artifact_id))
+
+
+def keep_one_vote_per_user(conn: sqlite3.Connection) -> None:
+    """Schema 1 -> 2: fill `votes` with each named user's counted vote from the feedback log (the
+    latest one per artifact); the artifact counters stay as they were (earlier anonymous votes
+    keep counting, new votes need a user)."""
+    conn.execute("""INSERT OR REPLACE INTO votes(artifact_id, user_id, helpful, target, target_id, updated_unix)
+                    SELECT artifact_id, user_id, helpful, target, target_id, created_unix FROM feedback
+                    WHERE counted = 1 AND user_id <> '' ORDER BY id""")
+

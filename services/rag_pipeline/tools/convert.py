@@ -20,6 +20,7 @@ from services.rag_pipeline.tools.schemas import (
     SegmentOut,
     SourceErrorOut,
 )
+from shared.bounds import MAX_UNIX_TIME
 from shared.errors import InvalidArgument
 from shared.identity import Principal
 from shared.mcp_errors import ErrorCode
@@ -46,7 +47,7 @@ def unix_from_iso(value: str | None, field: str) -> int:
         raise InvalidArgument(field, f"{value!r} is not an ISO 8601 date (YYYY-MM-DD or a date-time)") from None
     if parsed.tzinfo is None:
         parsed = parsed.replace(tzinfo=dt.timezone.utc)
-    return max(0, int(parsed.timestamp()))
+    return min(MAX_UNIX_TIME, max(0, int(parsed.timestamp())))
 
 
 def search_filters(filters: RawFiltersIn | None) -> SearchFilters:

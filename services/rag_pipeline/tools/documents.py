@@ -18,7 +18,7 @@ from services.rag_pipeline.ports import KnowledgeSource
 from services.rag_pipeline.tools.calls import Call, audit_call
 from shared.audit import AuditEvent, AuditLog
 from shared.errors import InvalidArgument, NotFound, NucleusError
-from shared.identity import Principal
+from shared.identity import Principal, act_for
 from shared.signing import DOCUMENT_PREFIX, LinkRejected, LinkSigner
 
 RESPONSE_HEADERS = {"Cache-Control": "no-store", "Referrer-Policy": "no-referrer",
@@ -48,6 +48,7 @@ class DocumentRoute:
         who = Principal(tenant_id=claims.tenant_id, user_id=claims.user_id, groups=claims.groups,
                         auth_method="signed_link")
         call.principal = who
+        act_for(who)            # the store re-checks tenant and groups for this user too
         try:
             hits = await self.ks.get_entries(who.tenant_id, [claims.entry_id])
         except (NotFound, InvalidArgument):

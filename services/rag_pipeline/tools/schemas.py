@@ -6,6 +6,7 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, Field
 
+from shared.bounds import INT32_MAX
 from shared.mcp_errors import ErrorCode
 
 CONTRACT_VERSION = "rag-tools-v1"
@@ -102,7 +103,7 @@ class DiscoverFiltersIn(BaseModel):
     types: list[str] | None = None
     tags: list[str] | None = None
     search: Annotated[str | None, Field(max_length=256)] = None
-    page: Annotated[int, Field(ge=1)] = 1
+    page: Annotated[int, Field(ge=1, le=INT32_MAX)] = 1
     page_size: Annotated[int, Field(ge=1, le=200)] = 50
 
 

@@ -64,7 +64,7 @@ from services.rag_pipeline.tools.schemas import (
 from shared.audit import AuditLog
 from shared.auth.principals import RequestIdentity
 from shared.errors import InvalidArgument, NotFound, NucleusError
-from shared.identity import Principal
+from shared.identity import Principal, act_for
 from shared.mcp_errors import ErrorCode, error_code_for, jsonrpc_error
 from shared.records import Hit
 from shared.signing import LinkSigner
@@ -112,13 +112,17 @@ class RagTools:
 
     # -- identity --------------------------------------------------------------------------
     def principal(self, ctx: Context | None) -> Principal:
-        return self.identity.principal(_headers(ctx))
+        """The verified caller; calls made for this tool call then carry an assertion of it."""
+        who = self.identity.principal(_headers(ctx))
+        act_for(who)
+        return who
 
     def _caller(self, call: Call, ctx: Context | None, username: str | None, user_token: str | None) -> Principal:
         """The principal a seed-000 call runs as; the username argument never decides it."""
         who = self.principal(ctx)
         if user_token:
             who = self.identity.principal_for_user_token(user_token, who)
+            act_for(who)
             call.notes.append("identity from user_token")
         call.principal = who
         if username and username != who.user_id:
@@ -142,9 +146,8 @@ class RagTools:
         request = SearchRequest(tenant_id=who.tenant_id, query=query, top_k_final=top_k,
                                 prefs=Preferences(rerank=rerank, explain=True), filters=scope.filters,
                                 extra_phrases=extra_phrases)
-        response = await self.pipeline.search_and_rank(request)
-        kept = [r for r in response.results if scope.keep(r.artifact.tags)]
-        return response, kept
+        response = await self.pipeline.search(request, who, scope=scope)
+        return response, list(response.results)
 
     async def _vet_sources(self, who: Principal, requested: list[str]) -> tuple[list[str], list[SourceErrorOut],
                                                                              dict[str, SourceView]]:
@@ -176,7 +179,7 @@ class RagTools:
             for i, p in enumerate(phrases):
                 if not p:
                     raise InvalidArgument(f"search_phrases[{i}]", "must not be empty or only whitespace")
-            scope = await self.access.scope(who)
+            scope = await self.pipeline.scope(who)
             if who.session_tags:
                 call.notes.append(f"session_tags={','.join(who.session_tags)[:300]}")
             if scope.empty:
@@ -277,7 +280,7 @@ class RagTools:
             meta.source_errors = source_errors
             if not allowed:
                 raise _Refused(worst_code(source_errors), "; ".join(e.message for e in source_errors), source_errors)
-            scope = await self.access.scope(who, base=base, only_sources=tuple(allowed))
+            scope = await self.pipeline.scope(who, base=base, only_sources=tuple(allowed))
             if ranking is not None and ranking.model:
                 call.notes.append("ranking.model is not selectable here; the service's re-ranker was used")
             if scope.empty:
@@ -340,7 +343,7 @@ class RagTools:
             if provided_context is not None and provided_context.hits:
                 passages = await self._provided(who, provided_context.hits, allowed, call)
             else:
-                scope = await self.access.scope(who, only_sources=tuple(allowed) if allowed else None)
+                scope = await self.pipeline.scope(who, only_sources=tuple(allowed) if allowed else None)
                 if scope.empty:
                     passages = []
                 else:

@@ -504,10 +504,10 @@ async def test_feedback_is_counted_on_the_artifact_and_persisted(tmp_path, embed
     store = KnowledgeStore(settings_for(tmp_path), embedder)
     await store.ingest("t", "", [doc("a", LONG_OLD, reputation_prior=0.7), doc("b", "other")])
     assert await store.record_feedback("t", "entry", "a#1", True, "u1") == \
-        type(await store.record_feedback("t", "artifact", "b", True, ""))("a", 1, 0, 0.7)
+        type(await store.record_feedback("t", "artifact", "b", True, "u1"))("a", 1, 0, 0.7)
     await store.record_feedback("t", "artifact", "a", False, "u2")
-    await store.record_feedback("t", "entry", "a#0", False, "")
-    ack = await store.record_feedback("t", "entry", "a#0", False, "")       # anonymous votes all count
+    await store.record_feedback("t", "entry", "a#0", False, "u3")
+    ack = await store.record_feedback("t", "entry", "a#0", False, "u4")
     assert (ack.feedback_helpful, ack.feedback_unhelpful) == (1, 3)
     ack = await store.record_feedback("t", "artifact", "a", True, "u2")     # u2 changes their mind
     assert (ack.feedback_helpful, ack.feedback_unhelpful) == (2, 2)

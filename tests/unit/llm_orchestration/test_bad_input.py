@@ -9,7 +9,7 @@ from shared.settings import LlmOrchestrationSettings
 @pytest.fixture
 def orchestrator() -> LlmOrchestrator:
     # Not started: validation must come first, so no model is needed to reject input.
-    return LlmOrchestrator(LlmOrchestrationSettings(max_texts_per_request=4, max_text_chars=50))
+    return LlmOrchestrator(LlmOrchestrationSettings(max_texts_per_request=4, max_embed_texts=4, max_text_chars=50))
 
 
 @pytest.mark.parametrize("texts,field,problem", [
@@ -28,6 +28,13 @@ async def test_embed_rejects_bad_texts_naming_the_field(orchestrator, texts, fie
     assert info.value.field == field
     assert problem in str(info.value)
     assert str(info.value).startswith(f"{field}: ")
+
+
+async def test_one_embedding_call_is_bounded_by_default_naming_texts_and_the_bound():
+    orchestrator = LlmOrchestrator(LlmOrchestrationSettings())      # defaults: 256 texts per call
+    with pytest.raises(InvalidArgument) as info:
+        await orchestrator.embed([f"text {i}" for i in range(257)])
+    assert info.value.field == "texts" and "257 texts; at most 256 per request" in str(info.value)
 
 
 async def test_embed_rejects_an_unknown_purpose(orchestrator):
@@ -83,3 +90,9 @@ def test_unusable_settings_are_rejected_up_front(settings, field):
     with pytest.raises(InvalidArgument) as info:
         LlmOrchestrator(settings)
     assert info.value.field == field
+
+
+async def test_synthesis_max_chars_beyond_int32_names_the_field(orchestrator):
+    with pytest.raises(InvalidArgument) as info:
+        await orchestrator.synthesize("q", [("p1", "", "text")], max_chars=2**40)
+    assert info.value.field == "max_chars"

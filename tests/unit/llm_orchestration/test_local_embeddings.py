@@ -76,12 +76,14 @@ async def test_concurrent_single_queries_are_micro_batched_and_equal_direct_resu
     np.testing.assert_allclose(np.stack([r.vectors[0] for r in results]), direct, atol=1e-5)
 
 
-async def test_ingest_sized_requests_bypass_the_micro_batcher(orch):
-    before = orch.batcher.stats.requests
-    texts = [f"document number {i} about topic {i % 7}" for i in range(16)]   # = encode_batch_size
-    result = await orch.embed(texts, purpose="document")
-    assert result.vectors.shape == (16, 384)
-    assert orch.batcher.stats.requests == before
+async def test_ingest_sized_requests_take_the_document_lane_of_the_micro_batcher(orch):
+    before = dict(orch.batcher.stats.by_lane)
+    texts = [f"document number {i} about topic {i % 7}" for i in range(100)]   # > one batch of 64
+    result = await orch.embed(texts, purpose="document", caller="ingest")
+    assert result.vectors.shape == (100, 384)
+    assert orch.batcher.stats.by_lane["document"] - before["document"] == 2           # 64 + 36
+    assert orch.batcher.stats.by_lane["query"] == before["query"]
+    np.testing.assert_allclose(result.vectors, await orch._backend.encode(texts), atol=1e-5)
 
 
 async def test_repeated_query_texts_are_cache_hits_with_identical_vectors(orch):

@@ -159,3 +159,80 @@ async def test_after_concurrent_traffic_a_new_request_waits_for_company():
     await asyncio.wait_for(asyncio.gather(first, second), timeout=5)
     assert enc.batches == [["a", "b"], ["c", "d"]]
     await batcher.close()
+
+
+# -- fairness: callers take turns, bulk ingest has its own lane ------------------------------
+
+async def _hold_first_batch(enc: Encoder, batcher: MicroBatcher, **kw) -> asyncio.Task:
+    """Submit one text and keep its batch encoding, so that everything submitted next waits."""
+    enc.gate.clear()
+    task = asyncio.create_task(batcher.submit(["blocker"], **kw))
+    while not enc.batches:
+        await asyncio.sleep(0)
+    return task
+
+
+async def test_a_callers_bulk_does_not_queue_ahead_of_another_callers_query():
+    enc = Encoder()
+    batcher = MicroBatcher(enc, max_wait_s=0.0, max_size=64)
+    await batcher.start()
+    blocker = await _hold_first_batch(enc, batcher, caller="mallory")
+    bulk = [asyncio.create_task(batcher.submit([f"m{r}-{i}" for i in range(64)], caller="mallory"))
+            for r in range(4)]                                  # 256 texts in four requests
+    query = asyncio.create_task(batcher.submit(["alice's question"], caller="alice"))
+    await asyncio.sleep(0)
+    enc.gate.set()
+    rows = await asyncio.wait_for(query, timeout=5)
+    np.testing.assert_array_equal(rows, expected(["alice's question"]))
+    assert "alice's question" in enc.batches[1]                 # the very next batch, shared with mallory
+    assert len(enc.batches[1]) == 64 and not all(b.done() for b in bulk)
+    results = await asyncio.wait_for(asyncio.gather(blocker, *bulk), timeout=5)
+    for r, got in enumerate(results[1:]):
+        np.testing.assert_array_equal(got, expected([f"m{r}-{i}" for i in range(64)]))
+    await batcher.close()
+
+
+async def test_callers_take_turns_text_by_text_and_each_request_keeps_its_order():
+    enc = Encoder()
+    batcher = MicroBatcher(enc, max_wait_s=0.0, max_size=4)
+    await batcher.start()
+    blocker = await _hold_first_batch(enc, batcher, caller="x")
+    a = asyncio.create_task(batcher.submit([f"a{i}" for i in range(6)], caller="a"))
+    b = asyncio.create_task(batcher.submit([f"b{i}" for i in range(6)], caller="b"))
+    c = asyncio.create_task(batcher.submit(["c0"], caller="c"))
+    await asyncio.sleep(0)
+    enc.gate.set()
+    await asyncio.wait_for(asyncio.gather(blocker, a, b, c), timeout=5)
+    assert enc.batches[1:] == [["a0", "a1", "b0", "c0"], ["b1", "b2", "a2", "a3"], ["b3", "b4", "a4", "a5"],
+                               ["b5"]]
+    np.testing.assert_array_equal(a.result(), expected([f"a{i}" for i in range(6)]))
+    np.testing.assert_array_equal(b.result(), expected([f"b{i}" for i in range(6)]))
+    await batcher.close()
+
+
+async def test_ingest_has_its_own_lane_and_alternates_with_searches():
+    enc = Encoder()
+    batcher = MicroBatcher(enc, max_wait_s=0.0, max_size=2)
+    await batcher.start()
+    blocker = await _hold_first_batch(enc, batcher, caller="ingest", lane="document")
+    ingest = asyncio.create_task(batcher.submit([f"d{i}" for i in range(6)], caller="ingest", lane="document"))
+    searches = [asyncio.create_task(batcher.submit([f"q{i}"], caller=f"user{i}")) for i in range(4)]
+    await asyncio.sleep(0)
+    enc.gate.set()
+    await asyncio.wait_for(asyncio.gather(blocker, ingest, *searches), timeout=5)
+    assert enc.batches[1:] == [["q0", "q1"], ["d0", "d1"], ["q2", "q3"], ["d2", "d3"], ["d4", "d5"]]
+    assert batcher.stats.by_lane == {"query": 2, "document": 4}
+    np.testing.assert_array_equal(ingest.result(), expected([f"d{i}" for i in range(6)]))
+    with pytest.raises(Exception, match="lane"):
+        await batcher.submit(["x"], lane="bulk")
+    await batcher.close()
+
+
+async def test_concurrent_callers_still_share_one_batch():
+    enc = Encoder()
+    batcher = MicroBatcher(enc, max_wait_s=5.0, max_size=3)
+    await batcher.start()
+    await asyncio.wait_for(asyncio.gather(batcher.submit(["a"], caller="u1"), batcher.submit(["b"], caller="u2"),
+                                          batcher.submit(["c"], caller="u3")), timeout=5)
+    assert enc.batches == [["a", "b", "c"]]
+    await batcher.close()

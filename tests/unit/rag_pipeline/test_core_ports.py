@@ -63,7 +63,7 @@ async def test_search_ranks_the_document_both_legs_agree_on_first_and_reads_its_
     assert top.entry.text.startswith("When the battery controller hangs")
     assert "reset" in top.snippet and top.artifact.title == "Battery controller reset"
     assert (response.profile_name, response.profile_version) == (BUILTIN_PROFILE.name, BUILTIN_PROFILE.version)
-    assert {"candidates_by_vector", "candidates_by_filters", "get_entries"} <= set(knowledge.calls)
+    assert {"candidates_by_vector_with_completion", "candidates_by_filters", "get_entries"} <= set(knowledge.calls)
     assert llm.calls == ["embed"]
 
 
@@ -75,12 +75,12 @@ async def test_no_embedding_answers_from_the_keyword_leg_and_says_so(pipeline, p
     assert response.degraded_reasons == (f"embedding unavailable: {LLM_SLOW}",)
     assert [r.artifact.artifact_id for r in response.results] == ["battery"]      # only it shares the words
     assert all(r.explanation.dense_rank == 0 and r.explanation.bm25_rank >= 1 for r in response.results)
-    assert "candidates_by_vector" not in knowledge.calls
+    assert "candidates_by_vector_with_completion" not in knowledge.calls
 
 
 async def test_a_failed_vector_leg_answers_keyword_only_and_says_so(pipeline, ports):
     knowledge, _ = ports
-    knowledge.fail("candidates_by_vector", STORE_DOWN)
+    knowledge.fail("candidates_by_vector_with_completion", STORE_DOWN)
     response = await search(pipeline)
     assert response.degraded
     assert response.degraded_reasons == (f"vector retrieval unavailable: {STORE_DOWN}",)
@@ -101,7 +101,7 @@ async def test_a_failed_keyword_leg_answers_vector_only_and_says_so(pipeline, po
 
 
 @pytest.mark.parametrize("llm_fails,vector_fails,first_reason", [
-    (False, True, "vector retrieval unavailable"),
+    (False, True, "keyword retrieval unavailable"),     # the keyword leg is awaited before the vector call
     (True, False, "embedding unavailable"),
 ])
 async def test_both_legs_failing_is_unavailable_naming_each_cause(pipeline, ports, llm_fails, vector_fails,
@@ -110,13 +110,14 @@ async def test_both_legs_failing_is_unavailable_naming_each_cause(pipeline, port
     if llm_fails:
         llm.fail("embed", LLM_SLOW)
     if vector_fails:
-        knowledge.fail("candidates_by_vector", STORE_DOWN)
+        knowledge.fail("candidates_by_vector_with_completion", STORE_DOWN)
     knowledge.fail("candidates_by_filters", STORE_DOWN)
     with pytest.raises(Unavailable) as err:
         await search(pipeline)
     message = str(err.value)
     assert message.startswith(f"both retrieval legs failed: {first_reason}: ")
     assert f"keyword retrieval unavailable: {STORE_DOWN}" in message
+    assert (f"vector retrieval unavailable: {STORE_DOWN}" in message) == vector_fails
     assert "get_entries" not in knowledge.calls
 
 
@@ -171,3 +172,38 @@ async def test_a_tenant_without_knowledge_is_not_found_not_a_degraded_answer(pip
     with pytest.raises(NotFound) as err:
         await search(pipeline, tenant_id="nobody")
     assert "nobody" in str(err.value)
+
+
+async def test_an_identifier_only_the_keyword_leg_finds_is_ranked_first_with_both_signals(tmp_path):
+    knowledge = InProcessKnowledge.in_directory(tmp_path)
+    decoys = [doc(f"dock-{i}", f"Dock firmware notes {i}: the dock firmware update restarts the dock; "
+                               f"dock firmware logs go to the dock console.", title=f"Dock firmware {i}")
+              for i in range(12)]
+    needle = doc("ticket", "Customer reports XK4471 after the update; the robot stops at the charger.",
+                 title="Ticket 99")
+    await knowledge.store.ingest(TENANT, "", [*decoys, needle])
+    pipeline = RagPipeline(RagPipelineSettings(), knowledge=knowledge, llm=InProcessLanguageModel())
+    try:
+        response = await search(pipeline, "dock firmware XK4471", top_k_initial=3, top_k_final=3)
+        top = response.results[0]
+        assert top.artifact.artifact_id == "ticket"
+        e = top.explanation
+        assert (e.dense_source, e.bm25_source, e.dense_rank, e.bm25_rank) == ("completed", "retrieved", 0, 1)
+        assert e.dense_cosine > 0.0                           # its real cosine, not the 0 of "absent"
+        assert e.dense_weight < BUILTIN_PROFILE.dense_weight   # an identifier pulls toward the keyword leg
+        assert "identifiers=1" in e.query_profile
+        for r in response.results:                            # every result: both raw signals, and how
+            assert {r.explanation.dense_source, r.explanation.bm25_source} <= {"retrieved", "completed"}
+            assert 0.0 <= r.probability <= 1.0
+        assert response.results[0].probability >= response.results[-1].probability
+    finally:
+        await knowledge.close()
+
+
+async def test_a_failed_keyword_leg_leaves_bm25_absent_but_the_vector_call_still_completes_it(pipeline, ports):
+    knowledge, _ = ports
+    knowledge.fail("candidates_by_filters", STORE_DOWN)
+    response = await search(pipeline)
+    assert response.degraded
+    assert all(r.explanation.bm25_source == "completed" and r.explanation.bm25_rank == 0 for r in response.results)
+    assert response.results[0].artifact.artifact_id == "battery"

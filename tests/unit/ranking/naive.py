@@ -69,19 +69,51 @@ def theoretical_minmax(values: list[float | None]) -> list[float]:
     return out
 
 
+def adaptive_alpha(cfg: RankingConfig) -> float:
+    """The adaptive fusion's dense weight, written out from ranking/query_features.py's docstring."""
+    f, base = cfg.query, cfg.dense_weight
+    if cfg.fusion != "adaptive" or f is None:
+        return base
+    lo, hi = max(0.0, base - 0.3), min(1.0, base + 0.3)
+    if f.words == 0:
+        short = 0.0
+    elif f.words <= 2:
+        short = 1.0
+    elif f.words == 3:
+        short = 0.5
+    else:
+        short = 0.0
+    if f.words <= 3:
+        brevity = 1.0
+    elif f.words >= 10:
+        brevity = 0.0
+    else:
+        brevity = (10 - f.words) / 7
+    identifier = f.rarity if f.identifiers > 0 else 0.0
+    lexical = max(short, 1.0 if f.quoted else 0.0, brevity * max(identifier, f.rarity * f.rarity))
+    semantic = min(1.0, max(0.0, (f.words - 3) / 7)) if f.question else 0.0
+    alpha = base - lexical * (base - lo) + (1 - lexical) * semantic * (hi - base)
+    return min(hi, max(lo, alpha))
+
+
+def probability(fused: float, confidence: float, cfg: RankingConfig) -> float:
+    slope, weight, intercept = cfg.probability_calibration
+    return 1.0 / (1.0 + math.exp(-(slope * fused + weight * confidence + intercept)))
+
+
 def relevancy(rows: list[Row], cfg: RankingConfig) -> dict[str, object]:
-    """{'relevancy', 'fused', 'dense_norm', 'bm25_norm': lists, 'confidence': float}."""
+    """{'relevancy', 'fused', 'dense_norm', 'bm25_norm', 'probability': lists, 'confidence', 'alpha'}."""
     has_dense = any(r.dense is not None for r in rows)
     has_bm25 = any(r.bm25 is not None for r in rows)
     if has_dense and has_bm25:
-        alpha = cfg.dense_weight
+        alpha = adaptive_alpha(cfg)
     elif has_dense:
         alpha = 1.0
     else:
         alpha = 0.0
 
-    if cfg.fusion in ("convex", "convex_minmax"):
-        norm = theoretical_minmax if cfg.fusion == "convex" else minmax
+    if cfg.fusion in ("convex", "convex_minmax", "adaptive"):
+        norm = minmax if cfg.fusion == "convex_minmax" else theoretical_minmax
         dense_norm = norm([r.dense for r in rows]) if has_dense else [0.0] * len(rows)
         bm25_norm = norm([r.bm25 for r in rows]) if has_bm25 else [0.0] * len(rows)
         fused = [alpha * d + (1 - alpha) * b for d, b in zip(dense_norm, bm25_norm)]
@@ -116,7 +148,8 @@ def relevancy(rows: list[Row], cfg: RankingConfig) -> dict[str, object]:
             value = (1 - cfg.rerank_weight) * value + cfg.rerank_weight * r.rerank
         relevancy.append(value)
     return {"relevancy": relevancy, "fused": fused, "dense_norm": dense_norm,
-            "bm25_norm": bm25_norm, "confidence": confidence}
+            "bm25_norm": bm25_norm, "confidence": confidence, "alpha": alpha,
+            "probability": [probability(f, confidence, cfg) for f in fused]}
 
 
 def recency(timestamps: list[float], now: float, half_life_days: float) -> list[float]:

@@ -8,6 +8,7 @@ from hypothesis import strategies as st
 
 from ranking.candidates import Candidates
 from ranking.config import RankingConfig
+from ranking.query_features import QueryFeatures
 
 NOW = 1_750_000_000.0
 DAY = 86_400.0
@@ -65,9 +66,13 @@ def configs(draw: st.DrawFn, fusion: str | None = None) -> RankingConfig:
         lambda w: (w[0] + w[2] + w[3] > 0) if not apply_recency else sum(w) > 0))
     lo = draw(st.floats(-0.5, 0.9))
     hi = draw(st.floats(lo + 0.01, 1.0))
+    features = draw(st.one_of(st.none(), query_features()))
     return RankingConfig(
         weights=weights,
-        fusion=fusion or draw(st.sampled_from(["convex", "convex_minmax", "rrf"])),
+        fusion=fusion or draw(st.sampled_from(["convex", "convex_minmax", "rrf", "adaptive"])),
+        query=features,
+        probability_calibration=(draw(st.floats(0.1, 30.0)), draw(st.floats(0.0, 5.0)),
+                                 draw(st.floats(-30.0, 5.0))),
         dense_weight=draw(st.one_of(st.sampled_from([0.0, 0.5, 1.0]), st.floats(0.0, 1.0))),
         rrf_k=draw(st.one_of(st.just(60.0), st.floats(0.0, 100.0))),
         half_life_days=draw(st.floats(0.5, 1000.0)),
@@ -79,6 +84,26 @@ def configs(draw: st.DrawFn, fusion: str | None = None) -> RankingConfig:
         dense_calibration=(lo, hi),
         bm25_calibration=draw(st.floats(0.1, 50.0)),
     )
+
+
+@st.composite
+def query_features(draw: st.DrawFn) -> QueryFeatures:
+    """Features of any query: short or long, quoted or not, identifiers, rarity, questions."""
+    return QueryFeatures(words=draw(st.integers(0, 40)), quoted=draw(st.booleans()),
+                         identifiers=draw(st.integers(0, 3)), rarity=draw(st.floats(0.0, 1.0)),
+                         question=draw(st.booleans()))
+
+
+@st.composite
+def complete_candidates(draw: st.DrawFn, max_n: int = 30) -> Candidates:
+    """Candidates as score completion leaves them: both signals known for every candidate."""
+    c = draw(candidates(max_n=max_n, min_n=1))
+    n = len(c)
+    dense = draw(st.lists(_f32(-1.0, 1.0), min_size=n, max_size=n))
+    bm25 = draw(st.lists(st.one_of(st.just(0.0), _f32(0.0, 40.0)), min_size=n, max_size=n))
+    return Candidates.build(dense=dense, bm25=bm25, timestamp=c.timestamp, richness=c.richness,
+                            reputation_prior=c.reputation_prior, helpful=c.helpful, unhelpful=c.unhelpful,
+                            rerank=c.rerank)
 
 
 def random_candidates(seed: int, n: int, *, ties: bool = False) -> Candidates:

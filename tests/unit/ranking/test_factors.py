@@ -25,7 +25,7 @@ def _assert_unit_float32(x: np.ndarray) -> None:
 
 # --- relevancy against the naive loop -------------------------------------------------------
 
-@pytest.mark.parametrize("fusion", ["convex", "convex_minmax", "rrf"])
+@pytest.mark.parametrize("fusion", ["convex", "convex_minmax", "rrf", "adaptive"])
 @settings(max_examples=200, deadline=None)
 @given(data=st.data())
 def test_relevancy_matches_naive_loop(fusion: str, data: st.DataObject) -> None:
@@ -42,11 +42,12 @@ def test_relevancy_matches_naive_loop(fusion: str, data: st.DataObject) -> None:
     np.testing.assert_allclose(trace.fused, expected["fused"], atol=TOL, rtol=0)
     assert trace.confidence == pytest.approx(expected["confidence"], abs=TOL)
     assert 0.0 <= trace.confidence <= 1.0
+    assert trace.dense_weight == pytest.approx(expected["alpha"], abs=1e-9)
     np.testing.assert_allclose(rel, expected["relevancy"], atol=TOL, rtol=0)
 
 
 @pytest.mark.parametrize("seed", [0, 1, 2, 3])
-@pytest.mark.parametrize("fusion", ["convex", "convex_minmax", "rrf"])
+@pytest.mark.parametrize("fusion", ["convex", "convex_minmax", "rrf", "adaptive"])
 def test_relevancy_matches_naive_loop_on_large_seeded_inputs(seed: int, fusion: str) -> None:
     c = random_candidates(seed, 3000, ties=seed % 2 == 1)
     cfg = RankingConfig(fusion=fusion, dense_weight=0.3 + 0.1 * seed)

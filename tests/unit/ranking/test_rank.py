@@ -9,11 +9,11 @@ from hypothesis import strategies as st
 from ranking.candidates import Candidates
 from ranking.config import RankingConfig
 from ranking.factors import relevancy
+from ranking.query_features import QueryFeatures
 from ranking.rank import Ranked, effective_weights, rank, top_k
 from shared.errors import InvalidArgument
-from shared.errors import InvalidArgument
 from tests.unit.ranking import naive
-from tests.unit.ranking.strategies import DAY, NOW, candidates, configs, random_candidates
+from tests.unit.ranking.strategies import DAY, NOW, candidates, complete_candidates, configs, random_candidates
 
 TOL = naive.TOL
 
@@ -46,6 +46,9 @@ def assert_matches_naive(c: Candidates, cfg: RankingConfig, k: int, got: Ranked)
     np.testing.assert_allclose(got.bm25_norm, np.array(expected["bm25_norm"])[rows],
                                atol=TOL, rtol=0)
     assert got.confidence == pytest.approx(expected["confidence"], abs=TOL)
+    assert got.dense_weight == pytest.approx(expected["alpha"], abs=1e-9)
+    assert got.probability.dtype == np.float32 and got.probability.shape == rows.shape
+    np.testing.assert_allclose(got.probability, np.array(expected["probability"])[rows], atol=TOL, rtol=0)
 
     # best first (exactly, on the returned float32 scores), ties to the lower row
     for a in range(rows.shape[0] - 1):
@@ -69,10 +72,26 @@ def test_rank_matches_naive_loop(c: Candidates, cfg: RankingConfig, k: int) -> N
     assert_matches_naive(c, cfg, k, rank(c, cfg, k))
 
 
+@settings(max_examples=300, deadline=None)
+@given(c=complete_candidates(), cfg=configs(), k=st.integers(1, 40))
+def test_completed_fusion_matches_naive_loop(c: Candidates, cfg: RankingConfig, k: int) -> None:
+    """Score completion leaves no absent signal: every candidate is fused on both legs."""
+    got = rank(c, cfg, k)
+    assert_matches_naive(c, cfg, k, got)
+    if cfg.fusion != "rrf":            # both legs present: each candidate's fused value uses both
+        expected = naive.relevancy(naive.rows_of(c), cfg)
+        alpha = expected["alpha"]
+        np.testing.assert_allclose(
+            np.array(expected["fused"]),
+            alpha * np.array(expected["dense_norm"]) + (1 - alpha) * np.array(expected["bm25_norm"]),
+            atol=1e-9)
+
+
 @pytest.mark.parametrize("seed", [0, 1, 2, 3, 4, 5])
 def test_rank_matches_naive_loop_on_large_seeded_inputs(seed: int) -> None:
     c = random_candidates(seed, 2000, ties=seed % 2 == 1)
-    cfg = RankingConfig(fusion="rrf" if seed % 3 == 2 else "convex",
+    cfg = RankingConfig(fusion=("convex", "adaptive", "rrf")[seed % 3],
+                        query=QueryFeatures(words=seed + 1, identifiers=seed % 2, rarity=0.2 * seed),
                         apply_recency=seed % 2 == 0, now_unix=NOW,
                         weights=(0.6, 0.2, 0.1, 0.1) if seed > 2 else (0.75, 0.1, 0.05, 0.1))
     for k in (1, 10, 100, 2000, 5000):

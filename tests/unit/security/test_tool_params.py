@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import logging
 
 import pytest
 from mcp import Client
@@ -60,3 +61,20 @@ async def test_bad_dates_name_the_filter(tmp_path):
         result = await client.call_tool("rag_get_raw_results", {"username": "u", "query": "q", "sources": ["s"],
                                                                 "filters": {"date_from": "last tuesday"}})
         assert result.is_error and "filters.date_from" in result.content[0].text
+
+
+# -- integers beyond what SQLite / protobuf hold: the field is named, nothing crashes ---------
+
+@pytest.mark.parametrize("tool,arguments,field", [
+    ("search_and_rank", {"user_query_text": "q", "filters": {"date_from_unix": 2**63}}, "filters.date_from_unix"),
+    ("search_and_rank", {"user_query_text": "q", "filters": {"date_to_unix": -1}}, "filters.date_to_unix"),
+    ("get_ranking_profile", {"name": "x", "version": 2**40}, "version"),
+    ("get_ranking_profile", {"name": "x", "version": -1}, "version"),
+    ("rag_discover_resources", {"username": "u", "filters": {"page": 2**70}}, "filters.page"),
+])
+async def test_out_of_range_integers_are_tool_errors_naming_the_field(tmp_path, caplog, tool, arguments, field):
+    caplog.set_level(logging.INFO)
+    async with connected(tmp_path) as client:
+        result = await client.call_tool(tool, arguments)
+    assert result.is_error and field in result.content[0].text
+    assert not [r for r in caplog.records if r.levelno >= logging.ERROR], [r.getMessage() for r in caplog.records]

@@ -1,0 +1,202 @@
+"""Family (a): every port of every service, with credentials that must not get in.
+
+For each service, every gRPC method (taken from the service descriptor, so a new method is
+attacked without anyone listing it) and every MCP request (initialize, tools/list, each tool,
+the GET stream) is sent with each bad credential below; every one must be refused
+(gRPC UNAUTHENTICATED / PERMISSION_DENIED, HTTP 401 / 403, or a tool refusal of that kind).
+
+    no credential, an empty or garbage bearer, a non-bearer scheme, `alg: none`,
+    a key outside the trust bundle (unknown kid, and a trusted kid), tampered claims,
+    an expired token, a token for another service (wrong audience), an issuer that is not
+    the key's owner, a token of each service the port does not accept,
+    on internal ports: end users' API keys and JWTs;
+    on RAGPipeline: unknown API keys, expired / wrong-audience / foreign-key user JWTs.
+
+Positive controls (the right credential on each port is served) show that a refusal is the
+credential's doing. The requests are the dangerous ones where it matters (ingest of a canary
+document, delete of a restricted artifact); a final check shows none of them took effect.
+"""
+from __future__ import annotations
+
+import time
+from typing import Any, Callable
+
+import grpc
+
+from benchmarks.attacks.tally import Family
+from benchmarks.attacks.wire import SERVICES, Forge, Grpc, McpHttp, ToolAnswer, grpc_methods
+from benchmarks.secure_stack import SecureStack
+from nucleus.v1 import common_pb2 as pb
+from nucleus.v1 import knowledge_store_pb2 as ks_pb
+from nucleus.v1 import llm_orchestration_pb2 as llm_pb
+from shared.auth.service_identity import CALLERS, OPERATOR, OPERATOR_TTL_S
+
+HR_ONLY = "hr-travel-exceptions-2026"
+INJECTED = "attack-injected"
+INJECTED_CANARY = "CANARYINJECTED7731"
+REFUSED_GRPC = (grpc.StatusCode.UNAUTHENTICATED, grpc.StatusCode.PERMISSION_DENIED)
+REFUSED_KINDS = ("unauthenticated", "permission_denied")
+MCP_TOOLS = {     # used when a control session cannot list them
+    "knowledge_store": ["ingest_documents", "search_by_vector", "search_by_keywords", "delete_artifacts",
+                        "tenant_stats"],
+    "llm_orchestration": ["generate_embeddings", "expand_or_rephrase_query", "rerank", "synthesize"],
+    "rag_pipeline": ["search_and_rank", "put_ranking_profile", "get_ranking_profile", "list_ranking_profiles",
+                     "record_feedback", "rag_search", "verify_document_access", "rag_discover_resources",
+                     "rag_get_raw_results", "rag_get_synthesized_results"],
+}
+_SPECIFIC: dict[str, Callable[[Any], None]] = {
+    "IngestDocuments": lambda r: r.documents.append(ks_pb.Document(
+        artifact=pb.ArtifactMetadata(artifact_id=INJECTED, title="Travel policy addendum", source_id="hr-policies"),
+        content=f"# Travel policy addendum\n\n{INJECTED_CANARY}: hotel expense limits are unlimited.")),
+    "DeleteArtifacts": lambda r: r.artifact_ids.append(HR_ONLY),
+    "GetEntries": lambda r: r.entry_ids.append(f"{HR_ONLY}#0"),
+    "SearchPersonaKnowledgeByFilters": lambda r: (setattr(r, "keywords", "travel exceptions"), setattr(r, "top_k", 5)),
+    "GenerateEmbeddings": lambda r: r.texts.extend(["hello"] * 4),
+    "Synthesize": lambda r: (setattr(r, "query", "q"), r.passages.append(llm_pb.Passage(id="p", title="t", text="x"))),
+    "SearchAndRank": lambda r: setattr(r, "user_query_text", "travel exceptions register"),
+    "PutRankingProfile": lambda r: (setattr(r, "name", "attack"), setattr(r, "is_default", True)),
+    "RecordFeedback": lambda r: (setattr(r, "target_id", f"{HR_ONLY}#0"), setattr(r, "helpful", False)),
+}
+
+
+def request_for(method: str, cls: type) -> Any:
+    """A request of `cls` aimed at tenant acme (and at its restricted data, where that matters)."""
+    request = cls()
+    if "tenant_id" in cls.DESCRIPTOR.fields_by_name:
+        request.tenant_id = "acme"
+    if method in _SPECIFIC:
+        _SPECIFIC[method](request)
+    return request
+
+
+def credential_cases(stack: SecureStack, forge: Forge, callee: str, transport: str) -> list[tuple[str, str | None]]:
+    """(label, authorization value or None) of every credential `callee`'s `transport` port must refuse."""
+    other = next(s for s in SERVICES if s != callee)
+    valid = forge.token(OPERATOR, callee, tenant="acme")
+    cases: list[tuple[str, str | None]] = [
+        ("no credential", None),
+        ("empty bearer", "Bearer "),
+        ("garbage bearer", "Bearer not-a-token"),
+        ("valid token, non-bearer scheme", f"Basic {valid}"),
+        ("alg none", "Bearer " + forge.alg_none(OPERATOR, callee)),
+        ("key outside the trust bundle", "Bearer " + forge.foreign(OPERATOR, callee)),
+        ("key outside the bundle, trusted kid", "Bearer " + forge.foreign(OPERATOR, callee, kid=forge.kids[OPERATOR])),
+        ("tampered claims", "Bearer " + forge.tampered(valid, tenant="globex", exp=int(time.time()) + 86_400)),
+        ("expired token", "Bearer " + forge.token(OPERATOR, callee, tenant="acme", age_s=OPERATOR_TTL_S + 600)),
+        ("wrong audience", "Bearer " + forge.token(OPERATOR, other, tenant="acme")),
+        ("issuer is not the key's owner", "Bearer " + forge.wrong_issuer(other, OPERATOR, callee)),
+    ]
+    allowed = set(CALLERS[callee])
+    if transport == "mcp":
+        allowed = {OPERATOR} if callee != "rag_pipeline" else set()     # MCP: operators, or end users only
+    cases += [(f"{s} service token (not accepted here)", "Bearer " + forge.token(s, callee))
+              for s in (*SERVICES, OPERATOR) if s not in allowed]
+    if callee == "rag_pipeline":
+        now = int(time.time())
+        cases += [
+            ("unknown API key", "Bearer nrk_unknown_0123456789abcdefghijklmnopqrstu"),
+            ("expired user JWT", "Bearer " + stack.jwt(exp=now - 3600)),
+            ("user JWT for another audience", "Bearer " + stack.jwt(aud="https://another-server.example/mcp")),
+            ("user JWT signed by another key", "Bearer " + stack.jwt(alg="RS256", key=stack.other_rsa_private_pem)),
+        ]
+    else:
+        cases += [("end-user API key (alice)", f"Bearer {stack.keys['alice']}"),
+                  ("end-user API key (sec)", f"Bearer {stack.keys['sec']}"),
+                  ("end-user JWT", "Bearer " + stack.jwt(groups=["hr", "legal"]))]
+    return cases
+
+
+def _mcp_refused(answer: ToolAnswer) -> bool:
+    if answer.status in (401, 403):
+        return True
+    if answer.rpc_error:
+        return answer.rpc_error.get("code") in (-32001, -32003)
+    return answer.is_error and answer.text.startswith(REFUSED_KINDS)
+
+
+def _attack_grpc(fam: Family, client: Grpc, service: str, cases: list[tuple[str, str | None]]) -> None:
+    for method, cls, _ in grpc_methods(service):
+        for label, authorization in cases:
+            answer = client.call(service, method, request_for(method, cls), authorization)
+            where = f"{service} gRPC {method} with {label}: {answer.code.name} {answer.details[:100]}"
+            if answer.code in REFUSED_GRPC:
+                fam.record("refused")
+            else:
+                fam.record("missed", f"{service} gRPC not refused", where)
+
+
+def _mcp_requests(tools: list[str]) -> list[tuple[str, Callable[[McpHttp], ToolAnswer]]]:
+    reqs: list[tuple[str, Callable[[McpHttp], ToolAnswer]]] = [
+        ("initialize", lambda s: s.initialize()),
+        ("tools/list", lambda s: s.request("tools/list", {})),
+        ("GET stream", lambda s: ToolAnswer(s.raw("GET", headers={"Accept": "text/event-stream"}).status_code, None)),
+    ]
+    reqs += [(f"tools/call {t}", lambda s, t=t: s.tool(t, {}, retry=False)) for t in tools]
+    return reqs
+
+
+def _attack_mcp(fam: Family, url: str, service: str, tools: list[str], cases: list[tuple[str, str | None]]) -> None:
+    for label, authorization in cases:
+        with McpHttp(url, {"Authorization": authorization} if authorization is not None else {}) as session:
+            for what, send in _mcp_requests(tools):
+                try:
+                    answer = send(session)
+                except Exception as err:  # noqa: BLE001 - a probe that cannot tell is an error, not a pass
+                    fam.record("error", f"{service} MCP probe failed", f"{what} with {label}: {err!r}")
+                    continue
+                if _mcp_refused(answer):
+                    fam.record("refused")
+                else:
+                    fam.record("missed", f"{service} MCP not refused", f"{what} with {label}: {answer.describe()}")
+
+
+def _controls(fam: Family, stack: SecureStack, forge: Forge, clients: dict[str, Grpc]) -> dict[str, list[str]]:
+    """The right credential on each port is served; returns the tools each MCP port lists."""
+    grpc_controls = [("knowledge_store", "GetTenantStats", ks_pb.TenantStatsRequest(tenant_id="acme"),
+                      "Bearer " + forge.token(OPERATOR, "knowledge_store")),
+                     ("llm_orchestration", "GetModelInfo", llm_pb.ModelInfoRequest(),
+                      "Bearer " + forge.token(OPERATOR, "llm_orchestration")),
+                     ("rag_pipeline", "ListRankingProfiles", pb.ListRankingProfilesRequest(),
+                      f"Bearer {stack.keys['alice']}")]
+    for service, method, request, authorization in grpc_controls:
+        answer = clients[service].call(service, method, request, authorization)
+        fam.check(f"control: {service} gRPC {method} with its accepted credential is served", answer.ok,
+                  answer.code.name if not answer.ok else "served")
+    tools: dict[str, list[str]] = {}
+    for service in SERVICES:
+        authorization = (f"Bearer {stack.keys['alice']}" if service == "rag_pipeline"
+                         else "Bearer " + forge.token(OPERATOR, service, tenant="acme"))
+        with McpHttp(stack.addresses[service]["mcp"], {"Authorization": authorization}) as session:
+            init = session.initialize()
+            listed = session.request("tools/list", {})
+        names = [t["name"] for t in listed.result.get("tools", [])]
+        fam.check(f"control: {service} MCP tools/list with its accepted credential is served",
+                  init.status == 200 and bool(names), f"{init.describe()}, {len(names)} tools")
+        tools[service] = names or MCP_TOOLS[service]
+    return tools
+
+
+def _nothing_took_effect(fam: Family, forge: Forge, ks: Grpc) -> None:
+    answer = ks.call("knowledge_store", "GetEntries",
+                     ks_pb.GetEntriesRequest(tenant_id="acme", entry_ids=[f"{HR_ONLY}#0", f"{INJECTED}#0"]),
+                     "Bearer " + forge.token(OPERATOR, "knowledge_store"))
+    ids = sorted(e.entry.artifact_id for e in answer.response.entries) if answer.ok else []
+    fam.check("the refused calls changed nothing (restricted artifact still there, nothing injected)",
+              answer.ok and ids == [HR_ONLY], f"entries found: {ids}" if answer.ok else answer.code.name)
+
+
+def run(fam: Family, stack: SecureStack, forge: Forge) -> None:
+    clients = {s: Grpc(stack.addresses[s]["grpc"]) for s in SERVICES}
+    try:
+        tools = _controls(fam, stack, forge, clients)
+        for service in SERVICES:
+            _attack_grpc(fam, clients[service], service, credential_cases(stack, forge, service, "grpc"))
+            _attack_mcp(fam, stack.addresses[service]["mcp"], service, tools[service],
+                        credential_cases(stack, forge, service, "mcp"))
+        _nothing_took_effect(fam, forge, clients["knowledge_store"])
+    finally:
+        for client in clients.values():
+            client.close()
+
+
+__all__ = ["INJECTED_CANARY", "credential_cases", "request_for", "run"]

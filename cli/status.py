@@ -1,0 +1,161 @@
+"""What `nucleus status` and `nucleus check` show an operator about a running stack.
+
+    service_table   each service: gRPC address, health (SERVING / DOWN), what the supervisor
+                    says about it (running; restarting, with the last exit and the back-off;
+                    FAILED, with why and where its log is), MCP address
+    store_lines     the KnowledgeStore's storage: ok, or degraded with each tenant's problem
+                    (corrupted, read-only, disk full, inconsistent) naming the path
+    nucleus check   the full consistency check of one tenant (repairs by default)
+
+Exit codes: `status` 0 when every service serves (storage problems are shown, and do not
+fail it), 6 when a service is down or failed; `check` 0 when the tenant is consistent
+(after the repair), 8 when problems remain.
+"""
+from __future__ import annotations
+
+import argparse
+import asyncio
+import os
+import time
+from collections.abc import Callable
+
+from rich.markup import escape
+from rich.table import Table
+
+from services.knowledge_store.models import StoreStatus, TenantCheck
+
+INCONSISTENT_EXIT = 8
+
+
+def supervisor_alive(state: dict) -> bool:
+    pid = state.get("supervisor_pid")
+    if not pid:
+        return False
+    try:
+        os.kill(int(pid), 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+def _supervision_text(entry: dict | None, log_dir: str) -> str:
+    if not entry:
+        return ""
+    state, reason = entry.get("state", ""), escape(entry.get("reason", ""))
+    restarts = entry.get("restarts", 0)
+    if state == "running":
+        return "running" + (f" ({restarts} restarts)" if restarts else "")
+    if state == "failed":
+        return f"[red]FAILED[/red]: {reason}; log {log_dir}"
+    if state == "waiting":
+        due = entry.get("next_start_unix")
+        wait = f", next try in {max(0.0, due - time.time()):.0f}s" if due else ""
+        return f"[yellow]restarting[/yellow]: {reason}{wait}"
+    if state == "starting":
+        return f"[yellow]starting[/yellow] (restart {restarts})"
+    return escape(state)
+
+
+def service_table(state: dict, healthy: Callable[[str, dict], bool]) -> tuple[Table, bool]:
+    """(the table of services, whether every one of them serves)."""
+    table = Table(title="Nucleus RAG status")
+    for col in ("service", "gRPC", "health", "supervisor", "MCP"):
+        table.add_column(col)
+    alive = supervisor_alive(state)
+    supervision = state.get("supervision", {})
+    run_dir = os.path.join(state.get("data_dir", ""), "run")
+    all_ok = True
+    for name, address in state.get("services", {}).items():
+        ok = healthy(name, address)
+        all_ok &= ok
+        entry = supervision.get(name)
+        note = (_supervision_text(entry, os.path.join(run_dir, f"{name}.log")) if alive
+                else "[red]supervisor not running[/red] (stale state; `nucleus up` starts the stack)")
+        if entry and entry.get("state") == "failed":
+            all_ok = False
+        table.add_row(name, address.get("grpc", ""), "[green]SERVING[/green]" if ok else "[red]DOWN[/red]", note,
+                      address.get("mcp", ""))
+    if state.get("restart_policy"):
+        table.caption = f"restarts: {state['restart_policy']}"
+    return table, all_ok
+
+
+def store_lines(status: StoreStatus) -> list[str]:
+    """The KnowledgeStore's storage condition, one line per fact (rich markup)."""
+    from services.knowledge_store.storage.faults import human_bytes
+
+    space = f"data directory {escape(status.data_dir)}, {human_bytes(status.free_bytes)} free"
+    if status.read_only:
+        space += ", read-only"
+    head = ("[green]storage ok[/green]" if status.state == "ok"
+            else f"[yellow]storage DEGRADED[/yellow] ({len(status.problems)} problem"
+                 f"{'s' if len(status.problems) != 1 else ''})")
+    lines = [f"{head}: {space}; {status.open_tenants} tenants open, {status.repaired_rows} rows repaired"]
+    for p in status.problems:
+        lines.append(f"  tenant [bold]{escape(p.tenant_id)}[/bold] {p.kind}: {escape(p.message)}")
+    return lines
+
+
+def check_table(check: TenantCheck) -> Table:
+    table = Table(title=f"tenant {check.tenant_id}: " + ("[green]consistent[/green]" if check.consistent
+                                                       else "[red]inconsistent[/red]"))
+    table.add_column("rows")
+    table.add_column("stored", justify="right")
+    table.add_column("indexed", justify="right")
+    table.add_column("missing", justify="right")
+    table.add_column("orphaned", justify="right")
+    table.add_column("repaired", justify="right")
+    table.add_row("entries", str(check.entries), "", "", str(check.entries_without_artifact) + " w/o artifact", "")
+    table.add_row("vectors", str(check.vectors), str(check.vectors_indexed),
+                  f"{check.missing_vectors} (+{check.malformed_vectors} malformed)", str(check.orphan_vectors),
+                  str(check.repaired_vectors))
+    table.add_row("keyword rows", str(check.keyword_rows), str(check.keyword_rows_indexed),
+                  str(check.missing_keyword_rows), str(check.orphan_keyword_rows), str(check.repaired_keyword_rows))
+    table.caption = f"orphan rows removed: {check.removed_orphans}; SQLite quick_check: " + (
+        "ok" if not check.integrity_errors else escape("; ".join(check.integrity_errors)))
+    return table
+
+
+# ---------------------------------------------------------------------------- nucleus check
+def cmd_check(args: argparse.Namespace) -> int:
+    from cli.main import console, credentials, target, tls_ca
+
+    check = asyncio.run(_check(target(args, "knowledge_store"), args.tenant, not args.no_repair,
+                               credentials(args, "knowledge_store"), tls_ca(args)))
+    console.print(check_table(check))
+    if check.deferred:
+        console.print(f"[yellow]waiting:[/yellow] {escape(check.deferred)}")
+    return 0 if check.consistent else INCONSISTENT_EXIT
+
+
+async def _check(ks_target: str, tenant: str, repair: bool, interceptors: list | None, ca) -> TenantCheck:
+    from services.knowledge_store.client import KnowledgeStoreClient
+
+    client = KnowledgeStoreClient(ks_target, interceptors=interceptors, tls_ca_file=ca)
+    try:
+        return await client.check_tenant(tenant, repair=repair)
+    finally:
+        await client.close()
+
+
+async def store_status(ks_target: str, interceptors: list | None, ca) -> StoreStatus:
+    from services.knowledge_store.client import KnowledgeStoreClient
+
+    client = KnowledgeStoreClient(ks_target, interceptors=interceptors, tls_ca_file=ca)
+    try:
+        return await client.store_status()
+    finally:
+        await client.close()
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    check = sub.add_parser("check", help="full consistency check of a tenant; rebuilds missing derived rows")
+    check.add_argument("--tenant", required=True)
+    check.add_argument("--no-repair", action="store_true", help="only report, change nothing")
+    check.add_argument("--knowledge-store-target", dest="knowledge_store_target")
+    check.set_defaults(func=cmd_check)
+
+
+__all__ = ["cmd_check", "register", "service_table", "store_lines", "store_status", "supervisor_alive"]

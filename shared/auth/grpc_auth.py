@@ -1,0 +1,107 @@
+"""Authentication of gRPC calls: a server interceptor that verifies every call, and a client
+interceptor that signs every call.
+
+Server side, `AuthServerInterceptor(authenticate)` runs `authenticate(metadata)` for each call
+(health checks excepted: probes carry no credentials) and either aborts with UNAUTHENTICATED /
+PERMISSION_DENIED before the handler runs, or runs the handler with the verified principal as
+`shared.identity.verified_caller()`. Adapters only read that; the cores decide what it may do.
+
+Client side, `SigningInterceptor(signer, audience)` adds `authorization: Bearer <token>` to
+every call: an on-behalf-of assertion when the work is done for an end user
+(`shared.identity.on_behalf_of`: the user a request is served for), else the caller's own
+service token (an operator's or a service's call stays the service's own).
+"""
+from __future__ import annotations
+
+import logging
+from typing import Any, Callable, Mapping
+
+import grpc
+
+from shared.auth.service_identity import ServiceSigner
+from shared.errors import NucleusError, Unauthenticated
+from shared.grpc_errors import grpc_status
+from shared.identity import Principal, on_behalf_of, serving
+
+log = logging.getLogger(__name__)
+
+Authenticate = Callable[[Mapping[str, str]], Principal]
+OPEN_SERVICES = frozenset({"grpc.health.v1.Health"})
+
+
+def _metadata(details: Any) -> dict[str, str]:
+    return {k.lower(): v for k, v in (details.invocation_metadata or ()) if isinstance(v, str)}
+
+
+class AuthServerInterceptor(grpc.aio.ServerInterceptor):
+    def __init__(self, authenticate: Authenticate, *, open_services: frozenset[str] = OPEN_SERVICES) -> None:
+        self._authenticate = authenticate
+        self._open = open_services
+
+    async def intercept_service(self, continuation, handler_call_details):
+        handler = await continuation(handler_call_details)
+        if handler is None:
+            return handler
+        service = handler_call_details.method.lstrip("/").split("/", 1)[0]
+        if service in self._open:
+            return handler
+        try:
+            principal = self._authenticate(_metadata(handler_call_details))
+        except NucleusError as err:
+            log.info("refused %s: %s", handler_call_details.method, type(err).__name__)
+            return _refusal(handler, grpc_status(err), err.message)
+        except Exception:  # noqa: BLE001 - a verifier bug must refuse, never admit
+            log.exception("authentication failed unexpectedly for %s", handler_call_details.method)
+            return _refusal(handler, grpc.StatusCode.UNAUTHENTICATED, "credentials could not be verified")
+        if handler.unary_unary is not None:
+            inner = handler.unary_unary
+
+            async def as_caller(request: Any, context: grpc.aio.ServicerContext) -> Any:
+                with serving(principal):
+                    return await inner(request, context)
+
+            return grpc.unary_unary_rpc_method_handler(
+                as_caller, request_deserializer=handler.request_deserializer,
+                response_serializer=handler.response_serializer)
+        return handler     # streaming (reflection): authenticated above, needs no principal
+
+
+def _refusal(handler: Any, code: grpc.StatusCode, message: str) -> Any:
+    async def refuse(request_or_iterator: Any, context: grpc.aio.ServicerContext) -> Any:
+        await context.abort(code, message)
+
+    kw = dict(request_deserializer=handler.request_deserializer, response_serializer=handler.response_serializer)
+    if handler.unary_unary is not None:
+        return grpc.unary_unary_rpc_method_handler(refuse, **kw)
+    if handler.unary_stream is not None:
+        return grpc.unary_stream_rpc_method_handler(refuse, **kw)
+    if handler.stream_unary is not None:
+        return grpc.stream_unary_rpc_method_handler(refuse, **kw)
+    return grpc.stream_stream_rpc_method_handler(refuse, **kw)
+
+
+class SigningInterceptor(grpc.aio.UnaryUnaryClientInterceptor):
+    def __init__(self, signer: ServiceSigner, audience: str) -> None:
+        self._signer = signer
+        self._audience = audience
+
+    async def intercept_unary_unary(self, continuation, client_call_details, request):
+        user = on_behalf_of()
+        asserted = user is not None and bool(user.tenant_id) and user.auth_method not in ("service", "operator")
+        token = self._signer.token(self._audience, user if asserted else None)
+        metadata = grpc.aio.Metadata()
+        for key, value in client_call_details.metadata or ():
+            if key != "authorization":
+                metadata.add(key, value)
+        metadata.add("authorization", f"Bearer {token}")
+        return await continuation(client_call_details._replace(metadata=metadata), request)
+
+
+def require(principal: Principal | None, what: str) -> Principal:
+    """The verified caller, or Unauthenticated when a call that needs one has none."""
+    if principal is None:
+        raise Unauthenticated(f"{what} needs a verified caller")
+    return principal
+
+
+__all__ = ["AuthServerInterceptor", "SigningInterceptor", "OPEN_SERVICES", "require"]

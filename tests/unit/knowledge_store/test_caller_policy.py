@@ -1,0 +1,69 @@
+"""services.knowledge_store.caller_policy: the store holds every verified caller to its tenant
+and groups itself (defence in depth behind the RAGPipeline's access decisions)."""
+from __future__ import annotations
+
+import pytest
+
+from services.knowledge_store import caller_policy as policy
+from shared.errors import PermissionDenied
+from shared.identity import Principal
+from shared.records import ArtifactSummary, Entry, Hit, SearchFilters
+
+ALICE = Principal(tenant_id="acme", user_id="alice", groups=("eng",), auth_method="on_behalf_of")
+ADMIN = Principal(tenant_id="acme", user_id="ada", roles=("admin",), auth_method="on_behalf_of")
+RAG = Principal(tenant_id="", user_id="service:rag_pipeline", auth_method="service")
+OPERATOR = Principal(tenant_id="", user_id="operator", roles=("admin", "operator"), auth_method="operator")
+
+
+def hit(aid: str, groups: tuple[str, ...]) -> Hit:
+    entry = Entry(id=f"{aid}#0", tenant_id="acme", persona_id="", artifact_id=aid, chunk_index=0, text="t",
+                  headline="h", content_summary="s", timestamp_unix=0, richness=0.5)
+    return Hit(entry=entry, artifact=ArtifactSummary(artifact_id=aid, visibility_groups=groups), score=1.0, rank=1)
+
+
+def test_a_user_cannot_reach_another_tenant():
+    with pytest.raises(PermissionDenied, match="not the caller's tenant"):
+        policy.read_scope(ALICE, "globex", SearchFilters())
+    assert policy.read_tenant(ALICE, "") == "acme"
+
+
+def test_a_users_search_runs_under_their_groups_whatever_the_request_says():
+    tenant, filters = policy.read_scope(ALICE, "acme", SearchFilters(visibility_groups=("hr", "legal")))
+    assert (tenant, filters.visibility_groups, filters.enforce_visibility) == ("acme", ("eng",), True)
+
+
+def test_a_service_for_no_user_sees_only_public_artifacts():
+    _, filters = policy.read_scope(RAG, "acme", SearchFilters(visibility_groups=("hr",)))
+    assert filters.visibility_groups == () and filters.enforce_visibility
+    assert [h.artifact.artifact_id for h in policy.visible(RAG, [hit("pub", ()), hit("hr", ("hr",))])] == ["pub"]
+
+
+def test_entries_fetched_by_id_are_filtered_to_the_users_groups():
+    hits = [hit("pub", ()), hit("eng", ("eng",)), hit("hr", ("hr",))]
+    assert [h.artifact.artifact_id for h in policy.visible(ALICE, hits)] == ["pub", "eng"]
+    assert len(policy.visible(OPERATOR, hits)) == 3 and len(policy.visible(None, hits)) == 3
+
+
+def test_tenant_wide_writes_need_admin_or_an_operator():
+    for who in (ALICE, RAG):
+        with pytest.raises(PermissionDenied, match="admin"):
+            policy.write(who, "acme", "ingest")
+    assert policy.write(ADMIN, "acme", "ingest") == "acme"
+    assert policy.write(OPERATOR, "globex", "ingest") == "globex"
+    assert policy.write(None, "globex", "ingest") == "globex"        # authentication off
+
+
+def test_default_profiles_need_admin_but_named_ones_are_the_users():
+    with pytest.raises(PermissionDenied, match="default ranking profile"):
+        policy.profile_write(ALICE, "acme", True, "team")
+    with pytest.raises(PermissionDenied):
+        policy.profile_write(ALICE, "acme", False, "default")
+    assert policy.profile_write(ALICE, "acme", False, "my-tuning") == "acme"
+    assert policy.profile_write(ADMIN, "acme", True, "default") == "acme"
+
+
+def test_a_vote_is_the_asserted_users_never_the_name_in_the_request():
+    assert policy.feedback_user(ALICE, "mallory") == "alice"
+    with pytest.raises(PermissionDenied):
+        policy.feedback_user(RAG, "mallory")
+    assert policy.feedback_user(OPERATOR, "bob") == "bob"

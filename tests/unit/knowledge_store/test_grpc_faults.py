@@ -1,0 +1,94 @@
+"""Storage faults and the operator calls over the real gRPC adapter and client (a server on
+127.0.0.1:0 in this process): a full disk arrives as StorageFull (RESOURCE_EXHAUSTED, told
+apart from a rate limit by the error kind in the trailing metadata), a read-only store as
+FailedPrecondition, and GetStoreStatus / CheckTenant answer what the core knows."""
+from __future__ import annotations
+
+import sqlite3
+
+import grpc
+import pytest
+
+from nucleus.v1 import knowledge_store_pb2_grpc as ks_grpc
+from services.knowledge_store.client import KnowledgeStoreClient
+from services.knowledge_store.core import KnowledgeStore
+from services.knowledge_store.grpc_api import KnowledgeStoreServicer
+from services.knowledge_store.storage.db import DB_FILE
+from shared.errors import FailedPrecondition, StorageFull
+from shared.records import SearchFilters
+from tests.unit.knowledge_store.helpers import HashEmbedder, doc, settings_for
+
+NOTE = "The battery controller resets when the status light blinks green."
+
+
+@pytest.fixture
+async def serve():
+    servers: list[grpc.aio.Server] = []
+    clients: list[KnowledgeStoreClient] = []
+
+    async def start(store: KnowledgeStore) -> KnowledgeStoreClient:
+        server = grpc.aio.server()
+        ks_grpc.add_KnowledgeStoreServicer_to_server(KnowledgeStoreServicer(store), server)
+        port = server.add_insecure_port("127.0.0.1:0")
+        await server.start()
+        servers.append(server)
+        clients.append(KnowledgeStoreClient(f"127.0.0.1:{port}"))
+        return clients[-1]
+
+    yield start
+    for client in clients:
+        await client.close()
+    for server in servers:
+        await server.stop(None)
+
+
+async def test_a_full_disk_reaches_the_client_as_storage_full_and_the_status_says_so(tmp_path, serve):
+    store = KnowledgeStore(settings_for(tmp_path), HashEmbedder())
+    try:
+        client = await serve(store)
+        await client.ingest("t", "", [doc("first", NOTE)])
+        tenant = await store._tenants.get("t")
+        pages = tenant.db.writer.execute("PRAGMA page_count").fetchone()[0]
+        tenant.db.writer.execute(f"PRAGMA max_page_count = {pages}")
+        with pytest.raises(StorageFull) as caught:
+            await client.ingest("t", "", [doc("second", NOTE * 400)])
+        assert str(tmp_path) in str(caught.value) and "free of" in str(caught.value)
+        status = await client.store_status()
+        assert status.state == "degraded" and status.data_dir == str(tmp_path)
+        assert [(p.tenant_id, p.kind) for p in status.problems] == [("t", "full")]
+        assert status.free_bytes > 0 and status.open_tenants == 1
+    finally:
+        store.close()
+
+
+async def test_a_read_only_store_refuses_writes_over_grpc_with_failed_precondition(tmp_path, serve):
+    writer = KnowledgeStore(settings_for(tmp_path), HashEmbedder())
+    await writer.ingest("t", "", [doc("first", NOTE)])
+    writer.close()
+    store = KnowledgeStore(settings_for(tmp_path, read_only=True), HashEmbedder())
+    try:
+        client = await serve(store)
+        hits, _ = await client.search_by_filters("t", "battery", [], 5, SearchFilters())
+        assert [h.entry.artifact_id for h in hits] == ["first"]
+        with pytest.raises(FailedPrecondition, match="read-only"):
+            await client.delete("t", ["first"])
+        assert (await client.store_status()).read_only
+    finally:
+        store.close()
+
+
+async def test_check_tenant_over_grpc_reports_and_repairs(tmp_path, serve):
+    store = KnowledgeStore(settings_for(tmp_path), HashEmbedder())
+    try:
+        client = await serve(store)
+        await client.ingest("t", "", [doc(f"d{i}", f"{NOTE} Copy {i}.") for i in range(5)])
+        conn = sqlite3.connect(tmp_path / "tenants" / "t" / DB_FILE, isolation_level=None)
+        conn.execute("DELETE FROM entry_vectors WHERE rid = (SELECT max(rid) FROM entries)")
+        conn.close()
+        found = await client.check_tenant("t", repair=False)
+        assert (found.missing_vectors, found.consistent) == (1, False)
+        repaired = await client.check_tenant("t")
+        assert (repaired.repaired_vectors, repaired.consistent) == (1, True)
+        assert (await client.store_status()).repaired_rows == 1
+    finally:
+        store.close()
