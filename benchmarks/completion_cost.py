@@ -4,7 +4,8 @@ For every query (agent-sized: `top_k` candidates per leg, one phrase) the harnes
 SearchAndRank does, through gRPC: the keyword leg starts while LlmOrchestration embeds the
 query; then the vector call, once without completion (`candidates_by_vector`, the call before
 completion) and once with it (`candidates_by_vector_with_completion`, naming the keyword
-leg's rows), in alternating order; then the merge of the legs, without and with completion.
+leg's rows), in alternating order; then the merge of the legs without and with completion,
+in the same order.
 The cost of completion per query is
 
     wait     how much longer the keyword leg ran after the embedding was ready (the vector
@@ -57,13 +58,13 @@ async def measure(ks_target: str, llm_target: str, tenant: str, queries: Sequenc
                     timed[variant] = await ks.candidates_by_vector_with_completion(
                         tenant, vectors, top_k, filters, keywords=text, complete_rows=keyword.row_ids)
                 timed[variant + " s"] = time.perf_counter() - t0
-            t0 = time.perf_counter()
-            merge(timed["plain"][0], keyword)
-            t1 = time.perf_counter()
-            merge(timed["completed"][0], keyword, completion=timed["completed"][1])
-            t2 = time.perf_counter()
+            merged = {}
+            for variant in (("plain", "completed") if i % 2 == 0 else ("completed", "plain")):
+                t0 = time.perf_counter()
+                merge(timed[variant][0], keyword, completion=timed[variant][1])
+                merged[variant] = time.perf_counter() - t0
             call = timed["completed s"] - timed["plain s"]
-            merge_cost = (t2 - t1) - (t1 - t0)
+            merge_cost = merged["completed"] - merged["plain"]
             for key, seconds in (("plain call", timed["plain s"]), ("completed call", timed["completed s"]),
                                  ("wait", wait), ("call", call), ("merge", merge_cost),
                                  ("total", wait + call + merge_cost)):

@@ -355,12 +355,14 @@ def build_parser() -> argparse.ArgumentParser:
     demo.add_argument("--timeout", type=float, default=240.0)
     demo.set_defaults(func=cmd_demo)
 
+    from benchmarks.attacks.cli import register as register_attack
     from benchmarks.cli import register as register_bench
     from cli.identity import register as register_identity
     from cli.status import register as register_status
     from cli.traces import register as register_traces
 
     register_bench(sub)      # nucleus bench
+    register_attack(sub)     # nucleus attack
     register_traces(sub)     # nucleus traces
     register_status(sub)     # nucleus check
     register_identity(sub)   # nucleus identity

@@ -49,7 +49,7 @@ RecencyMode = Literal["auto", "always", "never"]
 DEFAULT_RECENCY_MODE: RecencyMode = "auto"
 
 #: Convex fusion's share of the dense leg; the adaptive fusion's weight for a query with no
-#: lexical or question features. Best of 0.4-0.6 on the tuning half of SciFact (docs/BENCHMARKS.md).
+#: lookup features (the upper bound). Best of 0.4-0.6 on the tuning half of SciFact (docs/BENCHMARKS.md).
 DEFAULT_DENSE_WEIGHT = 0.6
 DEFAULT_HALF_LIFE_DAYS = 180.0
 #: P(relevant) = sigmoid(slope * fused + weight * confidence + intercept) (ranking/factors.py):
@@ -95,7 +95,7 @@ class RankingConfig:
     fusion: Fusion = DEFAULT_FUSION
     dense_weight: float = DEFAULT_DENSE_WEIGHT
     """convex fusion: alpha of the dense leg, in [0, 1] (also weighs the confidence); adaptive
-    fusion: the alpha of a query with no lexical or question features, the centre of its bounds."""
+    fusion: the alpha of a query with no lookup features, the upper bound of its alpha."""
     query: QueryFeatures | None = None
     """adaptive fusion: the query's features (None = none known: alpha = dense_weight)."""
     rrf_k: float = 60.0

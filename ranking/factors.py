@@ -23,8 +23,8 @@ computed — a leg that failed — and then counts as 0.
            get 0. fused = alpha * dense_norm + (1 - alpha) * bm25_norm, alpha = dense_weight.
    adaptive  convex, with alpha set per query from what the query is (ranking/
            query_features.py): a bare identifier, a rare term in a short query or a quoted
-           phrase moves it down to the lower bound, a long question up to the upper bound;
-           the bounds are dense_weight -/+ ADAPTIVE_SPAN, within [0, 1].
+           phrase moves it down to dense_weight - ADAPTIVE_SPAN (within [0, 1]); a long
+           statement keeps dense_weight.
    convex_minmax  The same with observed min-max: norm = (x - min) / (max - min); a leg
            whose hits spread by less than MINMAX_FLAT_RTOL gives those hits 1.0.
    rrf     Per leg, the reciprocal-rank term 1 / (rrf_k + rank) (0 when absent), summed over

@@ -2,11 +2,10 @@
 
 A lexical lookup — an error code, a part number, a ticket id, a name, a quoted phrase — is
 answered by the keyword leg: the embedding model has never seen "XK-4471" and maps it near any
-other code, while BM25 finds the one entry that holds it. A long question in natural language is
-answered better by the dense leg: it matches meaning across different wording. The features
-below say where a query sits between the two, from its text and from how rare its keyword terms
-are in the tenant (document frequencies reported by the keyword index); the dense weight of the
-`adaptive` fusion follows from them.
+other code, while BM25 finds the one entry that holds it. The features below say how much a
+query looks like such a lookup, from its text and from how rare its keyword terms are in the
+tenant (document frequencies reported by the keyword index); the dense weight of the `adaptive`
+fusion follows from them.
 
 Features (`QueryFeatures`):
 
@@ -18,22 +17,26 @@ Features (`QueryFeatures`):
                  single entry, in [0, 1]; idf = ln(1 + (N - df + 0.5) / (df + 0.5)), the keyword
                  index's own. Terms no entry holds are left out (they match nothing). 0 when
                  no statistics are known.
-    question     a question in natural language: ends with "?" or starts with a question word
 
 Dense weight (`adaptive_dense_weight`), from the profile's dense weight `base` and its bounds
-[lo, hi] (`ADAPTIVE_SPAN` either side of `base`, within [0, 1]):
+[lo, hi] = [base - ADAPTIVE_SPAN, base] within [0, 1] (`dense_weight_bounds`):
 
-    lexical = max(short, quoted, brevity * max(identifier * rarity, rarity ** RARITY_POWER))
-        short   = 1 for one or two words, 0.5 for three, else 0
-        brevity = 1 up to SHORT_WORDS words, falling linearly to 0 at LONG_WORDS
-        (a rare or identifier-like term decides a short query; in a long statement it is one
-        term among many, and the statement keeps `base`)
-    semantic = question * min(1, max(0, words - SHORT_WORDS) / (LONG_WORDS - SHORT_WORDS))
-    alpha = base - lexical * (base - lo) + (1 - lexical) * semantic * (hi - base)
+    lexical = max(short, quoted, brevity * identifier * rarity)
+        short      = 1 for one or two words (any single word is a lookup), 0.5 for three, else 0
+        quoted     = 1 with a quoted phrase, else 0
+        identifier = 1 with an identifier-shaped token, else 0
+        brevity    = 1 up to SHORT_WORDS words, falling linearly to 0 at LONG_WORDS
+        (a rare identifier decides a short query; in a long statement it is one term among
+        many, and the statement keeps `base`)
+    alpha = base - lexical * (base - lo)
 
-so a bare rare token or a quoted phrase gets the lower bound, a long question the upper one, and
-a long statement without rare or identifier-like terms keeps `base`. Pure Python on a handful of
-numbers: deterministic, microseconds.
+so a bare identifier, a single word or a quoted phrase gets the lower bound and a long
+statement keeps `base`. Two rules were measured and left out (docs/BENCHMARKS.md): pushing long
+questions toward the dense leg (up to base + 0.1 or + 0.3) cost the demo corpus its firmware-5.2
+question, and SciFact has no questions to show a gain; letting a rare ordinary word pull a
+short query (rarity ** 2 or ** 4) moved a natural query of the demo corpus, where in a small
+tenant most words are held by one entry. Pure Python on a handful of numbers: deterministic,
+microseconds.
 """
 from __future__ import annotations
 
@@ -44,22 +47,16 @@ from dataclasses import dataclass
 
 from shared.errors import InvalidArgument
 
-#: Half-width of the adaptive fusion's dense-weight bounds around the profile's dense weight.
+#: How far below the profile's dense weight the adaptive fusion goes for a pure lookup.
 ADAPTIVE_SPAN = 0.3
 #: Queries up to this many words count as short (a lookup); from LONG_WORDS on as long.
 SHORT_WORDS = 3
 LONG_WORDS = 10
-#: Rarity matters on its own only in short queries, and only when it is high: rarity ** 2.
-RARITY_POWER = 2.0
 
 _QUOTED = re.compile(r'"([^"]+)"|“([^”]+)”')
 _IDENT_MIXED = re.compile(r"(?=\w*[A-Za-z])(?=\w*\d)\w{2,}")            # letters and digits mixed
 _IDENT_JOINED = re.compile(r"\w[_./#:]\w|\w-\w*\d|\d\w*-\w")              # inner joiners (X_Y, a.b, X-12)
 _CAMEL = re.compile(r"[a-z][A-Z]")
-_QUESTION_WORDS = frozenset(
-    "what which who whom whose when where why how is are was were do does did can could should would "
-    "will may might has have".split())
-_WORD_CHARS = re.compile(r"[^\W_]+")
 
 
 @dataclass(frozen=True, slots=True)
@@ -70,12 +67,10 @@ class QueryFeatures:
     quoted: bool = False
     identifiers: int = 0
     rarity: float = 0.0
-    question: bool = False
 
     def describe(self) -> str:
-        """One line for explanations, e.g. `words=2 quoted=0 identifiers=1 rarity=0.93 question=0`."""
-        return (f"words={self.words} quoted={int(self.quoted)} identifiers={self.identifiers} "
-                f"rarity={self.rarity:.2f} question={int(self.question)}")
+        """One line for explanations, e.g. `words=2 quoted=0 identifiers=1 rarity=0.93`."""
+        return f"words={self.words} quoted={int(self.quoted)} identifiers={self.identifiers} rarity={self.rarity:.2f}"
 
 
 def quoted_phrases(text: str) -> list[str]:
@@ -94,16 +89,13 @@ def query_features(text: str, document_frequency: Sequence[int] = (), entries: i
     tokens = text.split()
     quoted = bool(quoted_phrases(text))
     identifiers = sum(1 for t in tokens if _is_identifier(t))
-    first = _WORD_CHARS.findall(tokens[0].lower())[:1] if tokens else []
-    question = text.rstrip().endswith("?") or bool(first and first[0] in _QUESTION_WORDS and len(tokens) > 2)
     rarity = 0.0
     if entries > 1:
         top = bm25_idf(1, entries)
         held = [df for df in document_frequency if df > 0]
         if held and top > 0.0:
             rarity = min(1.0, bm25_idf(min(held), entries) / top)
-    return QueryFeatures(words=len(tokens), quoted=quoted, identifiers=identifiers, rarity=rarity,
-                         question=question)
+    return QueryFeatures(words=len(tokens), quoted=quoted, identifiers=identifiers, rarity=rarity)
 
 
 def _is_identifier(token: str) -> bool:
@@ -116,24 +108,16 @@ def _is_identifier(token: str) -> bool:
 
 
 def dense_weight_bounds(base: float, span: float = ADAPTIVE_SPAN) -> tuple[float, float]:
-    """[lo, hi] of the adaptive dense weight around the profile's `base`, within [0, 1]."""
-    return max(0.0, base - span), min(1.0, base + span)
+    """[lo, hi] of the adaptive dense weight for the profile's `base`: [base - span, base], within [0, 1]."""
+    return max(0.0, base - span), base
 
 
 def lexical_pressure(f: QueryFeatures) -> float:
     """How much `f` looks like a lexical lookup, in [0, 1] (module docstring)."""
     short = 1.0 if f.words <= 2 else 0.5 if f.words == 3 else 0.0
     brevity = min(1.0, max(0.0, (LONG_WORDS - max(f.words, SHORT_WORDS)) / (LONG_WORDS - SHORT_WORDS)))
-    identifier = f.rarity if f.identifiers else 0.0
-    return max(short if f.words else 0.0, 1.0 if f.quoted else 0.0,
-               brevity * max(identifier, f.rarity ** RARITY_POWER))
-
-
-def semantic_pressure(f: QueryFeatures) -> float:
-    """How much `f` reads as a long natural-language question, in [0, 1]."""
-    if not f.question:
-        return 0.0
-    return min(1.0, max(0.0, (f.words - SHORT_WORDS) / (LONG_WORDS - SHORT_WORDS)))
+    identifier = 1.0 if f.identifiers else 0.0
+    return max(short if f.words else 0.0, 1.0 if f.quoted else 0.0, brevity * identifier * f.rarity)
 
 
 def adaptive_dense_weight(f: QueryFeatures, base: float, bounds: tuple[float, float]) -> float:
@@ -142,6 +126,5 @@ def adaptive_dense_weight(f: QueryFeatures, base: float, bounds: tuple[float, fl
     if not 0.0 <= lo <= base <= hi <= 1.0:
         raise InvalidArgument("dense_weight", f"expected 0 <= lo <= base <= hi <= 1, got lo={lo}, base={base}, "
                                               f"hi={hi}")
-    lexical = lexical_pressure(f)
-    alpha = base - lexical * (base - lo) + (1.0 - lexical) * semantic_pressure(f) * (hi - base)
+    alpha = base - lexical_pressure(f) * (base - lo)
     return min(hi, max(lo, alpha))

@@ -17,7 +17,6 @@
 """
 from __future__ import annotations
 
-import re
 import secrets
 from typing import Any
 from urllib.parse import urlsplit
@@ -44,9 +43,7 @@ def _kind(answer: ToolAnswer) -> str:
         return f"http {answer.status}"
     if answer.rpc_error:
         return f"jsonrpc {answer.rpc_error.get('code')}"
-    if answer.is_error:
-        return answer.text.split(":", 1)[0].strip() if re.match(r"^[a-z_]+:", answer.text) else "unhandled"
-    return "ok"
+    return answer.error_kind or "ok"
 
 
 def _same(text_a: str, id_a: str, text_b: str, id_b: str) -> bool:
@@ -109,10 +106,14 @@ def default_profile(fam: Family, stack: SecureStack, rag: Grpc, forge: Forge) ->
               f"default: {current or default.code.name}")
 
 
-def _int_verdict(answer: Any) -> tuple[bool, str]:
+def _int_verdict(answer: Any, field: str) -> tuple[bool, str]:
+    """Refused as invalid, naming nothing secret: gRPC INVALID_ARGUMENT; over MCP JSON-RPC -32602,
+    an invalid_argument tool error, or the SDK's argument validation naming `field` (the
+    documented tool error for bad arguments of these tools) — never an unhandled error."""
     if isinstance(answer, ToolAnswer):
         kind = _kind(answer)
-        return kind in ("jsonrpc -32602", "invalid_argument"), answer.describe()
+        named = kind == "validation" and field in answer.text
+        return kind in ("jsonrpc -32602", "invalid_argument") or named, answer.describe()
     return answer.code == grpc.StatusCode.INVALID_ARGUMENT, f"{answer.code.name} {answer.details[:100]}"
 
 
@@ -127,6 +128,8 @@ def integer_ranges(fam: Family, stack: SecureStack, rag: Grpc) -> None:
             ("MCP search_and_rank filters.date_to_unix = -2**64",
              s.tool("search_and_rank", {"user_query_text": "travel", "filters": {"date_to_unix": -HUGE}})),
             ("MCP get_ranking_profile version = 2**64", s.tool("get_ranking_profile", {"version": HUGE})),
+            ("MCP rag_search max_segments = 2**64",
+             s.tool("rag_search", {"search_phrases": ["travel"], "max_segments": HUGE})),
         ]
     bearer = _bearer(stack, "alice")
     cases += [
@@ -138,8 +141,9 @@ def integer_ranges(fam: Family, stack: SecureStack, rag: Grpc) -> None:
          rag.call(RAG, "GetRankingProfile", pb.GetRankingProfileRequest(version=-1), bearer)),
     ]
     for name, answer in cases:
-        ok, seen = _int_verdict(answer)
-        fam.check(f"{name} is INVALID_ARGUMENT", ok, seen, refused=int(ok))
+        field = next(f for f in ("date_from_unix", "date_to_unix", "version", "max_segments") if f in name)
+        ok, seen = _int_verdict(answer, field)
+        fam.check(f"{name} is refused as invalid, naming the field", ok, seen, refused=int(ok))
     after = log.read_text(errors="replace").count("Traceback") if log.exists() else 0
     fam.check("no new traceback in the RAGPipeline log from these inputs", after == before,
               f"{after - before} new", calls=0)
@@ -221,13 +225,17 @@ def rate_limit(fam: Family, stack: SecureStack, rag: Grpc) -> None:
 def run(fam: Family, stack: SecureStack, forge: Forge) -> None:
     rag = Grpc(stack.addresses[RAG]["grpc"])
     try:
-        for step in (lambda: feedback(fam, stack, rag), lambda: default_profile(fam, stack, rag, forge),
-                     lambda: integer_ranges(fam, stack, rag), lambda: tools_call_params(fam, stack, forge),
-                     lambda: host_checks(fam, stack), lambda: rate_limit(fam, stack, rag)):
+        for section, step in (("feedback oracle", lambda: feedback(fam, stack, rag)),
+                              ("default profile", lambda: default_profile(fam, stack, rag, forge)),
+                              ("integer ranges", lambda: integer_ranges(fam, stack, rag)),
+                              ("tools/call params", lambda: tools_call_params(fam, stack, forge)),
+                              ("Host checks", lambda: host_checks(fam, stack)),
+                              ("rate limit", lambda: rate_limit(fam, stack, rag))):
+            fam.section = section
             try:
                 step()
             except Exception as err:  # noqa: BLE001 - one broken check must not hide the others
-                fam.record("error", "check crashed", repr(err)[:300])
+                fam.record("error", f"{section} check crashed", repr(err)[:300])
     finally:
         rag.close()
 

@@ -101,26 +101,30 @@ class Matrix:
         ids = [artifact_of(a) for a in artifact_ids]
         leaks = self.oracle.leaks(who.viewer, ids, json.dumps(body, default=str))
         self.seen.update((who.viewer.label, a) for a in ids)
+        row = where.split(":")[0]
         if leaks:
-            self.fam.record("leak", where.split(":")[0], f"{who.viewer.label}: {where}: {', '.join(leaks)}")
+            self.fam.record("leak", row, f"{who.viewer.label}: {where}: {', '.join(leaks)}", row=row)
         else:
-            self.fam.record("served")
+            self.fam.record("served", row=row)
 
     def _tool(self, who: Principal, session: McpHttp, name: str, args: dict, where: str) -> dict | None:
         try:
             answer = session.tool(name, args)
         except Exception as err:  # noqa: BLE001 - a probe that cannot tell is an error, not a pass
-            self.fam.record("error", f"MCP {name} failed", f"{who.viewer.label}: {where}: {err!r}")
+            self.fam.record("error", f"MCP {name} failed", f"{who.viewer.label}: {where}: {err!r}",
+                            row=where.split(":")[0])
             return None
         return self._structured(who, answer, name, where)
 
     def _structured(self, who: Principal, answer: ToolAnswer, name: str, where: str) -> dict | None:
         if answer.status == 200 and answer.structured is not None and not answer.is_error:
             return answer.structured
-        if answer.is_error and answer.text.startswith(("permission_denied", "not_found")):
-            self.fam.record("refused")
+        row = where.split(":")[0]
+        if answer.error_kind in ("permission_denied", "not_found"):
+            self.fam.record("refused", row=row)
         else:
-            self.fam.record("error", f"MCP {name} did not answer", f"{who.viewer.label}: {where}: {answer.describe()}")
+            self.fam.record("error", f"MCP {name} did not answer", f"{who.viewer.label}: {where}: {answer.describe()}",
+                            row=row)
         return None
 
     def mcp(self, who: Principal, session: McpHttp, t: Target) -> None:
@@ -144,7 +148,7 @@ class Matrix:
             hits = (out.get("results") or {}).get("hits") or []
             code = ((out.get("results") or {}).get("error") or {}).get("code", "")
             if not hits and code in RAW_REFUSALS:
-                self.fam.record("refused")
+                self.fam.record("refused", row="MCP rag_get_raw_results")
             else:
                 self.judge(who, q.format("rag_get_raw_results"), [h["id"] for h in hits], out)
         for artifact in t.artifacts[:1]:
@@ -153,7 +157,7 @@ class Matrix:
             if out is None:
                 continue
             if not out.get("has_access"):
-                self.fam.record("refused")
+                self.fam.record("refused", row="MCP verify_document_access")
             else:
                 self.judge(who, q.format("verify_document_access"), [artifact], out)
 
@@ -166,7 +170,7 @@ class Matrix:
             ("artifact_ids + visibility_groups, enforcement off", rag_pb.SearchAndRankRequest(
                 user_query_text=t.query, top_k_final_rank=20, filters=pb.KnowledgeSearchFilters(
                     artifact_ids=list(t.artifacts), visibility_groups=ALL_GROUPS, enforce_visibility=False))),
-            (f"tenant_id={other_tenant}", rag_pb.SearchAndRankRequest(
+            ("tenant_id of the other tenant", rag_pb.SearchAndRankRequest(
                 tenant_id=other_tenant, user_query_text=t.query, top_k_final_rank=20,
                 filters=pb.KnowledgeSearchFilters(source_ids=[t.source]))),
         ]
@@ -178,10 +182,11 @@ class Matrix:
                 ids = [r.associated_artifact.artifact_id for r in answer.response.results]
                 self.judge(who, where, ids, MessageToDict(answer.response))
             elif answer.code in REFUSAL_CODES:
-                self.fam.record("refused")
+                self.fam.record("refused", row=where.split(":")[0])
             else:
                 self.fam.record("error", "gRPC SearchAndRank did not answer",
-                                f"{who.viewer.label}: {where}: {answer.code.name} {answer.details[:100]}")
+                                f"{who.viewer.label}: {where}: {answer.code.name} {answer.details[:100]}",
+                                row=where.split(":")[0])
 
     def controls(self, everyone: list[Principal]) -> None:
         missing = []
@@ -196,7 +201,7 @@ class Matrix:
                             missing.append(f"{who.viewer.label}/{artifact}")
         self.fam.check("control: every target a principal may see came back to it", not missing and expected > 0,
                        f"{expected - len(missing)}/{expected} seen" + (f"; not seen: {', '.join(missing)}" if missing
-                                                                      else ""), calls=0)
+                                                                      else ""), calls=0, row="positive control")
 
 
 def run(fam: Family, stack: SecureStack, oracle: Oracle) -> None:
@@ -208,7 +213,8 @@ def run(fam: Family, stack: SecureStack, oracle: Oracle) -> None:
             with McpHttp(stack.mcp_url, who.headers) as session:
                 init = session.initialize()
                 if init.status != 200:
-                    fam.record("error", "MCP session refused", f"{who.viewer.label}: {init.describe()}")
+                    fam.record("error", "MCP session refused", f"{who.viewer.label}: {init.describe()}",
+                               row="MCP initialize")
                     continue
                 for t in TARGETS:
                     matrix.mcp(who, session, t)

@@ -44,6 +44,20 @@ MCP_TOOLS = {     # used when a control session cannot list them
                      "record_feedback", "rag_search", "verify_document_access", "rag_discover_resources",
                      "rag_get_raw_results", "rag_get_synthesized_results"],
 }
+TOOL_ARGUMENTS: dict[str, dict[str, Any]] = {     # the calls an attacker would want served
+    "ingest_documents": {"documents": [{"artifact_id": INJECTED, "source_id": "hr-policies",
+                                        "content": f"{INJECTED_CANARY}: hotel expense limits are unlimited."}]},
+    "search_by_vector": {"query_vector": [0.05] * 384, "top_k": 5},
+    "search_by_keywords": {"keywords": "travel exceptions", "top_k": 5},
+    "delete_artifacts": {"artifact_ids": [HR_ONLY]},
+    "generate_embeddings": {"texts": ["hello"] * 4},
+    "expand_or_rephrase_query": {"query": "travel"},
+    "rerank": {"query": "travel", "candidates": [{"id": "a", "text": "travel policy"}]},
+    "synthesize": {"query": "q", "passages": [{"id": "p", "title": "t", "text": "x"}]},
+    "search_and_rank": {"user_query_text": "travel exceptions register"},
+    "rag_search": {"search_phrases": ["travel exceptions register"]},
+    "record_feedback": {"target_id": f"{HR_ONLY}#0", "helpful": False},
+}
 _SPECIFIC: dict[str, Callable[[Any], None]] = {
     "IngestDocuments": lambda r: r.documents.append(ks_pb.Document(
         artifact=pb.ArtifactMetadata(artifact_id=INJECTED, title="Travel policy addendum", source_id="hr-policies"),
@@ -75,7 +89,7 @@ def credential_cases(stack: SecureStack, forge: Forge, callee: str, transport: s
     valid = forge.token(OPERATOR, callee, tenant="acme")
     cases: list[tuple[str, str | None]] = [
         ("no credential", None),
-        ("empty bearer", "Bearer "),
+        ("bearer without a token", "Bearer"),
         ("garbage bearer", "Bearer not-a-token"),
         ("valid token, non-bearer scheme", f"Basic {valid}"),
         ("alg none", "Bearer " + forge.alg_none(OPERATOR, callee)),
@@ -89,7 +103,7 @@ def credential_cases(stack: SecureStack, forge: Forge, callee: str, transport: s
     allowed = set(CALLERS[callee])
     if transport == "mcp":
         allowed = {OPERATOR} if callee != "rag_pipeline" else set()     # MCP: operators, or end users only
-    cases += [(f"{s} service token (not accepted here)", "Bearer " + forge.token(s, callee))
+    cases += [(f"service token of {s} (not an accepted caller of this port)", "Bearer " + forge.token(s, callee))
               for s in (*SERVICES, OPERATOR) if s not in allowed]
     if callee == "rag_pipeline":
         now = int(time.time())
@@ -111,7 +125,7 @@ def _mcp_refused(answer: ToolAnswer) -> bool:
         return True
     if answer.rpc_error:
         return answer.rpc_error.get("code") in (-32001, -32003)
-    return answer.is_error and answer.text.startswith(REFUSED_KINDS)
+    return answer.error_kind in REFUSED_KINDS
 
 
 def _attack_grpc(fam: Family, client: Grpc, service: str, cases: list[tuple[str, str | None]]) -> None:
@@ -120,18 +134,18 @@ def _attack_grpc(fam: Family, client: Grpc, service: str, cases: list[tuple[str,
             answer = client.call(service, method, request_for(method, cls), authorization)
             where = f"{service} gRPC {method} with {label}: {answer.code.name} {answer.details[:100]}"
             if answer.code in REFUSED_GRPC:
-                fam.record("refused")
+                fam.record("refused", row=f"{service} gRPC")
             else:
-                fam.record("missed", f"{service} gRPC not refused", where)
+                fam.record("missed", f"{service} gRPC not refused: {label}", where, row=f"{service} gRPC")
 
 
 def _mcp_requests(tools: list[str]) -> list[tuple[str, Callable[[McpHttp], ToolAnswer]]]:
     reqs: list[tuple[str, Callable[[McpHttp], ToolAnswer]]] = [
         ("initialize", lambda s: s.initialize()),
         ("tools/list", lambda s: s.request("tools/list", {})),
-        ("GET stream", lambda s: ToolAnswer(s.raw("GET", headers={"Accept": "text/event-stream"}).status_code, None)),
+        ("GET stream", lambda s: ToolAnswer(s.open_stream(), None)),
     ]
-    reqs += [(f"tools/call {t}", lambda s, t=t: s.tool(t, {}, retry=False)) for t in tools]
+    reqs += [(f"tools/call {t}", lambda s, t=t: s.tool(t, TOOL_ARGUMENTS.get(t, {}), retry=False)) for t in tools]
     return reqs
 
 
@@ -142,12 +156,14 @@ def _attack_mcp(fam: Family, url: str, service: str, tools: list[str], cases: li
                 try:
                     answer = send(session)
                 except Exception as err:  # noqa: BLE001 - a probe that cannot tell is an error, not a pass
-                    fam.record("error", f"{service} MCP probe failed", f"{what} with {label}: {err!r}")
+                    fam.record("error", f"{service} MCP probe failed", f"{what} with {label}: {err!r}",
+                               row=f"{service} MCP")
                     continue
                 if _mcp_refused(answer):
-                    fam.record("refused")
+                    fam.record("refused", row=f"{service} MCP")
                 else:
-                    fam.record("missed", f"{service} MCP not refused", f"{what} with {label}: {answer.describe()}")
+                    fam.record("missed", f"{service} MCP not refused: {label}", f"{what}: {answer.describe()}",
+                               row=f"{service} MCP")
 
 
 def _controls(fam: Family, stack: SecureStack, forge: Forge, clients: dict[str, Grpc]) -> dict[str, list[str]]:
@@ -187,6 +203,7 @@ def _nothing_took_effect(fam: Family, forge: Forge, ks: Grpc) -> None:
 
 def run(fam: Family, stack: SecureStack, forge: Forge) -> None:
     clients = {s: Grpc(stack.addresses[s]["grpc"]) for s in SERVICES}
+    fam.section = "positive controls and after-check"
     try:
         tools = _controls(fam, stack, forge, clients)
         for service in SERVICES:

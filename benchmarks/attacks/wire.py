@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import base64
 import json
+import re
 import secrets
 import time
 from dataclasses import dataclass
@@ -34,6 +35,16 @@ SERVICES = {"knowledge_store": (knowledge_store_pb2, "KnowledgeStore"),
 PROTOCOL = "2025-06-18"
 MCP_HEADERS = {"Content-Type": "application/json", "Accept": "application/json, text/event-stream"}
 MAX_RATE_LIMIT_RETRIES = 4
+_SDK_PREFIX = re.compile(r"^Error executing tool [^:]*: ")
+_KIND = re.compile(r"^([a-z_]+): ")
+
+
+def _seconds(retry_after: Any) -> float:
+    """How long to wait before a retry: the server's retry-after, 1 s if unreadable, at most 10 s."""
+    try:
+        return min(10.0, max(0.1, float(retry_after)))
+    except (TypeError, ValueError):
+        return 1.0
 
 
 # ---------------------------------------------------------------------------- gRPC
@@ -84,7 +95,7 @@ class Grpc:
                 answer = Answer(err.code(), None, err.details() or "", str(trailing.get("retry-after", "")))
                 if answer.code != grpc.StatusCode.RESOURCE_EXHAUSTED or attempt == MAX_RATE_LIMIT_RETRIES or not retry:
                     return answer
-                time.sleep(min(10.0, float(answer.retry_after or 1)))
+                time.sleep(_seconds(answer.retry_after))
         raise AssertionError("unreachable")
 
     def close(self) -> None:
@@ -114,11 +125,13 @@ class ToolAnswer:
 
     @property
     def rpc_error(self) -> dict[str, Any] | None:
-        return (self.message or {}).get("error")
+        error = (self.message or {}).get("error")
+        return error if isinstance(error, dict) else None      # an HTTP 401 body has error: "invalid_token"
 
     @property
     def result(self) -> dict[str, Any]:
-        return (self.message or {}).get("result") or {}
+        result = (self.message or {}).get("result")
+        return result if isinstance(result, dict) else {}
 
     @property
     def is_error(self) -> bool:
@@ -134,12 +147,25 @@ class ToolAnswer:
             return str(self.rpc_error.get("message", ""))
         return " ".join(c.get("text", "") for c in self.result.get("content", []) if isinstance(c, dict))
 
+    @property
+    def error_kind(self) -> str:
+        """The kind of a tool error ("permission_denied", ...): the text's "<kind>: " prefix, after
+        the SDK's "Error executing tool <name>: " if any; "validation" for the SDK's own argument
+        validation; "unhandled" otherwise; "" when the call did not end in a tool error."""
+        if not self.is_error:
+            return ""
+        text = _SDK_PREFIX.sub("", self.text, count=1)
+        match = _KIND.match(text)
+        if match:
+            return match.group(1)
+        return "validation" if "validation error" in text else "unhandled"
+
     def describe(self) -> str:
         if self.status != 200:
             return f"HTTP {self.status}"
         if self.rpc_error:
-            return f"JSON-RPC {self.rpc_error.get('code')} {str(self.rpc_error.get('message', ''))[:120]}"
-        return f"tool error: {self.text[:120]}" if self.is_error else "served"
+            return f"JSON-RPC {self.rpc_error.get('code')} {' '.join(str(self.rpc_error.get('message', '')).split())[:160]}"
+        return f"tool error: {' '.join(self.text.split())[:160]}" if self.is_error else "served"
 
 
 class McpHttp:
@@ -155,6 +181,11 @@ class McpHttp:
             url: str | None = None) -> httpx.Response:
         return self.client.request(method, url or self.url, headers={**self.headers, **(headers or {})},
                                    content=None if body is None else json.dumps(body).encode())
+
+    def open_stream(self) -> int:
+        """GET the endpoint's event stream and hang up at once: the HTTP status it answered with."""
+        with self.client.stream("GET", self.url, headers={**self.headers, "Accept": "text/event-stream"}) as r:
+            return r.status_code
 
     def request(self, method: str, params: Any) -> ToolAnswer:
         self._id += 1
@@ -179,7 +210,7 @@ class McpHttp:
             err = answer.rpc_error
             if not err or err.get("code") != -32029 or attempt == MAX_RATE_LIMIT_RETRIES or not retry:
                 return answer
-            time.sleep(min(10.0, float((err.get("data") or {}).get("retry_after", 1))))
+            time.sleep(_seconds((err.get("data") or {}).get("retry_after")))
         raise AssertionError("unreachable")
 
     def close(self) -> None:

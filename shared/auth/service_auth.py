@@ -19,7 +19,7 @@ from mcp.server.auth.provider import AccessToken
 
 from shared.auth.api_keys import fingerprint
 from shared.auth.grpc_auth import AuthServerInterceptor, SigningInterceptor
-from shared.auth.service_identity import ServiceSigner, ServiceVerifier, bearer
+from shared.auth.service_identity import OPERATOR, ServiceSigner, ServiceVerifier, bearer
 from shared.errors import NucleusError
 from shared.identity import Principal
 
@@ -52,8 +52,9 @@ class ServiceAuth:
 
 
 class ServiceTokenVerifier:
-    """The MCP SDK TokenVerifier over the trust bundle: operators (and services) may use the
-    /mcp endpoint of KnowledgeStore and LlmOrchestration; anything else gets HTTP 401."""
+    """The MCP SDK TokenVerifier over the trust bundle: only the operator may use the /mcp
+    endpoint of KnowledgeStore and LlmOrchestration (services talk to each other over gRPC);
+    anything else gets HTTP 401."""
 
     def __init__(self, verifier: ServiceVerifier) -> None:
         self._verifier = verifier
@@ -62,6 +63,8 @@ class ServiceTokenVerifier:
         try:
             p = self._verifier.verify(token)
         except NucleusError:
+            return None
+        if not p.has_role(OPERATOR):
             return None
         return AccessToken(
             token=fingerprint(token), client_id=p.key_id, scopes=[], expires_at=None, subject=p.user_id,
@@ -72,7 +75,7 @@ class ServiceTokenVerifier:
 def operator_interceptors(identity_dir: Path, callee: str) -> list[Any] | None:
     """Interceptors that sign calls to `callee` as the operator, if the operator key exists in
     `identity_dir` (authentication is on); None otherwise."""
-    from shared.auth.service_identity import OPERATOR, key_file
+    from shared.auth.service_identity import key_file
 
     if not key_file(identity_dir, OPERATOR).exists():
         return None

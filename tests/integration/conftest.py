@@ -33,4 +33,4 @@ def demo_docs():
 
 
 # The authenticated stack of the RAG tool / security / Inspector tests (tests/integration/secure_stack.py).
-from tests.integration.secure_stack import secure_corpus, secure_stack  # noqa: E402,F401
+from tests.integration.secure_stack import secure_corpus, secure_rag, secure_stack  # noqa: E402,F401

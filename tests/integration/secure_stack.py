@@ -4,8 +4,11 @@ principals, auth config, canary documents and the supervisor are made there; see
 for the principal table and the auth config rules."""
 from __future__ import annotations
 
+import grpc
 import httpx
 import pytest
+
+from nucleus.v1 import rag_pipeline_pb2_grpc as rag_grpc
 
 from benchmarks.secure_stack import (  # noqa: F401 - re-exported for the tests
     AUDIENCE,
@@ -40,3 +43,16 @@ async def secure_corpus(secure_stack):
 
 def get(url: str, **kw) -> httpx.Response:
     return httpx.get(url, timeout=30, **kw)
+
+
+@pytest.fixture
+async def secure_rag(secure_corpus):
+    """A gRPC stub of the secure stack's RAGPipeline (callers add their own `bearer`)."""
+    channel = grpc.aio.insecure_channel(secure_corpus.addresses["rag_pipeline"]["grpc"])
+    yield rag_grpc.RagPipelineStub(channel)
+    await channel.close()
+
+
+def bearer(stack: SecureStack, who: str) -> tuple[tuple[str, str], ...]:
+    """gRPC metadata carrying `who`'s API key."""
+    return (("authorization", f"Bearer {stack.keys[who]}"),)

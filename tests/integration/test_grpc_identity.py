@@ -7,21 +7,14 @@ import pytest
 
 from nucleus.v1 import common_pb2 as pb
 from nucleus.v1 import rag_pipeline_pb2 as rag_pb
-from nucleus.v1 import rag_pipeline_pb2_grpc as rag_grpc
-from tests.integration.secure_stack import GLOBEX_CANARY, SECURITY_TEAM_DOCS
+from tests.integration.secure_stack import GLOBEX_CANARY, SECURITY_TEAM_DOCS, bearer
 
 pytestmark = pytest.mark.integration
 
 
 @pytest.fixture
-async def rag(secure_corpus):
-    channel = grpc.aio.insecure_channel(secure_corpus.addresses["rag_pipeline"]["grpc"])
-    yield rag_grpc.RagPipelineStub(channel)
-    await channel.close()
-
-
-def bearer(stack, who: str) -> tuple[tuple[str, str], ...]:
-    return (("authorization", f"Bearer {stack.keys[who]}"),)
+def rag(secure_rag):
+    return secure_rag
 
 
 async def test_grpc_search_without_a_token_is_unauthenticated(rag):

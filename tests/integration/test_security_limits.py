@@ -10,8 +10,7 @@ import pytest
 from mcp.shared.exceptions import MCPError
 
 from nucleus.v1 import common_pb2 as pb
-from nucleus.v1 import rag_pipeline_pb2_grpc as rag_grpc
-from tests.integration.secure_stack import SECURITY_TEAM_DOCS
+from tests.integration.secure_stack import SECURITY_TEAM_DOCS, bearer
 from tests.support.mcp_clients import error_text, http_client, structured
 from tests.support.raw_mcp import HEADERS, PROTOCOL, message
 
@@ -22,14 +21,8 @@ INIT = {"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
 
 
 @pytest.fixture
-async def rag(secure_corpus):
-    channel = grpc.aio.insecure_channel(secure_corpus.addresses["rag_pipeline"]["grpc"])
-    yield rag_grpc.RagPipelineStub(channel)
-    await channel.close()
-
-
-def bearer(stack, who: str) -> tuple[tuple[str, str], ...]:
-    return (("authorization", f"Bearer {stack.keys[who]}"),)
+def rag(secure_rag):
+    return secure_rag
 
 
 async def test_a_user_without_the_admin_role_cannot_change_the_default_profile(secure_corpus, rag):

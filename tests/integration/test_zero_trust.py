@@ -109,7 +109,8 @@ async def test_internal_mcp_ports_need_a_stack_credential(secure_corpus, service
     url = secure_corpus.addresses[service]["mcp"]
     body = {"jsonrpc": "2.0", "id": 1, "method": "tools/list", "params": {}}
     headers = {"Accept": "application/json, text/event-stream", "Content-Type": "application/json"}
-    for auth in ({}, {"Authorization": f"Bearer {secure_corpus.keys['sec']}"}):
+    service_token = _signed(secure_corpus, "rag_pipeline", service)[0][1]    # services use gRPC, not /mcp
+    for auth in ({}, {"Authorization": f"Bearer {secure_corpus.keys['sec']}"}, {"Authorization": service_token}):
         response = httpx.post(url, json=body, headers={**headers, **auth}, timeout=30)
         assert response.status_code == 401, (auth, response.status_code)
     token = _signed(secure_corpus, OPERATOR, service, tenant="acme")[0][1]

@@ -74,7 +74,7 @@ def adaptive_alpha(cfg: RankingConfig) -> float:
     f, base = cfg.query, cfg.dense_weight
     if cfg.fusion != "adaptive" or f is None:
         return base
-    lo, hi = max(0.0, base - 0.3), min(1.0, base + 0.3)
+    lo = max(0.0, base - 0.3)
     if f.words == 0:
         short = 0.0
     elif f.words <= 2:
@@ -89,11 +89,9 @@ def adaptive_alpha(cfg: RankingConfig) -> float:
         brevity = 0.0
     else:
         brevity = (10 - f.words) / 7
-    identifier = f.rarity if f.identifiers > 0 else 0.0
-    lexical = max(short, 1.0 if f.quoted else 0.0, brevity * max(identifier, f.rarity * f.rarity))
-    semantic = min(1.0, max(0.0, (f.words - 3) / 7)) if f.question else 0.0
-    alpha = base - lexical * (base - lo) + (1 - lexical) * semantic * (hi - base)
-    return min(hi, max(lo, alpha))
+    identifier = 1.0 if f.identifiers > 0 else 0.0
+    lexical = max(short, 1.0 if f.quoted else 0.0, brevity * identifier * f.rarity)
+    return base - lexical * (base - lo)
 
 
 def probability(fused: float, confidence: float, cfg: RankingConfig) -> float:

@@ -88,10 +88,9 @@ def configs(draw: st.DrawFn, fusion: str | None = None) -> RankingConfig:
 
 @st.composite
 def query_features(draw: st.DrawFn) -> QueryFeatures:
-    """Features of any query: short or long, quoted or not, identifiers, rarity, questions."""
+    """Features of any query: short or long, quoted or not, identifiers, rarity."""
     return QueryFeatures(words=draw(st.integers(0, 40)), quoted=draw(st.booleans()),
-                         identifiers=draw(st.integers(0, 3)), rarity=draw(st.floats(0.0, 1.0)),
-                         question=draw(st.booleans()))
+                         identifiers=draw(st.integers(0, 3)), rarity=draw(st.floats(0.0, 1.0)))
 
 
 @st.composite
