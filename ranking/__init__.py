@@ -2,14 +2,16 @@
 
     candidates.py  Candidates — the columnar input (dense + BM25 legs, metadata, feedback)
     config.py      RankingConfig, DEFAULT_WEIGHTS — validated tuning
-    factors.py     relevancy (fusion + calibration), recency, reputation, richness
+    factors.py     relevancy (fusion + confidence), relevance probability, recency, reputation, richness
+    query_features.py  query_features, adaptive_dense_weight — the adaptive fusion's per-query weight
     temporal.py    detect_temporal_intent — does the query ask for fresh information?
     rank.py        rank — blend the factors, keep the top k, explain each
 
 Typical use by the RAG pipeline::
 
     intent = detect_temporal_intent(query, now_year=year)     # the caller owns the clock
-    cfg = RankingConfig(fusion="convex", apply_recency=intent.has_intent, now_unix=now)
+    features = query_features(query, document_frequencies, entries)   # from the keyword index
+    cfg = RankingConfig(fusion="adaptive", query=features, apply_recency=intent.has_intent, now_unix=now)
     ranked = rank(Candidates.build(dense=..., bm25=..., timestamp=..., ...), cfg, k=10)
 """
 from ranking.candidates import Candidates

@@ -72,6 +72,8 @@ EXACT_FALLBACK_MAX = 250_000
 INLINE_MAX_ENTRIES = 32_768      # flat search of 32k × 384 floats ≈ 1.5-2 ms on one core
 INLINE_MAX_K = 200
 
+PHRASE_EXACT_MAX = 1_000         # entries whose text a quoted phrase is checked against, at most
+
 
 class Searcher:
     """The searches of one store (see the module docstring)."""
@@ -127,7 +129,9 @@ class Searcher:
                                          _Completion(query, rows))
 
     async def _vector_search(self, tenant_id: str, query_vectors: np.ndarray, top_k: int, filters: SearchFilters,
-                             materialize: Materialize[R], complete: _Completion | None = None):
+                             materialize: Materialize[R], complete: _Completion | None = None
+                             ) -> list[R] | tuple[list[R], ScoreCompletion]:
+        """The materialised answer per query vector; with `complete`, also its ScoreCompletion."""
         validation.tenant_id(tenant_id)
         validation.top_k(top_k, self._settings.max_top_k)
         validation.filters(filters)
@@ -264,12 +268,14 @@ class _KeywordQuery:
         """Per phrase, the entries holding it, read in the search's snapshot: those whose text has
         its words in a row; if none has, those whose analysed title or body has its terms in a
         row (FTS5 keeps the positions the in-memory index does not; stopwords and inflections
-        are lost there, so "poor prognosis for patients" also matches "... of patients")."""
+        are lost there, so "poor prognosis for patients" also matches "... of patients"). A
+        phrase so common that more than PHRASE_EXACT_MAX entries hold its terms in a row keeps
+        the FTS5 answer unchecked (reading that many texts would cost more than the search)."""
         out = []
         for run, text in self.phrases:
             found = [r for (r,) in conn.execute("SELECT rowid FROM entries_fts WHERE entries_fts MATCH ?",
                                                 ('"' + " ".join(run) + '"',))]
-            if found:
+            if 0 < len(found) <= PHRASE_EXACT_MAX:
                 rows = conn.execute("SELECT rid, text FROM entries WHERE rid IN (SELECT value FROM json_each(?))",
                                     (json.dumps(found),))
                 exact = [rid for rid, body in rows if f" {text} " in " " + " ".join(words(body)) + " "]

@@ -4,7 +4,8 @@
 One query, step by step:
   validate -> resolve profile -> detect temporal intent -> [expand] -> embed all phrases in one
   batch (the keyword leg starts at once, in parallel with embedding) -> vector leg (all phrase
-  vectors, one call) -> merge & de-duplicate by entry id keeping every raw signal -> rank
+  vectors, one call, which also completes both signals for the keyword leg's candidates and its
+  own) -> merge & de-duplicate by entry id keeping every raw signal -> rank
   (ranking/, vectorised) -> [rerank top N, rank again] -> fetch the chosen entries (an entry
   deleted since the search is dropped and refilled, fetch.py) -> results with snippets &
   explanations.

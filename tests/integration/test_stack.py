@@ -69,7 +69,9 @@ async def test_search_and_rank_over_grpc_returns_ranked_results_with_four_scores
         for value in (s.relevancy, s.recency, s.richness, s.reputation, r.overall_rank_score):
             assert 0.0 <= value <= 1.0
         assert r.snippet and r.persona_knowledge_entry_id
-        assert r.explanation.fusion_method in ("convex", "rrf")
+        assert r.explanation.fusion_method in ("adaptive", "convex", "rrf")
+        assert {r.explanation.dense_source, r.explanation.bm25_source} <= {"retrieved", "completed"}
+        assert 0.0 <= r.relevance_probability <= 1.0 and r.explanation.query_profile
         contributions = r.explanation.contributions
         total = contributions.relevancy + contributions.recency + contributions.richness + contributions.reputation
         assert total == pytest.approx(r.overall_rank_score, abs=1e-4)
