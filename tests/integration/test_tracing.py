@@ -34,6 +34,7 @@ from opentelemetry.proto.common.v1.common_pb2 import AnyValue
 from opentelemetry.trace import NonRecordingSpan, SpanContext, TraceFlags
 
 from cli.supervisor import Supervisor
+from shared.auth.service_auth import operator_interceptors
 from services.knowledge_store.client import KnowledgeStoreClient
 from shared.records import ArtifactMeta, DocumentIn
 from shared.auth.api_keys import add_key
@@ -211,7 +212,9 @@ def _documents() -> list[DocumentIn]:
 @pytest.fixture(scope="module")
 async def ingested(traced_stack, receiver):
     """Two documents ingested over gRPC; returns the ingest trace's spans."""
-    client = KnowledgeStoreClient(traced_stack["addresses"]["knowledge_store"]["grpc"])
+    client = KnowledgeStoreClient(traced_stack["addresses"]["knowledge_store"]["grpc"],
+                                  interceptors=operator_interceptors(traced_stack["data_dir"] / "identity",
+                                                                     "knowledge_store"))
     try:
         report = await client.ingest(TENANT, "", _documents())
     finally:
