@@ -18,7 +18,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, SecretStr, ValidationError, field_validator, model_validator
 
 from shared.errors import InvalidArgument
-from shared.identity import ADMIN, TENANT_ID
+from shared.identity import ADMIN, TENANT_ID, TENANT_ID_RULE
 from shared.redaction import register_secret
 
 MAX_USER_CHARS = 256
@@ -47,23 +47,11 @@ def _check_groups(groups: list[str]) -> list[str]:
     return sorted(set(groups))
 
 
-class ApiKeyEntry(_Strict):
-    key_id: str = Field(min_length=1, max_length=128)
-    sha256: str = Field(pattern=r"^[0-9a-f]{64}$", description="hex SHA-256 of the key; the key is never stored")
-    tenant: str
-    user: str = Field(min_length=1, max_length=MAX_USER_CHARS)
+class _GroupsAndRoles(_Strict):
+    """Groups and roles of a principal, each checked against its rules."""
+
     groups: list[str] = Field(default_factory=list)
     roles: list[str] = Field(default_factory=list, description="e.g. [\"admin\"]: tenant-wide changes")
-    trusted_platform: bool = False
-    disabled: bool = False
-    created: str = ""
-
-    @field_validator("tenant")
-    @classmethod
-    def _tenant(cls, v: str) -> str:
-        if not TENANT_ID.match(v):
-            raise ValueError(f"tenant {v!r}: 1-64 letters, digits, '_', '.', '-', starting with a letter or digit")
-        return v
 
     @field_validator("groups")
     @classmethod
@@ -74,6 +62,23 @@ class ApiKeyEntry(_Strict):
     @classmethod
     def _roles(cls, v: list[str]) -> list[str]:
         return _check_roles(v)
+
+
+class ApiKeyEntry(_GroupsAndRoles):
+    key_id: str = Field(min_length=1, max_length=128)
+    sha256: str = Field(pattern=r"^[0-9a-f]{64}$", description="hex SHA-256 of the key; the key is never stored")
+    tenant: str
+    user: str = Field(min_length=1, max_length=MAX_USER_CHARS)
+    trusted_platform: bool = False
+    disabled: bool = False
+    created: str = ""
+
+    @field_validator("tenant")
+    @classmethod
+    def _tenant(cls, v: str) -> str:
+        if not TENANT_ID.match(v):
+            raise ValueError(f"tenant {v!r}: {TENANT_ID_RULE}")
+        return v
 
 
 class JwtConfig(_Strict):
@@ -114,21 +119,8 @@ class SourceRule(_Strict):
         return _check_groups(v)
 
 
-class UserRule(_Strict):
+class UserRule(_GroupsAndRoles):
     """A user a trusted platform may act for: its groups and roles (none unless listed)."""
-
-    groups: list[str] = Field(default_factory=list)
-    roles: list[str] = Field(default_factory=list)
-
-    @field_validator("groups")
-    @classmethod
-    def _groups(cls, v: list[str]) -> list[str]:
-        return _check_groups(v)
-
-    @field_validator("roles")
-    @classmethod
-    def _roles(cls, v: list[str]) -> list[str]:
-        return _check_roles(v)
 
 
 class TenantRules(_Strict):
