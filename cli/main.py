@@ -5,7 +5,9 @@
     nucleus status                   health, supervisor state and addresses of the running stack, the
                                      KnowledgeStore's storage condition, tenant stats
     nucleus check --tenant T         full consistency check of a tenant, repairing derived rows
-    nucleus ingest PATH --tenant T   ingest a file or folder (progress bar)
+    nucleus ingest PATH --tenant T   ingest a file or folder of documents (PDF, Office, HTML, Markdown,
+                                     text, JSONL): only new or changed files, a reason per rejected
+                                     file; --sync removes gone files' artifacts, --watch keeps in sync
     nucleus search "q" --tenant T    ranked results with the four scores
     nucleus demo                     up --detach, ingest demo/corpus into tenant "demo", sample search
 
@@ -30,7 +32,7 @@ from rich.markup import escape
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
-from shared.errors import NucleusError, NotFound, Unavailable
+from shared.errors import NucleusError, Unavailable
 from shared.settings import default_data_dir
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -214,37 +216,21 @@ async def _stats(ks_target: str, tenant: str, interceptors: list | None = None, 
 
 # ---------------------------------------------------------------------------- ingest
 def cmd_ingest(args: argparse.Namespace) -> int:
-    from shared.documents import iter_paths, load_document
-
-    paths = list(iter_paths(Path(args.path)))
-    if not paths:
-        raise NotFound(f"no .md/.txt/.html files under {args.path}")
-    docs = [load_document(p) for p in paths]
-    return asyncio.run(_ingest(target(args, "knowledge_store"), args.tenant, args.persona, docs, args.batch,
-                               credentials(args, "knowledge_store"), tls_ca(args)))
+    """Ingest a file or folder, each file with its own outcome (cli/ingest.py)."""
+    return asyncio.run(_ingest(args, target(args, "knowledge_store"), credentials(args, "knowledge_store"),
+                               tls_ca(args)))
 
 
-async def _ingest(ks_target: str, tenant: str, persona: str, docs: list, batch: int,
-                  interceptors: list | None = None, ca: Path | None = None) -> int:
+async def _ingest(args: argparse.Namespace, ks_target: str, interceptors: list | None = None,
+                  ca: Path | None = None) -> int:
+    from cli.ingest import run
     from services.knowledge_store.client import KnowledgeStoreClient
 
     client = KnowledgeStoreClient(ks_target, interceptors=interceptors, tls_ca_file=ca)
-    started = time.perf_counter()
-    entries = 0
     try:
-        with Progress(TextColumn("[bold]ingest[/bold] {task.description}"), BarColumn(), MofNCompleteColumn(),
-                      TimeElapsedColumn(), console=console) as progress:
-            task = progress.add_task(f"tenant {tenant}", total=len(docs))
-            for i in range(0, len(docs), batch):
-                report = await client.ingest(tenant, persona, docs[i:i + batch])
-                entries += report.total_entries
-                progress.advance(task, len(docs[i:i + batch]))
+        return await run(args, client, data_dir(args), console)
     finally:
         await client.close()
-    elapsed = time.perf_counter() - started
-    console.print(f"ingested {len(docs)} documents ({entries} entries) into tenant '{tenant}' in {elapsed:.1f}s "
-                  f"({len(docs) / max(elapsed, 1e-9):.1f} docs/s)")
-    return 0
 
 
 # ---------------------------------------------------------------------------- search
@@ -303,6 +289,7 @@ def cmd_demo(args: argparse.Namespace) -> int:
     if cmd_up(args) != 0:
         return 1
     args.path, args.tenant, args.persona, args.batch = str(DEMO_CORPUS), "demo", "", 16
+    args.no_manifest = True
     cmd_ingest(args)
     queries = (ROOT / "demo" / "sample_queries.txt")
     sample = queries.read_text().splitlines()[0].strip() if queries.exists() else "latest firmware update procedure"
@@ -330,12 +317,11 @@ def build_parser() -> argparse.ArgumentParser:
     status.add_argument("--tenant", default="")
     status.set_defaults(func=cmd_status)
 
-    ingest = sub.add_parser("ingest", help="ingest a file or folder of .md/.txt/.html documents")
-    ingest.add_argument("path")
-    ingest.add_argument("--tenant", required=True)
-    ingest.add_argument("--persona", default="")
-    ingest.add_argument("--batch", type=int, default=32, help="documents per request")
-    ingest.add_argument("--knowledge-store-target", dest="knowledge_store_target")
+    from cli.ingest import add_arguments as ingest_arguments
+
+    ingest = sub.add_parser("ingest", help="ingest a file or folder (PDF, DOCX, PPTX, XLSX, HTML, Markdown, text, "
+                                           "JSONL), only new or changed files")
+    ingest_arguments(ingest)
     ingest.set_defaults(func=cmd_ingest)
 
     search = sub.add_parser("search", help="SearchAndRank and print a table of ranked results")

@@ -180,6 +180,16 @@ class IngestResult:
     artifact_id: str
     entries_written: int
     entries_replaced: int
+    index: int = 0                      # position of the document in the request
+
+
+@dataclass(frozen=True, slots=True)
+class IngestRejection:
+    """A document of a batch that was not written (ingest with `commit_valid`)."""
+    index: int                          # position of the document in the request
+    artifact_id: str
+    field: str                          # e.g. "documents[3].content"
+    reason: str
 
 
 @dataclass(frozen=True, slots=True)
@@ -188,6 +198,7 @@ class IngestReport:
     total_entries: int
     embed_seconds: float
     commit_seconds: float
+    rejected: tuple[IngestRejection, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)

@@ -54,7 +54,9 @@ class KnowledgeStoreSettings(ServiceSettings):
     dimension: int = 384
     chunk_tokens: int = 256
     chunk_overlap_tokens: int = 48
-    max_document_chars: int = 2_000_000
+    # A document is chunked, not refused for its size: the bound is the request (the 64 MiB gRPC
+    # message); the CLI sends a large file alone in its request.
+    max_document_chars: int = 48_000_000
     max_documents_per_request: int = 2_000
     max_top_k: int = 1_000
     embed_batch_size: int = 128

@@ -18,36 +18,54 @@ class Document(_message.Message):
     def __init__(self, artifact: _Optional[_Union[_common_pb2.ArtifactMetadata, _Mapping]] = ..., content: _Optional[str] = ..., content_type: _Optional[str] = ...) -> None: ...
 
 class IngestDocumentsRequest(_message.Message):
-    __slots__ = ("tenant_id", "persona_id", "documents")
+    __slots__ = ("tenant_id", "persona_id", "documents", "commit_valid")
     TENANT_ID_FIELD_NUMBER: _ClassVar[int]
     PERSONA_ID_FIELD_NUMBER: _ClassVar[int]
     DOCUMENTS_FIELD_NUMBER: _ClassVar[int]
+    COMMIT_VALID_FIELD_NUMBER: _ClassVar[int]
     tenant_id: str
     persona_id: str
     documents: _containers.RepeatedCompositeFieldContainer[Document]
-    def __init__(self, tenant_id: _Optional[str] = ..., persona_id: _Optional[str] = ..., documents: _Optional[_Iterable[_Union[Document, _Mapping]]] = ...) -> None: ...
+    commit_valid: bool
+    def __init__(self, tenant_id: _Optional[str] = ..., persona_id: _Optional[str] = ..., documents: _Optional[_Iterable[_Union[Document, _Mapping]]] = ..., commit_valid: _Optional[bool] = ...) -> None: ...
 
 class IngestResult(_message.Message):
-    __slots__ = ("artifact_id", "entries_written", "entries_replaced")
+    __slots__ = ("artifact_id", "entries_written", "entries_replaced", "index")
     ARTIFACT_ID_FIELD_NUMBER: _ClassVar[int]
     ENTRIES_WRITTEN_FIELD_NUMBER: _ClassVar[int]
     ENTRIES_REPLACED_FIELD_NUMBER: _ClassVar[int]
+    INDEX_FIELD_NUMBER: _ClassVar[int]
     artifact_id: str
     entries_written: int
     entries_replaced: int
-    def __init__(self, artifact_id: _Optional[str] = ..., entries_written: _Optional[int] = ..., entries_replaced: _Optional[int] = ...) -> None: ...
+    index: int
+    def __init__(self, artifact_id: _Optional[str] = ..., entries_written: _Optional[int] = ..., entries_replaced: _Optional[int] = ..., index: _Optional[int] = ...) -> None: ...
+
+class IngestRejection(_message.Message):
+    __slots__ = ("index", "artifact_id", "field", "reason")
+    INDEX_FIELD_NUMBER: _ClassVar[int]
+    ARTIFACT_ID_FIELD_NUMBER: _ClassVar[int]
+    FIELD_FIELD_NUMBER: _ClassVar[int]
+    REASON_FIELD_NUMBER: _ClassVar[int]
+    index: int
+    artifact_id: str
+    field: str
+    reason: str
+    def __init__(self, index: _Optional[int] = ..., artifact_id: _Optional[str] = ..., field: _Optional[str] = ..., reason: _Optional[str] = ...) -> None: ...
 
 class IngestDocumentsResponse(_message.Message):
-    __slots__ = ("results", "total_entries", "embed_seconds", "commit_seconds")
+    __slots__ = ("results", "total_entries", "embed_seconds", "commit_seconds", "rejected")
     RESULTS_FIELD_NUMBER: _ClassVar[int]
     TOTAL_ENTRIES_FIELD_NUMBER: _ClassVar[int]
     EMBED_SECONDS_FIELD_NUMBER: _ClassVar[int]
     COMMIT_SECONDS_FIELD_NUMBER: _ClassVar[int]
+    REJECTED_FIELD_NUMBER: _ClassVar[int]
     results: _containers.RepeatedCompositeFieldContainer[IngestResult]
     total_entries: int
     embed_seconds: float
     commit_seconds: float
-    def __init__(self, results: _Optional[_Iterable[_Union[IngestResult, _Mapping]]] = ..., total_entries: _Optional[int] = ..., embed_seconds: _Optional[float] = ..., commit_seconds: _Optional[float] = ...) -> None: ...
+    rejected: _containers.RepeatedCompositeFieldContainer[IngestRejection]
+    def __init__(self, results: _Optional[_Iterable[_Union[IngestResult, _Mapping]]] = ..., total_entries: _Optional[int] = ..., embed_seconds: _Optional[float] = ..., commit_seconds: _Optional[float] = ..., rejected: _Optional[_Iterable[_Union[IngestRejection, _Mapping]]] = ...) -> None: ...
 
 class DeleteArtifactsRequest(_message.Message):
     __slots__ = ("tenant_id", "artifact_ids")

@@ -17,6 +17,8 @@ Packing, in order of preference:
     consecutive chunks of one section overlap by up to `overlap_tokens` (whole trailing
     sentences, else trailing words).
 Headings of later sections merged into a chunk are kept inline (`## Setup`).
+With `split_sections` (paged formats: a PDF's `# Page N`, a deck's slides, a workbook's sheets)
+every top-level section starts its own chunk, so a chunk's heading path names its page.
 """
 from __future__ import annotations
 
@@ -32,6 +34,7 @@ _SETEXT = re.compile(r"^(=+|-+)\s*$")
 _SENTENCE_END = re.compile(r"(?<=[.!?])\s+(?=\S)")
 
 CONTEXT_SEPARATOR = " › "
+PAGED_FILE_TYPES = frozenset({"pdf", "pptx", "xlsx"})    # top-level sections are pages / slides / sheets
 
 
 def estimate_tokens(text: str) -> int:
@@ -193,7 +196,7 @@ def _tail(units: list[_Unit], overlap: int) -> list[_Unit]:
 
 
 def chunk_document(text: str, *, markdown: bool, title: str, chunk_tokens: int,
-                   overlap_tokens: int) -> list[Chunk]:
+                   overlap_tokens: int, split_sections: bool = False) -> list[Chunk]:
     """Chunks of `text` (empty list when it holds no words)."""
     blocks = parse_blocks(text, markdown=markdown)
     if not blocks:
@@ -205,7 +208,8 @@ def chunk_document(text: str, *, markdown: bool, title: str, chunk_tokens: int,
 
     block_tokens = [estimate_tokens(b.text) for b in blocks]
     first_budget = budget(blocks[0].path)
-    if sum(block_tokens) + 2 * (len(blocks) - 1) <= first_budget:      # short document
+    one_section = not split_sections or len({b.path[:1] for b in blocks}) == 1
+    if one_section and sum(block_tokens) + 2 * (len(blocks) - 1) <= first_budget:      # short document
         path0 = blocks[0].path
         body = "\n\n".join(_inline_heading(b, path0) for b in blocks)
         return [Chunk(0, body, path0)]
@@ -232,7 +236,8 @@ def chunk_document(text: str, *, markdown: bool, title: str, chunk_tokens: int,
     for bi, block in enumerate(blocks):
         block_budget = budget(block.path)
         if fresh and (cur_tokens + block_tokens[bi] > cur_budget and block_tokens[bi] <= block_budget
-                      or block.path != cur_path and cur_tokens >= cur_budget // 2):
+                      or block.path != cur_path and cur_tokens >= cur_budget // 2
+                      or split_sections and block.path[:1] != cur_path[:1]):
             flush(block.path)
         unit_budget = min(cur_budget, block_budget) - 8
         units = _units(block, bi, unit_budget, max(8, unit_budget - min(overlap_tokens, unit_budget // 2)))

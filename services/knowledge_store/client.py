@@ -31,9 +31,11 @@ class KnowledgeStoreClient:
     async def close(self) -> None:
         await self._channel.close()
 
-    async def ingest(self, tenant_id: str, persona_id: str, documents: Sequence[m.DocumentIn]) -> m.IngestReport:
+    async def ingest(self, tenant_id: str, persona_id: str, documents: Sequence[m.DocumentIn], *,
+                     commit_valid: bool = False) -> m.IngestReport:
         request = ks_pb.IngestDocumentsRequest(
-            tenant_id=tenant_id, persona_id=persona_id, documents=[convert.document_to_pb(d) for d in documents])
+            tenant_id=tenant_id, persona_id=persona_id, documents=[convert.document_to_pb(d) for d in documents],
+            commit_valid=commit_valid)
         response = await call(self._stub.IngestDocuments, request, timeout=self.ingest_timeout_s, service=SERVICE)
         return convert.ingest_report_from_pb(response)
 

@@ -149,16 +149,19 @@ def completion_from_pb(c: ks_pb.ScoreCompletion) -> m.ScoreCompletion:
 def ingest_report_to_pb(r: m.IngestReport) -> ks_pb.IngestDocumentsResponse:
     return ks_pb.IngestDocumentsResponse(
         results=[ks_pb.IngestResult(artifact_id=x.artifact_id, entries_written=x.entries_written,
-                                    entries_replaced=x.entries_replaced) for x in r.results],
+                                    entries_replaced=x.entries_replaced, index=x.index) for x in r.results],
         total_entries=r.total_entries, embed_seconds=r.embed_seconds, commit_seconds=r.commit_seconds,
+        rejected=[ks_pb.IngestRejection(index=x.index, artifact_id=x.artifact_id, field=x.field, reason=x.reason)
+                  for x in r.rejected],
     )
 
 
 def ingest_report_from_pb(r: ks_pb.IngestDocumentsResponse) -> m.IngestReport:
     return m.IngestReport(
         results=tuple(m.IngestResult(artifact_id=x.artifact_id, entries_written=x.entries_written,
-                                     entries_replaced=x.entries_replaced) for x in r.results),
+                                     entries_replaced=x.entries_replaced, index=x.index) for x in r.results),
         total_entries=r.total_entries, embed_seconds=r.embed_seconds, commit_seconds=r.commit_seconds,
+        rejected=tuple(m.IngestRejection(x.index, x.artifact_id, x.field, x.reason) for x in r.rejected),
     )
 
 

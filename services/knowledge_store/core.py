@@ -79,9 +79,12 @@ class KnowledgeStore:
     # -- ingest and delete -------------------------------------------------------------------
 
     async def ingest(self, tenant_id: str, persona_id: str, documents: Sequence[DocumentIn],
-                     progress: Callable[[int, int], None] | None = None) -> IngestReport:
-        """Chunk, embed and commit `documents` atomically (upsert by artifact id)."""
-        return await self._ingester.ingest(tenant_id, persona_id, documents, progress)
+                     progress: Callable[[int, int], None] | None = None, *,
+                     commit_valid: bool = False) -> IngestReport:
+        """Chunk, embed and commit `documents` (upsert by artifact id), each atomically; the
+        batch is all-or-nothing unless `commit_valid` (then invalid ones are reported by index)."""
+        return await self._ingester.ingest(tenant_id, persona_id, documents, progress,
+                                           commit_valid=commit_valid)
 
     async def delete(self, tenant_id: str, artifact_ids: Sequence[str]) -> tuple[int, int]:
         """Delete artifacts from records, keyword index and vectors. Returns (artifacts, entries)."""

@@ -27,8 +27,8 @@ class KnowledgeStoreServicer(ks_grpc.KnowledgeStoreServicer):
     async def IngestDocuments(self, request, context):
         tenant = policy.write(verified_caller(), request.tenant_id, "ingest")
         report = await self._store.ingest(
-            tenant, request.persona_id, [convert.document_from_pb(d) for d in request.documents]
-        )
+            tenant, request.persona_id, [convert.document_from_pb(d) for d in request.documents],
+            commit_valid=request.commit_valid)
         return convert.ingest_report_to_pb(report)
 
     @translate_errors

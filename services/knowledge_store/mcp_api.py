@@ -38,12 +38,28 @@ class KnowledgeFiltersIn(FiltersIn):
     persona_id: str = ""
 
 
+class IngestedOut(BaseModel):
+    index: int
+    artifact_id: str
+    entries_written: int
+    entries_replaced: int
+
+
+class RejectedOut(BaseModel):
+    index: int
+    artifact_id: str
+    field: str
+    reason: str
+
+
 class IngestOut(BaseModel):
     artifacts: int
     total_entries: int
     entries_replaced: int
     embed_seconds: float
     commit_seconds: float
+    ingested: list[IngestedOut] = Field(default_factory=list)
+    rejected: list[RejectedOut] = Field(default_factory=list)
 
 
 class HitOut(BaseModel):
@@ -114,15 +130,23 @@ def build_mcp(store: KnowledgeStore, *, allow_local_identity: bool, token_verifi
         return identity.principal()
 
     @mcp.tool(name="ingest_documents", description=(
-        "Chunk, embed and commit documents atomically into the caller's tenant; an existing artifact id is replaced."))
-    async def ingest_documents(documents: list[DocumentIn], persona_id: str = "") -> IngestOut:
+        "Chunk, embed and commit documents into the caller's tenant, each atomically; an existing artifact id is "
+        "replaced. The batch is all-or-nothing unless commit_valid is true: then invalid documents are listed in "
+        "`rejected` by index and the valid ones are committed."))
+    async def ingest_documents(documents: list[DocumentIn], persona_id: str = "",
+                               commit_valid: bool = False) -> IngestOut:
         async def run() -> IngestOut:
             docs = [m.DocumentIn(artifact=m.ArtifactMeta(**m.artifact_values(d)), content=d.content,
                                  content_type=d.content_type) for d in documents]
-            r = await store.ingest(who().tenant_id, persona_id, docs)
+            r = await store.ingest(who().tenant_id, persona_id, docs, commit_valid=commit_valid)
             return IngestOut(artifacts=len(r.results), total_entries=r.total_entries,
                              entries_replaced=sum(x.entries_replaced for x in r.results),
-                             embed_seconds=r.embed_seconds, commit_seconds=r.commit_seconds)
+                             embed_seconds=r.embed_seconds, commit_seconds=r.commit_seconds,
+                             ingested=[IngestedOut(index=x.index, artifact_id=x.artifact_id,
+                                                   entries_written=x.entries_written,
+                                                   entries_replaced=x.entries_replaced) for x in r.results],
+                             rejected=[RejectedOut(index=x.index, artifact_id=x.artifact_id, field=x.field,
+                                                   reason=x.reason) for x in r.rejected])
         return await guarded(run)
 
     @mcp.tool(name="search_by_vector", description="Top-k entries by cosine similarity to a query vector.")

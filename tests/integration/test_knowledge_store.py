@@ -201,7 +201,7 @@ async def test_bad_input_is_refused_and_nothing_is_written(store, llm):
     cases = [
         ("", [doc("x", "text")], "tenant"),
         (tenant, [doc("good", "fine text"), doc("empty", "   ")], "documents[1]"),
-        (tenant, [doc("huge", "word " * 600_000)], "documents[0]"),
+        (tenant, [doc("dup", "first"), doc("dup", "second")], "documents[1].artifact.artifact_id"),
         (tenant, [DocumentIn(artifact=ArtifactMeta(artifact_id=""), content="no id")], "artifact_id"),
         (tenant, [DocumentIn(artifact=ArtifactMeta(artifact_id="t"), content="x", content_type="application/pdf")],
          "content_type"),
@@ -285,3 +285,33 @@ async def test_kill_9_during_ingest_recovers_exactly_the_acknowledged_writes(tmp
         await client.close()
         proc.send_signal(signal.SIGTERM)
         proc.wait(timeout=15)
+
+
+async def test_a_batch_with_commit_valid_commits_the_good_documents_and_reports_the_bad_by_index(store):
+    tenant = "commitvalid"
+    report = await store.ingest(tenant, "", [doc("cv-good", "Narwhals use their tusks to sense salinity."),
+                                             doc("cv-empty", " "), doc("cv-good-2", "Capybaras are social rodents.")],
+                                commit_valid=True)
+    assert [(r.index, r.artifact_id) for r in report.results] == [(0, "cv-good"), (2, "cv-good-2")]
+    assert [(r.index, r.artifact_id, r.field) for r in report.rejected] == [(1, "cv-empty", "documents[1].content")]
+    hits, _ = await store.search_by_filters(tenant, "narwhals capybaras", [], 10, SearchFilters())
+    assert {h.entry.artifact_id for h in hits} == {"cv-good", "cv-good-2"}
+    with pytest.raises(InvalidArgument):                # without it, the batch is all-or-nothing
+        await store.ingest(tenant, "", [doc("cv-3", "Okapis."), doc("cv-empty", "")])
+
+
+async def test_nucleus_ingest_of_a_mixed_folder_ingests_the_good_files_and_exits_non_zero(store, stack, tmp_path):
+    from cli.main import main
+    from benchmarks.sample_files import write_broken_folder, write_good_folder
+
+    titles = write_good_folder(tmp_path / "docs")
+    write_broken_folder(tmp_path / "docs" / "broken")
+    argv = ["--data-dir", str(tmp_path / "cli-data"), "ingest", str(tmp_path / "docs"), "--tenant", "cli-folder",
+            "--knowledge-store-target", stack["knowledge_store"]["grpc"]]
+    assert await asyncio.to_thread(main, argv) == 2, "rejected files make the exit code non-zero"
+    hits, _ = await store.search_by_filters("cli-folder", "pelican quokka narwhal gyro lighthouse walrus cormorant "
+                                            "brûlée ocelot heron", [], 50, SearchFilters())
+    assert {h.entry.artifact_id: h.artifact.title for h in hits} == titles
+    assert await asyncio.to_thread(main, argv + ["--strict"]) == 2
+    (tmp_path / "docs" / "broken").rename(tmp_path / "elsewhere")
+    assert await asyncio.to_thread(main, argv + ["--sync"]) == 0, "unchanged good files, nothing rejected"

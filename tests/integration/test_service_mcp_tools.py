@@ -46,6 +46,11 @@ async def test_knowledge_store_tool_errors_name_the_field(stack):
     async with http_client(stack["knowledge_store"]["mcp"]) as client:
         empty = await client.call_tool("ingest_documents", {"documents": [{"artifact_id": "x", "content": "  "}]})
         assert "documents[0]" in error_text(empty)
+        partial = structured(await client.call_tool("ingest_documents", {"commit_valid": True, "documents": [
+            {"artifact_id": "mcp-partial-empty", "content": "  "},
+            {"artifact_id": "mcp-partial-ok", "content": "Axolotls regrow their limbs."}]}))
+        assert [(d["index"], d["artifact_id"]) for d in partial["ingested"]] == [(1, "mcp-partial-ok")]
+        assert [(r["index"], r["field"]) for r in partial["rejected"]] == [(0, "documents[0].content")]
         wrong_dim = await client.call_tool("search_by_vector", {"query_vector": [0.1, 0.2], "top_k": 3})
         assert "384" in error_text(wrong_dim)
 

@@ -287,6 +287,37 @@ async def test_invalid_documents_name_the_field_and_write_nothing(tmp_path, embe
         store.close()
 
 
+async def test_commit_valid_writes_the_good_documents_and_reports_each_bad_one_by_index(tmp_path, embedder):
+    store = KnowledgeStore(settings_for(tmp_path, max_document_chars=1_000), embedder)
+    try:
+        batch = [doc("good-1", "Otters hold hands while sleeping."), doc("empty", "   "),
+                 doc("huge", "x " * 600), doc("good-2", "Puffins nest in burrows."),
+                 doc("good-1", "a repeated id"), doc("bad#id", "text"), doc("markup", "<p> </p>", "text/html")]
+        report = await store.ingest("t", "", batch, commit_valid=True)
+        assert [(r.index, r.artifact_id) for r in report.results] == [(0, "good-1"), (3, "good-2")]
+        assert [(r.index, r.field) for r in report.rejected] == [
+            (1, "documents[1].content"), (2, "documents[2].content"), (4, "documents[4].artifact.artifact_id"),
+            (5, "documents[5].artifact.artifact_id"), (6, "documents[6].content")]
+        assert "is empty" in report.rejected[0].reason and "at most 1000" in report.rejected[1].reason
+        hits, _ = await store.search_by_filters("t", "otters puffins", [], 10, F)
+        assert {h.entry.artifact_id for h in hits} == {"good-1", "good-2"}
+        assert (await store.stats("t")).artifacts == 2
+        only_bad = await store.ingest("t", "", [doc("e", "")], commit_valid=True)
+        assert only_bad.results == () and [r.index for r in only_bad.rejected] == [0]
+        with pytest.raises(InvalidArgument):                    # the default stays all-or-nothing
+            await store.ingest("t", "", [doc("good-3", "Seals."), doc("e", "")])
+        assert (await store.stats("t")).artifacts == 2
+    finally:
+        store.close()
+
+
+async def test_a_document_larger_than_the_old_two_million_character_limit_is_chunked(store):
+    text = "\n\n".join(f"Paragraph {i} about the migratory habits of arctic terns." for i in range(40_000))
+    assert len(text) > 2_000_000
+    report = await store.ingest("t", "", [doc("terns", text)])
+    assert report.results[0].entries_written > 100
+
+
 async def test_bad_persona_id_is_rejected(store):
     with pytest.raises(InvalidArgument) as err:
         await store.ingest("t", "bad persona!", [doc("a", "text")])

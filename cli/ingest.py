@@ -1,0 +1,101 @@
+"""`nucleus ingest PATH --tenant T [--strict] [--sync] [--watch]`: the terminal side of a
+folder ingest (folder_ingest.py does the work) — a progress bar of files and bytes, one line
+per rejected file, a summary table, and the exit code (2 when any file was rejected).
+
+The manifest of (tenant, folder) lives in `<data dir>/ingest/<tenant>/`; `--no-manifest`
+ingests every file regardless of it.
+"""
+from __future__ import annotations
+
+import argparse
+import asyncio
+from pathlib import Path
+
+from rich.console import Console
+from rich.markup import escape
+from rich.progress import (BarColumn, DownloadColumn, Progress, TextColumn, TimeElapsedColumn,
+                           TransferSpeedColumn)
+from rich.table import Table
+
+from cli.folder_ingest import FAILED, INGESTED, REMOVED, UNCHANGED, FolderIngest, RunSummary, watch
+from shared.documents.manifest import Manifest, manifest_path
+from shared.errors import InvalidArgument
+
+FAILED_EXIT = InvalidArgument.exit_code
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("path")
+    parser.add_argument("--tenant", required=True)
+    parser.add_argument("--persona", default="")
+    parser.add_argument("--batch", type=int, default=32, help="documents per request")
+    parser.add_argument("--strict", action="store_true", help="stop at the first rejected file")
+    parser.add_argument("--sync", action="store_true",
+                        help="also delete the artifacts of files that are gone since the last run")
+    parser.add_argument("--watch", action="store_true",
+                        help="keep the folder in sync as files change (implies --sync); Ctrl-C stops")
+    parser.add_argument("--no-manifest", action="store_true",
+                        help="ingest every file, ignoring (and not updating) the folder manifest")
+    parser.add_argument("--knowledge-store-target", dest="knowledge_store_target")
+
+
+def print_summary(console: Console, summary: RunSummary, tenant: str) -> None:
+    for o in summary.failed:
+        console.print(f"[red]rejected[/red] {escape(o.reason)}: {escape(o.detail or o.path)}")
+    table = Table(title=f"ingest into tenant '{tenant}'")
+    for column in ("outcome", "files", "documents", "entries", "MB", "pages"):
+        table.add_column(column, justify="left" if column == "outcome" else "right")
+    for status in (INGESTED, UNCHANGED, REMOVED, FAILED):
+        rows = [o for o in summary.outcomes if o.status == status]
+        if rows:
+            table.add_row(status, str(len(rows)), str(sum(o.documents for o in rows)),
+                          str(sum(o.entries for o in rows)), f"{sum(o.size for o in rows) / 1e6:.2f}",
+                          str(sum(o.pages for o in rows)))
+    console.print(table)
+    console.print(f"{summary.seconds:.1f}s (converting {summary.convert_seconds:.1f}s, "
+                  f"embedding {summary.embed_seconds:.1f}s, committing {summary.commit_seconds:.1f}s)")
+
+
+async def run(args: argparse.Namespace, store, state_dir: Path, console: Console) -> int:
+    """One pass (or, with --watch, passes until interrupted) over args.path with `store`."""
+    root = Path(args.path)
+    if not root.exists():
+        raise InvalidArgument("PATH", f"{root} does not exist")
+    use_manifest = not getattr(args, "no_manifest", False)
+    sync = getattr(args, "sync", False) or getattr(args, "watch", False)
+
+    def make_run(progress=None) -> FolderIngest:
+        manifest = Manifest.load(manifest_path(state_dir, args.tenant, root), root) if use_manifest else None
+        return FolderIngest(store, root, args.tenant, args.persona, manifest=manifest,
+                            strict=getattr(args, "strict", False), sync=sync and use_manifest,
+                            batch_docs=args.batch, progress=progress)
+
+    if getattr(args, "watch", False):
+        def on_pass(summary: RunSummary) -> None:
+            changed = [o for o in summary.outcomes if o.status != UNCHANGED]
+            for o in changed:
+                colour = "red" if o.status == FAILED else "green"
+                console.print(f"[{colour}]{o.status}[/{colour}] {escape(o.path)}"
+                              + (f" — {escape(o.reason)}: {escape(o.detail)}" if o.status == FAILED else ""))
+            console.print(f"[dim]in sync ({len(summary.outcomes)} files); watching {escape(str(root))}[/dim]")
+
+        await watch(make_run, root, on_pass=on_pass)
+        return 0
+
+    from shared.documents import iter_files
+
+    total = sum(p.stat().st_size for p in iter_files(root))
+    with Progress(TextColumn("[bold]ingest[/bold] {task.description}"), BarColumn(), DownloadColumn(),
+                  TransferSpeedColumn(), TimeElapsedColumn(), console=console) as bar:
+        task = bar.add_task("0 files", total=total)
+        done = {"files": 0}
+
+        def progress(outcome) -> None:
+            if outcome.status == REMOVED:
+                return
+            done["files"] += 1
+            bar.update(task, advance=outcome.size, description=f"{done['files']} files")
+
+        summary = await make_run(progress).run()
+    print_summary(console, summary, args.tenant)
+    return FAILED_EXIT if summary.failed else 0

@@ -1,0 +1,229 @@
+"""Converters from office formats to Markdown the chunker reads, each through a maintained
+library: PDF with pypdf (page by page), DOCX with python-docx, PPTX with python-pptx, XLSX
+with openpyxl (read-only, streaming rows).
+
+    PDF   one `# Page N` section per page, so every chunk's heading path starts with its page
+          (a citation points at `<source_uri>#page=N`); title/dates from the document info
+    DOCX  Heading N / Title styles → `#` headings, list styles → `- ` / `1. ` items, tables →
+          Markdown tables, in document order; title/dates from the core properties
+    PPTX  one `# Slide N: <slide title>` section per slide, text frames as paragraphs or
+          indented `- ` items, tables → Markdown tables
+    XLSX  one `# <sheet>` section per sheet, rows as a Markdown table (first row = header)
+
+Each returns a `Converted`; a problem with the file raises `Rejected` with its reason.
+"""
+from __future__ import annotations
+
+import datetime as dt
+import re
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+from shared.errors import InvalidArgument
+
+EMPTY, UNREADABLE, ENCRYPTED, UNSUPPORTED, CONVERSION_FAILED, BAD_FRONT_MATTER, DUPLICATE_ID = (
+    "empty", "unreadable", "encrypted", "unsupported type", "conversion failed", "bad front matter",
+    "duplicate id")
+MAX_SHEET_ROWS = 100_000                     # per sheet; the rest is left out and said so
+
+
+class Rejected(InvalidArgument):
+    """A file that cannot be ingested; `reason` is one of the names above."""
+
+    def __init__(self, path: str, reason: str, problem: str) -> None:
+        super().__init__(path, problem)
+        self.reason = reason
+
+
+@dataclass(frozen=True, slots=True)
+class Converted:
+    text: str                     # Markdown
+    title: str = ""
+    created_unix: int = 0
+    modified_unix: int = 0
+    pages: int = 0                # pages, slides or sheets converted
+
+
+def _unix(value: object) -> int:
+    if not isinstance(value, dt.datetime):
+        return 0
+    if value.tzinfo is None:
+        value = value.replace(tzinfo=dt.timezone.utc)
+    return max(0, int(value.timestamp()))
+
+
+def _escape_headings(text: str) -> str:
+    """Keep a line of extracted text that starts with '#' from reading as a heading."""
+    return re.sub(r"(?m)^(\s*)#", r"\1\\#", text)
+
+
+def _cell(value: object) -> str:
+    return "" if value is None else " ".join(str(value).split()).replace("|", "\\|")
+
+
+def markdown_table(rows: Iterable[Iterable[object]]) -> str:
+    """A Markdown table of `rows` (the first is the header); '' when there are none."""
+    out: list[str] = []
+    width = 0
+    for row in rows:
+        cells = [_cell(c) for c in row]
+        if not out:
+            width = len(cells)
+            if not width:
+                continue
+            out += ["| " + " | ".join(cells) + " |", "|" + " --- |" * width]
+        else:
+            cells = (cells + [""] * width)[:width]
+            out.append("| " + " | ".join(cells) + " |")
+    return "\n".join(out)
+
+
+def pdf(path: Path) -> Converted:
+    from pypdf import PdfReader
+    from pypdf.errors import FileNotDecryptedError, PdfReadError
+
+    try:
+        reader = PdfReader(path)
+        if reader.is_encrypted and not reader.decrypt(""):
+            raise Rejected(str(path), ENCRYPTED, "is an encrypted PDF (a password is needed to read it)")
+        sections = []
+        for number, page in enumerate(reader.pages, start=1):
+            text = (page.extract_text() or "").strip()
+            if text:
+                sections.append(f"# Page {number}\n\n{_escape_headings(text)}")
+        info = reader.metadata
+        n_pages = len(reader.pages)
+    except Rejected:
+        raise
+    except FileNotDecryptedError:
+        raise Rejected(str(path), ENCRYPTED, "is an encrypted PDF (a password is needed to read it)") from None
+    except (PdfReadError, ValueError, KeyError, TypeError, OSError, RecursionError) as err:
+        raise Rejected(str(path), CONVERSION_FAILED, f"is not a readable PDF: {type(err).__name__}: {err}") from None
+    if not sections:
+        raise Rejected(str(path), EMPTY, f"has no extractable text in {n_pages} pages (scanned pages need OCR)")
+    title = created = modified = None
+    if info is not None:
+        title, created, modified = info.title, info.creation_date, info.modification_date
+    return Converted("\n\n".join(sections), title=str(title or "").strip(), created_unix=_unix(created),
+                     modified_unix=_unix(modified), pages=n_pages)
+
+
+def _docx_blocks(document) -> Iterator[str]:
+    from docx.table import Table
+    from docx.text.paragraph import Paragraph
+
+    for item in document.iter_inner_content():
+        if isinstance(item, Table):
+            yield markdown_table([c.text for c in row.cells] for row in item.rows)
+        elif isinstance(item, Paragraph):
+            text = item.text.strip()
+            if not text:
+                continue
+            style = (item.style.name if item.style is not None else "") or ""
+            level = re.fullmatch(r"Heading (\d)", style)
+            if style == "Title":
+                yield f"# {text}"
+            elif level:
+                yield "#" * min(6, int(level.group(1))) + " " + text
+            elif style.startswith("List Number"):
+                yield f"1. {text}"
+            elif style.startswith("List"):
+                yield f"- {text}"
+            else:
+                yield _escape_headings(text)
+
+
+def docx(path: Path) -> Converted:
+    import docx as python_docx
+
+    try:
+        document = python_docx.Document(str(path))
+        text = "\n\n".join(b for b in _docx_blocks(document) if b)
+        props = document.core_properties
+    except Exception as err:  # python-docx raises many kinds (zip, xml, key) for a damaged file
+        raise Rejected(str(path), CONVERSION_FAILED, f"is not a readable DOCX: {type(err).__name__}: {err}") from None
+    return Converted(_join_lists(text), title=(props.title or "").strip(), created_unix=_unix(props.created),
+                     modified_unix=_unix(props.modified))
+
+
+def _join_lists(text: str) -> str:
+    """Consecutive list items as one list block (no blank line between them)."""
+    return re.sub(r"(?m)^((?:- |1\. ).*)\n\n(?=(?:- |1\. ))", r"\1\n", text)
+
+
+def _shape_blocks(shape) -> Iterator[str]:
+    if getattr(shape, "has_table", False) and shape.has_table:
+        yield markdown_table([c.text for c in row.cells] for row in shape.table.rows)
+    elif getattr(shape, "has_text_frame", False) and shape.has_text_frame:
+        lines = []
+        for p in shape.text_frame.paragraphs:
+            text = "".join(r.text for r in p.runs).strip()
+            if text:
+                lines.append(("  " * p.level + "- " + text) if p.level or len(shape.text_frame.paragraphs) > 1
+                             else _escape_headings(text))
+        if lines:
+            yield "\n".join(lines)
+    for child in getattr(shape, "shapes", ()):          # group shapes
+        yield from _shape_blocks(child)
+
+
+def pptx(path: Path) -> Converted:
+    from pptx import Presentation
+
+    try:
+        deck = Presentation(str(path))
+        sections = []
+        for number, slide in enumerate(deck.slides, start=1):
+            title_shape = slide.shapes.title
+            title = title_shape.text_frame.text.strip() if title_shape is not None else ""
+            title_id = title_shape.shape_id if title_shape is not None else None
+            blocks = [b for s in slide.shapes if s.shape_id != title_id for b in _shape_blocks(s)]
+            if slide.has_notes_slide and slide.notes_slide.notes_text_frame is not None:
+                notes = slide.notes_slide.notes_text_frame.text.strip()
+                if notes:
+                    blocks.append(f"Notes: {notes}")
+            if title or blocks:
+                heading = f"# Slide {number}: {title}" if title else f"# Slide {number}"
+                sections.append("\n\n".join([heading, *blocks]))
+        props = deck.core_properties
+        n = len(deck.slides)
+    except Exception as err:  # python-pptx raises many kinds for a damaged file
+        raise Rejected(str(path), CONVERSION_FAILED, f"is not a readable PPTX: {type(err).__name__}: {err}") from None
+    if not sections:
+        raise Rejected(str(path), EMPTY, f"has no text in {n} slides")
+    return Converted("\n\n".join(sections), title=(props.title or "").strip(), created_unix=_unix(props.created),
+                     modified_unix=_unix(props.modified), pages=n)
+
+
+def xlsx(path: Path) -> Converted:
+    from openpyxl import load_workbook
+
+    try:
+        book = load_workbook(str(path), read_only=True, data_only=True)
+        try:
+            sections = []
+            for sheet in book.worksheets:
+                rows = []
+                for i, row in enumerate(sheet.iter_rows(values_only=True)):
+                    if i >= MAX_SHEET_ROWS:
+                        rows.append([f"(rows after {MAX_SHEET_ROWS} left out)"])
+                        break
+                    if any(v is not None and str(v).strip() for v in row):
+                        rows.append(row)
+                table = markdown_table(rows)
+                if table:
+                    sections.append(f"# {sheet.title}\n\n{table}")
+            props = book.properties
+            n = len(book.worksheets)
+        finally:
+            book.close()
+    except Exception as err:  # openpyxl raises many kinds for a damaged file
+        raise Rejected(str(path), CONVERSION_FAILED, f"is not a readable XLSX: {type(err).__name__}: {err}") from None
+    if not sections:
+        raise Rejected(str(path), EMPTY, f"has no cell values in {n} sheets")
+    return Converted("\n\n".join(sections), title=(props.title or "").strip(), created_unix=_unix(props.created),
+                     modified_unix=_unix(props.modified), pages=n)
+
+
+CONVERTERS = {".pdf": pdf, ".docx": docx, ".pptx": pptx, ".xlsx": xlsx}
