@@ -25,6 +25,7 @@ from shared.errors import InvalidArgument
 from shared.identity import Principal
 from shared.mcp_errors import ErrorCode
 from shared.records import SearchFilters
+from shared.documents.pages import cite_uri, page_of
 
 _SEVERITY = {"unauthorized_source": 0, "invalid_source": 1}
 
@@ -91,8 +92,9 @@ def hit_out(r: RankedResult, uri: str) -> HitOut:
         id=e.id, score=round(r.overall, 6), snippet=r.snippet, chunk=e.text, title=a.title or a.file_name,
         uri=uri, resourceId=a.source_id, sourceId=a.artifact_id,
         provenance=ProvenanceOut(artifact_id=a.artifact_id, source_type=a.source_type,
-                                 source_uri=http_uri(a.source_uri), file_name=a.file_name,
-                                 file_type=a.file_type, chunk_index=e.chunk_index, headline=e.headline,
+                                 source_uri=http_uri(cite_uri(a.source_uri, e.headline, a.file_type)),
+                                 file_name=a.file_name, file_type=a.file_type, chunk_index=e.chunk_index,
+                                 headline=e.headline, page=page_of(e.headline, a.file_type),
                                  scores=ScoresOut(relevancy=rel, recency=rec, richness=rich, reputation=rep)),
         timestamp=iso_utc(e.timestamp_unix or a.modified_unix or a.created_unix))
 

@@ -166,11 +166,13 @@ class ScoresOut(BaseModel):
 class ProvenanceOut(BaseModel):
     artifact_id: str
     source_type: str
-    source_uri: str | None = None            # the original location, only if it is an http(s) URL
+    source_uri: str | None = None            # the original location, only if it is an http(s) URL;
+                                             # a PDF chunk's points at its page (`#page=N`)
     file_name: str
     file_type: str
     chunk_index: int
     headline: str
+    page: int | None = None                  # the PDF page the chunk comes from
     scores: ScoresOut
 
 
