@@ -7,15 +7,18 @@
 
 Every valid file is ingested; a rejected one (empty, unreadable, encrypted, unsupported type,
 conversion failed, bad front matter, duplicate id, refused by the store) is listed with its
-reason and nothing else is lost. `strict` stops at the first rejected file (what was converted
-before it is still sent). Memory is bounded by the batch: at most `batch_chars` of converted
-text (plus the file being converted) is held; a file bigger than that is sent alone.
+reason and nothing else is lost. `strict` stops at the first rejected file: at a conversion
+rejection before converting more (what was converted before it is still sent), at a document the
+store refuses after that request (its valid documents are committed; no further file is sent).
+Memory is bounded by the batch: at most `batch_chars` of converted text (plus the file being
+converted) is held; a file bigger than that is sent alone.
 `watch` keeps a folder in sync: a sync pass at start (resuming from the manifest), then one per
 burst of file changes.
 """
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -105,6 +108,8 @@ class FolderIngest:
             if sum(len(d.content) for p in pending for d in p.documents) >= self._batch_chars \
                     or sum(len(p.documents) for p in pending) >= self._batch_docs:
                 await self._flush(pending, summary)
+                if self._strict and summary.failed:      # the store refused a document
+                    break
         await self._flush(pending, summary)
         if self._sync and self._manifest is not None and not (self._strict and summary.failed):
             await self._remove_gone(files, summary)
@@ -178,8 +183,13 @@ class FolderIngest:
             for r in report.rejected:
                 rejected.setdefault(part[r.index][0], []).append(f"{r.field}: {r.reason}")
             start = end
+            if self._strict and rejected:                 # no further request after a refusal
+                break
+        unsent = {i for i, _ in docs[start:]}
         stale: list[str] = []
         for i, p in enumerate(pending):
+            if i in unsent and i not in rejected:         # strict stopped before all of it was sent
+                continue
             p.outcome.entries = entries.get(i, 0)
             if i in rejected:
                 p.outcome.reason = "refused by the store"
@@ -233,6 +243,20 @@ async def watch(make_run: Callable[[], FolderIngest], root: Path, *, on_pass: Ca
             return True
         return not any(part.startswith(".") for part in parts)
 
-    on_pass(await make_run().run())
-    async for _changes in awatch(root, watch_filter=visible, stop_event=stop, debounce=debounce_ms, step=50):
+    changes = awatch(root, watch_filter=visible, stop_event=stop, debounce=debounce_ms, step=50)
+    first = asyncio.ensure_future(anext(changes))
+    await asyncio.sleep(0)          # awatch starts its watcher before its first wait, so a change
+    try:                            # made during the first pass triggers another one
         on_pass(await make_run().run())
+        await first
+        while True:
+            on_pass(await make_run().run())
+            await anext(changes)
+    except StopAsyncIteration:      # `stop` was set
+        return
+    finally:
+        if not first.done():
+            first.cancel()
+            with contextlib.suppress(asyncio.CancelledError, StopAsyncIteration):
+                await first
+        await changes.aclose()

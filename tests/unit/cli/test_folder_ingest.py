@@ -83,6 +83,44 @@ async def test_strict_stops_at_the_first_rejected_file(store, tmp_path):
     assert set(await search(store, "albatrosses gannets")) == {"a"}
 
 
+
+async def test_strict_also_stops_at_the_first_document_the_store_refuses(tmp_path):
+    ks = KnowledgeStore(settings_for(tmp_path / "store", max_document_chars=200), HashEmbedder())
+    try:
+        root = tmp_path / "docs"
+        root.mkdir()
+        (root / "a.md").write_text("Alpha about albatrosses. " * 20)      # 500 characters: refused
+        (root / "b.md").write_text("Beta about boobies.\n")
+        (root / "c.md").write_text("Gamma about gannets.\n")
+        (root / "d.md").write_text("Delta about dippers.\n")
+        summary = await run(ks, root, tmp_path / "state", strict=True, batch_docs=2).run()
+        assert [(os.path.basename(o.path), o.status, o.reason) for o in summary.outcomes] == \
+            [("a.md", FAILED, "refused by the store"), ("b.md", INGESTED, "")], \
+            "the rest of a's request is committed, no later file is sent"
+        assert set(await search(ks, "albatrosses boobies gannets dippers")) == {"b"}
+        manifest = Manifest.load(manifest_path(tmp_path / "state", "t", root), root)
+        assert sorted(manifest.files) == ["b.md"]
+        whole = await run(ks, root, tmp_path / "state").run()                # without --strict: every file
+        assert sorted((os.path.basename(o.path), o.status) for o in whole.outcomes) == \
+            [("a.md", FAILED), ("b.md", UNCHANGED), ("c.md", INGESTED), ("d.md", INGESTED)]
+    finally:
+        ks.close()
+
+
+async def test_strict_does_not_count_a_file_whose_documents_were_not_all_sent(tmp_path):
+    ks = KnowledgeStore(settings_for(tmp_path / "store", max_document_chars=200), HashEmbedder())
+    try:
+        root = tmp_path / "docs"
+        root.mkdir()
+        (root / "a.md").write_text("Alpha about albatrosses. " * 20)      # refused, in the first request
+        (root / "b.jsonl").write_text("".join(f'{{"text": "Line {i} about boobies."}}\n' for i in range(3)))
+        summary = await run(ks, root, tmp_path / "state", strict=True, batch_docs=2).run()
+        assert [(os.path.basename(o.path), o.status) for o in summary.outcomes] == [("a.md", FAILED)], \
+            "b-2 and b-3 were never sent, so b.jsonl is neither ingested nor recorded"
+        assert not Manifest.load(manifest_path(tmp_path / "state", "t", root), root).files
+    finally:
+        ks.close()
+
 async def test_files_sharing_an_id_are_not_silently_merged(store, tmp_path):
     root = tmp_path / "docs"
     for folder, word in (("one", "kiwi"), ("two", "kakapo")):
