@@ -23,6 +23,8 @@ Cores raise these. Each adapter translates exactly once, in its own module:
 """
 from __future__ import annotations
 
+import math
+
 
 class NucleusError(Exception):
     """Base of every error the cores raise on purpose."""
@@ -74,6 +76,12 @@ class ResourceExhausted(NucleusError):
     def __init__(self, message: str, *, field: str | None = None, retry_after_s: float | None = None) -> None:
         super().__init__(message, field=field)
         self.retry_after_s = retry_after_s      # when known: how long until a retry can succeed
+
+
+def retry_after_seconds(wait_s: float) -> int:
+    """A Retry-After value (HTTP's, gRPC's `retry-after` metadata, MCP's `data.retry_after`):
+    whole seconds, rounded up, at least 1."""
+    return max(1, math.ceil(wait_s))
 
 
 class StorageFull(ResourceExhausted):

@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import functools
 import logging
-import math
 from typing import Any, Callable
 
 import grpc
@@ -36,6 +35,7 @@ from shared.errors import (
     Unauthenticated,
     Unavailable,
     UpstreamFailed,
+    retry_after_seconds,
 )
 
 log = logging.getLogger(__name__)
@@ -83,7 +83,7 @@ def error_metadata(err: NucleusError) -> tuple[tuple[str, str], ...]:
     metadata = [(KIND_METADATA, err.kind)]
     retry_after = getattr(err, "retry_after_s", None)
     if retry_after is not None:
-        metadata.append((RETRY_AFTER_METADATA, str(max(1, math.ceil(retry_after)))))
+        metadata.append((RETRY_AFTER_METADATA, str(retry_after_seconds(retry_after))))
     return tuple(metadata)
 
 

@@ -43,6 +43,8 @@ class Principal:
 
 #: The role for tenant-wide changes (default ranking profile, ingest/delete, source settings).
 ADMIN = "admin"
+#: The stack's operator (the `nucleus` CLI's own key): its principal name, role and auth method.
+OPERATOR = "operator"
 
 
 def local_principal() -> Principal:

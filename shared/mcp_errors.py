@@ -17,7 +17,6 @@ Only MCP, pydantic and `shared.errors` are imported here: no service, no transpo
 """
 from __future__ import annotations
 
-import math
 from collections.abc import Mapping
 from typing import Any, Awaitable, Callable, Literal, TypeVar
 
@@ -37,6 +36,7 @@ from shared.errors import (
     Unauthenticated,
     Unavailable,
     UpstreamFailed,
+    retry_after_seconds,
 )
 
 T = TypeVar("T")
@@ -102,7 +102,7 @@ def jsonrpc_error(err: NucleusError) -> MCPError:
 def retry_after_data(err: ResourceExhausted) -> dict[str, int] | None:
     """`{"retry_after": seconds}` (whole seconds, as HTTP's Retry-After) when the error knows."""
     wait = err.retry_after_s
-    return None if wait is None else {"retry_after": max(1, math.ceil(wait))}
+    return None if wait is None else {"retry_after": retry_after_seconds(wait)}
 
 
 def validation_problem(err: ValidationError) -> str:

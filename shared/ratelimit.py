@@ -18,12 +18,12 @@ import time
 from collections import OrderedDict
 from typing import Callable
 
-from shared.errors import ResourceExhausted
-from shared.identity import Principal
+from shared.errors import ResourceExhausted, retry_after_seconds
+from shared.identity import OPERATOR, Principal
 
 DEFAULT_MAX_KEYS = 100_000
 #: Principals of the stack itself (an operator's CLI, another service): never limited here.
-UNLIMITED_AUTH_METHODS = frozenset({"operator", "service"})
+UNLIMITED_AUTH_METHODS = frozenset({OPERATOR, "service"})
 
 
 class RateLimiter:
@@ -80,11 +80,6 @@ class RateLimiter:
     def _evict(self) -> None:
         while len(self._buckets) > self._max_keys:
             self._buckets.popitem(last=False)
-
-
-def retry_after_seconds(wait_s: float) -> int:
-    """A Retry-After value: whole seconds, rounded up, at least 1."""
-    return max(1, math.ceil(wait_s))
 
 
 def rate_key(principal: Principal | None) -> str | None:

@@ -24,12 +24,12 @@ import grpc
 
 from shared.errors import NucleusError, ResourceExhausted
 from shared.grpc_errors import abort_for
+from shared.grpc_handlers import PROBE_SERVICES, split_method, wrap_unary
 from shared.identity import Principal, verified_caller
 from shared.mcp_errors import jsonrpc_error
 from shared.ratelimit import RateLimiter, rate_key
 
-UNLIMITED_SERVICES = frozenset({"grpc.health.v1.Health", "grpc.reflection.v1alpha.ServerReflection",
-                                "grpc.reflection.v1.ServerReflection"})
+UNLIMITED_SERVICES = PROBE_SERVICES
 
 
 def rate_limit_middleware(limiter: RateLimiter, principal_of: Callable[[Any], Principal | None]
@@ -63,7 +63,7 @@ class RateLimitInterceptor(grpc.aio.ServerInterceptor):
 
     async def intercept_service(self, continuation, handler_call_details):
         handler = await continuation(handler_call_details)
-        service = handler_call_details.method.lstrip("/").split("/", 1)[0]
+        service, _ = split_method(handler_call_details.method)
         if handler is None or handler.unary_unary is None or service in self._unlimited or not self._limiter.enabled:
             return handler
         inner = handler.unary_unary
@@ -78,9 +78,7 @@ class RateLimitInterceptor(grpc.aio.ServerInterceptor):
                     await abort_for(context, err)
             return await inner(request, context)
 
-        return grpc.unary_unary_rpc_method_handler(
-            limited, request_deserializer=handler.request_deserializer,
-            response_serializer=handler.response_serializer)
+        return wrap_unary(handler, limited)
 
 
 __all__ = ["rate_limit_middleware", "RateLimitInterceptor", "UNLIMITED_SERVICES"]

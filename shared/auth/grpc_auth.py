@@ -21,7 +21,8 @@ import grpc
 from shared.auth.service_identity import ServiceSigner
 from shared.errors import NucleusError, Unauthenticated
 from shared.grpc_errors import grpc_status
-from shared.identity import Principal, on_behalf_of, serving
+from shared.grpc_handlers import split_method, wrap_unary
+from shared.identity import OPERATOR, Principal, on_behalf_of, serving
 
 log = logging.getLogger(__name__)
 
@@ -42,7 +43,7 @@ class AuthServerInterceptor(grpc.aio.ServerInterceptor):
         handler = await continuation(handler_call_details)
         if handler is None:
             return handler
-        service = handler_call_details.method.lstrip("/").split("/", 1)[0]
+        service, _ = split_method(handler_call_details.method)
         if service in self._open:
             return handler
         try:
@@ -60,9 +61,7 @@ class AuthServerInterceptor(grpc.aio.ServerInterceptor):
                 with serving(principal):
                     return await inner(request, context)
 
-            return grpc.unary_unary_rpc_method_handler(
-                as_caller, request_deserializer=handler.request_deserializer,
-                response_serializer=handler.response_serializer)
+            return wrap_unary(handler, as_caller)
         return handler     # streaming (reflection): authenticated above, needs no principal
 
 
@@ -87,7 +86,7 @@ class SigningInterceptor(grpc.aio.UnaryUnaryClientInterceptor):
 
     async def intercept_unary_unary(self, continuation, client_call_details, request):
         user = on_behalf_of()
-        asserted = user is not None and bool(user.tenant_id) and user.auth_method not in ("service", "operator")
+        asserted = user is not None and bool(user.tenant_id) and user.auth_method not in ("service", OPERATOR)
         token = self._signer.token(self._audience, user if asserted else None)
         metadata = grpc.aio.Metadata()
         for key, value in client_call_details.metadata or ():

@@ -26,6 +26,7 @@ from mcp.server.auth.middleware.auth_context import get_access_token
 from mcp.server.auth.provider import AccessToken
 
 from shared.auth.config import CONTROL_CHARS, EMPTY_CONFIG, MAX_USER_CHARS, AuthConfig
+from shared.auth.service_identity import bearer
 from shared.auth.verifier import NucleusTokenVerifier, TokenRejected
 from shared.errors import InvalidArgument, Unauthenticated
 from shared.identity import Principal, current_principal
@@ -137,11 +138,7 @@ def grpc_principal(verifier: NucleusTokenVerifier, config: AuthConfig,
                    metadata: Mapping[str, str]) -> Principal:
     """The principal of a gRPC call from its `authorization: Bearer ...` metadata (same keys,
     JWT rules and trusted-platform headers as MCP over HTTP). Raises Unauthenticated."""
-    header = _header(metadata, "authorization") or ""
-    scheme, _, credential = header.partition(" ")
-    if scheme.lower() != "bearer" or not credential.strip():
-        raise Unauthenticated("missing bearer token: send 'authorization: Bearer <key>' metadata")
-    token = verifier.authenticate(credential.strip())
+    token = verifier.authenticate(bearer({"authorization": _header(metadata, "authorization") or ""}))
     if token.expires_at is not None and token.expires_at < int(time.time()):
         raise TokenRejected("expired", "bearer token has expired")
     return principal_from_access_token(token, metadata, config)

@@ -19,7 +19,8 @@ from mcp.server.auth.provider import AccessToken
 
 from shared.auth.api_keys import fingerprint
 from shared.auth.grpc_auth import AuthServerInterceptor, SigningInterceptor
-from shared.auth.service_identity import OPERATOR, ServiceSigner, ServiceVerifier, bearer
+from shared.auth.service_identity import ServiceSigner, ServiceVerifier, bearer
+from shared.identity import OPERATOR
 from shared.errors import NucleusError
 from shared.identity import Principal
 

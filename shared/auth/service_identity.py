@@ -40,11 +40,10 @@ from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey,
 
 from shared.auth.verifier import TokenRejected
 from shared.errors import InvalidArgument, PermissionDenied, Unauthenticated
-from shared.identity import TENANT_ID, Principal
+from shared.identity import ADMIN, OPERATOR, TENANT_ID, Principal
 
 log = logging.getLogger(__name__)
 
-OPERATOR = "operator"
 SERVICES = ("knowledge_store", "llm_orchestration", "rag_pipeline")
 PRINCIPALS = (*SERVICES, OPERATOR)
 #: Which principals may call which service (end users reach only rag_pipeline, with their own keys).
@@ -315,7 +314,7 @@ def _principal(claims: dict[str, Any], owner: str, kid: str) -> Principal:
                          session_tags=_strings(claims, "session_tags"), roles=roles,
                          auth_method="on_behalf_of", key_id=kid, extra={"service": owner})
     if owner == OPERATOR:
-        return Principal(tenant_id=tenant, user_id=OPERATOR, roles=("admin", OPERATOR), auth_method="operator",
+        return Principal(tenant_id=tenant, user_id=OPERATOR, roles=(ADMIN, OPERATOR), auth_method=OPERATOR,
                          key_id=kid, extra={"service": OPERATOR})
     return Principal(tenant_id="", user_id=f"service:{owner}", auth_method="service", key_id=kid,
                      extra={"service": owner})
@@ -331,6 +330,6 @@ def bearer(metadata: dict[str, str]) -> str:
 
 
 __all__ = [
-    "CALLERS", "OPERATOR", "PRINCIPALS", "SERVICES", "ServiceSigner", "ServiceVerifier", "bearer",
+    "CALLERS", "PRINCIPALS", "SERVICES", "ServiceSigner", "ServiceVerifier", "bearer",
     "ensure_identities", "key_file", "list_keys", "revoke", "rotate",
 ]

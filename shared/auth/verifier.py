@@ -121,18 +121,8 @@ class NucleusTokenVerifier:
             raise TokenRejected("claims", f"JWT claim {cfg.tenant_claim!r} is missing or not a tenant id")
         if not isinstance(user, str) or not user or len(user) > MAX_USER_CHARS or CONTROL_CHARS.search(user):
             raise TokenRejected("claims", f"JWT claim {cfg.user_claim!r} is missing or malformed")
-        raw_groups = claims.get(cfg.groups_claim, [])
-        if isinstance(raw_groups, str):
-            raw_groups = raw_groups.replace(",", " ").split()
-        if not isinstance(raw_groups, list) or not all(isinstance(g, str) for g in raw_groups):
-            raise TokenRejected("claims", f"JWT claim {cfg.groups_claim!r} must be a list of strings")
-        groups = sorted({g for g in raw_groups if GROUP_NAME.match(g)})
-        raw_roles = claims.get(cfg.roles_claim, [])
-        if isinstance(raw_roles, str):
-            raw_roles = raw_roles.replace(",", " ").split()
-        if not isinstance(raw_roles, list) or not all(isinstance(r, str) for r in raw_roles):
-            raise TokenRejected("claims", f"JWT claim {cfg.roles_claim!r} must be a list of strings")
-        roles = sorted({r for r in raw_roles if r in ROLES})     # roles of other systems are not ours
+        groups = sorted({g for g in _names(claims, cfg.groups_claim) if GROUP_NAME.match(g)})
+        roles = sorted({r for r in _names(claims, cfg.roles_claim) if r in ROLES})   # others' roles are not ours
         aud = claims.get("aud")
         resource = aud if isinstance(aud, str) else next((a for a in aud or [] if a in cfg.audience), None)
         client_id = str(claims.get("azp") or claims.get("client_id") or f"jwt:{cfg.issuer}")
@@ -143,6 +133,16 @@ class NucleusTokenVerifier:
             resource=resource, subject=user,
             claims={"iss": cfg.issuer, "tenant": tenant, "user": user, "groups": groups, "roles": roles,
                     "trusted_platform": False, "auth_method": "jwt", "key_id": str(header.get("kid") or client_id)})
+
+
+def _names(claims: dict[str, Any], claim: str) -> list[str]:
+    """A list-of-strings claim; a string is split on commas and whitespace (absent = [])."""
+    raw = claims.get(claim, [])
+    if isinstance(raw, str):
+        raw = raw.replace(",", " ").split()
+    if not isinstance(raw, list) or not all(isinstance(v, str) for v in raw):
+        raise TokenRejected("claims", f"JWT claim {claim!r} must be a list of strings")
+    return raw
 
 
 __all__ = ["API_KEY_ISSUER", "ALGORITHMS", "MAX_TOKEN_CHARS", "TokenRejected", "NucleusTokenVerifier"]

@@ -14,6 +14,7 @@ from opentelemetry import metrics, trace
 from opentelemetry.propagate import inject
 from opentelemetry.trace import SpanKind, Status, StatusCode
 
+from shared.grpc_handlers import split_method
 from shared.telemetry.rpc import (
     CLIENT_DURATION,
     RPC_METER_NAME,
@@ -22,7 +23,6 @@ from shared.telemetry.rpc import (
     duration_histogram,
     exception_code,
     parse_target,
-    split_method,
     status_code,
 )
 

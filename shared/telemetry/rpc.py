@@ -23,12 +23,10 @@ import grpc
 from opentelemetry import metrics
 from opentelemetry.trace import SpanKind
 
+from shared.grpc_handlers import PROBE_SERVICES, split_method
+
 #: Services whose calls are not traced: probes and tooling would bury the real traffic.
-UNTRACED_SERVICES = frozenset({
-    "grpc.health.v1.Health",
-    "grpc.reflection.v1alpha.ServerReflection",
-    "grpc.reflection.v1.ServerReflection",
-})
+UNTRACED_SERVICES = PROBE_SERVICES
 
 #: Latency histogram buckets in seconds (advisory; from 1 ms to 60 s).
 DURATION_BUCKETS_S = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0)
@@ -51,14 +49,6 @@ _METRIC_ATTRIBUTES = {
                       "server.address", "server.port"),
     SpanKind.SERVER: ("rpc.system", "rpc.service", "rpc.method", "rpc.grpc.status_code", "error.type"),
 }
-
-
-def split_method(full_method: str | bytes) -> tuple[str, str]:
-    """'/nucleus.v1.KnowledgeStore/IngestDocuments' -> ('nucleus.v1.KnowledgeStore', 'IngestDocuments')."""
-    if isinstance(full_method, bytes):
-        full_method = full_method.decode("ascii", "replace")
-    service, _, method = full_method.lstrip("/").partition("/")
-    return service, method
 
 
 def parse_target(target: str) -> tuple[str, int | None]:
@@ -124,6 +114,6 @@ def exception_code(err: BaseException) -> grpc.StatusCode:
 
 __all__ = [
     "UNTRACED_SERVICES", "DURATION_BUCKETS_S", "SERVER_ERROR_CODES", "TRACER_NAME", "RPC_METER_NAME",
-    "CLIENT_DURATION", "SERVER_DURATION", "split_method", "parse_target", "duration_histogram", "RpcDurations",
+    "CLIENT_DURATION", "SERVER_DURATION", "parse_target", "duration_histogram", "RpcDurations",
     "status_code", "exception_code",
 ]

@@ -15,6 +15,7 @@ from opentelemetry.propagate import extract
 from opentelemetry.propagators.textmap import Getter
 from opentelemetry.trace import SpanKind, Status, StatusCode
 
+from shared.grpc_handlers import split_method, wrap_unary
 from shared.telemetry.rpc import (
     RPC_METER_NAME,
     SERVER_DURATION,
@@ -24,7 +25,6 @@ from shared.telemetry.rpc import (
     duration_histogram,
     exception_code,
     parse_target,
-    split_method,
     status_code,
 )
 
@@ -103,9 +103,7 @@ class ServerTracingInterceptor(grpc.aio.ServerInterceptor):
                         attributes["rpc.grpc.status_code"] = code.value[0]
                         duration.record(time.perf_counter() - started, attributes)
 
-        return grpc.unary_unary_rpc_method_handler(
-            traced, request_deserializer=handler.request_deserializer,
-            response_serializer=handler.response_serializer)
+        return wrap_unary(handler, traced)
 
 
 def _peer_address(context: Any) -> str:

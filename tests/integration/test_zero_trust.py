@@ -16,7 +16,8 @@ from nucleus.v1 import llm_orchestration_pb2 as llm_pb
 from nucleus.v1 import llm_orchestration_pb2_grpc as llm_grpc
 from nucleus.v1 import rag_pipeline_pb2 as rag_pb
 from nucleus.v1 import rag_pipeline_pb2_grpc as rag_grpc
-from shared.auth.service_identity import OPERATOR, ServiceSigner
+from shared.auth.service_identity import ServiceSigner
+from shared.identity import OPERATOR
 from shared.identity import Principal
 from tests.integration.secure_stack import SECURITY_TEAM_DOCS
 from tests.support.mcp_clients import http_client, structured

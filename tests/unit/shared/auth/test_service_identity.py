@@ -10,7 +10,6 @@ import jwt
 import pytest
 
 from shared.auth.service_identity import (
-    OPERATOR,
     ServiceSigner,
     ServiceVerifier,
     ensure_identities,
@@ -21,7 +20,7 @@ from shared.auth.service_identity import (
 )
 from shared.auth.verifier import TokenRejected
 from shared.errors import PermissionDenied
-from shared.identity import Principal
+from shared.identity import OPERATOR, Principal
 
 NOW = 1_800_000_000.0
 

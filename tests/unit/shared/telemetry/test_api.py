@@ -11,7 +11,8 @@ from opentelemetry.trace import SpanKind, StatusCode
 from shared.telemetry.client_interceptor import ClientTracingInterceptor
 from shared.telemetry.content import CONTENT_MAX_CHARS, set_content_attribute
 from shared.telemetry.genai import embeddings_span, end_embeddings, retrieval_attributes
-from shared.telemetry.rpc import RPC_METER_NAME, RpcDurations, parse_target, split_method
+from shared.grpc_handlers import split_method
+from shared.telemetry.rpc import RPC_METER_NAME, RpcDurations, parse_target
 from shared.telemetry.server_interceptor import ServerTracingInterceptor
 
 SERVICE = "test.v1.Echo"
