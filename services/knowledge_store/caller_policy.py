@@ -19,7 +19,7 @@ from __future__ import annotations
 from dataclasses import replace
 
 from shared.errors import PermissionDenied
-from shared.identity import ADMIN, Principal
+from shared.identity import ADMIN, OPERATOR, Principal
 from shared.records import Hit, SearchFilters
 
 
@@ -38,7 +38,7 @@ def tenant(p: Principal | None, requested: str) -> str:
 
 def read_scope(p: Principal | None, requested: str, filters: SearchFilters) -> tuple[str, SearchFilters]:
     """Tenant and filters of a search or entry read: a user sees only their groups' artifacts."""
-    if p is None or p.has_role("operator"):
+    if p is None or p.has_role(OPERATOR):
         return tenant(p, requested), filters
     groups = p.groups if _is_user(p) else ()       # a service for no user: public artifacts only
     return tenant(p, requested), replace(filters, visibility_groups=groups, enforce_visibility=True)
@@ -54,7 +54,7 @@ _NO_FILTERS = SearchFilters()
 
 def visible(p: Principal | None, hits: list[Hit]) -> list[Hit]:
     """The hits the caller may see (entries fetched by id carry no search filter)."""
-    if p is None or p.has_role("operator"):
+    if p is None or p.has_role(OPERATOR):
         return hits
     groups = set(p.groups) if _is_user(p) else set()
     return [h for h in hits if not h.artifact.visibility_groups or groups & set(h.artifact.visibility_groups)]
@@ -67,7 +67,7 @@ def metadata_read(p: Principal | None, requested: str) -> str:
 
 def write(p: Principal | None, requested: str, what: str) -> str:
     """Tenant-wide changes: operators, or a user with the admin role (in their tenant)."""
-    if p is None or p.has_role("operator") or (_is_user(p) and p.has_role(ADMIN)):
+    if p is None or p.has_role(OPERATOR) or (_is_user(p) and p.has_role(ADMIN)):
         return tenant(p, requested)
     raise PermissionDenied(f"{what} needs the '{ADMIN}' role or an operator credential")
 
@@ -77,18 +77,25 @@ def profile_write(p: Principal | None, requested: str, is_default: bool, name: s
     named profiles are the user's own tuning: any user of the tenant."""
     if is_default or name in ("", "default"):
         return write(p, requested, "changing a default ranking profile")
-    if p is not None and not p.has_role("operator") and not _is_user(p):
+    if p is not None and not p.has_role(OPERATOR) and not _is_user(p):
         raise PermissionDenied(f"{p.user_id} may write ranking profiles only on behalf of a user")
     return tenant(p, requested)
+
+
+def store_status(p: Principal | None) -> None:
+    """The store's status names every tenant's problems: operators only (or authentication off)."""
+    if p is not None and not p.has_role(OPERATOR):
+        raise PermissionDenied("the store's status needs an operator credential")
 
 
 def feedback_user(p: Principal | None, requested_user: str) -> str:
     """Whose vote it is: the asserted user's, never a name in the request."""
     if p is not None and _is_user(p):
         return p.user_id
-    if p is not None and not p.has_role("operator"):
+    if p is not None and not p.has_role(OPERATOR):
         raise PermissionDenied(f"{p.user_id} may record feedback only on behalf of a user")
     return requested_user
 
 
-__all__ = ["feedback_user", "metadata_read", "profile_write", "read_scope", "read_tenant", "tenant", "visible", "write"]
+__all__ = ["feedback_user", "metadata_read", "profile_write", "read_scope", "read_tenant", "store_status", "tenant",
+           "visible", "write"]

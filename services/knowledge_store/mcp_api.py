@@ -2,11 +2,12 @@
 delete and stats, for the caller's tenant (from the verified principal, never an argument)."""
 from __future__ import annotations
 
+import dataclasses
 from typing import Annotated, Any, Literal
 
 import numpy as np
 from mcp.server.mcpserver import MCPServer
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, Field, create_model
 
 from shared import records as m
 from services.knowledge_store.core import KnowledgeStore
@@ -16,22 +17,24 @@ from shared.mcp_errors import guarded, invalid_params_middleware
 from shared.mcp_schemas import FiltersIn, UnixTime
 
 
-class DocumentIn(BaseModel):
-    artifact_id: str
-    content: str
-    content_type: Literal["text/plain", "text/markdown", "text/html"] = "text/plain"
-    title: str = ""
-    source_type: str = ""
-    source_id: str = ""
-    source_uri: str = ""
-    file_name: str = ""
-    file_type: str = ""
-    created_unix: UnixTime = 0
-    modified_unix: UnixTime = 0
-    owners: list[str] = Field(default_factory=list)
-    tags: list[str] = Field(default_factory=list)
-    reputation_prior: Annotated[float, Field(ge=0, le=1)] = 0.0
-    visibility_groups: list[str] = Field(default_factory=list)
+# The tool's document: ArtifactMeta's fields (shared/records.py owns them) as JSON types — a
+# repeated field as a list, a unix time bounded, the reputation prior in [0, 1] — with the
+# content after the artifact id.
+_ARTIFACT_FIELD_TYPES: dict[str, Any] = {"str": str, "int": UnixTime, "tuple[str, ...]": list[str]}
+_ARTIFACT_FIELD_OVERRIDES: dict[str, Any] = {"reputation_prior": Annotated[float, Field(ge=0, le=1)]}
+
+
+def _artifact_field(f: dataclasses.Field) -> tuple[Any, Any]:
+    kind = _ARTIFACT_FIELD_OVERRIDES.get(f.name) or _ARTIFACT_FIELD_TYPES[f.type]
+    if f.default is dataclasses.MISSING:
+        return kind, ...
+    return (kind, Field(default_factory=list)) if kind == list[str] else (kind, f.default)
+
+
+_artifact_in = {f.name: _artifact_field(f) for f in dataclasses.fields(m.ArtifactMeta)}
+DocumentIn = create_model(
+    "DocumentIn", artifact_id=_artifact_in.pop("artifact_id"), content=(str, ...),
+    content_type=(Literal["text/plain", "text/markdown", "text/html"], "text/plain"), **_artifact_in)
 
 
 class KnowledgeFiltersIn(FiltersIn):

@@ -298,8 +298,7 @@ def _complete(conn, tenant: Tenant, queries: NDArray[np.float32], found: list[li
     rows = np.unique(np.concatenate([np.asarray(r, np.int64) for r in found] + [complete.rows]))
     ok = np.ones(len(rows), bool)
     if allowed is not None and not allowed.everything and len(rows):
-        sel = allowed.selector()
-        ok = np.fromiter((sel.is_member(int(r)) for r in rows), bool, len(rows))
+        ok = np.isin(rows, allowed.rids)
     dense = np.full(len(rows), np.nan, np.float32)
     if ok.any():
         vectors, stored = tenant.index.stored_vectors(rows[ok])
@@ -343,12 +342,12 @@ def _columns_with(top_hits: int) -> Materialize[CandidateColumns]:
 
     def materialize(conn, tenant_id: str, ids: list[list[int]], scores: list[list[float]]) -> list[CandidateColumns]:
         rows = storage.entries.candidate_rows(conn, (rid for row in ids for rid in row))
-        heads = [[rid for rid in row if rid in rows][:top_hits] for row in ids]
+        kept_per_query = [[i for i, rid in enumerate(row) if rid in rows] for row in ids]
+        heads = [[row[i] for i in kept[:top_hits]] for row, kept in zip(ids, kept_per_query)]
         records = (storage.entries.records_by_rid(conn, (rid for head in heads for rid in head), tenant_id)
                    if top_hits else {})
         out = []
-        for row_ids, row_scores, head in zip(ids, scores, heads):
-            kept = [i for i, rid in enumerate(row_ids) if rid in rows]
+        for row_ids, row_scores, head, kept in zip(ids, scores, heads, kept_per_query):
             hits = tuple(_hits(records, head, [row_scores[i] for i in kept[:len(head)]]))
             out.append(CandidateColumns.from_rows([rows[row_ids[i]] for i in kept], [row_scores[i] for i in kept],
                                                   hits, [row_ids[i] for i in kept]))

@@ -67,3 +67,11 @@ def test_a_vote_is_the_asserted_users_never_the_name_in_the_request():
     with pytest.raises(PermissionDenied):
         policy.feedback_user(RAG, "mallory")
     assert policy.feedback_user(OPERATOR, "bob") == "bob"
+
+
+def test_only_an_operator_reads_the_store_status():
+    for caller in (ALICE, ADMIN, RAG):
+        with pytest.raises(PermissionDenied, match="operator credential"):
+            policy.store_status(caller)
+    policy.store_status(OPERATOR)
+    policy.store_status(None)                # authentication off
