@@ -51,7 +51,7 @@ from shared.errors import (
 )
 from shared.auth.config import EMPTY_CONFIG
 from shared.bounds import INT32_MAX, check_int
-from shared.identity import Principal, acting_for
+from shared.identity import OPERATOR, Principal, acting_for
 from shared.records import EMPTY_COLUMNS, CandidateColumns, FeedbackAck, ScoreCompletion, SearchFilters
 from shared.settings import RagPipelineSettings
 from shared.telemetry.content import set_content_attribute  # telemetry hook
@@ -120,7 +120,7 @@ class RagPipeline:
     def tenant_for(requested: str, principal: Principal | None) -> str:
         """The tenant a call acts on: the principal's, when its credential names one (an
         operator credential without a tenant acts on the requested one)."""
-        if principal is None or (not principal.tenant_id and principal.has_role("operator")):
+        if principal is None or (not principal.tenant_id and principal.has_role(OPERATOR)):
             return requested
         if requested and requested != principal.tenant_id:
             raise PermissionDenied(f"tenant_id '{requested}' is not the caller's tenant")
@@ -299,16 +299,19 @@ class RagPipeline:
         features = query_features(request.query, stats.document_frequency if stats else (),
                                   stats.entries if stats else 0)
         config = _config_for(request.prefs, profile, apply_recency, now, features)
+        rerank = request.prefs.rerank and len(merged) > 1
         with tracer.start_as_current_span("rag.rank") as span:
             candidates = ranking_candidates(merged)
-            ranked = rank(candidates, config, request.top_k_final) if merged else None
+            # With a re-rank, this first ranking picks the rows the model scores (_rerank).
+            k = min(RERANK_TOP_N, len(merged)) if rerank else request.top_k_final
+            ranked = rank(candidates, config, k) if merged else None
             span.set_attribute("nucleus.candidates", len(merged))
         t = mark("rank", t)
 
-        if ranked is not None and request.prefs.rerank and len(merged) > 1:
+        if ranked is not None and rerank:
             with tracer.start_as_current_span("rag.rerank"):
-                ranked, candidates, rerank_reason = await self._rerank(request, merged, candidates, config, reasons,
-                                                                       vanished)
+                ranked, candidates, rerank_reason = await self._rerank(request, merged, candidates, config, ranked,
+                                                                       reasons, vanished)
                 if rerank_reason:
                     reasons.append(rerank_reason)
             t = mark("rerank", t)
@@ -376,8 +379,9 @@ class RagPipeline:
             return vectors, ""
 
     async def _rerank(self, request: SearchRequest, merged: list[Merged], candidates: Candidates,
-                      config: RankingConfig, reasons: list[str], vanished: set[str]) -> tuple[Any, Candidates, str]:
-        first = rank(candidates, config, min(RERANK_TOP_N, len(merged)))
+                      config: RankingConfig, first: Any, reasons: list[str],
+                      vanished: set[str]) -> tuple[Any, Candidates, str]:
+        """Re-score `first` (the best RERANK_TOP_N rows) with the model and rank again to top_k_final."""
         await load_hits(self._ks, request.tenant_id, [merged[int(r)] for r in first.rows], reasons, vanished,
                         timeout_s=self._settings.retrieval_timeout_s)
         rows = [int(r) for r in first.rows if merged[int(r)].hit is not None]     # vanished ones: not re-ranked

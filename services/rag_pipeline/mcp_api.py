@@ -16,6 +16,15 @@ from typing import Annotated, Any, Callable, Literal
 from mcp.server.mcpserver import Context, MCPServer
 from pydantic import BaseModel, Field
 
+from ranking.config import (
+    DEFAULT_DENSE_WEIGHT,
+    DEFAULT_FUSION,
+    DEFAULT_HALF_LIFE_DAYS,
+    DEFAULT_PRIOR_STRENGTH,
+    DEFAULT_RECENCY_MODE,
+    Fusion,
+    RecencyMode,
+)
 from ranking.profile import RankingProfile
 from services.rag_pipeline.core import RagPipeline
 from services.rag_pipeline.models import Preferences, SearchRequest, SearchResponse
@@ -182,8 +191,8 @@ def register_core_tools(mcp: MCPServer, pipeline: RagPipeline, principal: Callab
         top_k_final_rank: Annotated[int, Field(ge=0, le=100)] = 0,
         weights: WeightsIn | None = None,
         profile_name: str = "",
-        fusion_method: Literal["", "convex", "convex_minmax", "rrf", "adaptive"] = "",
-        recency_mode: Literal["", "auto", "always", "never"] = "",
+        fusion_method: Literal["", Fusion] = "",          # "" = the profile's
+        recency_mode: Literal["", RecencyMode] = "",
         rerank: bool = False,
         explain: bool = True,
         expand_query_with_llm: bool = False,
@@ -213,11 +222,11 @@ def register_core_tools(mcp: MCPServer, pipeline: RagPipeline, principal: Callab
         name: str,
         weights: WeightsIn,
         persona_id: str = "",
-        fusion_method: Literal["convex", "convex_minmax", "rrf", "adaptive"] = "adaptive",
-        dense_weight: Annotated[float, Field(ge=0, le=1)] = 0.6,
-        recency_mode: Literal["auto", "always", "never"] = "auto",
-        recency_half_life_days: Annotated[float, Field(gt=0)] = 180.0,
-        reputation_prior_strength: Annotated[float, Field(gt=0)] = 4.0,
+        fusion_method: Fusion = DEFAULT_FUSION,
+        dense_weight: Annotated[float, Field(ge=0, le=1)] = DEFAULT_DENSE_WEIGHT,
+        recency_mode: RecencyMode = DEFAULT_RECENCY_MODE,
+        recency_half_life_days: Annotated[float, Field(gt=0)] = DEFAULT_HALF_LIFE_DAYS,
+        reputation_prior_strength: Annotated[float, Field(gt=0)] = DEFAULT_PRIOR_STRENGTH,
         is_default: bool = False,
         ctx: Context | None = None,
     ) -> ProfileOut:

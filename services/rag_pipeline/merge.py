@@ -137,7 +137,6 @@ def ranking_candidates(merged: list[Merged]) -> Candidates:
         reputation_prior=reputation,
         helpful=helpful,
         unhelpful=unhelpful,
-        rerank=np.full(n, np.nan, dtype=np.float32),
     )
 
 

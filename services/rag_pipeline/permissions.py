@@ -19,11 +19,10 @@ from ranking.profile import RankingProfile
 from services.rag_pipeline.access import AccessPolicy
 from services.rag_pipeline.ports import KnowledgeSource
 from shared.errors import InvalidArgument, NotFound, PermissionDenied
-from shared.identity import ADMIN, Principal
+from shared.identity import ADMIN, OPERATOR, Principal
 from shared.records import Hit, SearchFilters
 
 DEFAULT_PROFILE_NAME = "default"        # the profile a scope falls back to when none is flagged
-OPERATOR = "operator"
 
 
 def trusted(principal: Principal | None) -> bool:

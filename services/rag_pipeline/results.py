@@ -21,7 +21,7 @@ def build_results(merged: list[Merged], ranked: Any, candidates: Candidates, con
     now = now_unix
     rows = ranked.rows.tolist()              # plain Python numbers once, not numpy scalars per field
     overall, factors = ranked.overall.tolist(), ranked.factors.tolist()
-    probability = ranked.probability.tolist() if len(ranked.probability) == len(rows) else [0.0] * len(rows)
+    probability = ranked.probability.tolist()
     if explain:
         contributions = ranked.contributions.tolist()
         dense_norm, bm25_norm = ranked.dense_norm.tolist(), ranked.bm25_norm.tolist()
