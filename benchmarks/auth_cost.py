@@ -17,12 +17,12 @@ import argparse
 import asyncio
 import json
 import secrets
-import statistics
 import tempfile
 import time
 from pathlib import Path
 
 from benchmarks.beir import load_dataset
+from benchmarks.metrics import latency_summary
 from benchmarks.stack import own_stack
 from benchmarks.tenants import document_for
 from nucleus.v1 import rag_pipeline_pb2 as rag_pb
@@ -50,11 +50,6 @@ async def _ingest(target: str, docs: list, interceptors: list | None) -> None:
             await client.ingest(TENANT, "", docs[i:i + 64])
     finally:
         await client.close()
-
-
-def _percentile(values: list[float], q: float) -> float:
-    ordered = sorted(values)
-    return ordered[min(len(ordered) - 1, int(round(q * (len(ordered) - 1))))]
 
 
 async def measure(args: argparse.Namespace, work: Path) -> dict:
@@ -100,7 +95,8 @@ async def measure(args: argparse.Namespace, work: Path) -> dict:
             stack.stop()
     out = {"docs": len(docs), "queries": len(texts)}
     for name, values in timings.items():
-        out[name] = {"p50_ms": round(statistics.median(values), 2), "p95_ms": round(_percentile(values, 0.95), 2)}
+        summary = latency_summary(values)
+        out[name] = {"p50_ms": round(summary["p50"], 2), "p95_ms": round(summary["p95"], 2)}
     out["p50_delta_ms"] = round(out["on"]["p50_ms"] - out["off"]["p50_ms"], 2)
     out["p50_ratio"] = round(out["on"]["p50_ms"] / out["off"]["p50_ms"], 3)
     return out

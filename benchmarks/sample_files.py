@@ -65,6 +65,13 @@ def write_encrypted_pdf(path: Path, pages: list[list[str]]) -> Path:
     return path
 
 
+def _stamp(props, title: str) -> None:
+    """Title and the fixed created / modified times on Office core properties (naive UTC)."""
+    props.title = title
+    props.created = CREATED.replace(tzinfo=None)
+    props.modified = MODIFIED.replace(tzinfo=None)
+
+
 def write_docx(path: Path, title: str) -> Path:
     import docx
 
@@ -77,9 +84,7 @@ def write_docx(path: Path, title: str) -> Path:
     table = d.add_table(rows=2, cols=2)
     for (r, c), text in {(0, 0): "Item", (0, 1): "Owner", (1, 0): "Badge", (1, 1): "Facilities"}.items():
         table.cell(r, c).text = text
-    d.core_properties.title = title
-    d.core_properties.created = CREATED.replace(tzinfo=None)
-    d.core_properties.modified = MODIFIED.replace(tzinfo=None)
+    _stamp(d.core_properties, title)
     d.save(str(path))
     return path
 
@@ -96,9 +101,7 @@ def write_pptx(path: Path, title: str) -> Path:
         body.text = bullets[0]
         for b in bullets[1:]:
             body.add_paragraph().text = b
-    deck.core_properties.title = title
-    deck.core_properties.created = CREATED.replace(tzinfo=None)
-    deck.core_properties.modified = MODIFIED.replace(tzinfo=None)
+    _stamp(deck.core_properties, title)
     deck.save(str(path))
     return path
 

@@ -23,7 +23,6 @@ from rich.console import Console
 from rich.table import Table
 
 from shared.auth.service_identity import (
-    OPERATOR,
     PRINCIPALS,
     SERVICES,
     ServiceSigner,
@@ -32,16 +31,20 @@ from shared.auth.service_identity import (
     revoke,
     rotate,
 )
+from shared.identity import OPERATOR
 from shared.settings import default_data_dir
 
 
-def _dir(args: argparse.Namespace) -> Path:
-    if args.dir:
-        return Path(args.dir).resolve()
+def identity_dir(args: argparse.Namespace) -> Path:
+    """The stack's identity directory: $NUCLEUS_IDENTITY_DIR, else <data dir>/identity."""
     if os.environ.get("NUCLEUS_IDENTITY_DIR"):
         return Path(os.environ["NUCLEUS_IDENTITY_DIR"]).resolve()
     data = getattr(args, "data_dir", None)
     return (Path(data).resolve() if data else default_data_dir()) / "identity"
+
+
+def _dir(args: argparse.Namespace) -> Path:
+    return Path(args.dir).resolve() if args.dir else identity_dir(args)
 
 
 def cmd_identity(args: argparse.Namespace, console: Console | None = None) -> int:

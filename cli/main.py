@@ -55,6 +55,7 @@ def stack_state(args: argparse.Namespace) -> dict:
 def credentials(args: argparse.Namespace, callee: str) -> list | None:
     """Sign calls to `callee` with the operator key when the stack requires authentication
     (the key pair `nucleus up` made in <data dir>/identity, or $NUCLEUS_IDENTITY_DIR)."""
+    from cli.identity import identity_dir
     from shared.auth.service_auth import operator_interceptors
 
     return operator_interceptors(identity_dir(args), callee)
@@ -67,10 +68,6 @@ def tls_ca(args: argparse.Namespace) -> Path | None:
     except Unavailable:
         return None
     return Path(ca) if ca else None
-
-
-def identity_dir(args: argparse.Namespace) -> Path:
-    return Path(os.environ.get("NUCLEUS_IDENTITY_DIR") or data_dir(args) / "identity")
 
 
 def target(args: argparse.Namespace, service: str) -> str:

@@ -2,7 +2,7 @@
 
     nucleus attack                          # all families, a table per family; exit 1 on any failure
     nucleus attack --json attack.json       # also write the figures
-    nucleus attack --families ab --stack-dir /tmp/attack-stack   # some families, keep the stack's logs
+    nucleus attack --families ab --stack-dir attack-stack   # some families, keep the stack's logs
 """
 from __future__ import annotations
 

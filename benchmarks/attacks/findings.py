@@ -28,7 +28,7 @@ from benchmarks.attacks.wire import Forge, Grpc, McpHttp, ToolAnswer
 from benchmarks.secure_stack import SecureStack
 from nucleus.v1 import common_pb2 as pb
 from nucleus.v1 import rag_pipeline_pb2 as rag_pb
-from shared.auth.service_identity import OPERATOR
+from shared.identity import OPERATOR
 
 HIDDEN_ENTRY = "hr-travel-exceptions-2026#0"        # group hr: hidden from alice
 OTHER_TENANT_ENTRY = "travel-policy-2026-update#0"   # tenant acme: hidden from gina
