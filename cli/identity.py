@@ -15,7 +15,6 @@ or $NUCLEUS_IDENTITY_DIR, or --dir.
 from __future__ import annotations
 
 import argparse
-import os
 import time
 from pathlib import Path
 
@@ -30,6 +29,7 @@ from shared.auth.service_identity import (
     list_keys,
     revoke,
     rotate,
+    stack_identity_dir,
 )
 from shared.identity import OPERATOR
 from shared.settings import default_data_dir
@@ -37,10 +37,8 @@ from shared.settings import default_data_dir
 
 def identity_dir(args: argparse.Namespace) -> Path:
     """The stack's identity directory: $NUCLEUS_IDENTITY_DIR, else <data dir>/identity."""
-    if os.environ.get("NUCLEUS_IDENTITY_DIR"):
-        return Path(os.environ["NUCLEUS_IDENTITY_DIR"]).resolve()
     data = getattr(args, "data_dir", None)
-    return (Path(data).resolve() if data else default_data_dir()) / "identity"
+    return stack_identity_dir(Path(data).resolve() if data else default_data_dir())
 
 
 def _dir(args: argparse.Namespace) -> Path:

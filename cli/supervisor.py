@@ -28,7 +28,7 @@ from pathlib import Path
 
 from cli.restarts import FAILED, RUNNING, STARTING, WAITING, RestartPolicy, Supervision, clean_exit, describe_exit
 
-from shared.auth.service_identity import ensure_identities
+from shared.auth.service_identity import ensure_identities, stack_identity_dir
 from shared.healthcheck import health_ok
 from shared.tls import make_local_ca
 from shared.settings import default_data_dir
@@ -165,7 +165,7 @@ class Supervisor:
         if not any(env.get(k, "").lower() in ("1", "true", "yes", "on")
                    for k in ("NUCLEUS_REQUIRE_AUTH", "NUCLEUS_RAG_REQUIRE_AUTH")):
             return None
-        return Path(env.get("NUCLEUS_IDENTITY_DIR") or self.data_dir / "identity")
+        return stack_identity_dir(self.data_dir, env)
 
     @property
     def tls_dir(self) -> Path | None:

@@ -57,6 +57,8 @@ DEFAULT_HALF_LIFE_DAYS = 180.0
 #: the default profile (`python -m benchmarks.fusion_lab ... --fit-probability`); expected
 #: calibration error on the held-out half in docs/BENCHMARKS.md.
 DEFAULT_PROBABILITY_CALIBRATION: tuple[float, float, float] = (13.8, 1.9, -14.9)
+#: Reputation of an artifact whose ingest prior is unknown (0).
+DEFAULT_REPUTATION = 0.5
 #: Pseudo-votes behind an artifact's reputation prior when feedback is smoothed.
 DEFAULT_PRIOR_STRENGTH = 4.0
 
@@ -106,7 +108,7 @@ class RankingConfig:
     now_unix: float = 0.0
     """Reference time for recency (unix seconds), passed by the caller: the core reads no
     clock. Required (> 0) when `apply_recency` is True; ignored otherwise."""
-    default_reputation: float = 0.5
+    default_reputation: float = DEFAULT_REPUTATION
     """Prior reputation of an artifact whose ingest prior is unknown (0)."""
     prior_strength: float = DEFAULT_PRIOR_STRENGTH
     """Pseudo-votes behind the prior in the Beta smoothing of feedback; > 0."""

@@ -29,6 +29,7 @@ import numpy as np
 from opentelemetry import trace
 
 from ranking import Candidates, RankingConfig, rank
+from ranking.config import DEFAULT_REPUTATION
 from ranking.factors import reputation as reputation_factor
 from ranking.profile import BUILTIN_PROFILE, RankingProfile
 from ranking.query_features import QueryFeatures, query_features
@@ -198,7 +199,7 @@ class RagPipeline:
                 raise permissions.no_such_target(target, target_id, tenant_id) from None
         profile = await self.resolve_profile(tenant_id, "", "")
         rep = reputation_factor(np.array([ack.reputation_prior], np.float32), np.array([ack.feedback_helpful], np.int32),
-                                np.array([ack.feedback_unhelpful], np.int32), RankingConfig().default_reputation,
+                                np.array([ack.feedback_unhelpful], np.int32), DEFAULT_REPUTATION,
                                 profile.reputation_prior_strength)
         return ack, float(rep[0])
 

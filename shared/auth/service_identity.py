@@ -32,7 +32,7 @@ import time
 from collections import OrderedDict
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any, Callable, Mapping
 
 import jwt
 from cryptography.hazmat.primitives import serialization
@@ -59,6 +59,12 @@ OBO_TTL_S = 120
 OPERATOR_TTL_S = 3600
 LEEWAY_S = 5
 _CACHE_SIZE = 4096
+
+
+def stack_identity_dir(data_dir: Path, env: Mapping[str, str] = os.environ) -> Path:
+    """Where a stack's identities live: $NUCLEUS_IDENTITY_DIR, else <data dir>/identity."""
+    explicit = env.get("NUCLEUS_IDENTITY_DIR")
+    return Path(explicit).resolve() if explicit else data_dir / "identity"
 
 
 def key_file(directory: Path, name: str) -> Path:
@@ -330,6 +336,6 @@ def bearer(metadata: dict[str, str]) -> str:
 
 
 __all__ = [
-    "CALLERS", "PRINCIPALS", "SERVICES", "ServiceSigner", "ServiceVerifier", "bearer",
+    "CALLERS", "PRINCIPALS", "stack_identity_dir", "SERVICES", "ServiceSigner", "ServiceVerifier", "bearer",
     "ensure_identities", "key_file", "list_keys", "revoke", "rotate",
 ]
