@@ -4,10 +4,12 @@
     nucleus bench --dataset D --tenant T --tenant-slices 3            # 3 tenants, one slice each
     nucleus bench --dataset A --tenant a --dataset B --tenant b       # two datasets side by side
     nucleus --data-dir .nucleus-data bench --use-running --dataset D --tenant T
+    nucleus bench --scale [--sizes 10000,100000,1000000] [--small-tenants 1000]   # benchmarks/scale.py
 """
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 from pathlib import Path
 
@@ -40,9 +42,10 @@ def register(subparsers) -> None:
                     "already there), run every judged query through RAGPipeline.SearchAndRank per ranking method, "
                     "and compare with an in-process bm25s + MiniLM + FAISS baseline. Writes result.json, report.md "
                     "and PNG plots.")
-    p.add_argument("--dataset", action="append", required=True, type=Path,
-                   help="BEIR dataset directory (corpus.jsonl, queries.jsonl, qrels/<split>.tsv); repeatable")
-    p.add_argument("--tenant", action="append", required=True, help="tenant for the dataset; one per --dataset")
+    p.add_argument("--dataset", action="append", type=Path,
+                   help="BEIR dataset directory (corpus.jsonl, queries.jsonl, qrels/<split>.tsv); repeatable; "
+                        "required unless --scale")
+    p.add_argument("--tenant", action="append", help="tenant for the dataset; one per --dataset")
     p.add_argument("--split", default="test", help="qrels file to evaluate (default test)")
     p.add_argument("--tenant-slices", type=int, default=1,
                    help="split each corpus into N interleaved slices, one tenant each (<tenant>-s<i>of<N>), "
@@ -53,6 +56,9 @@ def register(subparsers) -> None:
                                                    "(default .bench-cache/stack-data)")
     p.add_argument("--cache-dir", type=Path, default=DEFAULT_CACHE, help="embedding cache (default .bench-cache)")
     p.add_argument("--out", type=Path, help="output directory (default benchmarks/out/<timestamp>)")
+    p.add_argument("--ks-backend", choices=("embedded", "qdrant"), default=None,
+                   help="own stack: the KnowledgeStore backend (default: NUCLEUS_KS_BACKEND, else embedded); qdrant "
+                        "uses NUCLEUS_QDRANT_URL if set, else local mode in <stack-dir>/qdrant (docs/SCALE.md)")
     p.add_argument("--top-k-initial", type=int, default=200, help="candidates per retrieval leg (default 200)")
     p.add_argument("--top-k-final", type=int, default=100, help="ranked results per query (default 100)")
     p.add_argument("--dense-weights", type=_floats, default=(0.3, 0.5, 0.7),
@@ -79,15 +85,53 @@ def register(subparsers) -> None:
                    help="tune/heldout query split (default benchmarks/splits/<dataset>-<split>.json if present)")
     p.add_argument("--fail-on-targets", action="store_true",
                    help="exit 3 when a quality target (needles, nDCG vs baseline, calibration) is missed")
+    scale = p.add_argument_group("one-node scale (--scale: benchmarks/scale.py, synthetic tenants; the options "
+                                 "above do not apply)")
+    scale.add_argument("--scale", action="store_true",
+                       help="run the scale benchmark: 10k/100k/1M-chunk tenants and 1,000 small tenants")
+    from benchmarks.scale import add_arguments as add_scale_arguments
+    add_scale_arguments(scale, with_out=False)
+    p.add_argument("--federate", type=int, default=0, metavar="N",
+                   help="federated search instead: split the (first) dataset over the local store and N-1 remote "
+                        "RAG servers (Nucleus stacks and an independent one) and compare the unified ranking, a "
+                        "raw-score sort, RRF over sources and the single index (benchmarks/federate.py)")
+    p.add_argument("--federate-queries", type=int, default=300, help="--federate: judged queries (default 300)")
+    p.add_argument("--federate-docs", type=int, default=1200,
+                   help="--federate: documents, the queries' judged ones plus distractors (default 1200; 0 = all)")
+    p.add_argument("--foreign-scale", choices=("bm25", "distance"), default="bm25",
+                   help="--federate: the independent server's score scale (default bm25)")
     p.set_defaults(func=cmd_bench)
 
 
 def cmd_bench(args: argparse.Namespace) -> int:
     from benchmarks.harness import BenchOptions, run_bench
 
+    if args.federate:
+        from benchmarks.federate import run_federate
+
+        return run_federate(argparse.Namespace(
+            sources=args.federate, dataset=args.dataset[0], split=args.split, tenant=args.tenant[0],
+            cache_dir=args.cache_dir, top_k_initial=args.top_k_initial, timeout=args.timeout,
+            queries=args.federate_queries, docs=args.federate_docs, foreign_scale=args.foreign_scale,
+            source_timeout=10.0, rescore_rounds=20, remote_hits=20))
+
+    if args.scale:
+        from benchmarks.scale import run_and_report
+        return run_and_report(args)
+    if not args.dataset or not args.tenant:
+        raise InvalidArgument("--dataset" if not args.dataset else "--tenant",
+                              "give at least one --dataset with its --tenant (or --scale for the scale benchmark)")
     if len(args.tenant) != len(args.dataset):
         raise InvalidArgument("--tenant", f"{len(args.tenant)} tenants for {len(args.dataset)} datasets; give one "
                                           "--tenant per --dataset, in the same order")
+    if args.ks_backend:
+        # The stack's services inherit the environment (benchmarks/stack.py).
+        os.environ["NUCLEUS_KS_BACKEND"] = args.ks_backend
+        if args.ks_backend == "qdrant":
+            if args.stack_dir is None:
+                args.stack_dir = args.cache_dir / "stack-data-qdrant"
+            if not os.environ.get("NUCLEUS_QDRANT_URL"):
+                os.environ.setdefault("NUCLEUS_QDRANT_PATH", str(args.stack_dir.resolve() / "qdrant"))
     running_dir = None
     if args.use_running:
         data_dir = getattr(args, "data_dir", None)

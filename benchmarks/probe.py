@@ -5,7 +5,11 @@ retrieval leg and the embedding called directly. For before/after checks of one 
 
     nucleus --data-dir D up --detach --ephemeral-ports
     .venv/bin/python -m benchmarks.probe --data-dir D --dataset ../shared/data/scifact \\
-        --tenant scifact --top-k-initial 50 --top-k-final 10 [--legs]
+        --tenant scifact --top-k-initial 50 --top-k-final 10 [--legs] [--clients 1,4,16]
+
+`--clients` adds a throughput sweep as `nucleus bench` runs it (each client its own channel,
+`--per-client` queries back to back; queries/s, p50/p99 under that load) and the CPU time each
+service process and this client spent per query at that level (from /proc; Linux only).
 
 A stack started by `nucleus up` keeps LlmOrchestration's query-embedding cache on: only the
 first pass over a set of queries measures cold embeddings.
@@ -15,12 +19,16 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
+import os
 import statistics
 import time
 from pathlib import Path
 
+import numpy as np
+
 from nucleus.v1 import rag_pipeline_pb2 as rag_pb
 from nucleus.v1 import rag_pipeline_pb2_grpc as rag_grpc
+from benchmarks.queries import run_concurrent
 from services.knowledge_store.client import KnowledgeStoreClient
 from shared.records import SearchFilters
 from services.llm_orchestration.client import LlmOrchestrationClient
@@ -29,6 +37,19 @@ from shared.grpc_client import aio_channel, call
 
 def _p50(values: list[float]) -> str:
     return f"{statistics.median(values):.2f}"
+
+
+def _cpu_seconds(pid: int) -> float | None:
+    """User + system CPU seconds of a process so far, None where /proc cannot tell."""
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+        return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+    except (OSError, ValueError, IndexError):
+        return None
+
+
+def _cpu_snapshot(pids: dict[str, int]) -> dict[str, float | None]:
+    return {name: _cpu_seconds(pid) for name, pid in pids.items()} | {"client": time.process_time()}
 
 
 async def probe(args: argparse.Namespace) -> None:
@@ -56,6 +77,22 @@ async def probe(args: argparse.Namespace) -> None:
     print(f"SearchAndRank p50 end to end {_p50(e2e)} ms;",
           " ".join(f"{stage}={_p50(ms)}" for stage, ms in stages.items()))
     await channel.close()
+    if args.clients:
+        work = [(args.tenant, str(i), text) for i, text in enumerate(queries)]
+        pids = {name: int(info["pid"]) for name, info in services.items() if info.get("pid")}
+        for clients in args.clients:
+            before = _cpu_snapshot(pids)
+            result = await run_concurrent(services["rag_pipeline"]["grpc"], work, clients, args.per_client,
+                                          top_k_initial=args.top_k_initial, top_k_final=args.top_k_final,
+                                          timeout_s=30.0)
+            lat = result.latencies_ms or [0.0]
+            print(f"{clients:>3} clients: {result.qps:6.1f} queries/s, {result.completed} done, "
+                  f"{result.errors} errors, p50 {_p50(lat)} ms, p99 {float(np.percentile(lat, 99)):.1f} ms")
+            after = _cpu_snapshot(pids)
+            spent = {name: (after[name] - start) * 1000 / max(1, result.completed)
+                     for name, start in before.items() if start is not None and after[name] is not None}
+            print("     CPU ms per query: " + ", ".join(f"{name} {ms:.2f}" for name, ms in spent.items())
+                  + f" (total {sum(spent.values()):.2f})")
     if not args.legs:
         return
     ks = KnowledgeStoreClient(services["knowledge_store"]["grpc"])
@@ -77,6 +114,16 @@ async def probe(args: argparse.Namespace) -> None:
     await asyncio.gather(ks.close(), llm.close())
 
 
+def _client_counts(value: str) -> list[int]:
+    try:
+        counts = [int(x) for x in value.split(",") if x.strip()]
+    except ValueError:
+        counts = []
+    if not counts or min(counts) < 1:
+        raise argparse.ArgumentTypeError(f"{value!r}: comma-separated client counts >= 1 are accepted, e.g. 1,4,16")
+    return counts
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(prog="python -m benchmarks.probe", description=__doc__.split("\n\n")[0])
     parser.add_argument("--data-dir", type=Path, required=True, help="data dir of the running stack")
@@ -86,6 +133,9 @@ def main() -> None:
     parser.add_argument("--top-k-initial", type=int, default=50)
     parser.add_argument("--top-k-final", type=int, default=10)
     parser.add_argument("--legs", action="store_true", help="also time the embedding and each leg directly")
+    parser.add_argument("--clients", type=_client_counts, default=[],
+                        help="also a throughput sweep at these client counts, e.g. 1,4,16")
+    parser.add_argument("--per-client", type=int, default=20, help="queries per client in the sweep (default 20)")
     asyncio.run(probe(parser.parse_args()))
 
 

@@ -10,6 +10,10 @@
                                      file; --sync removes gone files' artifacts, --watch keeps in sync
     nucleus search "q" --tenant T    ranked results with the four scores
     nucleus demo                     up --detach, ingest demo/corpus into tenant "demo", sample search
+    nucleus chat [--persona P]       a persona agent: an OpenAI-compatible LLM calling the RAG MCP tools
+    nucleus ask "question"           one answer of that agent (--json for scripts)
+    nucleus topics [list|evolution|recent|map]   topics of your documents (map --png FILE)
+    nucleus persona put|get|list     persona agents' settings (system prompt, tools, sources, model)
 
 The CLI talks to the services over their internal gRPC interface (the trusted operator path);
 agents use MCP, where the tenant comes from the verified identity.
@@ -187,6 +191,9 @@ def cmd_status(args: argparse.Namespace) -> int:
             console.print("\n".join(store_lines(status)))
         except NucleusError as err:
             console.print(f"[dim]storage status unavailable: {escape(str(err))}[/dim]")
+    from cli.sources import source_lines, sources_file
+
+    console.print("\n".join(source_lines(sources_file(args))))
     if args.tenant:
         stats = asyncio.run(_stats(target(args, "knowledge_store"), args.tenant,
                                    credentials(args, "knowledge_store"), tls_ca(args)))
@@ -341,6 +348,7 @@ def build_parser() -> argparse.ArgumentParser:
     from benchmarks.attacks.cli import register as register_attack
     from benchmarks.cli import register as register_bench
     from cli.identity import register as register_identity
+    from cli.sources import register as register_sources
     from cli.status import register as register_status
     from cli.traces import register as register_traces
 
@@ -349,6 +357,16 @@ def build_parser() -> argparse.ArgumentParser:
     register_traces(sub)     # nucleus traces
     register_status(sub)     # nucleus check
     register_identity(sub)   # nucleus identity
+
+    from cli.chat import register as register_chat
+    from cli.persona import register as register_persona
+
+    register_chat(sub)       # nucleus chat, nucleus ask, nucleus topics
+    register_persona(sub)    # nucleus persona
+    register_sources(sub)    # nucleus sources
+    from cli.migrate import register as register_migrate
+
+    register_migrate(sub)    # nucleus migrate
     return parser
 
 

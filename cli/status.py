@@ -82,6 +82,9 @@ def service_table(state: dict, healthy: Callable[[str, dict], bool]) -> tuple[Ta
     return table, all_ok
 
 
+OPEN_TENANTS_SHOWN = 10
+
+
 def store_lines(status: StoreStatus) -> list[str]:
     """The KnowledgeStore's storage condition, one line per fact (rich markup)."""
     from services.knowledge_store.storage.faults import human_bytes
@@ -92,7 +95,13 @@ def store_lines(status: StoreStatus) -> list[str]:
     head = ("[green]storage ok[/green]" if status.state == "ok"
             else f"[yellow]storage DEGRADED[/yellow] ({len(status.problems)} problem"
                  f"{'s' if len(status.problems) != 1 else ''})")
-    lines = [f"{head}: {space}; {status.open_tenants} tenants open, {status.repaired_rows} rows repaired"]
+    budget = f" of {human_bytes(status.memory_budget_bytes)} budget" if status.memory_budget_bytes else ""
+    lines = [f"{head}: {space}; {status.open_tenants} tenants open "
+             f"({human_bytes(status.open_tenant_bytes)}{budget}), {status.repaired_rows} rows repaired"]
+    if status.tenants:
+        shown = ", ".join(f"{escape(t)} {human_bytes(b)}" for t, b in status.tenants[:OPEN_TENANTS_SHOWN])
+        more = len(status.tenants) - OPEN_TENANTS_SHOWN
+        lines.append(f"  open tenants, most recently used first: {shown}" + (f" and {more} more" if more > 0 else ""))
     for p in status.problems:
         lines.append(f"  tenant [bold]{escape(p.tenant_id)}[/bold] {p.kind}: {escape(p.message)}")
     return lines

@@ -12,6 +12,8 @@
     │                        will not help until an operator acts (read-only data directory,
     │                        corrupted tenant store); names the path
     ├── Unavailable          a dependency is down or its circuit breaker is open
+    ├── Unimplemented        the call exists but this configuration does not serve it (e.g.
+    │                        an embedded-only KnowledgeStore call on the Qdrant backend)
     ├── DeadlineExceeded     a dependency did not answer in time
     └── UpstreamFailed       a dependency answered with garbage (e.g. malformed LLM JSON)
 
@@ -97,6 +99,11 @@ class FailedPrecondition(NucleusError):
 class Unavailable(NucleusError):
     kind = "unavailable"
     exit_code = 6
+
+
+class Unimplemented(NucleusError):
+    kind = "unimplemented"
+    exit_code = 2
 
 
 class DeadlineExceeded(NucleusError):

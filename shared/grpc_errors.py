@@ -6,7 +6,7 @@ server-side `translate_errors` wrapper, and `from_grpc_error` for clients.
     AlreadyExists       ALREADY_EXISTS          UpstreamFailed     INTERNAL
     Unauthenticated     UNAUTHENTICATED         FailedPrecondition FAILED_PRECONDITION
     PermissionDenied    PERMISSION_DENIED       NucleusError       INTERNAL (anything else)
-    ResourceExhausted   RESOURCE_EXHAUSTED
+    ResourceExhausted   RESOURCE_EXHAUSTED      Unimplemented      UNIMPLEMENTED
 
 A subclass answers with its nearest listed base's status. The error's `kind` also travels in
 the trailing metadata (`nucleus-error-kind`), so a client can tell a subclass that shares its
@@ -34,6 +34,7 @@ from shared.errors import (
     StorageFull,
     Unauthenticated,
     Unavailable,
+    Unimplemented,
     UpstreamFailed,
     retry_after_seconds,
 )
@@ -52,12 +53,13 @@ _STATUS: dict[type[NucleusError], grpc.StatusCode] = {
     Unavailable: grpc.StatusCode.UNAVAILABLE,
     DeadlineExceeded: grpc.StatusCode.DEADLINE_EXCEEDED,
     UpstreamFailed: grpc.StatusCode.INTERNAL,
+    Unimplemented: grpc.StatusCode.UNIMPLEMENTED,
 }
 
 _BY_CODE: dict[grpc.StatusCode, type[NucleusError]] = {
     _STATUS[cls]: cls
     for cls in (NotFound, AlreadyExists, Unauthenticated, PermissionDenied, ResourceExhausted,
-                FailedPrecondition, Unavailable, DeadlineExceeded)
+                FailedPrecondition, Unavailable, DeadlineExceeded, Unimplemented)
 }
 
 KIND_METADATA = "nucleus-error-kind"

@@ -153,6 +153,19 @@ EMPTY_COMPLETION = ScoreCompletion(np.zeros(0, np.int64), np.zeros(0, np.float32
 
 
 @dataclass(frozen=True, slots=True)
+class KeywordScores:
+    """Texts the store does not hold (a remote source's hits) scored as if they were the
+    tenant's entries: BM25 of the keyword phrases with the tenant's own term statistics, and
+    the richness the store gives an entry. Parallel to the texts asked for."""
+    bm25: np.ndarray                # float32
+    richness: np.ndarray            # float32
+    keyword_stats: KeywordStats = KeywordStats()
+    chunks: tuple[tuple[str, ...], ...] = ()
+    """Per text: its chunks as the store would embed them ("context\\ntext"), when it is longer
+    than one chunk (bm25 and richness are then its best chunk's); () for a text of one chunk."""
+
+
+@dataclass(frozen=True, slots=True)
 class SearchFilters:
     date_from_unix: int = 0   # 0 = open; bounds apply to the entry timestamp, else the
     date_to_unix: int = 0     # artifact's modified, else created time; unknown dates never match

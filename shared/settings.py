@@ -13,7 +13,7 @@ import os
 from pathlib import Path
 from typing import Literal
 
-from pydantic import Field, SecretStr
+from pydantic import AliasChoices, Field, SecretStr
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 
@@ -44,7 +44,8 @@ class ServiceSettings(BaseSettings):
 
 
 class KnowledgeStoreSettings(ServiceSettings):
-    model_config = SettingsConfigDict(env_prefix="NUCLEUS_KS_", extra="ignore", frozen=True)
+    model_config = SettingsConfigDict(env_prefix="NUCLEUS_KS_", extra="ignore", frozen=True,
+                                      populate_by_name=True)
 
     grpc_port: int = 50061
     mcp_port: int = 8061
@@ -60,7 +61,26 @@ class KnowledgeStoreSettings(ServiceSettings):
     max_documents_per_request: int = 2_000
     max_top_k: int = 1_000
     embed_batch_size: int = 128
-    default_index_kind: Literal["flat", "hnsw", "ivf"] = "flat"
+    # "auto": flat below `hnsw_threshold` vectors, HNSW (M `hnsw_m`, efConstruction
+    # `hnsw_ef_construction`, efSearch `hnsw_ef_search`) from there on, per tenant;
+    # `configure_index` fixes a tenant's kind explicitly. efSearch applies at search time; a
+    # change of M or efConstruction rebuilds saved HNSW indexes on their next open (logged).
+    # Chosen by measurement (docs/BENCHMARKS.md, "HNSW recall at 1M chunks").
+    default_index_kind: Literal["auto", "flat", "hnsw", "ivf"] = "auto"
+    hnsw_threshold: int = Field(default=20_000, ge=1)
+    hnsw_ef_search: int = Field(default=768, ge=1)
+    hnsw_m: int = Field(default=48, ge=4, le=256)
+    hnsw_ef_construction: int = Field(default=120, ge=8, le=4_096)
+    # Derived indexes (FAISS, BM25) saved next to each tenant's SQLite and loaded on open
+    # (persistence.py): saved in the background once `persist_after_rows` entries changed
+    # since the last save, and when a tenant is closed or evicted. Off: rebuilt on every open.
+    persist_indexes: bool = True
+    persist_after_rows: int = Field(default=5_000, ge=1)
+    # Open tenants are evicted, least recently used first, once their estimated memory (FAISS +
+    # BM25 + a fixed overhead) passes this budget; 0 = no budget. A tenant used within the last
+    # `evict_idle_s` or with a request in progress is never evicted.
+    memory_budget_mb: int = Field(default=4_096, ge=0)
+    evict_idle_s: float = Field(default=1.0, ge=0.0)
     # OpenMP threads FAISS may use. Searches are one query at a time, where a second thread
     # costs more in wake-ups than it saves (SciFact flat, 11k vectors: 0.6 ms with 1 thread,
     # 1.0 ms with 2) and takes the core the query embedding needs; raise it for bulk HNSW/IVF
@@ -70,6 +90,34 @@ class KnowledgeStoreSettings(ServiceSettings):
     # searches are served, writes answer FAILED_PRECONDITION. Without it, a tenant whose files
     # refuse writes is served read-only on its own.
     read_only: bool = False
+    # Storage backend (services/knowledge_store/backend.py): "embedded" = SQLite + FAISS + BM25
+    # in data_dir (the default, what `make run` uses); "qdrant" = a Qdrant cluster at qdrant_url
+    # (or Qdrant's local mode in qdrant_path, one process per folder), with stateless replicas.
+    backend: Literal["embedded", "qdrant"] = "embedded"
+    qdrant_url: str = Field("", validation_alias=AliasChoices("NUCLEUS_QDRANT_URL", "NUCLEUS_KS_QDRANT_URL"))
+    qdrant_path: Path | None = Field(None, validation_alias=AliasChoices("NUCLEUS_QDRANT_PATH",
+                                                                         "NUCLEUS_KS_QDRANT_PATH"))
+    qdrant_api_key: SecretStr | None = Field(None, validation_alias=AliasChoices("NUCLEUS_QDRANT_API_KEY",
+                                                                                 "NUCLEUS_KS_QDRANT_API_KEY"))
+    qdrant_api_key_file: Path | None = Field(None, validation_alias=AliasChoices(
+        "NUCLEUS_QDRANT_API_KEY_FILE", "NUCLEUS_KS_QDRANT_API_KEY_FILE"))
+    qdrant_collection_prefix: str = Field("nucleus", validation_alias=AliasChoices(
+        "NUCLEUS_QDRANT_COLLECTION_PREFIX", "NUCLEUS_KS_QDRANT_COLLECTION_PREFIX"))
+    qdrant_timeout_s: float = Field(5.0, gt=0, validation_alias=AliasChoices(
+        "NUCLEUS_QDRANT_TIMEOUT_S", "NUCLEUS_KS_QDRANT_TIMEOUT_S"))
+    qdrant_retries: int = Field(2, ge=0, le=10, validation_alias=AliasChoices(
+        "NUCLEUS_QDRANT_RETRIES", "NUCLEUS_KS_QDRANT_RETRIES"))
+    # Collection layout, on a cluster only (local mode has no shards): shards and replication
+    # of the chunks collection, the write consistency factor, and tenants given their own
+    # shard key (the largest ones; comma separated).
+    qdrant_shards: int = Field(2, ge=1, validation_alias=AliasChoices("NUCLEUS_QDRANT_SHARDS",
+                                                                     "NUCLEUS_KS_QDRANT_SHARDS"))
+    qdrant_replication_factor: int = Field(1, ge=1, validation_alias=AliasChoices(
+        "NUCLEUS_QDRANT_REPLICATION_FACTOR", "NUCLEUS_KS_QDRANT_REPLICATION_FACTOR"))
+    qdrant_write_consistency: int = Field(1, ge=1, validation_alias=AliasChoices(
+        "NUCLEUS_QDRANT_WRITE_CONSISTENCY", "NUCLEUS_KS_QDRANT_WRITE_CONSISTENCY"))
+    qdrant_shard_key_tenants: str = Field("", validation_alias=AliasChoices(
+        "NUCLEUS_QDRANT_SHARD_KEY_TENANTS", "NUCLEUS_KS_QDRANT_SHARD_KEY_TENANTS"))
 
 
 class LlmOrchestrationSettings(ServiceSettings):
@@ -90,6 +138,9 @@ class LlmOrchestrationSettings(ServiceSettings):
     encode_batch_size: int = 64
     microbatch_max_wait_ms: float = 2.0
     microbatch_max_size: int = 64
+    # Intra-op threads of the local model's session for batches of concurrent callers (the
+    # rest of the stack needs the other core then); 0 = one session for every batch.
+    concurrent_threads: int = 1
     cache_size: int = 20_000
     openai_base_url: str = ""
     openai_api_key: SecretStr = SecretStr("")
@@ -116,6 +167,14 @@ class RagPipelineSettings(ServiceSettings):
     # Start the keyword leg while the query is being embedded (it needs no vector). On a
     # machine with few cores the two compete for CPU; set false to run it after the embedding.
     overlap_keyword_leg: bool = True
+    # Both retrieval legs in one KnowledgeStore call after the embedding (the keyword leg runs
+    # inside the vector call: one round trip less per query). Off: the keyword leg is its own
+    # call (overlapping the embedding as overlap_keyword_leg says); also the fallback when the
+    # combined call fails or the store does not know it.
+    combined_legs: bool = True
+    # Also for a search that runs alone (no other SearchAndRank in flight in this process).
+    # Off: a lone search keeps the keyword leg beside the embedding, which answers it sooner.
+    combined_legs_alone: bool = False
     embed_timeout_s: float = 3.0
     retrieval_timeout_s: float = 5.0
     default_top_k_initial: int = 50

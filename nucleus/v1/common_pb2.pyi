@@ -279,3 +279,45 @@ class ListRankingProfilesResponse(_message.Message):
     PROFILES_FIELD_NUMBER: _ClassVar[int]
     profiles: _containers.RepeatedCompositeFieldContainer[RankingProfile]
     def __init__(self, profiles: _Optional[_Iterable[_Union[RankingProfile, _Mapping]]] = ...) -> None: ...
+
+class Persona(_message.Message):
+    __slots__ = ("tenant_id", "persona_id", "display_name", "system_prompt", "allowed_tools", "allowed_sources", "llm_model", "updated_unix", "tools_disabled")
+    TENANT_ID_FIELD_NUMBER: _ClassVar[int]
+    PERSONA_ID_FIELD_NUMBER: _ClassVar[int]
+    DISPLAY_NAME_FIELD_NUMBER: _ClassVar[int]
+    SYSTEM_PROMPT_FIELD_NUMBER: _ClassVar[int]
+    ALLOWED_TOOLS_FIELD_NUMBER: _ClassVar[int]
+    ALLOWED_SOURCES_FIELD_NUMBER: _ClassVar[int]
+    LLM_MODEL_FIELD_NUMBER: _ClassVar[int]
+    UPDATED_UNIX_FIELD_NUMBER: _ClassVar[int]
+    TOOLS_DISABLED_FIELD_NUMBER: _ClassVar[int]
+    tenant_id: str
+    persona_id: str
+    display_name: str
+    system_prompt: str
+    allowed_tools: _containers.RepeatedScalarFieldContainer[str]
+    allowed_sources: _containers.RepeatedScalarFieldContainer[str]
+    llm_model: str
+    updated_unix: int
+    tools_disabled: bool
+    def __init__(self, tenant_id: _Optional[str] = ..., persona_id: _Optional[str] = ..., display_name: _Optional[str] = ..., system_prompt: _Optional[str] = ..., allowed_tools: _Optional[_Iterable[str]] = ..., allowed_sources: _Optional[_Iterable[str]] = ..., llm_model: _Optional[str] = ..., updated_unix: _Optional[int] = ..., tools_disabled: _Optional[bool] = ...) -> None: ...
+
+class GetPersonaRequest(_message.Message):
+    __slots__ = ("tenant_id", "persona_id")
+    TENANT_ID_FIELD_NUMBER: _ClassVar[int]
+    PERSONA_ID_FIELD_NUMBER: _ClassVar[int]
+    tenant_id: str
+    persona_id: str
+    def __init__(self, tenant_id: _Optional[str] = ..., persona_id: _Optional[str] = ...) -> None: ...
+
+class ListPersonasRequest(_message.Message):
+    __slots__ = ("tenant_id",)
+    TENANT_ID_FIELD_NUMBER: _ClassVar[int]
+    tenant_id: str
+    def __init__(self, tenant_id: _Optional[str] = ...) -> None: ...
+
+class ListPersonasResponse(_message.Message):
+    __slots__ = ("personas",)
+    PERSONAS_FIELD_NUMBER: _ClassVar[int]
+    personas: _containers.RepeatedCompositeFieldContainer[Persona]
+    def __init__(self, personas: _Optional[_Iterable[_Union[Persona, _Mapping]]] = ...) -> None: ...

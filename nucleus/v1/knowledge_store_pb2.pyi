@@ -90,7 +90,7 @@ class FloatVector(_message.Message):
     def __init__(self, values: _Optional[_Iterable[float]] = ...) -> None: ...
 
 class VectorSearchRequest(_message.Message):
-    __slots__ = ("tenant_id", "query_vectors", "top_k", "filters", "candidates_only", "top_hits", "complete_scores", "keywords", "extra_keywords", "complete_row_ids")
+    __slots__ = ("tenant_id", "query_vectors", "top_k", "filters", "candidates_only", "top_hits", "complete_scores", "keywords", "extra_keywords", "complete_row_ids", "include_keyword_leg")
     TENANT_ID_FIELD_NUMBER: _ClassVar[int]
     QUERY_VECTORS_FIELD_NUMBER: _ClassVar[int]
     TOP_K_FIELD_NUMBER: _ClassVar[int]
@@ -101,6 +101,7 @@ class VectorSearchRequest(_message.Message):
     KEYWORDS_FIELD_NUMBER: _ClassVar[int]
     EXTRA_KEYWORDS_FIELD_NUMBER: _ClassVar[int]
     COMPLETE_ROW_IDS_FIELD_NUMBER: _ClassVar[int]
+    INCLUDE_KEYWORD_LEG_FIELD_NUMBER: _ClassVar[int]
     tenant_id: str
     query_vectors: _containers.RepeatedCompositeFieldContainer[FloatVector]
     top_k: int
@@ -111,7 +112,8 @@ class VectorSearchRequest(_message.Message):
     keywords: str
     extra_keywords: _containers.RepeatedScalarFieldContainer[str]
     complete_row_ids: _containers.RepeatedScalarFieldContainer[int]
-    def __init__(self, tenant_id: _Optional[str] = ..., query_vectors: _Optional[_Iterable[_Union[FloatVector, _Mapping]]] = ..., top_k: _Optional[int] = ..., filters: _Optional[_Union[_common_pb2.KnowledgeSearchFilters, _Mapping]] = ..., candidates_only: _Optional[bool] = ..., top_hits: _Optional[int] = ..., complete_scores: _Optional[bool] = ..., keywords: _Optional[str] = ..., extra_keywords: _Optional[_Iterable[str]] = ..., complete_row_ids: _Optional[_Iterable[int]] = ...) -> None: ...
+    include_keyword_leg: bool
+    def __init__(self, tenant_id: _Optional[str] = ..., query_vectors: _Optional[_Iterable[_Union[FloatVector, _Mapping]]] = ..., top_k: _Optional[int] = ..., filters: _Optional[_Union[_common_pb2.KnowledgeSearchFilters, _Mapping]] = ..., candidates_only: _Optional[bool] = ..., top_hits: _Optional[int] = ..., complete_scores: _Optional[bool] = ..., keywords: _Optional[str] = ..., extra_keywords: _Optional[_Iterable[str]] = ..., complete_row_ids: _Optional[_Iterable[int]] = ..., include_keyword_leg: _Optional[bool] = ...) -> None: ...
 
 class ScoreCompletion(_message.Message):
     __slots__ = ("row_ids", "dense", "bm25", "query_terms", "document_frequency", "keyword_entries")
@@ -172,16 +174,20 @@ class VectorHits(_message.Message):
     def __init__(self, hits: _Optional[_Iterable[_Union[ScoredEntry, _Mapping]]] = ...) -> None: ...
 
 class VectorSearchResponse(_message.Message):
-    __slots__ = ("per_query", "index_kind", "per_query_columns", "completion")
+    __slots__ = ("per_query", "index_kind", "per_query_columns", "completion", "keyword_columns", "keyword_query_terms")
     PER_QUERY_FIELD_NUMBER: _ClassVar[int]
     INDEX_KIND_FIELD_NUMBER: _ClassVar[int]
     PER_QUERY_COLUMNS_FIELD_NUMBER: _ClassVar[int]
     COMPLETION_FIELD_NUMBER: _ClassVar[int]
+    KEYWORD_COLUMNS_FIELD_NUMBER: _ClassVar[int]
+    KEYWORD_QUERY_TERMS_FIELD_NUMBER: _ClassVar[int]
     per_query: _containers.RepeatedCompositeFieldContainer[VectorHits]
     index_kind: str
     per_query_columns: _containers.RepeatedCompositeFieldContainer[CandidateColumns]
     completion: ScoreCompletion
-    def __init__(self, per_query: _Optional[_Iterable[_Union[VectorHits, _Mapping]]] = ..., index_kind: _Optional[str] = ..., per_query_columns: _Optional[_Iterable[_Union[CandidateColumns, _Mapping]]] = ..., completion: _Optional[_Union[ScoreCompletion, _Mapping]] = ...) -> None: ...
+    keyword_columns: CandidateColumns
+    keyword_query_terms: _containers.RepeatedScalarFieldContainer[str]
+    def __init__(self, per_query: _Optional[_Iterable[_Union[VectorHits, _Mapping]]] = ..., index_kind: _Optional[str] = ..., per_query_columns: _Optional[_Iterable[_Union[CandidateColumns, _Mapping]]] = ..., completion: _Optional[_Union[ScoreCompletion, _Mapping]] = ..., keyword_columns: _Optional[_Union[CandidateColumns, _Mapping]] = ..., keyword_query_terms: _Optional[_Iterable[str]] = ...) -> None: ...
 
 class FilterSearchRequest(_message.Message):
     __slots__ = ("tenant_id", "keywords", "extra_keywords", "top_k", "filters", "candidates_only", "top_hits")
@@ -312,7 +318,7 @@ class StoreProblem(_message.Message):
     def __init__(self, tenant_id: _Optional[str] = ..., kind: _Optional[str] = ..., message: _Optional[str] = ..., since_unix: _Optional[int] = ...) -> None: ...
 
 class StoreStatus(_message.Message):
-    __slots__ = ("state", "data_dir", "read_only", "free_bytes", "total_bytes", "problems", "repaired_rows", "open_tenants")
+    __slots__ = ("state", "data_dir", "read_only", "free_bytes", "total_bytes", "problems", "repaired_rows", "open_tenants", "open_tenant_bytes", "memory_budget_bytes", "tenants")
     STATE_FIELD_NUMBER: _ClassVar[int]
     DATA_DIR_FIELD_NUMBER: _ClassVar[int]
     READ_ONLY_FIELD_NUMBER: _ClassVar[int]
@@ -321,6 +327,9 @@ class StoreStatus(_message.Message):
     PROBLEMS_FIELD_NUMBER: _ClassVar[int]
     REPAIRED_ROWS_FIELD_NUMBER: _ClassVar[int]
     OPEN_TENANTS_FIELD_NUMBER: _ClassVar[int]
+    OPEN_TENANT_BYTES_FIELD_NUMBER: _ClassVar[int]
+    MEMORY_BUDGET_BYTES_FIELD_NUMBER: _ClassVar[int]
+    TENANTS_FIELD_NUMBER: _ClassVar[int]
     state: str
     data_dir: str
     read_only: bool
@@ -329,7 +338,18 @@ class StoreStatus(_message.Message):
     problems: _containers.RepeatedCompositeFieldContainer[StoreProblem]
     repaired_rows: int
     open_tenants: int
-    def __init__(self, state: _Optional[str] = ..., data_dir: _Optional[str] = ..., read_only: _Optional[bool] = ..., free_bytes: _Optional[int] = ..., total_bytes: _Optional[int] = ..., problems: _Optional[_Iterable[_Union[StoreProblem, _Mapping]]] = ..., repaired_rows: _Optional[int] = ..., open_tenants: _Optional[int] = ...) -> None: ...
+    open_tenant_bytes: int
+    memory_budget_bytes: int
+    tenants: _containers.RepeatedCompositeFieldContainer[OpenTenant]
+    def __init__(self, state: _Optional[str] = ..., data_dir: _Optional[str] = ..., read_only: _Optional[bool] = ..., free_bytes: _Optional[int] = ..., total_bytes: _Optional[int] = ..., problems: _Optional[_Iterable[_Union[StoreProblem, _Mapping]]] = ..., repaired_rows: _Optional[int] = ..., open_tenants: _Optional[int] = ..., open_tenant_bytes: _Optional[int] = ..., memory_budget_bytes: _Optional[int] = ..., tenants: _Optional[_Iterable[_Union[OpenTenant, _Mapping]]] = ...) -> None: ...
+
+class OpenTenant(_message.Message):
+    __slots__ = ("tenant_id", "bytes")
+    TENANT_ID_FIELD_NUMBER: _ClassVar[int]
+    BYTES_FIELD_NUMBER: _ClassVar[int]
+    tenant_id: str
+    bytes: int
+    def __init__(self, tenant_id: _Optional[str] = ..., bytes: _Optional[int] = ...) -> None: ...
 
 class CheckTenantRequest(_message.Message):
     __slots__ = ("tenant_id", "repair")
@@ -378,3 +398,79 @@ class TenantCheck(_message.Message):
     deferred: str
     consistent: bool
     def __init__(self, tenant_id: _Optional[str] = ..., entries: _Optional[int] = ..., vectors: _Optional[int] = ..., keyword_rows: _Optional[int] = ..., vectors_indexed: _Optional[int] = ..., keyword_rows_indexed: _Optional[int] = ..., missing_vectors: _Optional[int] = ..., malformed_vectors: _Optional[int] = ..., missing_keyword_rows: _Optional[int] = ..., orphan_vectors: _Optional[int] = ..., orphan_keyword_rows: _Optional[int] = ..., entries_without_artifact: _Optional[int] = ..., integrity_errors: _Optional[_Iterable[str]] = ..., repaired_vectors: _Optional[int] = ..., repaired_keyword_rows: _Optional[int] = ..., removed_orphans: _Optional[int] = ..., deferred: _Optional[str] = ..., consistent: _Optional[bool] = ...) -> None: ...
+
+class ExternalText(_message.Message):
+    __slots__ = ("title", "text")
+    TITLE_FIELD_NUMBER: _ClassVar[int]
+    TEXT_FIELD_NUMBER: _ClassVar[int]
+    title: str
+    text: str
+    def __init__(self, title: _Optional[str] = ..., text: _Optional[str] = ...) -> None: ...
+
+class ScoreKeywordsRequest(_message.Message):
+    __slots__ = ("tenant_id", "keywords", "extra_keywords", "texts")
+    TENANT_ID_FIELD_NUMBER: _ClassVar[int]
+    KEYWORDS_FIELD_NUMBER: _ClassVar[int]
+    EXTRA_KEYWORDS_FIELD_NUMBER: _ClassVar[int]
+    TEXTS_FIELD_NUMBER: _ClassVar[int]
+    tenant_id: str
+    keywords: str
+    extra_keywords: _containers.RepeatedScalarFieldContainer[str]
+    texts: _containers.RepeatedCompositeFieldContainer[ExternalText]
+    def __init__(self, tenant_id: _Optional[str] = ..., keywords: _Optional[str] = ..., extra_keywords: _Optional[_Iterable[str]] = ..., texts: _Optional[_Iterable[_Union[ExternalText, _Mapping]]] = ...) -> None: ...
+
+class ScoreKeywordsResponse(_message.Message):
+    __slots__ = ("bm25", "richness", "query_terms", "document_frequency", "keyword_entries", "chunk_texts", "chunk_owner")
+    BM25_FIELD_NUMBER: _ClassVar[int]
+    RICHNESS_FIELD_NUMBER: _ClassVar[int]
+    QUERY_TERMS_FIELD_NUMBER: _ClassVar[int]
+    DOCUMENT_FREQUENCY_FIELD_NUMBER: _ClassVar[int]
+    KEYWORD_ENTRIES_FIELD_NUMBER: _ClassVar[int]
+    CHUNK_TEXTS_FIELD_NUMBER: _ClassVar[int]
+    CHUNK_OWNER_FIELD_NUMBER: _ClassVar[int]
+    bm25: _containers.RepeatedScalarFieldContainer[float]
+    richness: _containers.RepeatedScalarFieldContainer[float]
+    query_terms: _containers.RepeatedScalarFieldContainer[str]
+    document_frequency: _containers.RepeatedScalarFieldContainer[int]
+    keyword_entries: int
+    chunk_texts: _containers.RepeatedScalarFieldContainer[str]
+    chunk_owner: _containers.RepeatedScalarFieldContainer[int]
+    def __init__(self, bm25: _Optional[_Iterable[float]] = ..., richness: _Optional[_Iterable[float]] = ..., query_terms: _Optional[_Iterable[str]] = ..., document_frequency: _Optional[_Iterable[int]] = ..., keyword_entries: _Optional[int] = ..., chunk_texts: _Optional[_Iterable[str]] = ..., chunk_owner: _Optional[_Iterable[int]] = ...) -> None: ...
+
+class TopicsRequest(_message.Message):
+    __slots__ = ("tenant_id", "filters", "kind", "k", "max_terms", "examples", "period", "date_field", "topic_id", "query_vector", "limit", "max_points")
+    TENANT_ID_FIELD_NUMBER: _ClassVar[int]
+    FILTERS_FIELD_NUMBER: _ClassVar[int]
+    KIND_FIELD_NUMBER: _ClassVar[int]
+    K_FIELD_NUMBER: _ClassVar[int]
+    MAX_TERMS_FIELD_NUMBER: _ClassVar[int]
+    EXAMPLES_FIELD_NUMBER: _ClassVar[int]
+    PERIOD_FIELD_NUMBER: _ClassVar[int]
+    DATE_FIELD_FIELD_NUMBER: _ClassVar[int]
+    TOPIC_ID_FIELD_NUMBER: _ClassVar[int]
+    QUERY_VECTOR_FIELD_NUMBER: _ClassVar[int]
+    LIMIT_FIELD_NUMBER: _ClassVar[int]
+    MAX_POINTS_FIELD_NUMBER: _ClassVar[int]
+    tenant_id: str
+    filters: _common_pb2.KnowledgeSearchFilters
+    kind: str
+    k: int
+    max_terms: int
+    examples: int
+    period: str
+    date_field: str
+    topic_id: int
+    query_vector: FloatVector
+    limit: int
+    max_points: int
+    def __init__(self, tenant_id: _Optional[str] = ..., filters: _Optional[_Union[_common_pb2.KnowledgeSearchFilters, _Mapping]] = ..., kind: _Optional[str] = ..., k: _Optional[int] = ..., max_terms: _Optional[int] = ..., examples: _Optional[int] = ..., period: _Optional[str] = ..., date_field: _Optional[str] = ..., topic_id: _Optional[int] = ..., query_vector: _Optional[_Union[FloatVector, _Mapping]] = ..., limit: _Optional[int] = ..., max_points: _Optional[int] = ...) -> None: ...
+
+class TopicsResponse(_message.Message):
+    __slots__ = ("status", "progress", "result_json")
+    STATUS_FIELD_NUMBER: _ClassVar[int]
+    PROGRESS_FIELD_NUMBER: _ClassVar[int]
+    RESULT_JSON_FIELD_NUMBER: _ClassVar[int]
+    status: str
+    progress: float
+    result_json: str
+    def __init__(self, status: _Optional[str] = ..., progress: _Optional[float] = ..., result_json: _Optional[str] = ...) -> None: ...

@@ -100,6 +100,31 @@ class KnowledgeStoreStub:
                 request_serializer=nucleus_dot_v1_dot_knowledge__store__pb2.CheckTenantRequest.SerializeToString,
                 response_deserializer=nucleus_dot_v1_dot_knowledge__store__pb2.TenantCheck.FromString,
                 _registered_method=True)
+        self.ScoreKeywords = channel.unary_unary(
+                '/nucleus.v1.KnowledgeStore/ScoreKeywords',
+                request_serializer=nucleus_dot_v1_dot_knowledge__store__pb2.ScoreKeywordsRequest.SerializeToString,
+                response_deserializer=nucleus_dot_v1_dot_knowledge__store__pb2.ScoreKeywordsResponse.FromString,
+                _registered_method=True)
+        self.GetTopics = channel.unary_unary(
+                '/nucleus.v1.KnowledgeStore/GetTopics',
+                request_serializer=nucleus_dot_v1_dot_knowledge__store__pb2.TopicsRequest.SerializeToString,
+                response_deserializer=nucleus_dot_v1_dot_knowledge__store__pb2.TopicsResponse.FromString,
+                _registered_method=True)
+        self.PutPersona = channel.unary_unary(
+                '/nucleus.v1.KnowledgeStore/PutPersona',
+                request_serializer=nucleus_dot_v1_dot_common__pb2.Persona.SerializeToString,
+                response_deserializer=nucleus_dot_v1_dot_common__pb2.Persona.FromString,
+                _registered_method=True)
+        self.GetPersona = channel.unary_unary(
+                '/nucleus.v1.KnowledgeStore/GetPersona',
+                request_serializer=nucleus_dot_v1_dot_common__pb2.GetPersonaRequest.SerializeToString,
+                response_deserializer=nucleus_dot_v1_dot_common__pb2.Persona.FromString,
+                _registered_method=True)
+        self.ListPersonas = channel.unary_unary(
+                '/nucleus.v1.KnowledgeStore/ListPersonas',
+                request_serializer=nucleus_dot_v1_dot_common__pb2.ListPersonasRequest.SerializeToString,
+                response_deserializer=nucleus_dot_v1_dot_common__pb2.ListPersonasResponse.FromString,
+                _registered_method=True)
 
 
 class KnowledgeStoreServicer:
@@ -191,6 +216,42 @@ class KnowledgeStoreServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def ScoreKeywords(self, request, context):
+        """Federation: BM25 of texts the store does not hold (a remote source's hits) with the tenant's
+        own term statistics (idf, average length, the same analyser), as if they were its entries,
+        and the richness the store would give them: remote hits scored on the local scale.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def GetTopics(self, request, context):
+        """Topics of a tenant as the caller sees them: k-means clusters of its documents labelled from
+        the documents the caller may see (services/knowledge_store/topics.py, docs/AGENTS.md).
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def PutPersona(self, request, context):
+        """Persona agents' settings (system prompt, allowed tools / sources, LLM model).
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def GetPersona(self, request, context):
+        """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def ListPersonas(self, request, context):
+        """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_KnowledgeStoreServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -258,6 +319,31 @@ def add_KnowledgeStoreServicer_to_server(servicer, server):
                     servicer.CheckTenant,
                     request_deserializer=nucleus_dot_v1_dot_knowledge__store__pb2.CheckTenantRequest.FromString,
                     response_serializer=nucleus_dot_v1_dot_knowledge__store__pb2.TenantCheck.SerializeToString,
+            ),
+            'ScoreKeywords': grpc.unary_unary_rpc_method_handler(
+                    servicer.ScoreKeywords,
+                    request_deserializer=nucleus_dot_v1_dot_knowledge__store__pb2.ScoreKeywordsRequest.FromString,
+                    response_serializer=nucleus_dot_v1_dot_knowledge__store__pb2.ScoreKeywordsResponse.SerializeToString,
+            ),
+            'GetTopics': grpc.unary_unary_rpc_method_handler(
+                    servicer.GetTopics,
+                    request_deserializer=nucleus_dot_v1_dot_knowledge__store__pb2.TopicsRequest.FromString,
+                    response_serializer=nucleus_dot_v1_dot_knowledge__store__pb2.TopicsResponse.SerializeToString,
+            ),
+            'PutPersona': grpc.unary_unary_rpc_method_handler(
+                    servicer.PutPersona,
+                    request_deserializer=nucleus_dot_v1_dot_common__pb2.Persona.FromString,
+                    response_serializer=nucleus_dot_v1_dot_common__pb2.Persona.SerializeToString,
+            ),
+            'GetPersona': grpc.unary_unary_rpc_method_handler(
+                    servicer.GetPersona,
+                    request_deserializer=nucleus_dot_v1_dot_common__pb2.GetPersonaRequest.FromString,
+                    response_serializer=nucleus_dot_v1_dot_common__pb2.Persona.SerializeToString,
+            ),
+            'ListPersonas': grpc.unary_unary_rpc_method_handler(
+                    servicer.ListPersonas,
+                    request_deserializer=nucleus_dot_v1_dot_common__pb2.ListPersonasRequest.FromString,
+                    response_serializer=nucleus_dot_v1_dot_common__pb2.ListPersonasResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -611,6 +697,141 @@ class KnowledgeStore:
             '/nucleus.v1.KnowledgeStore/CheckTenant',
             nucleus_dot_v1_dot_knowledge__store__pb2.CheckTenantRequest.SerializeToString,
             nucleus_dot_v1_dot_knowledge__store__pb2.TenantCheck.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def ScoreKeywords(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/nucleus.v1.KnowledgeStore/ScoreKeywords',
+            nucleus_dot_v1_dot_knowledge__store__pb2.ScoreKeywordsRequest.SerializeToString,
+            nucleus_dot_v1_dot_knowledge__store__pb2.ScoreKeywordsResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def GetTopics(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/nucleus.v1.KnowledgeStore/GetTopics',
+            nucleus_dot_v1_dot_knowledge__store__pb2.TopicsRequest.SerializeToString,
+            nucleus_dot_v1_dot_knowledge__store__pb2.TopicsResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def PutPersona(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/nucleus.v1.KnowledgeStore/PutPersona',
+            nucleus_dot_v1_dot_common__pb2.Persona.SerializeToString,
+            nucleus_dot_v1_dot_common__pb2.Persona.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def GetPersona(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/nucleus.v1.KnowledgeStore/GetPersona',
+            nucleus_dot_v1_dot_common__pb2.GetPersonaRequest.SerializeToString,
+            nucleus_dot_v1_dot_common__pb2.Persona.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def ListPersonas(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/nucleus.v1.KnowledgeStore/ListPersonas',
+            nucleus_dot_v1_dot_common__pb2.ListPersonasRequest.SerializeToString,
+            nucleus_dot_v1_dot_common__pb2.ListPersonasResponse.FromString,
             options,
             channel_credentials,
             insecure,

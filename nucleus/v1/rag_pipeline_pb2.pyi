@@ -8,7 +8,7 @@ from typing import ClassVar as _ClassVar, Optional as _Optional, Union as _Union
 DESCRIPTOR: _descriptor.FileDescriptor
 
 class SearchAndRankRequest(_message.Message):
-    __slots__ = ("tenant_id", "persona_id", "user_query_text", "user_query_vector", "top_k_initial_retrieve", "top_k_final_rank", "ranking_prefs", "filters", "expand_query_with_llm", "extra_query_phrases")
+    __slots__ = ("tenant_id", "persona_id", "user_query_text", "user_query_vector", "top_k_initial_retrieve", "top_k_final_rank", "ranking_prefs", "filters", "expand_query_with_llm", "extra_query_phrases", "sources")
     TENANT_ID_FIELD_NUMBER: _ClassVar[int]
     PERSONA_ID_FIELD_NUMBER: _ClassVar[int]
     USER_QUERY_TEXT_FIELD_NUMBER: _ClassVar[int]
@@ -19,6 +19,7 @@ class SearchAndRankRequest(_message.Message):
     FILTERS_FIELD_NUMBER: _ClassVar[int]
     EXPAND_QUERY_WITH_LLM_FIELD_NUMBER: _ClassVar[int]
     EXTRA_QUERY_PHRASES_FIELD_NUMBER: _ClassVar[int]
+    SOURCES_FIELD_NUMBER: _ClassVar[int]
     tenant_id: str
     persona_id: str
     user_query_text: str
@@ -29,10 +30,11 @@ class SearchAndRankRequest(_message.Message):
     filters: _common_pb2.KnowledgeSearchFilters
     expand_query_with_llm: bool
     extra_query_phrases: _containers.RepeatedScalarFieldContainer[str]
-    def __init__(self, tenant_id: _Optional[str] = ..., persona_id: _Optional[str] = ..., user_query_text: _Optional[str] = ..., user_query_vector: _Optional[_Iterable[float]] = ..., top_k_initial_retrieve: _Optional[int] = ..., top_k_final_rank: _Optional[int] = ..., ranking_prefs: _Optional[_Union[_common_pb2.RankingPreferences, _Mapping]] = ..., filters: _Optional[_Union[_common_pb2.KnowledgeSearchFilters, _Mapping]] = ..., expand_query_with_llm: _Optional[bool] = ..., extra_query_phrases: _Optional[_Iterable[str]] = ...) -> None: ...
+    sources: _containers.RepeatedScalarFieldContainer[str]
+    def __init__(self, tenant_id: _Optional[str] = ..., persona_id: _Optional[str] = ..., user_query_text: _Optional[str] = ..., user_query_vector: _Optional[_Iterable[float]] = ..., top_k_initial_retrieve: _Optional[int] = ..., top_k_final_rank: _Optional[int] = ..., ranking_prefs: _Optional[_Union[_common_pb2.RankingPreferences, _Mapping]] = ..., filters: _Optional[_Union[_common_pb2.KnowledgeSearchFilters, _Mapping]] = ..., expand_query_with_llm: _Optional[bool] = ..., extra_query_phrases: _Optional[_Iterable[str]] = ..., sources: _Optional[_Iterable[str]] = ...) -> None: ...
 
 class ScoreExplanation(_message.Message):
-    __slots__ = ("weights", "contributions", "dense_cosine", "bm25", "dense_rank", "bm25_rank", "dense_norm", "bm25_norm", "rerank_score", "fusion_method", "recency_applied", "age_days", "dense_source", "bm25_source", "dense_weight", "query_profile")
+    __slots__ = ("weights", "contributions", "dense_cosine", "bm25", "dense_rank", "bm25_rank", "dense_norm", "bm25_norm", "rerank_score", "fusion_method", "recency_applied", "age_days", "dense_source", "bm25_source", "dense_weight", "query_profile", "source_id", "remote_score")
     WEIGHTS_FIELD_NUMBER: _ClassVar[int]
     CONTRIBUTIONS_FIELD_NUMBER: _ClassVar[int]
     DENSE_COSINE_FIELD_NUMBER: _ClassVar[int]
@@ -49,6 +51,8 @@ class ScoreExplanation(_message.Message):
     BM25_SOURCE_FIELD_NUMBER: _ClassVar[int]
     DENSE_WEIGHT_FIELD_NUMBER: _ClassVar[int]
     QUERY_PROFILE_FIELD_NUMBER: _ClassVar[int]
+    SOURCE_ID_FIELD_NUMBER: _ClassVar[int]
+    REMOTE_SCORE_FIELD_NUMBER: _ClassVar[int]
     weights: _common_pb2.FourRScores
     contributions: _common_pb2.FourRScores
     dense_cosine: float
@@ -65,10 +69,12 @@ class ScoreExplanation(_message.Message):
     bm25_source: str
     dense_weight: float
     query_profile: str
-    def __init__(self, weights: _Optional[_Union[_common_pb2.FourRScores, _Mapping]] = ..., contributions: _Optional[_Union[_common_pb2.FourRScores, _Mapping]] = ..., dense_cosine: _Optional[float] = ..., bm25: _Optional[float] = ..., dense_rank: _Optional[int] = ..., bm25_rank: _Optional[int] = ..., dense_norm: _Optional[float] = ..., bm25_norm: _Optional[float] = ..., rerank_score: _Optional[float] = ..., fusion_method: _Optional[str] = ..., recency_applied: _Optional[bool] = ..., age_days: _Optional[float] = ..., dense_source: _Optional[str] = ..., bm25_source: _Optional[str] = ..., dense_weight: _Optional[float] = ..., query_profile: _Optional[str] = ...) -> None: ...
+    source_id: str
+    remote_score: float
+    def __init__(self, weights: _Optional[_Union[_common_pb2.FourRScores, _Mapping]] = ..., contributions: _Optional[_Union[_common_pb2.FourRScores, _Mapping]] = ..., dense_cosine: _Optional[float] = ..., bm25: _Optional[float] = ..., dense_rank: _Optional[int] = ..., bm25_rank: _Optional[int] = ..., dense_norm: _Optional[float] = ..., bm25_norm: _Optional[float] = ..., rerank_score: _Optional[float] = ..., fusion_method: _Optional[str] = ..., recency_applied: _Optional[bool] = ..., age_days: _Optional[float] = ..., dense_source: _Optional[str] = ..., bm25_source: _Optional[str] = ..., dense_weight: _Optional[float] = ..., query_profile: _Optional[str] = ..., source_id: _Optional[str] = ..., remote_score: _Optional[float] = ...) -> None: ...
 
 class RankedKnowledgeResult(_message.Message):
-    __slots__ = ("persona_knowledge_entry_id", "associated_artifact", "snippet", "overall_rank_score", "individual_scores", "explanation", "headline", "text", "timestamp_unix", "relevance_probability")
+    __slots__ = ("persona_knowledge_entry_id", "associated_artifact", "snippet", "overall_rank_score", "individual_scores", "explanation", "headline", "text", "timestamp_unix", "relevance_probability", "source_id")
     PERSONA_KNOWLEDGE_ENTRY_ID_FIELD_NUMBER: _ClassVar[int]
     ASSOCIATED_ARTIFACT_FIELD_NUMBER: _ClassVar[int]
     SNIPPET_FIELD_NUMBER: _ClassVar[int]
@@ -79,6 +85,7 @@ class RankedKnowledgeResult(_message.Message):
     TEXT_FIELD_NUMBER: _ClassVar[int]
     TIMESTAMP_UNIX_FIELD_NUMBER: _ClassVar[int]
     RELEVANCE_PROBABILITY_FIELD_NUMBER: _ClassVar[int]
+    SOURCE_ID_FIELD_NUMBER: _ClassVar[int]
     persona_knowledge_entry_id: str
     associated_artifact: _common_pb2.ArtifactMetadataSummary
     snippet: str
@@ -89,7 +96,8 @@ class RankedKnowledgeResult(_message.Message):
     text: str
     timestamp_unix: int
     relevance_probability: float
-    def __init__(self, persona_knowledge_entry_id: _Optional[str] = ..., associated_artifact: _Optional[_Union[_common_pb2.ArtifactMetadataSummary, _Mapping]] = ..., snippet: _Optional[str] = ..., overall_rank_score: _Optional[float] = ..., individual_scores: _Optional[_Union[_common_pb2.FourRScores, _Mapping]] = ..., explanation: _Optional[_Union[ScoreExplanation, _Mapping]] = ..., headline: _Optional[str] = ..., text: _Optional[str] = ..., timestamp_unix: _Optional[int] = ..., relevance_probability: _Optional[float] = ...) -> None: ...
+    source_id: str
+    def __init__(self, persona_knowledge_entry_id: _Optional[str] = ..., associated_artifact: _Optional[_Union[_common_pb2.ArtifactMetadataSummary, _Mapping]] = ..., snippet: _Optional[str] = ..., overall_rank_score: _Optional[float] = ..., individual_scores: _Optional[_Union[_common_pb2.FourRScores, _Mapping]] = ..., explanation: _Optional[_Union[ScoreExplanation, _Mapping]] = ..., headline: _Optional[str] = ..., text: _Optional[str] = ..., timestamp_unix: _Optional[int] = ..., relevance_probability: _Optional[float] = ..., source_id: _Optional[str] = ...) -> None: ...
 
 class StageTiming(_message.Message):
     __slots__ = ("stage", "ms")
@@ -100,7 +108,7 @@ class StageTiming(_message.Message):
     def __init__(self, stage: _Optional[str] = ..., ms: _Optional[float] = ...) -> None: ...
 
 class SearchAndRankResponse(_message.Message):
-    __slots__ = ("results", "debug_information", "error_message", "degraded", "degraded_reasons", "profile_name", "profile_version", "query_phrases", "candidates_considered", "timings", "temporal_intent")
+    __slots__ = ("results", "debug_information", "error_message", "degraded", "degraded_reasons", "profile_name", "profile_version", "query_phrases", "candidates_considered", "timings", "temporal_intent", "sources")
     RESULTS_FIELD_NUMBER: _ClassVar[int]
     DEBUG_INFORMATION_FIELD_NUMBER: _ClassVar[int]
     ERROR_MESSAGE_FIELD_NUMBER: _ClassVar[int]
@@ -112,6 +120,7 @@ class SearchAndRankResponse(_message.Message):
     CANDIDATES_CONSIDERED_FIELD_NUMBER: _ClassVar[int]
     TIMINGS_FIELD_NUMBER: _ClassVar[int]
     TEMPORAL_INTENT_FIELD_NUMBER: _ClassVar[int]
+    SOURCES_FIELD_NUMBER: _ClassVar[int]
     results: _containers.RepeatedCompositeFieldContainer[RankedKnowledgeResult]
     debug_information: str
     error_message: str
@@ -123,4 +132,57 @@ class SearchAndRankResponse(_message.Message):
     candidates_considered: int
     timings: _containers.RepeatedCompositeFieldContainer[StageTiming]
     temporal_intent: bool
-    def __init__(self, results: _Optional[_Iterable[_Union[RankedKnowledgeResult, _Mapping]]] = ..., debug_information: _Optional[str] = ..., error_message: _Optional[str] = ..., degraded: _Optional[bool] = ..., degraded_reasons: _Optional[_Iterable[str]] = ..., profile_name: _Optional[str] = ..., profile_version: _Optional[int] = ..., query_phrases: _Optional[_Iterable[str]] = ..., candidates_considered: _Optional[int] = ..., timings: _Optional[_Iterable[_Union[StageTiming, _Mapping]]] = ..., temporal_intent: _Optional[bool] = ...) -> None: ...
+    sources: _containers.RepeatedCompositeFieldContainer[SourceReport]
+    def __init__(self, results: _Optional[_Iterable[_Union[RankedKnowledgeResult, _Mapping]]] = ..., debug_information: _Optional[str] = ..., error_message: _Optional[str] = ..., degraded: _Optional[bool] = ..., degraded_reasons: _Optional[_Iterable[str]] = ..., profile_name: _Optional[str] = ..., profile_version: _Optional[int] = ..., query_phrases: _Optional[_Iterable[str]] = ..., candidates_considered: _Optional[int] = ..., timings: _Optional[_Iterable[_Union[StageTiming, _Mapping]]] = ..., temporal_intent: _Optional[bool] = ..., sources: _Optional[_Iterable[_Union[SourceReport, _Mapping]]] = ...) -> None: ...
+
+class SourceReport(_message.Message):
+    __slots__ = ("source_id", "status", "latency_ms", "result_count", "error_message")
+    SOURCE_ID_FIELD_NUMBER: _ClassVar[int]
+    STATUS_FIELD_NUMBER: _ClassVar[int]
+    LATENCY_MS_FIELD_NUMBER: _ClassVar[int]
+    RESULT_COUNT_FIELD_NUMBER: _ClassVar[int]
+    ERROR_MESSAGE_FIELD_NUMBER: _ClassVar[int]
+    source_id: str
+    status: str
+    latency_ms: float
+    result_count: int
+    error_message: str
+    def __init__(self, source_id: _Optional[str] = ..., status: _Optional[str] = ..., latency_ms: _Optional[float] = ..., result_count: _Optional[int] = ..., error_message: _Optional[str] = ...) -> None: ...
+
+class TopicToolRequest(_message.Message):
+    __slots__ = ("tool", "tenant_id", "k", "max_terms", "examples", "period", "date_field", "topic_id", "query", "limit", "max_points", "include_png")
+    TOOL_FIELD_NUMBER: _ClassVar[int]
+    TENANT_ID_FIELD_NUMBER: _ClassVar[int]
+    K_FIELD_NUMBER: _ClassVar[int]
+    MAX_TERMS_FIELD_NUMBER: _ClassVar[int]
+    EXAMPLES_FIELD_NUMBER: _ClassVar[int]
+    PERIOD_FIELD_NUMBER: _ClassVar[int]
+    DATE_FIELD_FIELD_NUMBER: _ClassVar[int]
+    TOPIC_ID_FIELD_NUMBER: _ClassVar[int]
+    QUERY_FIELD_NUMBER: _ClassVar[int]
+    LIMIT_FIELD_NUMBER: _ClassVar[int]
+    MAX_POINTS_FIELD_NUMBER: _ClassVar[int]
+    INCLUDE_PNG_FIELD_NUMBER: _ClassVar[int]
+    tool: str
+    tenant_id: str
+    k: int
+    max_terms: int
+    examples: int
+    period: str
+    date_field: str
+    topic_id: int
+    query: str
+    limit: int
+    max_points: int
+    include_png: bool
+    def __init__(self, tool: _Optional[str] = ..., tenant_id: _Optional[str] = ..., k: _Optional[int] = ..., max_terms: _Optional[int] = ..., examples: _Optional[int] = ..., period: _Optional[str] = ..., date_field: _Optional[str] = ..., topic_id: _Optional[int] = ..., query: _Optional[str] = ..., limit: _Optional[int] = ..., max_points: _Optional[int] = ..., include_png: _Optional[bool] = ...) -> None: ...
+
+class TopicToolResponse(_message.Message):
+    __slots__ = ("status", "progress", "result_json")
+    STATUS_FIELD_NUMBER: _ClassVar[int]
+    PROGRESS_FIELD_NUMBER: _ClassVar[int]
+    RESULT_JSON_FIELD_NUMBER: _ClassVar[int]
+    status: str
+    progress: float
+    result_json: str
+    def __init__(self, status: _Optional[str] = ..., progress: _Optional[float] = ..., result_json: _Optional[str] = ...) -> None: ...

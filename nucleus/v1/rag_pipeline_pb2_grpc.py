@@ -60,6 +60,26 @@ class RagPipelineStub:
                 request_serializer=nucleus_dot_v1_dot_common__pb2.Feedback.SerializeToString,
                 response_deserializer=nucleus_dot_v1_dot_common__pb2.FeedbackAck.FromString,
                 _registered_method=True)
+        self.RunTopicTool = channel.unary_unary(
+                '/nucleus.v1.RagPipeline/RunTopicTool',
+                request_serializer=nucleus_dot_v1_dot_rag__pipeline__pb2.TopicToolRequest.SerializeToString,
+                response_deserializer=nucleus_dot_v1_dot_rag__pipeline__pb2.TopicToolResponse.FromString,
+                _registered_method=True)
+        self.PutPersona = channel.unary_unary(
+                '/nucleus.v1.RagPipeline/PutPersona',
+                request_serializer=nucleus_dot_v1_dot_common__pb2.Persona.SerializeToString,
+                response_deserializer=nucleus_dot_v1_dot_common__pb2.Persona.FromString,
+                _registered_method=True)
+        self.GetPersona = channel.unary_unary(
+                '/nucleus.v1.RagPipeline/GetPersona',
+                request_serializer=nucleus_dot_v1_dot_common__pb2.GetPersonaRequest.SerializeToString,
+                response_deserializer=nucleus_dot_v1_dot_common__pb2.Persona.FromString,
+                _registered_method=True)
+        self.ListPersonas = channel.unary_unary(
+                '/nucleus.v1.RagPipeline/ListPersonas',
+                request_serializer=nucleus_dot_v1_dot_common__pb2.ListPersonasRequest.SerializeToString,
+                response_deserializer=nucleus_dot_v1_dot_common__pb2.ListPersonasResponse.FromString,
+                _registered_method=True)
 
 
 class RagPipelineServicer:
@@ -95,6 +115,33 @@ class RagPipelineServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def RunTopicTool(self, request, context):
+        """The topic tools (rag_topics, rag_topic_evolution, rag_recent_developments, rag_topic_map)
+        for the verified caller, as over MCP (docs/AGENTS.md).
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def PutPersona(self, request, context):
+        """Persona agents' settings, stored by the KnowledgeStore (admins write, users of the tenant read).
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def GetPersona(self, request, context):
+        """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def ListPersonas(self, request, context):
+        """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_RagPipelineServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -122,6 +169,26 @@ def add_RagPipelineServicer_to_server(servicer, server):
                     servicer.RecordFeedback,
                     request_deserializer=nucleus_dot_v1_dot_common__pb2.Feedback.FromString,
                     response_serializer=nucleus_dot_v1_dot_common__pb2.FeedbackAck.SerializeToString,
+            ),
+            'RunTopicTool': grpc.unary_unary_rpc_method_handler(
+                    servicer.RunTopicTool,
+                    request_deserializer=nucleus_dot_v1_dot_rag__pipeline__pb2.TopicToolRequest.FromString,
+                    response_serializer=nucleus_dot_v1_dot_rag__pipeline__pb2.TopicToolResponse.SerializeToString,
+            ),
+            'PutPersona': grpc.unary_unary_rpc_method_handler(
+                    servicer.PutPersona,
+                    request_deserializer=nucleus_dot_v1_dot_common__pb2.Persona.FromString,
+                    response_serializer=nucleus_dot_v1_dot_common__pb2.Persona.SerializeToString,
+            ),
+            'GetPersona': grpc.unary_unary_rpc_method_handler(
+                    servicer.GetPersona,
+                    request_deserializer=nucleus_dot_v1_dot_common__pb2.GetPersonaRequest.FromString,
+                    response_serializer=nucleus_dot_v1_dot_common__pb2.Persona.SerializeToString,
+            ),
+            'ListPersonas': grpc.unary_unary_rpc_method_handler(
+                    servicer.ListPersonas,
+                    request_deserializer=nucleus_dot_v1_dot_common__pb2.ListPersonasRequest.FromString,
+                    response_serializer=nucleus_dot_v1_dot_common__pb2.ListPersonasResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -259,6 +326,114 @@ class RagPipeline:
             '/nucleus.v1.RagPipeline/RecordFeedback',
             nucleus_dot_v1_dot_common__pb2.Feedback.SerializeToString,
             nucleus_dot_v1_dot_common__pb2.FeedbackAck.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def RunTopicTool(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/nucleus.v1.RagPipeline/RunTopicTool',
+            nucleus_dot_v1_dot_rag__pipeline__pb2.TopicToolRequest.SerializeToString,
+            nucleus_dot_v1_dot_rag__pipeline__pb2.TopicToolResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def PutPersona(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/nucleus.v1.RagPipeline/PutPersona',
+            nucleus_dot_v1_dot_common__pb2.Persona.SerializeToString,
+            nucleus_dot_v1_dot_common__pb2.Persona.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def GetPersona(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/nucleus.v1.RagPipeline/GetPersona',
+            nucleus_dot_v1_dot_common__pb2.GetPersonaRequest.SerializeToString,
+            nucleus_dot_v1_dot_common__pb2.Persona.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def ListPersonas(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/nucleus.v1.RagPipeline/ListPersonas',
+            nucleus_dot_v1_dot_common__pb2.ListPersonasRequest.SerializeToString,
+            nucleus_dot_v1_dot_common__pb2.ListPersonasResponse.FromString,
             options,
             channel_credentials,
             insecure,

@@ -2,6 +2,7 @@
 the CLI and the benchmarks. Every call has a deadline; errors arrive as `shared.errors`."""
 from __future__ import annotations
 
+import json
 from pathlib import Path
 from typing import Sequence
 
@@ -11,10 +12,12 @@ from nucleus.v1 import common_pb2 as pb
 from nucleus.v1 import knowledge_store_pb2 as ks_pb
 from nucleus.v1 import knowledge_store_pb2_grpc as ks_grpc
 from services.knowledge_store import convert
+from services.knowledge_store.personas import Persona
 from services.knowledge_store.models import StoreStatus, TenantCheck
 from ranking.profile import RankingProfile
 from shared import records as m
 from shared.grpc_client import aio_channel, call
+from shared.errors import Unimplemented
 
 SERVICE = "KnowledgeStore"
 _TARGET_PB = {"entry": pb.FEEDBACK_TARGET_ENTRY, "artifact": pb.FEEDBACK_TARGET_ARTIFACT}
@@ -82,6 +85,26 @@ class KnowledgeStoreClient:
         return ([convert.columns_from_pb(c) for c in response.per_query_columns],
                 convert.completion_from_pb(response.completion))
 
+    async def candidates_by_both_legs(
+            self, tenant_id: str, vectors: np.ndarray, top_k: int, filters: m.SearchFilters, *, keywords: str,
+            extra_keywords: Sequence[str] = (), timeout_s: float | None = None,
+    ) -> tuple[m.CandidateColumns, list[str], list[m.CandidateColumns], m.ScoreCompletion]:
+        """`candidates_by_filters` and `candidates_by_vector_with_completion` (its rows completed)
+        in one round trip: (keyword columns, analysed terms, columns per query vector, completion).
+        Unimplemented when the store does not know the combined call."""
+        request = ks_pb.VectorSearchRequest(
+            tenant_id=tenant_id, top_k=top_k, filters=convert.filters_to_pb(filters), candidates_only=True,
+            complete_scores=True, include_keyword_leg=True, keywords=keywords, extra_keywords=list(extra_keywords),
+            query_vectors=[ks_pb.FloatVector(values=row.tolist()) for row in np.atleast_2d(vectors)])
+        response = await call(self._stub.SearchPersonaKnowledgeByVector, request,
+                              timeout=timeout_s or self.timeout_s, service=SERVICE)
+        if not response.HasField("keyword_columns"):
+            raise Unimplemented("the KnowledgeStore does not run both retrieval legs in one call "
+                                "(VectorSearchRequest.include_keyword_leg)")
+        return (convert.columns_from_pb(response.keyword_columns), list(response.keyword_query_terms),
+                [convert.columns_from_pb(c) for c in response.per_query_columns],
+                convert.completion_from_pb(response.completion))
+
     async def candidates_by_filters(self, tenant_id: str, keywords: str, extra_keywords: Sequence[str], top_k: int,
                                     filters: m.SearchFilters, *, top_hits: int = 0,
                                     timeout_s: float | None = None) -> tuple[m.CandidateColumns, list[str]]:
@@ -121,6 +144,46 @@ class KnowledgeStoreClient:
         response = await call(self._stub.GetEntries, ks_pb.GetEntriesRequest(
             tenant_id=tenant_id, entry_ids=list(entry_ids)), timeout=timeout_s or self.timeout_s, service=SERVICE)
         return [convert.hit_from_pb(h) for h in response.entries]
+
+    async def score_keywords(self, tenant_id: str, keywords: str, extra_keywords: Sequence[str],
+                             texts: Sequence[tuple[str, str]], *, timeout_s: float | None = None) -> m.KeywordScores:
+        """BM25 of the keyword phrases for (title, text) pairs the store does not hold, with the
+        tenant's term statistics, and their richness (remote hits on the local scale)."""
+        request = ks_pb.ScoreKeywordsRequest(tenant_id=tenant_id, keywords=keywords,
+                                             extra_keywords=list(extra_keywords),
+                                             texts=[ks_pb.ExternalText(title=t, text=x) for t, x in texts])
+        response = await call(self._stub.ScoreKeywords, request, timeout=timeout_s or self.timeout_s, service=SERVICE)
+        return convert.keyword_scores_from_pb(response, len(texts))
+
+    async def topics(self, tenant_id: str, filters: m.SearchFilters, kind: str, *, k: int = 0, max_terms: int = 0,
+                     examples: int = 0, period: str = "", date_field: str = "", topic_id: int | None = None,
+                     query_vector: np.ndarray | None = None, limit: int = 0, max_points: int = 0,
+                     timeout_s: float | None = None) -> dict:
+        """The tenant's topics as the caller sees them (GetTopics): the JSON answer as a dict,
+        {"status": "computing", "progress", ...} while they are being computed."""
+        request = ks_pb.TopicsRequest(tenant_id=tenant_id, filters=convert.filters_to_pb(filters), kind=kind, k=k,
+                                      max_terms=max_terms, examples=examples, period=period, date_field=date_field,
+                                      limit=limit, max_points=max_points)
+        if topic_id is not None:
+            request.topic_id = topic_id
+        if query_vector is not None:
+            request.query_vector.CopyFrom(ks_pb.FloatVector(values=np.asarray(query_vector, np.float32).ravel().tolist()))
+        response = await call(self._stub.GetTopics, request, timeout=timeout_s or self.timeout_s, service=SERVICE)
+        return json.loads(response.result_json)
+
+    async def put_persona(self, persona: Persona) -> Persona:
+        response = await call(self._stub.PutPersona, convert.persona_to_pb(persona), timeout=self.timeout_s, service=SERVICE)
+        return convert.persona_from_pb(response)
+
+    async def get_persona(self, tenant_id: str, persona_id: str) -> Persona:
+        response = await call(self._stub.GetPersona, pb.GetPersonaRequest(tenant_id=tenant_id, persona_id=persona_id),
+                              timeout=self.timeout_s, service=SERVICE)
+        return convert.persona_from_pb(response)
+
+    async def list_personas(self, tenant_id: str) -> list[Persona]:
+        response = await call(self._stub.ListPersonas, pb.ListPersonasRequest(tenant_id=tenant_id),
+                              timeout=self.timeout_s, service=SERVICE)
+        return [convert.persona_from_pb(p) for p in response.personas]
 
     async def put_profile(self, profile: RankingProfile) -> RankingProfile:
         response = await call(self._stub.PutRankingProfile, convert.profile_to_pb(profile),

@@ -8,6 +8,7 @@ from nucleus.v1 import common_pb2 as pb
 from nucleus.v1 import knowledge_store_pb2 as ks_pb
 from ranking.profile import RankingProfile
 from services.knowledge_store.models import Problem, StoreStatus, TenantCheck
+from services.knowledge_store.personas import Persona
 from shared import records as m
 from shared.errors import UpstreamFailed
 
@@ -152,6 +153,33 @@ def completion_from_pb(c: ks_pb.ScoreCompletion) -> m.ScoreCompletion:
         keyword_stats=m.KeywordStats(tuple(c.query_terms), tuple(c.document_frequency), c.keyword_entries))
 
 
+def keyword_scores_to_pb(k: m.KeywordScores) -> ks_pb.ScoreKeywordsResponse:
+    stats = k.keyword_stats
+    owners = [i for i, pieces in enumerate(k.chunks) for _ in pieces]
+    return ks_pb.ScoreKeywordsResponse(bm25=k.bm25.tolist(), richness=k.richness.tolist(), query_terms=stats.terms,
+                                       document_frequency=stats.document_frequency,
+                                       keyword_entries=stats.entries,
+                                       chunk_texts=[t for pieces in k.chunks for t in pieces], chunk_owner=owners)
+
+
+def keyword_scores_from_pb(r: ks_pb.ScoreKeywordsResponse, expected: int) -> m.KeywordScores:
+    if len(r.bm25) != expected or len(r.richness) != expected or len(r.document_frequency) != len(r.query_terms):
+        raise UpstreamFailed(f"keyword scores of different lengths: texts {expected}, bm25 {len(r.bm25)}, "
+                             f"richness {len(r.richness)}, terms {len(r.query_terms)}, "
+                             f"document frequencies {len(r.document_frequency)}")
+    if len(r.chunk_texts) != len(r.chunk_owner) or any(not 0 <= o < expected for o in r.chunk_owner):
+        raise UpstreamFailed(f"keyword scores: {len(r.chunk_texts)} chunk texts for {len(r.chunk_owner)} owners "
+                             f"of {expected} texts")
+    chunks: list[list[str]] = [[] for _ in range(expected)]
+    for text, owner in zip(r.chunk_texts, r.chunk_owner):
+        chunks[owner].append(text)
+    return m.KeywordScores(bm25=np.fromiter(r.bm25, np.float32, expected),
+                           richness=np.fromiter(r.richness, np.float32, expected),
+                           keyword_stats=m.KeywordStats(tuple(r.query_terms), tuple(r.document_frequency),
+                                                        r.keyword_entries),
+                           chunks=tuple(tuple(c) for c in chunks) if r.chunk_texts else ())
+
+
 def ingest_report_to_pb(r: m.IngestReport) -> ks_pb.IngestDocumentsResponse:
     return ks_pb.IngestDocumentsResponse(
         results=[ks_pb.IngestResult(artifact_id=x.artifact_id, entries_written=x.entries_written,
@@ -237,6 +265,8 @@ def store_status_to_pb(s: StoreStatus) -> ks_pb.StoreStatus:
     return ks_pb.StoreStatus(
         state=s.state, data_dir=s.data_dir, read_only=s.read_only, free_bytes=s.free_bytes,
         total_bytes=s.total_bytes, repaired_rows=s.repaired_rows, open_tenants=s.open_tenants,
+        open_tenant_bytes=s.open_tenant_bytes, memory_budget_bytes=s.memory_budget_bytes,
+        tenants=[ks_pb.OpenTenant(tenant_id=t, bytes=b) for t, b in s.tenants],
         problems=[ks_pb.StoreProblem(tenant_id=p.tenant_id, kind=p.kind, message=p.message,
                                      since_unix=p.since_unix) for p in s.problems])
 
@@ -245,6 +275,8 @@ def store_status_from_pb(s: ks_pb.StoreStatus) -> StoreStatus:
     return StoreStatus(
         state=s.state, data_dir=s.data_dir, read_only=s.read_only, free_bytes=s.free_bytes,
         total_bytes=s.total_bytes, repaired_rows=s.repaired_rows, open_tenants=s.open_tenants,
+        open_tenant_bytes=s.open_tenant_bytes, memory_budget_bytes=s.memory_budget_bytes,
+        tenants=tuple((t.tenant_id, t.bytes) for t in s.tenants),
         problems=tuple(Problem(p.tenant_id, p.kind, p.message, p.since_unix) for p in s.problems))
 
 
@@ -261,3 +293,17 @@ def tenant_check_to_pb(c: TenantCheck) -> ks_pb.TenantCheck:
 def tenant_check_from_pb(c: ks_pb.TenantCheck) -> TenantCheck:
     return TenantCheck(tenant_id=c.tenant_id, integrity_errors=tuple(c.integrity_errors), deferred=c.deferred,
                        **{name: getattr(c, name) for name in _CHECK_COUNTS})
+
+
+def persona_to_pb(p: Persona) -> pb.Persona:
+    return pb.Persona(tenant_id=p.tenant_id, persona_id=p.persona_id, display_name=p.display_name,
+                      system_prompt=p.system_prompt, allowed_tools=list(p.allowed_tools),
+                      allowed_sources=list(p.allowed_sources), llm_model=p.llm_model,
+                      updated_unix=p.updated_unix, tools_disabled=p.tools_disabled)
+
+
+def persona_from_pb(m_: pb.Persona) -> Persona:
+    return Persona(tenant_id=m_.tenant_id, persona_id=m_.persona_id, display_name=m_.display_name,
+                   system_prompt=m_.system_prompt, allowed_tools=tuple(m_.allowed_tools),
+                   allowed_sources=tuple(m_.allowed_sources), llm_model=m_.llm_model, updated_unix=m_.updated_unix,
+                   tools_disabled=m_.tools_disabled)

@@ -2,10 +2,11 @@
 
     KnowledgeStore                       this module: the public API, a facade over
       ├── per tenant: TenantDB            (SQLite, the system of record: storage/)
-      │               VectorIndex         (FAISS, rebuilt from SQLite on open: vector_index.py)
-      │               KeywordIndex        (in-memory BM25, rebuilt from SQLite's FTS5 rows on
-      │                                    open: keyword_index.py)
-      │               opened, rebuilt and closed by tenants.py, locked by locking.py
+      │               VectorIndex         (FAISS: vector_index.py)
+      │               KeywordIndex        (in-memory BM25 of SQLite's FTS5 rows: keyword_index.py)
+      │               both saved next to SQLite and loaded on open when their stamp matches,
+      │               else caught up or rebuilt (persistence.py); opened lazily, evicted under
+      │               the memory budget and closed by tenants.py, locked by locking.py
       ├── writes:   one SQLite transaction, then FAISS + keyword index under the tenant's
       │             exclusive lock (writes.py)
       ├── ingest:   validate all → extract/chunk/analyse (extraction, chunking, analysis,
@@ -26,7 +27,7 @@ its own FAISS object; every call resolves exactly one tenant first.
 
 Consistency: records = keyword rows (FTS5, the durable keyword store) = vectors always
 (`verify_integrity`): SQLite commits first, the in-memory indexes follow under the tenant's
-exclusive lock, and after a crash both are rebuilt from what SQLite committed (writes.py).
+exclusive lock, and after a crash both are caught up from what SQLite committed (tenants.py, writes.py).
 """
 from __future__ import annotations
 
@@ -43,12 +44,17 @@ from services.knowledge_store.ingest import Ingester
 from services.knowledge_store.models import Embedder, StoreStatus, TenantCheck
 from services.knowledge_store.search import Searcher
 from services.knowledge_store.tenants import Tenants
+from services.knowledge_store import personas
+from services.knowledge_store.personas import Persona
+from services.knowledge_store.topics import Topics
+from services.knowledge_store.topics import answer as topic_answer
 from shared.records import (
     CandidateColumns,
     DocumentIn,
     FeedbackAck,
     Hit,
     IngestReport,
+    KeywordScores,
     ScoreCompletion,
     SearchFilters,
     TenantStats,
@@ -70,6 +76,7 @@ class KnowledgeStore:
         self._searcher = Searcher(settings, self._tenants)
         self._consistency = Consistency(self._tenants, self._ingester)
         self._tenants.on_inconsistent = self._consistency.schedule
+        self._topics = Topics(self._tenants)
 
     # -- tenants -----------------------------------------------------------------------------
 
@@ -133,9 +140,23 @@ class KnowledgeStore:
         return await self._searcher.candidates_by_filters(tenant_id, keywords, extra_keywords, top_k, filters,
                                                           top_hits=top_hits)
 
+    async def score_keywords(self, tenant_id: str, keywords: str, extra_keywords: Sequence[str],
+                             texts: Sequence[tuple[str, str]]) -> KeywordScores:
+        """BM25 of `keywords` + `extra_keywords` for (title, text) pairs the store does not hold
+        (a remote source's hits), with the tenant's own term statistics, and their richness."""
+        return await self._searcher.score_keywords(tenant_id, keywords, extra_keywords, texts)
+
     async def get_entries(self, tenant_id: str, entry_ids: Sequence[str]) -> list[Hit]:
         """The entries with these ids, in request order (unknown ids are skipped), score 0."""
         return await self._searcher.get_entries(tenant_id, entry_ids)
+
+    # -- topics ------------------------------------------------------------------------------
+
+    async def topics(self, tenant_id: str, filters: SearchFilters, kind: str, **params) -> dict:
+        """Topics of the tenant as the caller sees them (`filters` carry their visibility):
+        kind "topics" | "evolution" | "members" | "map", a JSON-ready dict, or
+        {"status": "computing", "progress"} while the tenant's clusters are computed (topics.py)."""
+        return await topic_answer(self._topics, tenant_id, filters, kind, **params)
 
     # -- stats and index configuration ------------------------------------------------------
 
@@ -175,7 +196,9 @@ class KnowledgeStore:
 
     def status(self) -> StoreStatus:
         """A snapshot of `health`: "ok" or "degraded", each problem naming tenant and path."""
-        return self._tenants.health.status(self._tenants.open_count())
+        tenants = tuple(self._tenants.open_tenants())
+        return self._tenants.health.status(len(tenants), tenants=tenants,
+                                           memory_budget_bytes=self._tenants.settings.memory_budget_mb * 2**20)
 
     # -- ranking profiles --------------------------------------------------------------------
 
@@ -191,6 +214,19 @@ class KnowledgeStore:
     async def list_profiles(self, tenant_id: str, persona_id: str = "") -> list[RankingProfile]:
         """Latest version of every profile of the tenant (of one persona when given)."""
         return await ranking_inputs.list_profiles(self._tenants, tenant_id, persona_id)
+
+    # -- personas ----------------------------------------------------------------------------
+
+    async def put_persona(self, persona: Persona) -> Persona:
+        """Store a persona agent's settings (replacing earlier ones); returns them as stored."""
+        return await personas.put_persona(self._tenants, persona)
+
+    async def get_persona(self, tenant_id: str, persona_id: str) -> Persona:
+        """A persona's settings; NotFound when it has none."""
+        return await personas.get_persona(self._tenants, tenant_id, persona_id)
+
+    async def list_personas(self, tenant_id: str) -> list[Persona]:
+        return await personas.list_personas(self._tenants, tenant_id)
 
     # -- feedback ----------------------------------------------------------------------------
 

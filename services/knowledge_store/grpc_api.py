@@ -12,6 +12,7 @@ from nucleus.v1 import knowledge_store_pb2_grpc as ks_grpc
 from services.knowledge_store import caller_policy as policy
 from services.knowledge_store import convert
 from services.knowledge_store.core import KnowledgeStore
+from services.knowledge_store.topics import dumps as topics_json
 from shared.errors import InvalidArgument, NotFound
 from shared.grpc_errors import translate_errors
 from shared.identity import verified_caller
@@ -43,11 +44,27 @@ class KnowledgeStoreServicer(ks_grpc.KnowledgeStoreServicer):
         tenant, filters = policy.read_scope(verified_caller(), request.tenant_id,
                                             convert.filters_from_pb(request.filters))
         if request.candidates_only and request.complete_scores:
+            complete_rows: list[int] = list(request.complete_row_ids)
+            keyword_leg = None
+            if request.include_keyword_leg:
+                # Both legs in one round trip: the keyword leg exactly as
+                # SearchPersonaKnowledgeByFilters answers it, its rows then completed.
+                if complete_rows:
+                    raise InvalidArgument("complete_row_ids", "must be empty with include_keyword_leg (the "
+                                                              "keyword leg's rows are completed in the call)")
+                keyword_leg = await self._store.candidates_by_filters(
+                    tenant, request.keywords, list(request.extra_keywords), request.top_k, filters)
+                complete_rows = keyword_leg[0].row_ids.tolist()
             columns, completion = await self._store.candidates_by_vector_with_completion(
                 tenant, vectors, request.top_k, filters, keywords=request.keywords,
-                extra_keywords=list(request.extra_keywords), complete_rows=list(request.complete_row_ids))
-            return ks_pb.VectorSearchResponse(per_query_columns=[convert.columns_to_pb(c) for c in columns],
-                                              completion=convert.completion_to_pb(completion))
+                extra_keywords=list(request.extra_keywords), complete_rows=complete_rows)
+            response = ks_pb.VectorSearchResponse(per_query_columns=[convert.columns_to_pb(c) for c in columns],
+                                                  completion=convert.completion_to_pb(completion))
+            if keyword_leg is not None:
+                response.keyword_columns.SetInParent()        # present even when the leg found nothing
+                response.keyword_columns.CopyFrom(convert.columns_to_pb(keyword_leg[0]))
+                response.keyword_query_terms.extend(keyword_leg[1])
+            return response
         if request.candidates_only:
             columns = await self._store.candidates_by_vector(tenant, vectors, request.top_k, filters,
                                                              top_hits=request.top_hits)
@@ -91,6 +108,13 @@ class KnowledgeStoreServicer(ks_grpc.KnowledgeStoreServicer):
         return ks_pb.GetEntriesResponse(entries=[convert.hit_to_pb(h) for h in hits])
 
     @translate_errors
+    async def ScoreKeywords(self, request, context):
+        tenant = policy.read_tenant(verified_caller(), request.tenant_id)
+        scores = await self._store.score_keywords(tenant, request.keywords, list(request.extra_keywords),
+                                                  [(t.title, t.text) for t in request.texts])
+        return convert.keyword_scores_to_pb(scores)
+
+    @translate_errors
     async def PutRankingProfile(self, request, context):
         profile = convert.profile_from_pb(request)
         profile = replace(profile, tenant_id=policy.profile_write(verified_caller(), profile.tenant_id,
@@ -132,3 +156,33 @@ class KnowledgeStoreServicer(ks_grpc.KnowledgeStoreServicer):
     async def CheckTenant(self, request, context):
         tenant = policy.write(verified_caller(), request.tenant_id, "a consistency check")
         return convert.tenant_check_to_pb(await self._store.check_tenant(tenant, repair=request.repair))
+
+    @translate_errors
+    async def GetTopics(self, request, context):
+        tenant, filters = policy.read_scope(verified_caller(), request.tenant_id,
+                                            convert.filters_from_pb(request.filters))
+        vector = list(request.query_vector.values) if request.HasField("query_vector") else []
+        answer = await self._store.topics(
+            tenant, filters, request.kind or "topics", k=request.k, max_terms=request.max_terms or 8,
+            examples=0 if request.examples < 0 else (request.examples or 3), period=request.period or "month",
+            date_field=request.date_field or "created",
+            topic_id=request.topic_id if request.HasField("topic_id") else None,
+            query_vector=vector or None, limit=request.limit or 10, max_points=request.max_points or 2_000)
+        return ks_pb.TopicsResponse(status=answer["status"], progress=float(answer.get("progress", 1.0)),
+                                    result_json=topics_json(answer))
+
+    @translate_errors
+    async def PutPersona(self, request, context):
+        persona = convert.persona_from_pb(request)
+        tenant = policy.write(verified_caller(), persona.tenant_id, "changing a persona")
+        return convert.persona_to_pb(await self._store.put_persona(replace(persona, tenant_id=tenant)))
+
+    @translate_errors
+    async def GetPersona(self, request, context):
+        tenant = policy.metadata_read(verified_caller(), request.tenant_id)
+        return convert.persona_to_pb(await self._store.get_persona(tenant, request.persona_id))
+
+    @translate_errors
+    async def ListPersonas(self, request, context):
+        tenant = policy.metadata_read(verified_caller(), request.tenant_id)
+        return pb.ListPersonasResponse(personas=[convert.persona_to_pb(p) for p in await self._store.list_personas(tenant)])

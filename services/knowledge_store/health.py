@@ -105,14 +105,17 @@ class StoreHealth:
             serving = not self.degraded
         listener(serving)
 
-    def status(self, open_tenants: int) -> StoreStatus:
+    def status(self, open_tenants: int, *, tenants: tuple[tuple[str, int], ...] = (),
+               memory_budget_bytes: int = 0) -> StoreStatus:
         free, total = free_space(self.data_dir)
         problems = tuple(self.problems())
         with self._lock:
             repaired = sum(self.repaired.values())
         return StoreStatus(state="degraded" if problems else "ok", data_dir=str(self.data_dir),
                            read_only=self.read_only, free_bytes=free, total_bytes=total, problems=problems,
-                           repaired_rows=repaired, open_tenants=open_tenants)
+                           repaired_rows=repaired, open_tenants=open_tenants,
+                           open_tenant_bytes=sum(b for _, b in tenants), memory_budget_bytes=memory_budget_bytes,
+                           tenants=tenants)
 
     def _changed(self, was_degraded: bool) -> None:
         now = self.degraded

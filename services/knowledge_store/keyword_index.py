@@ -27,6 +27,7 @@ the phrase's own idf, so an exact phrase weighs like a term as rare as the phras
 from __future__ import annotations
 
 import math
+from array import array
 from collections import Counter
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
@@ -37,6 +38,11 @@ from numpy.typing import NDArray
 K1 = 1.2
 B = 0.75
 COMPACT_FRACTION = 0.2
+KEYWORD_FORMAT = 1              # layout of `arrays()`; a saved index of another format is rebuilt
+BUILD_BLOCK = 65_536          # entries analysed per numpy step of `build`
+TERM_OVERHEAD_BYTES = 110       # per term: its dict slot and key string
+DELTA_MIN_POSTINGS = 1 << 16    # delta postings merged into the base past this many …
+DELTA_FRACTION = 0.02           # … or this fraction of the base, whichever is larger
 
 
 @dataclass(frozen=True, slots=True)
@@ -98,22 +104,166 @@ class KeywordIndex:
         self._alive = np.zeros(0, bool)
         self._live = 0
         self._total_len = 0.0                              # Σ dl over live entries
-        self._vocab: dict[str, int] = {}
-        self._pos: list[NDArray[np.int32]] = []            # per term id, capacity-grown
-        self._tf: list[NDArray[np.float32]] = []
-        self._len: list[int] = []                          # per term id, postings used
+        self._vocab: dict[str, int] = {}                   # term -> term id
+        # base postings, CSR by term id (ids below len(_offsets) - 1), positions ascending
+        self._offsets = np.zeros(1, np.int64)
+        self._bpos = np.zeros(0, np.int32)
+        self._btf = np.zeros(0, np.float32)
+        # delta postings appended since the base was built: (term id, position, tf), capacity-
+        # grown; a term's delta positions ascend and follow all of its base positions
+        self._dn = 0
+        self._dterm = np.zeros(0, np.int32)
+        self._dpos = np.zeros(0, np.int32)
+        self._dtf = np.zeros(0, np.float32)
 
     @classmethod
     def build(cls, rows: Iterable[tuple[int, str, str]], weights: tuple[float, float]) -> KeywordIndex:
-        """From (rid, title terms, body terms) in ascending rid order."""
-        index = cls(weights)
-        rids: list[int] = []
-        docs: list[tuple[str, str]] = []
+        """From (rid, title terms, body terms) in ascending rid order.
+
+        Built straight into CSR arrays, BUILD_BLOCK entries at a time: each block's tokens as
+        term ids (one dict for the whole vocabulary, compact `array` buffers), its (term,
+        entry) pairs counted with numpy, the blocks' postings then sorted by term once — no
+        Python object per posting, so a 1M-entry tenant builds in about the size of its arrays."""
+        w_title, w_body = float(weights[0]), float(weights[1])
+        vocab: dict[str, int] = {}
+        rids = array("q")
+        lengths = array("q")
+        terms_parts: list[NDArray[np.int32]] = []
+        pos_parts: list[NDArray[np.int32]] = []
+        tf_parts: list[NDArray[np.float32]] = []
+        block_ids, block_title, block_counts = array("i"), array("b"), array("q")
+        start = 0                                          # position of the block's first entry
+
+        def flush() -> None:
+            nonlocal start, block_ids, block_title, block_counts
+            m = len(block_counts)
+            if not m:
+                return
+            ids = np.frombuffer(block_ids, np.int32).astype(np.int64) if len(block_ids) else np.zeros(0, np.int64)
+            counts = np.frombuffer(block_counts, np.int64)
+            doc = np.repeat(np.arange(m, dtype=np.int64), counts)
+            weight = np.where(np.frombuffer(block_title, np.int8).astype(bool), w_title, w_body)
+            keys, inverse = np.unique(ids * m + doc, return_inverse=True)
+            terms_parts.append((keys // m).astype(np.int32))
+            pos_parts.append((keys % m + start).astype(np.int32))
+            tf_parts.append(np.bincount(inverse, weights=weight, minlength=len(keys)).astype(np.float32))
+            start += m
+            block_ids, block_title, block_counts = array("i"), array("b"), array("q")
+
         for rid, title, body in rows:
+            t_terms, b_terms = title.split(), body.split()
             rids.append(rid)
-            docs.append((title, body))
-        index.add(rids, KeywordBatch.from_docs(docs, weights))
+            lengths.append(len(t_terms) + len(b_terms))
+            block_ids.extend([vocab.setdefault(w, len(vocab)) for w in t_terms])
+            block_ids.extend([vocab.setdefault(w, len(vocab)) for w in b_terms])
+            block_title.extend(b"\x01" * len(t_terms) + b"\x00" * len(b_terms))
+            block_counts.append(len(t_terms) + len(b_terms))
+            if len(block_counts) == BUILD_BLOCK:
+                flush()
+        flush()
+        n = len(rids)
+        rid_array = np.frombuffer(rids, np.int64).copy() if n else np.zeros(0, np.int64)
+        if n > 1 and (np.diff(rid_array) <= 0).any():
+            raise ValueError("keyword index rows must come in ascending rid order")
+        if terms_parts:
+            terms = np.concatenate(terms_parts)
+            del terms_parts
+            order = np.argsort(terms, kind="stable")       # blocks are in position order already
+            positions = np.concatenate(pos_parts)[order]
+            tfs = np.concatenate(tf_parts)[order]
+            counts = np.bincount(terms, minlength=len(vocab))
+            del order, terms
+        else:
+            positions, tfs, counts = np.zeros(0, np.int32), np.zeros(0, np.float32), np.zeros(len(vocab), np.int64)
+        offsets = np.zeros(len(vocab) + 1, np.int64)
+        np.cumsum(counts, out=offsets[1:])
+        words = sorted(vocab, key=vocab.__getitem__)
+        return cls.from_arrays({
+            "format": np.asarray([KEYWORD_FORMAT], np.int64), "weights": np.asarray(weights, np.float64),
+            "rids": rid_array, "dl": np.frombuffer(lengths, np.int64).astype(np.float64) if n else np.zeros(0),
+            "alive": np.ones(n, bool), "vocabulary": np.frombuffer("\n".join(words).encode("utf-8"), np.uint8),
+            "offsets": offsets, "positions": positions, "tfs": tfs})
+
+    # -- persistence (persistence.py) ------------------------------------------------------
+
+    def arrays(self) -> dict[str, np.ndarray]:
+        """The index as a few flat arrays (CSR postings, the vocabulary as one UTF-8 blob in
+        term-id order), for `np.savez`; `from_arrays` reads them back."""
+        n = self._n
+        offsets, pos, tf = self._merged(drop_dead=False)[:3]
+        terms = sorted(self._vocab, key=self._vocab.__getitem__)
+        return {"format": np.asarray([KEYWORD_FORMAT], np.int64),
+                "weights": np.asarray(self.weights, np.float64),
+                "rids": self._rids[:n], "dl": self._dl[:n], "alive": self._alive[:n],
+                "vocabulary": np.frombuffer("\n".join(terms).encode("utf-8"), np.uint8),
+                "offsets": offsets, "positions": pos, "tfs": tf}
+
+    def _merged(self, *, drop_dead: bool) -> tuple[NDArray[np.int64], NDArray[np.int32], NDArray[np.float32],
+                                                   NDArray[np.int64]]:
+        """Base and delta postings as one CSR (offsets, positions, tfs) over every term id,
+        and, with `drop_dead`, the new id of each term (-1: no live posting left; ids and
+        positions renumbered densely). Reads only."""
+        n_terms = len(self._vocab)
+        counts = np.diff(self._offsets)
+        dn = self._dn
+        if dn or drop_dead:
+            terms = np.concatenate([np.repeat(np.arange(len(counts), dtype=np.int32), counts), self._dterm[:dn]])
+            pos = np.concatenate([self._bpos, self._dpos[:dn]])
+            tf = np.concatenate([self._btf, self._dtf[:dn]])
+            new_ids = np.arange(n_terms, dtype=np.int64)
+            if drop_dead:
+                keep = self._alive[pos]
+                remap = np.cumsum(self._alive[:self._n], dtype=np.int64) - 1
+                terms, pos, tf = terms[keep], remap[pos[keep]].astype(np.int32), tf[keep]
+                used = np.bincount(terms, minlength=n_terms) > 0
+                new_ids = np.where(used, np.cumsum(used) - 1, -1)
+                terms = new_ids[terms].astype(np.int32)
+                n_terms = int(used.sum())
+            order = np.argsort(terms, kind="stable")       # base before delta: positions ascend
+            pos, tf = pos[order], tf[order]
+            counts = np.bincount(terms, minlength=n_terms)
+        else:
+            pos, tf = self._bpos, self._btf
+            counts = np.concatenate([counts, np.zeros(n_terms - len(counts), np.int64)])
+            new_ids = np.arange(n_terms, dtype=np.int64)
+        offsets = np.zeros(n_terms + 1, np.int64)
+        np.cumsum(counts, out=offsets[1:])
+        return offsets, pos, tf, new_ids
+
+    @classmethod
+    def from_arrays(cls, arrays) -> KeywordIndex:
+        """An index from `arrays()`' output (ValueError when they do not fit together)."""
+        if int(arrays["format"][0]) != KEYWORD_FORMAT:
+            raise ValueError(f"keyword index format {int(arrays['format'][0])}, expected {KEYWORD_FORMAT}")
+        weights = arrays["weights"]
+        index = cls((float(weights[0]), float(weights[1])))
+        rids, dl, alive = arrays["rids"], arrays["dl"], arrays["alive"]
+        offsets, pos, tf = arrays["offsets"], arrays["positions"], arrays["tfs"]
+        blob = arrays["vocabulary"].tobytes().decode("utf-8")
+        terms = blob.split("\n") if blob else []
+        n = len(rids)
+        if not (len(dl) == len(alive) == n and len(offsets) == len(terms) + 1 and offsets[-1] == len(pos) == len(tf)
+                and (not len(pos) or int(pos.max()) < n)):
+            raise ValueError("keyword index arrays do not fit together")
+        index._n = n
+        index._rids = rids.astype(np.int64, copy=True)
+        index._dl = dl.astype(np.float64, copy=True)
+        index._alive = alive.astype(bool, copy=True)
+        index._live = int(index._alive.sum())
+        index._total_len = float(index._dl[index._alive].sum())
+        index._vocab = {t: i for i, t in enumerate(terms)}
+        if len(index._vocab) != len(terms):
+            raise ValueError("keyword index vocabulary repeats a term")
+        index._offsets = offsets.astype(np.int64, copy=True)
+        index._bpos = pos.astype(np.int32, copy=False)
+        index._btf = tf.astype(np.float32, copy=False)
         return index
+
+    def memory_bytes(self) -> int:
+        """Estimated resident size: the arrays (with their spare capacity) and the vocabulary."""
+        arrays = self._rids.nbytes + self._dl.nbytes + self._alive.nbytes + self._offsets.nbytes
+        arrays += self._bpos.nbytes + self._btf.nbytes + self._dterm.nbytes + self._dpos.nbytes + self._dtf.nbytes
+        return arrays + len(self._vocab) * TERM_OVERHEAD_BYTES
 
     # -- sizes -------------------------------------------------------------------------------
 
@@ -124,8 +274,11 @@ class KeywordIndex:
 
     @property
     def needs_compaction(self) -> bool:
+        """Tombstones past COMPACT_FRACTION of the positions, or a delta worth merging into
+        the base (searches scan the delta for each query term)."""
         dead = self._n - self._live
-        return dead > 0 and dead > COMPACT_FRACTION * self._n
+        return (dead > 0 and dead > COMPACT_FRACTION * self._n) or \
+            self._dn > max(DELTA_MIN_POSTINGS, DELTA_FRACTION * len(self._bpos))
 
     # -- writes ------------------------------------------------------------------------------
 
@@ -146,21 +299,17 @@ class KeywordIndex:
         self._rids[start:end] = new
         self._dl[start:end] = batch.lengths
         self._alive[start:end] = True
-        for term, docs, tfs in zip(batch.terms, batch.docs, batch.tfs):
-            tid = self._vocab.get(term)
-            if tid is None:
-                tid = self._vocab[term] = len(self._pos)
-                self._pos.append(np.zeros(0, np.int32))
-                self._tf.append(np.zeros(0, np.float32))
-                self._len.append(0)
-            used = self._len[tid]
-            k = len(docs)
-            if used + k > len(self._pos[tid]):
-                self._pos[tid] = _grow(self._pos[tid], used + k)
-                self._tf[tid] = _grow(self._tf[tid], used + k)
-            self._pos[tid][used:used + k] = docs + start
-            self._tf[tid][used:used + k] = tfs
-            self._len[tid] = used + k
+        k = sum(len(d) for d in batch.docs)
+        if k:
+            ids = [self._vocab.setdefault(term, len(self._vocab)) for term in batch.terms]
+            dn = self._dn
+            self._dterm = _grow(self._dterm, dn + k)
+            self._dpos = _grow(self._dpos, dn + k)
+            self._dtf = _grow(self._dtf, dn + k)
+            self._dterm[dn:dn + k] = np.repeat(np.asarray(ids, np.int32), [len(d) for d in batch.docs])
+            self._dpos[dn:dn + k] = np.concatenate(batch.docs) + start
+            self._dtf[dn:dn + k] = np.concatenate(batch.tfs)
+            self._dn = dn + k
         self._n = end
         self._live += m
         self._total_len += float(batch.lengths.sum())
@@ -181,27 +330,20 @@ class KeywordIndex:
             self._total_len = 0.0
 
     def compacted(self) -> KeywordIndex:
-        """A dense copy without tombstones (reads only: may run alongside searches)."""
+        """A dense copy: tombstones dropped, the delta merged into the base (reads only: may
+        run alongside searches)."""
         fresh = KeywordIndex(self.weights)
         n = self._n
         alive = self._alive[:n]
-        remap = np.cumsum(alive, dtype=np.int64) - 1
         live = int(alive.sum())
+        offsets, pos, tf, new_ids = self._merged(drop_dead=True)
         fresh._n = fresh._live = live
         fresh._rids = self._rids[:n][alive].copy()
         fresh._dl = self._dl[:n][alive].copy()
         fresh._alive = np.ones(live, bool)
         fresh._total_len = float(fresh._dl.sum())
-        for term, tid in self._vocab.items():
-            used = self._len[tid]
-            pos = self._pos[tid][:used]
-            keep = alive[pos]
-            if not keep.any():
-                continue
-            fresh._vocab[term] = len(fresh._pos)
-            fresh._pos.append(remap[pos[keep]].astype(np.int32))
-            fresh._tf.append(self._tf[tid][:used][keep].copy())
-            fresh._len.append(int(keep.sum()))
+        fresh._vocab = {term: int(new_ids[tid]) for term, tid in self._vocab.items() if new_ids[tid] >= 0}
+        fresh._offsets, fresh._bpos, fresh._btf = offsets, pos, tf
         return fresh
 
     # -- search ------------------------------------------------------------------------------
@@ -213,6 +355,20 @@ class KeywordIndex:
         pos = np.minimum(pos, self._n - 1)
         return pos[known[pos] == rids]
 
+    def _term_postings(self, tid: int) -> tuple[NDArray[np.int32], NDArray[np.float32]]:
+        """Every posting (position, tf) of a term id, positions ascending (base, then delta)."""
+        nb = len(self._offsets) - 1
+        if tid < nb:
+            start, end = self._offsets[tid], self._offsets[tid + 1]
+            pos, tf = self._bpos[start:end], self._btf[start:end]
+        else:
+            pos, tf = self._bpos[:0], self._btf[:0]
+        if self._dn:
+            hit = np.flatnonzero(self._dterm[:self._dn] == tid)
+            if len(hit):
+                pos, tf = np.concatenate([pos, self._dpos[hit]]), np.concatenate([tf, self._dtf[hit]])
+        return pos, tf
+
     def _postings(self, terms: Sequence[str]) -> list[tuple[NDArray[np.int32], NDArray[np.float32], float]]:
         """(live positions, weighted tf, idf) of each distinct known term holding a live entry."""
         live, has_dead = self._live, self._live < self._n
@@ -221,9 +377,7 @@ class KeywordIndex:
             tid = self._vocab.get(term)
             if tid is None:
                 continue
-            used = self._len[tid]
-            pos = self._pos[tid][:used]
-            tf = self._tf[tid][:used]
+            pos, tf = self._term_postings(tid)
             if has_dead:
                 keep = self._alive[pos]
                 pos, tf = pos[keep], tf[keep]
@@ -262,8 +416,63 @@ class KeywordIndex:
             if tid is None:
                 out.append(0)
                 continue
-            pos = self._pos[tid][:self._len[tid]]
+            pos = self._term_postings(tid)[0]
             out.append(int(np.count_nonzero(self._alive[pos])) if self._live < self._n else len(pos))
+        return out
+
+    def score_documents(self, terms: Sequence[str], docs: Sequence[tuple[str, str]]) -> NDArray[np.float32]:
+        """BM25 of `terms` for documents the index does not hold ((title terms, body terms), as
+        stored in entries_fts), scored as if each were one more entry: this index's idf, average
+        length, field weights and parameters; the index itself is not changed (remote hits
+        scored on the tenant's scale).
+
+        A query term no live entry holds is not ignored: it gets the statistics of the collection
+        that does hold it, the documents scored together (idf from how many of `docs` hold it,
+        length normalised by their average length). Ignoring it made a remote document matching
+        the query's one distinctive term (one the local entries never use) score below local
+        documents matching none, where an index holding the document would count that term as
+        strong evidence; and a term that every document scored together holds is not rare among
+        them. Terms the index holds keep its statistics, so a document the index holds scores
+        exactly as held, and local entries' scores (which never hold an unseen term) stay on the
+        same scale.
+        """
+        out = np.zeros(len(docs), np.float32)
+        if not len(docs) or not self._live:
+            return out
+        live = self._live
+        avgdl = self._total_len / live if self._total_len > 0 else 1.0
+        w_title, w_body = self.weights
+        unique_terms = list(dict.fromkeys(terms))
+        idf: dict[str, float] = {}
+        unseen: list[str] = []
+        for term, df in zip(unique_terms, self.document_frequencies(unique_terms)):
+            if df:
+                idf[term] = math.log1p((live - df + 0.5) / (df + 0.5))
+            else:
+                unseen.append(term)
+        split = [(title.split(), body.split()) for title, body in docs]
+        unseen_idf: dict[str, float] = {}
+        batch_avgdl = 1.0
+        if unseen:
+            wanted = set(unseen)
+            held = Counter(t for t_terms, b_terms in split for t in wanted.intersection(t_terms).union(
+                wanted.intersection(b_terms)))
+            n = len(docs)
+            unseen_idf = {t: math.log1p((n - df + 0.5) / (df + 0.5)) for t, df in held.items()}
+            batch_avgdl = max(1.0, sum(len(t) + len(b) for t, b in split) / n)
+        if not idf and not unseen_idf:
+            return out
+        for i, (t_terms, b_terms) in enumerate(split):
+            length = len(t_terms) + len(b_terms)
+            t_count, b_count = Counter(t_terms), Counter(b_terms)
+            total = 0.0
+            for stats, dl in ((idf, avgdl), (unseen_idf, batch_avgdl)):
+                norm = K1 * (1.0 - B + B * (length / dl))
+                for term, term_idf in stats.items():
+                    tf = w_body * b_count.get(term, 0) + w_title * t_count.get(term, 0)
+                    if tf > 0:
+                        total += term_idf * (tf * (K1 + 1.0)) / (tf + norm)
+            out[i] = total
         return out
 
     def score_rows(self, terms: Sequence[str], rids: NDArray[np.int64],

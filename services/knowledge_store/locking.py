@@ -25,6 +25,12 @@ class RWLock:
         self._writer = False
         self._writers_waiting = 0
 
+    @property
+    def busy(self) -> bool:
+        """Held or waited for by anyone right now (a snapshot)."""
+        with self._cond:
+            return bool(self._readers or self._writer or self._writers_waiting)
+
     @contextmanager
     def read(self, *, wait: bool = True) -> Iterator[None]:
         """Shared hold. With `wait=False`, raises `Busy` at once instead of waiting when a

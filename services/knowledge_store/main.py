@@ -9,7 +9,7 @@ import numpy as np
 
 from nucleus.v1 import knowledge_store_pb2_grpc as ks_grpc
 from services.knowledge_store import vector_index
-from services.knowledge_store.core import KnowledgeStore
+from services.knowledge_store.backend import open_store
 from services.knowledge_store.grpc_api import KnowledgeStoreServicer
 from services.knowledge_store.mcp_api import build_mcp
 from services.llm_orchestration.client import LlmOrchestrationClient
@@ -38,7 +38,7 @@ def build(settings: KnowledgeStoreSettings, *, stdio: bool) -> ServiceSpec:
     llm = LlmOrchestrationClient(settings.llm_target, timeout_s=settings.rpc_timeout_s,
                                  interceptors=auth.client_interceptors("llm_orchestration") if auth else None,
                                  tls_ca_file=settings.tls_ca_file)
-    store = KnowledgeStore(settings, GrpcEmbedder(llm, settings.rpc_timeout_s))
+    store = open_store(settings, GrpcEmbedder(llm, settings.rpc_timeout_s))   # embedded | qdrant
 
     async def close() -> None:
         store.close()

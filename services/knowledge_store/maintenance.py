@@ -13,6 +13,7 @@ from services.knowledge_store import storage, validation
 from services.knowledge_store.models import INDEX_KINDS
 from services.knowledge_store.tenants import Tenants
 from services.knowledge_store.vector_index import IndexConfig
+from services.knowledge_store.writes import Evicted
 from shared.errors import InvalidArgument
 from shared.records import TenantStats
 
@@ -59,6 +60,8 @@ async def configure_index(tenants: Tenants, tenant_id: str, kind: str, *, hnsw_m
 
     def configure() -> tuple[str, int]:
         with tenant.write_lock:
+            if tenant.evicted:
+                raise Evicted
             with tenant.db.write("index configuration") as conn:
                 storage.db.set_meta(conn, "index_config", config.to_json())
                 conn.execute("COMMIT")
@@ -67,7 +70,13 @@ async def configure_index(tenants: Tenants, tenant_id: str, kind: str, *, hnsw_m
             with tenant.rw.write():
                 tenant.index = fresh
                 tenant.allowed.clear()
+            tenant.unsaved = -1
+            tenants.note_write(tenant, 0)
             return fresh.kind, fresh.ntotal
 
-    async with tenant.writer_queue():
-        return await asyncio.to_thread(configure)
+    while True:
+        async with tenant.writer_queue():
+            try:
+                return await asyncio.to_thread(configure)
+            except Evicted:                     # reopened under the new configuration's files
+                tenant = await tenants.get(tenant_id, create=True)

@@ -12,7 +12,7 @@ from typing import Protocol
 
 import numpy as np
 
-INDEX_KINDS = ("flat", "hnsw", "ivf")
+INDEX_KINDS = ("flat", "hnsw", "ivf", "auto")
 
 
 class Embedder(Protocol):
@@ -42,6 +42,9 @@ class StoreStatus:
     problems: tuple[Problem, ...]
     repaired_rows: int         # since the process started
     open_tenants: int
+    open_tenant_bytes: int = 0                 # estimated memory of the open tenants
+    memory_budget_bytes: int = 0               # 0 = no budget
+    tenants: tuple[tuple[str, int], ...] = ()  # (tenant, estimated bytes), most recently used first
 
 
 @dataclass(frozen=True, slots=True)

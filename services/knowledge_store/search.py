@@ -45,6 +45,8 @@ from services.knowledge_store import storage, validation
 from ranking.query_features import quoted_phrases
 from services.knowledge_store.analysis import analyse, query_terms, words
 from services.knowledge_store.locking import Busy
+from services.knowledge_store.richness import richness as text_richness
+from services.knowledge_store.chunking import chunk_document, context_line
 from services.knowledge_store.tenants import Tenant, Tenants
 from shared.errors import InvalidArgument
 from shared.records import (
@@ -52,6 +54,7 @@ from shared.records import (
     CandidateColumns,
     Entry,
     Hit,
+    KeywordScores,
     KeywordStats,
     ScoreCompletion,
     SearchFilters,
@@ -72,6 +75,7 @@ EXACT_FALLBACK_MAX = 250_000
 INLINE_MAX_ENTRIES = 32_768      # flat search of 32k × 384 floats ≈ 1.5-2 ms on one core
 INLINE_MAX_K = 200
 
+MAX_EXTERNAL_TEXT_CHARS = 100_000  # per title / text of ScoreKeywords
 PHRASE_EXACT_MAX = 1_000         # entries whose text a quoted phrase is checked against, at most
 
 
@@ -214,6 +218,59 @@ class Searcher:
                 scored = tenant.keywords.search(query.terms, k, None if everything else allowed.rids,
                                                 query.phrase_rids(conn))
             return materialize(conn, tenant.tenant_id, [[rid for rid, _ in scored]], [[s for _, s in scored]])[0]
+
+    async def score_keywords(self, tenant_id: str, keywords: str, extra_keywords: Sequence[str],
+                             texts: Sequence[tuple[str, str]]) -> KeywordScores:
+        """BM25 of the keyword phrases for (title, text) pairs the store does not hold, with the
+        tenant's term statistics (keyword_index.score_documents), and their richness."""
+        validation.tenant_id(tenant_id)
+        phrases = _keyword_phrases(keywords, extra_keywords)
+        if len(texts) > self._settings.max_top_k:
+            raise InvalidArgument("texts", f"{len(texts)} texts, at most {self._settings.max_top_k} accepted")
+        for i, pair in enumerate(texts):
+            for name, value in zip(("title", "text"), pair):
+                if not isinstance(value, str):
+                    raise InvalidArgument(f"texts[{i}].{name}", f"must be a string, got {type(value).__name__}")
+                if len(value) > MAX_EXTERNAL_TEXT_CHARS:
+                    raise InvalidArgument(f"texts[{i}].{name}", f"has {len(value)} characters, at most "
+                                                                f"{MAX_EXTERNAL_TEXT_CHARS} accepted")
+        tenant = await self._tenants.get(tenant_id)
+        terms = query_terms(phrases)
+        # A text longer than one chunk is scored as ingest would chunk it: its best chunk (MaxP,
+        # as the pipeline pools an artifact's chunks), and its chunks are returned to be embedded.
+        owners: list[int] = []
+        pieces: list[tuple[str, str]] = []          # (context line, chunk text)
+        chunked: list[tuple[str, ...]] = []
+        s = self._settings
+        for i, (title, text) in enumerate(texts):
+            parts = chunk_document(text, markdown=False, title=title, chunk_tokens=s.chunk_tokens,
+                                   overlap_tokens=s.chunk_overlap_tokens) if text.strip() else []
+            if len(parts) <= 1:
+                owners.append(i)
+                pieces.append((title, text))
+                chunked.append(())
+                continue
+            mine = [(context_line(title, c.path), c.text) for c in parts]
+            owners += [i] * len(mine)
+            pieces += mine
+            chunked.append(tuple(f"{ctx}\n{body}" if ctx else body for ctx, body in mine))
+        docs = [(" ".join(analyse(title)), " ".join(analyse(text))) for title, text in pieces]
+        piece_richness = np.asarray([text_richness(text) for _, text in pieces], np.float32)
+        owner = np.asarray(owners, np.intp)
+
+        def read(*, wait: bool) -> KeywordScores:
+            with tenant.rw.read(wait=wait):
+                keywords_ = tenant.keywords
+                scores = keywords_.score_documents(terms, docs)
+                stats = KeywordStats(tuple(terms), tuple(keywords_.document_frequencies(terms)), keywords_.ntotal)
+            bm25 = np.zeros(len(texts), np.float32)
+            richness = np.zeros(len(texts), np.float32)
+            np.maximum.at(bm25, owner, scores)
+            np.maximum.at(richness, owner, piece_richness)
+            return KeywordScores(bm25=bm25, richness=richness, keyword_stats=stats,
+                                 chunks=tuple(chunked) if any(chunked) else ())
+
+        return await self._read(len(docs) <= INLINE_MAX_K, read)
 
     async def get_entries(self, tenant_id: str, entry_ids: Sequence[str]) -> list[Hit]:
         validation.tenant_id(tenant_id)

@@ -10,11 +10,25 @@
 Isolation is structural: a tenant's data lives only in `<data_dir>/tenants/<tenant>/` and in
 its own FAISS object; every call resolves exactly one tenant first (`Tenants.get`).
 
-A tenant is opened on first use (by one thread; others wanting it wait on its opening lock)
-and stays open until the store closes. Opening checks that the directory holds this tenant
-at the configured dimension, then builds both indexes from what SQLite committed, so after a
-crash records = keyword rows = vectors again. `forget` drops a tenant whose in-memory state
-could not be repaired: the next access reopens (and so rebuilds) it.
+A tenant is opened on first use (by one thread; others wanting it wait on its opening lock).
+Opening checks that the directory holds this tenant at the configured dimension, then loads
+both indexes from the files saved next to SQLite (persistence.py) when their stamp matches
+what SQLite committed, replays the entries changed since an older stamp (storage/index_log.py),
+or else builds them from SQLite with a log line saying why, so after a crash records = keyword
+rows = vectors again. `counters` counts loads, replays and rebuilds. The indexes are saved
+again in the background once `persist_after_rows` entries changed, and when the tenant is
+closed or evicted. `forget` drops a tenant whose in-memory state could not be repaired: the
+next access reopens (and so rebuilds) it.
+
+Eviction: open tenants are kept in least-recently-used order with an estimate of their memory
+(FAISS + BM25 + TENANT_OVERHEAD_BYTES); after an open, while the total passes
+`memory_budget_mb`, the least recently used tenant is saved and closed — never one used within
+`evict_idle_s`, nor one whose lock a request holds or waits for (its write lock and its
+readers/writer lock are tried without waiting). An evicted Tenant object is marked `evicted`;
+a write that finds its tenant evicted starts again on the reopened one (writes.py), and a
+search that still holds the object finishes on it (its memory goes when the last reference
+does, SQLite connections included, and freed heap is handed back to the system with
+`malloc_trim`). Reopening loads the saved files, so answers are identical.
 
 Faults: a tenant that cannot be opened (corrupted, unreadable) raises a typed error naming its
 path (storage/faults.py) and is reported to `health` (health.py); other tenants are not
@@ -27,18 +41,23 @@ the background (consistency.py).
 from __future__ import annotations
 
 import asyncio
+import ctypes
+import ctypes.util
 import logging
 import threading
 import time
 import weakref
+from collections import Counter, OrderedDict
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
-from services.knowledge_store import storage, validation
+import numpy as np
+
+from services.knowledge_store import persistence, storage, validation
 from services.knowledge_store.allowed_cache import AllowedCache
 from services.knowledge_store.health import StoreHealth
-from services.knowledge_store.keyword_index import KeywordIndex
+from services.knowledge_store.keyword_index import KeywordBatch, KeywordIndex
 from services.knowledge_store.locking import RWLock
 from services.knowledge_store.vector_index import IndexConfig, VectorIndex
 from shared.errors import NotFound, NucleusError, Unavailable
@@ -47,6 +66,10 @@ from shared.settings import KnowledgeStoreSettings
 log = logging.getLogger(__name__)
 
 OPEN_RETRY_S = 5.0          # a tenant that failed to open is not tried again sooner
+TENANT_OVERHEAD_BYTES = 1792 * 1024     # connections, locks, Python objects, heap slack (measured)
+SQLITE_CACHE_BYTES = 34 * 2**20         # the writer's page cache (2 MiB) + a reader's (32 MiB)
+SAVE_FRACTION = 0.05        # see Tenants._save_due
+REPLAY_MAX_ROWS = 200_000   # more changed entries than this since the saved stamp: rebuild instead
 
 
 @dataclass(eq=False)
@@ -60,6 +83,11 @@ class Tenant:
     allowed: AllowedCache = field(default_factory=AllowedCache)   # cleared under rw.write()
     write_lock: threading.Lock = field(default_factory=threading.Lock)
     pending_repair: bool = False            # the open found its rows inconsistent
+    unsaved: int = 0                        # entries changed since the indexes were saved (-1: never saved)
+    memory: int = 0                         # estimated bytes (see Tenants.measure)
+    last_used: float = 0.0                  # time.monotonic() of the last `Tenants.get`
+    evicted: bool = False                   # closed by eviction: writers must reopen (writes.py)
+    saving: bool = False                    # a background save is queued or running
     _queues: weakref.WeakKeyDictionary = field(default_factory=weakref.WeakKeyDictionary)
 
     def writer_queue(self) -> asyncio.Lock:
@@ -71,6 +99,23 @@ class Tenant:
         return lock
 
 
+_libc = None
+
+
+def _release_freed_memory() -> None:
+    """Hand the memory of evicted tenants back to the system: glibc keeps freed heap pages
+    (many small arrays, SQLite's caches) in the process until `malloc_trim`."""
+    global _libc
+    if _libc is False:
+        return
+    try:
+        if _libc is None:
+            _libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6")
+        _libc.malloc_trim(0)
+    except (OSError, AttributeError):       # not glibc: the allocator keeps its own policy
+        _libc = False
+
+
 class Tenants:
     """The open tenants of one store, by tenant id (see the module docstring)."""
 
@@ -79,7 +124,9 @@ class Tenants:
         self.bm25_weights = bm25_weights
         self.closed = False
         self._root = Path(settings.data_dir) / "tenants"
-        self._open: dict[str, Tenant] = {}
+        self._open: OrderedDict[str, Tenant] = OrderedDict()      # least recently used first
+        self._verify_failed: set[str] = set()
+        self.counters: Counter[str] = Counter()    # opened_loaded/replayed/rebuilt, saved, evicted
         self._opening: dict[str, threading.Lock] = {}
         self._registry = threading.Lock()
         self._failed: dict[str, tuple[float, NucleusError]] = {}     # tenant -> (retry at, error)
@@ -88,6 +135,16 @@ class Tenants:
 
     def open_count(self) -> int:
         return len(self._open)
+
+    def open_tenants(self) -> list[tuple[str, int]]:
+        """(tenant, estimated bytes) of every open tenant, most recently used first."""
+        with self._registry:
+            return [(tid, t.memory) for tid, t in reversed(self._open.items())]
+
+    def memory_bytes(self) -> int:
+        """Estimated memory of the open tenants together."""
+        with self._registry:
+            return sum(t.memory for t in self._open.values())
 
     def ids(self) -> list[str]:
         """Every tenant with a database on disk, open or not."""
@@ -102,7 +159,13 @@ class Tenants:
         validation.tenant_id(tenant_id)
         tenant = self._open.get(tenant_id)
         if tenant is not None and not self.closed:
-            return tenant
+            tenant.last_used = time.monotonic()
+            try:
+                self._open.move_to_end(tenant_id)
+            except KeyError:                    # evicted meanwhile: reopen
+                pass
+            else:
+                return tenant
         tenant = await asyncio.to_thread(self._get_sync, tenant_id, create)
         if tenant.pending_repair:
             tenant.pending_repair = False
@@ -114,7 +177,13 @@ class Tenants:
         self.check_open()
         tenant = self._open.get(tenant_id)
         if tenant is not None:
+            tenant.last_used = time.monotonic()
             return tenant
+        tenant = self._open_sync(tenant_id, create)
+        self.evict_over_budget(keep=tenant_id)
+        return tenant
+
+    def _open_sync(self, tenant_id: str, create: bool) -> Tenant:
         with self._registry:
             opening = self._opening.setdefault(tenant_id, threading.Lock())
         with opening:
@@ -134,12 +203,21 @@ class Tenants:
                     raise
                 self._failed.pop(tenant_id, None)
                 self.health.clear(tenant_id, "corrupt", "unavailable")
-                self._open[tenant_id] = tenant
+                tenant.last_used = time.monotonic()
+                self.measure(tenant)
+                with self._registry:
+                    self._open[tenant_id] = tenant
+                if tenant_id in self._verify_failed:     # found corrupt while it was opening
+                    self._verify_failed.discard(tenant_id)
+                    self.forget(tenant_id)
+                if self._save_due(tenant):
+                    self.save_soon(tenant)
             return tenant
 
     def _load(self, tenant_id: str, directory: Path) -> Tenant:
         dim = self.settings.dimension
-        default = IndexConfig(kind=self.settings.default_index_kind)
+        default = IndexConfig(kind=self.settings.default_index_kind, hnsw_ef_search=self.settings.hnsw_ef_search,
+                              hnsw_m=self.settings.hnsw_m, hnsw_ef_construction=self.settings.hnsw_ef_construction)
         health = self.health
         db = storage.db.TenantDB(directory, tenant_id, dim, default.to_json(), data_dir=Path(self.settings.data_dir),
                                  read_only=self.settings.read_only,
@@ -155,15 +233,26 @@ class Tenants:
                 if stored_dim != dim:
                     raise NucleusError(f"tenant '{tenant_id}' stores {stored_dim}-dimensional vectors but the "
                                        f"service is configured for {dim}")
-                entries = storage.checks.cheap_count(conn)
-                index = self.build_index(conn, IndexConfig.from_json(storage.db.get_meta(conn, "index_config")))
-                keywords = self.build_keywords(conn)
+                conn.execute("BEGIN")           # one snapshot for the stamp and what it covers
+                try:
+                    entries = storage.checks.cheap_count(conn)
+                    config = IndexConfig.from_json(storage.db.get_meta(conn, "index_config"))
+                    if config.kind == "auto":       # the settings apply to every auto tenant
+                        config = replace(config, hnsw_ef_search=self.settings.hnsw_ef_search,
+                                         hnsw_m=self.settings.hnsw_m,
+                                         hnsw_ef_construction=self.settings.hnsw_ef_construction)
+                    index, keywords, how, unsaved = self._derive(tenant_id, directory, conn, config)
+                finally:
+                    if conn.in_transaction:
+                        conn.execute("COMMIT")
         except BaseException:
             db.close()
             raise
-        log.info("opened tenant %s%s: %d entries, %d vectors, %s index, %d keyword entries", tenant_id,
-                 " (read-only)" if db.read_only_reason else "", entries, index.ntotal, index.kind, keywords.ntotal)
-        tenant = Tenant(tenant_id=tenant_id, db=db, index=index, keywords=keywords)
+        self.counters[f"opened_{how}"] += 1
+        log.info("opened tenant %s%s: %d entries, %d vectors, %s index, %d keyword entries (indexes %s)", tenant_id,
+                 " (read-only)" if db.read_only_reason else "", entries, index.ntotal, index.kind, keywords.ntotal,
+                 how)
+        tenant = Tenant(tenant_id=tenant_id, db=db, index=index, keywords=keywords, unsaved=unsaved)
         if not entries == index.ntotal == keywords.ntotal:
             health.report(tenant_id, "inconsistent",
                           f"{entries} entries but {index.ntotal} vectors and {keywords.ntotal} keyword rows in "
@@ -172,10 +261,73 @@ class Tenants:
             tenant.pending_repair = not db.read_only_reason
         return tenant
 
+    def _derive(self, tenant_id: str, directory: Path, conn,
+                config: IndexConfig) -> tuple[VectorIndex, KeywordIndex, str, int]:
+        """Both indexes, loaded from the saved files when they fit what SQLite committed, caught
+        up by replay when they are older, else rebuilt: (index, keywords, how, unsaved rows)."""
+        stamp = storage.index_log.stamp(conn) if self.settings.persist_indexes else None
+        if stamp is not None and persistence.exists(directory):
+            try:
+                loaded = persistence.load(directory, stamp=stamp, dimension=self.settings.dimension, config=config,
+                                          weights=self.bm25_weights, auto_threshold=self.settings.hnsw_threshold)
+            except persistence.Unusable as err:
+                log.warning("tenant %s: saved indexes not used, rebuilding from SQLite: %s", tenant_id, err)
+            else:
+                if loaded.unverified:
+                    self._verify_later(tenant_id, directory, loaded.unverified)
+                if loaded.seq == stamp.seq:
+                    return loaded.index, loaded.keywords, "loaded", 0
+                rids = storage.index_log.changed_since(conn, loaded.seq, REPLAY_MAX_ROWS)
+                if rids is None:
+                    log.warning("tenant %s: saved indexes (log seq %d) are older than the change log still "
+                                "holds (seq %d), rebuilding from SQLite", tenant_id, loaded.seq, stamp.seq)
+                else:
+                    try:
+                        self._replay(conn, loaded.index, loaded.keywords, rids)
+                    except (ValueError, RuntimeError) as err:
+                        log.warning("tenant %s: replay of %d changed entries failed (%s), rebuilding from SQLite",
+                                    tenant_id, len(rids), err)
+                    else:
+                        return loaded.index, loaded.keywords, "replayed", max(len(rids), 1)
+        index, keywords = self.build_index(conn, config), self.build_keywords(conn)
+        return index, keywords, "rebuilt", max(index.ntotal, keywords.ntotal)
+
+    def _verify_later(self, tenant_id: str, directory: Path, unverified) -> None:
+        """Check the checksums of memory-mapped files on a background thread; on a mismatch the
+        saved files are discarded and the open tenant dropped, so the next access rebuilds it."""
+        def run() -> None:
+            problem = persistence.verify(unverified)
+            if not problem:
+                return
+            log.warning("tenant %s: saved indexes fail verification, rebuilding from SQLite on the next "
+                        "access: %s", tenant_id, problem)
+            persistence.discard(directory)
+            self.counters["verify_failed"] += 1
+            with self._registry:
+                if tenant_id not in self._open:     # still opening: dropped once registered
+                    self._verify_failed.add(tenant_id)
+            self.forget(tenant_id)
+
+        threading.Thread(target=run, name=f"verify-{tenant_id}", daemon=True).start()
+
+    def _replay(self, conn, index: VectorIndex, keywords: KeywordIndex, rids: list[int]) -> None:
+        """Bring loaded indexes up to what SQLite holds now: every rid changed since their stamp
+        is dropped, and the ones that exist now are added back (rids ascend, never reused)."""
+        changed = np.asarray(rids, np.int64)
+        keywords.remove(changed)
+        index.remove(changed, only_present=True)
+        ids, vectors = storage.index_log.vectors_of(conn, rids, self.settings.dimension)
+        index.add(ids, vectors)
+        rows = storage.index_log.keyword_rows_of(conn, rids)
+        if rows:
+            keywords.add([r[0] for r in rows], KeywordBatch.from_docs([(r[1], r[2]) for r in rows],
+                                                                       self.bm25_weights))
+
     def build_index(self, conn, config: IndexConfig) -> VectorIndex:
         """A fresh vector index of every vector SQLite holds (`conn` sees committed data)."""
         ids, vectors = storage.entries.load_vectors(conn, self.settings.dimension)
-        return VectorIndex(self.settings.dimension, config, ids, vectors)
+        return VectorIndex(self.settings.dimension, config, ids, vectors,
+                           auto_threshold=self.settings.hnsw_threshold)
 
     def build_keywords(self, conn) -> KeywordIndex:
         """A fresh keyword index of every FTS5 row SQLite holds."""
@@ -183,7 +335,133 @@ class Tenants:
 
     def forget(self, tenant_id: str) -> None:
         """Drop an open tenant whose indexes are broken: the next access reopens it."""
-        self._open.pop(tenant_id, None)
+        with self._registry:
+            tenant = self._open.pop(tenant_id, None)
+        if tenant is not None:
+            tenant.unsaved = 0                  # never save broken indexes
+            tenant.evicted = True
+
+    # -- memory, saving and eviction ---------------------------------------------------------
+
+    def measure(self, tenant: Tenant) -> None:
+        """Refresh the tenant's memory estimate (after an open or a write): FAISS, BM25, SQLite's
+        page caches (half the database file, at most SQLITE_CACHE_BYTES) and a fixed overhead —
+        calibrated on the scale benchmark's 1,000-chunk tenants (benchmarks/scale.py)."""
+        try:
+            db_bytes = tenant.db.path.stat().st_size
+        except OSError:
+            db_bytes = 0
+        tenant.memory = (tenant.index.memory_bytes() + tenant.keywords.memory_bytes()
+                         + min(db_bytes // 2, SQLITE_CACHE_BYTES) + TENANT_OVERHEAD_BYTES)
+
+    def save(self, tenant: Tenant, *, locked: bool = False) -> bool:
+        """Save the tenant's indexes if they changed since the last save (persistence.py).
+        Takes the tenant's write lock (writes wait, searches go on) unless `locked`.
+        Returns whether a save was written; a failure is logged, never raised."""
+        if not self.settings.persist_indexes or tenant.db.read_only_reason:
+            return False
+        if not locked:
+            with tenant.write_lock:
+                return self.save(tenant, locked=True)
+        if not tenant.unsaved:
+            return False
+        started = time.perf_counter()
+        try:
+            with tenant.db.guard("index save"):
+                with tenant.rw.read():
+                    stamp = storage.index_log.stamp(tenant.db.writer)
+                    if stamp is None:
+                        return False
+                    size = persistence.save(tenant.db.directory, stamp=stamp, index=tenant.index,
+                                            keywords=tenant.keywords, weights=self.bm25_weights)
+                tenant.unsaved = 0
+                with tenant.db.write("index log trim") as conn:
+                    storage.index_log.trim(conn, stamp.seq)
+                    conn.execute("COMMIT")
+        except Exception as err:  # noqa: BLE001 - the next open rebuilds; the service goes on
+            log.warning("tenant %s: saving its indexes failed (they will be rebuilt on the next open): %s",
+                        tenant.tenant_id, err)
+            return False
+        self.counters["saved"] += 1
+        log.info("saved indexes of tenant %s (log seq %d, %d vectors, %.1f MB) in %.2fs", tenant.tenant_id,
+                 stamp.seq, tenant.index.ntotal, size / 1e6, time.perf_counter() - started)
+        return True
+
+    def save_soon(self, tenant: Tenant) -> None:
+        """Save the tenant's indexes on a background thread (one at a time per tenant)."""
+        if tenant.saving or not self.settings.persist_indexes or tenant.db.read_only_reason:
+            return
+        tenant.saving = True
+
+        def run() -> None:
+            try:
+                if not self.closed and not tenant.evicted:
+                    self.save(tenant)
+            finally:
+                tenant.saving = False
+
+        threading.Thread(target=run, name=f"save-{tenant.tenant_id}", daemon=True).start()
+
+    def note_write(self, tenant: Tenant, rows: int) -> None:
+        """After a committed write of `rows` entries: update the estimate, save when due, and
+        evict others if the tenant grew past the budget (the writer holds the write lock)."""
+        if rows:
+            tenant.unsaved = -1 if tenant.unsaved < 0 else tenant.unsaved + rows
+        self.measure(tenant)
+        if self._save_due(tenant):
+            self.save_soon(tenant)
+
+    def _save_due(self, tenant: Tenant) -> bool:
+        """Unsaved changes worth a save: `persist_after_rows`, or SAVE_FRACTION of a big tenant
+        (a save rewrites the whole index, so a large ingest saves every few percent of it)."""
+        due = max(self.settings.persist_after_rows, int(SAVE_FRACTION * tenant.index.ntotal))
+        return tenant.unsaved < 0 or tenant.unsaved >= due
+
+    def evict_over_budget(self, keep: str = "") -> int:
+        """Evict least recently used tenants until the estimate fits `memory_budget_mb`
+        (module docstring). Returns how many were evicted."""
+        budget = self.settings.memory_budget_mb * 1024 * 1024
+        if budget <= 0:
+            return 0
+        total = self.memory_bytes()
+        evicted = 0
+        idle_before = time.monotonic() - self.settings.evict_idle_s
+        with self._registry:
+            candidates = list(self._open.items())
+        for tenant_id, tenant in candidates:
+            if total <= budget:
+                break
+            if tenant_id == keep or tenant.last_used > idle_before:
+                continue
+            if self.evict(tenant):
+                total -= tenant.memory
+                evicted += 1
+        candidates.clear()                  # the evicted tenants' last references here
+        tenant = None
+        if evicted:
+            _release_freed_memory()
+        if total > budget:
+            log.warning("open tenants take an estimated %.0f MB, over the %d MB budget: the others are in use",
+                        total / 2**20, self.settings.memory_budget_mb)
+        return evicted
+
+    def evict(self, tenant: Tenant) -> bool:
+        """Save and close one open tenant unless a request holds or waits for it."""
+        if not tenant.write_lock.acquire(blocking=False):
+            return False
+        try:
+            if tenant.rw.busy or self._open.get(tenant.tenant_id) is not tenant:
+                return False
+            self.save(tenant, locked=True)
+            with tenant.rw.write():
+                tenant.evicted = True
+                with self._registry:
+                    self._open.pop(tenant.tenant_id, None)
+        finally:
+            tenant.write_lock.release()
+        self.counters["evicted"] += 1
+        log.info("evicted tenant %s (%.1f MB estimated)", tenant.tenant_id, tenant.memory / 2**20)
+        return True
 
     def check_open(self) -> None:
         if self.closed:
@@ -193,6 +471,8 @@ class Tenants:
         """Close every tenant's files (after any write in progress). Later calls raise Unavailable."""
         self.closed = True
         for tenant in list(self._open.values()):
-            with tenant.write_lock, tenant.rw.write():
-                tenant.db.close()
+            with tenant.write_lock:
+                self.save(tenant, locked=True)
+                with tenant.rw.write():
+                    tenant.db.close()
         self._open.clear()

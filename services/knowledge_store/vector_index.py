@@ -5,12 +5,18 @@ products of L2-normalised vectors (= cosine).
 
     kind   structure                                   removal
     flat   IndexIDMap2(IndexFlatIP)         exact      remove_ids
-    hnsw   IndexIDMap2(IndexHNSWFlat, IP)   M, efSearch  tombstones, excluded by selector;
+    hnsw   IndexIDMap2(IndexHNSWFlat, IP)   M, efConstruction, efSearch   tombstones, excluded by selector;
                                                        rebuilt past 20 % tombstones
     ivf    IndexIVFFlat(IndexFlatIP), IP    nlist, nprobe  remove_ids (hashtable direct map)
            trained on the tenant's vectors; needs 39 · nlist of them (auto nlist =
            clamp(4·√n, 1, n / 39), at least 1,024 vectors), else it serves as flat until
            there are; retrained once the tenant has grown 4× since training.
+    auto   flat below `auto_threshold` live vectors, hnsw from there on (rebuilt as hnsw once a
+           flat one crosses it, back to flat below half of it): the default (settings
+           `default_index_kind`, `hnsw_threshold`); `kind` names the structure serving now.
+
+Persistence (persistence.py): `save` writes the FAISS index with `faiss.write_index`;
+`restore` reads one back with the state FAISS does not keep (kind, tombstones, training size).
 
 Not thread-safe: the owner (the core) holds a readers/writer lock around every call.
 Filtering happens inside FAISS through `SearchParameters.sel` (an `IDSelectorBatch` of the
@@ -32,6 +38,7 @@ IVF_POINTS_PER_LIST = 39
 HNSW_EF_CONSTRUCTION = 80
 TOMBSTONE_REBUILD_FRACTION = 0.2
 IVF_RETRAIN_GROWTH = 4.0
+AUTO_HNSW_THRESHOLD = 20_000
 
 
 @dataclass(frozen=True, slots=True)
@@ -39,6 +46,7 @@ class IndexConfig:
     kind: str = "flat"
     hnsw_m: int = 32
     hnsw_ef_search: int = 64
+    hnsw_ef_construction: int = HNSW_EF_CONSTRUCTION
     ivf_nlist: int = 0            # 0 = auto from the number of vectors
     ivf_nprobe: int = 8
 
@@ -74,21 +82,59 @@ class VectorIndex:
     """One tenant's vectors in FAISS (see the module docstring)."""
 
     def __init__(self, dimension: int, config: IndexConfig, ids: NDArray[np.int64],
-                 vectors: NDArray[np.float32]) -> None:
+                 vectors: NDArray[np.float32], *, auto_threshold: int = AUTO_HNSW_THRESHOLD) -> None:
         self.dimension = dimension
         self.config = config
+        self.auto_threshold = auto_threshold
         self._tombstones: set[int] = set()
         self._trained_on = 0
+        self._mapped = False
         self._index, self.kind = self._build(ids, vectors)
+
+    @classmethod
+    def restore(cls, dimension: int, config: IndexConfig, path: str, *, kind: str, tombstones: list[int],
+                trained_on: int, auto_threshold: int = AUTO_HNSW_THRESHOLD, mapped: bool = False) -> VectorIndex:
+        """An index written by `save` (the caller has checked its file and header). `mapped`:
+        flat and HNSW codes stay memory-mapped from the file (read-only) until the first write
+        makes the index an owned copy (`_own`)."""
+        index = cls.__new__(cls)
+        index.dimension, index.config, index.auto_threshold = dimension, config, auto_threshold
+        index._tombstones = set(int(t) for t in tombstones)
+        index._trained_on = int(trained_on)
+        index._mapped = mapped and kind in ("flat", "hnsw")
+        flags = faiss.IO_FLAG_MMAP_IFC if index._mapped else 0
+        index._index, index.kind = faiss.read_index(path, flags), kind
+        if index._index.d != dimension:
+            raise ValueError(f"the saved index is {index._index.d}-dimensional, not {dimension}")
+        return index
+
+    def save(self, path: str) -> dict:
+        """Write the FAISS index to `path`; returns the state `restore` needs besides it."""
+        faiss.write_index(self._index, path)
+        return {"kind": self.kind, "tombstones": sorted(self._tombstones), "trained_on": self._trained_on}
+
+    def _own(self) -> None:
+        """Before a write: a memory-mapped index becomes an owned copy (FAISS cannot grow or
+        shrink mapped codes)."""
+        if self._mapped:
+            self._index = faiss.deserialize_index(faiss.serialize_index(self._index))
+            self._mapped = False
+
+    def memory_bytes(self) -> int:
+        """Estimated resident size: codes, id maps and (HNSW) graph links."""
+        per = self.dimension * 4 + 48                   # float32 codes + id map and its reverse
+        if self.kind == "hnsw":
+            per += int(2 * self.config.hnsw_m * 4 * 1.05) + 16
+        return int(self._index.ntotal) * per
 
     # -- construction ------------------------------------------------------------------------
 
     def _build(self, ids: NDArray[np.int64], vectors: NDArray[np.float32]) -> tuple[faiss.Index, str]:
         _apply_threads()
         d, cfg, n = self.dimension, self.config, len(ids)
-        if cfg.kind == "hnsw":
+        if cfg.kind == "hnsw" or (cfg.kind == "auto" and n >= self.auto_threshold):
             hnsw = faiss.IndexHNSWFlat(d, cfg.hnsw_m, faiss.METRIC_INNER_PRODUCT)
-            hnsw.hnsw.efConstruction = max(HNSW_EF_CONSTRUCTION, cfg.hnsw_m)
+            hnsw.hnsw.efConstruction = max(cfg.hnsw_ef_construction, cfg.hnsw_m)
             hnsw.hnsw.efSearch = cfg.hnsw_ef_search
             index, kind = faiss.IndexIDMap2(hnsw), "hnsw"
         elif cfg.kind == "ivf" and self._ivf_trainable(n):
@@ -124,6 +170,10 @@ class VectorIndex:
         total = int(self._index.ntotal)
         if self._tombstones and len(self._tombstones) > TOMBSTONE_REBUILD_FRACTION * total:
             return True
+        if self.config.kind == "auto":
+            live = self.ntotal
+            return (self.kind == "flat" and live >= self.auto_threshold) or \
+                (self.kind == "hnsw" and live < self.auto_threshold // 2)
         if self.config.kind == "ivf":
             live = self.ntotal
             if self.kind == "flat":
@@ -135,17 +185,24 @@ class VectorIndex:
 
     def add(self, ids: NDArray[np.int64], vectors: NDArray[np.float32]) -> None:
         if len(ids):
+            self._own()
             _apply_threads()
             self._index.add_with_ids(np.ascontiguousarray(vectors, dtype=np.float32),
                                      np.ascontiguousarray(ids, dtype=np.int64))
 
-    def remove(self, ids: NDArray[np.int64]) -> None:
+    def remove(self, ids: NDArray[np.int64], *, only_present: bool = False) -> None:
+        """Remove `ids`; with `only_present`, some may not be in the index (a replay)."""
         if not len(ids):
             return
         ids = np.ascontiguousarray(ids, dtype=np.int64)
+        if self.kind == "hnsw" and only_present:
+            ids = ids[np.isin(ids, faiss.vector_to_array(self._index.id_map))]
+            ids = ids[~np.isin(ids, np.fromiter(self._tombstones, np.int64, len(self._tombstones)))]
         if self.kind == "hnsw":                   # HNSW cannot delete: hide, rebuild later
             self._tombstones.update(int(i) for i in ids)
-        elif self.kind == "ivf":                  # the hashtable direct map wants an array
+            return
+        self._own()
+        if self.kind == "ivf":                  # the hashtable direct map wants an array
             self._index.remove_ids(faiss.IDSelectorArray(ids))
         else:
             self._index.remove_ids(faiss.IDSelectorBatch(ids))

@@ -19,6 +19,11 @@ Faults: the transaction is the tenant's `db.write()`, so a full disk, a read-onl
 corrupted database leaves as a typed error naming the path, with nothing applied
 (storage/faults.py).
 
+Persistence and eviction (tenants.py): a write counts its changed entries towards the next
+save of the indexes (`Tenants.note_write`); a repair (`rebuild`) also logs a rebuild marker in
+the same transaction, so saved indexes older than it are never replayed past it. A write
+whose tenant was evicted while it queued starts again on the reopened tenant.
+
 Queueing: writers of one tenant queue on an asyncio lock (no thread is parked while
 waiting), then the work runs on a worker thread under the tenant's thread lock (correctness
 even across event loops).
@@ -64,16 +69,28 @@ async def write(tenants: Tenants, tenant_id: str, work: Work[T], *, create: bool
                 rebuild: bool = False) -> T:
     """Run `work` as the tenant's next write and mirror its change (module docstring); with
     `rebuild`, both indexes are rebuilt from SQLite after the commit instead."""
-    tenant = await tenants.get(tenant_id, create=create)
-    async with tenant.writer_queue():
-        return await asyncio.to_thread(_write_sync, tenants, tenant, work, action, rebuild)
+    while True:
+        tenant = await tenants.get(tenant_id, create=create)
+        async with tenant.writer_queue():
+            try:
+                return await asyncio.to_thread(_write_sync, tenants, tenant, work, action, rebuild)
+            except Evicted:
+                continue
+
+
+class Evicted(Exception):
+    """The tenant was evicted while this write queued: run it on the reopened one."""
 
 
 def _write_sync(tenants: Tenants, tenant: Tenant, work: Work[T], action: str, rebuild: bool) -> T:
     with tenant.write_lock:
         tenants.check_open()
+        if tenant.evicted:
+            raise Evicted
         with tenant.db.write(action) as conn:
             result, change = work(conn)
+            if rebuild:
+                storage.index_log.mark_rebuild(conn)
             with tenant.rw.write():
                 conn.execute("COMMIT")
                 tenant.allowed.clear()
@@ -88,6 +105,7 @@ def _write_sync(tenants: Tenants, tenant: Tenant, work: Work[T], action: str, re
             with tenant.rw.write():
                 tenant.keywords = fresh
                 tenant.allowed.clear()
+        tenants.note_write(tenant, len(change.removed) + len(change.added))
         return result
 
 
@@ -134,5 +152,6 @@ def _rebuild(tenants: Tenants, tenant: Tenant, *, keywords: bool = False) -> Non
         tenant.index = fresh
         tenant.keywords = fresh_keywords
         tenant.allowed.clear()
+    tenant.unsaved = -1
     log.info("rebuilt %s index of tenant %s (%d vectors) in %.2fs", fresh.kind, tenant.tenant_id,
              fresh.ntotal, time.perf_counter() - started)

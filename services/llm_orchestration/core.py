@@ -60,6 +60,7 @@ def check_settings(settings: LlmOrchestrationSettings) -> None:
             raise InvalidArgument(name, f"must be positive, got {value}")
     for name, value in {"microbatch_max_wait_ms": settings.microbatch_max_wait_ms,
                         "cache_size": settings.cache_size,
+                        "concurrent_threads": settings.concurrent_threads,
                         "breaker_reset_s": settings.breaker_reset_s}.items():
         if value < 0:
             raise InvalidArgument(name, f"must be >= 0, got {value}")
@@ -94,12 +95,14 @@ class LlmOrchestrator:
                                           batch_size=settings.encode_batch_size,
                                           torch_threads=torch_threads,
                                           runtime=settings.local_runtime,
-                                          onnx_cache_dir=settings.onnx_cache_dir)
+                                          onnx_cache_dir=settings.onnx_cache_dir,
+                                          concurrent_threads=settings.concurrent_threads)
         self._cache = EmbeddingCache(settings.cache_size)
         self._batcher = MicroBatcher(self._backend.encode,
                                      max_wait_s=settings.microbatch_max_wait_ms / 1000.0,
                                      max_size=settings.microbatch_max_size,
-                                     max_inflight=self._backend.max_inflight)
+                                     max_inflight=self._backend.max_inflight,
+                                     concurrent_encode=getattr(self._backend, "encode_concurrent", None))
         self._started = False
 
     # -- lifecycle -------------------------------------------------------------------------

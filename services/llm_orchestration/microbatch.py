@@ -5,8 +5,8 @@ model; encoding them together costs little more than one. So every request is qu
 single collector task forms batches of at most `max_size` texts and hands them to the
 backend, resolving each caller's future with its own rows. While a batch encodes, new
 requests queue up; when the backend is free again the next batch forms at once from whatever
-has waited. `max_inflight` bounds concurrent batches (1 for the local model, whose single
-worker thread would only queue them anyway).
+has waited. `max_inflight` bounds concurrent batches (the local model: 1 on its main session,
+2 with its one-thread concurrent sessions; see "Concurrent batches").
 
 Fairness. Each request carries a caller key (the end user a call is made for; "" when
 unknown) and a lane: "query" (searches) or "document" (bulk ingest, `purpose="document"`).
@@ -29,6 +29,14 @@ caller therefore never pays the wait, while many concurrent callers get coalesce
 
 `max_wait_s=0, max_size=1` turns coalescing off (one text per encode). `max_pending` bounds
 the requests waiting for their first batch (ResourceExhausted beyond it).
+
+Concurrent batches. With `concurrent_encode`, a batch that serves more than one request, runs
+while other requests wait or while another request's batch encodes, goes to it instead of
+`encode` (one request spread over several batches is still a lone caller): the
+local model then runs on one-thread sessions, the cheapest per text, two batches side by side
+(`max_inflight` 2), instead of one batch spread over both cores; so does every batch within
+CONCURRENCY_WINDOW_S of such a batch. A lone caller keeps `encode` (both threads, lowest
+latency). Both give the same vectors.
 """
 from __future__ import annotations
 
@@ -128,6 +136,7 @@ class BatchStats:
     requests: int = 0                       # request slices, summed over batches
     largest: int = 0
     by_lane: dict[str, int] = field(default_factory=lambda: dict.fromkeys(LANES, 0))   # batches per lane
+    concurrent: int = 0                     # batches sent to `concurrent_encode`
 
     @property
     def mean_batch_texts(self) -> float:
@@ -136,11 +145,13 @@ class BatchStats:
 
 class MicroBatcher:
     def __init__(self, encode: Encode, *, max_wait_s: float, max_size: int,
-                 max_inflight: int = 1, max_pending: int = DEFAULT_MAX_PENDING) -> None:
+                 max_inflight: int = 1, max_pending: int = DEFAULT_MAX_PENDING,
+                 concurrent_encode: Encode | None = None) -> None:
         if max_wait_s < 0 or max_size < 1 or max_inflight < 1 or max_pending < 1:
             raise ValueError("max_wait_s >= 0, max_size >= 1, max_inflight >= 1, "
                              "max_pending >= 1 are required")
         self._encode = encode
+        self._concurrent_encode = concurrent_encode
         self._max_wait_s = max_wait_s
         self._max_size = max_size
         self._max_pending = max_pending
@@ -154,6 +165,8 @@ class MicroBatcher:
         self._closed = False
         self._last_batch_requests = 0
         self._last_batch_end = float("-inf")
+        self._last_concurrent = float("-inf")
+        self._encoding: dict[_Pending, int] = {}    # requests with a batch encoding → batches
         self.stats = BatchStats()
 
     async def start(self) -> None:
@@ -240,6 +253,19 @@ class MicroBatcher:
         self._turn = 1 - LANES.index(name)          # the other lane goes first next time
         return name, lane.take(self._max_size, self._left_queue)
 
+    def _concurrent_now(self, slices: list[_Slice]) -> bool:
+        """Whether a batch serves concurrent callers: it holds several requests, others wait
+        or a batch of another request is encoding — or that was so within the last
+        CONCURRENCY_WINDOW_S (under load, a batch that happens to hold one request is no
+        exception). One request spread over several batches is one caller."""
+        now = asyncio.get_running_loop().time()
+        mine = {s.pending for s in slices}
+        unfinished = sum(p.taken < len(p.texts) for p in mine)     # still queued themselves
+        if len(mine) > 1 or self._queued > unfinished or any(p not in mine for p in self._encoding):
+            self._last_concurrent = now
+            return True
+        return now - self._last_concurrent <= CONCURRENCY_WINDOW_S
+
     async def _run(self, batch: tuple[str, list[_Slice]]) -> None:
         lane, slices = batch
         try:
@@ -249,8 +275,14 @@ class MicroBatcher:
             self.stats.requests += len(slices)
             self.stats.texts += len(texts)
             self.stats.largest = max(self.stats.largest, len(texts))
+            encode = self._encode
+            if self._concurrent_encode is not None and self._concurrent_now(slices):
+                encode = self._concurrent_encode
+                self.stats.concurrent += 1
+            for s in slices:
+                self._encoding[s.pending] = self._encoding.get(s.pending, 0) + 1
             try:
-                vectors = await self._encode(texts)
+                vectors = await encode(texts)
             except Exception as err:
                 for s in slices:
                     if not s.pending.future.done():
@@ -264,6 +296,12 @@ class MicroBatcher:
                 _deliver(s, vectors[offset:offset + n])
                 offset += n
         finally:
+            for s in slices:
+                left = self._encoding.get(s.pending, 0) - 1
+                if left > 0:
+                    self._encoding[s.pending] = left
+                else:
+                    self._encoding.pop(s.pending, None)
             self._slots.release()
 
 

@@ -227,21 +227,31 @@ class OnnxEncoder:
     16 (see `TOKENS_PER_RUN`); results are put back in input order."""
 
     def __init__(self, session: Any, tokenizer: Any, *, max_seq_length: int,
-                 tokens_per_run: int = TOKENS_PER_RUN) -> None:
+                 tokens_per_run: int = TOKENS_PER_RUN, concurrent_session: Any = None) -> None:
+        """`concurrent_session` (optional): a session of the same graph with fewer intra-op
+        threads, for `encode(..., concurrent=True)` (see `LocalEmbedder`)."""
         self._session = session
+        self._concurrent_session = concurrent_session
         self._tokenizer = tokenizer
         self._max_seq_length = max_seq_length
         self._tokens_per_run = tokens_per_run
         self._input_names = [node.name for node in session.get_inputs()]
         self.dimension = int(session.get_outputs()[0].shape[-1])
 
-    def encode(self, texts: Sequence[str]) -> NDArray[np.float32]:
-        """L2-normalised (len(texts), dimension) float32, in input order."""
+    @property
+    def has_concurrent_session(self) -> bool:
+        return self._concurrent_session is not None
+
+    def encode(self, texts: Sequence[str], *, concurrent: bool = False) -> NDArray[np.float32]:
+        """L2-normalised (len(texts), dimension) float32, in input order. `concurrent=True`
+        runs on the concurrent session when there is one (same graph, same vectors)."""
         texts = list(texts)
+        session = self._concurrent_session if concurrent and self._concurrent_session is not None \
+            else self._session
         if not texts:
             return np.empty((0, self.dimension), dtype=np.float32)
         if len(texts) * self._max_seq_length <= self._tokens_per_run:   # one run, any lengths
-            return self._encode_batch(texts)
+            return self._encode_batch(texts, session)
         out = np.empty((len(texts), self.dimension), dtype=np.float32)
         lengths = np.array([len(ids) for ids in self._tokenize(texts, padding=False)["input_ids"]])
         order = np.argsort(-lengths, kind="stable")
@@ -249,14 +259,14 @@ class OnnxEncoder:
         while start < len(texts):
             size = max(1, self._tokens_per_run // max(1, int(lengths[order[start]])))
             rows = order[start:start + size]
-            out[rows] = self._encode_batch([texts[i] for i in rows])
+            out[rows] = self._encode_batch([texts[i] for i in rows], session)
             start += size
         return out
 
-    def _encode_batch(self, texts: list[str]) -> NDArray[np.float32]:
+    def _encode_batch(self, texts: list[str], session: Any) -> NDArray[np.float32]:
         features = self._tokenize(texts, padding=True, return_tensors="np")
         feed = {name: features[name].astype(np.int64, copy=False) for name in self._input_names}
-        hidden = self._session.run([OUTPUT_NAME], feed)[0]
+        hidden = session.run([OUTPUT_NAME], feed)[0]
         return mean_pool_normalize(hidden, features["attention_mask"])
 
     def _tokenize(self, texts: list[str], **kwargs: Any) -> Any:
@@ -301,19 +311,26 @@ def open_session(path: Path, threads: int, spin: str = "") -> Any:
 
 
 def parity_error(encoder: OnnxEncoder, reference: Encode) -> float:
-    """Max |ONNX − reference| over the probe texts, encoded in one call (two padded runs)."""
-    got, want = encoder.encode(PROBE_TEXTS), reference(PROBE_TEXTS)
-    if got.shape != want.shape:
-        raise OnnxUnusable(f"ONNX output shape {got.shape} differs from torch's {want.shape}")
-    return float(np.abs(got - want).max())
+    """Max |ONNX − reference| over the probe texts, encoded in one call (two padded runs), on
+    each of the encoder's sessions."""
+    want = reference(PROBE_TEXTS)
+    error = 0.0
+    for concurrent in (False, True) if encoder.has_concurrent_session else (False,):
+        got = encoder.encode(PROBE_TEXTS, concurrent=concurrent)
+        if got.shape != want.shape:
+            raise OnnxUnusable(f"ONNX output shape {got.shape} differs from torch's {want.shape}")
+        error = max(error, float(np.abs(got - want).max()))
+    return error
 
 
 # -- the whole load --------------------------------------------------------------------------
 
 def load_onnx_encoder(st_model: Any, *, model_path: str, model_name: str, cache_dir: Path,
-                      threads: int, reference: Encode) -> OnnxEncoder:
+                      threads: int, reference: Encode, concurrent_threads: int = 0) -> OnnxEncoder:
     """An ONNX encoder for `st_model`, exported into `cache_dir` unless an export of the same
     model content is already there, and checked against `reference` (the torch encode).
+    `concurrent_threads` > 0 (and fewer than `threads`) adds a second session of the same
+    graph with that many intra-op threads, for `encode(..., concurrent=True)`.
 
     A cached file that does not load or fails the parity check is exported again once; a
     fresh export that fails raises (OnnxUnusable, or whatever the exporter / ORT raised)."""
@@ -324,13 +341,13 @@ def load_onnx_encoder(st_model: Any, *, model_path: str, model_name: str, cache_
     if fresh:
         _timed_export(st_model, path)
     try:
-        return _checked_encoder(st_model, path, threads, reference)
+        return _checked_encoder(st_model, path, threads, reference, concurrent_threads)
     except Exception as err:
         if fresh:
             raise
         log.warning("cached ONNX export %s is unusable (%s); exporting it again", path, err)
     _timed_export(st_model, path)
-    return _checked_encoder(st_model, path, threads, reference)
+    return _checked_encoder(st_model, path, threads, reference, concurrent_threads)
 
 
 def _timed_export(st_model: Any, path: Path) -> None:
@@ -341,9 +358,11 @@ def _timed_export(st_model: Any, path: Path) -> None:
     remove_stale_exports(path)
 
 
-def _checked_encoder(st_model: Any, path: Path, threads: int, reference: Encode) -> OnnxEncoder:
+def _checked_encoder(st_model: Any, path: Path, threads: int, reference: Encode,
+                     concurrent_threads: int = 0) -> OnnxEncoder:
+    concurrent = open_session(path, concurrent_threads, "never") if 0 < concurrent_threads < threads else None
     encoder = OnnxEncoder(open_session(path, threads), st_model.tokenizer,
-                          max_seq_length=int(st_model.max_seq_length))
+                          max_seq_length=int(st_model.max_seq_length), concurrent_session=concurrent)
     error = parity_error(encoder, reference)
     if not error <= PARITY_TOLERANCE:          # also catches NaN
         raise OnnxUnusable(f"ONNX output differs from torch by {error:.2e} "

@@ -24,7 +24,7 @@ def request_from_pb(r: rag_pb.SearchAndRankRequest) -> SearchRequest:
         query_vector=tuple(r.user_query_vector) if len(r.user_query_vector) else None,
         top_k_initial=r.top_k_initial_retrieve, top_k_final=r.top_k_final_rank,
         prefs=prefs_from_pb(r.ranking_prefs), filters=ks_convert.filters_from_pb(r.filters),
-        expand=r.expand_query_with_llm, extra_phrases=tuple(r.extra_query_phrases),
+        expand=r.expand_query_with_llm, extra_phrases=tuple(r.extra_query_phrases), sources=tuple(r.sources),
     )
 
 
@@ -37,7 +37,7 @@ def result_to_pb(r: RankedResult) -> rag_pb.RankedKnowledgeResult:
         persona_knowledge_entry_id=r.entry.id, associated_artifact=ks_convert.summary_to_pb(r.artifact),
         snippet=r.snippet, overall_rank_score=r.overall, individual_scores=_four(r.scores),
         headline=r.entry.headline, text=r.entry.text, timestamp_unix=r.entry.timestamp_unix,
-        relevance_probability=r.probability,
+        relevance_probability=r.probability, source_id=r.source_id,
     )
     e = r.explanation
     if e is not None:
@@ -46,7 +46,8 @@ def result_to_pb(r: RankedResult) -> rag_pb.RankedKnowledgeResult:
             bm25=e.bm25, dense_rank=e.dense_rank, bm25_rank=e.bm25_rank, dense_norm=e.dense_norm,
             bm25_norm=e.bm25_norm, rerank_score=e.rerank_score, fusion_method=e.fusion_method,
             recency_applied=e.recency_applied, age_days=e.age_days, dense_source=e.dense_source,
-            bm25_source=e.bm25_source, dense_weight=e.dense_weight, query_profile=e.query_profile))
+            bm25_source=e.bm25_source, dense_weight=e.dense_weight, query_profile=e.query_profile,
+            source_id=e.source_id, remote_score=e.remote_score))
     return msg
 
 
@@ -58,4 +59,6 @@ def response_to_pb(r: SearchResponse) -> rag_pb.SearchAndRankResponse:
         candidates_considered=r.candidates_considered,
         timings=[rag_pb.StageTiming(stage=s, ms=ms) for s, ms in r.timings],
         temporal_intent=r.temporal_intent,
+        sources=[rag_pb.SourceReport(source_id=x.source_id, status=x.status, latency_ms=x.latency_ms,
+                                     result_count=x.result_count, error_message=x.error) for x in r.sources],
     )

@@ -22,7 +22,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from typing import Any, Callable, Sequence
 
 import numpy as np
@@ -36,6 +36,10 @@ from ranking.query_features import QueryFeatures, query_features
 from ranking.temporal import detect_temporal_intent
 from services.rag_pipeline import permissions
 from services.rag_pipeline.access import AccessPolicy, Scope
+from services.rag_pipeline.federation.fanout import MAX_REMOTE_HITS, Federation, Plan, RemoteQuery
+from services.rag_pipeline.federation.hits import LOCAL
+from services.rag_pipeline.federation.rescore import Rescorer
+from services.rag_pipeline.federation.unify import FederatedSearch, without_local_repeats
 from services.rag_pipeline.fetch import load_hits, load_results
 from services.rag_pipeline.merge import Merged, merge, ranking_candidates
 from services.rag_pipeline.models import Preferences, RankedResult, SearchRequest, SearchResponse
@@ -64,18 +68,35 @@ tracer = trace.get_tracer("nucleus.rag_pipeline")
 PROFILE_CACHE_TTL_S = 5.0
 RERANK_TOP_N = 20
 MAX_PHRASES = 5
+FEDERATION_RESERVE_S = 1.5      # of the deadline kept for re-scoring and ranking after the fan-out
+RANK_MARGIN_S = 0.5             # of the deadline kept for ranking after the re-scoring
+
+
+@dataclass(frozen=True, slots=True)
+class _BothLegs:
+    """What the combined store call answered: the keyword leg (columns, analysed terms), the
+    vector leg's columns per query vector, and both signals for all their rows."""
+
+    keyword: tuple[CandidateColumns, list[str]]
+    dense: list[CandidateColumns]
+    completion: ScoreCompletion
 
 
 class RagPipeline:
     """SearchAndRank, ranking profiles and feedback over a knowledge source and a language model."""
 
     def __init__(self, settings: RagPipelineSettings, knowledge: KnowledgeSource, llm: LanguageModel, *,
-                 access: AccessPolicy | None = None, clock: Callable[[], float] = time.time) -> None:
+                 access: AccessPolicy | None = None, clock: Callable[[], float] = time.time,
+                 federation: Federation | None = None) -> None:
         self._settings = settings
+        self.federation = federation      # remote sources (federation/); None = the local store only
+        self.rescorer = Rescorer(knowledge, llm)
+        self.remote_hits = MAX_REMOTE_HITS     # asked of each remote source (at most top_k_initial)
         self.access = access or AccessPolicy(knowledge, EMPTY_CONFIG)   # who may see what (access.py)
         self._clock = clock      # wall time (unix seconds): recency and temporal intent are measured from it
         self._ks = knowledge
         self._llm = llm
+        self._searching = 0      # searches in flight (the combined legs call is for concurrent ones)
         self._profiles: dict[tuple[str, str, str], tuple[float, RankingProfile | None]] = {}
 
     async def close(self) -> None:
@@ -106,13 +127,17 @@ class RagPipeline:
         if principal is None:
             return await self.search_and_rank(request)
         principal = replace(principal, tenant_id=self.tenant_for(request.tenant_id, principal))
+        plan = self.plan(request.sources, principal)
         if scope is None:
             scope = await self.scope(principal, base=request.filters)
         if scope.empty:
-            return SearchResponse(results=(), debug="no visible sources")
+            if plan is None or not plan.remotes:
+                return SearchResponse(results=(), debug="no visible sources")
+            plan = replace(plan, local=False)     # nothing local to see: the remote sources only
         with acting_for(principal):
             response = await self.search_and_rank(replace(request, tenant_id=principal.tenant_id,
-                                                          filters=scope.filters))
+                                                          filters=scope.filters),
+                                                  plan=plan, username=principal.user_id)
         if scope.post_tags:
             response = replace(response, results=tuple(r for r in response.results if scope.keep(r.artifact.tags)))
         return response
@@ -204,7 +229,24 @@ class RagPipeline:
         return ack, float(rep[0])
 
     # ------------------------------------------------------------------ search
-    async def search_and_rank(self, request: SearchRequest) -> SearchResponse:
+    def plan(self, selection: Sequence[str], principal: Principal | None) -> Plan | None:
+        """Which sources a query goes to (federation/fanout.py); None = the local store only, as
+        without federation (no remote source configured or visible, and none asked for)."""
+        if self.federation is None:
+            unknown = [s for s in selection if s != LOCAL]
+            if unknown:
+                raise InvalidArgument("sources", f"unknown source '{unknown[0]}'; accepted: local "
+                                                 "(no remote source is configured)")
+            return None
+        plan = self.federation.plan(selection, principal)
+        return plan if plan.federated else None
+
+    async def search_and_rank(self, request: SearchRequest, *, plan: Plan | None | str = "auto",
+                              username: str = "") -> SearchResponse:
+        """`plan`: the sources (`plan()`); "auto" = as the request's `sources` select for a
+        caller who may see every source (authentication off)."""
+        if plan == "auto":
+            plan = self.plan(request.sources, None)
         request = self.validate(request)
         with tracer.start_as_current_span("rag.search_and_rank") as span:
             span.set_attribute("nucleus.tenant_id", request.tenant_id)
@@ -213,7 +255,7 @@ class RagPipeline:
             set_content_attribute(span, "gen_ai.retrieval.query.text", request.query)  # telemetry hook (gated)
             try:
                 async with asyncio.timeout(self._settings.deadline_s):
-                    response = await self._search(request)
+                    response = await self._search(request, plan, username)
             except TimeoutError:
                 raise DeadlineExceeded(f"SearchAndRank did not finish within {self._settings.deadline_s:.1f}s") from None
             span.set_attribute("nucleus.degraded", response.degraded)
@@ -221,7 +263,18 @@ class RagPipeline:
             span.set_attribute("nucleus.profile", f"{response.profile_name}@v{response.profile_version}")
             return response
 
-    async def _search(self, request: SearchRequest) -> SearchResponse:
+    async def _search(self, request: SearchRequest, plan: Plan | None = None, username: str = "") -> SearchResponse:
+        started: list[FederatedSearch] = []
+        self._searching += 1
+        try:
+            return await self._search_sources(request, plan, username, started)
+        finally:
+            self._searching -= 1
+            for federated in started:      # an answer or an error: no remote call outlives the query
+                federated.cancel()
+
+    async def _search_sources(self, request: SearchRequest, plan: Plan | None, username: str,
+                              started: list[FederatedSearch]) -> SearchResponse:
         s = self._settings
         timings: list[tuple[str, float]] = []
         reasons: list[str] = []
@@ -252,27 +305,60 @@ class RagPipeline:
             t = mark("expand", t)
         phrases = _dedupe(phrases)[:MAX_PHRASES]
 
-        # Keyword leg starts now; it does not need vectors.
-        keyword_task = asyncio.create_task(self._keyword_leg(request, phrases)) if s.overlap_keyword_leg else None
-        vectors, embed_reason = await self._embed(request, phrases)
-        if keyword_task is None:
-            keyword_task = asyncio.create_task(self._keyword_leg(request, phrases))
-        t = mark("embed", t)
+        # Federation: the remote sources are asked now, in parallel with the local legs.
+        fed = None
+        local = plan is None or plan.local
+        if plan is not None and plan.remotes:
+            budget = s.deadline_s - (time.perf_counter() - t0) - min(FEDERATION_RESERVE_S, s.deadline_s / 3)
+            fed = FederatedSearch(self.federation, self.rescorer, plan,
+                                  RemoteQuery(request.query, tuple(phrases), min(self.remote_hits, request.top_k_initial),
+                                              username, request.remote_resources), max(0.05, budget)).start()
+            started.append(fed)
+        combined: _BothLegs | None = None
+        keyword_task: asyncio.Task[tuple[CandidateColumns, list[str]]] | None = None
+        if s.combined_legs and local and (s.combined_legs_alone or self._searching > 1):
+            # Both legs in one store call after the embedding: one round trip less per query,
+            # for throughput when searches run concurrently; a lone search keeps its keyword leg
+            # beside the embedding (lower latency, the CPU is there). Failing (other than
+            # NotFound / InvalidArgument), the two calls below answer instead.
+            vectors, embed_reason = await self._embed(request, phrases)
+            t = mark("embed", t)
+            if vectors is not None:
+                try:
+                    combined = await self._both_legs(request, phrases, vectors)
+                except NotFound:
+                    if fed is None:
+                        raise
+                    # federation: nothing stored here yet; the keyword call below says so as before
+        else:
+            # Keyword leg starts now; it does not need vectors.
+            keyword_task = (asyncio.create_task(self._keyword_leg(request, phrases, local))
+                            if s.overlap_keyword_leg else None)
+            vectors, embed_reason = await self._embed(request, phrases)
+            t = mark("embed", t)
         if embed_reason:
             reasons.append(embed_reason)
+        if combined is None and keyword_task is None:
+            keyword_task = asyncio.create_task(self._keyword_leg(request, phrases, local))
         # The vector call completes both legs' scores (merge.py), so it names the keyword leg's
         # rows: that leg runs beside the embedding and has usually answered by now.
         try:
-            keyword_hits, _terms = await keyword_task
+            keyword_hits, _terms = combined.keyword if combined is not None else await keyword_task
             keyword_error: NucleusError | None = None
-        except (NotFound, InvalidArgument):
+        except NotFound as err:
+            if fed is None:
+                raise
+            local = False                   # federation: a tenant with nothing stored yet, remotes only
+            keyword_hits, keyword_error = EMPTY_COLUMNS, None
+            notes.append(f"local: {err.message}")
+        except InvalidArgument:
             raise
         except NucleusError as err:
             keyword_hits, keyword_error = EMPTY_COLUMNS, err
             reasons.append(f"keyword retrieval unavailable: {err}")
-        dense_hits: list[CandidateColumns] | None = None
-        completion: ScoreCompletion | None = None
-        if vectors is not None:
+        dense_hits: list[CandidateColumns] | None = None if combined is None else combined.dense
+        completion: ScoreCompletion | None = None if combined is None else combined.completion
+        if vectors is not None and local and combined is None:
             with tracer.start_as_current_span("rag.retrieve.vector") as span:
                 retrieval_attributes(span, data_source="knowledge_store.vector", top_k=request.top_k_initial,
                                      query=phrases)  # telemetry hook
@@ -287,13 +373,38 @@ class RagPipeline:
                 except NucleusError as err:
                     reasons.append(f"vector retrieval unavailable: {err}")
         t = mark("retrieve", t)
-        if keyword_error is not None and dense_hits is None:
+        local_failed = keyword_error is not None and dense_hits is None
+        if local_failed and fed is None:
             raise Unavailable("both retrieval legs failed: " + "; ".join(reasons))
 
         with tracer.start_as_current_span("rag.merge") as span:
             merged = merge(dense_hits or [], keyword_hits, collapse=s.collapse_by_artifact, completion=completion)
             span.set_attribute("nucleus.candidates", len(merged))
         t = mark("merge", t)
+        final_k, reports = request.top_k_final, ()
+        if plan is not None:
+            local_report = FederatedSearch.local_report(
+                local and not local_failed, (t - t0) * 1000.0, len(merged) if local else 0,
+                "; ".join(reasons) if local_failed else "" if local else "nothing stored for this tenant"
+            ) if plan.local else None
+            if fed is not None:
+                # Re-scoring embeds every remote hit not seen before: it may use what is left of
+                # the request's deadline (less a margin for ranking), not just one embed call's.
+                left = s.deadline_s - (time.perf_counter() - t0) - RANK_MARGIN_S
+                remote_rows, remote_reasons = await fed.candidates(
+                    request.tenant_id, phrases, vectors, request.tenant_id, timeout_s=max(s.embed_timeout_s, left))
+                reasons += remote_reasons
+                merged = merged + remote_rows
+                # Room for remote results that repeat a local one, dropped after the fetch.
+                final_k += min(len(remote_rows), request.top_k_final)
+                timings += [("slowest_source", fed.timings.slowest_source_ms), ("rescore", fed.timings.rescore_ms)]
+                if fed.dropped_duplicates:
+                    notes.append(f"remote_duplicates={fed.dropped_duplicates}")
+                t = mark("federate", t)
+            reports = tuple(r for r in ([local_report] if local_report else []) + (fed.reports if fed else
+                                                                                   list(plan.skipped)))
+            if local_failed and not any(m.origin for m in merged):
+                raise Unavailable("both retrieval legs failed and no remote source answered: " + "; ".join(reasons))
 
         apply_recency = _recency_applies(request.prefs.recency_mode or profile.recency_mode, intent.has_intent)
         stats = completion.keyword_stats if completion is not None else None
@@ -304,15 +415,15 @@ class RagPipeline:
         with tracer.start_as_current_span("rag.rank") as span:
             candidates = ranking_candidates(merged)
             # With a re-rank, this first ranking picks the rows the model scores (_rerank).
-            k = min(RERANK_TOP_N, len(merged)) if rerank else request.top_k_final
+            k = min(RERANK_TOP_N, len(merged)) if rerank else final_k
             ranked = rank(candidates, config, k) if merged else None
             span.set_attribute("nucleus.candidates", len(merged))
         t = mark("rank", t)
 
         if ranked is not None and rerank:
             with tracer.start_as_current_span("rag.rerank"):
-                ranked, candidates, rerank_reason = await self._rerank(request, merged, candidates, config, ranked,
-                                                                       reasons, vanished)
+                ranked, candidates, rerank_reason = await self._rerank(replace(request, top_k_final=final_k), merged,
+                                                                       candidates, config, ranked, reasons, vanished)
                 if rerank_reason:
                     reasons.append(rerank_reason)
             t = mark("rerank", t)
@@ -326,13 +437,17 @@ class RagPipeline:
             # 15.0 ms with k = top_k_final vs 14.6 ms without, means of four alternating pairs.)
             # An entry deleted since the search is dropped and its place refilled (fetch.py).
             kept, kept_candidates, ranked = await load_results(
-                self._ks, request.tenant_id, merged, candidates, ranked, config, request.top_k_final, reasons,
+                self._ks, request.tenant_id, merged, candidates, ranked, config, final_k, reasons,
                 vanished, timeout_s=s.retrieval_timeout_s)
             if vanished:
                 notes.append(f"vanished={len(vanished)} (deleted during the search, refilled)")
             if ranked is not None:
                 results = build_results(kept, ranked, kept_candidates, config, request.query, request.prefs.explain,
                                         now_unix=now)
+                if fed is not None:
+                    results, repeats = without_local_repeats(results, request.top_k_final)
+                    if repeats:
+                        notes.append(f"remote_repeats_of_local={repeats}")
             t = mark("fetch", t)
         mark("total", t0)
         debug = "; ".join([f"phrases={len(phrases)}", f"candidates={len(merged)}",
@@ -341,10 +456,34 @@ class RagPipeline:
             results=results, degraded=bool(reasons), degraded_reasons=tuple(reasons),
             profile_name=profile.name, profile_version=profile.version, query_phrases=tuple(phrases),
             candidates_considered=len(merged), timings=tuple(timings), temporal_intent=intent.has_intent,
-            debug=debug,
+            debug=debug, sources=reports,
         )
 
-    async def _keyword_leg(self, request: SearchRequest, phrases: Sequence[str]) -> tuple[CandidateColumns, list[str]]:
+    async def _both_legs(self, request: SearchRequest, phrases: Sequence[str],
+                         vectors: np.ndarray) -> _BothLegs | None:
+        """Both retrieval legs in one store call; None when it failed for a reason the two
+        separate calls may not share (they then answer, or degrade, as without it)."""
+        with tracer.start_as_current_span("rag.retrieve.hybrid") as span:
+            retrieval_attributes(span, data_source="knowledge_store.hybrid", top_k=request.top_k_initial,
+                                 query=list(phrases))  # telemetry hook
+            try:
+                keyword, terms, dense, completion = await self._ks.candidates_by_both_legs(
+                    request.tenant_id, vectors, request.top_k_initial, request.filters, keywords=phrases[0],
+                    extra_keywords=list(phrases[1:]), timeout_s=self._settings.retrieval_timeout_s)
+            except (NotFound, InvalidArgument):
+                raise
+            except NucleusError as err:
+                log.info("combined retrieval call failed (%s: %s); calling the legs separately",
+                         type(err).__name__, err)
+                span.set_attribute("nucleus.fallback", True)
+                return None
+            span.set_attribute("nucleus.candidates", len(keyword) + sum(len(h) for h in dense))
+            return _BothLegs((keyword, terms), dense, completion)
+
+    async def _keyword_leg(self, request: SearchRequest, phrases: Sequence[str],
+                           local: bool = True) -> tuple[CandidateColumns, list[str]]:
+        if not local:                       # federation: the local store is not among the sources
+            return EMPTY_COLUMNS, []
         with tracer.start_as_current_span("rag.retrieve.keyword") as span:
             retrieval_attributes(span, data_source="knowledge_store.keyword", top_k=request.top_k_initial,
                                  query=list(phrases))  # telemetry hook

@@ -7,11 +7,16 @@ off: a trusted internal network), the request's tenant_id is used as sent.
 """
 from __future__ import annotations
 
+import json
+
 from nucleus.v1 import common_pb2 as pb
+from nucleus.v1 import rag_pipeline_pb2 as rag_pb
 from nucleus.v1 import rag_pipeline_pb2_grpc as rag_grpc
 from services.knowledge_store import convert as ks_convert
-from services.rag_pipeline import convert
+from services.rag_pipeline import convert, personas
 from services.rag_pipeline.core import RagPipeline
+from services.rag_pipeline.topics import TopicTools
+from shared.errors import Unavailable
 from shared.grpc_errors import translate_errors
 from shared.identity import verified_caller
 
@@ -19,8 +24,16 @@ _TARGETS = {pb.FEEDBACK_TARGET_ENTRY: "entry", pb.FEEDBACK_TARGET_ARTIFACT: "art
 
 
 class RagPipelineServicer(rag_grpc.RagPipelineServicer):
-    def __init__(self, pipeline: RagPipeline) -> None:
+    def __init__(self, pipeline: RagPipeline, topic_tools: TopicTools | None = None) -> None:
         self._pipeline = pipeline
+        self._topics = topic_tools
+
+    @property
+    def _knowledge(self):
+        """The KnowledgeStore port (personas are stored there)."""
+        if self._topics is None:
+            raise Unavailable("personas are not served by this process")
+        return self._topics.ks
 
     @translate_errors
     async def SearchAndRank(self, request, context):
@@ -50,3 +63,34 @@ class RagPipelineServicer(rag_grpc.RagPipelineServicer):
             request.tenant_id, _TARGETS.get(request.target, ""), request.target_id, request.helpful,
             request.user_id, principal=verified_caller())
         return ks_convert.feedback_ack_to_pb(ack, reputation)
+
+    @translate_errors
+    async def RunTopicTool(self, request, context):
+        if self._topics is None:
+            raise Unavailable("the topic tools are not served by this process")
+        answer = await self._topics.run(
+            verified_caller(), request.tool, tenant_id=request.tenant_id, k=request.k,
+            max_terms=request.max_terms or 8, examples=request.examples if request.examples >= 0 else 0,
+            period=request.period or "month", date_field=request.date_field or "created",
+            topic_id=request.topic_id if request.HasField("topic_id") else None, query=request.query,
+            limit=request.limit or 8, max_points=request.max_points or 2_000, include_png=request.include_png)
+        return rag_pb.TopicToolResponse(status=answer.get("status", "ready"),
+                                        progress=float(answer.get("progress", 1.0)),
+                                        result_json=json.dumps(answer, separators=(",", ":")))
+
+    @translate_errors
+    async def PutPersona(self, request, context):
+        stored = await personas.put_persona(self._pipeline, self._knowledge, ks_convert.persona_from_pb(request),
+                                            verified_caller())
+        return ks_convert.persona_to_pb(stored)
+
+    @translate_errors
+    async def GetPersona(self, request, context):
+        return ks_convert.persona_to_pb(await personas.get_persona(self._pipeline, self._knowledge,
+                                                            request.tenant_id, request.persona_id, verified_caller()))
+
+    @translate_errors
+    async def ListPersonas(self, request, context):
+        found = await personas.list_personas(self._pipeline, self._knowledge, request.tenant_id,
+                                             verified_caller())
+        return pb.ListPersonasResponse(personas=[ks_convert.persona_to_pb(p) for p in found])

@@ -22,7 +22,11 @@ from services.knowledge_store.client import KnowledgeStoreClient
 from services.llm_orchestration.client import LlmOrchestrationClient
 from services.rag_pipeline.access import AccessPolicy
 from services.rag_pipeline.core import RagPipeline
+from services.rag_pipeline.federation.fanout import Federation, McpRemoteSearch
+from services.rag_pipeline.federation.runtime import FederationRuntime, request_headers
+from services.rag_pipeline.federation.sources import default_sources_path
 from services.rag_pipeline.grpc_api import RagPipelineServicer
+from services.rag_pipeline.topics import TopicTools
 from services.rag_pipeline.mcp_api import build_mcp
 from services.rag_pipeline.tools import RagTools
 from shared.audit import AuditLog
@@ -80,7 +84,10 @@ def build(settings: RagPipelineSettings, *, stdio: bool) -> ServiceSpec:
         interceptors=service_auth.client_interceptors("llm_orchestration") if service_auth else None,
         tls_ca_file=settings.tls_ca_file)
     access = AccessPolicy(knowledge, config or EMPTY_CONFIG)
-    pipeline = RagPipeline(settings, knowledge, llm, access=access)
+    # Remote sources (docs/FEDERATION.md): the sources file, its watcher, the probes, the MCP clients.
+    federation_runtime = FederationRuntime.create(default_sources_path(), audit=audit)
+    federation = Federation(federation_runtime.registry.current, McpRemoteSearch(federation_runtime.pool))
+    pipeline = RagPipeline(settings, knowledge, llm, access=access, federation=federation)
     verifier = NucleusTokenVerifier(config, audit) if config is not None else None
     identity = RequestIdentity(config, allow_local=not http_auth, verifier=verifier)
     signer = LinkSigner.from_secret_text(settings.link_secret.get_secret_value(), settings.public_base_url,
@@ -93,7 +100,16 @@ def build(settings: RagPipelineSettings, *, stdio: bool) -> ServiceSpec:
     advertise = base_is_set and config is not None and config.jwt is not None
     auth = auth_settings(config, settings.public_base_url, advertise_resource=advertise) if http_auth else None
     limiter = RateLimiter(settings.rate_limit_per_s, settings.rate_limit_burst)   # MCP and gRPC share it
-    mcp = build_mcp(pipeline, tools, token_verifier=verifier if http_auth else None, auth=auth, limiter=limiter)
+    topic_tools = TopicTools(tools)
+    mcp = build_mcp(pipeline, tools, token_verifier=verifier if http_auth else None, auth=auth, limiter=limiter,
+                    topic_tools=topic_tools)
+    federation_runtime.attach(mcp, lambda ctx: identity.principal(request_headers(ctx)))
+    federation_runtime.start()
+
+    async def close() -> None:
+        await federation_runtime.close()
+        await pipeline.close()
+
     if not http_auth and not stdio:
         log.warning("MCP over HTTP without authentication (NUCLEUS_RAG_REQUIRE_AUTH is off): every caller "
                     "acts as the local principal")
@@ -123,9 +139,9 @@ def build(settings: RagPipelineSettings, *, stdio: bool) -> ServiceSpec:
         name="rag_pipeline",
         grpc_service_name="nucleus.v1.RagPipeline",
         add_servicers=lambda server: rag_grpc.add_RagPipelineServicer_to_server(
-            RagPipelineServicer(pipeline), server),
+            RagPipelineServicer(pipeline, topic_tools), server),
         mcp_server=mcp,
-        close=pipeline.close,
+        close=close,
         allowed_hosts=_public_hosts(settings.public_base_url) if base_is_set else [],
         on_mcp_bound=on_bound,
         grpc_interceptors=grpc_interceptors,

@@ -29,6 +29,8 @@ from ranking.profile import RankingProfile
 from services.rag_pipeline.core import RagPipeline
 from services.rag_pipeline.models import Preferences, SearchRequest, SearchResponse
 from services.rag_pipeline.tools import RagTools, register_rag_tools
+from services.rag_pipeline.tools.topics import register_topic_tools
+from services.rag_pipeline.topics import TopicTools
 from shared.bounds import INT32_MAX
 from shared.identity import Principal
 from shared.mcp_errors import guarded
@@ -61,6 +63,8 @@ class ExplanationOut(BaseModel):
     bm25_source: str = "retrieved"
     dense_weight: float = 0.0
     query_profile: str = ""
+    source_id: str = "local"                # "local" or the remote source (federation)
+    remote_score: float = 0.0               # a remote result's own score, on its own scale (not ranked on)
 
 
 class ArtifactSummaryOut(BaseModel):
@@ -91,6 +95,16 @@ class RankedResultOut(BaseModel):
     individual_scores: FourRScoresOut
     explanation: ExplanationOut | None = None
     relevance_probability: float = 0.0      # calibrated P(relevant); relevancy is the ordinal 4R score
+    source_id: str = "local"                # "local" or the remote source it comes from (federation)
+
+
+class SourceReportOut(BaseModel):
+    """How one source of a federated query fared."""
+    source_id: str                          # "local" or a remote source's id
+    status: Literal["ok", "error", "timeout", "skipped"]
+    latency_ms: float
+    result_count: int
+    error_message: str = ""
 
 
 class SearchAndRankOut(BaseModel):
@@ -105,6 +119,7 @@ class SearchAndRankOut(BaseModel):
     profile_version: int
     query_phrases: list[str]
     temporal_intent: bool
+    sources: list[SourceReportOut] = Field(default_factory=list)   # federation: one per source asked
 
 
 class WeightsIn(BaseModel):
@@ -161,12 +176,19 @@ def search_response_out(r: SearchResponse) -> SearchAndRankOut:
                 bm25=e.bm25, dense_rank=e.dense_rank, bm25_rank=e.bm25_rank, dense_norm=e.dense_norm,
                 bm25_norm=e.bm25_norm, rerank_score=e.rerank_score, fusion_method=e.fusion_method,
                 recency_applied=e.recency_applied, age_days=e.age_days, dense_source=e.dense_source,
-                bm25_source=e.bm25_source, dense_weight=e.dense_weight, query_profile=e.query_profile),
+                bm25_source=e.bm25_source, dense_weight=e.dense_weight, query_profile=e.query_profile,
+                source_id=e.source_id, remote_score=e.remote_score),
+            source_id=x.source_id,
         ))
     return SearchAndRankOut(
         results=results, debug_information=r.debug, degraded=r.degraded, degraded_reasons=list(r.degraded_reasons),
         profile_name=r.profile_name, profile_version=r.profile_version, query_phrases=list(r.query_phrases),
-        temporal_intent=r.temporal_intent)
+        temporal_intent=r.temporal_intent, sources=source_reports_out(r))
+
+
+def source_reports_out(r: SearchResponse) -> list[SourceReportOut]:
+    return [SourceReportOut(source_id=x.source_id, status=x.status, latency_ms=round(x.latency_ms, 3),
+                            result_count=x.result_count, error_message=x.error) for x in r.sources]
 
 
 def profile_out(p: RankingProfile) -> ProfileOut:
@@ -197,6 +219,10 @@ def register_core_tools(mcp: MCPServer, pipeline: RagPipeline, principal: Callab
         explain: bool = True,
         expand_query_with_llm: bool = False,
         filters: FiltersIn | None = None,
+        sources: Annotated[list[Annotated[str, Field(min_length=1, max_length=64)]] | None, Field(
+            max_length=64, description="Federation: the sources to search ('local' = this store, else remote "
+                                       "source ids); omitted = this store and every remote source you may use"),
+        ] = None,
         ctx: Context | None = None,
     ) -> SearchAndRankOut:
         async def run() -> SearchAndRankOut:
@@ -210,7 +236,7 @@ def register_core_tools(mcp: MCPServer, pipeline: RagPipeline, principal: Callab
                     profile_name=profile_name, fusion=fusion_method, recency_mode=recency_mode, rerank=rerank,
                     explain=explain),
                 filters=(filters or FiltersIn()).to_filters(persona_id=persona_id),
-                expand=expand_query_with_llm,
+                expand=expand_query_with_llm, sources=tuple(sources or ()),
             )
             return search_response_out(await pipeline.search(request, who))
         return await guarded(run)
@@ -278,7 +304,8 @@ def _request_headers(ctx: Any) -> Any:
 
 
 def build_mcp(pipeline: RagPipeline, rag_tools: RagTools, *, token_verifier: Any = None,
-              auth: Any = None, limiter: RateLimiter | None = None) -> MCPServer:
+              auth: Any = None, limiter: RateLimiter | None = None,
+              topic_tools: TopicTools | None = None) -> MCPServer:
     """The RAGPipeline MCP server. With `token_verifier` + `auth` the SDK answers HTTP 401 to
     requests without a valid bearer token before any tool runs; with `limiter` every tool call
     draws from its caller's rate-limit bucket first (JSON-RPC -32029 over the limit)."""
@@ -291,4 +318,5 @@ def build_mcp(pipeline: RagPipeline, rag_tools: RagTools, *, token_verifier: Any
             limiter, lambda ctx: rag_tools.identity.principal(_request_headers(ctx))))
     register_core_tools(mcp, pipeline, rag_tools.principal)
     register_rag_tools(mcp, rag_tools)
+    register_topic_tools(mcp, topic_tools or TopicTools(rag_tools))
     return mcp

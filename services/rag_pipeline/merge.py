@@ -35,11 +35,16 @@ class Merged:
     bm25_rank: int = 0
     hit: Hit | None = None
     row_id: int = -1            # the store's row id of the representative entry (-1 = unknown)
+    origin: str = ""            # "" = the local store; else the remote source (federation/unify.py)
+    remote_score: float = math.nan   # a remote hit's own score, on its own scale (explanations only)
 
     def source(self, leg: str) -> str:
-        """How this candidate got the `leg` ("dense" | "bm25") signal: retrieved, completed, absent."""
+        """How this candidate got the `leg` ("dense" | "bm25") signal: retrieved, completed,
+        rescored (a remote hit's, on the local scale) or absent."""
         score, rank_ = (self.dense, self.dense_rank) if leg == "dense" else (self.bm25, self.bm25_rank)
-        return "absent" if math.isnan(score) else "retrieved" if rank_ else "completed"
+        if math.isnan(score):
+            return "absent"
+        return "rescored" if self.origin else "retrieved" if rank_ else "completed"
 
 
 def merge(dense: list[CandidateColumns], keyword: CandidateColumns, *, collapse: bool = True,

@@ -3,6 +3,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from services.rag_pipeline.federation.hits import SourceReport
 from shared.records import ArtifactSummary, Entry, SearchFilters
 
 FACTORS = ("relevancy", "recency", "richness", "reputation")
@@ -33,6 +34,8 @@ class SearchRequest:
     filters: SearchFilters = field(default_factory=SearchFilters)
     expand: bool = False
     extra_phrases: tuple[str, ...] = ()
+    sources: tuple[str, ...] = ()    # federation: () = local + every visible remote; "local" = the store
+    remote_resources: tuple[tuple[str, tuple[str, ...]], ...] = ()   # (source, its resource ids) to search
 
 
 @dataclass(frozen=True, slots=True)
@@ -53,6 +56,8 @@ class Explanation:
     bm25_source: str = "retrieved"
     dense_weight: float = 0.0          # the fusion's dense weight for this query
     query_profile: str = ""            # the query features behind it (ranking/query_features.py)
+    source_id: str = "local"           # "local" or the remote source the result comes from
+    remote_score: float = 0.0          # a remote result's own score, on its own scale (not ranked on)
 
 
 @dataclass(frozen=True, slots=True)
@@ -64,6 +69,7 @@ class RankedResult:
     scores: tuple[float, float, float, float]   # relevancy, recency, richness, reputation
     explanation: Explanation | None
     probability: float = 0.0                    # calibrated P(relevant) (ranking/factors.py, step 3)
+    source_id: str = "local"                    # "local" or the remote source (federation)
 
 
 @dataclass(frozen=True, slots=True)
@@ -78,3 +84,4 @@ class SearchResponse:
     timings: tuple[tuple[str, float], ...] = ()
     temporal_intent: bool = False
     debug: str = ""
+    sources: tuple[SourceReport, ...] = ()      # federation: one per source asked; () = none configured

@@ -17,8 +17,10 @@ from typing import Protocol, Sequence
 import numpy as np
 
 from ranking.profile import RankingProfile
+from services.knowledge_store.personas import Persona
 from services.llm_orchestration.results import Expansion, RerankResult, Synthesis
-from shared.records import CandidateColumns, FeedbackAck, Hit, ScoreCompletion, SearchFilters, TenantStats
+from shared.records import (CandidateColumns, FeedbackAck, Hit, KeywordScores, ScoreCompletion, SearchFilters,
+                            TenantStats)
 
 
 class KnowledgeSource(Protocol):
@@ -41,6 +43,15 @@ class KnowledgeSource(Protocol):
         """Ranking-signal columns of the keyword (BM25) leg, and the analysed query terms."""
         ...
 
+    async def candidates_by_both_legs(
+            self, tenant_id: str, vectors: np.ndarray, top_k: int, filters: SearchFilters, *, keywords: str,
+            extra_keywords: Sequence[str] = (), timeout_s: float | None = None,
+    ) -> tuple[CandidateColumns, list[str], list[CandidateColumns], ScoreCompletion]:
+        """`candidates_by_filters` and then `candidates_by_vector_with_completion` completing the
+        keyword leg's rows, in one call: (keyword columns, analysed terms, columns per query
+        vector, completion). Unimplemented when the store cannot; any failure of either leg fails it."""
+        ...
+
     async def search_by_filters(self, tenant_id: str, keywords: str, extra_keywords: Sequence[str], top_k: int,
                                 filters: SearchFilters, *,
                                 timeout_s: float | None = None) -> tuple[list[Hit], list[str]]:
@@ -52,9 +63,33 @@ class KnowledgeSource(Protocol):
         """The entries with these ids, in request order; unknown ids are skipped."""
         ...
 
+    async def score_keywords(self, tenant_id: str, keywords: str, extra_keywords: Sequence[str],
+                             texts: Sequence[tuple[str, str]], *,
+                             timeout_s: float | None = None) -> KeywordScores:
+        """BM25 of the keyword phrases for (title, text) pairs the store does not hold (remote
+        hits), with the tenant's own term statistics, and their richness."""
+        ...
+
     async def stats(self, tenant_id: str) -> TenantStats: ...
 
+    async def topics(self, tenant_id: str, filters: SearchFilters, kind: str, *, k: int = 0, max_terms: int = 0,
+                     examples: int = 0, period: str = "", date_field: str = "", topic_id: int | None = None,
+                     query_vector: np.ndarray | None = None, limit: int = 0, max_points: int = 0,
+                     timeout_s: float | None = None) -> dict:
+        """The tenant's topics as a caller scoped by `filters` sees them (GetTopics; kind "topics" |
+        "evolution" | "members" | "map"; 0 / "" = the store's default): a JSON-ready dict, or
+        {"status": "computing", ...}."""
+        ...
+
     async def put_profile(self, profile: RankingProfile) -> RankingProfile: ...
+
+    async def put_persona(self, persona: Persona) -> Persona: ...
+
+    async def get_persona(self, tenant_id: str, persona_id: str) -> Persona:
+        """The persona's settings; NotFound when there are none."""
+        ...
+
+    async def list_personas(self, tenant_id: str) -> list[Persona]: ...
 
     async def get_profile(self, tenant_id: str, persona_id: str, name: str, version: int = 0) -> RankingProfile:
         """The profile (latest version unless `version`); NotFound when there is none."""

@@ -44,8 +44,10 @@ def build_results(merged: list[Merged], ranked: Any, candidates: Candidates, con
                 age_days=max(0.0, (now - ts) / 86400.0) if ts else -1.0,
                 dense_source=m.source("dense"), bm25_source=m.source("bm25"),
                 dense_weight=ranked.dense_weight, query_profile=query_profile,
+                source_id=m.origin or "local",
+                remote_score=0.0 if math.isnan(m.remote_score) else m.remote_score,
             )
         out.append(RankedResult(entry=m.hit.entry, artifact=m.hit.artifact, snippet=make_snippet(m.hit.entry.text, query),
                                 overall=overall[pos], scores=tuple(factors[pos]), explanation=explanation,
-                                probability=probability[pos]))
+                                probability=probability[pos], source_id=m.origin or "local"))
     return tuple(out)

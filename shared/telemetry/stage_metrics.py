@@ -6,10 +6,12 @@ stage (a span processor: recorded off the request path).
 """
 from __future__ import annotations
 
-from collections.abc import Sequence
+import threading
+from collections.abc import Iterable, Sequence
 from typing import Any
 
 from opentelemetry import metrics
+from opentelemetry.metrics import CallbackOptions, Observation
 from opentelemetry.sdk.trace import ReadableSpan
 from opentelemetry.sdk.trace.export import BatchSpanProcessor, SpanExporter, SpanExportResult
 from opentelemetry.trace import SpanKind, StatusCode
@@ -32,13 +34,20 @@ class StageMetrics:
 
     `nucleus.stage` is the span name; at most `max_stages` distinct names are kept apart
     (span names an outside caller can influence, e.g. unknown MCP tools, fold into "other").
+
+    `nucleus.stage.calls` is counted here, in a dict, and reported to the SDK as an
+    asynchronous (observable) monotonic counter when metrics are collected: the same
+    cumulative sum per label set as a synchronous counter, without an SDK measurement (its
+    attribute hashing and cleaning, ~6 µs) for every span.
     """
 
     def __init__(self, meter: metrics.Meter, *, rpc_meter: metrics.Meter | None = None,
                  max_stages: int = 256) -> None:
         self._rpc = RpcDurations(rpc_meter) if rpc_meter is not None else None
-        self._calls = meter.create_counter("nucleus.stage.calls", unit="{call}",
-                                           description="Spans ended, per stage")
+        self._call_counts: dict[tuple[str, ...], list[Any]] = {}     # label values -> [labels, count]
+        self._counts_lock = threading.Lock()
+        self._calls = meter.create_observable_counter("nucleus.stage.calls", callbacks=[self._observe_calls],
+                                                      unit="{call}", description="Spans ended, per stage")
         self._errors = meter.create_counter("nucleus.stage.errors", unit="{call}",
                                             description="Spans ended with an error status, per stage")
         self._duration = meter.create_histogram(
@@ -73,12 +82,25 @@ class StageMetrics:
                     self._error_stages[key] = error_labels
             labels = error_labels
             self._errors.add(1, labels)
-        self._calls.add(1, labels)
+        key = tuple(labels.values())
+        with self._counts_lock:
+            counted = self._call_counts.get(key)
+            if counted is None:
+                if len(self._call_counts) >= self._max_stages * 8:     # bounded, as the SDK's own limit
+                    labels = {"nucleus.stage": "other", "nucleus.span_kind": labels["nucleus.span_kind"]}
+                    key = tuple(labels.values())
+                counted = self._call_counts.setdefault(key, [labels, 0])
+            counted[1] += 1
         self._duration.record((span.end_time - span.start_time) / 1e9, labels)
         if span.attributes and span.attributes.get("nucleus.degraded") is True:
             self._degraded.add(1, {"nucleus.stage": labels["nucleus.stage"]})
         if self._rpc is not None:
             self._rpc.record_span(span)
+
+    def _observe_calls(self, options: CallbackOptions) -> Iterable[Observation]:
+        with self._counts_lock:
+            counted = [(labels, n) for labels, n in self._call_counts.values()]
+        return [Observation(n, labels) for labels, n in counted]
 
 
 class _StageMetricsExporter(SpanExporter):

@@ -176,6 +176,56 @@ async def test_candidate_columns_carry_the_same_ranking_as_hits_and_each_entrys_
         await store.candidates_by_filters("never-written", "x", [], 5, SearchFilters())
 
 
+def assert_same_columns(a, b) -> None:
+    assert list(a.entry_ids) == list(b.entry_ids) and list(a.artifact_ids) == list(b.artifact_ids)
+    for name in ("scores", "timestamps_unix", "richness", "reputation_prior", "feedback_helpful",
+                 "feedback_unhelpful", "row_ids"):
+        assert np.array_equal(getattr(a, name), getattr(b, name)), name
+
+
+async def test_both_legs_in_one_call_answer_exactly_what_the_two_calls_answer(store, llm, stack):
+    """VectorSearchRequest.include_keyword_leg: the keyword leg's columns and terms, the vector
+    leg's columns and the completion of both legs' rows, as the two separate calls give them."""
+    tenant = "ks-both-legs"
+    await ingest_solar_corpus(store, tenant, 1_700_000_000)
+    vec = await llm.embed(["solar inverter fault", "inverter shows an error"])
+    cases = [("solar inverter", ["fault"], SearchFilters()),
+             ("solar inverter", ["fault"], SearchFilters(source_types=("official-docs",))),
+             ("zzzunknownword", [], SearchFilters())]          # a keyword leg that finds nothing
+    for keywords, extra, filters in cases:
+        keyword, terms, dense, completion = await store.candidates_by_both_legs(
+            tenant, vec, 20, filters, keywords=keywords, extra_keywords=extra)
+        keyword_alone, terms_alone = await store.candidates_by_filters(tenant, keywords, extra, 20, filters)
+        dense_alone, completion_alone = await store.candidates_by_vector_with_completion(
+            tenant, vec, 20, filters, keywords=keywords, extra_keywords=extra, complete_rows=keyword_alone.row_ids)
+        assert terms == terms_alone
+        assert_same_columns(keyword, keyword_alone)
+        assert len(dense) == len(dense_alone) == 2 and len(dense[0]) > 0
+        for one, alone in zip(dense, dense_alone):
+            assert_same_columns(one, alone)
+        assert np.array_equal(completion.row_ids, completion_alone.row_ids)
+        assert np.array_equal(completion.dense, completion_alone.dense, equal_nan=True)
+        assert np.array_equal(completion.bm25, completion_alone.bm25, equal_nan=True)
+        assert completion.keyword_stats == completion_alone.keyword_stats
+        if keywords == "zzzunknownword":
+            assert len(keyword) == 0 and len(completion) > 0
+        else:
+            assert len(keyword) > 0 and set(keyword.row_ids.tolist()) <= set(completion.row_ids.tolist())
+    with pytest.raises(NotFound):
+        await store.candidates_by_both_legs("never-written", vec, 5, SearchFilters(), keywords="x")
+    with pytest.raises(InvalidArgument, match="top_k"):
+        await store.candidates_by_both_legs(tenant, vec, 0, SearchFilters(), keywords="solar")
+    from nucleus.v1 import knowledge_store_pb2 as ks_pb
+    from nucleus.v1 import knowledge_store_pb2_grpc as ks_grpc
+
+    async with grpc.aio.insecure_channel(stack["knowledge_store"]["grpc"]) as channel:
+        with pytest.raises(grpc.aio.AioRpcError) as err:
+            await ks_grpc.KnowledgeStoreStub(channel).SearchPersonaKnowledgeByVector(ks_pb.VectorSearchRequest(
+                tenant_id=tenant, top_k=5, candidates_only=True, complete_scores=True, include_keyword_leg=True,
+                keywords="solar", complete_row_ids=[1], query_vectors=[ks_pb.FloatVector(values=vec[0].tolist())]))
+    assert err.value.code() == grpc.StatusCode.INVALID_ARGUMENT and "complete_row_ids" in err.value.details()
+
+
 async def test_tenant_isolation_with_canaries_on_both_legs(store, llm):
     tenants = [f"iso-{i}" for i in range(6)]
     for t in tenants:

@@ -188,3 +188,26 @@ async def test_sigterm_shuts_down_gracefully(tmp_path, stack):
     proc.send_signal(signal.SIGTERM)
     assert proc.wait(timeout=15) == 0
     assert not (tmp_path / "rag.ready.json").exists()
+
+
+async def test_concurrent_embedding_callers_get_the_vectors_they_get_one_at_a_time(stack):
+    """Concurrent callers are batched together (on LlmOrchestration's concurrent session): each
+    still gets its own text's vector, the one a lone call gets. Document purpose: not cached."""
+    import numpy as np
+
+    from services.llm_orchestration.client import LlmOrchestrationClient
+
+    target = stack["llm_orchestration"]["grpc"]
+    clients = [LlmOrchestrationClient(target) for _ in range(8)]
+    texts = [f"Trial {i}: vitamin D supplements and bone mineral density in {i + 40}-year-old adults."
+             for i in range(24)]
+    try:
+        alone = [await clients[0].embed([text], purpose="document") for text in texts]
+        together = await asyncio.gather(*(clients[i % 8].embed([text], purpose="document")
+                                          for i, text in enumerate(texts)))
+    finally:
+        await asyncio.gather(*(c.close() for c in clients))
+    for one, other in zip(alone, together):
+        assert one.shape == other.shape == (1, 384)
+        assert float(np.abs(one - other).max()) < 1e-5
+    assert len({round(float(v[0, 0]), 6) for v in together}) == len(texts)   # no row handed to two callers

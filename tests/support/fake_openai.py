@@ -4,6 +4,7 @@
         srv.base_url                     # "http://127.0.0.1:<port>/v1"
         srv.fail_next("429", 1, retry_after=0)
         srv.reply_next('{"alternatives": ["x"]}')   # content of the next chat completion
+        srv.reply_tool_calls_next([("rag_search", '{"search_phrases": ["x"]}')])   # next: tool calls
         ...
         srv.requests                     # every request received: path, headers, body
 
@@ -15,6 +16,12 @@ Endpoints
   ("Task: expand-query" / "Task: rerank" / "Task: synthesize-answer") and answers with
   plausible content: alternatives, 0–10 scores by word overlap, or an answer citing the
   passage ids it was shown (plus one made-up id, which the client must drop).
+
+Scripted turns (`reply_next`, `reply_tool_calls_next`) are consumed in order by chat
+completions: a text reply, or an assistant message with `tool_calls` (finish_reason
+"tool_calls"; arguments sent verbatim, so a test can send malformed JSON). A request with
+`"stream": true` is answered as server-sent events (`chat.completion.chunk`s: the content in
+a few deltas, each tool call in one delta, then `data: [DONE]`).
 
 Failure queue (`fail_next(kind, n)`), consumed one per request before normal handling:
     "429" / "500" / "503"  status with an OpenAI-style error body (Retry-After if given)
@@ -51,6 +58,12 @@ class RecordedRequest:
     failure: str | None = None        # the scripted failure applied to it, if any
 
 
+@dataclass(frozen=True)
+class ToolCallReply:
+    """A scripted assistant turn that calls tools: (name, raw JSON arguments) pairs."""
+    calls: tuple[tuple[str, str], ...]
+
+
 @dataclass
 class _Failure:
     kind: str
@@ -63,7 +76,7 @@ class _State:
     hang_s: float
     lock: threading.Lock = field(default_factory=threading.Lock)
     failures: deque[_Failure] = field(default_factory=deque)
-    replies: deque[str] = field(default_factory=deque)
+    replies: deque[str | ToolCallReply] = field(default_factory=deque)
     requests: list[RecordedRequest] = field(default_factory=list)
     closing: threading.Event = field(default_factory=threading.Event)
 
@@ -195,9 +208,39 @@ class _Handler(BaseHTTPRequestHandler):
         self._json(200, {"object": "list", "data": data, "model": body.get("model", ""),
                          "usage": {"prompt_tokens": 1, "total_tokens": 1}})
 
-    def _chat(self, body: dict[str, Any], reply: str | None) -> None:
-        content = reply if reply is not None else _chat_content(body)
-        self._json(200, _completion(body.get("model", ""), content))
+    def _chat(self, body: dict[str, Any], reply: str | ToolCallReply | None) -> None:
+        model = body.get("model", "")
+        calls = reply.calls if isinstance(reply, ToolCallReply) else ()
+        content = "" if calls else (reply if reply is not None else _chat_content(body))
+        tool_calls = [{"id": f"call_{i}", "type": "function", "function": {"name": name, "arguments": args}}
+                      for i, (name, args) in enumerate(calls)]
+        if body.get("stream"):
+            self._stream(model, content, tool_calls)
+            return
+        completion = _completion(model, content)
+        if tool_calls:
+            completion["choices"][0]["message"].update(content=None, tool_calls=tool_calls)
+            completion["choices"][0]["finish_reason"] = "tool_calls"
+        self._json(200, completion)
+
+    def _stream(self, model: str, content: str, tool_calls: list[dict[str, Any]]) -> None:
+        def chunk(delta: dict[str, Any], finish: str | None = None) -> bytes:
+            payload = {"id": "chatcmpl-fake", "object": "chat.completion.chunk", "created": int(time.time()),
+                       "model": model, "choices": [{"index": 0, "delta": delta, "finish_reason": finish}]}
+            return f"data: {json.dumps(payload)}\n\n".encode()
+
+        parts = [chunk({"role": "assistant", "content": ""})]
+        step = max(1, len(content) // 3)
+        parts += [chunk({"content": content[i:i + step]}) for i in range(0, len(content), step)]
+        parts += [chunk({"tool_calls": [{"index": i, **call}]}) for i, call in enumerate(tool_calls)]
+        parts.append(chunk({}, "tool_calls" if tool_calls else "stop"))
+        parts.append(b"data: [DONE]\n\n")
+        data = b"".join(parts)
+        self.send_response(200)
+        self.send_header("Content-Type", "text/event-stream")
+        self.send_header("Content-Length", str(len(data)))
+        self.end_headers()
+        self.wfile.write(data)
 
 
 def _completion(model: str, content: str) -> dict[str, Any]:
@@ -269,9 +312,42 @@ class FakeOpenAI:
         with self._state.lock:
             self._state.replies.extend(contents)
 
+    def reply_tool_calls_next(self, *turns: list[tuple[str, str]]) -> None:
+        """The next chat completions call tools: one turn per list of (name, raw JSON arguments)."""
+        with self._state.lock:
+            self._state.replies.extend(ToolCallReply(tuple(calls)) for calls in turns)
+
     def clear(self) -> None:
         """Forget recorded requests and any unconsumed failures / replies."""
         with self._state.lock:
             self._state.requests.clear()
             self._state.failures.clear()
             self._state.replies.clear()
+
+
+def main() -> None:
+    """Serve on 127.0.0.1 until interrupted (for trying `nucleus chat` where no real
+    OpenAI-compatible server is reachable): `python -m tests.support.fake_openai --script S.json`,
+    S.json a list of turns, each a string (a reply) or a list of [tool name, JSON arguments]."""
+    import argparse
+
+    parser = argparse.ArgumentParser(description="loopback OpenAI-compatible test server")
+    parser.add_argument("--script", default="", help="JSON list of scripted turns")
+    args = parser.parse_args()
+    with FakeOpenAI() as server:
+        if args.script:
+            with open(args.script) as f:
+                for turn in json.load(f):
+                    if isinstance(turn, str):
+                        server.reply_next(turn)
+                    else:
+                        server.reply_tool_calls_next([(name, arguments) for name, arguments in turn])
+        print(server.base_url, flush=True)
+        try:
+            server._state.closing.wait()
+        except KeyboardInterrupt:
+            pass
+
+
+if __name__ == "__main__":
+    main()

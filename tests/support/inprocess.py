@@ -22,10 +22,12 @@ import numpy as np
 
 from ranking.profile import RankingProfile
 from services.knowledge_store.core import KnowledgeStore
+from services.knowledge_store.personas import Persona
 from services.llm_orchestration import expansion, rerank as rerank_mod, synthesis as synth
 from services.llm_orchestration.results import Expansion, RerankResult, Synthesis
 from shared.errors import DeadlineExceeded, InvalidArgument, NotFound, NucleusError
-from shared.records import CandidateColumns, FeedbackAck, Hit, ScoreCompletion, SearchFilters, TenantStats
+from shared.records import (CandidateColumns, FeedbackAck, Hit, KeywordScores, ScoreCompletion, SearchFilters,
+                            TenantStats)
 from tests.unit.knowledge_store.helpers import HashEmbedder, settings_for
 
 T = TypeVar("T")
@@ -92,6 +94,21 @@ class InProcessKnowledge(_Port):
             tenant_id, vectors, top_k, filters, keywords=keywords, extra_keywords=extra_keywords,
             complete_rows=complete_rows), timeout_s)
 
+    async def candidates_by_both_legs(
+            self, tenant_id: str, vectors: np.ndarray, top_k: int, filters: SearchFilters, *, keywords: str,
+            extra_keywords: Sequence[str] = (), timeout_s: float | None = None,
+    ) -> tuple[CandidateColumns, list[str], list[CandidateColumns], ScoreCompletion]:
+        # As the gRPC servicer composes it; either leg told to fail fails the combined call.
+        self._enter("candidates_by_both_legs")
+        self._enter("candidates_by_filters")
+        keyword, terms = await self._within(self.store.candidates_by_filters(
+            tenant_id, keywords, extra_keywords, top_k, filters), timeout_s)
+        self._enter("candidates_by_vector_with_completion")
+        dense, completion = await self._within(self.store.candidates_by_vector_with_completion(
+            tenant_id, vectors, top_k, filters, keywords=keywords, extra_keywords=extra_keywords,
+            complete_rows=keyword.row_ids), timeout_s)
+        return keyword, terms, dense, completion
+
     async def candidates_by_filters(self, tenant_id: str, keywords: str, extra_keywords: Sequence[str], top_k: int,
                                     filters: SearchFilters, *, top_hits: int = 0,
                                     timeout_s: float | None = None) -> tuple[CandidateColumns, list[str]]:
@@ -111,9 +128,36 @@ class InProcessKnowledge(_Port):
         self._enter("get_entries")
         return await self._within(self.store.get_entries(tenant_id, entry_ids), timeout_s)
 
+    async def score_keywords(self, tenant_id: str, keywords: str, extra_keywords: Sequence[str],
+                             texts: Sequence[tuple[str, str]], *, timeout_s: float | None = None) -> KeywordScores:
+        self._enter("score_keywords")
+        return await self._within(self.store.score_keywords(tenant_id, keywords, extra_keywords, texts), timeout_s)
+
     async def stats(self, tenant_id: str) -> TenantStats:
         self._enter("stats")
         return await self._within(self.store.stats(tenant_id), None)
+
+    async def topics(self, tenant_id: str, filters: SearchFilters, kind: str, *, k: int = 0, max_terms: int = 0,
+                     examples: int = 0, period: str = "", date_field: str = "", topic_id: int | None = None,
+                     query_vector: np.ndarray | None = None, limit: int = 0, max_points: int = 0,
+                     timeout_s: float | None = None) -> dict:
+        self._enter("topics")          # the defaults the gRPC adapter applies (0 / "" = default)
+        return await self._within(self.store.topics(
+            tenant_id, filters, kind, k=k, max_terms=max_terms or 8, examples=0 if examples < 0 else (examples or 3),
+            period=period or "month", date_field=date_field or "created", topic_id=topic_id,
+            query_vector=query_vector, limit=limit or 10, max_points=max_points or 2_000), timeout_s)
+
+    async def put_persona(self, persona: Persona) -> Persona:
+        self._enter("put_persona")
+        return await self._within(self.store.put_persona(persona), None)
+
+    async def get_persona(self, tenant_id: str, persona_id: str) -> Persona:
+        self._enter("get_persona")
+        return await self._within(self.store.get_persona(tenant_id, persona_id), None)
+
+    async def list_personas(self, tenant_id: str) -> list[Persona]:
+        self._enter("list_personas")
+        return await self._within(self.store.list_personas(tenant_id), None)
 
     async def put_profile(self, profile: RankingProfile) -> RankingProfile:
         self._enter("put_profile")

@@ -2,7 +2,8 @@
 
 Tables (schema version 2, created in `db.py`; an older database is migrated when opened):
 
-    meta            key → value (tenant_id, dimension, index config, schema version)
+    meta            key → value (tenant_id, dimension, index config, schema version,
+                    database id, how far index_log was trimmed)
     artifacts       one row per artifact; owners/tags/visibility_groups as JSON arrays;
                     feedback counters
     entries         one row per chunk; `rid` INTEGER PRIMARY KEY AUTOINCREMENT is the FAISS
@@ -13,6 +14,8 @@ Tables (schema version 2, created in `db.py`; an older database is migrated when
     feedback        every vote ever cast, with its comment (a log)
     votes           each user's current vote per artifact, (artifact_id, user_id) the primary
                     key: the artifact counters count these (schema 2)
+    index_log       seq → rid of every vector or keyword row written (triggers): the
+                    stamp of the persisted derived indexes and what they replay (index_log.py)
 
 Durability: WAL journal with `synchronous=FULL`, so every COMMIT fsyncs the WAL before it
 returns: an acknowledged ingest survives `kill -9` *and* power loss. (NORMAL would survive
@@ -38,6 +41,15 @@ caller owns the transaction):
                     rebuild the in-memory indexes, hit/candidate reads, counts and stats
     filter_sql      `SearchFilters` as SQL: the row ids a filter allows, metadata listings
     ranking_inputs  ranking profiles (versioned) and feedback votes
+    index_log       the change log: stamps, the rids changed since one, trimming
 """
 
-from services.knowledge_store.storage import checks, db, entries, faults, filter_sql, ranking_inputs  # noqa: F401
+from services.knowledge_store.storage import (  # noqa: F401
+    checks,
+    db,
+    entries,
+    faults,
+    filter_sql,
+    index_log,
+    ranking_inputs,
+)

@@ -26,6 +26,7 @@ import logging
 import os
 import sqlite3
 import threading
+import uuid
 from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -119,6 +120,16 @@ CREATE TABLE IF NOT EXISTS feedback (
     counted      INTEGER NOT NULL
 );
 CREATE INDEX IF NOT EXISTS feedback_by_artifact_user ON feedback(artifact_id, user_id);
+
+CREATE TABLE IF NOT EXISTS index_log (
+    seq INTEGER PRIMARY KEY AUTOINCREMENT,
+    rid INTEGER NOT NULL
+);
+CREATE TRIGGER IF NOT EXISTS index_log_vector_add AFTER INSERT ON entry_vectors BEGIN INSERT INTO index_log(rid) VALUES (new.rid); END;
+CREATE TRIGGER IF NOT EXISTS index_log_vector_set AFTER UPDATE ON entry_vectors BEGIN INSERT INTO index_log(rid) VALUES (new.rid); END;
+CREATE TRIGGER IF NOT EXISTS index_log_vector_remove AFTER DELETE ON entry_vectors BEGIN INSERT INTO index_log(rid) VALUES (old.rid); END;
+CREATE TRIGGER IF NOT EXISTS index_log_keyword_add AFTER INSERT ON entries_fts_docsize BEGIN INSERT INTO index_log(rid) VALUES (new.id); END;
+CREATE TRIGGER IF NOT EXISTS index_log_keyword_remove AFTER DELETE ON entries_fts_docsize BEGIN INSERT INTO index_log(rid) VALUES (old.id); END;
 
 CREATE TABLE IF NOT EXISTS votes (
     artifact_id  TEXT NOT NULL,
@@ -291,7 +302,8 @@ class TenantDB:
                 if statement.strip():
                     conn.execute(statement)
             defaults = {"schema_version": str(SCHEMA_VERSION), "tenant_id": self.tenant_id,
-                        "dimension": str(dimension), "index_config": index_config_json}
+                        "dimension": str(dimension), "index_config": index_config_json,
+                        "database_id": uuid.uuid4().hex}
             conn.executemany("INSERT OR IGNORE INTO meta(key, value) VALUES (?, ?)", defaults.items())
             _migrate(conn)
             conn.execute("COMMIT")

@@ -45,8 +45,11 @@ def register_rag_tools(mcp: MCPServer, tools: RagTools) -> None:
     async def rag_search(search_phrases: SearchPhrases, ctx: Context,
                          max_segments: Annotated[int, Field(ge=1, le=MAX_SEGMENTS, description=(
                              "How many segments to return (default 8, at most 20)"))] = DEFAULT_SEGMENTS,
+                         sources: Annotated[list[SourceId] | None, Field(max_length=MAX_SOURCES, description=(
+                             "Optional federation selection: 'local' and/or remote source ids; omitted = "
+                             "this server's knowledge and every remote source you may use"))] = None,
                          ) -> RagSearchOut:
-        return await tools.rag_search(ctx, search_phrases, max_segments)
+        return await tools.rag_search(ctx, search_phrases, max_segments, sources)
 
     @mcp.tool(name="verify_document_access", description=(
         "Verify that the current user may still open a document segment returned by rag_search, and get a "

@@ -41,9 +41,20 @@ class SegmentOut(BaseModel):
     source_url: str | None = None
 
 
+class SourceStatusOut(BaseModel):
+    """Federation: how one source of a search fared."""
+    source_id: str                           # "local" or a remote source's id
+    status: Literal["ok", "error", "timeout", "skipped"]
+    latency_ms: float
+    result_count: int
+    error_message: str | None = None
+
+
 class RagSearchOut(BaseModel):
     status: Literal["success"] = "success"
     segments: list[SegmentOut]
+    sources: list[SourceStatusOut] | None = None   # federation: one per source asked (absent without)
+    degraded: bool | None = None                    # federation: a source failed or timed out
 
 
 class DocumentAccessOut(BaseModel):
@@ -58,6 +69,7 @@ class RagSearchArgs(BaseModel):
 
     search_phrases: SearchPhrases
     max_segments: Annotated[int, Field(ge=1, le=MAX_SEGMENTS)] = DEFAULT_SEGMENTS
+    sources: Annotated[list[SourceId] | None, Field(max_length=MAX_SOURCES)] = None
 
 
 class VerifyArgs(BaseModel):
@@ -84,6 +96,7 @@ class MetaOut(BaseModel):
     username: str = ""                       # the authenticated user the call ran as
     error: ErrorOut | None = None
     source_errors: list[SourceErrorOut] = Field(default_factory=list)
+    sources: list[SourceStatusOut] | None = None    # federation: one per source asked
     degraded: bool = False
     degraded_reasons: list[str] = Field(default_factory=list)
     notes: list[str] = Field(default_factory=list)
@@ -123,6 +136,9 @@ class ResourceOut(BaseModel):
     scopes: list[str] = Field(default_factory=list)
     lastIndexed: str | None = None
     counts: CountsOut | None = None
+    serverId: str | None = None              # federation: "local" or the remote source it belongs to
+    connectionStatus: Literal["connected", "action_required", "locked", "error"] | None = None
+    error: str | None = None                 # federation: why a remote is not connected
 
 
 class PagingOut(BaseModel):

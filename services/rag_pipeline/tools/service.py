@@ -24,14 +24,19 @@ from opentelemetry import trace
 
 from services.rag_pipeline.access import AccessPolicy, Scope, SourceView
 from services.rag_pipeline.core import RagPipeline
+from services.rag_pipeline.federation.discover import discover_remotes
+from services.rag_pipeline.federation.hits import LOCAL as LOCAL_SOURCE
 from services.rag_pipeline.models import Preferences, RankedResult, SearchRequest, SearchResponse
 from services.rag_pipeline.ports import KnowledgeSource, LanguageModel
 from services.rag_pipeline.tools.calls import Call, audit_call
 from services.rag_pipeline.tools.convert import (
     hit_out,
+    passage_title,
+    remote_resources_out,
     resource_out,
     search_filters,
     segment_out,
+    source_status_out,
     worst_code,
     worst_error,
 )
@@ -56,6 +61,7 @@ from services.rag_pipeline.tools.schemas import (
     RawOut,
     RawResultsOut,
     RawStatsOut,
+    ResourceOut,
     SourceErrorOut,
     SynthesisParamsIn,
     SynthOut,
@@ -139,13 +145,41 @@ class RagTools:
     def _link(self, who: Principal, entry_id: str) -> str:
         return self.signer.sign(entry_id, who.tenant_id, who.user_id, who.groups)
 
+    def _result_link(self, who: Principal, r: RankedResult) -> str:
+        """A local result's signed link; a remote result's own http(s) URL ("" when it gave none)."""
+        return self._link(who, r.entry.id) if r.source_id == LOCAL_SOURCE else r.artifact.source_uri
+
+    def _federates(self, who: Principal, selection: list[str] | None) -> bool:
+        """Whether a search with this `sources` selection asks any remote source."""
+        federation = self.pipeline.federation
+        if federation is None:
+            return False
+        try:
+            return bool(federation.plan(selection or [], who).remotes)
+        except NucleusError:
+            return False
+
+    def _remote_selection(self, who: Principal, requested: list[str]) -> list[str]:
+        """The ids among `requested` that name a remote source `who` may use, or one of its
+        resources (`<source>:<resource id>`, as rag_discover_resources lists them)."""
+        federation = self.pipeline.federation
+        if federation is None or not requested:
+            return []
+        try:
+            plan = federation.plan([], who)
+        except NucleusError:
+            return []
+        remote = {s.id for s in plan.remotes}
+        return [sid for sid in dict.fromkeys(requested) if sid.split(":", 1)[0] in remote]
+
     # -- searching -------------------------------------------------------------------------
     async def _search(self, who: Principal, query: str, scope: Scope, top_k: int, *,
-                      extra_phrases: tuple[str, ...] = (), rerank: bool = False) -> tuple[SearchResponse,
-                                                                                          list[RankedResult]]:
+                      extra_phrases: tuple[str, ...] = (), rerank: bool = False, sources: tuple[str, ...] = (),
+                      resources: tuple[tuple[str, tuple[str, ...]], ...] = ()
+                      ) -> tuple[SearchResponse, list[RankedResult]]:
         request = SearchRequest(tenant_id=who.tenant_id, query=query, top_k_final=top_k,
                                 prefs=Preferences(rerank=rerank, explain=True), filters=scope.filters,
-                                extra_phrases=extra_phrases)
+                                extra_phrases=extra_phrases, sources=sources, remote_resources=resources)
         response = await self.pipeline.search(request, who, scope=scope)
         return response, list(response.results)
 
@@ -168,7 +202,7 @@ class RagTools:
 
     # -- rag_search ------------------------------------------------------------------------
     async def rag_search(self, ctx: Context | None, search_phrases: list[str],
-                         max_segments: int = DEFAULT_SEGMENTS) -> RagSearchOut:
+                         max_segments: int = DEFAULT_SEGMENTS, sources: list[str] | None = None) -> RagSearchOut:
         call = Call("rag_search")
         try:
             who = self.principal(ctx)
@@ -182,21 +216,24 @@ class RagTools:
             scope = await self.pipeline.scope(who)
             if who.session_tags:
                 call.notes.append(f"session_tags={','.join(who.session_tags)[:300]}")
-            if scope.empty:
+            if scope.empty and not self._federates(who, sources):
                 self._audit(call, "allow", "no visible sources")
                 return RagSearchOut(segments=[])
             try:
                 response, kept = await self._search(who, phrases[0], scope, max_segments,
-                                                    extra_phrases=tuple(phrases[1:]))
+                                                    extra_phrases=tuple(phrases[1:]), sources=tuple(sources or ()))
             except NotFound:        # nothing ingested for this tenant yet
                 self._audit(call, "allow", "tenant has no knowledge")
                 return RagSearchOut(segments=[])
-            segments = [segment_out(r, self._link(who, r.entry.id)) for r in kept[:max_segments]]
+            segments = [segment_out(r, self._result_link(who, r)) for r in kept[:max_segments]]
             if response.degraded:
                 call.notes.append("degraded: " + "; ".join(response.degraded_reasons)[:300])
             self._audit(call, "allow", resources=sorted({r.artifact.source_id for r in kept}),
                         entries=[s.segment_uid for s in segments])
-            return RagSearchOut(segments=segments)
+            if not response.sources:
+                return RagSearchOut(segments=segments)
+            return RagSearchOut(segments=segments, sources=source_status_out(response.sources),
+                                degraded=response.degraded)
         except NucleusError as err:
             self._audit(call, "deny", f"{err.kind}: {err.message}")
             raise jsonrpc_error(err) from None
@@ -247,12 +284,19 @@ class RagTools:
             needle = f.search.lower()
             visible = [v for v in visible if needle in v.source_id.lower() or needle in v.name.lower()]
         visible.sort(key=lambda v: v.source_id)
-        page = visible[(f.page - 1) * f.page_size: f.page * f.page_size]
-        resources = [resource_out(who, v) for v in page]
+        listed = [resource_out(who, v) for v in visible]
+        if self.pipeline.federation is not None:
+            remotes = await discover_remotes(self.pipeline.federation, who, who.user_id)
+            if remotes:
+                listed = [r.model_copy(update={"serverId": LOCAL_SOURCE, "connectionStatus": "connected"})
+                          for r in listed] + [r for found in remotes for r in remote_resources_out(found)
+                                              if _matches(r, f)]
+        page = listed[(f.page - 1) * f.page_size: f.page * f.page_size]
+        resources = page
         self._audit(call, "allow", resources=[r.id for r in resources])
         return DiscoverOut(
             results=DiscoverResultsOut(resources=resources, paging=PagingOut(page=f.page, page_size=f.page_size,
-                                                                             total=len(visible))),
+                                                                             total=len(listed))),
             meta_data=MetaOut(elapsed_ms=call.elapsed_ms, username=who.user_id, notes=call.notes or []))
 
     def _discover_refused(self, call: Call, err: NucleusError, f: DiscoverFiltersIn) -> DiscoverOut:
@@ -276,18 +320,26 @@ class RagTools:
             who = self._caller(call, ctx, username, user_token)
             meta.username = who.user_id
             base = search_filters(filters)
-            allowed, source_errors, _views = await self._vet_sources(who, sources)
+            remote = self._remote_selection(who, sources)
+            local_ids = [s for s in sources if s not in remote]
+            allowed, source_errors, _views = (await self._vet_sources(who, local_ids) if local_ids
+                                              else ([], [], {}))
             meta.source_errors = source_errors
-            if not allowed:
+            if not allowed and not remote:
                 raise _Refused(worst_code(source_errors), "; ".join(e.message for e in source_errors), source_errors)
-            scope = await self.pipeline.scope(who, base=base, only_sources=tuple(allowed))
+            scope = await self.pipeline.scope(who, base=base, only_sources=tuple(allowed) if allowed else None)
+            servers = tuple(dict.fromkeys(r.split(":", 1)[0] for r in remote))
+            restrict = tuple((sid, tuple(r.split(":", 1)[1] for r in remote if r.startswith(sid + ":")))
+                             for sid in servers if sid not in remote)
+            selection = servers + ((LOCAL_SOURCE,) if allowed else ()) if remote else (LOCAL_SOURCE,)
             if ranking is not None and ranking.model:
                 call.notes.append("ranking.model is not selectable here; the service's re-ranker was used")
-            if scope.empty:
+            if scope.empty and not remote:
                 response, kept = None, []
             else:
                 response, kept = await self._search(who, query, scope, top_k,
-                                                    rerank=bool(ranking and ranking.rerank))
+                                                    rerank=bool(ranking and ranking.rerank), sources=selection,
+                                                    resources=restrict)
         except _Refused as refused:
             return self._raw_refused(call, meta, refused, top_k, sources)
         except NucleusError as err:
@@ -295,14 +347,21 @@ class RagTools:
             if code is None:
                 raise
             return self._raw_refused(call, meta, _Refused(code, err.message), top_k, sources)
-        hits = [hit_out(r, self._link(who, r.entry.id)) for r in kept]
+        hits = [hit_out(r, self._result_link(who, r)) for r in kept]
         if response is not None:
             meta.degraded, meta.degraded_reasons = response.degraded, list(response.degraded_reasons)
+            if response.sources:
+                meta.sources = source_status_out(response.sources)
+                meta.source_errors = source_errors = source_errors + [
+                    SourceErrorOut(source=x.source_id, code="backend_unavailable", message=f"{x.status}: {x.error}")
+                    for x in response.sources if x.failed]
         meta.elapsed_ms, meta.notes = call.elapsed_ms, call.notes or []
         meta.error = worst_error(source_errors)
         self._audit(call, "allow", "; ".join(f"{e.code}: {e.source}" for e in source_errors), resources=allowed,
                     entries=[h.id for h in hits])
         per_source = {sid: sum(1 for h in hits if h.resourceId == sid) for sid in allowed}
+        for sid in remote:                  # a remote result's resourceId is its source
+            per_source[sid] = sum(1 for h in hits if h.resourceId == sid.split(":", 1)[0])
         return RawOut(
             results=RawResultsOut(hits=hits, stats=RawStatsOut(
                 total_found=response.candidates_considered if response is not None else 0, top_k=top_k,
@@ -347,8 +406,9 @@ class RagTools:
                 if scope.empty:
                     passages = []
                 else:
-                    try:
-                        response, passages = await self._search(who, query, scope, top_k)
+                    try:            # named local sources: those only; none named: every source (federation)
+                        response, passages = await self._search(who, query, scope, top_k,
+                                                                sources=(LOCAL_SOURCE,) if allowed else ())
                     except NotFound:
                         response, passages = None, []
                     if response is not None and response.degraded:
@@ -365,7 +425,7 @@ class RagTools:
             with tracer.start_as_current_span("rag.synthesize") as span:
                 span.set_attribute("nucleus.passages", len(ids))
                 answer = await self.llm.synthesize(
-                    query, [(pid, r.artifact.title, r.entry.text) for pid, r in ids.items()],
+                    query, [(pid, passage_title(r), r.entry.text) for pid, r in ids.items()],
                     max_chars=params.max_chars or 0, style=params.style or "", timeout_s=self.synth_timeout_s)
             meta.latency_ms = round((time.perf_counter() - started) * 1000.0, 2)
         except _Refused as refused:
@@ -379,7 +439,7 @@ class RagTools:
         for pid, _title in answer.citations:
             r = ids.get(pid)
             if r is not None:
-                citations.append(CitationOut(id=r.entry.id, uri=self._link(who, r.entry.id),
+                citations.append(CitationOut(id=r.entry.id, uri=self._result_link(who, r) or None,
                                              title=r.artifact.title or r.artifact.file_name,
                                              resourceId=r.artifact.source_id))
         meta.model, meta.method = answer.model or None, answer.method or None
@@ -428,3 +488,10 @@ class RagTools:
         if call.principal is not None:
             meta.username = call.principal.user_id
         return SynthOut(results=SynthResultsOut(answer="", error=error), meta_data=meta)
+
+
+def _matches(r: ResourceOut, f: DiscoverFiltersIn) -> bool:
+    """A remote resource against rag_discover_resources' filters (type and name search)."""
+    if f.types and r.sourceType not in f.types:
+        return False
+    return not f.search or f.search.lower() in r.id.lower() or f.search.lower() in r.name.lower()

@@ -4,7 +4,7 @@ import asyncio
 import numpy as np
 import pytest
 
-from services.llm_orchestration.microbatch import MicroBatcher
+from services.llm_orchestration.microbatch import CONCURRENCY_WINDOW_S, MicroBatcher
 from shared.errors import ResourceExhausted, Unavailable
 
 
@@ -235,4 +235,57 @@ async def test_concurrent_callers_still_share_one_batch():
     await asyncio.wait_for(asyncio.gather(batcher.submit(["a"], caller="u1"), batcher.submit(["b"], caller="u2"),
                                           batcher.submit(["c"], caller="u3")), timeout=5)
     assert enc.batches == [["a", "b", "c"]]
+    await batcher.close()
+
+
+# -- concurrent batches: the second encode function ---------------------------------------------
+
+def two_encoders() -> tuple[Encoder, Encoder, MicroBatcher]:
+    lone, concurrent = Encoder(), Encoder()
+    return lone, concurrent, MicroBatcher(lone, max_wait_s=0.0, max_size=4, max_inflight=2,
+                                          concurrent_encode=concurrent)
+
+
+async def test_a_lone_caller_keeps_the_main_encode_even_when_its_request_spans_batches():
+    lone, concurrent, batcher = two_encoders()
+    await batcher.start()
+    for i in range(3):                                        # sequential: never concurrent
+        np.testing.assert_array_equal(await batcher.submit([f"q{i}"]), expected([f"q{i}"]))
+    texts = [f"t{i}" for i in range(10)]                      # one request over 3 batches
+    np.testing.assert_array_equal(await asyncio.wait_for(batcher.submit(texts), timeout=5), expected(texts))
+    assert concurrent.batches == [] and batcher.stats.concurrent == 0
+    assert lone.batches == [["q0"], ["q1"], ["q2"], texts[:4], texts[4:8], texts[8:]]
+    await batcher.close()
+
+
+async def test_concurrent_callers_go_to_the_concurrent_encode_with_their_own_rows():
+    lone, concurrent, batcher = two_encoders()
+    await batcher.start()
+    requests = [[f"u{i}-a", f"u{i}-b"] if i % 2 else [f"u{i}"] for i in range(6)]
+    results = await asyncio.wait_for(
+        asyncio.gather(*(batcher.submit(r, caller=f"user{i}") for i, r in enumerate(requests))), timeout=5)
+    for req, rows in zip(requests, results):
+        np.testing.assert_array_equal(rows, expected(req))
+    assert lone.batches == [] and batcher.stats.concurrent == len(concurrent.batches) >= 2
+    assert sorted(t for b in concurrent.batches for t in b) == sorted(t for r in requests for t in r)
+    await batcher.close()
+
+
+async def test_a_batch_encoding_beside_another_is_concurrent_and_the_window_then_expires():
+    lone, concurrent, batcher = two_encoders()
+    await batcher.start()
+    lone.gate.clear()
+    first = asyncio.create_task(batcher.submit(["first"]))   # alone: main encode, held
+    while not lone.batches:
+        await asyncio.sleep(0)
+    second = await asyncio.wait_for(batcher.submit(["second"]), timeout=5)   # beside it
+    np.testing.assert_array_equal(second, expected(["second"]))
+    assert concurrent.batches == [["second"]]
+    lone.gate.set()
+    np.testing.assert_array_equal(await asyncio.wait_for(first, timeout=5), expected(["first"]))
+    await batcher.submit(["soon after"])                       # within CONCURRENCY_WINDOW_S
+    assert concurrent.batches[-1] == ["soon after"]
+    await asyncio.sleep(CONCURRENCY_WINDOW_S + 0.05)
+    await batcher.submit(["later"])                            # quiet again: main encode
+    assert lone.batches == [["first"], ["later"]] and batcher.stats.concurrent == 2
     await batcher.close()

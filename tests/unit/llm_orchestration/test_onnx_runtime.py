@@ -4,6 +4,7 @@ One ONNX export (into a per-module temporary cache) and one torch model are shar
 that need their own start (cache reuse, a corrupt cache file, an unusable cache dir) load the
 model again, which is quick once torch and the files are warm.
 """
+import asyncio
 import logging
 import os
 
@@ -49,7 +50,8 @@ def cache_dir(tmp_path_factory):
 
 @pytest_asyncio.fixture(scope="module", loop_scope="module")
 async def onnx_embedder(cache_dir):
-    embedder = await started(runtime="onnx", onnx_cache_dir=str(cache_dir))
+    # two threads whatever the machine: the concurrent (one-thread) session exists too
+    embedder = await started(runtime="onnx", onnx_cache_dir=str(cache_dir), torch_threads=2)
     assert embedder.runtime == "onnx", embedder.runtime_note   # else every test here is torch
     yield embedder
     await embedder.close()
@@ -105,6 +107,28 @@ async def test_no_texts_give_an_empty_matrix(onnx_embedder):
 async def test_async_encode_runs_onnx_on_the_worker_thread(onnx_embedder, torch_embedder):
     got = await onnx_embedder.encode(TEXTS[:3])
     np.testing.assert_allclose(got, torch_embedder.encode_sync(TEXTS[:3]), atol=1e-5)
+
+
+async def test_the_concurrent_session_runs_one_thread_and_gives_the_same_vectors(onnx_embedder,
+                                                                                  torch_embedder):
+    assert onnx_embedder.has_concurrent_session and onnx_embedder.max_inflight == 2
+    sessions = (onnx_embedder._onnx._session, onnx_embedder._onnx._concurrent_session)
+    assert [s.get_session_options().intra_op_num_threads for s in sessions] == [2, 1]
+    main = onnx_embedder.encode_sync(TEXTS)
+    concurrent = onnx_embedder.encode_sync(TEXTS, concurrent=True)
+    assert float(np.abs(concurrent - main).max()) < 1e-5
+    assert float(np.abs(concurrent - torch_embedder.encode_sync(TEXTS)).max()) < 1e-5
+    got = await asyncio.gather(*(onnx_embedder.encode_concurrent([text]) for text in TEXTS[:4]))
+    np.testing.assert_allclose(np.concatenate(got), main[:4], atol=1e-5)
+
+
+async def test_no_concurrent_session_without_fewer_threads_than_the_main_one():
+    assert LocalEmbedder(torch_threads=1).max_inflight == 1              # 1 thread: nothing fewer
+    assert LocalEmbedder(torch_threads=2, concurrent_threads=0).max_inflight == 1
+    assert LocalEmbedder(torch_threads=2, concurrent_threads=2).max_inflight == 1
+    assert LocalEmbedder(torch_threads=4, concurrent_threads=1).max_inflight == 4
+    assert LocalEmbedder(torch_threads=4, concurrent_threads=2).max_inflight == 2
+    assert LocalEmbedder(torch_threads=4, runtime="torch").max_inflight == 1
 
 
 # -- the cache -------------------------------------------------------------------------------

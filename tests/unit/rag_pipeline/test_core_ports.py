@@ -3,12 +3,14 @@
 for a dead or slow service; the answer degrades, and says how, instead of failing."""
 from __future__ import annotations
 
+import asyncio
+
 import pytest
 
 from ranking.profile import BUILTIN_PROFILE
 from services.rag_pipeline.core import RagPipeline
 from services.rag_pipeline.models import Preferences, SearchRequest, SearchResponse
-from shared.errors import DeadlineExceeded, InvalidArgument, NotFound, Unavailable
+from shared.errors import DeadlineExceeded, InvalidArgument, NotFound, Unavailable, Unimplemented
 from shared.settings import RagPipelineSettings
 from tests.support.inprocess import InProcessKnowledge, InProcessLanguageModel
 from tests.unit.knowledge_store.helpers import doc
@@ -65,6 +67,45 @@ async def test_search_ranks_the_document_both_legs_agree_on_first_and_reads_its_
     assert (response.profile_name, response.profile_version) == (BUILTIN_PROFILE.name, BUILTIN_PROFILE.version)
     assert {"candidates_by_vector_with_completion", "candidates_by_filters", "get_entries"} <= set(knowledge.calls)
     assert llm.calls == ["embed"]
+
+
+def _answer(response: SearchResponse) -> list[tuple]:
+    return [(r.entry.id, r.overall, r.explanation.dense_rank, r.explanation.bm25_rank) for r in response.results]
+
+
+async def test_both_legs_are_one_store_call_with_the_answer_of_two_calls(ports):
+    knowledge, llm = ports
+    combined = await search(RagPipeline(RagPipelineSettings(combined_legs_alone=True), knowledge=knowledge, llm=llm))
+    retrieval = {"candidates_by_both_legs", "candidates_by_filters", "candidates_by_vector_with_completion"}
+    # the in-process adapter logs the two legs it runs inside the one call
+    assert [c for c in knowledge.calls if c in retrieval] == [
+        "candidates_by_both_legs", "candidates_by_filters", "candidates_by_vector_with_completion"]
+    knowledge.calls.clear()
+    separate = await search(RagPipeline(RagPipelineSettings(combined_legs=False), knowledge=knowledge, llm=llm))
+    assert "candidates_by_both_legs" not in knowledge.calls
+    assert _answer(combined) == _answer(separate) and not combined.degraded and len(combined.results) == 4
+
+
+async def test_a_lone_search_keeps_its_keyword_leg_beside_the_embedding_concurrent_ones_combine(pipeline, ports):
+    knowledge, _ = ports
+    alone = await search(pipeline)
+    assert "candidates_by_both_legs" not in knowledge.calls and "candidates_by_filters" in knowledge.calls
+    knowledge.calls.clear()
+    together = await asyncio.gather(*(search(pipeline) for _ in range(4)))
+    assert 1 <= knowledge.calls.count("candidates_by_both_legs") <= 4      # the first may still run alone
+    assert all(_answer(r) == _answer(alone) and not r.degraded for r in together)
+
+
+async def test_a_failed_combined_call_falls_back_to_the_two_calls_silently(ports):
+    knowledge, llm = ports
+    pipeline = RagPipeline(RagPipelineSettings(combined_legs_alone=True), knowledge=knowledge, llm=llm)
+    expected = _answer(await search(pipeline))
+    knowledge.calls.clear()
+    knowledge.fail("candidates_by_both_legs", Unimplemented("an older KnowledgeStore"))
+    response = await search(pipeline)
+    assert not response.degraded and _answer(response) == expected
+    assert knowledge.calls[:3] == ["candidates_by_both_legs", "candidates_by_filters",
+                                   "candidates_by_vector_with_completion"]
 
 
 async def test_no_embedding_answers_from_the_keyword_leg_and_says_so(pipeline, ports):

@@ -126,6 +126,26 @@ def test_expired_tokens_are_refused_and_signers_renew_before_expiry(ident):
     assert err.value.reason == "expired"
 
 
+def test_the_verified_token_cache_admits_only_the_same_bytes_and_only_until_expiry(ident):
+    clock = Clock()
+    v = verifier(ident, "knowledge_store", clock)
+    token = signer(ident, "rag_pipeline", clock).token("knowledge_store", Principal(tenant_id="acme", user_id="al"))
+    assert v.verify(token).tenant_id == "acme"               # verified once, now cached
+    head, payload, sig = token.split(".")
+    claims = json.loads(jwt.utils.base64url_decode(payload))
+    claims["tenant"] = "globex"
+    other = ".".join([head, jwt.utils.base64url_encode(json.dumps(claims).encode()).decode(), sig])
+    with pytest.raises(TokenRejected) as err:               # same signature, other claims: not a cache hit
+        v.verify(other)
+    assert err.value.reason == "bad_signature"
+    clock.t += 60
+    assert v.verify(token).tenant_id == "acme"
+    clock.t += 200                                           # past its 2-minute life and the leeway
+    with pytest.raises(TokenRejected) as err:
+        v.verify(token)
+    assert err.value.reason == "expired"
+
+
 def test_a_key_from_outside_the_bundle_is_unknown(ident, tmp_path):
     other = ensure_identities(tmp_path / "other-stack")
     with pytest.raises(TokenRejected) as err:

@@ -154,6 +154,29 @@ def test_stage_names_beyond_the_cap_fold_into_other():
     assert stages == {"tools/call attacker-0", "tools/call attacker-1", "other"}
 
 
+def test_stage_calls_are_cumulative_across_collections_and_their_label_sets_stay_bounded():
+    reader = InMemoryMetricReader()
+    exported = Exported(stage_metrics=StageMetrics(MeterProvider(metric_readers=[reader]).get_meter("t"),
+                                                   max_stages=1))
+    tracer = exported.tracer()
+    for _ in range(2):
+        with tracer.start_as_current_span("rag.embed"):
+            pass
+    exported.spans()
+    assert {p.attributes["nucleus.stage"]: p.value for p in _metrics(reader)["nucleus.stage.calls"]} == {
+        "rag.embed": 2}
+    for i in range(30):            # errors of many kinds: each a label set, until the bound folds them
+        with tracer.start_as_current_span("rag.embed") as span:
+            span.set_attribute("error.type", f"E{i}")
+            span.set_status(Status(StatusCode.ERROR))
+    exported.spans()
+    points = _metrics(reader)["nucleus.stage.calls"]
+    assert sum(p.value for p in points) == 32 and len(points) <= 8 + 1
+    assert {p.attributes["nucleus.stage"] for p in points} == {"rag.embed", "other"}
+    assert [p.value for p in points if p.attributes == {"nucleus.stage": "rag.embed",
+                                                          "nucleus.span_kind": "internal"}] == [2]
+
+
 # ---------------------------------------------------------------------------- trace files
 def test_trace_file_holds_one_json_span_per_line_with_parents(tmp_path):
     path = tmp_path / "traces" / "rag_pipeline.jsonl"

@@ -1,0 +1,119 @@
+"""The KnowledgeStore's storage backends behind one interface: `StoreBackend`, the facade the
+gRPC and MCP adapters (grpc_api.py, mcp_api.py), the health watch (main.py) and the operator
+CLI call.
+
+    embedded   core.KnowledgeStore: SQLite + FAISS + in-memory BM25 in a data directory (the
+               default; one process owns the directory)
+    qdrant     qdrant.QdrantKnowledgeStore: a Qdrant cluster (or Qdrant's local mode in a
+               folder); nothing in the process, so several replicas serve the same tenants
+
+`open_store` picks one from the settings (NUCLEUS_KS_BACKEND). Both share validation,
+chunking, analysis, richness and embedding; they differ in storage and search only. A call
+one backend cannot serve raises `Unimplemented` naming the backend (UNIMPLEMENTED on gRPC):
+index kinds, the SQLite/FAISS consistency check and (for now) topics are the embedded backend's.
+"""
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from typing import Literal, Protocol, runtime_checkable
+
+import numpy as np
+
+from ranking.profile import RankingProfile
+from services.knowledge_store.health import StoreHealth
+from services.knowledge_store.models import Embedder, StoreStatus, TenantCheck
+from shared.records import (
+    CandidateColumns,
+    DocumentIn,
+    FeedbackAck,
+    Hit,
+    IngestReport,
+    ScoreCompletion,
+    SearchFilters,
+    TenantStats,
+)
+from shared.settings import KnowledgeStoreSettings
+
+BACKENDS = ("embedded", "qdrant")
+
+
+@runtime_checkable
+class StoreBackend(Protocol):
+    """What the adapters call; every method is tenant-scoped (see core.KnowledgeStore for each
+    method's contract: both backends keep it)."""
+
+    @property
+    def health(self) -> StoreHealth: ...
+
+    def list_tenants(self) -> list[str]: ...
+
+    async def ingest(self, tenant_id: str, persona_id: str, documents: Sequence[DocumentIn],
+                     progress: Callable[[int, int], None] | None = None, *,
+                     commit_valid: bool = False) -> IngestReport: ...
+
+    async def delete(self, tenant_id: str, artifact_ids: Sequence[str]) -> tuple[int, int]: ...
+
+    async def search_by_vector(self, tenant_id: str, query_vectors: np.ndarray, top_k: int,
+                               filters: SearchFilters) -> list[list[Hit]]: ...
+
+    async def candidates_by_vector(self, tenant_id: str, query_vectors: np.ndarray, top_k: int,
+                                   filters: SearchFilters, *, top_hits: int = 0) -> list[CandidateColumns]: ...
+
+    async def candidates_by_vector_with_completion(
+            self, tenant_id: str, query_vectors: np.ndarray, top_k: int, filters: SearchFilters, *,
+            keywords: str, extra_keywords: Sequence[str] = (), complete_rows: Sequence[int] = (),
+    ) -> tuple[list[CandidateColumns], ScoreCompletion]: ...
+
+    async def search_by_filters(self, tenant_id: str, keywords: str, extra_keywords: Sequence[str], top_k: int,
+                                filters: SearchFilters) -> tuple[list[Hit], list[str]]: ...
+
+    async def candidates_by_filters(self, tenant_id: str, keywords: str, extra_keywords: Sequence[str], top_k: int,
+                                    filters: SearchFilters, *,
+                                    top_hits: int = 0) -> tuple[CandidateColumns, list[str]]: ...
+
+    async def score_keywords(self, tenant_id: str, keywords: str, extra_keywords: Sequence[str],
+                             texts: Sequence[tuple[str, str]]): ...
+
+    async def get_entries(self, tenant_id: str, entry_ids: Sequence[str]) -> list[Hit]: ...
+
+    async def stats(self, tenant_id: str) -> TenantStats: ...
+
+    async def verify_integrity(self, tenant_id: str) -> dict[str, int]: ...
+
+    async def configure_index(self, tenant_id: str, kind: str, *, hnsw_m: int = 32, hnsw_ef_search: int = 64,
+                              ivf_nlist: int = 0, ivf_nprobe: int = 8) -> tuple[str, int]: ...
+
+    async def check_tenant(self, tenant_id: str, *, repair: bool = True) -> TenantCheck: ...
+
+    async def settle_repairs(self, timeout_s: float = 30.0) -> None: ...
+
+    def status(self) -> StoreStatus: ...
+
+    async def put_profile(self, profile: RankingProfile) -> RankingProfile: ...
+
+    async def get_profile(self, tenant_id: str, persona_id: str, name: str,
+                          version: int = 0) -> RankingProfile | None: ...
+
+    async def list_profiles(self, tenant_id: str, persona_id: str = "") -> list[RankingProfile]: ...
+
+    async def record_feedback(self, tenant_id: str, target: Literal["entry", "artifact"], target_id: str,
+                              helpful: bool, user_id: str, *, comment: str = "") -> FeedbackAck: ...
+
+    async def topics(self, tenant_id: str, filters: SearchFilters, kind: str, **params) -> dict: ...
+
+    async def put_persona(self, persona): ...
+
+    async def get_persona(self, tenant_id: str, persona_id: str): ...
+
+    async def list_personas(self, tenant_id: str) -> list: ...
+
+    def close(self) -> None: ...
+
+
+def open_store(settings: KnowledgeStoreSettings, embedder: Embedder) -> StoreBackend:
+    """The backend `settings.backend` names, over `embedder`."""
+    if settings.backend == "qdrant":
+        from services.knowledge_store.qdrant import QdrantKnowledgeStore
+        return QdrantKnowledgeStore(settings, embedder)
+    from services.knowledge_store.core import KnowledgeStore
+    return KnowledgeStore(settings, embedder)

@@ -1,0 +1,298 @@
+"""The KnowledgeStore contract, run against every backend (backend.StoreBackend): embedded
+(SQLite + FAISS + BM25) and qdrant (qdrant-client's local mode in a folder; a real Qdrant server
+too when NUCLEUS_TEST_QDRANT_URL is set). Both are filled with the same documents and must give
+the same answers: ingest, upsert, delete, both searches, every filter (same ids), tenant
+canaries, bad input leaving no write, stats, profiles, feedback.
+
+One store per backend for the module (local mode is slow to open); each test uses its own
+tenants.
+"""
+from __future__ import annotations
+
+import os
+import uuid
+
+import pytest
+
+from ranking.profile import RankingProfile
+from services.knowledge_store.backend import StoreBackend, open_store
+from shared.errors import InvalidArgument, NotFound, Unimplemented
+from shared.records import SearchFilters
+from tests.unit.knowledge_store.helpers import HashEmbedder, doc, settings_for
+
+QDRANT_URL = os.environ.get("NUCLEUS_TEST_QDRANT_URL", "")
+BACKENDS = ["embedded", "qdrant-local",
+            pytest.param("qdrant-server", marks=pytest.mark.skipif(
+                not QDRANT_URL, reason="NUCLEUS_TEST_QDRANT_URL is not set: no Qdrant server to test against"))]
+DAY = 86_400
+
+
+@pytest.fixture(scope="module", params=BACKENDS)
+def store(request, tmp_path_factory) -> StoreBackend:
+    base = tmp_path_factory.mktemp(request.param)
+    if request.param == "embedded":
+        settings = settings_for(base)
+    elif request.param == "qdrant-local":
+        settings = settings_for(base, backend="qdrant", qdrant_path=base / "qdrant")
+    else:
+        settings = settings_for(base, backend="qdrant", qdrant_url=QDRANT_URL,
+                                qdrant_collection_prefix=f"t{uuid.uuid4().hex[:8]}")
+    ks = open_store(settings, HashEmbedder())
+    yield ks
+    ks.close()
+
+
+CORPUS = [
+    doc("volcano", "Volcanic eruptions release sulfur dioxide that cools the climate for a year or two.",
+        title="Volcanoes", source_type="wiki", source_id="w", tags=("geo", "climate"), owners=("ann",),
+        modified_unix=10 * DAY),
+    doc("bread", "Sourdough bread rises because wild yeast and lactobacilli ferment the dough.",
+        title="Bread", source_type="blog", source_id="b", tags=("food",), owners=("bob",), created_unix=20 * DAY),
+    doc("yeast", "Yeast cells ferment sugar into alcohol and carbon dioxide; brewers select strains.",
+        title="Yeast", source_type="blog", source_id="b", tags=("food", "bio"), owners=("ann", "cy"),
+        modified_unix=30 * DAY, visibility_groups=("lab",)),
+    doc("ash", "Volcanic ash clouds ground aircraft because ash melts inside jet engines.",
+        title="Ash", source_type="news", source_id="n", owners=("dee",), created_unix=40 * DAY,
+        visibility_groups=("ops", "lab")),
+    doc("undated", "Climate models couple oceans, ice and the atmosphere.", title="Models", source_type="wiki",
+        source_id="w", tags=("climate",)),
+]
+
+PERSONA_DOC = doc("notes", "Persona notes on climate, glaciers and brewers.", title="Notes", source_type="note",
+                  source_id="p")
+
+FILTERS = {
+    "none": SearchFilters(),
+    "date_from": SearchFilters(date_from_unix=20 * DAY),
+    "date_to": SearchFilters(date_to_unix=25 * DAY),
+    "date_range": SearchFilters(date_from_unix=15 * DAY, date_to_unix=35 * DAY),
+    "source_types": SearchFilters(source_types=("blog", "news")),
+    "source_ids": SearchFilters(source_ids=("w",)),
+    "tags_any": SearchFilters(tags=("bio", "geo")),
+    "owners_any": SearchFilters(owners=("ann",)),
+    "artifact_ids": SearchFilters(artifact_ids=("ash", "bread", "nope")),
+    "persona": SearchFilters(persona_id="p1"),
+    "visibility_none": SearchFilters(enforce_visibility=True),
+    "visibility_lab": SearchFilters(enforce_visibility=True, visibility_groups=("lab",)),
+    "combined": SearchFilters(source_types=("blog",), tags=("food",), date_from_unix=25 * DAY,
+                              enforce_visibility=True, visibility_groups=("lab",)),
+}
+
+# What each filter lets through of CORPUS + PERSONA_DOC (ingested for persona "p1").
+EXPECTED = {
+    "none": {"volcano", "bread", "yeast", "ash", "undated", "notes"},
+    "date_from": {"bread", "yeast", "ash"},
+    "date_to": {"volcano", "bread"},
+    "date_range": {"bread", "yeast"},
+    "source_types": {"bread", "yeast", "ash"},
+    "source_ids": {"volcano", "undated"},
+    "tags_any": {"volcano", "yeast"},
+    "owners_any": {"volcano", "yeast"},
+    "artifact_ids": {"ash", "bread"},
+    "persona": {"notes"},
+    "visibility_none": {"volcano", "bread", "undated", "notes"},
+    "visibility_lab": {"volcano", "bread", "undated", "yeast", "ash", "notes"},
+    "combined": {"yeast"},
+}
+
+
+async def _fill(store: StoreBackend, tenant: str) -> None:
+    report = await store.ingest(tenant, "", CORPUS)
+    assert [r.artifact_id for r in report.results] == [d.artifact.artifact_id for d in CORPUS]
+    await store.ingest(tenant, "p1", [PERSONA_DOC])
+
+
+def _artifacts(hits) -> set[str]:
+    return {h.entry.artifact_id for h in hits}
+
+
+async def test_backend_implements_the_protocol(store):
+    assert isinstance(store, StoreBackend)
+
+
+@pytest.mark.parametrize("name", list(FILTERS))
+async def test_every_filter_lets_through_the_same_entries_on_both_searches(store, name):
+    tenant = "filters"
+    if name == "none":
+        await _fill(store, tenant)
+    embedder = HashEmbedder()
+    f = FILTERS[name]
+    [dense] = await store.search_by_vector(tenant, await embedder.embed(["volcanic climate yeast"]), 50, f)
+    assert _artifacts(dense) == EXPECTED[name]
+    listing, _ = await store.search_by_filters(tenant, "", [], 50, f)
+    assert _artifacts(listing) == EXPECTED[name]
+    keyword, _ = await store.search_by_filters(tenant, "volcanic climate yeast dough brewers", [], 50, f)
+    assert _artifacts(keyword) == EXPECTED[name]
+
+
+async def test_listing_is_newest_first_and_searches_rank_alike(store):
+    tenant = "order"
+    await _fill(store, tenant)
+    listing, terms = await store.search_by_filters(tenant, "", [], 10, SearchFilters())
+    assert terms == []
+    assert [h.entry.artifact_id for h in listing][:4] == ["ash", "yeast", "bread", "volcano"]
+    assert {h.entry.artifact_id for h in listing[4:]} == {"undated", "notes"}
+    hits, terms = await store.search_by_filters(tenant, "volcanic ash", [], 10, SearchFilters())
+    assert terms == ["volcan", "ash"]
+    assert hits[0].entry.artifact_id == "ash" and _artifacts(hits) == {"ash", "volcano"}
+    assert hits[0].score > hits[1].score > 0
+    [dense] = await store.search_by_vector(tenant, await HashEmbedder().embed(
+        ["Volcanic ash clouds ground aircraft because ash melts inside jet engines."]), 2, SearchFilters())
+    assert dense[0].entry.artifact_id == "ash" and dense[0].score > 0.9
+    only_stopwords, terms = await store.search_by_filters(tenant, "the of and", [], 10, SearchFilters())
+    assert only_stopwords == [] and terms == []
+
+
+async def test_upsert_replaces_and_delete_removes(store):
+    tenant = "upsert"
+    await _fill(store, tenant)
+    again = await store.ingest(tenant, "", [doc("bread", "Rye bread needs a sour starter; kneading is optional.",
+                                                title="Bread", source_type="blog")])
+    assert again.results[0].entries_replaced == 1
+    hits, _ = await store.search_by_filters(tenant, "sourdough lactobacilli", [], 10, SearchFilters())
+    assert "bread" not in _artifacts(hits)
+    hits, _ = await store.search_by_filters(tenant, "rye starter", [], 10, SearchFilters())
+    assert _artifacts(hits) == {"bread"} and len(hits) == 1
+    same = await store.ingest(tenant, "", [CORPUS[0]])               # the same document again
+    assert same.results[0].entries_replaced == 1
+    assert (await store.stats(tenant)).entries == 6
+    assert await store.delete(tenant, ["volcano", "never-there"]) == (1, 1)
+    [dense] = await store.search_by_vector(tenant, await HashEmbedder().embed(["volcanic"]), 10, SearchFilters())
+    assert "volcano" not in _artifacts(dense)
+    stats = await store.stats(tenant)
+    assert stats.artifacts == 5 and stats.entries == stats.vectors == stats.keyword_docs == 5
+    assert {s.source_id: s.artifacts for s in stats.sources} == {"": 1, "b": 1, "n": 1, "p": 1, "w": 1}
+    hits, _ = await store.search_by_filters(tenant, "volcanic", [], 10, SearchFilters())
+    assert _artifacts(hits) == {"ash"}
+
+
+async def test_tenants_never_see_each_other(store):
+    await store.ingest("canary-a", "", [doc("secret-a", "zebracanary alpha only in tenant a")])
+    await store.ingest("canary-b", "", [doc("secret-b", "zebracanary beta only in tenant b")])
+    for tenant, own in (("canary-a", "secret-a"), ("canary-b", "secret-b")):
+        hits, _ = await store.search_by_filters(tenant, "zebracanary", [], 10, SearchFilters())
+        assert _artifacts(hits) == {own}
+        [dense] = await store.search_by_vector(tenant, await HashEmbedder().embed(["zebracanary"]), 10,
+                                               SearchFilters())
+        assert _artifacts(dense) == {own}
+        other = "secret-b#0" if own == "secret-a" else "secret-a#0"
+        assert await store.get_entries(tenant, [other, f"{own}#0"]) == [
+            h for h in await store.get_entries(tenant, [f"{own}#0"])]
+        assert (await store.stats(tenant)).artifacts == 1
+    with pytest.raises(NotFound):
+        await store.search_by_filters("canary-nobody", "zebracanary", [], 10, SearchFilters())
+
+
+async def test_bad_input_leaves_no_write(store):
+    tenant = "bad-input"
+    with pytest.raises(InvalidArgument) as err:
+        await store.ingest(tenant, "", [doc("fine", "a valid document"), doc("bad#id", "hash in the id")])
+    assert "artifact_id" in str(err.value)
+    with pytest.raises(InvalidArgument) as err:
+        await store.ingest(tenant, "", [doc("fine", "a valid document"), doc("empty", "   ")])
+    assert err.value.field == "documents[1].content"
+    with pytest.raises(NotFound):
+        await store.stats(tenant)                      # nothing was written, not even the tenant
+    report = await store.ingest(tenant, "", [doc("fine", "a valid document"), doc("empty", "   ")],
+                                commit_valid=True)
+    assert [r.artifact_id for r in report.results] == ["fine"] and report.rejected[0].index == 1
+    with pytest.raises(InvalidArgument):
+        await store.search_by_vector(tenant, [[0.0] * 3], 5, SearchFilters())
+    with pytest.raises(InvalidArgument):
+        await store.search_by_filters(tenant, "x", [], 0, SearchFilters())
+    assert (await store.stats(tenant)).entries == 1
+
+
+async def test_candidates_and_score_completion(store):
+    tenant = "columns"
+    await _fill(store, tenant)
+    q = await HashEmbedder().embed(["volcanic ash climate"])
+    [cols] = await store.candidates_by_vector(tenant, q, 3, SearchFilters(), top_hits=1)
+    assert len(cols) == 3 and len(cols.top_hits) == 1 and cols.top_hits[0].entry.id == cols.entry_ids[0]
+    assert len(set(cols.row_ids.tolist())) == 3
+    kw, terms = await store.candidates_by_filters(tenant, "yeast", [], 10, SearchFilters())
+    assert set(kw.artifact_ids) == {"bread", "yeast"}
+    [cols], completion = await store.candidates_by_vector_with_completion(
+        tenant, q, 2, SearchFilters(), keywords="yeast", complete_rows=kw.row_ids.tolist())
+    by_row = dict(zip(completion.row_ids.tolist(), completion.bm25.tolist()))
+    for row, score in zip(kw.row_ids.tolist(), kw.scores.tolist()):
+        assert by_row[row] == pytest.approx(score, rel=1e-4)
+    assert completion.keyword_stats.document_frequency == (2,) and completion.keyword_stats.entries == 6
+
+
+async def test_profiles_and_feedback(store):
+    tenant = "inputs"
+    await _fill(store, tenant)
+    first = await store.put_profile(RankingProfile(tenant_id=tenant, name="fresh", recency_weight=0.5))
+    second = await store.put_profile(RankingProfile(tenant_id=tenant, name="fresh", recency_weight=0.6))
+    assert (first.version, second.version) == (1, 2)
+    assert (await store.get_profile(tenant, "", "fresh")).recency_weight == 0.6
+    assert (await store.get_profile(tenant, "", "fresh", 1)).recency_weight == 0.5
+    assert (await store.get_profile(tenant, "p9", "fresh")).version == 2        # persona falls back
+    await store.put_profile(RankingProfile(tenant_id=tenant, name="mine", is_default=True))
+    assert (await store.get_profile(tenant, "", "")).name == "mine"
+    assert [p.name for p in await store.list_profiles(tenant)] == ["fresh", "mine"]
+    ack = await store.record_feedback(tenant, "entry", "bread#0", True, "u1")
+    assert (ack.artifact_id, ack.feedback_helpful, ack.feedback_unhelpful) == ("bread", 1, 0)
+    ack = await store.record_feedback(tenant, "artifact", "bread", False, "u1")      # replaces u1's vote
+    assert (ack.feedback_helpful, ack.feedback_unhelpful) == (0, 1)
+    ack = await store.record_feedback(tenant, "artifact", "bread", True, "u2")
+    assert (ack.feedback_helpful, ack.feedback_unhelpful) == (1, 1)
+    hits, _ = await store.search_by_filters(tenant, "sourdough", [], 1, SearchFilters())
+    assert (hits[0].artifact.feedback_helpful, hits[0].artifact.feedback_unhelpful) == (1, 1)
+    await store.ingest(tenant, "", [doc("bread", "Bread again, new text.", title="Bread")])   # counters kept
+    hits, _ = await store.search_by_filters(tenant, "bread", [], 1, SearchFilters())
+    assert hits[0].artifact.feedback_helpful == 1
+    with pytest.raises(NotFound):
+        await store.record_feedback(tenant, "entry", "bread#7", True, "u1")
+    with pytest.raises(InvalidArgument):
+        await store.record_feedback(tenant, "artifact", "bread", True, " ")
+
+
+async def test_embedded_only_calls_name_the_backend(store):
+    if store.status().data_dir.startswith("qdrant:"):
+        with pytest.raises(Unimplemented, match="qdrant backend"):
+            await store.configure_index("filters", "hnsw")
+        with pytest.raises(Unimplemented, match="qdrant backend"):
+            await store.check_tenant("filters")
+        with pytest.raises(Unimplemented, match="qdrant backend"):
+            await store.topics("filters", SearchFilters(), "topics")
+    else:
+        assert (await store.configure_index("filters", "flat"))[0] == "flat"
+
+
+async def test_personas(store):
+    from services.knowledge_store.personas import Persona
+    tenant = "personas"
+    stored = await store.put_persona(Persona(tenant_id=tenant, persona_id="p1", display_name="Analyst",
+                                             allowed_tools=("search", "search")))
+    assert stored.allowed_tools == ("search",) and stored.updated_unix > 0
+    await store.put_persona(Persona(tenant_id=tenant, persona_id="p0", system_prompt="be brief"))
+    assert (await store.get_persona(tenant, "p1")).display_name == "Analyst"
+    assert [p.persona_id for p in await store.list_personas(tenant)] == ["p0", "p1"]
+    with pytest.raises(NotFound):
+        await store.get_persona(tenant, "nobody")
+    with pytest.raises(InvalidArgument):
+        await store.put_persona(Persona(tenant_id=tenant, persona_id="p2", allowed_tools=("bad tool!",)))
+
+
+@pytest.mark.skipif(not QDRANT_URL, reason="NUCLEUS_TEST_QDRANT_URL is not set: concurrent replicas need a Qdrant "
+                                           "server (local mode locks its folder to one process)")
+async def test_concurrent_replicas_on_one_qdrant_server_serve_each_others_writes(tmp_path):
+    import asyncio
+    settings = settings_for(tmp_path, backend="qdrant", qdrant_url=QDRANT_URL,
+                            qdrant_collection_prefix=f"r{uuid.uuid4().hex[:8]}")
+    a, b = open_store(settings, HashEmbedder()), open_store(settings, HashEmbedder())
+    try:
+        await asyncio.gather(*(store.ingest("shared", "", [doc(f"{name}-{i}", f"replica {name} document {i} text")])
+                               for i in range(5) for name, store in (("a", a), ("b", b))))
+        for reader in (a, b):
+            listing, _ = await reader.search_by_filters("shared", "", [], 100, SearchFilters())
+            assert {h.entry.artifact_id for h in listing} == {f"{n}-{i}" for n in "ab" for i in range(5)}
+        await b.ingest("shared", "", [doc("a-0", "rewritten by replica b")])
+        hits, _ = await a.search_by_filters("shared", "rewritten", [], 5, SearchFilters())
+        assert [h.entry.artifact_id for h in hits] == ["a-0"]
+        assert (await a.stats("shared")).entries == 10
+    finally:
+        a.close()
+        b.close()
