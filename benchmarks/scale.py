@@ -4,6 +4,8 @@
     .venv/bin/python -m benchmarks.scale                          # 10k, 100k, 1M + 1,000 × 1,000
     .venv/bin/python -m benchmarks.scale --sizes 10000 --small-tenants 0 --no-grpc   # quick
     .venv/bin/python -m benchmarks.scale --out docs        # also scale.json + PNG curves in docs/
+    .venv/bin/python -m benchmarks.scale --vectors isotropic --sizes 1000000 --small-tenants 0 \
+        --ef-sweep 128,256,512,768,1024 --spectrum            # the pessimistic generator, recall by efSearch
     nucleus bench --scale [same options]
 
 Synthetic tenants, written straight through the store's storage layer (`storage.entries.
@@ -36,7 +38,10 @@ model, which would take ~7 hours for 1M texts here), then opened by the real Kno
              keyword leg.
     chunks   10 per artifact; tags "t0".."t9" by artifact (a 10 % filter).
 
-Recall@10 is measured against exact search (numpy inner products) on the same vectors.
+Recall@10 is measured against exact search (numpy inner products) on the same vectors, with
+the near-ties among the exact neighbours (gap between the 10th and 11th) and, for HNSW, recall
+and latency at each `--ef-sweep` efSearch; `--spectrum` compares the principal components of the
+real and the synthetic vectors. HNSW settings: `NUCLEUS_KS_HNSW_*` or `--hnsw-*`.
 Latencies: in-process (`KnowledgeStore.candidates_by_vector` / `candidates_by_filters`, top 50,
 the pipeline's legs: FAISS or BM25 plus the SQLite row reads) and the indexes alone, then
 through gRPC against a KnowledgeStore process started from `services.knowledge_store.main`
@@ -91,9 +96,6 @@ def describe_generator(vectors: str, components: int = SPAN_COMPONENTS) -> str:
     return (f"chunks of 2 consecutive + 2 random SciFact sentences; vectors ({vectors}): the 5,183 real "
             f"MiniLM document vectors, then normalise(v[a] + {BLEND}·v[b] + e), {noise}; "
             f"{CHUNKS_PER_ARTIFACT} chunks per artifact; seed {SEED}")
-
-
-GENERATOR = describe_generator("span")
 
 
 # -- data ------------------------------------------------------------------------------------
@@ -604,6 +606,25 @@ def plots(result: dict, out: Path) -> list[str]:
         ax[1].set_title("memory")
         fig.tight_layout()
         path = out / "scale_big_tenants.png"
+        fig.savefig(path, dpi=110)
+        written.append(str(path))
+    swept = [r for r in big if r.get("ef_sweep")]
+    if swept:
+        fig, ax = plt.subplots(1, 2, figsize=(10, 4))
+        for r in swept:
+            efs = [e["ef_search"] for e in r["ef_sweep"]]
+            ax[0].plot(efs, [e["recall_at_10"] for e in r["ef_sweep"]], marker="o", label=f"{r['chunks']:,} chunks")
+            ax[1].plot(efs, [e["faiss_p50_ms"] for e in r["ef_sweep"]], marker="o", label=f"{r['chunks']:,} chunks")
+        ax[0].axhline(0.95, color="grey", linestyle=":", linewidth=1)
+        for a, label in ((ax[0], "recall@10 vs exact"), (ax[1], "HNSW search p50, ms")):
+            a.set_xscale("log", base=2)
+            a.set_xlabel("efSearch")
+            a.set_title(label)
+            a.legend(fontsize=8)
+        fig.suptitle(f"HNSW M {swept[0]['hnsw_m']}, efConstruction {swept[0]['hnsw_ef_construction']}, "
+                     f"{swept[0]['vectors']} vectors", fontsize=9)
+        fig.tight_layout()
+        path = out / f"scale_hnsw_recall_{swept[0]['vectors']}.png"
         fig.savefig(path, dpi=110)
         written.append(str(path))
     small = result.get("small")

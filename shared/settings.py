@@ -182,7 +182,7 @@ class RagPipelineSettings(ServiceSettings):
     max_top_k_initial: int = 1_000
     max_top_k_final: int = 100
     max_query_chars: int = 4_000
-    # Identity (issue 7): API keys / JWT settings, signed-link secret, audit log.
+    # Identity: API keys / JWT settings, signed-link secret, audit log.
     auth_config: Path | None = None         # JSON file of principals and API keys
     require_auth: bool = False              # MCP over HTTP requires a bearer token when set
     link_secret: SecretStr = SecretStr("")

@@ -115,12 +115,7 @@ class Ingester:
 
     async def delete(self, tenant_id: str, artifact_ids: Sequence[str]) -> tuple[int, int]:
         validation.tenant_id(tenant_id)
-        ids = list(artifact_ids)
-        if not ids:
-            raise InvalidArgument("artifact_ids", "at least one artifact id is required")
-        for i, a in enumerate(ids):
-            validation.artifact_id(a, f"artifact_ids[{i}]")
-        unique = list(dict.fromkeys(ids))
+        unique = validation.artifact_ids(artifact_ids)
 
         def work(conn) -> tuple[tuple[int, int], IndexChange]:
             n_artifacts, rids = storage.entries.delete_artifacts(conn, unique)

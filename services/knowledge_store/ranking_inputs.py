@@ -20,8 +20,6 @@ from shared.bounds import INT32_MAX, check_int
 from shared.errors import InvalidArgument, NotFound
 from shared.records import FeedbackAck
 
-MAX_FEEDBACK_COMMENT_CHARS = 4_000
-
 
 # -- ranking profiles ------------------------------------------------------------------------
 
@@ -76,19 +74,7 @@ async def list_profiles(tenants: Tenants, tenant_id: str, persona_id: str) -> li
 async def record_feedback(tenants: Tenants, tenant_id: str, target: Literal["entry", "artifact"], target_id: str,
                           helpful: bool, user_id: str, *, comment: str) -> FeedbackAck:
     validation.tenant_id(tenant_id)
-    if target == "entry":
-        validation.entry_id(target_id, "target_id")
-    elif target == "artifact":
-        validation.artifact_id(target_id, "target_id")
-    else:
-        raise InvalidArgument("target", f"{target!r} is not one of entry, artifact")
-    if not user_id.strip():
-        raise InvalidArgument("user_id", "is required: each user has one vote per document (a second vote "
-                                         "replaces the first)")
-    validation.label(user_id, "user_id")
-    if len(comment) > MAX_FEEDBACK_COMMENT_CHARS:
-        raise InvalidArgument("comment", f"has {len(comment)} characters, at most "
-                                         f"{MAX_FEEDBACK_COMMENT_CHARS} accepted")
+    validation.feedback(target, target_id, user_id, comment)
     now = int(time.time())
 
     def work(conn) -> tuple[FeedbackAck, IndexChange]:

@@ -75,7 +75,6 @@ EXACT_FALLBACK_MAX = 250_000
 INLINE_MAX_ENTRIES = 32_768      # flat search of 32k × 384 floats ≈ 1.5-2 ms on one core
 INLINE_MAX_K = 200
 
-MAX_EXTERNAL_TEXT_CHARS = 100_000  # per title / text of ScoreKeywords
 PHRASE_EXACT_MAX = 1_000         # entries whose text a quoted phrase is checked against, at most
 
 
@@ -225,15 +224,7 @@ class Searcher:
         tenant's term statistics (keyword_index.score_documents), and their richness."""
         validation.tenant_id(tenant_id)
         phrases = _keyword_phrases(keywords, extra_keywords)
-        if len(texts) > self._settings.max_top_k:
-            raise InvalidArgument("texts", f"{len(texts)} texts, at most {self._settings.max_top_k} accepted")
-        for i, pair in enumerate(texts):
-            for name, value in zip(("title", "text"), pair):
-                if not isinstance(value, str):
-                    raise InvalidArgument(f"texts[{i}].{name}", f"must be a string, got {type(value).__name__}")
-                if len(value) > MAX_EXTERNAL_TEXT_CHARS:
-                    raise InvalidArgument(f"texts[{i}].{name}", f"has {len(value)} characters, at most "
-                                                                f"{MAX_EXTERNAL_TEXT_CHARS} accepted")
+        validation.external_texts(texts, self._settings.max_top_k)
         tenant = await self._tenants.get(tenant_id)
         terms = query_terms(phrases)
         # A text longer than one chunk is scored as ingest would chunk it: its best chunk (MaxP,

@@ -27,6 +27,8 @@ MAX_LABEL_CHARS = 256          # tags, owners, groups, source ids/types
 MAX_LABELS = 256               # per list
 MAX_KEYWORD_CHARS = 8_000
 MAX_EXTRA_KEYWORDS = 32
+MAX_FEEDBACK_COMMENT_CHARS = 4_000
+MAX_EXTERNAL_TEXT_CHARS = 100_000  # per title / text of ScoreKeywords
 
 
 def tenant_id(value: str) -> str:
@@ -178,3 +180,43 @@ def profile(p: RankingProfile) -> None:
     if not isinstance(p.reputation_prior_strength, (int, float)) or not (
             math.isfinite(p.reputation_prior_strength) and p.reputation_prior_strength >= 0):
         raise InvalidArgument("reputation_prior_strength", f"must be >= 0, got {p.reputation_prior_strength!r}")
+
+
+def feedback(target: str, target_id: str, user_id: str, comment: str) -> None:
+    """A vote: what it targets, who casts it (one vote per user and document), its comment."""
+    if target == "entry":
+        entry_id(target_id, "target_id")
+    elif target == "artifact":
+        artifact_id(target_id, "target_id")
+    else:
+        raise InvalidArgument("target", f"{target!r} is not one of entry, artifact")
+    if not user_id.strip():
+        raise InvalidArgument("user_id", "is required: each user has one vote per document (a second vote "
+                                         "replaces the first)")
+    label(user_id, "user_id")
+    if len(comment) > MAX_FEEDBACK_COMMENT_CHARS:
+        raise InvalidArgument("comment", f"has {len(comment)} characters, at most "
+                                         f"{MAX_FEEDBACK_COMMENT_CHARS} accepted")
+
+
+def external_texts(texts: Sequence[tuple[str, str]], maximum: int) -> None:
+    """(title, text) pairs the store does not hold, to be scored with a tenant's statistics."""
+    if len(texts) > maximum:
+        raise InvalidArgument("texts", f"{len(texts)} texts, at most {maximum} accepted")
+    for i, pair in enumerate(texts):
+        for name, value in zip(("title", "text"), pair):
+            if not isinstance(value, str):
+                raise InvalidArgument(f"texts[{i}].{name}", f"must be a string, got {type(value).__name__}")
+            if len(value) > MAX_EXTERNAL_TEXT_CHARS:
+                raise InvalidArgument(f"texts[{i}].{name}", f"has {len(value)} characters, at most "
+                                                            f"{MAX_EXTERNAL_TEXT_CHARS} accepted")
+
+
+def artifact_ids(values: Sequence[str], field: str = "artifact_ids") -> list[str]:
+    """A delete's artifact ids: at least one, each valid; duplicates dropped, order kept."""
+    ids = list(values)
+    if not ids:
+        raise InvalidArgument(field, "at least one artifact id is required")
+    for i, a in enumerate(ids):
+        artifact_id(a, f"{field}[{i}]")
+    return list(dict.fromkeys(ids))

@@ -29,6 +29,7 @@ from benchmarks.secure_stack import corpus
 from services.knowledge_store.client import KnowledgeStoreClient
 from shared.records import ArtifactMeta, DocumentIn
 from tests.support.mcp_clients import http_client, structured
+from tests.support.processes import stop, wait_ready
 
 pytestmark = pytest.mark.integration
 ROOT = Path(__file__).resolve().parents[2]
@@ -94,23 +95,10 @@ class _Socket(threading.Thread):
 
 
 def _wait_ready(path: Path, proc: subprocess.Popen, what: str, timeout_s: float = 120.0) -> dict:
-    end = time.monotonic() + timeout_s
-    while time.monotonic() < end:
-        if path.exists():
-            return json.loads(path.read_text())
-        if proc.poll() is not None:
-            raise RuntimeError(f"{what} exited with {proc.returncode}")
-        time.sleep(0.05)
-    raise TimeoutError(f"{what} not ready in {timeout_s}s")
+    return wait_ready(path, proc, what, timeout_s)
 
 
-def _stop(proc: subprocess.Popen) -> None:
-    proc.terminate()
-    try:
-        proc.wait(10)
-    except subprocess.TimeoutExpired:
-        proc.kill()
-        proc.wait(5)
+_stop = stop
 
 
 @pytest.fixture(scope="module")

@@ -18,6 +18,7 @@ import pytest
 
 from shared.auth.api_keys import hash_key
 from tests.support.mcp_clients import error_text, http_client, structured
+from tests.support.processes import stop, wait_ready
 
 pytestmark = pytest.mark.integration
 ROOT = Path(__file__).resolve().parents[2]
@@ -25,23 +26,10 @@ FOREIGN_TOKEN_ENV = "NUCLEUS_ITEST_FOREIGN_TOKEN"
 
 
 def _wait_ready(path: Path, proc: subprocess.Popen, what: str, timeout_s: float = 90.0) -> dict:
-    end = time.monotonic() + timeout_s
-    while time.monotonic() < end:
-        if path.exists():
-            return json.loads(path.read_text())
-        if proc.poll() is not None:
-            raise RuntimeError(f"{what} exited with {proc.returncode}")
-        time.sleep(0.05)
-    raise TimeoutError(f"{what} not ready in {timeout_s}s")
+    return wait_ready(path, proc, what, timeout_s)
 
 
-def _stop(proc: subprocess.Popen) -> None:
-    proc.terminate()
-    try:
-        proc.wait(10)
-    except subprocess.TimeoutExpired:
-        proc.kill()
-        proc.wait(5)
+_stop = stop
 
 
 class Fed:

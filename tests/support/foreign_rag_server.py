@@ -20,15 +20,14 @@ import argparse
 import asyncio
 import hashlib
 import json
-import math
 import os
-import re
 import socket
-from collections import Counter
 from pathlib import Path
 from typing import Any
 
 from mcp.server.mcpserver import Context, MCPServer
+
+from benchmarks.foreign_rag import ForeignDoc, ForeignIndex
 
 SENSITIVE = ("user_token", "api_key", "bearer", "oauth_token", "capability_token")
 BUILTIN = [
@@ -41,52 +40,18 @@ BUILTIN = [
     {"id": "f4", "title": "Sleep and memory", "text": "Slow-wave sleep supports the consolidation of "
      "declarative memory; sleep deprivation impairs hippocampal encoding."},
 ]
-_TOKEN = re.compile(r"[a-z0-9]+")
 STDIO_TOKEN_ENV = [""]
-
-
-def tokens(text: str) -> list[str]:
-    return _TOKEN.findall(text.lower())
-
-
-class Bm25:
-    def __init__(self, docs: list[dict[str, str]], k1: float = 1.2, b: float = 0.75) -> None:
-        self.docs = docs
-        self.k1, self.b = k1, b
-        self.tf = [Counter(tokens(d.get("title", "") + " " + d["text"])) for d in docs]
-        self.len = [sum(c.values()) for c in self.tf]
-        self.avg = sum(self.len) / max(1, len(self.len))
-        df: Counter[str] = Counter()
-        for c in self.tf:
-            df.update(c.keys())
-        n = len(docs)
-        self.idf = {t: math.log(1 + (n - f + 0.5) / (f + 0.5)) for t, f in df.items()}
-
-    def search(self, query: str, k: int) -> list[tuple[int, float]]:
-        q = tokens(query)
-        scores = []
-        for i, tf in enumerate(self.tf):
-            s = 0.0
-            for t in q:
-                f = tf.get(t, 0)
-                if f:
-                    s += self.idf[t] * f * (self.k1 + 1) / (f + self.k1 * (1 - self.b + self.b * self.len[i] / self.avg))
-            if s > 0:
-                scores.append((i, s))
-        scores.sort(key=lambda x: -x[1])
-        return scores[:k]
 
 
 def build_server(docs: list[dict[str, str]], score_kind: str) -> Any:
 
-    index = Bm25(docs)
+    index = ForeignIndex([ForeignDoc(d["id"], d.get("title", ""), d["text"]) for d in docs], score_kind)
+    by_id = {d["id"]: d for d in docs}
     mcp = MCPServer("foreign-rag")
 
     def scored(query: str, k: int) -> list[tuple[dict[str, str], float]]:
-        out = []
-        for i, s in index.search(query, k):
-            out.append((docs[i], s if score_kind == "bm25" else 1.0 / (1.0 + s)))
-        return out
+        """The best k documents with their score on this server's scale (benchmarks.foreign_rag)."""
+        return [(by_id[doc.id], s) for doc, s in index.search(query, k)]
 
     @mcp.tool(name="rag_search", description="Searches the knowledge base (foreign scores).")
     async def rag_search(search_phrases: list[str], max_segments: int = 8) -> dict[str, Any]:

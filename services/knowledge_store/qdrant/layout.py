@@ -149,6 +149,13 @@ CHUNK_INDEXES: tuple[tuple[str, Any], ...] = (
 )
 
 
+# Full-text index of the chunks' text (the server's word tokenizer, lower-cased: the analyser's
+# `words` split the same way), so a quoted phrase's candidate entries are found by a text match
+# instead of a scan of the tenant (store.py, `_phrase_holders`).
+TEXT_INDEX = ("text", qm.TextIndexParams(type=qm.TextIndexType.TEXT, tokenizer=qm.TokenizerType.WORD,
+                                         lowercase=True))
+
+
 def tenant_index(collection: str) -> Call:
     return Call("create_payload_index", {
         "collection_name": collection, "field_name": "tenant_id",
@@ -176,7 +183,7 @@ def collection_plan(names: Collections, dimension: int, *, cluster: bool, shards
         for key in (DEFAULT_SHARD_KEY, *shard_key_tenants):
             plan.append(Call("create_shard_key", {"collection_name": names.chunks, "shard_key": key}))
     plan.append(tenant_index(names.chunks))
-    for name, schema in CHUNK_INDEXES:
+    for name, schema in (*CHUNK_INDEXES, TEXT_INDEX):
         plan.append(Call("create_payload_index", {"collection_name": names.chunks, "field_name": name,
                                                   "field_schema": schema}))
     for collection in names.payload_only():

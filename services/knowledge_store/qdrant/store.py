@@ -45,17 +45,17 @@ from qdrant_client import models as qm
 
 from ranking.profile import RankingProfile
 from services.knowledge_store import personas, validation
-from services.knowledge_store.analysis import analyse, query_terms
+from services.knowledge_store.analysis import analyse, query_terms, words
 from services.knowledge_store.health import StoreHealth
 from services.knowledge_store.ingest import Ingester
 from services.knowledge_store.models import Embedder, StoreStatus, TenantCheck
 from services.knowledge_store.qdrant import bm25, layout
 from services.knowledge_store.qdrant import filters as qf
 from services.knowledge_store.qdrant.connection import Connection
-from services.knowledge_store.ranking_inputs import MAX_FEEDBACK_COMMENT_CHARS
 from services.knowledge_store.personas import Persona
 from services.knowledge_store.richness import richness as text_richness
-from services.knowledge_store.search import MAX_EXTERNAL_TEXT_CHARS, _keyword_phrases
+from services.knowledge_store.keyword_index import B, K1
+from services.knowledge_store.search import PHRASE_EXACT_MAX, _keyword_phrases, _KeywordQuery
 from services.knowledge_store.storage import ranking_inputs as profile_rows
 from shared.bounds import INT32_MAX, check_int
 from shared.errors import InvalidArgument, NotFound, Unavailable, Unimplemented
@@ -482,12 +482,7 @@ class QdrantKnowledgeStore:
 
     async def delete(self, tenant_id: str, artifact_ids: Sequence[str]) -> tuple[int, int]:
         validation.tenant_id(tenant_id)
-        ids = list(artifact_ids)
-        if not ids:
-            raise InvalidArgument("artifact_ids", "at least one artifact id is required")
-        for i, a in enumerate(ids):
-            validation.artifact_id(a, f"artifact_ids[{i}]")
-        unique = list(dict.fromkeys(ids))
+        unique = validation.artifact_ids(artifact_ids)
         await self._ensure()
         await self._require_tenant(tenant_id)
         records = await self._records(tenant_id, unique)
@@ -587,10 +582,11 @@ class QdrantKnowledgeStore:
         n, _ = await self._tenant_stats(tenant_id)
         dfs = await self._dfs(tenant_id, [layout.term_index(t) for t in terms]) if terms else {}
         sparse_q = bm25.query_vector(terms, dfs, n)
+        phrases_held = await self._phrase_holders(tenant_id, phrases) if terms else []
         points = []
         if len(wanted):
             points = await self._scroll(self._chunk_args(tenant_id), qf.scope(tenant_id, filters, qm.FieldCondition(
-                key="row_id", match=qm.MatchAny(any=[int(r) for r in wanted]))), payload=["row_id"],
+                key="row_id", match=qm.MatchAny(any=[int(r) for r in wanted]))), payload=["row_id", "dl"],
                 vectors=[layout.DENSE, layout.SPARSE])
         by_row = {int(p.payload["row_id"]): p for p in points}
         dense = np.full(len(wanted), np.nan, np.float32)
@@ -602,7 +598,7 @@ class QdrantKnowledgeStore:
             v = np.asarray(p.vector[layout.DENSE], np.float32)
             dense[j] = float((queries @ v).max())
             if terms:
-                scores[j] = bm25.dot(sparse_q, _sparse(p))
+                scores[j] = bm25.dot(sparse_q, _sparse(p)) + _phrase_score(p, phrases_held)
         stats = (KeywordStats(tuple(terms), tuple(dfs.get(layout.term_index(t), 0) for t in terms), n) if terms
                  else KeywordStats(entries=n))
         return columns, ScoreCompletion(row_ids=wanted, dense=dense, bm25=scores, keyword_stats=stats)
@@ -627,9 +623,69 @@ class QdrantKnowledgeStore:
         query = bm25.query_vector(terms, dfs, n)
         if query is None:
             return [], terms
+        held = await self._phrase_holders(tenant_id, phrases)
+        held_rows = {r for rows in held for r in rows}
+        holders = sorted(held_rows)
         answer = await self._call("query_points", **self._chunk_args(tenant_id), query=query, using=layout.SPARSE,
-                                  query_filter=flt, limit=top_k, with_payload=payload)
-        return _ordered([(p, p.score) for p in answer.points if p.score > 0]), terms
+                                  query_filter=flt, limit=top_k + len(holders),
+                                  with_payload=list(dict.fromkeys([*payload, "row_id"])))
+        scored = [(p, p.score) for p in answer.points if int(p.payload["row_id"]) not in held_rows]
+        if holders:
+            # An entry holding a quoted phrase is scored here whether or not the sparse query
+            # ranked it (the phrase may be all that brings it into the top k), as the embedded
+            # index adds a phrase's postings to the terms' (keyword_index.py).
+            points = await self._scroll(self._chunk_args(tenant_id), qf.scope(tenant_id, filters, qm.FieldCondition(
+                key="row_id", match=qm.MatchAny(any=holders))),
+                payload=list(dict.fromkeys([*payload, "row_id", "dl"])), vectors=[layout.SPARSE])
+            scored += [(p, bm25.dot(query, _sparse(p)) + _phrase_score(p, held)) for p in points]
+        return _ordered([(p, s) for p, s in scored if s > 0])[:top_k], terms
+
+    async def _phrase_holders(self, tenant_id: str, phrases: Sequence[str]) -> list[_PhraseHolders]:
+        """Per quoted phrase of the keyword phrases, the tenant's current entries holding it, as
+        the embedded search finds them (search.py `_KeywordQuery.phrase_rids`): those whose text
+        has its words in a row (candidates from a full-text match of its words, then checked on
+        the text); if none has, those whose analysed title or body has its terms in a row
+        (candidates from a sparse query of its terms, at most PHRASE_EXACT_MAX). More than
+        PHRASE_EXACT_MAX text-match candidates are kept unchecked, as the embedded search keeps
+        its FTS5 answer. Each with its row id -> document length, and the phrase's idf."""
+        query = _KeywordQuery.of(phrases) if any(p.strip() for p in phrases) else _KeywordQuery([], [])
+        if not query.phrases:
+            return []
+        n, total = await self._tenant_stats(tenant_id)
+        avgdl = total / n if n and total > 0 else 1.0
+        args = self._chunk_args(tenant_id)
+        out = []
+        for run, text in query.phrases:
+            found = await self._scroll(args, qf.scope(tenant_id, None, qm.FieldCondition(
+                key="text", match=qm.MatchText(text=text))), payload=["row_id", "dl", "text"],
+                limit=PHRASE_EXACT_MAX + 1)
+            if len(found) > PHRASE_EXACT_MAX:
+                rows = await self._scroll(args, qf.scope(tenant_id, None, qm.FieldCondition(
+                    key="text", match=qm.MatchText(text=text))), payload=["row_id", "dl"])
+            else:
+                rows = [p for p in found if f" {text} " in " " + " ".join(words(p.payload.get("text", ""))) + " "]
+            if not rows:
+                rows = await self._analysed_run(tenant_id, run)
+            held = {int(p.payload["row_id"]): int(p.payload.get("dl", 0)) for p in rows}
+            if held and n:
+                out.append(_PhraseHolders(held, bm25.idf(n, len(held)), avgdl))
+        return out
+
+    async def _analysed_run(self, tenant_id: str, run: tuple[str, ...]) -> list[Any]:
+        """The current entries whose analysed title or body holds `run` in a row, among the
+        PHRASE_EXACT_MAX best of a sparse query of its terms."""
+        indices = sorted({layout.term_index(t) for t in run})
+        query = qm.SparseVector(indices=indices, values=[1.0] * len(indices))
+        answer = await self._call("query_points", **self._chunk_args(tenant_id), query=query, using=layout.SPARSE,
+                                  query_filter=qf.scope(tenant_id), limit=PHRASE_EXACT_MAX,
+                                  with_payload=["row_id", "dl", "text", "title", "headline"])
+        out = []
+        for p in answer.points:
+            pl = p.payload
+            fields = [analyse(pl.get("text", "")), analyse(pl.get("title") or ""), analyse(pl.get("headline") or "")]
+            if any(_has_run(f, run) for f in fields):
+                out.append(p)
+        return out
 
     async def _listing(self, tenant_id: str, flt: qm.Filter, k: int, payload: list[str]) -> list[tuple[Any, float]]:
         """Newest first (then most recently indexed, then artifact id and chunk order), score 0:
@@ -668,15 +724,7 @@ class QdrantKnowledgeStore:
         tenant's term statistics and current average length, and their richness."""
         validation.tenant_id(tenant_id)
         phrases = _keyword_phrases(keywords, extra_keywords)
-        if len(texts) > self._settings.max_top_k:
-            raise InvalidArgument("texts", f"{len(texts)} texts, at most {self._settings.max_top_k} accepted")
-        for i, pair in enumerate(texts):
-            for name, value in zip(("title", "text"), pair):
-                if not isinstance(value, str):
-                    raise InvalidArgument(f"texts[{i}].{name}", f"must be a string, got {type(value).__name__}")
-                if len(value) > MAX_EXTERNAL_TEXT_CHARS:
-                    raise InvalidArgument(f"texts[{i}].{name}", f"has {len(value)} characters, at most "
-                                                                f"{MAX_EXTERNAL_TEXT_CHARS} accepted")
+        validation.external_texts(texts, self._settings.max_top_k)
         await self._ensure()
         await self._require_tenant(tenant_id)
         terms = query_terms(phrases)
@@ -841,19 +889,7 @@ class QdrantKnowledgeStore:
     async def record_feedback(self, tenant_id: str, target: Literal["entry", "artifact"], target_id: str,
                               helpful: bool, user_id: str, *, comment: str = "") -> FeedbackAck:
         validation.tenant_id(tenant_id)
-        if target == "entry":
-            validation.entry_id(target_id, "target_id")
-        elif target == "artifact":
-            validation.artifact_id(target_id, "target_id")
-        else:
-            raise InvalidArgument("target", f"{target!r} is not one of entry, artifact")
-        if not user_id.strip():
-            raise InvalidArgument("user_id", "is required: each user has one vote per document (a second vote "
-                                             "replaces the first)")
-        validation.label(user_id, "user_id")
-        if len(comment) > MAX_FEEDBACK_COMMENT_CHARS:
-            raise InvalidArgument("comment", f"has {len(comment)} characters, at most "
-                                             f"{MAX_FEEDBACK_COMMENT_CHARS} accepted")
+        validation.feedback(target, target_id, user_id, comment)
         await self._ensure()
         await self._require_tenant(tenant_id)
         artifact_id = target_id if target == "artifact" else target_id.rsplit("#", 1)[0]
@@ -896,6 +932,32 @@ def _sparse(point: Any) -> qm.SparseVector:
     vector = point.vector or {}
     got = vector.get(layout.SPARSE) if isinstance(vector, dict) else None
     return got if got is not None else qm.SparseVector(indices=[], values=[])
+
+
+class _PhraseHolders(dict):
+    """The entries holding one quoted phrase (row id -> document length), with its idf and the
+    tenant's average length: the phrase counts as one more BM25 term with tf 1 in each."""
+
+    def __init__(self, held: dict[int, int], idf: float, avgdl: float) -> None:
+        super().__init__(held)
+        self.idf, self.avgdl = idf, avgdl
+
+
+def _phrase_score(point: Any, held: Sequence[_PhraseHolders]) -> float:
+    """The quoted phrases' BM25 contribution to one entry (keyword_index.py: tf 1, the phrase's
+    idf, the entry's length against the tenant's current average)."""
+    row = int(point.payload["row_id"])
+    total = 0.0
+    for rows in held:
+        if row in rows:
+            norm = K1 * (1.0 - B + B * (rows[row] / rows.avgdl))
+            total += rows.idf * (K1 + 1.0) / (1.0 + norm)
+    return total
+
+
+def _has_run(terms: list[str], run: tuple[str, ...]) -> bool:
+    k = len(run)
+    return any(tuple(terms[i:i + k]) == run for i in range(len(terms) - k + 1))
 
 
 def _ordered(scored: list[tuple[Any, float]]) -> list[tuple[Any, float]]:

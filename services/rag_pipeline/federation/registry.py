@@ -20,11 +20,8 @@ runs no downloaded package; so is one with only an `sse` remote or a URL templat
 """
 from __future__ import annotations
 
-import contextlib
 import json
-import os
 import re
-import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -40,6 +37,7 @@ from services.rag_pipeline.federation.sources import (
     check_url_syntax,
     load_sources,
     parse_source,
+    write_json_atomically,
     write_sources,
 )
 
@@ -163,17 +161,7 @@ def load_registries(path: Path) -> list[Registry]:
 
 
 def save_registries(path: Path, registries: list[Registry]) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=path.name + ".", suffix=".tmp", dir=path.parent)
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as f:
-            json.dump({"registries": [{"name": r.name, "url": r.url} for r in registries]}, f, indent=2)
-            f.write("\n")
-        os.replace(tmp, path)
-    except BaseException:
-        with contextlib.suppress(OSError):
-            os.unlink(tmp)
-        raise
+    write_json_atomically(path, {"registries": [{"name": r.name, "url": r.url} for r in registries]})
 
 
 def add_registry(path: Path, name: str, url: str) -> Registry:

@@ -394,6 +394,11 @@ def write_sources(path: Path, sources: Iterable[Source]) -> None:
     """Write a sources file atomically (temporary file + rename): a reader never sees half of it."""
     data = {"sources": [s.to_json() for s in sources]}
     parse_sources(json.loads(json.dumps(data)), file=path)          # never write what we would refuse
+    write_json_atomically(path, data)
+
+
+def write_json_atomically(path: Path, data: Any) -> None:
+    """`data` as indented JSON in `path` (temporary file + rename): a reader never sees half of it."""
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(prefix=path.name + ".", suffix=".tmp", dir=path.parent)
     try:

@@ -296,3 +296,49 @@ async def test_concurrent_replicas_on_one_qdrant_server_serve_each_others_writes
     finally:
         a.close()
         b.close()
+
+
+PHRASE_CORPUS = [
+    doc("terms-1", "Heart rate and failure rate of valves: heart surgery outcomes, failure analysis.", title="Valves"),
+    doc("terms-2", "Heart muscle failure modes; the heart of the failure is fatigue.", title="Muscle"),
+    doc("terms-3", "Failure to thrive and heart murmurs in infants.", title="Infants"),
+    doc("phrase", "A cohort study of older patients admitted to hospital with congestive heart failure, followed "
+                  "for two years for readmission, diet, exercise and the drugs they were prescribed.",
+        title="Cohort"),
+    doc("other", "Kidney stones and diet.", title="Kidneys"),
+]
+
+
+async def test_quoted_phrase_scores_alike_on_both_backends(tmp_path):
+    stores = {"embedded": open_store(settings_for(tmp_path / "e"), HashEmbedder()),
+              "qdrant": open_store(settings_for(tmp_path / "q", backend="qdrant", qdrant_path=tmp_path / "q" / "qd"),
+                                   HashEmbedder())}
+    try:
+        got = {}
+        for name, store in stores.items():
+            await store.ingest("phrases", "", PHRASE_CORPUS)      # one batch: one average length on both
+            plain, _ = await store.search_by_filters("phrases", "heart failure", [], 3, SearchFilters())
+            quoted, terms = await store.search_by_filters("phrases", '"heart failure"', [], 3, SearchFilters())
+            assert terms == ["heart", "failur"]
+            assert "phrase" not in _artifacts(plain)                     # only the phrase brings it in
+            assert quoted[0].entry.artifact_id == "phrase"
+            cols, _ = await store.candidates_by_filters("phrases", '"heart failure"', [], 3, SearchFilters())
+            [_], completion = await store.candidates_by_vector_with_completion(
+                "phrases", await HashEmbedder().embed(["kidney"]), 1, SearchFilters(), keywords='"heart failure"',
+                complete_rows=cols.row_ids.tolist())
+            by_row = dict(zip(completion.row_ids.tolist(), completion.bm25.tolist()))
+            assert [by_row[r] for r in cols.row_ids.tolist()] == pytest.approx(cols.scores.tolist(), rel=1e-4)
+            filtered, _ = await store.search_by_filters("phrases", '"heart failure"', [], 3,
+                                                        SearchFilters(artifact_ids=("terms-1", "other")))
+            # No text has "hearts failures" in a row: the entries whose analysed terms have
+            # "heart failur" in a row hold it ("heart of the failure" too: stopwords are dropped).
+            inflected, _ = await store.search_by_filters("phrases", '"hearts failures"', [], 5, SearchFilters())
+            got[name] = ([(h.entry.id, h.score) for h in plain], [(h.entry.id, h.score) for h in quoted],
+                         [h.entry.id for h in filtered], [(h.entry.id, h.score) for h in inflected])
+        for e, q in zip(got["embedded"][:2] + got["embedded"][3:], got["qdrant"][:2] + got["qdrant"][3:]):
+            assert [i for i, _ in e] == [i for i, _ in q]
+            assert [s for _, s in e] == pytest.approx([s for _, s in q], rel=1e-4)
+        assert got["embedded"][2] == got["qdrant"][2] == ["terms-1#0"]
+    finally:
+        for store in stores.values():
+            store.close()

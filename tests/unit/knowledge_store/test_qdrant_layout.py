@@ -54,6 +54,10 @@ def test_cluster_plan_marks_tenants_and_creates_shard_keys(cluster_store):
     assert tenant_indexes == {"nucleus_chunks", "nucleus_artifacts", "nucleus_term_stats", "nucleus_profiles",
                               "nucleus_votes", "nucleus_feedback", "nucleus_personas"}
     assert cluster_store._shard("big-co") == "big-co" and cluster_store._shard("small") == "default"
+    [text] = [c.kwargs for c in plan if c.method == "create_payload_index" and c.kwargs["field_name"] == "text"]
+    assert text["collection_name"] == "nucleus_chunks"                  # quoted phrases' candidates
+    assert isinstance(text["field_schema"], qm.TextIndexParams) and text["field_schema"].lowercase
+    assert text["field_schema"].tokenizer == qm.TokenizerType.WORD
 
 
 def test_local_plan_has_no_shards(tmp_path):
