@@ -119,7 +119,7 @@ def cmd_list(args: argparse.Namespace) -> int:
     if published:
         console.print(f"service: configuration version {published.get('version')}, loaded "
                       f"{_ago(published.get('loaded_at', 0.0))}")
-    else:
+    elif path.exists():
         console.print("[dim]no running RAGPipeline has published a status for this file[/dim]")
     service_error = published.get("last_error", "")
     if local_error or service_error:
