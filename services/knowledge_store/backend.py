@@ -110,6 +110,21 @@ class StoreBackend(Protocol):
     def close(self) -> None: ...
 
 
+async def candidates_by_both_legs(
+        store: StoreBackend, tenant_id: str, query_vectors: np.ndarray, top_k: int, filters: SearchFilters, *,
+        keywords: str, extra_keywords: Sequence[str] = (),
+) -> tuple[CandidateColumns, list[str], list[CandidateColumns], ScoreCompletion]:
+    """Both retrieval legs of a hybrid query in one call, on any backend: the keyword leg exactly
+    as `candidates_by_filters` answers it, then the vector leg with the keyword leg's rows
+    completed (both signals for every candidate). Returns (keyword columns, keyword query terms,
+    vector columns per query vector, completion)."""
+    keyword, terms = await store.candidates_by_filters(tenant_id, keywords, extra_keywords, top_k, filters)
+    dense, completion = await store.candidates_by_vector_with_completion(
+        tenant_id, query_vectors, top_k, filters, keywords=keywords, extra_keywords=extra_keywords,
+        complete_rows=keyword.row_ids.tolist())
+    return keyword, terms, dense, completion
+
+
 def open_store(settings: KnowledgeStoreSettings, embedder: Embedder) -> StoreBackend:
     """The backend `settings.backend` names, over `embedder`."""
     if settings.backend == "qdrant":

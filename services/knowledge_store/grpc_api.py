@@ -11,7 +11,7 @@ from nucleus.v1 import knowledge_store_pb2 as ks_pb
 from nucleus.v1 import knowledge_store_pb2_grpc as ks_grpc
 from services.knowledge_store import caller_policy as policy
 from services.knowledge_store import convert
-from services.knowledge_store.core import KnowledgeStore
+from services.knowledge_store.backend import StoreBackend, candidates_by_both_legs
 from services.knowledge_store.topics import dumps as topics_json
 from shared.errors import InvalidArgument, NotFound
 from shared.grpc_errors import translate_errors
@@ -21,7 +21,7 @@ _TARGETS = {pb.FEEDBACK_TARGET_ENTRY: "entry", pb.FEEDBACK_TARGET_ARTIFACT: "art
 
 
 class KnowledgeStoreServicer(ks_grpc.KnowledgeStoreServicer):
-    def __init__(self, store: KnowledgeStore) -> None:
+    def __init__(self, store: StoreBackend) -> None:
         self._store = store
 
     @translate_errors
@@ -43,28 +43,25 @@ class KnowledgeStoreServicer(ks_grpc.KnowledgeStoreServicer):
         vectors = convert.query_vectors_from_pb(request.query_vectors)
         tenant, filters = policy.read_scope(verified_caller(), request.tenant_id,
                                             convert.filters_from_pb(request.filters))
+        if request.candidates_only and request.complete_scores and request.include_keyword_leg:
+            if request.complete_row_ids:
+                raise InvalidArgument("complete_row_ids", "must be empty with include_keyword_leg (the "
+                                                          "keyword leg's rows are completed in the call)")
+            keyword, terms, columns, completion = await candidates_by_both_legs(
+                self._store, tenant, vectors, request.top_k, filters, keywords=request.keywords,
+                extra_keywords=list(request.extra_keywords))
+            response = ks_pb.VectorSearchResponse(per_query_columns=[convert.columns_to_pb(c) for c in columns],
+                                                  completion=convert.completion_to_pb(completion),
+                                                  keyword_columns=convert.columns_to_pb(keyword),
+                                                  keyword_query_terms=terms)
+            response.keyword_columns.SetInParent()        # present even when the leg found nothing
+            return response
         if request.candidates_only and request.complete_scores:
-            complete_rows: list[int] = list(request.complete_row_ids)
-            keyword_leg = None
-            if request.include_keyword_leg:
-                # Both legs in one round trip: the keyword leg exactly as
-                # SearchPersonaKnowledgeByFilters answers it, its rows then completed.
-                if complete_rows:
-                    raise InvalidArgument("complete_row_ids", "must be empty with include_keyword_leg (the "
-                                                              "keyword leg's rows are completed in the call)")
-                keyword_leg = await self._store.candidates_by_filters(
-                    tenant, request.keywords, list(request.extra_keywords), request.top_k, filters)
-                complete_rows = keyword_leg[0].row_ids.tolist()
             columns, completion = await self._store.candidates_by_vector_with_completion(
                 tenant, vectors, request.top_k, filters, keywords=request.keywords,
-                extra_keywords=list(request.extra_keywords), complete_rows=complete_rows)
-            response = ks_pb.VectorSearchResponse(per_query_columns=[convert.columns_to_pb(c) for c in columns],
-                                                  completion=convert.completion_to_pb(completion))
-            if keyword_leg is not None:
-                response.keyword_columns.SetInParent()        # present even when the leg found nothing
-                response.keyword_columns.CopyFrom(convert.columns_to_pb(keyword_leg[0]))
-                response.keyword_query_terms.extend(keyword_leg[1])
-            return response
+                extra_keywords=list(request.extra_keywords), complete_rows=list(request.complete_row_ids))
+            return ks_pb.VectorSearchResponse(per_query_columns=[convert.columns_to_pb(c) for c in columns],
+                                              completion=convert.completion_to_pb(completion))
         if request.candidates_only:
             columns = await self._store.candidates_by_vector(tenant, vectors, request.top_k, filters,
                                                              top_hits=request.top_hits)

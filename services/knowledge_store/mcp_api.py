@@ -10,7 +10,7 @@ from mcp.server.mcpserver import MCPServer
 from pydantic import BaseModel, Field, create_model
 
 from shared import records as m
-from services.knowledge_store.core import KnowledgeStore
+from services.knowledge_store.backend import StoreBackend
 from shared.auth.principals import RequestIdentity
 from shared.identity import Principal
 from shared.mcp_errors import guarded, invalid_params_middleware
@@ -119,7 +119,7 @@ def _hits(hits: list[m.Hit], terms: list[str] | None = None) -> HitsOut:
                                 richness=h.entry.richness) for h in hits], query_terms=terms or [])
 
 
-def build_mcp(store: KnowledgeStore, *, allow_local_identity: bool, token_verifier: Any = None,
+def build_mcp(store: StoreBackend, *, allow_local_identity: bool, token_verifier: Any = None,
               auth: Any = None) -> MCPServer:
     """The KnowledgeStore MCP server. With `token_verifier` + `auth` (authentication on) only
     holders of a stack credential naming a tenant get through (HTTP 401 otherwise), and the
