@@ -37,6 +37,8 @@ import sys
 import time
 from pathlib import Path
 
+from benchmarks.metrics import rss_mb
+
 ROOT = Path(__file__).resolve().parent.parent
 DATA = ROOT.parent / "shared" / "data" / "scifact"
 CACHE = ROOT / ".bench-cache" / "ingest-scale"
@@ -131,16 +133,6 @@ async def model_rate(texts: list[str]) -> dict:
 
 
 # -- the ingest through the services -------------------------------------------------------
-
-def rss_mb(pid: int) -> float:
-    try:
-        for line in Path(f"/proc/{pid}/status").read_text().splitlines():
-            if line.startswith("VmRSS:"):
-                return int(line.split()[1]) / 1024
-    except OSError:
-        pass
-    return float("nan")
-
 
 def stats(target: str, identity: Path):
     from services.knowledge_store.client import KnowledgeStoreClient

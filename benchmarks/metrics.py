@@ -17,6 +17,7 @@ id repeated in a ranking counts once, at its first (best) position.
 from __future__ import annotations
 
 import math
+from pathlib import Path
 from collections.abc import Iterable, Mapping, Sequence
 
 import numpy as np
@@ -80,3 +81,19 @@ def latency_summary(values_ms: Sequence[float]) -> dict[str, float]:
     pcts = np.percentile(arr, PERCENTILES)
     return {"count": int(arr.size), "mean": float(arr.mean()),
             **{f"p{p}": float(v) for p, v in zip(PERCENTILES, pcts)}}
+
+
+def percentile(values: Sequence[float], p: float) -> float:
+    """The p-th percentile (linear interpolation, as `latency_summary`); NaN for no values."""
+    return float(np.percentile(np.asarray(values), p)) if len(values) else math.nan
+
+
+def rss_mb(pid: int | str = "self") -> float:
+    """Resident set size of a process in MiB from /proc; NaN once the process is gone."""
+    try:
+        for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1]) / 1024
+    except OSError:
+        pass
+    return math.nan

@@ -142,6 +142,7 @@ def _row(tenant: str, name: str, value: float, threshold: float, *, below: bool 
 
 def markdown(result: dict) -> list[str]:
     """The report sections of these checks."""
+    from benchmarks.report import _table    # report imports this module; the table is report's
     checks = result.get("ranking_checks") or {}
     lines: list[str] = []
     for tenant, r in (checks.get("tenants") or {}).items():
@@ -180,8 +181,3 @@ def markdown(result: dict) -> list[str]:
     if rows:
         lines += ["### Quality targets", ""] + _table(["tenant", "target", "value", "threshold", ""], rows)
     return (["## Ranking checks", ""] + lines) if lines else []
-
-
-def _table(header: Sequence[str], rows: Sequence[Sequence[object]]) -> list[str]:
-    out = ["| " + " | ".join(header) + " |", "|" + "|".join("---" for _ in header) + "|"]
-    return out + ["| " + " | ".join(str(c) for c in row) + " |" for row in rows] + [""]

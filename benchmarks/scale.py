@@ -68,6 +68,8 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
+from benchmarks.metrics import percentile as pct, rss_mb
+
 if TYPE_CHECKING:           # the heavy imports wait for a run (`nucleus bench` registers the options)
     from services.knowledge_store.core import KnowledgeStore
 
@@ -228,17 +230,6 @@ def write_tenant(data_dir: Path, tenant: str, chunks: int, corpus: Corpus, *, se
 
 
 # -- measurement helpers ---------------------------------------------------------------------
-
-def pct(values: list[float], p: float) -> float:
-    return float(np.percentile(np.asarray(values), p)) if values else float("nan")
-
-
-def rss_mb(pid: int | str = "self") -> float:
-    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
-        if line.startswith("VmRSS:"):
-            return int(line.split()[1]) / 1024
-    return float("nan")
-
 
 def settings(data_dir: Path, **overrides):
     return KnowledgeStoreSettings(data_dir=data_dir, **overrides)

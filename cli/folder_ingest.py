@@ -27,7 +27,7 @@ from typing import Protocol
 
 from shared.documents import Rejected, is_supported, iter_files, load_documents
 from shared.documents.formats import DUPLICATE_ID, UNSUPPORTED
-from shared.documents.manifest import Manifest
+from shared.documents.manifest import Manifest, file_sha256
 from shared.records import DocumentIn, IngestReport
 
 INGESTED, UNCHANGED, FAILED, REMOVED = "ingested", "unchanged", "failed", "removed"
@@ -198,7 +198,7 @@ class FolderIngest:
                 p.outcome.status = INGESTED
                 if self._manifest is not None:
                     ids = tuple(d.artifact.artifact_id for d in p.documents)
-                    old = self._manifest.record(p.path, p.sha256 or _sha(p.path), ids)
+                    old = self._manifest.record(p.path, p.sha256 or file_sha256(p.path), ids)
                     stale += [a for a in (old.artifact_ids if old else ()) if a not in ids]
             self._finish(summary, p.outcome)
         if stale:
@@ -220,12 +220,6 @@ class FolderIngest:
                                               documents=len(record.artifact_ids)))
         if gone:
             self._manifest.save()
-
-
-def _sha(path: Path) -> str:
-    from shared.documents.manifest import file_sha256
-
-    return file_sha256(path)
 
 
 async def watch(make_run: Callable[[], FolderIngest], root: Path, *, on_pass: Callable[[RunSummary], None],

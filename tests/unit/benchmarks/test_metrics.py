@@ -1,6 +1,7 @@
 from __future__ import annotations
 
 import math
+import os
 import random
 
 import pytest
@@ -11,7 +12,9 @@ from benchmarks.metrics import (
     latency_summary,
     mrr_at_k,
     ndcg_at_k,
+    percentile,
     recall_at_k,
+    rss_mb,
     unique_in_order,
 )
 
@@ -101,3 +104,18 @@ def test_latency_summary_reports_percentiles_and_handles_no_samples() -> None:
     assert s["p50"] == pytest.approx(50.5) and s["p95"] == pytest.approx(95.05) and s["p99"] == pytest.approx(99.01)
     empty = latency_summary([])
     assert empty["count"] == 0 and math.isnan(empty["p50"])
+
+
+def test_percentile_interpolates_like_latency_summary_and_is_nan_without_samples() -> None:
+    values = [float(v) for v in range(1, 101)]
+    assert percentile(values, 50) == pytest.approx(50.5)
+    assert percentile(values, 99) == pytest.approx(latency_summary(values)["p99"]) == pytest.approx(99.01)
+    assert math.isnan(percentile([], 50))
+
+
+def test_rss_mb_reads_this_process_and_is_nan_for_a_missing_one() -> None:
+    if not os.path.exists("/proc/self/status"):
+        pytest.skip("resident memory is read from /proc")
+    assert 1 < rss_mb() < 100_000
+    assert math.isnan(rss_mb(2 ** 31 - 1))
+
