@@ -127,7 +127,7 @@ class Searcher:
         if len(rows) > self._settings.max_top_k:
             raise InvalidArgument("complete_row_ids", f"{len(rows)} rows, at most {self._settings.max_top_k} "
                                                       "accepted")
-        query = _KeywordQuery.of(phrases) if any(p.strip() for p in phrases) else _KeywordQuery([], [])
+        query = _KeywordQuery.of(phrases)        # blank phrases: no terms, no phrases
         return await self._vector_search(tenant_id, query_vectors, top_k, filters, _columns_with(0),
                                          _Completion(query, rows))
 

@@ -135,7 +135,8 @@ class LocalEmbedder:
         while a lone query keeps both threads (3.0 vs 4.5 ms wall). Concurrent batches run on
         their own worker threads, `torch_threads // concurrent_threads` of them (`max_inflight`),
         so two batches encode side by side instead of one batch on two threads. The second
-        session costs ≈ 110 MB resident. 0, or not fewer than the threads of the main
+        session costs ≈ 110 MB resident (figures: docs/BENCHMARKS.md, "Throughput under concurrency",
+        `python -m benchmarks.probe ... --clients 1,4,16` with py-spy). 0, or not fewer than the threads of the main
         session, means no second session."""
         if runtime not in LOCAL_RUNTIMES:
             raise ValueError(f"runtime must be one of {LOCAL_RUNTIMES}, got {runtime!r}")

@@ -27,6 +27,7 @@ from ranking.config import (
 )
 from ranking.profile import RankingProfile
 from services.rag_pipeline.core import RagPipeline
+from services.rag_pipeline.federation.runtime import request_headers
 from services.rag_pipeline.models import Preferences, SearchRequest, SearchResponse
 from services.rag_pipeline.tools import RagTools, register_rag_tools
 from services.rag_pipeline.tools.topics import register_topic_tools
@@ -297,12 +298,6 @@ def register_core_tools(mcp: MCPServer, pipeline: RagPipeline, principal: Callab
         return await guarded(run)
 
 
-def _request_headers(ctx: Any) -> Any:
-    """The HTTP headers of a request context (None over stdio)."""
-    request = getattr(ctx, "request", None)
-    return getattr(request, "headers", None)
-
-
 def build_mcp(pipeline: RagPipeline, rag_tools: RagTools, *, token_verifier: Any = None,
               auth: Any = None, limiter: RateLimiter | None = None,
               topic_tools: TopicTools | None = None) -> MCPServer:
@@ -315,7 +310,7 @@ def build_mcp(pipeline: RagPipeline, rag_tools: RagTools, *, token_verifier: Any
         token_verifier=token_verifier, auth=auth)
     if limiter is not None:
         mcp.middleware.append(rate_limit_middleware(
-            limiter, lambda ctx: rag_tools.identity.principal(_request_headers(ctx))))
+            limiter, lambda ctx: rag_tools.identity.principal(request_headers(ctx))))
     register_core_tools(mcp, pipeline, rag_tools.principal)
     register_rag_tools(mcp, rag_tools)
     register_topic_tools(mcp, topic_tools or TopicTools(rag_tools))

@@ -7,6 +7,7 @@ from typing import Any
 import numpy as np
 
 from ranking import Candidates, RankingConfig
+from services.rag_pipeline.federation.hits import LOCAL
 from services.rag_pipeline.merge import Merged
 from services.rag_pipeline.models import Explanation, RankedResult
 from services.rag_pipeline.snippets import make_snippet
@@ -29,6 +30,7 @@ def build_results(merged: list[Merged], ranked: Any, candidates: Candidates, con
         query_profile = config.query.describe() if config.query is not None else ""
     for pos, row in enumerate(rows):
         m = merged[row]
+        source_id = m.origin or LOCAL
         explanation = None
         if explain:
             e, a = m.hit.entry, m.hit.artifact
@@ -44,10 +46,10 @@ def build_results(merged: list[Merged], ranked: Any, candidates: Candidates, con
                 age_days=max(0.0, (now - ts) / 86400.0) if ts else -1.0,
                 dense_source=m.source("dense"), bm25_source=m.source("bm25"),
                 dense_weight=ranked.dense_weight, query_profile=query_profile,
-                source_id=m.origin or "local",
+                source_id=source_id,
                 remote_score=0.0 if math.isnan(m.remote_score) else m.remote_score,
             )
         out.append(RankedResult(entry=m.hit.entry, artifact=m.hit.artifact, snippet=make_snippet(m.hit.entry.text, query),
                                 overall=overall[pos], scores=tuple(factors[pos]), explanation=explanation,
-                                probability=probability[pos], source_id=m.origin or "local"))
+                                probability=probability[pos], source_id=source_id))
     return tuple(out)

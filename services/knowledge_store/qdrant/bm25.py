@@ -24,7 +24,7 @@ from __future__ import annotations
 
 import math
 from collections import Counter
-from collections.abc import Iterable, Sequence
+from collections.abc import Sequence
 
 from qdrant_client import models as qm
 
@@ -76,11 +76,12 @@ def dot(query: qm.SparseVector | None, vector: qm.SparseVector | None) -> float:
     return float(sum(weights.get(i, 0.0) * v for i, v in zip(vector.indices, vector.values)))
 
 
-def score_text(terms: Iterable[str], title_terms: str, body_terms: str, weights: tuple[float, float],
-               dfs: dict[int, int], n: int, avgdl: float) -> float:
-    """BM25 of `terms` for a text the store does not hold, with the tenant's statistics."""
+def score_text(query: qm.SparseVector | None, title_terms: str, body_terms: str, weights: tuple[float, float],
+               avgdl: float) -> float:
+    """BM25 of `query` (`query_vector`, built once per request) for a text the store does not
+    hold, with the tenant's average length."""
     tf, dl = term_counts(title_terms, body_terms, weights)
-    return dot(query_vector(list(terms), dfs, n), saturated(tf, dl, avgdl))
+    return dot(query, saturated(tf, dl, avgdl))
 
 
 def unsaturate(vector: qm.SparseVector, dl: int, avgdl: float) -> dict[int, float]:

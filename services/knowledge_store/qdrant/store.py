@@ -578,11 +578,12 @@ class QdrantKnowledgeStore:
         queries = validation.query_vectors(query_vectors, self._settings.dimension)
         columns = await self.candidates_by_vector(tenant_id, queries, top_k, filters)
         wanted = np.unique(np.concatenate([c.row_ids for c in columns] + [rows])).astype(np.int64)
-        terms = query_terms(phrases) if any(p.strip() for p in phrases) else []
+        query = _KeywordQuery.of(phrases)
+        terms = query.terms
         n, _ = await self._tenant_stats(tenant_id)
         dfs = await self._dfs(tenant_id, [layout.term_index(t) for t in terms]) if terms else {}
         sparse_q = bm25.query_vector(terms, dfs, n)
-        phrases_held = await self._phrase_holders(tenant_id, phrases) if terms else []
+        phrases_held = await self._phrase_holders(tenant_id, query) if terms else []
         points = []
         if len(wanted):
             points = await self._scroll(self._chunk_args(tenant_id), qf.scope(tenant_id, filters, qm.FieldCondition(
@@ -591,14 +592,13 @@ class QdrantKnowledgeStore:
         by_row = {int(p.payload["row_id"]): p for p in points}
         dense = np.full(len(wanted), np.nan, np.float32)
         scores = np.full(len(wanted), np.nan, np.float32)
-        for j, r in enumerate(wanted):
-            p = by_row.get(int(r))
-            if p is None:
-                continue
-            v = np.asarray(p.vector[layout.DENSE], np.float32)
-            dense[j] = float((queries @ v).max())
+        present = [j for j, r in enumerate(wanted.tolist()) if r in by_row]
+        if present:                                 # one matrix product, not one per row
+            held = [by_row[int(wanted[j])] for j in present]
+            stored = np.asarray([p.vector[layout.DENSE] for p in held], np.float32)
+            dense[present] = (stored @ queries.T).max(axis=1)
             if terms:
-                scores[j] = bm25.dot(sparse_q, _sparse(p)) + _phrase_score(p, phrases_held)
+                scores[present] = [bm25.dot(sparse_q, _sparse(p)) + _phrase_score(p, phrases_held) for p in held]
         stats = (KeywordStats(tuple(terms), tuple(dfs.get(layout.term_index(t), 0) for t in terms), n) if terms
                  else KeywordStats(entries=n))
         return columns, ScoreCompletion(row_ids=wanted, dense=dense, bm25=scores, keyword_stats=stats)
@@ -615,7 +615,8 @@ class QdrantKnowledgeStore:
         flt = qf.scope(tenant_id, filters)
         if not any(p.strip() for p in phrases):
             return await self._listing(tenant_id, flt, top_k, payload), []
-        terms = query_terms(phrases)
+        keyword_query = _KeywordQuery.of(phrases)
+        terms = keyword_query.terms
         if not terms:
             return [], terms
         n, _ = await self._tenant_stats(tenant_id)
@@ -623,7 +624,7 @@ class QdrantKnowledgeStore:
         query = bm25.query_vector(terms, dfs, n)
         if query is None:
             return [], terms
-        held = await self._phrase_holders(tenant_id, phrases)
+        held = await self._phrase_holders(tenant_id, keyword_query)
         held_rows = {r for rows in held for r in rows}
         holders = sorted(held_rows)
         answer = await self._call("query_points", **self._chunk_args(tenant_id), query=query, using=layout.SPARSE,
@@ -640,15 +641,14 @@ class QdrantKnowledgeStore:
             scored += [(p, bm25.dot(query, _sparse(p)) + _phrase_score(p, held)) for p in points]
         return _ordered([(p, s) for p, s in scored if s > 0])[:top_k], terms
 
-    async def _phrase_holders(self, tenant_id: str, phrases: Sequence[str]) -> list[_PhraseHolders]:
-        """Per quoted phrase of the keyword phrases, the tenant's current entries holding it, as
+    async def _phrase_holders(self, tenant_id: str, query: _KeywordQuery) -> list[_PhraseHolders]:
+        """Per quoted phrase of the keyword query, the tenant's current entries holding it, as
         the embedded search finds them (search.py `_KeywordQuery.phrase_rids`): those whose text
         has its words in a row (candidates from a full-text match of its words, then checked on
         the text); if none has, those whose analysed title or body has its terms in a row
         (candidates from a sparse query of its terms, at most PHRASE_EXACT_MAX). More than
         PHRASE_EXACT_MAX text-match candidates are kept unchecked, as the embedded search keeps
         its FTS5 answer. Each with its row id -> document length, and the phrase's idf."""
-        query = _KeywordQuery.of(phrases) if any(p.strip() for p in phrases) else _KeywordQuery([], [])
         if not query.phrases:
             return []
         n, total = await self._tenant_stats(tenant_id)
@@ -731,8 +731,9 @@ class QdrantKnowledgeStore:
         n, total = await self._tenant_stats(tenant_id)
         dfs = await self._dfs(tenant_id, [layout.term_index(t) for t in terms])
         avgdl = total / n if n and total > 0 else 1.0
-        scores = np.asarray([bm25.score_text(terms, " ".join(analyse(title)), " ".join(analyse(text)), self._weights,
-                                             dfs, n, avgdl) if n else 0.0 for title, text in texts], np.float32)
+        query = bm25.query_vector(terms, dfs, n)
+        scores = np.asarray([bm25.score_text(query, " ".join(analyse(title)), " ".join(analyse(text)), self._weights,
+                                             avgdl) if n else 0.0 for title, text in texts], np.float32)
         richness = np.asarray([text_richness(text) for _, text in texts], np.float32)
         return KeywordScores(bm25=scores, richness=richness, keyword_stats=KeywordStats(
             tuple(terms), tuple(dfs.get(layout.term_index(t), 0) for t in terms), n))

@@ -166,9 +166,9 @@ class Rescorer:
         t0 = time.perf_counter()
         found: dict[bytes, np.ndarray] = {}
         missing: dict[bytes, str] = {}
-        for texts in pieces:
-            for text in texts:
-                key = _text_key(text)
+        piece_keys = [[_text_key(text) for text in texts] for texts in pieces]     # each text hashed once
+        for texts, keys in zip(pieces, piece_keys):
+            for text, key in zip(texts, keys):
                 if key in found or key in missing:
                     continue
                 vector = self.cache.get(key)
@@ -187,7 +187,7 @@ class Rescorer:
             for key, vector in zip(missing, got):
                 self.cache.put(key, vector)
                 found[key] = vector
-        per_hit = [np.vstack([found[_text_key(t)] for t in texts]) for texts in pieces]
+        per_hit = [np.vstack([found[key] for key in keys]) for keys in piece_keys]
         return (np.vstack([v[0] for v in per_hit]), per_hit, len(missing), (time.perf_counter() - t0) * 1000.0, "")
 
     async def _keyword_scores(self, tenant_id: str, phrases: Sequence[str], hits: Sequence[RemoteHit],

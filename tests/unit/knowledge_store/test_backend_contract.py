@@ -217,7 +217,19 @@ async def test_candidates_and_score_completion(store):
     by_row = dict(zip(completion.row_ids.tolist(), completion.bm25.tolist()))
     for row, score in zip(kw.row_ids.tolist(), kw.scores.tolist()):
         assert by_row[row] == pytest.approx(score, rel=1e-4)
+    dense = dict(zip(completion.row_ids.tolist(), completion.dense.tolist()))
+    for row, score in zip(cols.row_ids.tolist(), cols.scores.tolist()):   # the vector leg's own cosine
+        assert dense[row] == pytest.approx(score, abs=1e-5)
     assert completion.keyword_stats.document_frequency == (2,) and completion.keyword_stats.entries == 6
+
+
+async def test_score_keywords_for_texts_not_held(store):
+    tenant = "external"
+    await _fill(store, tenant)
+    got = await store.score_keywords(tenant, "yeast", [], [("Bread", "yeast makes the dough rise"),
+                                                           ("", "glaciers melt in spring")])
+    assert got.bm25[0] > 0 and got.bm25[1] == 0.0
+    assert got.keyword_stats.document_frequency == (2,) and got.keyword_stats.entries == 6
 
 
 async def test_profiles_and_feedback(store):
