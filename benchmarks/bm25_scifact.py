@@ -32,7 +32,7 @@ from pathlib import Path
 
 import numpy as np
 
-from services.knowledge_store.core import DEFAULT_BM25_WEIGHTS, KnowledgeStore
+from services.knowledge_store.embedded.core import DEFAULT_BM25_WEIGHTS, KnowledgeStore
 from shared.records import ArtifactMeta, DocumentIn, SearchFilters
 from shared.settings import KnowledgeStoreSettings
 

@@ -183,7 +183,7 @@ async def run(args: argparse.Namespace) -> dict:
         sources = [Source(id=sid, url=stack.services["rag_pipeline"]["mcp"], timeout_s=args.source_timeout,
                           reputation=0.5) for _t, stack, sid in remotes]
         sources.append(Source(id="foreign", url=foreign_url, timeout_s=args.source_timeout, reputation=0.5))
-        config = SourcesConfig(tuple(sources), version=1)
+        config = SourcesConfig(tuple(sources), version=1, default_tenants=frozenset({local_tenant}))
         pool = RemotePool()
         recorder = Recorder(McpRemoteSearch(pool))
         settings = RagPipelineSettings(deadline_s=max(10.0, args.timeout))

@@ -128,7 +128,6 @@ def load_docs(path: Path) -> list[ForeignDoc]:
 
 async def serve(index: ForeignIndex, *, host: str = "127.0.0.1", port: int = 0, ready_file: Path | None = None,
                 token: str = "") -> None:
-    import uvicorn
     from starlette.middleware.base import BaseHTTPMiddleware
     from starlette.responses import JSONResponse
 
@@ -139,20 +138,30 @@ async def serve(index: ForeignIndex, *, host: str = "127.0.0.1", port: int = 0, 
                 return JSONResponse({"error": "unauthorized"}, status_code=401)
             return await call_next(request)
         app.add_middleware(BaseHTTPMiddleware, dispatch=check)
+    await serve_app(app, host=host, port=port, ready_file=ready_file)
+
+
+async def serve_app(app: Any, *, host: str = "127.0.0.1", port: int = 0, ready_file: Path | None = None,
+                    ready: dict[str, Any] | None = None) -> None:
+    """Serve an MCP server's ASGI `app` on host:port (0 = any free port) until cancelled; once it
+    serves, `ready_file` gets {"url": "http://host:port/mcp", "port", **ready} (written atomically)."""
+    import uvicorn
+
     sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
     sock.bind((host, port))
-    url = f"http://{host}:{sock.getsockname()[1]}/mcp"
-    server = uvicorn.Server(uvicorn.Config(app, log_level="warning", lifespan="on"))
-    if ready_file is not None:
-        async def announce() -> None:
-            while not server.started:
-                await asyncio.sleep(0.02)
-            tmp = ready_file.with_suffix(".tmp")
-            tmp.write_text(json.dumps({"url": url}))
-            tmp.replace(ready_file)
-        asyncio.get_running_loop().create_task(announce())
-    await server.serve(sockets=[sock])
+    sock.listen(128)
+    bound = sock.getsockname()[1]
+    server = uvicorn.Server(uvicorn.Config(app, log_level="warning", lifespan="on", access_log=False))
+    task = asyncio.create_task(server.serve(sockets=[sock]))
+    while not server.started and not task.done():
+        await asyncio.sleep(0.02)
+    if ready_file is not None and not task.done():
+        ready_file = Path(ready_file)
+        tmp = ready_file.with_name(ready_file.name + ".tmp")
+        tmp.write_text(json.dumps({"url": f"http://{host}:{bound}/mcp", "port": bound, **(ready or {})}))
+        tmp.replace(ready_file)
+    await task
 
 
 def main() -> None:

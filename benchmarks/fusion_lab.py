@@ -59,7 +59,7 @@ class _NoEmbedder:
 
 async def collect(stack_dir: Path, tenant: str, queries: list[tuple[str, str, str, str]],
                   vectors: np.ndarray, top_k: int) -> list[LabQuery]:
-    from services.knowledge_store.core import KnowledgeStore
+    from services.knowledge_store.embedded.core import KnowledgeStore
     from shared.settings import KnowledgeStoreSettings
 
     store = KnowledgeStore(KnowledgeStoreSettings(data_dir=stack_dir / "knowledge_store"), _NoEmbedder())

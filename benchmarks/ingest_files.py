@@ -96,7 +96,7 @@ class _LocalEmbedder:
 
 async def ingest_all(root: Path, work: Path, pages: int) -> dict[str, float]:
     from cli.folder_ingest import FolderIngest
-    from services.knowledge_store.core import KnowledgeStore
+    from services.knowledge_store.embedded.core import KnowledgeStore
     from shared.settings import KnowledgeStoreSettings
 
     embedder = _LocalEmbedder()

@@ -93,7 +93,7 @@ def chunk_texts(paths: list[Path]) -> list[list[str]]:
     """Per file, the texts the store embeds for it (its chunker, as at ingest)."""
     from services.knowledge_store.chunking import PAGED_FILE_TYPES, chunk_document, context_line
     from services.knowledge_store.extraction import content_kind, to_text
-    from services.knowledge_store.ingest import _embed_text
+    from services.knowledge_store.preparation import embed_text as _embed_text
     from shared.documents import load_documents
     from shared.settings import KnowledgeStoreSettings
 

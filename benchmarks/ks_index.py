@@ -30,9 +30,9 @@ from pathlib import Path
 
 import numpy as np
 
-from services.knowledge_store.core import KnowledgeStore
+from services.knowledge_store.embedded.core import KnowledgeStore
 from shared.records import ArtifactMeta, DocumentIn, SearchFilters
-from services.knowledge_store.vector_index import IndexConfig, VectorIndex
+from services.knowledge_store.embedded.vector_index import IndexConfig, VectorIndex
 from shared.settings import KnowledgeStoreSettings
 
 CACHE = Path(".bench-cache")

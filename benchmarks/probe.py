@@ -79,7 +79,11 @@ async def probe(args: argparse.Namespace) -> None:
     await channel.close()
     if args.clients:
         work = [(args.tenant, str(i), text) for i, text in enumerate(queries)]
-        pids = {name: int(info["pid"]) for name, info in services.items() if info.get("pid")}
+        by_pid: dict[int, list[str]] = {}          # one process may host several services (--mode single)
+        for name, info in services.items():
+            if info.get("pid"):
+                by_pid.setdefault(int(info["pid"]), []).append(name)
+        pids = {"+".join(names): pid for pid, names in by_pid.items()}
         for clients in args.clients:
             before = _cpu_snapshot(pids)
             result = await run_concurrent(services["rag_pipeline"]["grpc"], work, clients, args.per_client,

@@ -21,6 +21,10 @@ Phases (one line each, and a JSON report in `<out>/reliability.json`; exit 1 on 
                       file system grows: writes succeed and the store is ok again; remounted
                       read-only: the restarted store serves searches and refuses writes with
                       FAILED_PRECONDITION. Skipped, and reported so, where tmpfs cannot be mounted.
+  backup-and-corruption  a backup while 4 writers ingest, restored into a fresh data directory
+                      (every document acknowledged before its point there, none torn); random
+                      bytes at six offsets of one of three tenants: reported, the others
+                      untouched, the latest backup brings it back (benchmarks/backup_scrub.py).
 
 The scenario's supervisor uses the restart policy given by `--max-restarts`, `--window-s` and
 `--max-delay-s` (short delays keep the run to a few minutes).
@@ -323,6 +327,10 @@ async def run(sup: Supervisor, args: argparse.Namespace, report: Report) -> None
     await races(sup, args, report)
     await crash_loop(sup, report)
     await disk(sup, args.out, report)
+    from benchmarks.backup_scrub import reliability_phase
+
+    failures, facts = await reliability_phase(sup.children["knowledge_store"].address["grpc"], args.out / "backup")
+    report.phase("backup-and-corruption", failures, **facts)
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -71,7 +71,7 @@ import numpy as np
 from benchmarks.metrics import percentile as pct, rss_mb
 
 if TYPE_CHECKING:           # the heavy imports wait for a run (`nucleus bench` registers the options)
-    from services.knowledge_store.core import KnowledgeStore
+    from services.knowledge_store.embedded.core import KnowledgeStore
 
 DATA = Path(os.environ.get("NUCLEUS_SCIFACT_DIR", "../shared/data/scifact"))
 CACHE = Path(".bench-cache")
@@ -106,10 +106,10 @@ def _imports() -> None:
     """The store's modules, imported on first use (module names below are these globals)."""
     global storage, vector_index, analyse, KnowledgeStore, IndexConfig, exact_top_k, ArtifactMeta
     global SearchFilters, KnowledgeStoreSettings, F
-    from services.knowledge_store import storage, vector_index
+    from services.knowledge_store.embedded import storage, vector_index
     from services.knowledge_store.analysis import analyse
-    from services.knowledge_store.core import KnowledgeStore
-    from services.knowledge_store.vector_index import IndexConfig, exact_top_k
+    from services.knowledge_store.embedded.core import KnowledgeStore
+    from services.knowledge_store.embedded.vector_index import IndexConfig, exact_top_k
     from shared.records import ArtifactMeta, SearchFilters
     from shared.settings import KnowledgeStoreSettings
     F = SearchFilters()

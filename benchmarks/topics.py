@@ -34,7 +34,7 @@ from pathlib import Path
 import numpy as np
 
 from benchmarks.beir import load_dataset
-from services.knowledge_store.core import KnowledgeStore
+from services.knowledge_store.embedded.core import KnowledgeStore
 from shared.records import ArtifactMeta, DocumentIn, SearchFilters
 from shared.settings import KnowledgeStoreSettings
 

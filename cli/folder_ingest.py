@@ -11,7 +11,11 @@ reason and nothing else is lost. `strict` stops at the first rejected file: at a
 rejection before converting more (what was converted before it is still sent), at a document the
 store refuses after that request (its valid documents are committed; no further file is sent).
 Memory is bounded by the batch: at most `batch_chars` of converted text (plus the file being
-converted) is held; a file bigger than that is sent alone.
+converted) is held; a file bigger than that is sent alone. Files are converted in a worker
+process within `Limits` (shared/documents/worker.py): a file over a limit — a zip or PDF bomb, a
+DOCTYPE in an Office part, deep nesting, too much time or memory — fails with that reason.
+With `base_url` each file's `source_uri` is `<base_url>/<its path in the folder>` (a citable
+link, never file://); the manifest remembers it, and a changed base URL re-ingests every file.
 `watch` keeps a folder in sync: a sync pass at start (resuming from the manifest), then one per
 burst of file changes.
 """
@@ -25,9 +29,15 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Protocol
 
+from urllib.parse import quote
+
 from shared.documents import Rejected, is_supported, iter_files, load_documents
 from shared.documents.formats import DUPLICATE_ID, UNSUPPORTED
+from shared.documents.limits import Limits
+from shared.documents.loading import Loaded
 from shared.documents.manifest import Manifest, file_sha256
+from shared.documents.worker import ConversionWorker
+from shared.errors import InvalidArgument
 from shared.records import DocumentIn, IngestReport
 
 INGESTED, UNCHANGED, FAILED, REMOVED = "ingested", "unchanged", "failed", "removed"
@@ -87,13 +97,43 @@ class FolderIngest:
     def __init__(self, store: Store, root: Path, tenant: str, persona: str = "", *,
                  manifest: Manifest | None = None, strict: bool = False, sync: bool = False,
                  batch_docs: int = BATCH_DOCS, batch_chars: int = BATCH_CHARS,
-                 progress: Progress | None = None) -> None:
+                 progress: Progress | None = None, base_url: str | None = None,
+                 limits: Limits | None = None, isolate: bool = True) -> None:
         self._store, self._root, self._tenant, self._persona = store, root, tenant, persona
         self._manifest, self._strict, self._sync = manifest, strict, sync
         self._batch_docs, self._batch_chars = max(1, batch_docs), max(1, batch_chars)
         self._progress = progress or (lambda outcome: None)
+        remembered = manifest.base_url if manifest is not None else ""
+        self._base_url = check_base_url(remembered if base_url is None else base_url)
+        self._rebase = manifest is not None and self._base_url != remembered   # every file's URI changes
+        self._limits = limits or Limits.from_env()
+        self._isolate = isolate
+        self._worker: ConversionWorker | None = None
+
+    def source_uri(self, path: Path) -> str:
+        """`<base_url>/<path relative to the folder>`, '' without a base URL."""
+        if not self._base_url:
+            return ""
+        root = self._root.resolve()
+        rel = path.resolve().relative_to(root).as_posix() if root.is_dir() else path.name
+        return f"{self._base_url}/{quote(rel)}"
+
+    def _load(self, path: Path) -> Loaded:
+        if not self._isolate:
+            return load_documents(path, source_uri=self.source_uri(path), limits=self._limits)
+        if self._worker is None:
+            self._worker = ConversionWorker(self._limits)
+        return self._worker.load(path, self.source_uri(path))
 
     async def run(self) -> RunSummary:
+        try:
+            return await self._run()
+        finally:
+            if self._worker is not None:
+                await asyncio.to_thread(self._worker.close)
+                self._worker = None
+
+    async def _run(self) -> RunSummary:
         summary = RunSummary()
         started = time.perf_counter()
         files = list(iter_files(self._root))
@@ -113,6 +153,9 @@ class FolderIngest:
         await self._flush(pending, summary)
         if self._sync and self._manifest is not None and not (self._strict and summary.failed):
             await self._remove_gone(files, summary)
+        if self._rebase and self._manifest is not None and not (self._strict and summary.failed):
+            self._manifest.base_url = self._base_url          # every file now carries it
+            self._manifest.save()
         summary.seconds = time.perf_counter() - started
         return summary
 
@@ -126,17 +169,18 @@ class FolderIngest:
         size = path.stat().st_size
         outcome = FileOutcome(str(path), FAILED, size=size)
         if not is_supported(path):
-            outcome.reason, outcome.detail = UNSUPPORTED, f"'{path.suffix or path.name}' is not a supported type"
+            outcome.reason = UNSUPPORTED
+            outcome.detail = f"{path}: '{path.suffix or path.name}' is not a supported type"
             return outcome
         sha = ""
-        if self._manifest is not None:
+        if self._manifest is not None and not self._rebase:
             same, sha = self._manifest.unchanged(path)
             if same:
                 outcome.status = UNCHANGED
                 return outcome
         started = time.perf_counter()
         try:
-            loaded = await asyncio.to_thread(load_documents, path)
+            loaded = await asyncio.to_thread(self._load, path)
         except Rejected as err:
             outcome.reason, outcome.detail = err.reason, str(err)
             return outcome
@@ -216,10 +260,22 @@ class FolderIngest:
             await self._store.delete(self._tenant, ids)
         for rel in gone:
             record = self._manifest.files.pop(rel)
-            self._finish(summary, FileOutcome(str(self._manifest.root / rel), REMOVED,
+            shown = self._root / rel if self._root.is_dir() else self._root     # as the folder was given
+            self._finish(summary, FileOutcome(str(shown), REMOVED,
                                               documents=len(record.artifact_ids)))
         if gone:
             self._manifest.save()
+
+
+def check_base_url(url: str) -> str:
+    """A folder's base URL without its trailing '/'; '' for none. Only http(s): a file:// URI
+    would reveal server paths and cannot be opened by whoever reads a citation."""
+    url = (url or "").strip()
+    if not url:
+        return ""
+    if not url.startswith(("http://", "https://")) or any(c in url for c in "?# \t\n"):
+        raise InvalidArgument("--base-url", f"{url!r} is not an http:// or https:// URL without '?' or '#'")
+    return url.rstrip("/")
 
 
 async def watch(make_run: Callable[[], FolderIngest], root: Path, *, on_pass: Callable[[RunSummary], None],

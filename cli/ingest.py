@@ -36,6 +36,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="keep the folder in sync as files change (implies --sync); Ctrl-C stops")
     parser.add_argument("--no-manifest", action="store_true",
                         help="ingest every file, ignoring (and not updating) the folder manifest")
+    parser.add_argument("--base-url", dest="base_url", default=None,
+                        help="http(s) URL the folder is published at: each file's citable source_uri is "
+                             "<base-url>/<its path in the folder> (remembered for the next run)")
     parser.add_argument("--knowledge-store-target", dest="knowledge_store_target")
 
 
@@ -56,6 +59,21 @@ def print_summary(console: Console, summary: RunSummary, tenant: str) -> None:
                   f"embedding {summary.embed_seconds:.1f}s, committing {summary.commit_seconds:.1f}s)")
 
 
+def watch_lines(summary: RunSummary, root: Path) -> list[str]:
+    """What a --watch pass prints (rich markup): each file it ingested, removed or rejected, by
+    its path under the folder as given, then how many files the folder holds now."""
+    lines = []
+    for o in summary.outcomes:
+        if o.status == UNCHANGED:
+            continue
+        colour = "red" if o.status == FAILED else "green"
+        lines.append(f"[{colour}]{o.status}[/{colour}] {escape(o.path)}"
+                     + (f" — {escape(o.reason)}: {escape(o.detail)}" if o.status == FAILED else ""))
+    present = sum(1 for o in summary.outcomes if o.status != REMOVED)
+    lines.append(f"[dim]in sync ({present} file{'' if present == 1 else 's'}); watching {escape(str(root))}[/dim]")
+    return lines
+
+
 async def run(args: argparse.Namespace, store, state_dir: Path, console: Console) -> int:
     """One pass (or, with --watch, passes until interrupted) over args.path with `store`."""
     root = Path(args.path)
@@ -68,16 +86,12 @@ async def run(args: argparse.Namespace, store, state_dir: Path, console: Console
         manifest = Manifest.load(manifest_path(state_dir, args.tenant, root), root) if use_manifest else None
         return FolderIngest(store, root, args.tenant, args.persona, manifest=manifest,
                             strict=getattr(args, "strict", False), sync=sync and use_manifest,
-                            batch_docs=args.batch, progress=progress)
+                            batch_docs=args.batch, progress=progress, base_url=getattr(args, "base_url", None))
 
     if getattr(args, "watch", False):
         def on_pass(summary: RunSummary) -> None:
-            changed = [o for o in summary.outcomes if o.status != UNCHANGED]
-            for o in changed:
-                colour = "red" if o.status == FAILED else "green"
-                console.print(f"[{colour}]{o.status}[/{colour}] {escape(o.path)}"
-                              + (f" — {escape(o.reason)}: {escape(o.detail)}" if o.status == FAILED else ""))
-            console.print(f"[dim]in sync ({len(summary.outcomes)} files); watching {escape(str(root))}[/dim]")
+            for line in watch_lines(summary, root):
+                console.print(line)
 
         await watch(make_run, root, on_pass=on_pass)
         return 0

@@ -1,6 +1,7 @@
 """`nucleus`: the operator CLI.
 
-    nucleus up [--detach]            start the three services (local supervisor), wait until healthy
+    nucleus up [--detach] [--mode single|split]   start the three services (local supervisor; one
+                                     process or one each), wait until healthy
     nucleus down                     stop a detached stack
     nucleus status                   health, supervisor state and addresses of the running stack, the
                                      KnowledgeStore's storage condition, tenant stats
@@ -8,7 +9,8 @@
     nucleus ingest PATH --tenant T   ingest a file or folder of documents (PDF, Office, HTML, Markdown,
                                      text, JSONL): only new or changed files, a reason per rejected
                                      file; --sync removes gone files' artifacts, --watch keeps in sync
-    nucleus search "q" --tenant T    ranked results with the four scores
+    nucleus search "q" --tenant T    ranked results with the four scores, answered as the local principal
+                                     (auth off; --as-operator: every document) and saying so
     nucleus demo                     up --detach, ingest demo/corpus into tenant "demo", sample search
     nucleus chat [--persona P]       a persona agent: an OpenAI-compatible LLM calling the RAG MCP tools
     nucleus ask "question"           one answer of that agent (--json for scripts)
@@ -25,6 +27,7 @@ import argparse
 import asyncio
 import json
 import os
+import shlex
 import signal
 import subprocess
 import sys
@@ -36,7 +39,7 @@ from rich.markup import escape
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
-from shared.errors import NucleusError, Unavailable
+from shared.errors import InvalidArgument, NucleusError, Unavailable
 from shared.settings import default_data_dir
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -110,7 +113,7 @@ def cmd_up(args: argparse.Namespace) -> int:
         ddir.mkdir(parents=True, exist_ok=True)
         (ddir / "run").mkdir(exist_ok=True)
         log = open(ddir / "run" / "supervisor.log", "ab")
-        cmd = [sys.executable, "-m", "cli.supervisor", "--data-dir", str(ddir)]
+        cmd = [sys.executable, "-m", "cli.supervisor", "--data-dir", str(ddir), "--mode", _mode(args)]
         if args.ephemeral_ports:
             cmd.append("--ephemeral-ports")
         proc = subprocess.Popen(cmd, stdout=log, stderr=log, stdin=subprocess.DEVNULL, start_new_session=True,
@@ -131,7 +134,7 @@ def cmd_up(args: argparse.Namespace) -> int:
         console.print("[green]stack healthy[/green] (supervisor pid %d; stop with `nucleus down`)" % proc.pid)
         _print_addresses(state["services"])
         return 0
-    supervisor = Supervisor(ddir, ephemeral_ports=args.ephemeral_ports)
+    supervisor = Supervisor(ddir, ephemeral_ports=args.ephemeral_ports, mode=_mode(args))
     stop = [False]
     signal.signal(signal.SIGTERM, lambda *_: stop.__setitem__(0, True))
     signal.signal(signal.SIGINT, lambda *_: stop.__setitem__(0, True))
@@ -143,6 +146,13 @@ def cmd_up(args: argparse.Namespace) -> int:
     supervisor.monitor(stop)
     supervisor.stop()
     return 0
+
+
+def _mode(args: argparse.Namespace) -> str:
+    """`--mode`, else $NUCLEUS_MODE, else the default deployment mode (cli/supervisor.py)."""
+    from cli.supervisor import default_mode
+
+    return getattr(args, "mode", None) or default_mode()
 
 
 def _print_addresses(services: dict) -> None:
@@ -239,14 +249,34 @@ async def _ingest(args: argparse.Namespace, ks_target: str, interceptors: list |
 
 # ---------------------------------------------------------------------------- search
 def cmd_search(args: argparse.Namespace) -> int:
+    check_top_k(args.top_k)
     return asyncio.run(_search(args))
 
 
+def check_top_k(top_k: int) -> None:
+    """`--top-k` as the service accepts it: 0 is not "the default" here (leave the flag out for
+    that), it is refused like 101 is."""
+    from shared.settings import RagPipelineSettings
+
+    fields = RagPipelineSettings.model_fields
+    limit, default = fields["max_top_k_final"].default, fields["default_top_k_final"].default
+    if top_k < 1:
+        raise InvalidArgument("--top-k", f"must be between 1 and {limit} (leave it out for {default}), got {top_k}")
+
+
 async def _search(args: argparse.Namespace) -> int:
+    """SearchAndRank as one principal, named in the output: with authentication off, the local
+    principal — the tenant, user and groups RAGPipeline's MCP endpoint gives a local caller —
+    unless `--as-operator` (every document of any tenant); with it on, the user of
+    $NUCLEUS_API_KEY, else the operator (the CLI's own key)."""
+    import grpc
+
     from nucleus.v1 import common_pb2 as pb
     from nucleus.v1 import rag_pipeline_pb2 as rag_pb
     from nucleus.v1 import rag_pipeline_pb2_grpc as rag_grpc
-    from shared.grpc_client import aio_channel, call
+    from shared.grpc_client import aio_channel
+    from shared.grpc_errors import from_grpc_error
+    from shared.identity import ANSWERED_AS_METADATA, LOCAL_PRINCIPAL_METADATA
 
     request = rag_pb.SearchAndRankRequest(
         tenant_id=args.tenant, persona_id=args.persona, user_query_text=args.query, top_k_final_rank=args.top_k,
@@ -254,13 +284,29 @@ async def _search(args: argparse.Namespace) -> int:
         ranking_prefs=pb.RankingPreferences(profile_name=args.profile, explain=True, rerank=args.rerank))
     key = os.environ.get("NUCLEUS_API_KEY", "")   # search as that user when the pipeline requires auth,
     signing = None if key else credentials(args, "rag_pipeline")   # else as the operator (public documents)
+    # Authentication off (nothing verifies a key, no operator key): as the local principal, unless
+    # --as-operator. With it on, RAGPipeline answers as the verified caller and ignores the ask.
+    as_local = signing is None and not args.as_operator
+    metadata = [("authorization", f"Bearer {key}")] if key else []
+    if as_local:
+        metadata.append(LOCAL_PRINCIPAL_METADATA)
     async with aio_channel(target(args, "rag_pipeline"), signing, tls_ca_file=tls_ca(args)) as channel:
-        response = await call(rag_grpc.RagPipelineStub(channel).SearchAndRank, request, timeout=30.0,
-                              service="RAGPipeline",
-                              metadata=(("authorization", f"Bearer {key}"),) if key else None)
+        pending = rag_grpc.RagPipelineStub(channel).SearchAndRank(request, timeout=30.0,
+                                                                  metadata=tuple(metadata) or None)
+        try:
+            response = await pending
+            answered = dict(await pending.initial_metadata() or ()).get(ANSWERED_AS_METADATA, "")
+        except grpc.RpcError as err:
+            failure = from_grpc_error(err, service="RAGPipeline")
+            if as_local and not key and failure.kind == "permission_denied":
+                failure.message += (" (`nucleus search` acts as the stack's local principal, the tenant MCP "
+                                    "gives a local caller: NUCLEUS_LOCAL_TENANT when the stack started; "
+                                    "--as-operator searches any tenant as the operator)")
+            raise failure from None
+    answered = answered or ("the local principal" if as_local and not key else "the operator")
     if args.json:
         from google.protobuf.json_format import MessageToDict
-        console.print_json(json.dumps(MessageToDict(response)))
+        console.print_json(json.dumps({**MessageToDict(response), "answeredAs": answered}))
         return 0
     title = f"“{args.query}” — tenant {args.tenant}, profile {response.profile_name}@v{response.profile_version}"
     if response.temporal_intent:
@@ -284,6 +330,8 @@ async def _search(args: argparse.Namespace) -> int:
         console.print(f"[yellow]degraded:[/yellow] {'; '.join(response.degraded_reasons)}")
     timings = ", ".join(f"{t.stage} {t.ms:.1f}ms" for t in response.timings)
     console.print(f"[dim]{timings}[/dim]")
+    console.print(f"answered as {escape(answered)}" + (" — --as-operator: every document of the tenant"
+                                                       if answered.startswith("local principal") else ""))
     return 0
 
 
@@ -298,10 +346,18 @@ def cmd_demo(args: argparse.Namespace) -> int:
     queries = (ROOT / "demo" / "sample_queries.txt")
     sample = queries.read_text().splitlines()[0].strip() if queries.exists() else "latest firmware update procedure"
     args.query, args.top_k, args.profile, args.expand, args.rerank, args.json = sample, 5, "", False, False, False
+    args.as_operator = os.environ.get("NUCLEUS_LOCAL_TENANT", "demo") != "demo"   # the local principal's view
     cmd_search(args)
-    console.print("\nThe stack keeps running. Try: [bold].venv/bin/nucleus search \"travel expense limits\" --tenant demo[/bold]"
-                  " — stop it with [bold]make down[/bold].")
+    console.print(demo_hint(args.data_dir))
     return 0
+
+
+def demo_hint(data_dir: str | None) -> str:
+    """`nucleus demo`'s closing line: commands that reach this stack, on --data-dir if it has one."""
+    where = f" --data-dir {shlex.quote(data_dir)}" if data_dir else ""      # a stack elsewhere
+    stop = f".venv/bin/nucleus{where} down" if where else "make down"
+    return (f"\nThe stack keeps running. Try: [bold].venv/bin/nucleus{where} search \"travel expense limits\" "
+            f"--tenant demo[/bold] — stop it with [bold]{stop}[/bold].")
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -313,6 +369,9 @@ def build_parser() -> argparse.ArgumentParser:
     up.add_argument("--detach", action="store_true", help="run in the background (stop with `nucleus down`)")
     up.add_argument("--ephemeral-ports", action="store_true", help="bind free ports instead of the defaults")
     up.add_argument("--timeout", type=float, default=240.0)
+    up.add_argument("--mode", choices=("single", "split"),
+                    help="single: the three services in one process; split: a process each "
+                         "(default: $NUCLEUS_MODE, else single)")
     up.set_defaults(func=cmd_up)
 
     sub.add_parser("down", help="stop a detached stack").set_defaults(func=cmd_down)
@@ -337,12 +396,16 @@ def build_parser() -> argparse.ArgumentParser:
     search.add_argument("--expand", action="store_true")
     search.add_argument("--rerank", action="store_true")
     search.add_argument("--json", action="store_true", help="print the raw response as JSON")
+    search.add_argument("--as-operator", action="store_true",
+                        help="authentication off: search as the operator (every document of any tenant) "
+                             "instead of as the local principal that MCP callers get")
     search.add_argument("--rag-pipeline-target", dest="rag_pipeline_target")
     search.set_defaults(func=cmd_search)
 
     demo = sub.add_parser("demo", help="start the stack, ingest the demo corpus, run a sample search")
     demo.add_argument("--ephemeral-ports", action="store_true")
     demo.add_argument("--timeout", type=float, default=240.0)
+    demo.add_argument("--mode", choices=("single", "split"), help="as for `nucleus up`")
     demo.set_defaults(func=cmd_demo)
 
     from benchmarks.attacks.cli import register as register_attack
@@ -367,6 +430,9 @@ def build_parser() -> argparse.ArgumentParser:
     from cli.migrate import register as register_migrate
 
     register_migrate(sub)    # nucleus migrate
+    from cli.backup import register as register_backup
+
+    register_backup(sub)     # nucleus backup, nucleus restore
     return parser
 
 
@@ -375,10 +441,39 @@ def main(argv: list[str] | None = None) -> int:
     try:
         return args.func(args) or 0
     except NucleusError as err:
-        err_console.print(f"[red]error[/red] {escape(err.kind)}: {escape(str(err))}")
-        return err.exit_code
+        return _report(err)
+    except BaseExceptionGroup as group:    # raised inside a task group (e.g. the MCP client's)
+        err = _only_error(group)
+        if err is None:
+            raise
+        if isinstance(err, KeyboardInterrupt):
+            return 130
+        return _report(err)
     except KeyboardInterrupt:
         return 130
+
+
+def _report(err: NucleusError) -> int:
+    """One line, no traceback: the error kind and message; the exit code of its kind."""
+    err_console.print(f"[red]error[/red] {escape(err.kind)}: {escape(str(err))}")
+    return err.exit_code
+
+
+def _only_error(group: BaseExceptionGroup) -> NucleusError | KeyboardInterrupt | None:
+    """The one error a task group ended with when every error in it is ours (or an interrupt):
+    the first of them. None when anything else is inside (a bug: its traceback is shown)."""
+    leaves: list[BaseException] = []
+    pending: list[BaseException] = [group]
+    while pending:
+        exc = pending.pop(0)
+        if isinstance(exc, BaseExceptionGroup):
+            pending.extend(exc.exceptions)
+        else:
+            leaves.append(exc)
+    if leaves and all(isinstance(e, (NucleusError, KeyboardInterrupt)) for e in leaves):
+        ours = [e for e in leaves if isinstance(e, NucleusError)]
+        return ours[0] if ours else leaves[0]
+    return None
 
 
 if __name__ == "__main__":

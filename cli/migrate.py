@@ -31,11 +31,11 @@ from pathlib import Path
 import numpy as np
 
 from services.knowledge_store.backend import open_store
-from services.knowledge_store.ingest import _Prepared
+from services.knowledge_store.preparation import PreparedDocument as _Prepared
 from services.knowledge_store.qdrant import QdrantKnowledgeStore, layout
-from services.knowledge_store.storage.db import DB_FILE, tenant_dir_name
-from services.knowledge_store.storage.entries import EntryRow
-from services.knowledge_store.storage.ranking_inputs import _PROFILE_FIELDS
+from services.knowledge_store.embedded.storage.db import DB_FILE, tenant_dir_name
+from services.knowledge_store.preparation import EntryRow
+from services.knowledge_store.profiles import PROFILE_FIELDS as _PROFILE_FIELDS
 from shared.errors import FailedPrecondition, NotFound
 from shared.records import ArtifactMeta, SearchFilters
 from shared.settings import KnowledgeStoreSettings

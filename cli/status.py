@@ -2,9 +2,11 @@
 
     service_table   each service: gRPC address, health (SERVING / DOWN), what the supervisor
                     says about it (running; restarting, with the last exit and the back-off;
-                    FAILED, with why and where its log is), MCP address
+                    FAILED, with why), and once it has exited its last exit (e.g. "killed by
+                    SIGKILL") and where its log is; MCP address
     store_lines     the KnowledgeStore's storage: ok, or degraded with each tenant's problem
-                    (corrupted, read-only, disk full, inconsistent) naming the path
+                    (corrupted, rows failing their checksums, lost commits, read-only, disk
+                    full, inconsistent) naming the path and the newest backup; the scrub's last pass
     nucleus check   the full consistency check of one tenant (repairs by default)
 
 Exit codes: `status` 0 when every service serves (storage problems are shown, and do not
@@ -40,21 +42,28 @@ def supervisor_alive(state: dict) -> bool:
     return True
 
 
-def _supervision_text(entry: dict | None, log_dir: str) -> str:
+def _supervision_text(entry: dict | None, log_file: str) -> str:
+    """What the supervisor says about one service: its state; once it has exited, the last exit
+    and where its log is (README: "each service's state, its last exit and where its log is")."""
     if not entry:
         return ""
     state, reason = entry.get("state", ""), escape(entry.get("reason", ""))
     restarts = entry.get("restarts", 0)
+    last_exit = escape(entry.get("last_exit", ""))
+    log = escape(log_file)
+    counted = f"{restarts} restart{'s' if restarts != 1 else ''}"
     if state == "running":
-        return "running" + (f" ({restarts} restarts)" if restarts else "")
+        if not restarts and not last_exit:
+            return "running"
+        return f"running ({counted}); last exit: {last_exit or 'unknown'}; log {log}"
     if state == "failed":
-        return f"[red]FAILED[/red]: {reason}; log {log_dir}"
+        return f"[red]FAILED[/red]: {reason}; log {log}"
     if state == "waiting":
         due = entry.get("next_start_unix")
         wait = f", next try in {max(0.0, due - time.time()):.0f}s" if due else ""
-        return f"[yellow]restarting[/yellow]: {reason}{wait}"
+        return f"[yellow]restarting[/yellow]: {reason}{wait}; log {log}"
     if state == "starting":
-        return f"[yellow]starting[/yellow] (restart {restarts})"
+        return f"[yellow]starting[/yellow] (restart {restarts}); last exit: {last_exit or 'unknown'}; log {log}"
     return escape(state)
 
 
@@ -71,7 +80,8 @@ def service_table(state: dict, healthy: Callable[[str, dict], bool]) -> tuple[Ta
         ok = healthy(name, address)
         all_ok &= ok
         entry = supervision.get(name)
-        note = (_supervision_text(entry, os.path.join(run_dir, f"{name}.log")) if alive
+        log_file = (entry or {}).get("log_file") or os.path.join(run_dir, f"{name}.log")
+        note = (_supervision_text(entry, log_file) if alive
                 else "[red]supervisor not running[/red] (stale state; `nucleus up` starts the stack)")
         if entry and entry.get("state") == "failed":
             all_ok = False
@@ -87,7 +97,7 @@ OPEN_TENANTS_SHOWN = 10
 
 def store_lines(status: StoreStatus) -> list[str]:
     """The KnowledgeStore's storage condition, one line per fact (rich markup)."""
-    from services.knowledge_store.storage.faults import human_bytes
+    from services.knowledge_store.disk import human_bytes
 
     space = f"data directory {escape(status.data_dir)}, {human_bytes(status.free_bytes)} free"
     if status.read_only:
@@ -104,6 +114,8 @@ def store_lines(status: StoreStatus) -> list[str]:
         lines.append(f"  open tenants, most recently used first: {shown}" + (f" and {more} more" if more > 0 else ""))
     for p in status.problems:
         lines.append(f"  tenant [bold]{escape(p.tenant_id)}[/bold] {p.kind}: {escape(p.message)}")
+    if status.scrub:
+        lines.append(f"  {escape(status.scrub)}")
     return lines
 
 
@@ -123,7 +135,8 @@ def check_table(check: TenantCheck) -> Table:
     table.add_row("keyword rows", str(check.keyword_rows), str(check.keyword_rows_indexed),
                   str(check.missing_keyword_rows), str(check.orphan_keyword_rows), str(check.repaired_keyword_rows))
     table.caption = f"orphan rows removed: {check.removed_orphans}; SQLite quick_check: " + (
-        "ok" if not check.integrity_errors else escape("; ".join(check.integrity_errors)))
+        "ok" if not check.integrity_errors else escape("; ".join(check.integrity_errors))) + (
+        f"; row checksums: {check.corrupt_rows} corrupt, {check.unverified_rows} unverified")
     return table
 
 

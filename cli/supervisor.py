@@ -10,7 +10,14 @@ records each service's state (running, starting, waiting, failed) and why, for `
 status`; SIGHUP (`nucleus up` on a running stack) gives failed services another try. The
 monitor loop is `poll()` on an injected clock, so tests drive it without waiting.
 
-    python -m cli.supervisor --data-dir .nucleus-data [--ephemeral-ports]
+Two deployment modes, one codebase (docs/SCALE.md): `split` runs each service as its own process
+(as the compose and Kubernetes manifests do); `single` runs one process
+(services/single_process) hosting all three, each still serving its own gRPC service and MCP
+endpoint at the same addresses, calling each other in process. The supervisor treats that
+process as one unit (restarts, back-off, failed state) and records every service it hosts in
+stack.json as it records a service of its own (`mode` says which mode runs).
+
+    python -m cli.supervisor --data-dir .nucleus-data [--ephemeral-ports] [--mode single|split]
 """
 from __future__ import annotations
 
@@ -29,6 +36,7 @@ from pathlib import Path
 from cli.restarts import FAILED, RUNNING, STARTING, WAITING, RestartPolicy, Supervision, clean_exit, describe_exit
 
 from shared.auth.service_identity import ensure_identities, stack_identity_dir
+from shared.errors import InvalidArgument
 from shared.healthcheck import health_ok
 from shared.tls import make_local_ca
 from shared.settings import default_data_dir
@@ -40,7 +48,10 @@ MODULES = {
     "llm_orchestration": "services.llm_orchestration.main",
     "knowledge_store": "services.knowledge_store.main",
     "rag_pipeline": "services.rag_pipeline.main",
+    "single": "services.single_process.main",        # the three services in one process
 }
+MODES = ("split", "single")
+SINGLE = "single"
 DEFAULT_PORTS = {"llm_orchestration": (50062, 8062), "knowledge_store": (50061, 8061), "rag_pipeline": (50063, 8063)}
 GRPC_NAMES = {"llm_orchestration": "nucleus.v1.LlmOrchestration", "knowledge_store": "nucleus.v1.KnowledgeStore",
               "rag_pipeline": "nucleus.v1.RagPipeline"}
@@ -66,6 +77,11 @@ class Child:
             env=self.env, stdout=out, stderr=out, stdin=subprocess.DEVNULL)
         out.close()
 
+    @property
+    def addresses(self) -> dict[str, dict]:
+        """The address of every service this process hosts (one, or all three in single mode)."""
+        return dict(self.address.get("services") or {self.name: self.address}) if self.address else {}
+
     def ready_address(self) -> dict | None:
         """The addresses the process announced, once it answers SERVING; None until then."""
         try:
@@ -75,12 +91,16 @@ class Child:
         if self.probe is not None:
             healthy = self.probe(address)
         else:
-            healthy = health_ok(address["grpc"], GRPC_NAMES[self.name],
-                                ca_file=self.env.get(ENV_PREFIXES[self.name] + "TLS_CA_FILE"))
+            hosted = address.get("services") or {self.name: address}
+            healthy = all(health_ok(a["grpc"], GRPC_NAMES[n], ca_file=self.env.get(ENV_PREFIXES[n] + "TLS_CA_FILE"))
+                          for n, a in hosted.items())
         if not healthy:
             return None
         self.address = address
         return address
+
+    def where(self) -> str:
+        return ", ".join(a.get("grpc", "") for a in self.addresses.values())
 
     def wait_ready(self, timeout_s: float) -> dict:
         deadline = time.monotonic() + timeout_s
@@ -113,9 +133,13 @@ class Supervisor:
     def __init__(self, data_dir: Path, *, ephemeral_ports: bool = False, host: str = "127.0.0.1",
                  extra_env: dict[str, str] | None = None, policy: RestartPolicy | None = None,
                  clock: Callable[[], float] = time.monotonic, commands: dict[str, list[str]] | None = None,
-                 probe: Callable[[str, dict], bool] | None = None) -> None:
+                 probe: Callable[[str, dict], bool] | None = None, mode: str | None = None) -> None:
         """`policy`: restarts (cli/restarts.py); `clock`: the monitor's time; `commands`: argv per
-        service instead of its module; `probe(name, address)`: readiness instead of grpc.health."""
+        service instead of its module; `probe(name, address)`: readiness instead of grpc.health;
+        `mode`: "split" (a process per service) or "single" (one process hosting all three);
+        None: $NUCLEUS_MODE, else "split" (`nucleus up` passes `default_mode()`)."""
+        self.mode = check_mode(mode or os.environ.get("NUCLEUS_MODE", "").strip().lower() or "split")
+        self.units = SERVICES if self.mode == "split" else (SINGLE,)     # the processes, in start order
         self.policy = policy or RestartPolicy.from_env()
         self.clock = clock
         self.commands = commands or {}
@@ -132,6 +156,15 @@ class Supervisor:
         self.children: dict[str, Child] = {}
 
     def _env(self, name: str) -> dict[str, str]:
+        if name == SINGLE:          # one environment for the three: each service reads its own prefix
+            env: dict[str, str] = {}
+            for service in SERVICES:
+                env.update(self._service_env(service))
+            env.setdefault("NUCLEUS_KS_DATA_DIR", str(self.data_dir / "knowledge_store"))
+            return env
+        return self._service_env(name)
+
+    def _service_env(self, name: str) -> dict[str, str]:
         env = dict(os.environ)
         env.update(self.extra_env)
         env.setdefault("NUCLEUS_DATA_DIR", str(self.data_dir))
@@ -180,7 +213,7 @@ class Supervisor:
             ensure_identities(self.identity_dir)
         if self.tls_dir is not None:
             make_local_ca(self.tls_dir, SERVICES, (self.host, "127.0.0.1", "localhost"))
-        for name in SERVICES:
+        for name in self.units:
             probe = self.probe
             child = Child(name, self._env(name), self.run_dir / f"{name}.ready.json", self.run_dir / f"{name}.log",
                           argv=self.commands.get(name),
@@ -193,15 +226,22 @@ class Supervisor:
                 self.stop()
                 raise
             self.supervision[name] = Supervision(name, self.policy)
-            log.info("%s healthy at %s", name, child.address["grpc"])
+            log.info("%s healthy at %s", name, child.where())
         self._write_state()
-        return {n: c.address for n, c in self.children.items()}
+        return self.addresses()
+
+    def addresses(self) -> dict[str, dict]:
+        """Each service's announced addresses, by service name (in either mode)."""
+        return {n: a for c in self.children.values() for n, a in c.addresses.items()}
 
     def _write_state(self) -> None:
         now = self.clock()
-        state = {"supervisor_pid": os.getpid(), "data_dir": str(self.data_dir),
-                 "services": {n: c.address for n, c in self.children.items()},
-                 "supervision": {n: s.snapshot(now) for n, s in self.supervision.items()},
+        hosts = {n: unit for unit, c in self.children.items() for n in (c.addresses or {unit: {}})}
+        state = {"supervisor_pid": os.getpid(), "data_dir": str(self.data_dir), "mode": self.mode,
+                 "services": self.addresses(),
+                 "supervision": {n: {**self.supervision[unit].snapshot(now),
+                                     "log_file": str(self.children[unit].log_file)}
+                                 for n, unit in hosts.items() if unit in self.supervision},
                  "restart_policy": self.policy.describe(),
                  "tls_ca_file": str(self.tls_dir / "ca.pem") if self.tls_dir is not None else ""}
         tmp = self.state_file.with_suffix(".tmp")
@@ -222,7 +262,7 @@ class Supervisor:
             self.retry_failed()
         now = self.clock()
         changed = False
-        for name in SERVICES:
+        for name in self.units:
             child, sup = self.children.get(name), self.supervision.get(name)
             if child is None or sup is None:
                 continue
@@ -249,7 +289,7 @@ class Supervisor:
                 self._crashed(child, sup, now, f"{describe_exit(code)} while starting")
             elif child.ready_address() is not None:
                 sup.ready()
-                log.info("%s healthy again at %s (restart %d)", child.name, child.address["grpc"], sup.restarts)
+                log.info("%s healthy again at %s (restart %d)", child.name, child.where(), sup.restarts)
             elif now >= sup.deadline:
                 child.kill()
                 self._crashed(child, sup, now, f"not healthy within {self.policy.start_timeout_s:g}s")
@@ -274,11 +314,12 @@ class Supervisor:
 
     def _pin_ports(self, child: Child) -> None:
         """Restart on the same ports, so the services that call it keep their targets."""
-        prefix = _prefix(child.name)
-        if child.address.get("grpc"):
-            child.env[prefix + "GRPC_PORT"] = child.address["grpc"].rsplit(":", 1)[1]
-        if child.address.get("mcp"):
-            child.env[prefix + "MCP_PORT"] = child.address["mcp"].rsplit(":", 1)[1].split("/")[0]
+        for name, address in child.addresses.items():
+            prefix = _prefix(name)
+            if address.get("grpc"):
+                child.env[prefix + "GRPC_PORT"] = address["grpc"].rsplit(":", 1)[1]
+            if address.get("mcp"):
+                child.env[prefix + "MCP_PORT"] = address["mcp"].rsplit(":", 1)[1].split("/")[0]
 
     def retry_failed(self) -> list[str]:
         """Give every failed service another try (its crash window starts afresh)."""
@@ -294,7 +335,7 @@ class Supervisor:
     def stop(self) -> None:
         for sup in self.supervision.values():
             sup.stopped()
-        for name in reversed(SERVICES):
+        for name in reversed(self.units):
             child = self.children.get(name)
             if child is not None:
                 child.stop()
@@ -308,15 +349,33 @@ def _prefix(name: str) -> str:
     return ENV_PREFIXES[name]
 
 
+DEFAULT_MODE = "single"     # measured better on one machine: docs/BENCHMARKS.md, "Deployment modes"
+
+
+def check_mode(mode: str) -> str:
+    if mode not in MODES:
+        raise InvalidArgument("mode", f"must be 'single' (one process) or 'split' (a process per service), "
+                                      f"got {mode!r} (--mode or NUCLEUS_MODE)")
+    return mode
+
+
+def default_mode() -> str:
+    """The deployment mode `nucleus up` uses unless told: $NUCLEUS_MODE, else DEFAULT_MODE."""
+    return check_mode(os.environ.get("NUCLEUS_MODE", "").strip().lower() or DEFAULT_MODE)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(prog="python -m cli.supervisor")
     parser.add_argument("--data-dir", type=Path, default=default_data_dir())
     parser.add_argument("--ephemeral-ports", action="store_true")
     parser.add_argument("--host", default="127.0.0.1")
+    parser.add_argument("--mode", choices=MODES, default=default_mode(),
+                        help="single: the three services in one process; split: a process each "
+                             "(default: $NUCLEUS_MODE, else %(default)s)")
     args = parser.parse_args()
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s",
                         stream=sys.stderr)
-    supervisor = Supervisor(args.data_dir, ephemeral_ports=args.ephemeral_ports, host=args.host)
+    supervisor = Supervisor(args.data_dir, ephemeral_ports=args.ephemeral_ports, host=args.host, mode=args.mode)
     stop_flag = [False]
 
     def on_signal(signum, frame):  # noqa: ARG001

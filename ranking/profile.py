@@ -8,6 +8,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+DEFAULT_RERANK_TOP_N = 20
+MAX_RERANK_TOP_N = 50
+DEFAULT_RERANK_WEIGHT = 0.5
+
 from ranking.config import (
     DEFAULT_DENSE_WEIGHT,
     DEFAULT_FUSION,
@@ -33,6 +37,13 @@ class RankingProfile:
     recency_mode: str = DEFAULT_RECENCY_MODE
     recency_half_life_days: float = DEFAULT_HALF_LIFE_DAYS
     reputation_prior_strength: float = DEFAULT_PRIOR_STRENGTH
+    # Model re-ranking (off by default): "" = none unless a request asks (then the default
+    # method), else a re-ranker LlmOrchestration offers ("cross-encoder", "rerank-api", …);
+    # how many of the first ranking's best are re-scored (≤ MAX_RERANK_TOP_N), and the weight
+    # of the re-ranker's score in Relevancy (relevancy = (1 − w)·fused + w·rerank).
+    reranker: str = ""
+    rerank_top_n: int = DEFAULT_RERANK_TOP_N
+    rerank_weight: float = DEFAULT_RERANK_WEIGHT
     updated_unix: int = 0
     is_default: bool = False
 

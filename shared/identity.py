@@ -54,6 +54,24 @@ def local_principal() -> Principal:
                      groups=groups, auth_method="local", roles=(ADMIN,))  # the owner of a local stack
 
 
+#: gRPC metadata of a caller without a verified identity (authentication off) asking to be
+#: answered as the local principal, as MCP answers every such caller (`nucleus search` sends it).
+LOCAL_PRINCIPAL_METADATA = ("x-nucleus-principal", "local")
+#: Response metadata naming the principal a request was answered as (`describe_principal`).
+ANSWERED_AS_METADATA = "x-nucleus-answered-as"
+
+
+def describe_principal(principal: Principal | None) -> str:
+    """Who a request was answered as, for an operator to read (no credential material)."""
+    if principal is None:
+        return "the operator (authentication off; no visibility filter: every document of the tenant)"
+    if principal.has_role(OPERATOR):
+        return "the operator" + (f" (tenant {principal.tenant_id})" if principal.tenant_id else "")
+    kind = "local principal" if principal.auth_method == "local" else "user"
+    groups = ", ".join(principal.groups) or "none"
+    return f"{kind} {principal.user_id} of tenant {principal.tenant_id} (groups: {groups})"
+
+
 def current_principal(*, allow_local: bool) -> Principal:
     """The principal of a request that carries no verified token: the local principal if
     `allow_local`, else Unauthenticated. `allow_local` is true only for transports where the

@@ -17,6 +17,7 @@ Only MCP, pydantic and `shared.errors` are imported here: no service, no transpo
 """
 from __future__ import annotations
 
+import logging
 from collections.abc import Mapping
 from typing import Any, Awaitable, Callable, Literal, TypeVar
 
@@ -142,6 +143,9 @@ def invalid_params_middleware(arguments: Mapping[str, type[BaseModel]]) -> Middl
         if getattr(ctx, "method", None) == "tools/call":
             params = ctx.params or {}
             problem = call_params_problem(params)
+            if problem and getattr(ctx, "request_id", "") is None:     # a notification: no answer is owed
+                logging.getLogger(__name__).debug("dropped a tools/call notification: %s", problem)
+                return None
             if problem:
                 raise MCPError(INVALID_PARAMS, f"Invalid params: {problem}")
             model = arguments.get(params["name"])

@@ -89,16 +89,23 @@ def _bind_socket(host: str, port: int) -> socket.socket:
     return sock
 
 
-def _write_ready(path: Path, payload: dict[str, Any]) -> None:
+def write_ready(path: Path, payload: dict[str, Any]) -> None:
+    """Write `payload` to `path` atomically (the ready-file format of the module docstring)."""
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_suffix(path.suffix + ".tmp")
     tmp.write_text(json.dumps(payload))
     os.replace(tmp, path)
 
 
-async def run_service(spec: ServiceSpec, settings: ServiceSettings, *, ready_file: Path | None = None) -> None:
-    """Serve gRPC (+ MCP over HTTP unless settings.mcp_port < 0) until SIGTERM/SIGINT."""
-    setup_telemetry(spec.name)  # telemetry hook: the OTel SDK, once per process
+async def run_service(spec: ServiceSpec, settings: ServiceSettings, *, ready_file: Path | None = None,
+                      stop: asyncio.Event | None = None, own_process: bool = True,
+                      on_ready: Callable[[dict[str, Any]], None] | None = None) -> None:
+    """Serve gRPC (+ MCP over HTTP unless settings.mcp_port < 0) until SIGTERM/SIGINT, or until
+    `stop` is set. `own_process=False` (several services in one process, services/single_process):
+    the caller installs telemetry and signal handlers and says when to stop; `on_ready` gets
+    the addresses the ready file would hold."""
+    if own_process:
+        setup_telemetry(spec.name)  # telemetry hook: the OTel SDK, once per process
     server = grpc.aio.server(
         interceptors=[ServerTracingInterceptor(), *spec.grpc_interceptors],  # telemetry hook: SERVER spans
         options=[
@@ -153,12 +160,15 @@ async def run_service(spec: ServiceSpec, settings: ServiceSettings, *, ready_fil
                  "tls": tls}
     log.info("%s serving gRPC on %s%s", spec.name, addresses["grpc"], f", MCP on {mcp_url}" if mcp_url else "")
     if ready_file is not None:
-        _write_ready(ready_file, addresses)
+        write_ready(ready_file, addresses)
+    if on_ready is not None:
+        on_ready(addresses)
 
-    stop = asyncio.Event()
-    loop = asyncio.get_running_loop()
-    for sig in (signal.SIGTERM, signal.SIGINT):
-        loop.add_signal_handler(sig, stop.set)
+    if stop is None:
+        stop = asyncio.Event()
+        loop = asyncio.get_running_loop()
+        for sig in (signal.SIGTERM, signal.SIGINT):
+            loop.add_signal_handler(sig, stop.set)
     waiters = [asyncio.create_task(stop.wait())] + ([http_task] if http_task else [])
     await asyncio.wait(waiters, return_when=asyncio.FIRST_COMPLETED)
 
@@ -176,7 +186,8 @@ async def run_service(spec: ServiceSpec, settings: ServiceSettings, *, ready_fil
         await spec.close()
     if ready_file is not None:
         ready_file.unlink(missing_ok=True)
-    shutdown_telemetry()  # telemetry hook: export buffered spans (bounded) before exit
+    if own_process:
+        shutdown_telemetry()  # telemetry hook: export buffered spans (bounded) before exit
     log.info("%s stopped", spec.name)
 
 

@@ -118,6 +118,13 @@ class KnowledgeStoreSettings(ServiceSettings):
         "NUCLEUS_QDRANT_WRITE_CONSISTENCY", "NUCLEUS_KS_QDRANT_WRITE_CONSISTENCY"))
     qdrant_shard_key_tenants: str = Field("", validation_alias=AliasChoices(
         "NUCLEUS_QDRANT_SHARD_KEY_TENANTS", "NUCLEUS_KS_QDRANT_SHARD_KEY_TENANTS"))
+    # Corruption detection (embedded backend, docs/OPERATIONS.md "Corruption"): a background
+    # scrub checks every row's checksum, tenant by tenant, reading at most `scrub_rate_mb_s`,
+    # one pass every `scrub_interval_s` (0 = no scrub); SQLite's quick_check runs on open and
+    # in each pass for databases up to `quick_check_max_mb` (0 = never).
+    scrub_interval_s: float = Field(default=3_600.0, ge=0)
+    scrub_rate_mb_s: float = Field(default=8.0, gt=0)
+    quick_check_max_mb: int = Field(default=64, ge=0)
 
 
 class LlmOrchestrationSettings(ServiceSettings):
@@ -151,6 +158,16 @@ class LlmOrchestrationSettings(ServiceSettings):
     max_attempts: int = 3
     breaker_failure_threshold: int = 5
     breaker_reset_s: float = 30.0
+    # Model re-rankers (docs/MODELS.md); none configured = none offered. A ranking profile
+    # picks one by name ("cross-encoder" | "rerank-api"); the operator configures them here.
+    cross_encoder_path: str = ""            # a CrossEncoder / HF sequence-classification folder
+    cross_encoder_max_length: int = 256     # tokens per (query, passage) pair; the passage is cut
+    cross_encoder_batch_size: int = 16
+    rerank_api_url: str = ""                # base URL; requests go to <url>/rerank
+    rerank_api_key: SecretStr = SecretStr("")
+    rerank_api_model: str = ""
+    rerank_api_format: Literal["cohere", "tei"] = "cohere"
+    rerank_api_timeout_s: float = 10.0
 
 
 class RagPipelineSettings(ServiceSettings):
@@ -194,3 +211,9 @@ class RagPipelineSettings(ServiceSettings):
     # 0 turns it off. Operators and the stack's own services are never limited.
     rate_limit_per_s: float = Field(default=10.0, ge=0)
     rate_limit_burst: int = Field(default=60, ge=1)
+    # Chat (services/rag_pipeline/chat.py): per end user, a request rate (token bucket) and a
+    # budget of model tokens (input + output) per rolling window. 0 turns either off.
+    chat_rate_per_s: float = Field(default=0.2, ge=0)
+    chat_burst: int = Field(default=5, ge=1)
+    chat_token_budget: int = Field(default=100_000, ge=0)
+    chat_budget_window_s: float = Field(default=3_600.0, gt=0)

@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable
 
-from benchmarks.attacks import findings, matrix, ports
+from benchmarks.attacks import federation, findings, hostile, matrix, ports
 from benchmarks.attacks.oracle import Artifact, Oracle, TenantRules
 from benchmarks.attacks.tally import Report
 from benchmarks.attacks.wire import Forge
@@ -22,12 +22,14 @@ FAMILIES = {
     "a": "every port, bad credentials",
     "b": "principal matrix, MCP + gRPC",
     "c": "low findings",
+    "d": "hostile documents, malformed links",
+    "f": "federation: cross-user, cross-tenant, forged identity, loops, hostile remotes",
 }
 
 
 @dataclass
 class Options:
-    families: str = "abc"
+    families: str = "abcdf"
     stack_dir: Path | None = None        # keep the stack's data (logs, audit) here; default: a temporary dir
     timeout_s: float = 240.0
 
@@ -55,7 +57,9 @@ def run_suite(options: Options, say: Callable[[str], None] = print) -> Report:
         forge, oracle = Forge(stack.identity_dir), build_oracle()
         steps = {"a": lambda fam: ports.run(fam, stack, forge),
                  "b": lambda fam: matrix.run(fam, stack, oracle),
-                 "c": lambda fam: findings.run(fam, stack, forge)}
+                 "c": lambda fam: findings.run(fam, stack, forge),
+                 "d": lambda fam: hostile.run(fam, stack),
+                 "f": lambda fam: federation.run(fam, stack)}
         for key in options.families:
             fam = report.family(f"({key})", FAMILIES[key])
             t = time.perf_counter()

@@ -7,6 +7,60 @@ from typing import ClassVar as _ClassVar, Optional as _Optional, Union as _Union
 
 DESCRIPTOR: _descriptor.FileDescriptor
 
+class BackupTenantsRequest(_message.Message):
+    __slots__ = ("tenant_ids", "directory", "final_directory")
+    TENANT_IDS_FIELD_NUMBER: _ClassVar[int]
+    DIRECTORY_FIELD_NUMBER: _ClassVar[int]
+    FINAL_DIRECTORY_FIELD_NUMBER: _ClassVar[int]
+    tenant_ids: _containers.RepeatedScalarFieldContainer[str]
+    directory: str
+    final_directory: str
+    def __init__(self, tenant_ids: _Optional[_Iterable[str]] = ..., directory: _Optional[str] = ..., final_directory: _Optional[str] = ...) -> None: ...
+
+class TenantSnapshot(_message.Message):
+    __slots__ = ("tenant_id", "file", "sha256", "bytes", "entries", "seq", "database_id", "point_unix")
+    TENANT_ID_FIELD_NUMBER: _ClassVar[int]
+    FILE_FIELD_NUMBER: _ClassVar[int]
+    SHA256_FIELD_NUMBER: _ClassVar[int]
+    BYTES_FIELD_NUMBER: _ClassVar[int]
+    ENTRIES_FIELD_NUMBER: _ClassVar[int]
+    SEQ_FIELD_NUMBER: _ClassVar[int]
+    DATABASE_ID_FIELD_NUMBER: _ClassVar[int]
+    POINT_UNIX_FIELD_NUMBER: _ClassVar[int]
+    tenant_id: str
+    file: str
+    sha256: str
+    bytes: int
+    entries: int
+    seq: int
+    database_id: str
+    point_unix: float
+    def __init__(self, tenant_id: _Optional[str] = ..., file: _Optional[str] = ..., sha256: _Optional[str] = ..., bytes: _Optional[int] = ..., entries: _Optional[int] = ..., seq: _Optional[int] = ..., database_id: _Optional[str] = ..., point_unix: _Optional[float] = ...) -> None: ...
+
+class BackupTenantsResponse(_message.Message):
+    __slots__ = ("snapshots",)
+    SNAPSHOTS_FIELD_NUMBER: _ClassVar[int]
+    snapshots: _containers.RepeatedCompositeFieldContainer[TenantSnapshot]
+    def __init__(self, snapshots: _Optional[_Iterable[_Union[TenantSnapshot, _Mapping]]] = ...) -> None: ...
+
+class RestoreTenantRequest(_message.Message):
+    __slots__ = ("tenant_id", "file", "sha256")
+    TENANT_ID_FIELD_NUMBER: _ClassVar[int]
+    FILE_FIELD_NUMBER: _ClassVar[int]
+    SHA256_FIELD_NUMBER: _ClassVar[int]
+    tenant_id: str
+    file: str
+    sha256: str
+    def __init__(self, tenant_id: _Optional[str] = ..., file: _Optional[str] = ..., sha256: _Optional[str] = ...) -> None: ...
+
+class RestoreTenantResponse(_message.Message):
+    __slots__ = ("restored", "unavailable_seconds")
+    RESTORED_FIELD_NUMBER: _ClassVar[int]
+    UNAVAILABLE_SECONDS_FIELD_NUMBER: _ClassVar[int]
+    restored: TenantSnapshot
+    unavailable_seconds: float
+    def __init__(self, restored: _Optional[_Union[TenantSnapshot, _Mapping]] = ..., unavailable_seconds: _Optional[float] = ...) -> None: ...
+
 class Document(_message.Message):
     __slots__ = ("artifact", "content", "content_type")
     ARTIFACT_FIELD_NUMBER: _ClassVar[int]
@@ -318,7 +372,7 @@ class StoreProblem(_message.Message):
     def __init__(self, tenant_id: _Optional[str] = ..., kind: _Optional[str] = ..., message: _Optional[str] = ..., since_unix: _Optional[int] = ...) -> None: ...
 
 class StoreStatus(_message.Message):
-    __slots__ = ("state", "data_dir", "read_only", "free_bytes", "total_bytes", "problems", "repaired_rows", "open_tenants", "open_tenant_bytes", "memory_budget_bytes", "tenants")
+    __slots__ = ("state", "data_dir", "read_only", "free_bytes", "total_bytes", "problems", "repaired_rows", "open_tenants", "open_tenant_bytes", "memory_budget_bytes", "tenants", "scrub")
     STATE_FIELD_NUMBER: _ClassVar[int]
     DATA_DIR_FIELD_NUMBER: _ClassVar[int]
     READ_ONLY_FIELD_NUMBER: _ClassVar[int]
@@ -330,6 +384,7 @@ class StoreStatus(_message.Message):
     OPEN_TENANT_BYTES_FIELD_NUMBER: _ClassVar[int]
     MEMORY_BUDGET_BYTES_FIELD_NUMBER: _ClassVar[int]
     TENANTS_FIELD_NUMBER: _ClassVar[int]
+    SCRUB_FIELD_NUMBER: _ClassVar[int]
     state: str
     data_dir: str
     read_only: bool
@@ -341,7 +396,8 @@ class StoreStatus(_message.Message):
     open_tenant_bytes: int
     memory_budget_bytes: int
     tenants: _containers.RepeatedCompositeFieldContainer[OpenTenant]
-    def __init__(self, state: _Optional[str] = ..., data_dir: _Optional[str] = ..., read_only: _Optional[bool] = ..., free_bytes: _Optional[int] = ..., total_bytes: _Optional[int] = ..., problems: _Optional[_Iterable[_Union[StoreProblem, _Mapping]]] = ..., repaired_rows: _Optional[int] = ..., open_tenants: _Optional[int] = ..., open_tenant_bytes: _Optional[int] = ..., memory_budget_bytes: _Optional[int] = ..., tenants: _Optional[_Iterable[_Union[OpenTenant, _Mapping]]] = ...) -> None: ...
+    scrub: str
+    def __init__(self, state: _Optional[str] = ..., data_dir: _Optional[str] = ..., read_only: _Optional[bool] = ..., free_bytes: _Optional[int] = ..., total_bytes: _Optional[int] = ..., problems: _Optional[_Iterable[_Union[StoreProblem, _Mapping]]] = ..., repaired_rows: _Optional[int] = ..., open_tenants: _Optional[int] = ..., open_tenant_bytes: _Optional[int] = ..., memory_budget_bytes: _Optional[int] = ..., tenants: _Optional[_Iterable[_Union[OpenTenant, _Mapping]]] = ..., scrub: _Optional[str] = ...) -> None: ...
 
 class OpenTenant(_message.Message):
     __slots__ = ("tenant_id", "bytes")
@@ -360,7 +416,7 @@ class CheckTenantRequest(_message.Message):
     def __init__(self, tenant_id: _Optional[str] = ..., repair: _Optional[bool] = ...) -> None: ...
 
 class TenantCheck(_message.Message):
-    __slots__ = ("tenant_id", "entries", "vectors", "keyword_rows", "vectors_indexed", "keyword_rows_indexed", "missing_vectors", "malformed_vectors", "missing_keyword_rows", "orphan_vectors", "orphan_keyword_rows", "entries_without_artifact", "integrity_errors", "repaired_vectors", "repaired_keyword_rows", "removed_orphans", "deferred", "consistent")
+    __slots__ = ("tenant_id", "entries", "vectors", "keyword_rows", "vectors_indexed", "keyword_rows_indexed", "missing_vectors", "malformed_vectors", "missing_keyword_rows", "orphan_vectors", "orphan_keyword_rows", "entries_without_artifact", "integrity_errors", "repaired_vectors", "repaired_keyword_rows", "removed_orphans", "deferred", "consistent", "corrupt_rows", "unverified_rows")
     TENANT_ID_FIELD_NUMBER: _ClassVar[int]
     ENTRIES_FIELD_NUMBER: _ClassVar[int]
     VECTORS_FIELD_NUMBER: _ClassVar[int]
@@ -379,6 +435,8 @@ class TenantCheck(_message.Message):
     REMOVED_ORPHANS_FIELD_NUMBER: _ClassVar[int]
     DEFERRED_FIELD_NUMBER: _ClassVar[int]
     CONSISTENT_FIELD_NUMBER: _ClassVar[int]
+    CORRUPT_ROWS_FIELD_NUMBER: _ClassVar[int]
+    UNVERIFIED_ROWS_FIELD_NUMBER: _ClassVar[int]
     tenant_id: str
     entries: int
     vectors: int
@@ -397,7 +455,9 @@ class TenantCheck(_message.Message):
     removed_orphans: int
     deferred: str
     consistent: bool
-    def __init__(self, tenant_id: _Optional[str] = ..., entries: _Optional[int] = ..., vectors: _Optional[int] = ..., keyword_rows: _Optional[int] = ..., vectors_indexed: _Optional[int] = ..., keyword_rows_indexed: _Optional[int] = ..., missing_vectors: _Optional[int] = ..., malformed_vectors: _Optional[int] = ..., missing_keyword_rows: _Optional[int] = ..., orphan_vectors: _Optional[int] = ..., orphan_keyword_rows: _Optional[int] = ..., entries_without_artifact: _Optional[int] = ..., integrity_errors: _Optional[_Iterable[str]] = ..., repaired_vectors: _Optional[int] = ..., repaired_keyword_rows: _Optional[int] = ..., removed_orphans: _Optional[int] = ..., deferred: _Optional[str] = ..., consistent: _Optional[bool] = ...) -> None: ...
+    corrupt_rows: int
+    unverified_rows: int
+    def __init__(self, tenant_id: _Optional[str] = ..., entries: _Optional[int] = ..., vectors: _Optional[int] = ..., keyword_rows: _Optional[int] = ..., vectors_indexed: _Optional[int] = ..., keyword_rows_indexed: _Optional[int] = ..., missing_vectors: _Optional[int] = ..., malformed_vectors: _Optional[int] = ..., missing_keyword_rows: _Optional[int] = ..., orphan_vectors: _Optional[int] = ..., orphan_keyword_rows: _Optional[int] = ..., entries_without_artifact: _Optional[int] = ..., integrity_errors: _Optional[_Iterable[str]] = ..., repaired_vectors: _Optional[int] = ..., repaired_keyword_rows: _Optional[int] = ..., removed_orphans: _Optional[int] = ..., deferred: _Optional[str] = ..., consistent: _Optional[bool] = ..., corrupt_rows: _Optional[int] = ..., unverified_rows: _Optional[int] = ...) -> None: ...
 
 class ExternalText(_message.Message):
     __slots__ = ("title", "text")

@@ -125,6 +125,16 @@ class KnowledgeStoreStub:
                 request_serializer=nucleus_dot_v1_dot_common__pb2.ListPersonasRequest.SerializeToString,
                 response_deserializer=nucleus_dot_v1_dot_common__pb2.ListPersonasResponse.FromString,
                 _registered_method=True)
+        self.BackupTenants = channel.unary_unary(
+                '/nucleus.v1.KnowledgeStore/BackupTenants',
+                request_serializer=nucleus_dot_v1_dot_knowledge__store__pb2.BackupTenantsRequest.SerializeToString,
+                response_deserializer=nucleus_dot_v1_dot_knowledge__store__pb2.BackupTenantsResponse.FromString,
+                _registered_method=True)
+        self.RestoreTenant = channel.unary_unary(
+                '/nucleus.v1.KnowledgeStore/RestoreTenant',
+                request_serializer=nucleus_dot_v1_dot_knowledge__store__pb2.RestoreTenantRequest.SerializeToString,
+                response_deserializer=nucleus_dot_v1_dot_knowledge__store__pb2.RestoreTenantResponse.FromString,
+                _registered_method=True)
 
 
 class KnowledgeStoreServicer:
@@ -252,6 +262,23 @@ class KnowledgeStoreServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def BackupTenants(self, request, context):
+        """Operators (embedded backend): online snapshots of tenants' databases into a directory on the
+        store's host, each at one commit while ingest goes on (`nucleus backup`, docs/OPERATIONS.md).
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def RestoreTenant(self, request, context):
+        """Operators (embedded backend): replace one tenant's database by a snapshot file whose SHA-256
+        the caller took from an authenticated manifest; verified (checksum, integrity_check, tenant)
+        before the swap; only this tenant is briefly unavailable (`nucleus restore`).
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_KnowledgeStoreServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -344,6 +371,16 @@ def add_KnowledgeStoreServicer_to_server(servicer, server):
                     servicer.ListPersonas,
                     request_deserializer=nucleus_dot_v1_dot_common__pb2.ListPersonasRequest.FromString,
                     response_serializer=nucleus_dot_v1_dot_common__pb2.ListPersonasResponse.SerializeToString,
+            ),
+            'BackupTenants': grpc.unary_unary_rpc_method_handler(
+                    servicer.BackupTenants,
+                    request_deserializer=nucleus_dot_v1_dot_knowledge__store__pb2.BackupTenantsRequest.FromString,
+                    response_serializer=nucleus_dot_v1_dot_knowledge__store__pb2.BackupTenantsResponse.SerializeToString,
+            ),
+            'RestoreTenant': grpc.unary_unary_rpc_method_handler(
+                    servicer.RestoreTenant,
+                    request_deserializer=nucleus_dot_v1_dot_knowledge__store__pb2.RestoreTenantRequest.FromString,
+                    response_serializer=nucleus_dot_v1_dot_knowledge__store__pb2.RestoreTenantResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -832,6 +869,60 @@ class KnowledgeStore:
             '/nucleus.v1.KnowledgeStore/ListPersonas',
             nucleus_dot_v1_dot_common__pb2.ListPersonasRequest.SerializeToString,
             nucleus_dot_v1_dot_common__pb2.ListPersonasResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def BackupTenants(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/nucleus.v1.KnowledgeStore/BackupTenants',
+            nucleus_dot_v1_dot_knowledge__store__pb2.BackupTenantsRequest.SerializeToString,
+            nucleus_dot_v1_dot_knowledge__store__pb2.BackupTenantsResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def RestoreTenant(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/nucleus.v1.KnowledgeStore/RestoreTenant',
+            nucleus_dot_v1_dot_knowledge__store__pb2.RestoreTenantRequest.SerializeToString,
+            nucleus_dot_v1_dot_knowledge__store__pb2.RestoreTenantResponse.FromString,
             options,
             channel_credentials,
             insecure,

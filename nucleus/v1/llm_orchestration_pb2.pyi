@@ -71,12 +71,14 @@ class RerankCandidate(_message.Message):
     def __init__(self, id: _Optional[str] = ..., text: _Optional[str] = ...) -> None: ...
 
 class RerankRequest(_message.Message):
-    __slots__ = ("query", "candidates")
+    __slots__ = ("query", "candidates", "method")
     QUERY_FIELD_NUMBER: _ClassVar[int]
     CANDIDATES_FIELD_NUMBER: _ClassVar[int]
+    METHOD_FIELD_NUMBER: _ClassVar[int]
     query: str
     candidates: _containers.RepeatedCompositeFieldContainer[RerankCandidate]
-    def __init__(self, query: _Optional[str] = ..., candidates: _Optional[_Iterable[_Union[RerankCandidate, _Mapping]]] = ...) -> None: ...
+    method: str
+    def __init__(self, query: _Optional[str] = ..., candidates: _Optional[_Iterable[_Union[RerankCandidate, _Mapping]]] = ..., method: _Optional[str] = ...) -> None: ...
 
 class RerankScore(_message.Message):
     __slots__ = ("id", "score")
@@ -147,17 +149,91 @@ class ModelInfoRequest(_message.Message):
     def __init__(self) -> None: ...
 
 class ModelInfo(_message.Message):
-    __slots__ = ("embedding_model", "dimension", "embedding_provider", "chat_configured", "chat_model", "breaker_state")
+    __slots__ = ("embedding_model", "dimension", "embedding_provider", "chat_configured", "chat_model", "breaker_state", "rerankers")
     EMBEDDING_MODEL_FIELD_NUMBER: _ClassVar[int]
     DIMENSION_FIELD_NUMBER: _ClassVar[int]
     EMBEDDING_PROVIDER_FIELD_NUMBER: _ClassVar[int]
     CHAT_CONFIGURED_FIELD_NUMBER: _ClassVar[int]
     CHAT_MODEL_FIELD_NUMBER: _ClassVar[int]
     BREAKER_STATE_FIELD_NUMBER: _ClassVar[int]
+    RERANKERS_FIELD_NUMBER: _ClassVar[int]
     embedding_model: str
     dimension: int
     embedding_provider: str
     chat_configured: bool
     chat_model: str
     breaker_state: str
-    def __init__(self, embedding_model: _Optional[str] = ..., dimension: _Optional[int] = ..., embedding_provider: _Optional[str] = ..., chat_configured: _Optional[bool] = ..., chat_model: _Optional[str] = ..., breaker_state: _Optional[str] = ...) -> None: ...
+    rerankers: _containers.RepeatedScalarFieldContainer[str]
+    def __init__(self, embedding_model: _Optional[str] = ..., dimension: _Optional[int] = ..., embedding_provider: _Optional[str] = ..., chat_configured: _Optional[bool] = ..., chat_model: _Optional[str] = ..., breaker_state: _Optional[str] = ..., rerankers: _Optional[_Iterable[str]] = ...) -> None: ...
+
+class ChatToolCall(_message.Message):
+    __slots__ = ("index", "id", "name", "arguments")
+    INDEX_FIELD_NUMBER: _ClassVar[int]
+    ID_FIELD_NUMBER: _ClassVar[int]
+    NAME_FIELD_NUMBER: _ClassVar[int]
+    ARGUMENTS_FIELD_NUMBER: _ClassVar[int]
+    index: int
+    id: str
+    name: str
+    arguments: str
+    def __init__(self, index: _Optional[int] = ..., id: _Optional[str] = ..., name: _Optional[str] = ..., arguments: _Optional[str] = ...) -> None: ...
+
+class ChatMessage(_message.Message):
+    __slots__ = ("role", "content", "name", "tool_call_id", "tool_calls")
+    ROLE_FIELD_NUMBER: _ClassVar[int]
+    CONTENT_FIELD_NUMBER: _ClassVar[int]
+    NAME_FIELD_NUMBER: _ClassVar[int]
+    TOOL_CALL_ID_FIELD_NUMBER: _ClassVar[int]
+    TOOL_CALLS_FIELD_NUMBER: _ClassVar[int]
+    role: str
+    content: str
+    name: str
+    tool_call_id: str
+    tool_calls: _containers.RepeatedCompositeFieldContainer[ChatToolCall]
+    def __init__(self, role: _Optional[str] = ..., content: _Optional[str] = ..., name: _Optional[str] = ..., tool_call_id: _Optional[str] = ..., tool_calls: _Optional[_Iterable[_Union[ChatToolCall, _Mapping]]] = ...) -> None: ...
+
+class ChatTool(_message.Message):
+    __slots__ = ("name", "description", "parameters_json")
+    NAME_FIELD_NUMBER: _ClassVar[int]
+    DESCRIPTION_FIELD_NUMBER: _ClassVar[int]
+    PARAMETERS_JSON_FIELD_NUMBER: _ClassVar[int]
+    name: str
+    description: str
+    parameters_json: str
+    def __init__(self, name: _Optional[str] = ..., description: _Optional[str] = ..., parameters_json: _Optional[str] = ...) -> None: ...
+
+class ChatCompletionRequest(_message.Message):
+    __slots__ = ("messages", "tools", "tool_choice", "max_tokens")
+    MESSAGES_FIELD_NUMBER: _ClassVar[int]
+    TOOLS_FIELD_NUMBER: _ClassVar[int]
+    TOOL_CHOICE_FIELD_NUMBER: _ClassVar[int]
+    MAX_TOKENS_FIELD_NUMBER: _ClassVar[int]
+    messages: _containers.RepeatedCompositeFieldContainer[ChatMessage]
+    tools: _containers.RepeatedCompositeFieldContainer[ChatTool]
+    tool_choice: str
+    max_tokens: int
+    def __init__(self, messages: _Optional[_Iterable[_Union[ChatMessage, _Mapping]]] = ..., tools: _Optional[_Iterable[_Union[ChatTool, _Mapping]]] = ..., tool_choice: _Optional[str] = ..., max_tokens: _Optional[int] = ...) -> None: ...
+
+class ChatUsage(_message.Message):
+    __slots__ = ("input_tokens", "output_tokens")
+    INPUT_TOKENS_FIELD_NUMBER: _ClassVar[int]
+    OUTPUT_TOKENS_FIELD_NUMBER: _ClassVar[int]
+    input_tokens: int
+    output_tokens: int
+    def __init__(self, input_tokens: _Optional[int] = ..., output_tokens: _Optional[int] = ...) -> None: ...
+
+class ChatCompletionChunk(_message.Message):
+    __slots__ = ("content", "tool_calls", "finish_reason", "usage", "model", "done")
+    CONTENT_FIELD_NUMBER: _ClassVar[int]
+    TOOL_CALLS_FIELD_NUMBER: _ClassVar[int]
+    FINISH_REASON_FIELD_NUMBER: _ClassVar[int]
+    USAGE_FIELD_NUMBER: _ClassVar[int]
+    MODEL_FIELD_NUMBER: _ClassVar[int]
+    DONE_FIELD_NUMBER: _ClassVar[int]
+    content: str
+    tool_calls: _containers.RepeatedCompositeFieldContainer[ChatToolCall]
+    finish_reason: str
+    usage: ChatUsage
+    model: str
+    done: bool
+    def __init__(self, content: _Optional[str] = ..., tool_calls: _Optional[_Iterable[_Union[ChatToolCall, _Mapping]]] = ..., finish_reason: _Optional[str] = ..., usage: _Optional[_Union[ChatUsage, _Mapping]] = ..., model: _Optional[str] = ..., done: _Optional[bool] = ...) -> None: ...

@@ -59,6 +59,11 @@ class LlmOrchestrationStub:
                 request_serializer=nucleus_dot_v1_dot_llm__orchestration__pb2.ModelInfoRequest.SerializeToString,
                 response_deserializer=nucleus_dot_v1_dot_llm__orchestration__pb2.ModelInfo.FromString,
                 _registered_method=True)
+        self.GenerateChatCompletion = channel.unary_stream(
+                '/nucleus.v1.LlmOrchestration/GenerateChatCompletion',
+                request_serializer=nucleus_dot_v1_dot_llm__orchestration__pb2.ChatCompletionRequest.SerializeToString,
+                response_deserializer=nucleus_dot_v1_dot_llm__orchestration__pb2.ChatCompletionChunk.FromString,
+                _registered_method=True)
 
 
 class LlmOrchestrationServicer:
@@ -94,6 +99,12 @@ class LlmOrchestrationServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def GenerateChatCompletion(self, request, context):
+        """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_LlmOrchestrationServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -121,6 +132,11 @@ def add_LlmOrchestrationServicer_to_server(servicer, server):
                     servicer.GetModelInfo,
                     request_deserializer=nucleus_dot_v1_dot_llm__orchestration__pb2.ModelInfoRequest.FromString,
                     response_serializer=nucleus_dot_v1_dot_llm__orchestration__pb2.ModelInfo.SerializeToString,
+            ),
+            'GenerateChatCompletion': grpc.unary_stream_rpc_method_handler(
+                    servicer.GenerateChatCompletion,
+                    request_deserializer=nucleus_dot_v1_dot_llm__orchestration__pb2.ChatCompletionRequest.FromString,
+                    response_serializer=nucleus_dot_v1_dot_llm__orchestration__pb2.ChatCompletionChunk.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -258,6 +274,33 @@ class LlmOrchestration:
             '/nucleus.v1.LlmOrchestration/GetModelInfo',
             nucleus_dot_v1_dot_llm__orchestration__pb2.ModelInfoRequest.SerializeToString,
             nucleus_dot_v1_dot_llm__orchestration__pb2.ModelInfo.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def GenerateChatCompletion(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_stream(
+            request,
+            target,
+            '/nucleus.v1.LlmOrchestration/GenerateChatCompletion',
+            nucleus_dot_v1_dot_llm__orchestration__pb2.ChatCompletionRequest.SerializeToString,
+            nucleus_dot_v1_dot_llm__orchestration__pb2.ChatCompletionChunk.FromString,
             options,
             channel_credentials,
             insecure,

@@ -1,4 +1,5 @@
 from nucleus.v1 import common_pb2 as _common_pb2
+from nucleus.v1 import llm_orchestration_pb2 as _llm_orchestration_pb2
 from google.protobuf.internal import containers as _containers
 from google.protobuf import descriptor as _descriptor
 from google.protobuf import message as _message
@@ -136,18 +137,24 @@ class SearchAndRankResponse(_message.Message):
     def __init__(self, results: _Optional[_Iterable[_Union[RankedKnowledgeResult, _Mapping]]] = ..., debug_information: _Optional[str] = ..., error_message: _Optional[str] = ..., degraded: _Optional[bool] = ..., degraded_reasons: _Optional[_Iterable[str]] = ..., profile_name: _Optional[str] = ..., profile_version: _Optional[int] = ..., query_phrases: _Optional[_Iterable[str]] = ..., candidates_considered: _Optional[int] = ..., timings: _Optional[_Iterable[_Union[StageTiming, _Mapping]]] = ..., temporal_intent: _Optional[bool] = ..., sources: _Optional[_Iterable[_Union[SourceReport, _Mapping]]] = ...) -> None: ...
 
 class SourceReport(_message.Message):
-    __slots__ = ("source_id", "status", "latency_ms", "result_count", "error_message")
+    __slots__ = ("source_id", "status", "latency_ms", "result_count", "error_message", "error_code", "filtered", "note")
     SOURCE_ID_FIELD_NUMBER: _ClassVar[int]
     STATUS_FIELD_NUMBER: _ClassVar[int]
     LATENCY_MS_FIELD_NUMBER: _ClassVar[int]
     RESULT_COUNT_FIELD_NUMBER: _ClassVar[int]
     ERROR_MESSAGE_FIELD_NUMBER: _ClassVar[int]
+    ERROR_CODE_FIELD_NUMBER: _ClassVar[int]
+    FILTERED_FIELD_NUMBER: _ClassVar[int]
+    NOTE_FIELD_NUMBER: _ClassVar[int]
     source_id: str
     status: str
     latency_ms: float
     result_count: int
     error_message: str
-    def __init__(self, source_id: _Optional[str] = ..., status: _Optional[str] = ..., latency_ms: _Optional[float] = ..., result_count: _Optional[int] = ..., error_message: _Optional[str] = ...) -> None: ...
+    error_code: str
+    filtered: int
+    note: str
+    def __init__(self, source_id: _Optional[str] = ..., status: _Optional[str] = ..., latency_ms: _Optional[float] = ..., result_count: _Optional[int] = ..., error_message: _Optional[str] = ..., error_code: _Optional[str] = ..., filtered: _Optional[int] = ..., note: _Optional[str] = ...) -> None: ...
 
 class TopicToolRequest(_message.Message):
     __slots__ = ("tool", "tenant_id", "k", "max_terms", "examples", "period", "date_field", "topic_id", "query", "limit", "max_points", "include_png")

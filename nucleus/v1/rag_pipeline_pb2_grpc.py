@@ -4,6 +4,7 @@ import grpc
 import warnings
 
 from nucleus.v1 import common_pb2 as nucleus_dot_v1_dot_common__pb2
+from nucleus.v1 import llm_orchestration_pb2 as nucleus_dot_v1_dot_llm__orchestration__pb2
 from nucleus.v1 import rag_pipeline_pb2 as nucleus_dot_v1_dot_rag__pipeline__pb2
 
 GRPC_GENERATED_VERSION = '1.85.1'
@@ -80,6 +81,11 @@ class RagPipelineStub:
                 request_serializer=nucleus_dot_v1_dot_common__pb2.ListPersonasRequest.SerializeToString,
                 response_deserializer=nucleus_dot_v1_dot_common__pb2.ListPersonasResponse.FromString,
                 _registered_method=True)
+        self.Chat = channel.unary_stream(
+                '/nucleus.v1.RagPipeline/Chat',
+                request_serializer=nucleus_dot_v1_dot_llm__orchestration__pb2.ChatCompletionRequest.SerializeToString,
+                response_deserializer=nucleus_dot_v1_dot_llm__orchestration__pb2.ChatCompletionChunk.FromString,
+                _registered_method=True)
 
 
 class RagPipelineServicer:
@@ -142,6 +148,14 @@ class RagPipelineServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def Chat(self, request, context):
+        """Chat for end users (docs/MODELS.md): the caller is checked and their request rate and token
+        budget applied, then LlmOrchestration.GenerateChatCompletion streams the reply through.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_RagPipelineServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -189,6 +203,11 @@ def add_RagPipelineServicer_to_server(servicer, server):
                     servicer.ListPersonas,
                     request_deserializer=nucleus_dot_v1_dot_common__pb2.ListPersonasRequest.FromString,
                     response_serializer=nucleus_dot_v1_dot_common__pb2.ListPersonasResponse.SerializeToString,
+            ),
+            'Chat': grpc.unary_stream_rpc_method_handler(
+                    servicer.Chat,
+                    request_deserializer=nucleus_dot_v1_dot_llm__orchestration__pb2.ChatCompletionRequest.FromString,
+                    response_serializer=nucleus_dot_v1_dot_llm__orchestration__pb2.ChatCompletionChunk.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -434,6 +453,33 @@ class RagPipeline:
             '/nucleus.v1.RagPipeline/ListPersonas',
             nucleus_dot_v1_dot_common__pb2.ListPersonasRequest.SerializeToString,
             nucleus_dot_v1_dot_common__pb2.ListPersonasResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def Chat(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_stream(
+            request,
+            target,
+            '/nucleus.v1.RagPipeline/Chat',
+            nucleus_dot_v1_dot_llm__orchestration__pb2.ChatCompletionRequest.SerializeToString,
+            nucleus_dot_v1_dot_llm__orchestration__pb2.ChatCompletionChunk.FromString,
             options,
             channel_credentials,
             insecure,

@@ -5,7 +5,7 @@
 
 The analysed terms are stored space-separated in an FTS5 table (the durable keyword store;
 its tokenizer `unicode61` only splits on the spaces again, never stems) and scored by the
-in-memory BM25 index built from those rows (keyword_index.py), so documents and queries meet in
+in-memory BM25 index built from those rows (embedded/keyword_index.py), so documents and queries meet in
 exactly the same term space, and `query_terms` reported to callers are the terms searched.
 
 The stopword list is Lucene's English default (the list behind the published BEIR BM25

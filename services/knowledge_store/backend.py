@@ -2,15 +2,19 @@
 gRPC and MCP adapters (grpc_api.py, mcp_api.py), the health watch (main.py) and the operator
 CLI call.
 
-    embedded   core.KnowledgeStore: SQLite + FAISS + in-memory BM25 in a data directory (the
-               default; one process owns the directory)
+    embedded   embedded.core.KnowledgeStore: SQLite + FAISS + in-memory BM25 in a data
+               directory (the default; one process owns the directory)
     qdrant     qdrant.QdrantKnowledgeStore: a Qdrant cluster (or Qdrant's local mode in a
                folder); nothing in the process, so several replicas serve the same tenants
 
-`open_store` picks one from the settings (NUCLEUS_KS_BACKEND). Both share validation,
-chunking, analysis, richness and embedding; they differ in storage and search only. A call
-one backend cannot serve raises `Unimplemented` naming the backend (UNIMPLEMENTED on gRPC):
-index kinds, the SQLite/FAISS consistency check and (for now) topics are the embedded backend's.
+The two are siblings: neither imports the other (an import contract in pyproject.toml says
+so). What both need is the front's, beside this module: validation.py, document preparation
+(preparation.py: validate, extract, chunk, analyse, embed), the keyword query and BM25
+constants (keywords.py), the profile rules (profiles.py), the persona record (personas.py);
+they differ in storage and search only. `open_store` picks one from the settings
+(NUCLEUS_KS_BACKEND): the one place of the front that names a backend. A call one backend
+cannot serve raises `Unimplemented` naming the backend (UNIMPLEMENTED on gRPC): index kinds,
+the SQLite/FAISS consistency check and (for now) topics are the embedded backend's.
 """
 from __future__ import annotations
 
@@ -39,8 +43,8 @@ BACKENDS = ("embedded", "qdrant")
 
 @runtime_checkable
 class StoreBackend(Protocol):
-    """What the adapters call; every method is tenant-scoped (see core.KnowledgeStore for each
-    method's contract: both backends keep it)."""
+    """What the adapters call; every method is tenant-scoped (see embedded.core.KnowledgeStore
+    for each method's contract: both backends keep it)."""
 
     @property
     def health(self) -> StoreHealth: ...
@@ -130,5 +134,5 @@ def open_store(settings: KnowledgeStoreSettings, embedder: Embedder) -> StoreBac
     if settings.backend == "qdrant":
         from services.knowledge_store.qdrant import QdrantKnowledgeStore
         return QdrantKnowledgeStore(settings, embedder)
-    from services.knowledge_store.core import KnowledgeStore
+    from services.knowledge_store.embedded.core import KnowledgeStore
     return KnowledgeStore(settings, embedder)

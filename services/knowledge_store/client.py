@@ -11,13 +11,13 @@ import numpy as np
 from nucleus.v1 import common_pb2 as pb
 from nucleus.v1 import knowledge_store_pb2 as ks_pb
 from nucleus.v1 import knowledge_store_pb2_grpc as ks_grpc
-from services.knowledge_store import convert
-from services.knowledge_store.personas import Persona
-from services.knowledge_store.models import StoreStatus, TenantCheck
 from ranking.profile import RankingProfile
+from services.knowledge_store import convert
+from services.knowledge_store.models import StoreStatus, TenantCheck
+from services.knowledge_store.personas import Persona
 from shared import records as m
-from shared.grpc_client import aio_channel, call
 from shared.errors import Unimplemented
+from shared.grpc_client import aio_channel, call
 
 SERVICE = "KnowledgeStore"
 _TARGET_PB = {"entry": pb.FEEDBACK_TARGET_ENTRY, "artifact": pb.FEEDBACK_TARGET_ARTIFACT}
@@ -219,3 +219,22 @@ class KnowledgeStoreClient:
         response = await call(self._stub.CheckTenant, ks_pb.CheckTenantRequest(tenant_id=tenant_id, repair=repair),
                               timeout=self.ingest_timeout_s, service=SERVICE)
         return convert.tenant_check_from_pb(response)
+
+    async def backup_tenants(self, tenant_ids: Sequence[str], directory: str, final_directory: str = "",
+                             *, timeout_s: float | None = None) -> list[dict]:
+        """Online snapshots of tenants (every tenant when empty) into `directory` on the store's
+        host (operators, embedded backend): one dict per tenant (file, sha256, bytes, entries, seq,
+        database_id, point_unix)."""
+        response = await call(self._stub.BackupTenants, ks_pb.BackupTenantsRequest(
+            tenant_ids=list(tenant_ids), directory=directory, final_directory=final_directory),
+            timeout=timeout_s or self.ingest_timeout_s, service=SERVICE)
+        return [convert.snapshot_from_pb(s) for s in response.snapshots]
+
+    async def restore_tenant(self, tenant_id: str, file: str, sha256: str, *,
+                             timeout_s: float | None = None) -> tuple[dict, float]:
+        """Replace a tenant's database by a verified snapshot file (operators, embedded backend):
+        (what is now served, seconds the tenant was unavailable)."""
+        response = await call(self._stub.RestoreTenant, ks_pb.RestoreTenantRequest(
+            tenant_id=tenant_id, file=file, sha256=sha256), timeout=timeout_s or self.ingest_timeout_s,
+            service=SERVICE)
+        return convert.snapshot_from_pb(response.restored), response.unavailable_seconds

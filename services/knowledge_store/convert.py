@@ -2,6 +2,9 @@
 client) that imports generated code."""
 from __future__ import annotations
 
+import json
+from typing import Any
+
 import numpy as np
 
 from nucleus.v1 import common_pb2 as pb
@@ -266,7 +269,7 @@ def store_status_to_pb(s: StoreStatus) -> ks_pb.StoreStatus:
         state=s.state, data_dir=s.data_dir, read_only=s.read_only, free_bytes=s.free_bytes,
         total_bytes=s.total_bytes, repaired_rows=s.repaired_rows, open_tenants=s.open_tenants,
         open_tenant_bytes=s.open_tenant_bytes, memory_budget_bytes=s.memory_budget_bytes,
-        tenants=[ks_pb.OpenTenant(tenant_id=t, bytes=b) for t, b in s.tenants],
+        tenants=[ks_pb.OpenTenant(tenant_id=t, bytes=b) for t, b in s.tenants], scrub=s.scrub,
         problems=[ks_pb.StoreProblem(tenant_id=p.tenant_id, kind=p.kind, message=p.message,
                                      since_unix=p.since_unix) for p in s.problems])
 
@@ -276,13 +279,14 @@ def store_status_from_pb(s: ks_pb.StoreStatus) -> StoreStatus:
         state=s.state, data_dir=s.data_dir, read_only=s.read_only, free_bytes=s.free_bytes,
         total_bytes=s.total_bytes, repaired_rows=s.repaired_rows, open_tenants=s.open_tenants,
         open_tenant_bytes=s.open_tenant_bytes, memory_budget_bytes=s.memory_budget_bytes,
-        tenants=tuple((t.tenant_id, t.bytes) for t in s.tenants),
+        tenants=tuple((t.tenant_id, t.bytes) for t in s.tenants), scrub=s.scrub,
         problems=tuple(Problem(p.tenant_id, p.kind, p.message, p.since_unix) for p in s.problems))
 
 
 _CHECK_COUNTS = ("entries", "vectors", "keyword_rows", "vectors_indexed", "keyword_rows_indexed", "missing_vectors",
                  "malformed_vectors", "missing_keyword_rows", "orphan_vectors", "orphan_keyword_rows",
-                 "entries_without_artifact", "repaired_vectors", "repaired_keyword_rows", "removed_orphans")
+                 "entries_without_artifact", "repaired_vectors", "repaired_keyword_rows", "removed_orphans",
+                 "corrupt_rows", "unverified_rows")
 
 
 def tenant_check_to_pb(c: TenantCheck) -> ks_pb.TenantCheck:
@@ -307,3 +311,22 @@ def persona_from_pb(m_: pb.Persona) -> Persona:
                    system_prompt=m_.system_prompt, allowed_tools=tuple(m_.allowed_tools),
                    allowed_sources=tuple(m_.allowed_sources), llm_model=m_.llm_model, updated_unix=m_.updated_unix,
                    tools_disabled=m_.tools_disabled)
+
+
+def topics_json(answer: dict[str, Any]) -> str:
+    """A topic answer (any backend's `topics`) as the compact JSON GetTopics carries."""
+    return json.dumps(answer, separators=(",", ":"), ensure_ascii=False)
+
+
+_SNAPSHOT_FIELDS = ("tenant_id", "file", "sha256", "bytes", "entries", "seq", "database_id", "point_unix")
+
+
+def snapshot_to_pb(s: Any) -> ks_pb.TenantSnapshot:
+    """A tenant snapshot (embedded/backup.py's TenantSnapshot, or the dict `snapshot_from_pb` makes)."""
+    get = s.get if isinstance(s, dict) else lambda name: getattr(s, name)
+    return ks_pb.TenantSnapshot(**{name: get(name) for name in _SNAPSHOT_FIELDS})
+
+
+def snapshot_from_pb(s: ks_pb.TenantSnapshot) -> dict[str, Any]:
+    """A snapshot as the plain dict a backup manifest records."""
+    return {name: getattr(s, name) for name in _SNAPSHOT_FIELDS}

@@ -5,6 +5,7 @@ the auth interceptor); `caller_policy` holds it to its tenant and groups before 
 from __future__ import annotations
 
 from dataclasses import replace
+from pathlib import Path
 
 from nucleus.v1 import common_pb2 as pb
 from nucleus.v1 import knowledge_store_pb2 as ks_pb
@@ -12,10 +13,9 @@ from nucleus.v1 import knowledge_store_pb2_grpc as ks_grpc
 from services.knowledge_store import caller_policy as policy
 from services.knowledge_store import convert
 from services.knowledge_store.backend import StoreBackend, candidates_by_both_legs
-from services.knowledge_store.topics import dumps as topics_json
-from shared.errors import InvalidArgument, NotFound
+from shared.errors import InvalidArgument, NotFound, PermissionDenied, Unimplemented
 from shared.grpc_errors import translate_errors
-from shared.identity import verified_caller
+from shared.identity import OPERATOR, verified_caller
 
 _TARGETS = {pb.FEEDBACK_TARGET_ENTRY: "entry", pb.FEEDBACK_TARGET_ARTIFACT: "artifact"}
 
@@ -166,7 +166,7 @@ class KnowledgeStoreServicer(ks_grpc.KnowledgeStoreServicer):
             topic_id=request.topic_id if request.HasField("topic_id") else None,
             query_vector=vector or None, limit=request.limit or 10, max_points=request.max_points or 2_000)
         return ks_pb.TopicsResponse(status=answer["status"], progress=float(answer.get("progress", 1.0)),
-                                    result_json=topics_json(answer))
+                                    result_json=convert.topics_json(answer))
 
     @translate_errors
     async def PutPersona(self, request, context):
@@ -183,3 +183,30 @@ class KnowledgeStoreServicer(ks_grpc.KnowledgeStoreServicer):
     async def ListPersonas(self, request, context):
         tenant = policy.metadata_read(verified_caller(), request.tenant_id)
         return pb.ListPersonasResponse(personas=[convert.persona_to_pb(p) for p in await self._store.list_personas(tenant)])
+
+    @staticmethod
+    def _operator(what: str) -> None:
+        caller = verified_caller()
+        if caller is not None and not caller.has_role(OPERATOR):
+            raise PermissionDenied(f"{what} needs an operator credential")
+
+    def _embedded_only(self, name: str):
+        method = getattr(self._store, name, None)
+        if method is None:
+            raise Unimplemented(f"{name.replace('_', ' ')} is the embedded backend's; on the Qdrant backend use "
+                                "Qdrant's snapshots (docs/OPERATIONS.md, \"Backups\")")
+        return method
+
+    @translate_errors
+    async def BackupTenants(self, request, context):
+        self._operator("a backup")
+        snapshots = await self._embedded_only("backup")(list(request.tenant_ids), Path(request.directory),
+                                                        Path(request.final_directory or request.directory))
+        return ks_pb.BackupTenantsResponse(snapshots=[convert.snapshot_to_pb(s) for s in snapshots])
+
+    @translate_errors
+    async def RestoreTenant(self, request, context):
+        self._operator("a restore")
+        restored, seconds = await self._embedded_only("restore_tenant")(request.tenant_id, Path(request.file),
+                                                                       request.sha256)
+        return ks_pb.RestoreTenantResponse(restored=convert.snapshot_to_pb(restored), unavailable_seconds=seconds)

@@ -12,7 +12,7 @@ Problem kinds and what clears them:
     read_only      the tenant is served read-only           never while the process runs
     full           a write found no space left              the tenant's next successful write
     inconsistent   entries, vectors and keyword rows of     a repair that leaves the tenant
-                   the tenant disagree                      consistent (consistency.py)
+                   the tenant disagree                      consistent (embedded/consistency.py)
 
 Any problem makes the store "degraded": it keeps serving every tenant it can, and says which
 it cannot serve fully, and why.
@@ -28,8 +28,8 @@ from pathlib import Path
 
 from opentelemetry import metrics
 
+from services.knowledge_store.disk import free_space
 from services.knowledge_store.models import Problem, StoreStatus
-from services.knowledge_store.storage.faults import free_space
 
 log = logging.getLogger(__name__)
 meter = metrics.get_meter("nucleus.knowledge_store")

@@ -4,12 +4,13 @@ from __future__ import annotations
 import services._openmp  # noqa: F401  (first: before torch/faiss load OpenMP)
 
 import asyncio
+from typing import Any
 
 import numpy as np
 
 from nucleus.v1 import knowledge_store_pb2_grpc as ks_grpc
-from services.knowledge_store import vector_index
-from services.knowledge_store.backend import open_store
+from services.knowledge_store.backend import StoreBackend, open_store
+from services.knowledge_store.embedded import vector_index
 from services.knowledge_store.grpc_api import KnowledgeStoreServicer
 from services.knowledge_store.mcp_api import build_mcp
 from services.llm_orchestration.client import LlmOrchestrationClient
@@ -22,9 +23,10 @@ from shared.settings import KnowledgeStoreSettings
 
 
 class GrpcEmbedder:
-    """The KnowledgeStore's embedder: LlmOrchestration.GenerateEmbeddings over gRPC."""
+    """The KnowledgeStore's embedder: LlmOrchestration.GenerateEmbeddings through its client
+    (over gRPC, or in process in `nucleus up --mode single`)."""
 
-    def __init__(self, client: LlmOrchestrationClient, timeout_s: float) -> None:
+    def __init__(self, client: Any, timeout_s: float) -> None:
         self._client = client
         self._timeout_s = timeout_s
 
@@ -33,11 +35,18 @@ class GrpcEmbedder:
 
 
 def build(settings: KnowledgeStoreSettings, *, stdio: bool) -> ServiceSpec:
+    return compose(settings, stdio=stdio)[0]
+
+
+def compose(settings: KnowledgeStoreSettings, *, stdio: bool, llm: Any = None) -> tuple[ServiceSpec, StoreBackend]:
+    """The service and its store. `llm`: LlmOrchestration's client (anything with `embed` and
+    `close`, e.g. the in-process one of `nucleus up --mode single`); None: the gRPC client."""
     vector_index.set_threads(settings.faiss_threads)
     auth = ServiceAuth.load("knowledge_store", settings.identity_dir)   # None: authentication off
-    llm = LlmOrchestrationClient(settings.llm_target, timeout_s=settings.rpc_timeout_s,
-                                 interceptors=auth.client_interceptors("llm_orchestration") if auth else None,
-                                 tls_ca_file=settings.tls_ca_file)
+    if llm is None:
+        llm = LlmOrchestrationClient(settings.llm_target, timeout_s=settings.rpc_timeout_s,
+                                     interceptors=auth.client_interceptors("llm_orchestration") if auth else None,
+                                     tls_ca_file=settings.tls_ca_file)
     store = open_store(settings, GrpcEmbedder(llm, settings.rpc_timeout_s))   # embedded | qdrant
 
     async def close() -> None:
@@ -55,7 +64,7 @@ def build(settings: KnowledgeStoreSettings, *, stdio: bool) -> ServiceSpec:
         grpc_interceptors=[auth.server_interceptor()] if auth else [],
         # nucleus.v1.KnowledgeStore.storage: NOT_SERVING while a tenant has a storage problem
         watch_health=lambda report: store.health.watch(lambda serving: report("storage", serving)),
-    )
+    ), store
 
 
 def main() -> None:

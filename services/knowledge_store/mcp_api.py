@@ -9,8 +9,8 @@ import numpy as np
 from mcp.server.mcpserver import MCPServer
 from pydantic import BaseModel, Field, create_model
 
-from shared import records as m
 from services.knowledge_store.backend import StoreBackend
+from shared import records as m
 from shared.auth.principals import RequestIdentity
 from shared.identity import Principal
 from shared.mcp_errors import guarded, invalid_params_middleware

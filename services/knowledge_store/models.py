@@ -1,6 +1,6 @@
 """The KnowledgeStore core's own types: the embedder it is given, its index kinds, and what it
 tells operators about its condition (`StoreStatus`, health.py) and a tenant's consistency
-(`TenantCheck`, consistency.py).
+(`TenantCheck`, embedded/consistency.py).
 
 The records it stores and serves (artifacts, entries, hits, filters, ...) live in
 `shared/records.py`; ranking profiles in `ranking/profile.py`.
@@ -45,6 +45,7 @@ class StoreStatus:
     open_tenant_bytes: int = 0                 # estimated memory of the open tenants
     memory_budget_bytes: int = 0               # 0 = no budget
     tenants: tuple[tuple[str, int], ...] = ()  # (tenant, estimated bytes), most recently used first
+    scrub: str = ""                            # the background scrub's last pass ("" = none, embedded)
 
 
 @dataclass(frozen=True, slots=True)
@@ -67,10 +68,14 @@ class TenantCheck:
     repaired_keyword_rows: int = 0
     removed_orphans: int = 0
     deferred: str = ""               # why some repair waits ("" = nothing waits)
+    corrupt_rows: int = 0            # entries and artifacts failing their checksums (not repairable:
+                                     # re-ingest the documents or restore a backup)
+    unverified_rows: int = 0         # rows written before checksums existed, not yet given one
 
     @property
     def consistent(self) -> bool:
-        return (not self.integrity_errors and self.missing_vectors == self.malformed_vectors == 0
+        return (not self.integrity_errors and self.corrupt_rows == 0
+                and self.missing_vectors == self.malformed_vectors == 0
                 and self.missing_keyword_rows == self.orphan_vectors == self.orphan_keyword_rows == 0
                 and self.entries == self.vectors_indexed == self.keyword_rows_indexed)
 
@@ -79,5 +84,5 @@ class TenantCheck:
                 f"{self.keyword_rows} keyword rows ({self.keyword_rows_indexed} indexed); missing: "
                 f"{self.missing_vectors} vectors, {self.missing_keyword_rows} keyword rows; malformed vectors: "
                 f"{self.malformed_vectors}; orphans: {self.orphan_vectors} vectors, {self.orphan_keyword_rows} "
-                f"keyword rows" + (f"; integrity: {'; '.join(self.integrity_errors)}" if self.integrity_errors
-                                   else ""))
+                f"keyword rows" + (f"; {self.corrupt_rows} rows fail their checksums" if self.corrupt_rows else "")
+                + (f"; integrity: {'; '.join(self.integrity_errors)}" if self.integrity_errors else ""))

@@ -1,28 +1,20 @@
-"""Persona agents' settings, stored in the tenant's database beside its ranking profiles.
+"""Persona agents' settings: the record and its checks, the same for every backend.
 
 A persona is identified by the `persona_id` its ranking profiles already carry; this adds what
 an agent acting as it needs: a system prompt, the tools it may call (or none), the sources it
-consults and the LLM model it uses. Stored as one JSON value per persona in the tenant's
-`meta` table (key "persona:<id>"), written in the tenant's ordinary write transaction
-(writes.py), so it is durable and tenant-scoped like everything else the store holds.
+consults and the LLM model it uses. Each backend stores it as one JSON value (`to_json`) per
+persona, tenant-scoped like everything else the store holds: the embedded backend in the
+tenant's `meta` table (embedded/personas.py), the qdrant backend as a point (qdrant/store.py).
 """
 from __future__ import annotations
 
-import asyncio
 import json
 import re
-import time
 from dataclasses import asdict, dataclass, replace
 
-from typing import TYPE_CHECKING
+from services.knowledge_store import validation
+from shared.errors import InvalidArgument
 
-from services.knowledge_store import storage, validation
-from shared.errors import InvalidArgument, NotFound
-
-if TYPE_CHECKING:          # the record is light (clients import it); the store functions need the store
-    from services.knowledge_store.tenants import Tenants
-
-KEY_PREFIX = "persona:"
 MAX_PROMPT_CHARS = 8_000
 MAX_NAME_CHARS = 200
 MAX_LIST = 32
@@ -82,52 +74,4 @@ def check(p: Persona) -> Persona:
                    allowed_sources=tuple(dict.fromkeys(p.allowed_sources)))
 
 
-async def put_persona(tenants: Tenants, persona: Persona) -> Persona:
-    from services.knowledge_store.writes import NO_CHANGE, write
-
-    persona = replace(check(persona), updated_unix=int(time.time()))
-
-    def work(conn):
-        storage.db.set_meta(conn, KEY_PREFIX + persona.persona_id, persona.to_json())
-        return persona, NO_CHANGE
-
-    return await write(tenants, persona.tenant_id, work, create=True, action="persona write")
-
-
-async def get_persona(tenants: Tenants, tenant_id: str, persona_id: str) -> Persona:
-    validation.tenant_id(tenant_id)
-    if not persona_id:
-        raise InvalidArgument("persona_id", "is required")
-    validation.persona_id(persona_id)
-    missing = NotFound(f"persona '{persona_id}' does not exist for tenant '{tenant_id}'")
-    try:
-        tenant = await tenants.get(tenant_id)
-    except NotFound:
-        raise missing from None
-
-    def read() -> str | None:
-        with tenant.db.read("persona read") as conn:
-            return storage.db.get_meta(conn, KEY_PREFIX + persona_id)
-
-    text = await asyncio.to_thread(read)
-    if text is None:
-        raise missing
-    return Persona.from_json(tenant_id, text)
-
-
-async def list_personas(tenants: Tenants, tenant_id: str) -> list[Persona]:
-    validation.tenant_id(tenant_id)
-    try:
-        tenant = await tenants.get(tenant_id)
-    except NotFound:
-        return []
-
-    def read() -> list[tuple[str, str]]:
-        with tenant.db.read("persona read") as conn:
-            return conn.execute("SELECT key, value FROM meta WHERE key >= ? AND key < ? ORDER BY key",
-                                (KEY_PREFIX, KEY_PREFIX[:-1] + chr(ord(KEY_PREFIX[-1]) + 1))).fetchall()
-
-    return [Persona.from_json(tenant_id, value) for _, value in await asyncio.to_thread(read)]
-
-
-__all__ = ["Persona", "check", "get_persona", "list_personas", "put_persona"]
+__all__ = ["Persona", "check"]

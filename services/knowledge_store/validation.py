@@ -13,9 +13,9 @@ import numpy as np
 from ranking.config import FUSIONS, RECENCY_MODES
 from ranking.profile import RankingProfile
 from shared.bounds import INT32_MAX, MAX_UNIX_TIME, check_int, check_unix_time, shown
-from shared.records import ArtifactMeta, SearchFilters
 from shared.errors import InvalidArgument
 from shared.identity import TENANT_ID, TENANT_ID_RULE
+from shared.records import ArtifactMeta, SearchFilters
 
 _PERSONA = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.:@-]{0,127}$")
 _NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.:-]{0,63}$")
@@ -67,6 +67,16 @@ def entry_id(value: str, field: str) -> tuple[str, int]:
     if index > INT32_MAX:
         raise InvalidArgument(field, f"chunk index {shown(index)} is beyond {INT32_MAX}")
     return artifact, index
+
+
+def entry_ids(values: Sequence[str], maximum: int, field: str = "entry_ids") -> list[str]:
+    """GetEntries' ids checked (at most `maximum`, each an entry id), de-duplicated in order."""
+    ids = list(values)
+    if len(ids) > maximum:
+        raise InvalidArgument(field, f"{len(ids)} ids, at most {maximum} accepted")
+    for i, value in enumerate(ids):
+        entry_id(value, f"{field}[{i}]")
+    return list(dict.fromkeys(ids))
 
 
 def labels(values: Sequence[str], field: str) -> tuple[str, ...]:

@@ -4,15 +4,21 @@ are the core's own types (`results.py`), decoded from the wire."""
 from __future__ import annotations
 
 from pathlib import Path
+from collections.abc import AsyncIterator
 from typing import Sequence
+
+import grpc
 
 import numpy as np
 
 from nucleus.v1 import llm_orchestration_pb2 as llm_pb
 from nucleus.v1 import llm_orchestration_pb2_grpc as llm_grpc
+from services.llm_orchestration import convert
+from services.llm_orchestration.chat import ChatChunk, ChatRequest
 from services.llm_orchestration.results import Citation, Expansion, RerankResult, Synthesis
 from shared.errors import UpstreamFailed
 from shared.grpc_client import aio_channel, call
+from shared.grpc_errors import from_grpc_error
 
 SERVICE = "LlmOrchestration"
 _METHODS = {llm_pb.EXPANSION_METHOD_LLM: "llm", llm_pb.EXPANSION_METHOD_KEYWORDS: "keywords",
@@ -45,9 +51,9 @@ class LlmOrchestrationClient:
         return Expansion(tuple(response.phrases), _METHODS.get(response.method, "unavailable"), response.note,
                          response.model)
 
-    async def rerank(self, query: str, candidates: Sequence[tuple[str, str]], *,
+    async def rerank(self, query: str, candidates: Sequence[tuple[str, str]], *, method: str = "",
                      timeout_s: float | None = None) -> RerankResult:
-        request = llm_pb.RerankRequest(query=query, candidates=[
+        request = llm_pb.RerankRequest(query=query, method=method, candidates=[
             llm_pb.RerankCandidate(id=cid, text=text) for cid, text in candidates])
         response = await call(self._stub.Rerank, request, timeout=timeout_s or self.timeout_s, service=SERVICE)
         if len(response.scores) != len(candidates):
@@ -61,6 +67,17 @@ class LlmOrchestrationClient:
         r = await call(self._stub.Synthesize, request, timeout=timeout_s or self.timeout_s, service=SERVICE)
         return Synthesis(r.answer, tuple(Citation(c.passage_id, c.title) for c in r.citations), r.truncated,
                          r.truncation_reason, r.model, r.method)
+
+    async def chat(self, request: ChatRequest, *, timeout_s: float | None = None) -> AsyncIterator[ChatChunk]:
+        """GenerateChatCompletion: the reply's chunks as they stream (the last has `done`); the
+        deadline covers the whole stream. Errors arrive as `shared.errors`."""
+        stream = self._stub.GenerateChatCompletion(convert.chat_request_to_pb(request),
+                                                   timeout=timeout_s or max(self.timeout_s, 60.0))
+        try:
+            async for chunk in stream:
+                yield convert.chat_chunk_from_pb(chunk)
+        except grpc.RpcError as err:
+            raise from_grpc_error(err, service=SERVICE) from None
 
     async def info(self) -> llm_pb.ModelInfo:
         return await call(self._stub.GetModelInfo, llm_pb.ModelInfoRequest(), timeout=self.timeout_s, service=SERVICE)

@@ -8,6 +8,7 @@ The gRPC / MCP adapters decode, call this, and encode.
     │                └── LocalEmbedder (one worker thread; ONNX Runtime or torch) | OpenAIEmbedder
     ├── expand      chat model JSON → validated alternatives   | keyword extraction (labelled)
     ├── rerank      chat model 0–10 scores                      | embedding cosine (labelled)
+    │                | cross-encoder (local folder, ONNX Runtime) | remote /rerank API   (named)
     └── synthesize  chat model, cited, truncated                | extractive quotes (labelled)
                      └── OpenAIGateway: timeouts, tenacity retries, circuit breaker, redaction
 
@@ -18,7 +19,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from typing import Any
 
 import numpy as np
@@ -28,9 +29,11 @@ from shared.bounds import INT32_MAX, check_int
 from shared.errors import InvalidArgument, NucleusError, Unavailable
 from shared.settings import LlmOrchestrationSettings
 
-from . import expansion, rerank as rerank_mod, synthesis as synth
+from . import chat as chat_mod, expansion, rerank as rerank_mod, synthesis as synth
 from .breaker import CircuitBreaker
 from .cache import EmbeddingCache
+from .cross_encoder import CrossEncoder
+from .rerank_api import RerankApi
 from .embedder import EmbeddingBackend, LocalEmbedder, OpenAIEmbedder
 from .microbatch import MicroBatcher
 from .openai_client import OpenAIGateway
@@ -39,6 +42,9 @@ from .validation import check_ids, check_purpose, check_text, check_texts
 
 log = logging.getLogger(__name__)
 _tracer = trace.get_tracer(__name__)
+
+CROSS_ENCODER = "cross-encoder"         # re-rank method names a profile / request may choose
+RERANK_API = "rerank-api"
 
 
 def check_settings(settings: LlmOrchestrationSettings) -> None:
@@ -54,7 +60,9 @@ def check_settings(settings: LlmOrchestrationSettings) -> None:
                 "microbatch_max_size": settings.microbatch_max_size,
                 "max_attempts": settings.max_attempts,
                 "breaker_failure_threshold": settings.breaker_failure_threshold,
-                "request_timeout_s": settings.request_timeout_s}
+                "request_timeout_s": settings.request_timeout_s,
+                "cross_encoder_batch_size": settings.cross_encoder_batch_size,
+                "rerank_api_timeout_s": settings.rerank_api_timeout_s}
     for name, value in positive.items():
         if value <= 0:
             raise InvalidArgument(name, f"must be positive, got {value}")
@@ -97,6 +105,22 @@ class LlmOrchestrator:
                                           runtime=settings.local_runtime,
                                           onnx_cache_dir=settings.onnx_cache_dir,
                                           concurrent_threads=settings.concurrent_threads)
+        self._cross_encoder: CrossEncoder | None = None
+        if settings.cross_encoder_path:
+            self._cross_encoder = CrossEncoder(settings.cross_encoder_path,
+                                               max_length=settings.cross_encoder_max_length,
+                                               batch_size=settings.cross_encoder_batch_size,
+                                               onnx_cache_dir=settings.onnx_cache_dir,
+                                               runtime=settings.local_runtime)
+        self._rerank_api: RerankApi | None = None
+        if settings.rerank_api_url:
+            self._rerank_api = RerankApi(
+                settings.rerank_api_url, api_key=settings.rerank_api_key.get_secret_value(),
+                model=settings.rerank_api_model, api_format=settings.rerank_api_format,
+                timeout_s=settings.rerank_api_timeout_s, max_attempts=settings.max_attempts,
+                breaker=CircuitBreaker(failure_threshold=settings.breaker_failure_threshold,
+                                       reset_s=settings.breaker_reset_s, name="rerank API", clock=clock),
+                sleep=sleep)
         self._cache = EmbeddingCache(settings.cache_size)
         self._batcher = MicroBatcher(self._backend.encode,
                                      max_wait_s=settings.microbatch_max_wait_ms / 1000.0,
@@ -104,6 +128,7 @@ class LlmOrchestrator:
                                      max_inflight=self._backend.max_inflight,
                                      concurrent_encode=getattr(self._backend, "encode_concurrent", None))
         self._started = False
+        self.tracer_provider: trace.TracerProvider | None = None   # None = the global one (tests set their own)
 
     # -- lifecycle -------------------------------------------------------------------------
 
@@ -112,6 +137,8 @@ class LlmOrchestrator:
         if self._started:
             return
         await self._backend.start()
+        if self._cross_encoder is not None:
+            await asyncio.to_thread(self._cross_encoder.load)
         await self._batcher.start()
         self._started = True
         log.info("LlmOrchestration ready: embeddings %s/%s (dimension %d, runtime %s), "
@@ -125,6 +152,8 @@ class LlmOrchestrator:
         await self._backend.close()
         if self._gateway is not None:
             await self._gateway.close()
+        if self._rerank_api is not None:
+            await self._rerank_api.close()
 
     # -- introspection ---------------------------------------------------------------------
 
@@ -162,7 +191,18 @@ class LlmOrchestrator:
             "chat_configured": self.chat_configured,
             "chat_model": self._settings.chat_model if self.chat_configured else "",
             "breaker_state": self._breaker.state,
+            "rerankers": self.rerankers,
         }
+
+    @property
+    def rerankers(self) -> list[str]:
+        """The re-rank methods a request may name: the default one, then the configured models."""
+        names = ["llm" if self.chat_configured else "embedding-cosine"]
+        if self._cross_encoder is not None:
+            names.append(CROSS_ENCODER)
+        if self._rerank_api is not None:
+            names.append(RERANK_API)
+        return names
 
     # -- embeddings ------------------------------------------------------------------------
 
@@ -260,12 +300,14 @@ class LlmOrchestrator:
 
     # -- rerank ----------------------------------------------------------------------------
 
-    async def rerank(self, query: str, candidates: Sequence[tuple[str, str]]) -> RerankResult:
+    async def rerank(self, query: str, candidates: Sequence[tuple[str, str]], method: str = "") -> RerankResult:
         """Scores in [0, 1] for (id, text) candidates, same order.
 
-        With a chat model: LLM judgement (errors raise: Unavailable / ResourceExhausted /
-        DeadlineExceeded / UpstreamFailed — the caller decides whether to degrade).
-        Without: "embedding-cosine" — not a cross-encoder (none is available offline).
+        `method` "" = the default: with a chat model, LLM judgement; without, "embedding-cosine"
+        (labelled as such). "cross-encoder" / "rerank-api": the configured model re-ranker
+        (`rerankers` lists what is configured; another name is InvalidArgument naming it).
+        Model errors raise (Unavailable / ResourceExhausted / DeadlineExceeded /
+        UpstreamFailed) — the caller decides whether to degrade.
         """
         s = self._settings
         query = check_text("query", query, max_chars=s.max_text_chars)
@@ -278,13 +320,30 @@ class LlmOrchestrator:
         check_ids("candidates", [cid for cid, _ in candidates])
         for i, (_cid, text) in enumerate(candidates):
             check_text(f"candidates[{i}].text", text, max_chars=s.max_text_chars)
+        if method and method not in self.rerankers:
+            raise InvalidArgument("method", f"{method!r} is not a configured re-ranker; accepted: "
+                                  f"'' (default), {', '.join(repr(m) for m in self.rerankers)}")
         with _tracer.start_as_current_span("llm.rerank") as span:
             span.set_attribute("llm.rerank.count", len(candidates))
-            if self.chat_configured:
-                scores = await self._llm_scores(query, candidates)
-                result = RerankResult(tuple(scores), self._settings.chat_model, "llm")
+            texts = [t for _, t in candidates]
+            if method == CROSS_ENCODER:
+                assert self._cross_encoder is not None
+                if not self._started:
+                    raise Unavailable("LlmOrchestration is not started (model not loaded)")
+                scores = await self._cross_encoder.score(query, texts)
+                span.set_attribute("llm.rerank.truncated", self._cross_encoder.last_truncated)
+                result = RerankResult(tuple(float(x) for x in scores), self._cross_encoder.model_name,
+                                      CROSS_ENCODER)
+            elif method == RERANK_API:
+                assert self._rerank_api is not None
+                scores = await self._rerank_api.score(query, texts)
+                result = RerankResult(tuple(float(x) for x in scores), self._rerank_api.model or "rerank-api",
+                                      RERANK_API)
+            elif method in ("llm", "") and self.chat_configured:
+                scores_llm = await self._llm_scores(query, candidates)
+                result = RerankResult(tuple(scores_llm), self._settings.chat_model, "llm")
             else:
-                vectors = await self._embed_for_similarity(query, [t for _, t in candidates])
+                vectors = await self._embed_for_similarity(query, texts)
                 unit = rerank_mod.cosine_to_unit(vectors[0], vectors[1:])
                 result = RerankResult(tuple(float(x) for x in unit), self.embedding_model,
                                       "embedding-cosine")
@@ -313,6 +372,34 @@ class LlmOrchestrator:
         q = await self.embed([query], purpose="query")
         docs = await self._embed(texts, "document", "", max_count=self._settings.max_texts_per_request)
         return np.concatenate([q.vectors, docs.vectors], axis=0)
+
+    # -- chat completions ------------------------------------------------------------------
+
+    async def chat_completion(self, request: chat_mod.ChatRequest) -> AsyncIterator[chat_mod.ChatChunk]:
+        """The configured chat model's reply, streamed: text pieces and tool-call pieces, then a
+        last chunk (`done`) with the finish reason and the usage. Through the OpenAI-compatible
+        client (timeouts, retries before the first token, circuit breaker, redaction); a GenAI
+        "chat" span records model, tokens and finish reason — message text only with content
+        capture on. No chat model configured: Unavailable."""
+        chat_mod.check_request(request, max_text_chars=self._settings.max_text_chars)
+        if not self.chat_configured:
+            raise Unavailable("no chat model is configured (NUCLEUS_LLM_OPENAI_BASE_URL and NUCLEUS_LLM_CHAT_MODEL)")
+        assert self._gateway is not None
+        text: list[str] = []
+        with chat_mod.chat_span(self._settings.chat_model, request, tracer_provider=self.tracer_provider) as span:
+            async for delta in self._gateway.chat_stream(
+                    chat_mod.wire_messages(request.messages),
+                    tools=chat_mod.wire_tools(request.tools) or None,
+                    tool_choice=chat_mod.wire_tool_choice(request.tool_choice) if request.tools else None,
+                    max_tokens=request.max_tokens, task="chat completion"):
+                chunk = chat_mod.ChatChunk(
+                    content=delta.content, tool_calls=tuple(chat_mod.ToolCall(*c) for c in delta.tool_calls),
+                    model=delta.model, finish_reason=delta.finish_reason, input_tokens=delta.input_tokens,
+                    output_tokens=delta.output_tokens, done=delta.done)
+                text.append(delta.content)
+                if chunk.done:
+                    chat_mod.end_chat_span(span, chunk, "".join(text))
+                yield chunk
 
     # -- synthesis -------------------------------------------------------------------------
 
@@ -375,10 +462,14 @@ class LlmOrchestrator:
 
     async def _extractive_synthesis(self, query: str, passages: list[tuple[str, str, str]],
                                     max_chars: int, style: str) -> Synthesis:
-        pool = synth.sentence_pool(passages)
-        vectors = await self._embed_for_similarity(query, [sentence for _, sentence in pool])
-        cosines = (vectors[1:] @ vectors[0]).astype(np.float32)
-        extract = synth.extract_answer(pool, cosines, max_chars=max_chars, style=style)
+        """No chat model: the passages' sentences, table rows and list items (synthesis.py),
+        scored against the query by the embedding model (the query and every unit embedded in
+        one batched call) and BM25, the best few quoted in reading order with citations."""
+        units = synth.answer_units(passages)
+        vectors = (await self._embed([query, *(u.context for u in units)], "document", "",
+                                     max_count=self._settings.max_texts_per_request + 1)).vectors
+        scores = synth.unit_scores(query, units, (vectors[1:] @ vectors[0]).astype(np.float32))
+        extract = synth.extract_answer(units, scores, max_chars=max_chars, style=style)
         return Synthesis(answer=extract.answer,
                          citations=synth.citations_for(extract.passage_ids, passages),
                          truncated=extract.truncated,

@@ -7,7 +7,8 @@ from __future__ import annotations
 from nucleus.v1 import llm_orchestration_pb2_grpc as llm_grpc
 from services.llm_orchestration import convert
 from services.llm_orchestration.core import LlmOrchestrator
-from shared.grpc_errors import translate_errors
+from shared.errors import NucleusError
+from shared.grpc_errors import abort_for, translate_errors
 from shared.identity import queue_key, verified_caller
 from shared.telemetry.genai import embeddings_span, end_embeddings  # telemetry hook
 
@@ -32,7 +33,7 @@ class LlmOrchestrationServicer(llm_grpc.LlmOrchestrationServicer):
     @translate_errors
     async def Rerank(self, request, context):
         candidates = [(c.id, c.text) for c in request.candidates]
-        result = await self._core.rerank(request.query, candidates)
+        result = await self._core.rerank(request.query, candidates, request.method)
         return convert.rerank_to_pb([c[0] for c in candidates], result)
 
     @translate_errors
@@ -40,6 +41,14 @@ class LlmOrchestrationServicer(llm_grpc.LlmOrchestrationServicer):
         passages = [(p.id, p.title, p.text) for p in request.passages]
         return convert.synthesis_to_pb(await self._core.synthesize(
             request.query, passages, max_chars=request.max_chars, style=request.style or "concise"))
+
+    async def GenerateChatCompletion(self, request, context):
+        """Streams the reply's chunks; errors before or during the stream end it with their status."""
+        try:
+            async for chunk in self._core.chat_completion(convert.chat_request_from_pb(request)):
+                yield convert.chat_chunk_to_pb(chunk)
+        except NucleusError as err:
+            await abort_for(context, err)
 
     @translate_errors
     async def GetModelInfo(self, request, context):

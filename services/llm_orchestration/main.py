@@ -20,9 +20,15 @@ from shared.settings import LlmOrchestrationSettings
 async def serve(settings: LlmOrchestrationSettings, *, stdio: bool, ready_file=None) -> None:
     core = LlmOrchestrator(settings)
     await core.start()
+    spec = build(settings, core, stdio=stdio)
+    await (run_stdio(spec) if stdio else run_service(spec, settings, ready_file=ready_file))
+
+
+def build(settings: LlmOrchestrationSettings, core: LlmOrchestrator, *, stdio: bool) -> ServiceSpec:
+    """The service over a started core (`nucleus up --mode single` shares the core in process)."""
     auth = ServiceAuth.load("llm_orchestration", settings.identity_dir)   # None: authentication off
     http_auth = auth is not None and not stdio
-    spec = ServiceSpec(
+    return ServiceSpec(
         name="llm_orchestration",
         grpc_service_name="nucleus.v1.LlmOrchestration",
         add_servicers=lambda server: llm_grpc.add_LlmOrchestrationServicer_to_server(
@@ -32,7 +38,6 @@ async def serve(settings: LlmOrchestrationSettings, *, stdio: bool, ready_file=N
         close=core.close,
         grpc_interceptors=[auth.server_interceptor()] if auth else [],
     )
-    await (run_stdio(spec) if stdio else run_service(spec, settings, ready_file=ready_file))
 
 
 def main() -> None:

@@ -83,10 +83,12 @@ def build_mcp(core: LlmOrchestrator, *, token_verifier: Any = None, auth: Any = 
             return ExpansionOut(phrases=list(e.phrases), method=e.method, note=e.note, model=e.model)
         return await guarded(run)
 
-    @mcp.tool(name="rerank", description="Relevance score in [0, 1] for each candidate text against the query.")
-    async def rerank(query: str, candidates: list[CandidateIn]) -> RerankOut:
+    @mcp.tool(name="rerank", description=(
+        "Relevance score in [0, 1] for each candidate text against the query. method: '' (default), or a "
+        "configured model re-ranker ('cross-encoder', 'rerank-api')."))
+    async def rerank(query: str, candidates: list[CandidateIn], method: str = "") -> RerankOut:
         async def run() -> RerankOut:
-            r = await core.rerank(query, [(c.id, c.text) for c in candidates])
+            r = await core.rerank(query, [(c.id, c.text) for c in candidates], method)
             return RerankOut(scores=list(r.scores), model=r.model, method=r.method)
         return await guarded(run)
 

@@ -28,6 +28,7 @@ import logging
 import os
 import re
 import tempfile
+import threading
 import time
 import warnings
 from collections.abc import Callable, Iterator, Sequence
@@ -233,6 +234,10 @@ class OnnxEncoder:
         self._session = session
         self._concurrent_session = concurrent_session
         self._tokenizer = tokenizer
+        # A fast tokenizer keeps its truncation / padding settings in shared Rust state that each
+        # call sets; two sessions tokenizing at once (concurrent callers) can interleave those
+        # settings and get ragged batches. Tokenising takes microseconds: one at a time.
+        self._tokenizer_lock = threading.Lock()
         self._max_seq_length = max_seq_length
         self._tokens_per_run = tokens_per_run
         self._input_names = [node.name for node in session.get_inputs()]
@@ -272,8 +277,9 @@ class OnnxEncoder:
     def _tokenize(self, texts: list[str], **kwargs: Any) -> Any:
         """The tokenizer call sentence-transformers makes: truncate at max_seq_length, pad (when
         asked) to the longest text of the call."""
-        return self._tokenizer(texts, truncation="longest_first", max_length=self._max_seq_length,
-                               **kwargs)
+        with self._tokenizer_lock:
+            return self._tokenizer(texts, truncation="longest_first", max_length=self._max_seq_length,
+                                   **kwargs)
 
 
 SPIN_MODES = ("never", "within_run", "always")

@@ -30,7 +30,8 @@ import email.utils
 import json
 import logging
 import time
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
+from dataclasses import dataclass
 from typing import Any, TypeVar
 from urllib.parse import urlsplit
 
@@ -56,6 +57,19 @@ BACKOFF_INITIAL_S = 0.1
 BACKOFF_MAX_S = 2.0
 ERROR_DETAIL_CHARS = 200
 T = TypeVar("T")
+
+
+@dataclass(frozen=True, slots=True)
+class ChatDelta:
+    """One piece of a streamed chat completion; the last one has `done` and the totals."""
+
+    content: str
+    tool_calls: tuple[tuple[int, str, str, str], ...]     # (index, id, name, arguments piece)
+    model: str
+    finish_reason: str = ""
+    input_tokens: int = 0
+    output_tokens: int = 0
+    done: bool = False
 
 
 class _AttemptTimeout(Exception):
@@ -171,6 +185,59 @@ class OpenAIGateway:
         if not isinstance(content, str) or not content.strip():
             raise UpstreamFailed(f"{self.upstream} returned no message content for {task}")
         return content
+
+    async def chat_stream(self, messages: list[dict[str, Any]], *, tools: list[dict[str, Any]] | None = None,
+                          tool_choice: Any = None, max_tokens: int = 0,
+                          task: str = "chat") -> AsyncIterator[ChatDelta]:
+        """A streamed chat completion, piece by piece; the last delta has `finish_reason` and
+        the usage (when the endpoint reports it). Opening the stream is retried and guarded by
+        the breaker like every call; once tokens flow nothing is retried (they were delivered):
+        a failure or a pause longer than `request_timeout_s` between chunks raises, translated."""
+        extra: dict[str, Any] = {}
+        if tools:
+            extra.update(tools=tools, tool_choice=tool_choice or "auto")
+        if max_tokens > 0:
+            extra["max_tokens"] = max_tokens
+        stream = await self._call(task, lambda: self._client.chat.completions.create(
+            model=self._chat_model, messages=messages, stream=True, stream_options={"include_usage": True},
+            **extra))
+        iterator = stream.__aiter__()
+        finish = ""
+        usage = (0, 0)
+        model = self._chat_model
+        try:
+            while True:
+                try:
+                    async with asyncio.timeout(self._timeout_s):
+                        chunk = await iterator.__anext__()
+                except StopAsyncIteration:
+                    break
+                model = getattr(chunk, "model", None) or model
+                if getattr(chunk, "usage", None) is not None:
+                    usage = (int(chunk.usage.prompt_tokens or 0), int(chunk.usage.completion_tokens or 0))
+                if not chunk.choices:
+                    continue
+                choice = chunk.choices[0]
+                delta = choice.delta
+                calls = tuple((int(tc.index), tc.id or "", (tc.function.name or "") if tc.function else "",
+                               (tc.function.arguments or "") if tc.function else "")
+                              for tc in (getattr(delta, "tool_calls", None) or ()))
+                finish = choice.finish_reason or finish
+                if (delta.content or "") or calls:
+                    yield ChatDelta(content=delta.content or "", tool_calls=calls, model=model)
+        except TimeoutError:
+            raise DeadlineExceeded(self._redactor.redact(
+                f"{self.upstream} stopped streaming the {task} reply for {self._timeout_s:g}s")) from None
+        except NucleusError:
+            raise
+        except Exception as err:   # noqa: BLE001 - one place translates upstream errors
+            raise self._translate(err, task, 1) from None
+        finally:
+            close = getattr(stream, "close", None)
+            if close is not None:
+                await close()
+        yield ChatDelta(content="", tool_calls=(), model=model, finish_reason=finish or "stop",
+                        input_tokens=usage[0], output_tokens=usage[1], done=True)
 
     # -- the one call path -----------------------------------------------------------------
 

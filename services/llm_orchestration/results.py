@@ -11,7 +11,7 @@ import numpy as np
 from numpy.typing import NDArray
 
 ExpansionMethodName = Literal["llm", "keywords", "unavailable"]
-RerankMethodName = Literal["llm", "embedding-cosine"]
+RerankMethodName = Literal["llm", "embedding-cosine", "cross-encoder", "rerank-api"]
 SynthesisMethodName = Literal["llm", "extractive"]
 
 
@@ -35,7 +35,8 @@ class Expansion:
 @dataclass(frozen=True, slots=True)
 class RerankResult:
     scores: tuple[float, ...]      # in [0, 1], same order as the candidates
-    model: str                     # chat model for "llm", embedding model for "embedding-cosine"
+    model: str                     # chat model ("llm"), embedding model ("embedding-cosine"),
+                                   # cross-encoder folder/name, or the rerank API's model
     method: RerankMethodName
 
 

@@ -4,9 +4,13 @@
   Cited ids are parsed from the answer and kept only if a passage with that id was shown.
   Passages beyond the prompt budget (`PROMPT_BUDGET_CHARS`) are dropped from the tail; the
   answer is cut to `max_chars` at a sentence (else word) boundary. Either sets `truncated`.
-- `extractive`: no chat model. The passages' sentences most similar to the query (embedding
-  cosine) are quoted, each followed by its [passage_id], best first, up to `max_chars`.
-  Nothing is generated; the method says so.
+- `extractive`: no chat model. The passages are cut into units — sentences, and every table
+  row and list item (sentences.py) — and each is scored against the query: embedding cosine
+  (the query and every unit, with its passage title and section heading, in one batched
+  embedding call) blended with BM25 over the units, plus a small prior for the better-ranked
+  passage (`unit_scores`). The best few (at most `EXTRACTIVE_SENTENCES[style]`, within
+  `EXTRACTIVE_BUDGET[style]` characters: 400 for "concise") are quoted in reading order, each
+  followed by its [passage_id]. Nothing is generated; the method says so.
 """
 from __future__ import annotations
 
@@ -18,14 +22,17 @@ import numpy as np
 from numpy.typing import NDArray
 
 from .results import Citation
+from .sentences import Unit, answer_units, bm25_scores, split_sentences
 
 STYLES = ("concise", "detailed", "bullets")
 DEFAULT_MAX_CHARS = 2_000
 PROMPT_BUDGET_CHARS = 24_000            # passage text sent to the chat model (~6k tokens)
-EXTRACTIVE_SENTENCES = {"concise": 3, "detailed": 8, "bullets": 5}
-EXTRACTIVE_MIN_COSINE = 0.2             # besides the best sentence, quote only related ones
-EXTRACTIVE_MAX_SENTENCES = 512          # sentences considered (in passage order)
-SENTENCE_MAX_CHARS = 600
+EXTRACTIVE_SENTENCES = {"concise": 5, "detailed": 10, "bullets": 6}
+EXTRACTIVE_BUDGET = {"concise": 400, "detailed": 1_000, "bullets": 600}   # answer characters
+EMBEDDING_WEIGHT = 0.8                  # the rest is BM25 (unit_scores)
+PASSAGE_PRIOR = 0.2                     # added for the first passage, less for later ones
+INCOMPLETE_PENALTY = 0.3                # a unit ending with ":" or "?"
+KEEP_RATIO = 0.5                        # besides the best unit, quote only units this close to it
 ELLIPSIS = "…"
 
 _STYLE_INSTRUCTIONS = {
@@ -33,7 +40,6 @@ _STYLE_INSTRUCTIONS = {
     "detailed": "Answer thoroughly, covering every relevant point the passages make.",
     "bullets": "Answer as a short bulleted list, one point per line starting with '- '.",
 }
-_SENTENCE_END = re.compile(r"(?:(?<=[.!?])|(?<=[.!?][\"')\]]))\s+(?=[\"'(\[]?[A-Z0-9])")
 _CITATION = re.compile(r"\[([^\[\]\n]{1,200})\]")
 
 Passage = tuple[str, str, str]          # (id, title, text)
@@ -113,22 +119,6 @@ def truncate_text(text: str, max_chars: int) -> tuple[str, bool]:
     return window.rstrip() + ELLIPSIS, True
 
 
-def split_sentences(text: str) -> list[str]:
-    parts = (" ".join(part.split()) for part in _SENTENCE_END.split(text))
-    return [part for part in parts if part]
-
-
-def sentence_pool(passages: Sequence[Passage]) -> list[tuple[str, str]]:
-    """(passage_id, sentence) pairs to choose from, in passage order, capped and clipped."""
-    pool: list[tuple[str, str]] = []
-    fallback: list[tuple[str, str]] = []
-    for pid, _title, text in passages:
-        for sentence in split_sentences(text):
-            sentence, _ = truncate_text(sentence, SENTENCE_MAX_CHARS)
-            (pool if len(sentence) >= 15 else fallback).append((pid, sentence))
-    return (pool or fallback)[:EXTRACTIVE_MAX_SENTENCES]
-
-
 @dataclass(frozen=True, slots=True)
 class Extract:
     answer: str
@@ -136,46 +126,73 @@ class Extract:
     truncated: bool
 
 
-def extract_answer(pool: Sequence[tuple[str, str]], cosines: NDArray[np.float32], *,
-                   max_chars: int, style: str) -> Extract:
-    """Quote the best sentences (by `cosines`, best first), each with its [id], within max_chars."""
-    order = np.argsort(-cosines, kind="stable")
+def unit_scores(query: str, units: Sequence[Unit], cosines: NDArray[np.float32]) -> NDArray[np.float32]:
+    """How well each unit answers `query`: `EMBEDDING_WEIGHT` × its embedding cosine + the
+    rest × its BM25 score (divided by the best unit's), plus up to `PASSAGE_PRIOR` for coming
+    from a better-ranked passage (the first passage gets it all), less `INCOMPLETE_PENALTY` for
+    a unit that only leads into something (ends with ":") or only asks (ends with "?")."""
+    n = len(units)
+    if cosines.shape != (n,):
+        raise ValueError(f"{cosines.shape[0] if cosines.ndim else 0} cosines for {n} units")
+    if n == 0:
+        return np.zeros(0, dtype=np.float32)
+    bm25 = bm25_scores(query, [u.terms_text for u in units]).astype(np.float64)
+    sparse = bm25 / bm25.max() if bm25.max() > 0 else np.zeros(n)
+    passages = max(u.passage for u in units) + 1
+    prior = np.array([PASSAGE_PRIOR * (1.0 - u.passage / passages) for u in units])
+    incomplete = np.array([u.text.endswith((":", "?")) for u in units], dtype=np.float64)
+    return (EMBEDDING_WEIGHT * cosines.astype(np.float64) + (1.0 - EMBEDDING_WEIGHT) * sparse + prior
+            - INCOMPLETE_PENALTY * incomplete).astype(np.float32)
+
+
+def extract_answer(units: Sequence[Unit], scores: NDArray[np.float32], *, max_chars: int,
+                   style: str) -> Extract:
+    """The best units by `scores` (`unit_scores`), at most `EXTRACTIVE_SENTENCES[style]` and
+    within min(max_chars, `EXTRACTIVE_BUDGET[style]`) characters, quoted in reading order, each
+    followed by its [passage id]. Besides the best, only units scoring at least `KEEP_RATIO` of
+    it are quoted. `truncated`: `max_chars` (not the style's budget) cut something."""
+    budget = min(max_chars, EXTRACTIVE_BUDGET[style])
     limit = EXTRACTIVE_SENTENCES[style]
     bullets = style == "bullets"
     sep = "\n" if bullets else " "
-    pieces: list[str] = []
-    used_ids: list[str] = []
+    order = np.argsort(-scores, kind="stable")
+    chosen: list[int] = []
     seen: set[str] = set()
     length = 0
     truncated = False
     for rank, row in enumerate(order):
-        if len(pieces) == limit:
+        if len(chosen) == limit:
             break
-        if rank > 0 and cosines[row] < EXTRACTIVE_MIN_COSINE:
+        unit = units[int(row)]
+        if rank > 0 and scores[row] < KEEP_RATIO * scores[order[0]]:
             break
-        pid, sentence = pool[row]
-        if sentence.casefold() in seen:
+        if unit.text.casefold() in seen:
             continue
-        piece = f"{'- ' if bullets else ''}{_cite(sentence, pid)}"
-        cited = True
-        extra = len(piece) + (len(sep) if pieces else 0)
-        if length + extra > max_chars:
-            truncated = True
-            if pieces:
-                break
-            # Not even the best sentence fits: quote its head, keep the citation if it can.
-            suffix = f" [{pid}]"
-            head, _ = truncate_text(f"{'- ' if bullets else ''}{sentence}",
-                                    max(0, max_chars - len(suffix)))
-            cited = len(head) + len(suffix) <= max_chars
-            piece = head + suffix if cited else head[:max_chars]
-            extra = len(piece)
-        seen.add(sentence.casefold())
-        pieces.append(piece)
+        extra = len(_piece(unit, bullets)) + (len(sep) if chosen else 0)
+        if length + extra > budget:
+            if not chosen:
+                return _head_only(unit, bullets, budget, truncated=budget == max_chars)
+            truncated = truncated or (length + extra > max_chars and budget == max_chars)
+            continue            # a shorter, less relevant unit may still fit
+        seen.add(unit.text.casefold())
+        chosen.append(int(row))
         length += extra
-        if cited and pid not in used_ids:
-            used_ids.append(pid)
-    return Extract(sep.join(pieces), tuple(used_ids), truncated)
+    chosen.sort(key=lambda r: (units[r].passage, units[r].position))
+    used_ids = list(dict.fromkeys(units[r].passage_id for r in chosen))
+    return Extract(sep.join(_piece(units[r], bullets) for r in chosen), tuple(used_ids), truncated)
+
+
+def _piece(unit: Unit, bullets: bool) -> str:
+    return f"{'- ' if bullets else ''}{_cite(unit.text, unit.passage_id)}"
+
+
+def _head_only(unit: Unit, bullets: bool, budget: int, *, truncated: bool) -> Extract:
+    """Not even the best unit fits: quote its head, with the citation if it can."""
+    suffix = f" [{unit.passage_id}]"
+    head, _ = truncate_text(f"{'- ' if bullets else ''}{unit.text}", max(0, budget - len(suffix)))
+    cited = len(head) + len(suffix) <= budget
+    answer = head + suffix if cited else head[:budget]
+    return Extract(answer, (unit.passage_id,) if cited else (), truncated)
 
 
 def _cite(sentence: str, pid: str) -> str:

@@ -60,5 +60,6 @@ def response_to_pb(r: SearchResponse) -> rag_pb.SearchAndRankResponse:
         timings=[rag_pb.StageTiming(stage=s, ms=ms) for s, ms in r.timings],
         temporal_intent=r.temporal_intent,
         sources=[rag_pb.SourceReport(source_id=x.source_id, status=x.status, latency_ms=x.latency_ms,
-                                     result_count=x.result_count, error_message=x.error) for x in r.sources],
+                                     result_count=x.result_count, error_message=x.error, error_code=x.code,
+                                     filtered=x.filtered, note=x.note) for x in r.sources],
     )

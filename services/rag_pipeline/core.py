@@ -31,13 +31,15 @@ from opentelemetry import trace
 from ranking import Candidates, RankingConfig, rank
 from ranking.config import DEFAULT_REPUTATION
 from ranking.factors import reputation as reputation_factor
-from ranking.profile import BUILTIN_PROFILE, RankingProfile
+from ranking.profile import BUILTIN_PROFILE, MAX_RERANK_TOP_N, RankingProfile
 from ranking.query_features import QueryFeatures, query_features
 from ranking.temporal import detect_temporal_intent
 from services.rag_pipeline import permissions
 from services.rag_pipeline.access import AccessPolicy, Scope
 from services.rag_pipeline.federation.fanout import MAX_REMOTE_HITS, Federation, Plan, RemoteQuery
-from services.rag_pipeline.federation.hits import LOCAL
+from services.rag_pipeline.federation.hits import LOCAL, Caller
+from services.rag_pipeline.federation.filters import for_remotes
+from services.rag_pipeline.federation.identity import INCOMING_PATH
 from services.rag_pipeline.federation.rescore import Rescorer
 from services.rag_pipeline.federation.unify import FederatedSearch, without_local_repeats
 from services.rag_pipeline.fetch import load_hits, load_results
@@ -66,7 +68,7 @@ log = logging.getLogger(__name__)
 tracer = trace.get_tracer("nucleus.rag_pipeline")
 
 PROFILE_CACHE_TTL_S = 5.0
-RERANK_TOP_N = 20
+RERANK_TOP_N = 20               # default of a profile's rerank_top_n (ranking/profile.py)
 MAX_PHRASES = 5
 FEDERATION_RESERVE_S = 1.5      # of the deadline kept for re-scoring and ranking after the fan-out
 RANK_MARGIN_S = 0.5             # of the deadline kept for ranking after the re-scoring
@@ -127,7 +129,7 @@ class RagPipeline:
         if principal is None:
             return await self.search_and_rank(request)
         principal = replace(principal, tenant_id=self.tenant_for(request.tenant_id, principal))
-        plan = self.plan(request.sources, principal)
+        plan = self.plan(request.sources, principal, principal.tenant_id)
         if scope is None:
             scope = await self.scope(principal, base=request.filters)
         if scope.empty:
@@ -137,7 +139,7 @@ class RagPipeline:
         with acting_for(principal):
             response = await self.search_and_rank(replace(request, tenant_id=principal.tenant_id,
                                                           filters=scope.filters),
-                                                  plan=plan, username=principal.user_id)
+                                                  plan=plan, caller=Caller.of(principal))
         if scope.post_tags:
             response = replace(response, results=tuple(r for r in response.results if scope.keep(r.artifact.tags)))
         return response
@@ -229,24 +231,29 @@ class RagPipeline:
         return ack, float(rep[0])
 
     # ------------------------------------------------------------------ search
-    def plan(self, selection: Sequence[str], principal: Principal | None) -> Plan | None:
+    def plan(self, selection: Sequence[str], principal: Principal | None, tenant_id: str | None = None
+             ) -> Plan | None:
         """Which sources a query goes to (federation/fanout.py); None = the local store only, as
-        without federation (no remote source configured or visible, and none asked for)."""
+        without federation (no remote source configured or visible, and none asked for).
+        `principal` None: authentication is off, the sources of `tenant_id`."""
         if self.federation is None:
             unknown = [s for s in selection if s != LOCAL]
             if unknown:
                 raise InvalidArgument("sources", f"unknown source '{unknown[0]}'; accepted: local "
                                                  "(no remote source is configured)")
             return None
-        plan = self.federation.plan(selection, principal)
+        plan = self.federation.plan(selection, principal, tenant_id)
         return plan if plan.federated else None
 
     async def search_and_rank(self, request: SearchRequest, *, plan: Plan | None | str = "auto",
-                              username: str = "") -> SearchResponse:
+                              caller: Caller | None = None) -> SearchResponse:
         """`plan`: the sources (`plan()`); "auto" = as the request's `sources` select for a
-        caller who may see every source (authentication off)."""
+        caller who may see every source of the request's tenant (authentication off).
+        `caller`: who the remote sources are asked for (None: the request's tenant, no user)."""
         if plan == "auto":
-            plan = self.plan(request.sources, None)
+            plan = self.plan(request.sources, None, request.tenant_id)
+        if caller is None:
+            caller = Caller(request.tenant_id)
         request = self.validate(request)
         with tracer.start_as_current_span("rag.search_and_rank") as span:
             span.set_attribute("nucleus.tenant_id", request.tenant_id)
@@ -255,7 +262,7 @@ class RagPipeline:
             set_content_attribute(span, "gen_ai.retrieval.query.text", request.query)  # telemetry hook (gated)
             try:
                 async with asyncio.timeout(self._settings.deadline_s):
-                    response = await self._search(request, plan, username)
+                    response = await self._search(request, plan, caller)
             except TimeoutError:
                 raise DeadlineExceeded(f"SearchAndRank did not finish within {self._settings.deadline_s:.1f}s") from None
             span.set_attribute("nucleus.degraded", response.degraded)
@@ -263,17 +270,18 @@ class RagPipeline:
             span.set_attribute("nucleus.profile", f"{response.profile_name}@v{response.profile_version}")
             return response
 
-    async def _search(self, request: SearchRequest, plan: Plan | None = None, username: str = "") -> SearchResponse:
+    async def _search(self, request: SearchRequest, plan: Plan | None = None, caller: Caller | None = None
+                      ) -> SearchResponse:
         started: list[FederatedSearch] = []
         self._searching += 1
         try:
-            return await self._search_sources(request, plan, username, started)
+            return await self._search_sources(request, plan, caller, started)
         finally:
             self._searching -= 1
             for federated in started:      # an answer or an error: no remote call outlives the query
                 federated.cancel()
 
-    async def _search_sources(self, request: SearchRequest, plan: Plan | None, username: str,
+    async def _search_sources(self, request: SearchRequest, plan: Plan | None, caller: Caller | None,
                               started: list[FederatedSearch]) -> SearchResponse:
         s = self._settings
         timings: list[tuple[str, float]] = []
@@ -312,7 +320,9 @@ class RagPipeline:
             budget = s.deadline_s - (time.perf_counter() - t0) - min(FEDERATION_RESERVE_S, s.deadline_s / 3)
             fed = FederatedSearch(self.federation, self.rescorer, plan,
                                   RemoteQuery(request.query, tuple(phrases), min(self.remote_hits, request.top_k_initial),
-                                              username, request.remote_resources), max(0.05, budget)).start()
+                                              caller, request.remote_resources, INCOMING_PATH.get(),
+                                              for_remotes(request.filters)),
+                                  max(0.05, budget)).start()
             started.append(fed)
         combined: _BothLegs | None = None
         keyword_task: asyncio.Task[tuple[CandidateColumns, list[str]]] | None = None
@@ -411,11 +421,13 @@ class RagPipeline:
         features = query_features(request.query, stats.document_frequency if stats else (),
                                   stats.entries if stats else 0)
         config = _config_for(request.prefs, profile, apply_recency, now, features)
-        rerank = request.prefs.rerank and len(merged) > 1
+        # Model re-ranking is off by default: a request asks for it (the default method), or the
+        # profile names a re-ranker; the profile says how many rows it re-scores.
+        rerank = (request.prefs.rerank or bool(profile.reranker)) and len(merged) > 1
         with tracer.start_as_current_span("rag.rank") as span:
             candidates = ranking_candidates(merged)
             # With a re-rank, this first ranking picks the rows the model scores (_rerank).
-            k = min(RERANK_TOP_N, len(merged)) if rerank else final_k
+            k = min(max(1, min(profile.rerank_top_n, MAX_RERANK_TOP_N)), len(merged)) if rerank else final_k
             ranked = rank(candidates, config, k) if merged else None
             span.set_attribute("nucleus.candidates", len(merged))
         t = mark("rank", t)
@@ -423,7 +435,8 @@ class RagPipeline:
         if ranked is not None and rerank:
             with tracer.start_as_current_span("rag.rerank"):
                 ranked, candidates, rerank_reason = await self._rerank(replace(request, top_k_final=final_k), merged,
-                                                                       candidates, config, ranked, reasons, vanished)
+                                                                       candidates, config, ranked, reasons, vanished,
+                                                                       method=profile.reranker)
                 if rerank_reason:
                     reasons.append(rerank_reason)
             t = mark("rerank", t)
@@ -520,16 +533,21 @@ class RagPipeline:
 
     async def _rerank(self, request: SearchRequest, merged: list[Merged], candidates: Candidates,
                       config: RankingConfig, first: Any, reasons: list[str],
-                      vanished: set[str]) -> tuple[Any, Candidates, str]:
-        """Re-score `first` (the best RERANK_TOP_N rows) with the model and rank again to top_k_final."""
+                      vanished: set[str], method: str = "") -> tuple[Any, Candidates, str]:
+        """Re-score `first` (the profile's rerank_top_n best rows) with the model (`method`: the
+        profile's re-ranker, "" = the default) and rank again to top_k_final, the score blended
+        into Relevancy with the profile's rerank_weight. A failing re-ranker degrades to the
+        first ranking with the reason flagged."""
         await load_hits(self._ks, request.tenant_id, [merged[int(r)] for r in first.rows], reasons, vanished,
                         timeout_s=self._settings.retrieval_timeout_s)
         rows = [int(r) for r in first.rows if merged[int(r)].hit is not None]     # vanished ones: not re-ranked
         if not rows:
             return rank(candidates, config, request.top_k_final), candidates, ""
         try:
+            chosen = {"method": method} if method else {}      # "" = the model's default re-ranker
             scored = await self._llm.rerank(request.query, [(merged[r].hit.entry.id, merged[r].hit.entry.text)
-                                                             for r in rows], timeout_s=self._settings.embed_timeout_s)
+                                                             for r in rows], **chosen,
+                                             timeout_s=self._settings.embed_timeout_s)
         except NucleusError as err:
             return rank(candidates, config, request.top_k_final), candidates, f"rerank unavailable: {err}"
         rerank_col = np.full(len(merged), np.nan, dtype=np.float32)
@@ -568,4 +586,5 @@ def _config_for(prefs: Preferences, profile: RankingProfile, apply_recency: bool
         apply_recency=apply_recency,
         now_unix=now_unix,
         prior_strength=profile.reputation_prior_strength,
+        rerank_weight=profile.rerank_weight,
     )

@@ -3,7 +3,10 @@
 With authentication on, the auth interceptor has verified the caller before a handler runs
 (an end user's API key or JWT, or an operator credential) and `verified_caller()` is it; the
 core applies the same access decisions as for MCP (`RagPipeline.search`). Without it (auth
-off: a trusted internal network), the request's tenant_id is used as sent.
+off: a trusted internal network), the request's tenant_id is used as sent — unless a
+SearchAndRank carries `x-nucleus-principal: local` (`nucleus search` without `--as-operator`):
+then it is answered as the local principal, exactly as MCP answers such a caller.
+SearchAndRank's initial metadata `x-nucleus-answered-as` says who it was answered as.
 """
 from __future__ import annotations
 
@@ -16,17 +19,46 @@ from services.knowledge_store import convert as ks_convert
 from services.rag_pipeline import convert, personas
 from services.rag_pipeline.core import RagPipeline
 from services.rag_pipeline.topics import TopicTools
-from shared.errors import Unavailable
-from shared.grpc_errors import translate_errors
-from shared.identity import verified_caller
+from services.llm_orchestration import convert as llm_convert
+from services.rag_pipeline.chat import ChatGate
+from shared.errors import NucleusError, Unavailable
+from shared.grpc_errors import abort_for, translate_errors
+from shared.identity import (
+    ANSWERED_AS_METADATA,
+    LOCAL_PRINCIPAL_METADATA,
+    describe_principal,
+    local_principal,
+    verified_caller,
+)
 
 _TARGETS = {pb.FEEDBACK_TARGET_ENTRY: "entry", pb.FEEDBACK_TARGET_ARTIFACT: "artifact"}
 
 
+def _metadata(context) -> set[tuple[str, str]]:
+    return {(k.lower(), v) for k, v in (context.invocation_metadata() or ()) if isinstance(v, str)}
+
+
+def _ascii(text: str) -> str:
+    """gRPC metadata values are ASCII."""
+    return text.encode("ascii", "backslashreplace").decode("ascii")
+
+
 class RagPipelineServicer(rag_grpc.RagPipelineServicer):
-    def __init__(self, pipeline: RagPipeline, topic_tools: TopicTools | None = None) -> None:
+    def __init__(self, pipeline: RagPipeline, topic_tools: TopicTools | None = None,
+                 chat: ChatGate | None = None) -> None:
         self._pipeline = pipeline
         self._topics = topic_tools
+        self._chat = chat
+
+    async def Chat(self, request, context):
+        """The verified caller's chat completion, streamed (services/rag_pipeline/chat.py)."""
+        try:
+            if self._chat is None:
+                raise Unavailable("chat is not served by this process")
+            async for chunk in self._chat.chat(llm_convert.chat_request_from_pb(request), verified_caller()):
+                yield llm_convert.chat_chunk_to_pb(chunk)
+        except NucleusError as err:
+            await abort_for(context, err)
 
     @property
     def _knowledge(self):
@@ -38,7 +70,11 @@ class RagPipelineServicer(rag_grpc.RagPipelineServicer):
     @translate_errors
     async def SearchAndRank(self, request, context):
         search = convert.request_from_pb(request)
-        return convert.response_to_pb(await self._pipeline.search(search, verified_caller()))
+        caller = verified_caller()
+        if caller is None and LOCAL_PRINCIPAL_METADATA in _metadata(context):
+            caller = local_principal()        # as MCP answers a caller without a verified identity
+        await context.send_initial_metadata(((ANSWERED_AS_METADATA, _ascii(describe_principal(caller))),))
+        return convert.response_to_pb(await self._pipeline.search(search, caller))
 
     @translate_errors
     async def PutRankingProfile(self, request, context):

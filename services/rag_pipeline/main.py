@@ -14,18 +14,21 @@ import services._openmp  # noqa: F401  (first: before torch/faiss load OpenMP)
 
 import asyncio
 import logging
-from typing import Mapping
+from typing import Any, Mapping
 from urllib.parse import urlsplit
 
 from nucleus.v1 import rag_pipeline_pb2_grpc as rag_grpc
 from services.knowledge_store.client import KnowledgeStoreClient
 from services.llm_orchestration.client import LlmOrchestrationClient
 from services.rag_pipeline.access import AccessPolicy
+from services.rag_pipeline.chat import ChatGate
+from services.rag_pipeline.chat_mcp import register_chat_tool
 from services.rag_pipeline.core import RagPipeline
 from services.rag_pipeline.federation.fanout import Federation, McpRemoteSearch
 from services.rag_pipeline.federation.runtime import FederationRuntime, request_headers
 from services.rag_pipeline.federation.sources import default_sources_path
 from services.rag_pipeline.grpc_api import RagPipelineServicer
+from services.rag_pipeline.ports import KnowledgeSource, LanguageModel
 from services.rag_pipeline.topics import TopicTools
 from services.rag_pipeline.mcp_api import build_mcp
 from services.rag_pipeline.tools import RagTools
@@ -38,7 +41,7 @@ from shared.auth.service_auth import ServiceAuth
 from shared.auth.service_identity import bearer
 from shared.auth.verifier import NucleusTokenVerifier
 from shared.errors import InvalidArgument
-from shared.identity import Principal
+from shared.identity import Principal, local_principal
 from shared.log import configure_logging
 from shared.service_main import apply_overrides, parse_args
 from shared.ratelimit import RateLimiter
@@ -59,7 +62,22 @@ def _public_hosts(base_url: str) -> list[str]:
     return sorted({host, f"{host}:*"})
 
 
-def build(settings: RagPipelineSettings, *, stdio: bool) -> ServiceSpec:
+def stack_tenants(config: Any, http_auth: bool) -> set[str]:
+    """The tenants this stack serves, as far as it knows: the local principal's with
+    authentication off; else the auth config's (its keys and tenant rules). JWTs may name any
+    tenant, so with JWTs every source must name its tenants (sources.py `check_tenants`)."""
+    if not http_auth or config is None:
+        return {local_principal().tenant_id}
+    tenants = {k.tenant for k in config.api_keys} | set(config.tenants)
+    if config.jwt is not None:
+        tenants.add("any tenant a JWT names")
+    return tenants
+
+
+def build(settings: RagPipelineSettings, *, stdio: bool, knowledge: KnowledgeSource | None = None,
+          llm: LanguageModel | None = None) -> ServiceSpec:
+    """The service. `knowledge` / `llm`: the ports' adapters (the in-process clients of
+    `nucleus up --mode single`); None: the gRPC clients of the other two services."""
     try:
         config = load_auth_config(settings.auth_config) if settings.auth_config else None
     except InvalidArgument as err:
@@ -75,21 +93,28 @@ def build(settings: RagPipelineSettings, *, stdio: bool) -> ServiceSpec:
     if settings.require_auth and stdio:
         log.info("stdio MCP: the caller is the local user who started the process (NUCLEUS_LOCAL_* principal)")
     audit = AuditLog(settings.audit_log)
-    knowledge = KnowledgeStoreClient(
-        settings.knowledge_store_target, timeout_s=settings.retrieval_timeout_s,
-        interceptors=service_auth.client_interceptors("knowledge_store") if service_auth else None,
-        tls_ca_file=settings.tls_ca_file)
-    llm = LlmOrchestrationClient(
-        settings.llm_target, timeout_s=settings.embed_timeout_s,
-        interceptors=service_auth.client_interceptors("llm_orchestration") if service_auth else None,
-        tls_ca_file=settings.tls_ca_file)
+    if knowledge is None:
+        knowledge = KnowledgeStoreClient(
+            settings.knowledge_store_target, timeout_s=settings.retrieval_timeout_s,
+            interceptors=service_auth.client_interceptors("knowledge_store") if service_auth else None,
+            tls_ca_file=settings.tls_ca_file)
+    if llm is None:
+        llm = LlmOrchestrationClient(
+            settings.llm_target, timeout_s=settings.embed_timeout_s,
+            interceptors=service_auth.client_interceptors("llm_orchestration") if service_auth else None,
+            tls_ca_file=settings.tls_ca_file)
     access = AccessPolicy(knowledge, config or EMPTY_CONFIG)
     # Remote sources (docs/FEDERATION.md): the sources file, its watcher, the probes, the MCP clients.
-    federation_runtime = FederationRuntime.create(default_sources_path(), audit=audit)
-    federation = Federation(federation_runtime.registry.current, McpRemoteSearch(federation_runtime.pool))
+    federation_runtime = FederationRuntime.create(default_sources_path(), audit=audit,
+                                                  stack_tenants=stack_tenants(config, http_auth))
+    registry = federation_runtime.registry
+    federation = Federation(registry.current, McpRemoteSearch(
+        federation_runtime.pool, stack_id=federation_runtime.stack_id, signer=federation_runtime.signer,
+        tenants_of=lambda source: registry.current().tenants_of(source)), stack_id=federation_runtime.stack_id)
     pipeline = RagPipeline(settings, knowledge, llm, access=access, federation=federation)
     verifier = NucleusTokenVerifier(config, audit) if config is not None else None
-    identity = RequestIdentity(config, allow_local=not http_auth, verifier=verifier)
+    identity = RequestIdentity(config, allow_local=not http_auth, verifier=verifier,
+                               stack_id=federation_runtime.stack_id)
     signer = LinkSigner.from_secret_text(settings.link_secret.get_secret_value(), settings.public_base_url,
                                          settings.link_ttl_s)
     tools = RagTools(pipeline, knowledge, llm, identity, access, signer,
@@ -104,6 +129,8 @@ def build(settings: RagPipelineSettings, *, stdio: bool) -> ServiceSpec:
     mcp = build_mcp(pipeline, tools, token_verifier=verifier if http_auth else None, auth=auth, limiter=limiter,
                     topic_tools=topic_tools)
     federation_runtime.attach(mcp, lambda ctx: identity.principal(request_headers(ctx)))
+    chat_gate = ChatGate.from_settings(llm, settings, require_caller=settings.require_auth)   # docs/MODELS.md
+    register_chat_tool(mcp, chat_gate, lambda ctx: identity.principal(request_headers(ctx)))
     federation_runtime.start()
 
     async def close() -> None:
@@ -139,7 +166,7 @@ def build(settings: RagPipelineSettings, *, stdio: bool) -> ServiceSpec:
         name="rag_pipeline",
         grpc_service_name="nucleus.v1.RagPipeline",
         add_servicers=lambda server: rag_grpc.add_RagPipelineServicer_to_server(
-            RagPipelineServicer(pipeline, topic_tools), server),
+            RagPipelineServicer(pipeline, topic_tools, chat=chat_gate), server),
         mcp_server=mcp,
         close=close,
         allowed_hosts=_public_hosts(settings.public_base_url) if base_is_set else [],

@@ -36,6 +36,7 @@ from shared.bounds import INT32_MAX
 from shared.identity import Principal
 from shared.mcp_errors import guarded
 from shared.mcp_schemas import FiltersIn
+from services.rag_pipeline.tools.calls import tool_audit_middleware
 from shared.ratelimit import RateLimiter
 from shared.ratelimit_adapters import rate_limit_middleware
 from shared.records import artifact_values
@@ -102,10 +103,13 @@ class RankedResultOut(BaseModel):
 class SourceReportOut(BaseModel):
     """How one source of a federated query fared."""
     source_id: str                          # "local" or a remote source's id
-    status: Literal["ok", "error", "timeout", "skipped"]
+    status: Literal["ok", "error", "timeout", "skipped", "refused"]
     latency_ms: float
     result_count: int
     error_message: str = ""
+    error_code: str = ""                    # the remote's own code (e.g. unauthorized_source), sanitised
+    filtered: int = 0                       # hits dropped by the request's filters (fail closed)
+    note: str = ""                          # e.g. "federation loop: ..." reported by the remote
 
 
 class SearchAndRankOut(BaseModel):
@@ -189,7 +193,8 @@ def search_response_out(r: SearchResponse) -> SearchAndRankOut:
 
 def source_reports_out(r: SearchResponse) -> list[SourceReportOut]:
     return [SourceReportOut(source_id=x.source_id, status=x.status, latency_ms=round(x.latency_ms, 3),
-                            result_count=x.result_count, error_message=x.error) for x in r.sources]
+                            result_count=x.result_count, error_message=x.error, error_code=x.code,
+                            filtered=x.filtered, note=x.note) for x in r.sources]
 
 
 def profile_out(p: RankingProfile) -> ProfileOut:
@@ -308,9 +313,12 @@ def build_mcp(pipeline: RagPipeline, rag_tools: RagTools, *, token_verifier: Any
         "Nucleus RAG retrieval: search_and_rank for ranked, explained knowledge from your tenant; "
         "rag_search / rag_get_raw_results / rag_get_synthesized_results for the standard RAG contracts."),
         token_verifier=token_verifier, auth=auth)
+    principal_of = lambda ctx: rag_tools.identity.principal(request_headers(ctx))     # noqa: E731
+    # Outermost of ours: one audit line per tool call, whatever answers it (a refusal of the rate limiter,
+    # a core tool, a RAG tool, a proxy tool, the sources tools).
+    mcp.middleware.append(tool_audit_middleware(rag_tools.audit, principal_of))
     if limiter is not None:
-        mcp.middleware.append(rate_limit_middleware(
-            limiter, lambda ctx: rag_tools.identity.principal(request_headers(ctx))))
+        mcp.middleware.append(rate_limit_middleware(limiter, principal_of))
     register_core_tools(mcp, pipeline, rag_tools.principal)
     register_rag_tools(mcp, rag_tools)
     register_topic_tools(mcp, topic_tools or TopicTools(rag_tools))

@@ -12,12 +12,14 @@ in for either. Errors arrive as `shared.errors`: a port that cannot answer raise
 """
 from __future__ import annotations
 
+from collections.abc import AsyncIterator
 from typing import Protocol, Sequence
 
 import numpy as np
 
 from ranking.profile import RankingProfile
 from services.knowledge_store.personas import Persona
+from services.llm_orchestration.chat import ChatChunk, ChatRequest
 from services.llm_orchestration.results import Expansion, RerankResult, Synthesis
 from shared.records import (CandidateColumns, FeedbackAck, Hit, KeywordScores, ScoreCompletion, SearchFilters,
                             TenantStats)
@@ -114,12 +116,18 @@ class LanguageModel(Protocol):
     async def expand(self, query: str, max_alternatives: int = 3, *,
                      timeout_s: float | None = None) -> Expansion: ...
 
-    async def rerank(self, query: str, candidates: Sequence[tuple[str, str]], *,
+    async def rerank(self, query: str, candidates: Sequence[tuple[str, str]], *, method: str = "",
                      timeout_s: float | None = None) -> RerankResult:
-        """Scores for (id, text) candidates."""
+        """Scores for (id, text) candidates; `method` "" = the default, else a configured model
+        re-ranker ("cross-encoder", "rerank-api")."""
         ...
 
     async def synthesize(self, query: str, passages: Sequence[tuple[str, str, str]], *, max_chars: int = 0,
                          style: str = "", timeout_s: float | None = None) -> Synthesis:
         """An answer from (id, title, text) passages."""
+        ...
+
+    def chat(self, request: ChatRequest, *, timeout_s: float | None = None) -> AsyncIterator[ChatChunk]:
+        """GenerateChatCompletion: the reply's chunks as they stream (services/rag_pipeline/chat.py
+        is the only caller: it checks the end user and their budget first)."""
         ...

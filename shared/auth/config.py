@@ -72,6 +72,27 @@ class ApiKeyEntry(_GroupsAndRoles):
     trusted_platform: bool = False
     disabled: bool = False
     created: str = ""
+    # A peer Nucleus stack's key (shared/auth/peer.py): its users come as signed assertions.
+    peer_stack: str = Field(default="", max_length=64, pattern=r"^[A-Za-z0-9_.:-]*$")
+    peer_public_key: str = Field(default="", max_length=4_096)
+    peer_groups: list[str] = Field(default_factory=list)
+
+    @field_validator("peer_groups")
+    @classmethod
+    def _peer_groups(cls, v: list[str]) -> list[str]:
+        return _check_groups(v)
+
+    @model_validator(mode="after")
+    def _peer(self) -> "ApiKeyEntry":
+        if bool(self.peer_stack) != bool(self.peer_public_key):
+            raise ValueError("peer_stack and peer_public_key go together (a peer stack's id and its public key)")
+        if self.peer_public_key:
+            from shared.auth.peer import check_public_key
+
+            check_public_key(self.peer_public_key)
+        if self.peer_stack and (self.trusted_platform or self.roles):
+            raise ValueError("a peer stack's key is neither a trusted platform nor has roles")
+        return self
 
     @field_validator("tenant")
     @classmethod

@@ -14,7 +14,11 @@ when it returns None. Tools then turn the verified AccessToken into a `Principal
   is `x-user-id` (always within the key's tenant), the groups are that user's entry under
   `tenants.<tenant>.users` in the config, else the key's own groups; its roles only those of
   that entry (a platform key's own roles never pass to the users it acts for); the session tags
-  are the JSON array in `x-session-tags` (a malformed header is refused, never ignored).
+  are the JSON array in `x-session-tags` (a malformed header is refused, never ignored);
+- a key marked as a peer Nucleus stack's (`peer_stack`): with an `x-nucleus-assertion` header
+  the principal is the asserted user of that stack, `<user>@<stack>`, in the key's tenant, with
+  the asserted groups the key's `peer_groups` list and no role (shared/auth/peer.py); an
+  assertion that does not verify is refused.
 """
 from __future__ import annotations
 
@@ -26,6 +30,7 @@ from mcp.server.auth.middleware.auth_context import get_access_token
 from mcp.server.auth.provider import AccessToken
 
 from shared.auth.config import CONTROL_CHARS, EMPTY_CONFIG, MAX_USER_CHARS, AuthConfig
+from shared.auth.peer import HEADER_ASSERTION, verify_assertion
 from shared.auth.service_identity import bearer
 from shared.auth.verifier import NucleusTokenVerifier, TokenRejected
 from shared.errors import InvalidArgument, Unauthenticated
@@ -63,10 +68,30 @@ def parse_session_tags(value: str) -> tuple[str, ...]:
     return tuple(dict.fromkeys(tags))
 
 
+def _peer_principal(c: Mapping, assertion: str, config: AuthConfig, stack_id: str) -> Principal | None:
+    """The asserted user of a peer stack's key (None: the key is no peer's)."""
+    key_id = str(c.get("key_id", ""))
+    entry = next((k for k in config.api_keys if k.key_id == key_id), None) if c.get("auth_method") == "api_key" else None
+    if entry is None or not entry.peer_stack:
+        return None
+    claims = verify_assertion(assertion, public_pem=entry.peer_public_key, issuer=entry.peer_stack, audience=stack_id)
+    allowed = set(entry.peer_groups)
+    groups = tuple(sorted({g for g in claims.get("groups", []) if g in allowed}))
+    return Principal(tenant_id=entry.tenant, user_id=f"{claims['sub']}@{entry.peer_stack}"[:MAX_USER_CHARS],
+                     groups=groups, auth_method="peer_assertion", key_id=key_id,
+                     extra={"acting_for": "1", "peer_stack": entry.peer_stack})
+
+
 def principal_from_access_token(token: AccessToken, headers: Mapping[str, str] | None,
-                                config: AuthConfig) -> Principal:
+                                config: AuthConfig, stack_id: str = "") -> Principal:
     """The principal a verified token stands for, with platform headers applied as described above."""
     c = token.claims or {}
+    assertion = _header(headers, HEADER_ASSERTION)
+    if assertion is not None:
+        peer = _peer_principal(c, assertion, config, stack_id)
+        if peer is not None:
+            return peer
+        # an assertion on a key that is no peer's is ignored, like platform headers of an ordinary key
     tenant, user = str(c.get("tenant", "")), str(c.get("user", ""))
     if not tenant or not user:
         raise Unauthenticated("the verified token carries no tenant or user")
@@ -109,15 +134,16 @@ class RequestIdentity:
     """
 
     def __init__(self, config: AuthConfig | None, *, allow_local: bool,
-                 verifier: NucleusTokenVerifier | None = None) -> None:
+                 verifier: NucleusTokenVerifier | None = None, stack_id: str = "") -> None:
         self.config = config or EMPTY_CONFIG
         self.allow_local = allow_local
         self.verifier = verifier or (NucleusTokenVerifier(config) if config is not None else None)
+        self.stack_id = stack_id          # the audience a peer stack's assertion must name
 
     def principal(self, headers: Mapping[str, str] | None = None) -> Principal:
         token = get_access_token()
         if token is not None:
-            return principal_from_access_token(token, headers, self.config)
+            return principal_from_access_token(token, headers, self.config, self.stack_id)
         return current_principal(allow_local=self.allow_local)
 
     def principal_for_user_token(self, user_token: str, caller: Principal) -> Principal:

@@ -5,7 +5,10 @@ XLSX, JSONL — as `shared.records.DocumentIn`, and the folder-sync manifest.
     formats.py        office formats → Markdown (pypdf, python-docx, python-pptx, openpyxl);
                       `Rejected` and its reasons
     loading.py        a file → its documents, or `Rejected` (empty, unreadable, encrypted,
-                      unsupported type, conversion failed, bad front matter)
+                      unsupported type, conversion failed, over a limit, bad front matter)
+    limits.py         what one file may cost (sizes, ratio, depth, pages, time, memory): settings
+    bounded.py        the checks that hold a file to its limits (zip entries, XML, PDF, HTML)
+    worker.py         conversion in a worker process with address-space and time limits
     manifest.py       path → content hash → artifact ids, so a re-run ingests only changes
 """
 from shared.documents.formats import Rejected

@@ -10,7 +10,10 @@ with openpyxl (read-only, streaming rows).
           indented `- ` items, tables → Markdown tables
     XLSX  one `# <sheet>` section per sheet, rows as a Markdown table (first row = header)
 
-Each returns a `Converted`; a problem with the file raises `Rejected` with its reason.
+Each returns a `Converted`; a problem with the file raises `Rejected` with its reason. A PDF
+over its `Limits` (objects, pages, a stream's decompressed size) is refused `over a limit`
+(bounded.py); the zip checks of DOCX/PPTX/XLSX run before these converters (loading.py).
+A `MemoryError` is never turned into a conversion failure: the worker reports it (worker.py).
 """
 from __future__ import annotations
 
@@ -20,6 +23,7 @@ from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
+from shared.documents.limits import OVER_LIMIT, Limits
 from shared.errors import InvalidArgument
 
 EMPTY, UNREADABLE, ENCRYPTED, UNSUPPORTED, CONVERSION_FAILED, BAD_FRONT_MATTER, DUPLICATE_ID = (
@@ -79,14 +83,25 @@ def markdown_table(rows: Iterable[Iterable[object]]) -> str:
     return "\n".join(out)
 
 
-def pdf(path: Path) -> Converted:
+def pdf(path: Path, limits: Limits | None = None) -> Converted:
+    from shared.documents.bounded import pdf_configuration
+
+    limits = limits or Limits()
+    with pdf_configuration(limits):
+        return _pdf(path, limits)
+
+
+def _pdf(path: Path, limits: Limits) -> Converted:
     from pypdf import PdfReader
-    from pypdf.errors import FileNotDecryptedError, PdfReadError
+    from pypdf.errors import FileNotDecryptedError, LimitReachedError, PdfReadError
+
+    from shared.documents.bounded import check_pdf
 
     try:
         reader = PdfReader(path)
         if reader.is_encrypted and not reader.decrypt(""):
             raise Rejected(str(path), ENCRYPTED, "is an encrypted PDF (a password is needed to read it)")
+        check_pdf(reader, path, limits)
         sections = []
         for number, page in enumerate(reader.pages, start=1):
             text = (page.extract_text() or "").strip()
@@ -98,6 +113,9 @@ def pdf(path: Path) -> Converted:
         raise
     except FileNotDecryptedError:
         raise Rejected(str(path), ENCRYPTED, "is an encrypted PDF (a password is needed to read it)") from None
+    except LimitReachedError as err:
+        raise Rejected(str(path), OVER_LIMIT, f"expands to more than {limits.max_pdf_stream_mb} MB "
+                                              f"in a PDF stream ({err})") from None
     except (PdfReadError, ValueError, KeyError, TypeError, OSError, RecursionError) as err:
         raise Rejected(str(path), CONVERSION_FAILED, f"is not a readable PDF: {type(err).__name__}: {err}") from None
     if not sections:
@@ -134,13 +152,15 @@ def _docx_blocks(document) -> Iterator[str]:
                 yield _escape_headings(text)
 
 
-def docx(path: Path) -> Converted:
+def docx(path: Path, limits: Limits | None = None) -> Converted:
     import docx as python_docx
 
     try:
         document = python_docx.Document(str(path))
         text = "\n\n".join(b for b in _docx_blocks(document) if b)
         props = document.core_properties
+    except MemoryError:
+        raise
     except Exception as err:  # python-docx raises many kinds (zip, xml, key) for a damaged file
         raise Rejected(str(path), CONVERSION_FAILED, f"is not a readable DOCX: {type(err).__name__}: {err}") from None
     return Converted(_join_lists(text), title=(props.title or "").strip(), created_unix=_unix(props.created),
@@ -168,12 +188,14 @@ def _shape_blocks(shape) -> Iterator[str]:
         yield from _shape_blocks(child)
 
 
-def pptx(path: Path) -> Converted:
+def pptx(path: Path, limits: Limits | None = None) -> Converted:
     from pptx import Presentation
 
     try:
         deck = Presentation(str(path))
         sections = []
+        if len(deck.slides) > (limits or Limits()).max_pages:
+            raise Rejected(str(path), OVER_LIMIT, f"has more than {(limits or Limits()).max_pages} slides")
         for number, slide in enumerate(deck.slides, start=1):
             title_shape = slide.shapes.title
             title = title_shape.text_frame.text.strip() if title_shape is not None else ""
@@ -188,6 +210,10 @@ def pptx(path: Path) -> Converted:
                 sections.append("\n\n".join([heading, *blocks]))
         props = deck.core_properties
         n = len(deck.slides)
+    except MemoryError:
+        raise
+    except Rejected:
+        raise
     except Exception as err:  # python-pptx raises many kinds for a damaged file
         raise Rejected(str(path), CONVERSION_FAILED, f"is not a readable PPTX: {type(err).__name__}: {err}") from None
     if not sections:
@@ -196,12 +222,14 @@ def pptx(path: Path) -> Converted:
                      modified_unix=_unix(props.modified), pages=n)
 
 
-def xlsx(path: Path) -> Converted:
+def xlsx(path: Path, limits: Limits | None = None) -> Converted:
     from openpyxl import load_workbook
 
     try:
         book = load_workbook(str(path), read_only=True, data_only=True)
         try:
+            if len(book.worksheets) > (limits or Limits()).max_pages:
+                raise Rejected(str(path), OVER_LIMIT, f"has more than {(limits or Limits()).max_pages} sheets")
             sections = []
             for sheet in book.worksheets:
                 rows = []
@@ -218,6 +246,8 @@ def xlsx(path: Path) -> Converted:
             n = len(book.worksheets)
         finally:
             book.close()
+    except (MemoryError, Rejected):
+        raise
     except Exception as err:  # openpyxl raises many kinds for a damaged file
         raise Rejected(str(path), CONVERSION_FAILED, f"is not a readable XLSX: {type(err).__name__}: {err}") from None
     if not sections:

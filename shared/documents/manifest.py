@@ -4,7 +4,8 @@ sync removes the artifacts of files that are gone.
 
 Stored as JSON, replaced atomically (write to a temporary file, then `os.replace`) after each
 committed batch, so an interrupted run or a killed watcher resumes from what was committed.
-A file whose size and mtime are unchanged is not re-hashed.
+A file whose size and mtime are unchanged is not re-hashed. `base_url` is the folder's base URL
+its files' `source_uri`s were made from (cli/folder_ingest.py), remembered for the next run.
 """
 from __future__ import annotations
 
@@ -39,10 +40,12 @@ def manifest_path(state_dir: Path, tenant: str, root: Path) -> Path:
 class Manifest:
     """path (relative to the folder, POSIX form) → FileRecord."""
 
-    def __init__(self, path: Path, root: Path, files: dict[str, FileRecord] | None = None) -> None:
+    def __init__(self, path: Path, root: Path, files: dict[str, FileRecord] | None = None,
+                 base_url: str = "") -> None:
         self.path = path
         self.root = root.resolve()
         self.files: dict[str, FileRecord] = dict(files or {})
+        self.base_url = base_url
 
     @classmethod
     def load(cls, path: Path, root: Path) -> "Manifest":
@@ -51,11 +54,11 @@ class Manifest:
         data = json.loads(path.read_text(encoding="utf-8"))
         files = {rel: FileRecord(r["sha256"], r["size"], r["mtime_ns"], tuple(r["artifact_ids"]))
                  for rel, r in data.get("files", {}).items()}
-        return cls(path, root, files)
+        return cls(path, root, files, base_url=str(data.get("base_url") or ""))
 
     def save(self) -> None:
         self.path.parent.mkdir(parents=True, exist_ok=True)
-        data = {"version": VERSION, "root": str(self.root),
+        data = {"version": VERSION, "root": str(self.root), "base_url": self.base_url,
                 "files": {rel: {**asdict(r), "artifact_ids": list(r.artifact_ids)}
                           for rel, r in sorted(self.files.items())}}
         tmp = self.path.with_suffix(".tmp")

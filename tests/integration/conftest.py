@@ -15,11 +15,19 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
 
 
+#: The deployment mode of the suite's stacks: NUCLEUS_TEST_MODE=single|split (default split, the
+#: mode the whole suite is run green on; tests/integration/test_single_process.py runs a
+#: representative set on single in every run).
+MODE = os.environ.get("NUCLEUS_TEST_MODE", "split").strip().lower() or "split"
+if MODE not in ("single", "split"):
+    raise pytest.UsageError(f"NUCLEUS_TEST_MODE must be 'single' or 'split', got {MODE!r}")
+
+
 @pytest.fixture(scope="session")
 def stack(tmp_path_factory):
-    """The three services, started once for the integration session."""
+    """The three services, started once for the integration session (in NUCLEUS_TEST_MODE)."""
     data_dir = tmp_path_factory.mktemp("stack")
-    supervisor = Supervisor(data_dir, ephemeral_ports=True, extra_env={"NUCLEUS_LOCAL_TENANT": "itest"})
+    supervisor = Supervisor(data_dir, ephemeral_ports=True, extra_env={"NUCLEUS_LOCAL_TENANT": "itest"}, mode=MODE)
     addresses = supervisor.start(timeout_s=240)
     yield addresses
     supervisor.stop()

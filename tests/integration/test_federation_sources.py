@@ -374,3 +374,41 @@ async def test_a_stdio_source_gets_its_credential_in_its_environment(monkeypatch
         assert echoed["token_sha256"] == __import__("hashlib").sha256(b"stdio-token-value").hexdigest()[:16]
     finally:
         await remote.close()
+
+
+async def test_a_tenant_admin_edits_its_sources_over_mcp_and_the_change_takes_effect(connected):
+    """rag_sources_add|edit|disable|enable|remove (federation/admin.py): root, admin of acme (the
+    stack's one tenant), writes the file through the tools; each change is reloaded at once and
+    audited; operator-only fields and non-admins are refused."""
+    fed = connected
+    added = {"id": "tenant_added", "url": "https://tenant-added.example.com/mcp", "groups": ["legal"],
+             "timeout_s": 1, "reputation": 0.4, "enabled": False}
+    try:
+        async with http_client(fed.mcp_url, fed.headers("root")) as root:
+            out = structured(await root.call_tool("rag_sources_add", {"source": added}))
+            assert out["reloaded"] and out["source"]["tenants"] == ["acme"] and out["action"] == "added"
+            assert by_id(await status(fed))["tenant_added"]["state"] == "locked"       # in the live configuration
+            refused = error_text(await root.call_tool("rag_sources_edit", {
+                "id": "tenant_added", "changes": {"credential_env": "NUCLEUS_ITEST_SOURCE_TOKEN"}}))
+            assert "permission_denied" in refused and "'credential_env' is operator-only" in refused
+            refused = error_text(await root.call_tool("rag_sources_add", {"source": {**added, "id": "local_one",
+                                                                                   "url": fed.foreign_url}}))
+            assert "https://" in refused                               # the foreign server is plain http on loopback
+            out = structured(await root.call_tool("rag_sources_edit", {"id": "tenant_added",
+                                                                       "changes": {"reputation": 0.9}}))
+            assert out["source"]["reputation"] == 0.9 and by_id(await status(fed))["tenant_added"]["reputation"] == 0.9
+            assert structured(await root.call_tool("rag_sources_enable", {"id": "tenant_added"}))["reloaded"]
+            assert by_id(await status(fed))["tenant_added"]["enabled"] is True
+            out = structured(await root.call_tool("rag_sources_remove", {"id": "tenant_added"}))
+            assert out["reloaded"] and out["source"] is None and "tenant_added" not in by_id(await status(fed))
+            unknown = error_text(await root.call_tool("rag_sources_remove", {"id": "tenant_added"}))
+            assert "not_found" in unknown
+        async with http_client(fed.mcp_url, fed.headers("alice")) as alice:
+            assert "admin role" in error_text(await alice.call_tool("rag_sources_add", {"source": added}))
+    finally:
+        fed.write([entry(fed, "foreign", ["legal"])])
+    lines = [json.loads(line) for line in fed.audit.read_text().splitlines() if '"event":"sources"' in line]
+    tools = [(r["tool"], r["decision"], r["user"]) for r in lines]
+    assert ("rag_sources_add", "allow", "root") in tools and ("rag_sources_edit", "deny", "root") in tools
+    assert ("rag_sources_remove", "allow", "root") in tools and ("rag_sources_add", "deny", "alice") in tools
+    assert "NUCLEUS_ITEST_SOURCE_TOKEN" not in json.dumps(lines)

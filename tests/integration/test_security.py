@@ -251,8 +251,8 @@ async def test_tampered_and_expired_links_are_refused(secure_corpus):
 async def test_links_recheck_access_and_existence_when_opened(secure_corpus):
     signer = LinkSigner(secure_corpus.link_secret.encode(), secure_corpus.base_url, 600)
     no_groups = httpx.get(signer.sign("hr-travel-exceptions-2026#0", "acme", "alice"), timeout=30)
-    # the store itself hides an entry outside the user's groups: the same answer as a missing one
-    assert no_groups.status_code == 404 and no_groups.json()["error"] == "not_found"
+    # the store itself hides an entry outside the user's groups: one answer for hidden and deleted
+    assert no_groups.status_code == 403 and no_groups.json()["error"] == "forbidden"
     ks = KnowledgeStoreClient(secure_corpus.addresses["knowledge_store"]["grpc"],
                               interceptors=secure_corpus.operator("knowledge_store"))
     try:
@@ -265,7 +265,8 @@ async def test_links_recheck_access_and_existence_when_opened(secure_corpus):
         await ks.delete("acme", ["short-lived"])
     finally:
         await ks.close()
-    assert httpx.get(segment["source_url"], timeout=30).status_code == 404
+    gone = httpx.get(segment["source_url"], timeout=30)
+    assert gone.status_code == 403 and gone.json() == no_groups.json()
     async with http_client(secure_corpus.mcp_url, secure_corpus.headers("alice")) as client:
         probe = structured(await client.call_tool("verify_document_access", {"segment_uid": segment["segment_uid"]}))
     assert probe["has_access"] is False and "deleted" in probe["error"]

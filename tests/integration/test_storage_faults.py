@@ -20,8 +20,8 @@ from cli import main as cli_main
 from nucleus.v1 import knowledge_store_pb2 as ks_pb
 from nucleus.v1 import knowledge_store_pb2_grpc as ks_grpc
 from services.knowledge_store.client import KnowledgeStoreClient
-from services.knowledge_store.core import KnowledgeStore
-from services.knowledge_store.storage.db import DB_FILE
+from services.knowledge_store.embedded.core import KnowledgeStore
+from services.knowledge_store.embedded.storage.db import DB_FILE
 from tests.unit.knowledge_store.helpers import HashEmbedder, doc, settings_for
 
 pytestmark = pytest.mark.integration

@@ -215,7 +215,7 @@ class _Handler(BaseHTTPRequestHandler):
         tool_calls = [{"id": f"call_{i}", "type": "function", "function": {"name": name, "arguments": args}}
                       for i, (name, args) in enumerate(calls)]
         if body.get("stream"):
-            self._stream(model, content, tool_calls)
+            self._stream(model, content, tool_calls, usage=bool((body.get("stream_options") or {}).get("include_usage")))
             return
         completion = _completion(model, content)
         if tool_calls:
@@ -223,7 +223,7 @@ class _Handler(BaseHTTPRequestHandler):
             completion["choices"][0]["finish_reason"] = "tool_calls"
         self._json(200, completion)
 
-    def _stream(self, model: str, content: str, tool_calls: list[dict[str, Any]]) -> None:
+    def _stream(self, model: str, content: str, tool_calls: list[dict[str, Any]], *, usage: bool = False) -> None:
         def chunk(delta: dict[str, Any], finish: str | None = None) -> bytes:
             payload = {"id": "chatcmpl-fake", "object": "chat.completion.chunk", "created": int(time.time()),
                        "model": model, "choices": [{"index": 0, "delta": delta, "finish_reason": finish}]}
@@ -234,6 +234,11 @@ class _Handler(BaseHTTPRequestHandler):
         parts += [chunk({"content": content[i:i + step]}) for i in range(0, len(content), step)]
         parts += [chunk({"tool_calls": [{"index": i, **call}]}) for i, call in enumerate(tool_calls)]
         parts.append(chunk({}, "tool_calls" if tool_calls else "stop"))
+        if usage:        # stream_options.include_usage: a last chunk without choices, with the usage
+            parts.append(("data: " + json.dumps({
+                "id": "chatcmpl-fake", "object": "chat.completion.chunk", "created": int(time.time()), "model": model,
+                "choices": [], "usage": {"prompt_tokens": 7, "completion_tokens": max(1, len(content.split())),
+                                         "total_tokens": 7 + max(1, len(content.split()))}}) + "\n\n").encode())
         parts.append(b"data: [DONE]\n\n")
         data = b"".join(parts)
         self.send_response(200)

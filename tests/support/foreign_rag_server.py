@@ -21,13 +21,12 @@ import asyncio
 import hashlib
 import json
 import os
-import socket
 from pathlib import Path
 from typing import Any
 
 from mcp.server.mcpserver import Context, MCPServer
 
-from benchmarks.foreign_rag import ForeignDoc, ForeignIndex
+from benchmarks.foreign_rag import ForeignDoc, ForeignIndex, serve_app
 
 SENSITIVE = ("user_token", "api_key", "bearer", "oauth_token", "capability_token")
 BUILTIN = [
@@ -147,25 +146,10 @@ def load_corpus(path: Path | None) -> list[dict[str, str]]:
 
 
 async def serve(args: argparse.Namespace) -> None:
-    import uvicorn
-
     mcp = build_server(load_corpus(args.corpus), args.score)
     app = _auth_wrap(mcp.streamable_http_app(host="127.0.0.1"),
                      os.environ.get(args.token_env) if args.token_env else None)
-    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-    sock.bind(("127.0.0.1", args.port))
-    sock.listen(128)
-    port = sock.getsockname()[1]
-    server = uvicorn.Server(uvicorn.Config(app, log_level="warning", lifespan="on", access_log=False))
-    task = asyncio.create_task(server.serve(sockets=[sock]))
-    while not server.started and not task.done():
-        await asyncio.sleep(0.02)
-    if args.ready_file:
-        tmp = Path(args.ready_file + ".tmp")
-        tmp.write_text(json.dumps({"url": f"http://127.0.0.1:{port}/mcp", "port": port}))
-        os.replace(tmp, args.ready_file)
-    await task
+    await serve_app(app, port=args.port, ready_file=Path(args.ready_file) if args.ready_file else None)
 
 
 def main() -> None:

@@ -21,7 +21,7 @@ from typing import TypeVar
 import numpy as np
 
 from ranking.profile import RankingProfile
-from services.knowledge_store.core import KnowledgeStore
+from services.knowledge_store.embedded.core import KnowledgeStore
 from services.knowledge_store.personas import Persona
 from services.llm_orchestration import expansion, rerank as rerank_mod, synthesis as synth
 from services.llm_orchestration.results import Expansion, RerankResult, Synthesis
@@ -210,9 +210,11 @@ class InProcessLanguageModel(_Port):
                              note=f"{note} found no distinct keyword phrase")
         return Expansion(phrases=(query, phrase), method="keywords", model="", note=note)
 
-    async def rerank(self, query: str, candidates: Sequence[tuple[str, str]], *,
+    async def rerank(self, query: str, candidates: Sequence[tuple[str, str]], *, method: str = "",
                      timeout_s: float | None = None) -> RerankResult:
         self._enter("rerank")
+        if method not in ("", "embedding-cosine"):      # as LlmOrchestration without model re-rankers
+            raise InvalidArgument("method", f"{method!r} is not a configured re-ranker")
         if not candidates:
             raise InvalidArgument("candidates", "at least one candidate is required")
         vectors = await self._within(self.embedder.embed([query, *(text for _, text in candidates)]), timeout_s)
@@ -226,10 +228,10 @@ class InProcessLanguageModel(_Port):
             raise InvalidArgument("passages", "at least one passage is required")
         passages = [(pid, title or "", text) for pid, title, text in passages]
         max_chars = max_chars or synth.DEFAULT_MAX_CHARS
-        pool = synth.sentence_pool(passages)
-        vectors = await self._within(self.embedder.embed([query, *(sentence for _, sentence in pool)]), timeout_s)
-        cosines = (vectors[1:] @ vectors[0]).astype(np.float32)
-        extract = synth.extract_answer(pool, cosines, max_chars=max_chars, style=style or "concise")
+        units = synth.answer_units(passages)
+        vectors = await self._within(self.embedder.embed([query, *(u.context for u in units)]), timeout_s)
+        scores = synth.unit_scores(query, units, (vectors[1:] @ vectors[0]).astype(np.float32))
+        extract = synth.extract_answer(units, scores, max_chars=max_chars, style=style or "concise")
         return Synthesis(answer=extract.answer, citations=synth.citations_for(extract.passage_ids, passages),
                          truncated=extract.truncated,
                          truncation_reason=f"answer limited to max_chars={max_chars}" if extract.truncated else "",

@@ -10,6 +10,10 @@
 {...}}}], "metadata": {"nextCursor", "count"}}) at /v0.1/servers (404 at /v0/servers);
 with api="v0" the older flat shape at /v0/servers only (404 at /v0.1). `search` filters by
 a case-insensitive substring of the name, `limit` and the opaque `cursor` page through.
+Several versions of one name may be listed (the last one is `isLatest`); with
+`versions_endpoint=True` a version is also served at `/<api>/servers/<name>/versions/<version>`.
+With `token="..."` every request needs `Authorization: Bearer <token>` (else 401);
+`reg.authorizations` records what each request carried.
 """
 from __future__ import annotations
 
@@ -18,7 +22,7 @@ import json
 import threading
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
-from urllib.parse import parse_qs, urlsplit
+from urllib.parse import parse_qs, unquote, urlsplit
 
 OFFICIAL = "io.modelcontextprotocol.registry/official"
 
@@ -40,11 +44,21 @@ def server_json(name: str, *, url: str | None = None, packages: bool = False, re
 
 
 class RegistryServer:
-    def __init__(self, servers: list[dict[str, Any]], *, api: str = "v0.1", page_size: int = 30) -> None:
+    def __init__(self, servers: list[dict[str, Any]], *, api: str = "v0.1", page_size: int = 30,
+                 token: str = "", versions_endpoint: bool = False) -> None:
         self.servers, self.api, self.page_size = servers, api, page_size
+        self.token, self.versions_endpoint = token, versions_endpoint
         self.fail = 0
         self.requests: list[str] = []
+        self.authorizations: list[str] = []
         owner = self
+
+        def latest(s: dict[str, Any]) -> bool:
+            return s is [x for x in owner.servers if x["name"] == s["name"]][-1]
+
+        def official(s: dict[str, Any]) -> dict[str, Any]:
+            return {OFFICIAL: {"status": "active", "publishedAt": "2026-01-02T03:04:05Z",
+                               "updatedAt": "2026-02-03T04:05:06Z", "isLatest": latest(s)}}
 
         class Handler(BaseHTTPRequestHandler):
             def log_message(self, *args: Any) -> None:
@@ -52,9 +66,20 @@ class RegistryServer:
 
             def do_GET(self) -> None:  # noqa: N802
                 owner.requests.append(self.path)
+                owner.authorizations.append(self.headers.get("Authorization", ""))
                 if owner.fail:
                     return self._send(owner.fail, {"error": "registry is down"})
+                if owner.token and self.headers.get("Authorization", "") != f"Bearer {owner.token}":
+                    return self._send(401, {"error": "a valid bearer token is required"})
                 parts = urlsplit(self.path)
+                prefix = f"/{owner.api}/servers/"
+                if owner.versions_endpoint and parts.path.startswith(prefix) and "/versions/" in parts.path:
+                    name, _, version = parts.path[len(prefix):].partition("/versions/")
+                    name, version = unquote(name), unquote(version)
+                    for s in owner.servers:
+                        if s["name"] == name and s.get("version") == version:
+                            return self._send(200, {"server": s, "_meta": official(s)})
+                    return self._send(404, {"error": "no such version"})
                 if parts.path.rstrip("/") != f"/{owner.api}/servers":
                     return self._send(404, {"error": "not found"})
                 q = {k: v[0] for k, v in parse_qs(parts.query).items()}
@@ -65,17 +90,15 @@ class RegistryServer:
                 nxt = start + limit
                 cursor = base64.urlsafe_b64encode(str(nxt).encode()).decode() if nxt < len(found) else None
                 if owner.api == "v0.1":
-                    body: dict[str, Any] = {"servers": [
-                        {"server": s, "_meta": {OFFICIAL: {"status": "active", "publishedAt": "2026-01-02T03:04:05Z",
-                                                           "updatedAt": "2026-02-03T04:05:06Z", "isLatest": True}}}
-                        for s in page], "metadata": {"count": len(page)}}
+                    body: dict[str, Any] = {"servers": [{"server": s, "_meta": official(s)} for s in page],
+                                            "metadata": {"count": len(page)}}
                     if cursor:
                         body["metadata"]["nextCursor"] = cursor
                 else:
                     flat = []
                     for s in page:
                         item = {k: v for k, v in s.items() if k not in ("remotes", "version")}
-                        item["version_detail"] = {"version": s.get("version", ""), "is_latest": True}
+                        item["version_detail"] = {"version": s.get("version", ""), "is_latest": latest(s)}
                         item["remotes"] = [{"transport_type": r["type"], "url": r["url"]} for r in s.get("remotes", [])]
                         flat.append(item)
                     body = {"servers": flat, "metadata": {"count": len(flat)}}

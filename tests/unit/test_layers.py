@@ -49,3 +49,25 @@ def test_protobuf_in_the_ranking_core_breaks_its_contract(tmp_path):
     result = _lint(tree)
     assert result.returncode != 0
     assert "The ranking core is numpy only" in result.stdout and "BROKEN" in result.stdout
+
+
+def test_the_qdrant_backend_borrowing_from_the_embedded_one_breaks_the_siblings_contract(tmp_path):
+    tree = _copy_tree(tmp_path)
+    search = tree / "services" / "knowledge_store" / "qdrant" / "search.py"
+    search.write_text(search.read_text() + "\nfrom services.knowledge_store.embedded import search as _twin\n")
+    result = _lint(tree)
+    assert result.returncode != 0
+    out = " ".join(result.stdout.split())       # the report wraps long lines
+    assert "The KnowledgeStore's two backends are siblings: neither imports the other BROKEN" in out
+    assert "services.knowledge_store.qdrant.search -> services.knowledge_store.embedded.search" in out
+
+
+def test_an_adapter_importing_a_backend_breaks_the_front_contract(tmp_path):
+    tree = _copy_tree(tmp_path)
+    grpc_api = tree / "services" / "knowledge_store" / "grpc_api.py"
+    grpc_api.write_text(grpc_api.read_text() + "\nfrom services.knowledge_store.embedded import topics as _topics\n")
+    result = _lint(tree)
+    assert result.returncode != 0
+    out = " ".join(result.stdout.split())       # the report wraps long lines
+    assert "imports neither backend BROKEN" in out
+    assert "services.knowledge_store.grpc_api -> services.knowledge_store.embedded.topics" in out

@@ -5,7 +5,7 @@ Each chunk point stores, per analysed term, its saturated term frequency
     s(t, d) = tf · (k1 + 1) / (tf + k1 · (1 − b + b · dl / avgdl))
 
 (tf = w_title · tf_title + w_body · tf_body, dl = title + body terms, k1 = 1.2, b = 0.75: the
-embedded keyword index's parameters, keyword_index.py), and a query is sent as the sparse vector
+embedded keyword index's parameters, ../keywords.py), and a query is sent as the sparse vector
 of its terms weighted by the tenant's idf, ln(1 + (N − n + ½)/(n + ½)) from the document
 frequencies the store keeps per tenant (term_stats). The dot product is then exactly the
 embedded BM25 of the tenant, except for avgdl: the embedded index uses the tenant's average
@@ -28,7 +28,7 @@ from collections.abc import Sequence
 
 from qdrant_client import models as qm
 
-from services.knowledge_store.keyword_index import B, K1
+from services.knowledge_store.keywords import B, K1
 from services.knowledge_store.qdrant.layout import term_index
 
 

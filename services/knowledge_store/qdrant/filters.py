@@ -1,4 +1,4 @@
-"""Search filters as a Qdrant filter: the same conditions storage/filter_sql.py puts in SQL.
+"""Search filters as a Qdrant filter: the same conditions embedded/storage/filter_sql.py puts in SQL.
 
 Every chunk point carries what the conditions read: `time` (the entry's timestamp, else the
 artifact's modified, else created time; 0 = unknown), source type and id, artifact id, tags,

@@ -18,7 +18,8 @@ import asyncio
 from dataclasses import dataclass, field
 from typing import Any
 
-from services.rag_pipeline.federation.fanout import Federation
+from services.rag_pipeline.federation.fanout import Federation, RemoteRefused
+from services.rag_pipeline.federation.hits import Caller
 from services.rag_pipeline.federation.sources import Source
 from shared.identity import Principal
 
@@ -45,10 +46,11 @@ def status_of(err: BaseException) -> tuple[str, str]:
     return ERROR, message
 
 
-async def discover_remotes(federation: Federation, principal: Principal | None, username: str, *,
+async def discover_remotes(federation: Federation, principal: Principal | None, caller: Caller | None, *,
                            budget_s: float = DISCOVER_BUDGET_S) -> list[RemoteResources]:
-    """Each remote `rag` source `principal` may use, with its resources and status."""
-    plan = federation.plan([], principal)
+    """Each remote `rag` source `principal` may use, with its resources (as the remote
+    describes them to `caller`) and status."""
+    plan = federation.plan([], principal, caller.tenant_id if caller is not None else None)
     search = federation.search
 
     async def one(source: Source) -> RemoteResources:
@@ -57,7 +59,9 @@ async def discover_remotes(federation: Federation, principal: Principal | None, 
         deadline = max(0.001, min(source.timeout_s, budget_s))
         try:
             async with asyncio.timeout(deadline):
-                resources = await search.discover(source, username, deadline)
+                resources = await search.discover(source, caller, deadline)
+        except RemoteRefused as err:      # the remote answered that this caller may not use it
+            return RemoteResources(source, LOCKED, error=f"{err.code}: {err.message}")
         except Exception as err:          # one remote failing only marks its own entry
             status, message = status_of(err)
             return RemoteResources(source, status, error=message)

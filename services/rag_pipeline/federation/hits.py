@@ -6,8 +6,30 @@ from dataclasses import dataclass
 
 LOCAL = "local"                       # the source id of the local KnowledgeStore
 
-OK, ERROR, TIMEOUT, SKIPPED = "ok", "error", "timeout", "skipped"
-STATUSES = (OK, ERROR, TIMEOUT, SKIPPED)
+OK, ERROR, TIMEOUT, SKIPPED, REFUSED = "ok", "error", "timeout", "skipped", "refused"
+STATUSES = (OK, ERROR, TIMEOUT, SKIPPED, REFUSED)
+
+
+@dataclass(frozen=True, slots=True)
+class Caller:
+    """Who a federated call runs for: the verified caller's tenant, user, groups and session
+    tags. Everything a remote answers for a caller is cached, if at all, under `key`."""
+    tenant_id: str
+    user_id: str = ""
+    groups: tuple[str, ...] = ()
+    session_tags: tuple[str, ...] = ()
+
+    @classmethod
+    def of(cls, principal: object, tenant_id: str = "") -> "Caller":
+        """The caller of a verified principal (shared.identity.Principal), in `tenant_id` when
+        the principal names none (an operator acting on a tenant)."""
+        return cls(getattr(principal, "tenant_id", "") or tenant_id, getattr(principal, "user_id", ""),
+                   tuple(getattr(principal, "groups", ())), tuple(getattr(principal, "session_tags", ())))
+
+    @property
+    def key(self) -> tuple[str, str, tuple[str, ...], tuple[str, ...]]:
+        return (self.tenant_id, self.user_id, tuple(sorted(set(self.groups))),
+                tuple(sorted(set(self.session_tags))))
 
 
 @dataclass(frozen=True, slots=True)
@@ -25,6 +47,9 @@ class RemoteHit:
     timestamp_unix: int = 0           # the remote's date of the document; 0 = unknown
     context: str = ""                 # "title › heading › ..." when the remote gives the heading path
     reputation: float | None = None   # the remote's own reputation of the document in [0, 1], if reported
+    source_type: str = ""             # the remote's source type of the document, if it says
+    tags: tuple[str, ...] | None = None     # the document's tags, if the remote says (None: unknown)
+    owners: tuple[str, ...] | None = None   # the document's owners, if the remote says (None: unknown)
 
     @property
     def title_line(self) -> str:
@@ -45,11 +70,14 @@ class RemoteHit:
 class SourceReport:
     """How one source of a federated query fared."""
     source_id: str
-    status: str                       # ok | error | timeout | skipped
+    status: str                       # ok | error | timeout | skipped | refused
     latency_ms: float = 0.0
     result_count: int = 0
     error: str = ""
+    code: str = ""                    # the remote's own error code (e.g. unauthorized_source), sanitised
+    filtered: int = 0                 # hits dropped by the request's filters (or lacking a field they need)
+    note: str = ""                    # e.g. a federation loop the remote reported
 
     @property
     def failed(self) -> bool:
-        return self.status in (ERROR, TIMEOUT)
+        return self.status in (ERROR, TIMEOUT, REFUSED)

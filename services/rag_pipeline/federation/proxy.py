@@ -29,6 +29,8 @@ from typing import Any
 
 from mcp.server.mcpserver import MCPServer
 
+from services.rag_pipeline.federation.hits import Caller
+from services.rag_pipeline.federation.identity import INCOMING_PATH, loop_reason, outgoing, path_from_meta
 from services.rag_pipeline.federation.remote import RemoteError, RemotePool, ToolInfo
 from services.rag_pipeline.federation.sources import Source, SourcesConfig, SourcesRegistry
 from shared.identity import Principal, acting_for
@@ -109,8 +111,10 @@ class ProxyTools:
     """Lists and calls the remote sources' tools for the verified caller (see the module docstring)."""
 
     def __init__(self, registry: SourcesRegistry, pool: RemotePool,
-                 principal_of: Callable[[Any], Principal]) -> None:
+                 principal_of: Callable[[Any], Principal], *, stack_id: str = "", signer: Any = None) -> None:
         self.registry = registry
+        self.stack_id = stack_id
+        self.signer = signer
         self.pool = pool
         self.principal_of = principal_of
         self._tools: dict[str, dict[str, ToolInfo]] = {}
@@ -169,12 +173,16 @@ class ProxyTools:
         from mcp_types import CallToolResult, TextContent
 
         args = dict(arguments)
+        caller = Caller(principal.tenant_id, principal.user_id, principal.groups, principal.session_tags)
+        send = outgoing(source, caller, self.registry.current().tenants_of(source), path=INCOMING_PATH.get(),
+                        stack_id=self.stack_id, signer=self.signer)
         if _takes_username(tool) or "username" in args:
-            args["username"] = principal.user_id       # the verified user, whatever was sent
+            args["username"] = send.username           # the verified user, whatever was sent
         redactor = Redactor(sensitive_values(args))
         with acting_for(principal):
             try:
-                result = await self.pool.get(source).call_tool(tool.name, args, deadline_s=source.timeout_s)
+                result = await self.pool.get(source).call_tool(tool.name, args, deadline_s=source.timeout_s,
+                                                                headers=send.headers, meta=send.meta)
             except RemoteError as err:
                 text = redactor.redact(f"source {source.id}: {err.kind}: {err.message}")
                 return CallToolResult(content=[TextContent(type="text", text=text)], is_error=True)
@@ -209,7 +217,17 @@ class ProxyTools:
                     arguments = params.get("arguments") or {}
                     if not isinstance(arguments, Mapping):
                         arguments = {}
-                    return await self.call(principal, found[0], found[1], arguments)
+                    path = path_from_meta(params.get("_meta"))
+                    loop = loop_reason(path, self.stack_id)
+                    if loop:
+                        from mcp_types import CallToolResult, TextContent
+
+                        return CallToolResult(content=[TextContent(type="text", text=loop)], is_error=True)
+                    token = INCOMING_PATH.set(path)
+                    try:
+                        return await self.call(principal, found[0], found[1], arguments)
+                    finally:
+                        INCOMING_PATH.reset(token)
             return await call_next(ctx)     # ours, or unknown/invisible: answered as any unknown tool
         result = await call_next(ctx)
         try:

@@ -2,7 +2,13 @@
 
 The registries are listed in `registries.json` beside the sources file:
 
-    {"registries": [{"name": "official", "url": "https://registry.modelcontextprotocol.io"}]}
+    {"registries": [{"name": "official", "url": "https://registry.modelcontextprotocol.io"},
+                    {"name": "corp", "url": "https://mcp-registry.corp.example", "credential_env": "CORP_REG_TOKEN"}]}
+
+A registry that needs a token names where it comes from (`credential_env`, an environment
+variable, or `credential_file`, a file relative to the registries file); it is read at each
+request, sent as `Authorization: Bearer`, registered with the redactor and never written,
+printed or logged.
 
 A registry speaks the MCP Registry API: `GET <url>/v0.1/servers?search=&limit=&cursor=`
 (the frozen v0.1; `/v0/servers` is tried when v0.1 answers 404), answering
@@ -14,18 +20,21 @@ A registry speaks the MCP Registry API: `GET <url>/v0.1/servers?search=&limit=&c
 
 (older v0 answers, with flat server objects, `transport_type` and `next_cursor`, are read too).
 Several registries are asked independently: one failing gives partial results, each row
-marked with its registry, and the failure named. Importing needs a `streamable-http` remote:
+marked with its registry, and the failure named. Browsing one registry pages with its opaque
+cursor (`BrowseResult.next_cursors`); `find(..., version=V)` pins a version (the registry's
+`/servers/{name}/versions/{version}`, else the listing). Importing needs a `streamable-http` remote:
 a server with only `packages[]` (npm, PyPI, OCI...) is refused with the reason, since Nucleus
 runs no downloaded package; so is one with only an `sse` remote or a URL template.
 """
 from __future__ import annotations
 
 import json
+import os
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
-from urllib.parse import urlencode, urlsplit
+from urllib.parse import quote, urlencode, urlsplit
 
 import httpx
 
@@ -34,12 +43,17 @@ from services.rag_pipeline.federation.sources import (
     SOURCE_ID_RULE,
     Source,
     SourcesFileError,
+    credential_fields,
+    check_tenants,
     check_url_syntax,
     load_sources,
     parse_source,
     write_json_atomically,
     write_sources,
 )
+from shared.audit import AuditEvent, AuditLog
+from shared.identity import Principal
+from shared.redaction import register_secret
 
 REGISTRY_NAME = re.compile(r"^[a-z0-9][a-z0-9_-]{0,31}$")
 REGISTRY_NAME_RULE = "1-32 characters: lower-case letters, digits, '_' and '-', starting with a letter or digit"
@@ -59,10 +73,52 @@ class RegistryError(Exception):
         super().__init__(f"registry {registry}: {message}")
 
 
+VERSION = re.compile(r"^[A-Za-z0-9][A-Za-z0-9.+_-]{0,63}$")
+VERSION_RULE = "1-64 characters: letters, digits, '.', '+', '_', '-' (e.g. 1.2.0)"
+
+
 @dataclass(frozen=True)
 class Registry:
     name: str
     url: str
+    credential_env: str | None = None       # where its token comes from, never the token
+    credential_file: str | None = None
+    base_dir: str = field(default="", repr=False)
+
+    def credential(self) -> str | None:
+        """The token, read now (None: none needed, or not available)."""
+        if self.credential_env:
+            value = os.environ.get(self.credential_env, "").strip()
+        elif self.credential_file:
+            path = Path(self.credential_file).expanduser()
+            if not path.is_absolute() and self.base_dir:
+                path = Path(self.base_dir) / path
+            try:
+                value = path.read_text(encoding="utf-8").strip()
+            except OSError:
+                return None
+        else:
+            return None
+        if value:
+            register_secret(value)
+        return value or None
+
+    @property
+    def needs_credential(self) -> bool:
+        return bool(self.credential_env or self.credential_file)
+
+    def credential_source(self) -> str:
+        """Where the token comes from, for display (never the token)."""
+        return (f"env {self.credential_env}" if self.credential_env
+                else f"file {self.credential_file}" if self.credential_file else "none")
+
+    def to_json(self) -> dict[str, Any]:
+        out: dict[str, Any] = {"name": self.name, "url": self.url}
+        if self.credential_env:
+            out["credential_env"] = self.credential_env
+        if self.credential_file:
+            out["credential_file"] = self.credential_file
+        return out
 
 
 @dataclass(frozen=True)
@@ -150,28 +206,50 @@ def load_registries(path: Path) -> list[Registry]:
         entry = f"registries[{i}]"
         if not isinstance(item, dict):
             raise SourcesFileError(path, "must be an object {name, url}", entry=entry)
-        name, url = item.get("name"), item.get("url")
-        if not isinstance(name, str) or not REGISTRY_NAME.match(name):
-            raise SourcesFileError(path, f"must be {REGISTRY_NAME_RULE}", entry=entry, field_name="name")
-        problem = check_url_syntax(url) if isinstance(url, str) else "must be an http(s) URL"
-        if problem:
-            raise SourcesFileError(path, problem, entry=entry, field_name="url")
-        out.append(Registry(name, url.rstrip("/")))
+        out.append(_registry_of(path, entry, item))
     return out
 
 
-def save_registries(path: Path, registries: list[Registry]) -> None:
-    write_json_atomically(path, {"registries": [{"name": r.name, "url": r.url} for r in registries]})
-
-
-def add_registry(path: Path, name: str, url: str) -> Registry:
-    if not REGISTRY_NAME.match(name):
-        raise SourcesFileError(path, f"registry name {name!r} must be {REGISTRY_NAME_RULE}", field_name="name")
-    problem = check_url_syntax(url)
+def _registry_of(path: Path, entry: str, item: dict[str, Any]) -> Registry:
+    for key in item:
+        if key not in REGISTRY_FIELDS:
+            secret = str(key).lower() in ("token", "credential", "api_key", "bearer", "authorization", "secret")
+            raise SourcesFileError(path, "a token is never written here; name an environment variable with "
+                                   "'credential_env' or a file with 'credential_file'" if secret else
+                                   f"unknown field; accepted: {', '.join(REGISTRY_FIELDS)}", entry=entry,
+                                   field_name=str(key))
+    name, url = item.get("name"), item.get("url")
+    if not isinstance(name, str) or not REGISTRY_NAME.match(name):
+        raise SourcesFileError(path, f"must be {REGISTRY_NAME_RULE}", entry=entry, field_name="name")
+    problem = check_url_syntax(url) if isinstance(url, str) else "must be an http(s) URL"
     if problem:
-        raise SourcesFileError(path, f"registry url {problem}", field_name="url")
+        raise SourcesFileError(path, problem, entry=entry, field_name="url")
+    cred_env, cred_file = credential_fields(item, file=path, entry=entry, what="token")
+    return Registry(name, url.rstrip("/"), credential_env=cred_env, credential_file=cred_file,
+                    base_dir=str(path.parent))
+
+
+REGISTRY_FIELDS = ("name", "url", "credential_env", "credential_file")
+
+
+def save_registries(path: Path, registries: list[Registry]) -> None:
+    write_json_atomically(path, {"registries": [r.to_json() for r in registries]})
+
+
+def add_registry(path: Path, name: str, url: str, *, credential_env: str | None = None,
+                 credential_file: str | None = None) -> Registry:
+    """Add (or replace) a registry; its token is named (env or file), never given."""
+    item: dict[str, Any] = {"name": name, "url": url}
+    if credential_env is not None:
+        item["credential_env"] = credential_env
+    if credential_file is not None:
+        item["credential_file"] = credential_file
+    try:
+        registry = _registry_of(path, "registry", item)
+    except SourcesFileError as err:
+        raise SourcesFileError(path, f"registry {err.field_name or 'entry'} {err.reason}",
+                               field_name=err.field_name) from None
     registries = [r for r in load_registries(path) if r.name != name]
-    registry = Registry(name, url.rstrip("/"))
     save_registries(path, [*registries, registry])
     return registry
 
@@ -240,8 +318,15 @@ class RegistryClient:
     def _get(self, registry: Registry, path: str, params: dict[str, Any]) -> httpx.Response:
         base = registry.url
         url = f"{base}{path}" + (f"?{urlencode(params)}" if params else "")
+        headers = {"Accept": "application/json"}
+        token = registry.credential()
+        if token:
+            headers["Authorization"] = f"Bearer {token}"
+        elif registry.needs_credential:
+            raise RegistryError(registry.name, f"its token is missing ({registry.credential_source()} is not set "
+                                "or empty)")
         with httpx.Client(timeout=self.timeout_s, follow_redirects=False, transport=self._transport) as client:
-            with client.stream("GET", url, headers={"Accept": "application/json"}) as response:
+            with client.stream("GET", url, headers=headers) as response:
                 body = bytearray()
                 for chunk in response.iter_bytes():
                     body.extend(chunk)
@@ -270,6 +355,11 @@ class RegistryClient:
             if response.status_code == 404 and version != versions[-1]:
                 last = "404"
                 continue
+            if response.status_code in (401, 403):
+                raise RegistryError(registry.name, f"answered HTTP {response.status_code} for {version}/servers: "
+                                    + ("its token was refused" if registry.needs_credential else
+                                       "it needs a token; add the registry again with --credential-env or "
+                                       "--credential-file"))
             if response.status_code != 200:
                 raise RegistryError(registry.name, f"answered HTTP {response.status_code} for {version}/servers")
             try:
@@ -281,13 +371,19 @@ class RegistryClient:
             return page
         raise RegistryError(registry.name, f"no server list at /v0.1/servers or /v0/servers ({last})")
 
-    def browse(self, registries: list[Registry], *, search: str = "", limit: int = 30) -> BrowseResult:
-        """Up to `limit` servers from each registry; a failing registry is named in `errors`."""
+    def browse(self, registries: list[Registry], *, search: str = "", limit: int = 30,
+               cursor: str = "") -> BrowseResult:
+        """Up to `limit` servers from each registry, from `cursor` (one registry's opaque cursor,
+        as given in `next_cursors`); a failing registry is named in `errors`."""
+        if cursor and len(registries) != 1:
+            raise RegistryError(",".join(r.name for r in registries) or "-",
+                                "a cursor belongs to one registry: name it (--registry)")
         result = BrowseResult()
+        start = cursor
         for registry in registries:
             try:
                 found: list[RegistryServer] = []
-                cursor = ""
+                cursor = start
                 for _ in range(MAX_PAGES):
                     servers, cursor = self.page(registry, search=search, limit=limit - len(found), cursor=cursor)
                     found.extend(servers)
@@ -300,8 +396,34 @@ class RegistryClient:
                 result.errors[registry.name] = err.message
         return result
 
-    def find(self, registry: Registry, name: str) -> RegistryServer:
-        """The server named exactly `name` (latest version listed), following every cursor."""
+    def version(self, registry: Registry, name: str, version: str) -> RegistryServer | None:
+        """`GET <api>/servers/{name}/versions/{version}` (None: the registry has no such endpoint
+        or no such version there)."""
+        if registry.url not in self._api:
+            self.page(registry, search=name, limit=1)              # learn which API version answers
+        prefix = self._api.get(registry.url, "")
+        path = f"{prefix}/servers/{quote(name, safe='')}/versions/{quote(version, safe='')}"
+        try:
+            response = self._get(registry, path, {})
+        except httpx.HTTPError as err:
+            raise RegistryError(registry.name, f"cannot be reached: {type(err).__name__}: {err}") from None
+        if response.status_code != 200:
+            return None
+        try:
+            server = parse_server(registry.name, json.loads(response.content))
+        except ValueError:
+            return None
+        return server if server is not None and server.name == name and server.version == version else None
+
+    def find(self, registry: Registry, name: str, version: str = "") -> RegistryServer:
+        """The server named exactly `name`: its latest version listed, or exactly `version`
+        (pinned), following every cursor."""
+        if version and not VERSION.match(version):
+            raise RegistryError(registry.name, f"--version must be {VERSION_RULE}, got {version!r}")
+        if version:
+            pinned = self.version(registry, name, version)
+            if pinned is not None:
+                return pinned
         cursor = ""
         matches: list[RegistryServer] = []
         for _ in range(MAX_PAGES):
@@ -311,6 +433,13 @@ class RegistryClient:
                 break
         if not matches:
             raise RegistryError(registry.name, f"has no server named {name!r}")
+        if version:
+            exact = [m for m in matches if m.version == version]
+            if not exact:
+                listed = ", ".join(sorted({m.version for m in matches if m.version})[:12]) or "none"
+                raise RegistryError(registry.name, f"has no version {version!r} of {name!r} (versions listed: "
+                                    f"{listed})")
+            return exact[0]
         active = [m for m in matches if m.status in ("", "active")] or matches
         marked = [m for m in active if m.is_latest]
         return marked[0] if marked else active[0]
@@ -319,7 +448,7 @@ class RegistryClient:
 # ---------------------------------------------------------------------------- import
 def source_from_server(server: RegistryServer, *, slug: str, groups: list[str], kind: str = "rag",
                        credential_env: str | None = None, timeout_s: float = 5.0,
-                       reputation: float = 0.5) -> Source:
+                       reputation: float = 0.5, tenants: list[str] | None = None) -> Source:
     """The sources-file entry for a registry server (refused with the reason when it cannot be)."""
     if not SOURCE_ID.match(slug):
         raise SourcesFileError("--slug", f"must be {SOURCE_ID_RULE}, got {slug!r}", field_name="id")
@@ -332,15 +461,29 @@ def source_from_server(server: RegistryServer, *, slug: str, groups: list[str], 
                            "origin": f"registry:{server.registry}/{server.name}@{server.version}"}
     if credential_env:
         raw["credential_env"] = credential_env
+    if tenants:
+        raw["tenants"] = tenants
     return parse_source(raw, file="import")
 
 
-def import_server(sources_path: Path, server: RegistryServer, **options: Any) -> Source:
-    """Append the server to the sources file (atomic write; the running service picks it up)."""
+def import_server(sources_path: Path, server: RegistryServer, *, audit: AuditLog | None = None,
+                  principal: Principal | None = None, stack_tenants: frozenset[str] | None = None,
+                  **options: Any) -> Source:
+    """Append the server to the sources file (under the file's lock, atomic write; the running
+    service picks it up), with one audit line when `audit` is given."""
+    from services.rag_pipeline.federation.admin import locked
+
     source = source_from_server(server, **options)
-    existing = list(load_sources(sources_path))
-    if any(s.id == source.id for s in existing):
-        raise SourcesFileError(sources_path, f"a source with id {source.id!r} already exists; choose another "
-                               "--slug", field_name="id")
-    write_sources(sources_path, [*existing, source])
+    with locked(sources_path):
+        existing = list(load_sources(sources_path))
+        if any(s.id == source.id for s in existing):
+            raise SourcesFileError(sources_path, f"a source with id {source.id!r} already exists; choose another "
+                                   "--slug", field_name="id")
+        if stack_tenants is not None:
+            check_tenants([source], stack_tenants, "--tenants")
+        write_sources(sources_path, [*existing, source])
+    if audit is not None:
+        audit.record(AuditEvent.for_principal(principal, event="sources", decision="allow",
+                                              tool="nucleus sources import", resources=[source.id],
+                                              notes=[f"origin={source.origin}"]))
     return source

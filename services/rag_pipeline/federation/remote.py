@@ -12,8 +12,14 @@ Rules applied on every call:
     link-local (169.254.0.0/16, fe80::/10) and cloud metadata endpoints (169.254.169.254,
     fd00:ec2::254, metadata.google.internal, ...) are refused unless the source sets
     `allow_private_network`. Loopback and private networks are allowed (sidecars, tests).
-  * the call carries the source's own credential (`Authorization: Bearer` over HTTP, the
-    environment of a stdio server), never the caller's token;
+  * the address that passed the check is the one connected to: the host is resolved once per
+    session and pinned (the URL's host stays in `Host` and in TLS SNI / certificate checks), so
+    a DNS answer that changes between the check and the connection (rebinding) is never used;
+  * the call carries the source's own credential (`Authorization: Bearer`, or the source's
+    `credential_header`, over HTTP; the environment of a stdio server), never the caller's
+    token; what travels of the caller (identity.py) is set per request, never on the session;
+  * a call cut at its deadline returns at the deadline: the broken session is closed in the
+    background, never awaited by the caller;
   * a deadline per call and a byte limit per response (`max_response_bytes`);
   * a CLIENT span per call whose W3C `traceparent` goes in the request's `_meta`;
   * one audit line per call: source, tool, status, latency (never arguments or results).
@@ -29,6 +35,7 @@ import os
 import socket
 import time
 from collections.abc import Sequence
+from contextvars import ContextVar
 from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import urlsplit
@@ -63,6 +70,11 @@ METADATA_HOSTS = frozenset({"metadata.google.internal", "metadata", "metadata.go
 METADATA_ADDRESSES = frozenset(ipaddress.ip_address(a) for a in (
     "169.254.169.254", "169.254.170.2", "fd00:ec2::254", "100.100.100.200", "169.254.169.123"))
 LINK_LOCAL = (ipaddress.ip_network("169.254.0.0/16"), ipaddress.ip_network("fe80::/10"))
+
+#: Headers of the request being sent (the caller's identity for this one call, identity.py).
+#: The MCP client sends each message in the context of the task that sent it, so a value set
+#: around `call_tool` reaches exactly that call's HTTP request and no other.
+_REQUEST_HEADERS: ContextVar[dict[str, str] | None] = ContextVar("nucleus_remote_request_headers", default=None)
 
 
 class RemoteError(Exception):
@@ -186,13 +198,24 @@ class _CountingStream(httpx2.AsyncByteStream):
 
 
 class _LimitedTransport(httpx2.AsyncBaseTransport):
-    """Counts the bytes of each POST response (a tool result) and stops at the limit."""
+    """Counts the bytes of each POST response (a tool result) and stops at the limit; sends
+    the request to the pinned address (when there is one) and adds the per-request headers."""
 
-    def __init__(self, limit: int, flag: "_Connection") -> None:
+    def __init__(self, limit: int, flag: "_Connection", pinned: str | None = None) -> None:
         self._inner = httpx2.AsyncHTTPTransport()
-        self._limit, self._flag = limit, flag
+        self._limit, self._flag, self._pinned = limit, flag, pinned
 
     async def handle_async_request(self, request: httpx2.Request) -> httpx2.Response:
+        extra = _REQUEST_HEADERS.get()
+        if extra:
+            for name, value in extra.items():
+                request.headers[name] = value
+        if self._pinned is not None:
+            host = request.url.host
+            if host != self._pinned:
+                request.headers["Host"] = request.headers.get("Host") or host
+                request.extensions = {**request.extensions, "sni_hostname": host}
+                request.url = request.url.copy_with(host=self._pinned)
         response = await self._inner.handle_async_request(request)
         if response.status_code in (401, 403):
             self._flag.refused_status = response.status_code
@@ -215,9 +238,10 @@ class _Connection:
     """One MCP session, entered and exited in a task of its own (the SDK's task groups must be
     left by the task that entered them); calls from any task share it."""
 
-    def __init__(self, source: Source, mode: str = "legacy") -> None:
+    def __init__(self, source: Source, mode: str = "legacy", pinned: str | None = None) -> None:
         self.source = source
         self.mode = mode
+        self.pinned = pinned            # the checked address every request of this session goes to
         self.client: Client | None = None
         self.oversize = False
         self.refused_status = 0         # 401/403 seen: the source refused our credential
@@ -235,10 +259,12 @@ class _Connection:
         if credential:
             register_secret(credential)
         if s.url is not None:
-            headers = {"Authorization": f"Bearer {credential}"} if credential else {}
+            headers = s.auth_headers(credential)
+            for value in headers.values():
+                register_secret(value)
             timeout = httpx2.Timeout(min(CONNECT_TIMEOUT_S, max(s.timeout_s, 1.0)), read=300.0)
             self._http = httpx2.AsyncClient(headers=headers, timeout=timeout,
-                                            transport=_LimitedTransport(s.max_response_bytes, self))
+                                            transport=_LimitedTransport(s.max_response_bytes, self, self.pinned))
             return streamable_http_client(s.url, http_client=self._http, max_sse_event_size=s.max_response_bytes)
         env = {"NUCLEUS_SOURCE_ID": s.id}
         if credential:
@@ -395,8 +421,9 @@ class RemoteSource:
             remaining = deadline - time.monotonic()
             if remaining <= 0:
                 raise RemoteError(self.source.id, "timeout", "no time left to connect")
-            await check_destination(self.source)
-            conn = _Connection(self.source, self._mode)
+            addresses = await check_destination(self.source)
+            pinned = addresses[0] if addresses else None
+            conn = _Connection(self.source, self._mode, pinned)
             try:
                 client = await conn.open(min(remaining, CONNECT_TIMEOUT_S))
             except BaseException as err:
@@ -405,7 +432,7 @@ class RemoteSource:
                     raise error from None
                 # A server that only speaks the 2026-07-28 protocol: negotiate instead, and remember.
                 self._mode = "auto"
-                conn = _Connection(self.source, self._mode)
+                conn = _Connection(self.source, self._mode, pinned)
                 try:
                     client = await conn.open(max(0.001, min(deadline - time.monotonic(), CONNECT_TIMEOUT_S)))
                 except BaseException as err2:
@@ -414,11 +441,18 @@ class RemoteSource:
             self._conn = conn
             return conn, client
 
-    async def _drop(self, conn: _Connection) -> None:
-        async with self._lock:
-            if self._conn is conn:
-                self._conn = None
-        await conn.close()
+    def _drop(self, conn: _Connection) -> None:
+        """Forget a broken session now and close it in the background: a caller cut at its
+        deadline returns at the deadline, not after the connection has wound down."""
+        if self._conn is conn:
+            self._conn = None
+        conn.dead = True
+        try:
+            task = asyncio.get_running_loop().create_task(conn.close())
+        except RuntimeError:
+            return
+        _closing.add(task)
+        task.add_done_callback(_closing.discard)
 
     async def list_tools(self, *, deadline_s: float | None = None, refresh: bool = False) -> list[ToolInfo]:
         """The source's tools (every page). Answered from the last listing when it is younger
@@ -453,14 +487,19 @@ class RemoteSource:
                 span.set_status(Status(StatusCode.ERROR, error.kind))
                 span.set_attribute("error.type", error.kind)
                 if conn is not None and error.kind in ("timeout", "connection", "protocol", "oversize"):
-                    await self._drop(conn)
+                    self._drop(conn)
+                if isinstance(err, asyncio.CancelledError):
+                    raise
                 raise error from None
             finally:
                 self._audit("tools/list", status, (time.perf_counter() - started) * 1000)
 
-    async def call_tool(self, name: str, arguments: dict[str, Any], *, deadline_s: float) -> RemoteResult:
+    async def call_tool(self, name: str, arguments: dict[str, Any], *, deadline_s: float,
+                        headers: dict[str, str] | None = None, meta: dict[str, Any] | None = None) -> RemoteResult:
         """Call `name` on the source within `deadline_s` seconds (also capped by the source's
-        `timeout_s`). Raises RemoteError on any failure."""
+        `timeout_s`). `headers`: this call's own (the caller's identity, identity.py), never the
+        session's; `meta`: added to the request's `_meta` beside the trace context. Raises
+        RemoteError on any failure."""
         budget = max(0.001, min(deadline_s, self.source.timeout_s))
         deadline = time.monotonic() + budget
         conn: _Connection | None = None
@@ -471,8 +510,13 @@ class RemoteSource:
                                           attributes=self._attributes("tools/call", name)) as span:
             try:
                 conn, client = await self._session(deadline)
-                with anyio.fail_after(max(0.001, deadline - time.monotonic())):
-                    result = await client.call_tool(name, arguments, meta=_trace_meta())
+                token = _REQUEST_HEADERS.set(dict(headers)) if headers else None
+                try:
+                    with anyio.fail_after(max(0.001, deadline - time.monotonic())):
+                        result = await client.call_tool(name, arguments, meta=_trace_meta(meta))
+                finally:
+                    if token is not None:
+                        _REQUEST_HEADERS.reset(token)
                 latency = (time.perf_counter() - started) * 1000
                 parsed = _parse_result(self.source, name, result, latency)
                 span.set_attribute("nucleus.remote.response_bytes", parsed.size_bytes)
@@ -483,7 +527,7 @@ class RemoteSource:
                 span.set_status(Status(StatusCode.ERROR, error.kind))
                 span.set_attribute("error.type", error.kind)
                 if conn is not None and error.kind in ("timeout", "connection", "protocol", "oversize"):
-                    await self._drop(conn)      # the next call reconnects
+                    self._drop(conn)            # the next call reconnects
                 if isinstance(err, asyncio.CancelledError):
                     raise
                 raise error from None
@@ -538,10 +582,12 @@ def _same_connection(a: Source, b: Source) -> bool:
     return all(getattr(a, f) == getattr(b, f) for f in CONNECTION_FIELDS)
 
 
-def _trace_meta() -> dict[str, str] | None:
-    """The W3C trace context of the current span, for the request's `_meta`."""
-    carrier: dict[str, str] = {}
+def _trace_meta(extra: dict[str, Any] | None = None) -> dict[str, Any] | None:
+    """The W3C trace context of the current span (plus `extra`), for the request's `_meta`."""
+    carrier: dict[str, Any] = {}
     inject(carrier)
+    if extra:
+        carrier.update(extra)
     return carrier or None
 
 

@@ -40,7 +40,7 @@ from pathlib import Path
 from typing import Any, Literal
 from urllib.parse import urlsplit
 
-from shared.identity import ADMIN, Principal
+from shared.identity import ADMIN, OPERATOR, TENANT_ID, Principal
 from shared.settings import default_data_dir
 
 log = logging.getLogger(__name__)
@@ -68,7 +68,23 @@ INLINE_SECRET_FIELDS = ("credential", "token", "api_key", "apikey", "secret", "p
                         "authorization", "headers")
 FIELDS = ("id", "kind", "url", "command", "credential_env", "credential_file", "groups", "compliance",
           "timeout_s", "reputation", "enabled", "allow_private_network", "max_response_bytes", "name",
-          "description", "origin")
+          "description", "origin", "tenants", "identity", "trusted", "credential_header", "header_env",
+          "credential_secret", "audience")
+#: How the verified user travels to a source (docs/FEDERATION.md, "Identity to remotes"):
+#:   username  seed-000 `username` argument, overwritten with the verified user (default)
+#:   headers   seed-002 platform headers `x-user-id` / `x-session-tags` (trusted sources only)
+#:   assertion a remote Nucleus: a signed on-behalf-of assertion whose audience is that stack
+#:   none      the source is asked with its own credential only (a shared, caller-independent corpus)
+IDENTITY_MODES = ("username", "headers", "assertion", "none")
+#: Fields only the stack's operator may set (a tenant admin edits the others of its tenant's sources).
+OPERATOR_FIELDS = ("command", "credential_env", "credential_file", "allow_private_network", "trusted",
+                   "header_env", "max_response_bytes", "origin")
+HEADER_NAME = re.compile(r"^[A-Za-z0-9-]{1,64}$")
+SECRET_NAME = re.compile(r"^[A-Za-z0-9_.-]{1,64}$")
+#: Headers a source may never be given from `header_env` (identity and transport headers are ours).
+RESERVED_HEADERS = frozenset({"host", "content-length", "content-type", "x-user-id", "x-session-tags",
+                              "mcp-session-id", "mcp-protocol-version", "accept", "traceparent",
+                              "x-nucleus-assertion"})
 
 
 def default_sources_path() -> Path:
@@ -116,11 +132,26 @@ class Source:
     name: str = ""
     description: str = ""
     origin: str = ""                    # "registry:<registry>/<server name>" when imported
+    tenants: frozenset[str] = frozenset()    # who may use it; empty = the stack's one tenant (SourcesConfig)
+    identity: str = "username"          # how the verified user travels (IDENTITY_MODES)
+    trusted: bool = False               # operator's word: may receive platform identity headers
+    credential_header: str = ""         # the credential in this header instead of `Authorization: Bearer`
+    header_env: tuple[tuple[str, str], ...] = ()   # (header, environment variable) sent on every call
+    credential_secret: str = ""         # `<data dir>/secrets/<tenant>/<name>`: a tenant admin's own secret
+    audience: str = ""                  # identity `assertion`: the remote stack's id
     base_dir: str = field(default="", compare=True, repr=False)   # credential_file relative to this
 
     def credential(self) -> str | None:
         """The credential, read now from its environment variable or file (None: none needed,
         or not available — the caller reports `action_required`)."""
+        if self.credential_secret:
+            tenant = next(iter(self.tenants), "")
+            path = Path(self.base_dir or ".") / "secrets" / tenant / self.credential_secret
+            try:
+                value = path.read_text(encoding="utf-8").strip()
+            except OSError:
+                return None
+            return value or None
         if self.credential_env:
             value = os.environ.get(self.credential_env, "").strip()
             return value or None
@@ -137,7 +168,29 @@ class Source:
 
     @property
     def needs_credential(self) -> bool:
-        return bool(self.credential_env or self.credential_file)
+        return bool(self.credential_env or self.credential_file or self.credential_secret)
+
+    def auth_headers(self, credential: str | None) -> dict[str, str]:
+        """The headers every call carries: the credential (`Authorization: Bearer`, or as is in
+        `credential_header`) and the `header_env` headers, read now (an unset variable is left out)."""
+        out: dict[str, str] = {}
+        if credential:
+            if self.credential_header:
+                out[self.credential_header] = credential
+            else:
+                out["Authorization"] = f"Bearer {credential}"
+        for header, env in self.header_env:
+            value = os.environ.get(env, "").strip()
+            if value:
+                out[header] = value
+        return out
+
+    def user_for(self, tenant_id: str, user_id: str, tenants: frozenset[str] = frozenset()) -> str:
+        """The user id this source receives: tenant-qualified (`user@tenant`) when the source
+        serves several tenants, so alice of t1 and alice of t2 are never one user there."""
+        if not user_id:
+            return ""
+        return f"{user_id}@{tenant_id}" if len(self.tenants or tenants) > 1 else user_id
 
     @property
     def transport(self) -> str:
@@ -178,11 +231,31 @@ class Source:
         for key in ("name", "description", "origin"):
             if getattr(self, key):
                 out[key] = getattr(self, key)
+        if self.tenants:
+            out["tenants"] = sorted(self.tenants)
+        if self.identity != "username":
+            out["identity"] = self.identity
+        if self.trusted:
+            out["trusted"] = True
+        if self.credential_header:
+            out["credential_header"] = self.credential_header
+        if self.header_env:
+            out["header_env"] = dict(self.header_env)
+        if self.credential_secret:
+            out["credential_secret"] = self.credential_secret
+        if self.audience:
+            out["audience"] = self.audience
         return out
 
 
 def is_admin(principal: Principal | None) -> bool:
-    return principal is not None and principal.has_role(ADMIN)
+    return principal is not None and (principal.has_role(ADMIN) or is_operator(principal))
+
+
+def is_operator(principal: Principal | None) -> bool:
+    """The stack's operator (the CLI's own key): every tenant's sources, and the operator-only
+    fields. A tenant admin is an admin of its own tenant only."""
+    return principal is not None and principal.has_role(OPERATOR)
 
 
 @dataclass(frozen=True)
@@ -193,6 +266,7 @@ class SourcesConfig:
     version: int = 0                    # increases with each successful change
     loaded_at: float = 0.0
     path: str = ""
+    default_tenants: frozenset[str] = frozenset()   # a source naming no tenants serves these
 
     def get(self, source_id: str) -> Source | None:
         for s in self.sources:
@@ -200,19 +274,38 @@ class SourcesConfig:
                 return s
         return None
 
-    def visible_to(self, principal: Principal | None) -> list[Source]:
-        """Enabled sources the caller may use: their groups intersect the source's; admins see
-        every enabled source; a source with no groups is for admins only."""
-        enabled = [s for s in self.sources if s.enabled]
-        if is_admin(principal):
-            return enabled
+    def tenants_of(self, source: Source) -> frozenset[str]:
+        """The tenants that may use `source` (its own list, else the stack's one tenant)."""
+        return source.tenants or self.default_tenants
+
+    def of_tenant(self, principal: Principal | None) -> list[Source]:
+        """Every source (enabled or not) an admin of the caller's tenant manages; the operator
+        manages them all."""
         if principal is None:
             return []
-        mine = set(principal.groups)
-        return [s for s in enabled if s.groups & mine]
+        if is_operator(principal) and not principal.tenant_id:
+            return list(self.sources)
+        return [s for s in self.sources if principal.tenant_id in self.tenants_of(s)]
 
-    def visible(self, principal: Principal | None, source_id: str) -> Source | None:
-        for s in self.visible_to(principal):
+    def visible_to(self, principal: Principal | None, tenant_id: str | None = None) -> list[Source]:
+        """Enabled sources the caller may use: tenant first (the source names the caller's
+        tenant), then groups (they intersect the source's); an admin sees every enabled source of
+        its tenant; a source with no groups is for admins only. `principal` None (authentication
+        off: a trusted network acting on `tenant_id`) = every enabled source of `tenant_id`."""
+        enabled = [s for s in self.sources if s.enabled]
+        if principal is None:
+            return [s for s in enabled if tenant_id is not None and tenant_id in self.tenants_of(s)]
+        tenant = principal.tenant_id or (tenant_id or "")
+        if is_operator(principal) and not principal.tenant_id and tenant_id is None:
+            return enabled
+        mine = [s for s in enabled if tenant in self.tenants_of(s)]
+        if is_admin(principal):
+            return mine
+        groups = set(principal.groups)
+        return [s for s in mine if s.groups & groups]
+
+    def visible(self, principal: Principal | None, source_id: str, tenant_id: str | None = None) -> Source | None:
+        for s in self.visible_to(principal, tenant_id):
             if s.id == source_id:
                 return s
         return None
@@ -266,6 +359,23 @@ def _text(value: Any, *, file: Path | str, entry: str, name: str, max_chars: int
     return value
 
 
+def credential_fields(raw: Mapping, *, file: Path | str, entry: str, what: str = "credential"
+                      ) -> tuple[str | None, str | None]:
+    """An entry's `credential_env` / `credential_file` (at most one; a variable name, a path),
+    checked; `what` names the secret in the messages ("credential", "token")."""
+    cred_env, cred_file = raw.get("credential_env"), raw.get("credential_file")
+    if cred_env is not None and cred_file is not None:
+        raise SourcesFileError(file, "give at most one of 'credential_env' and 'credential_file'", entry=entry,
+                               field_name="credential_file")
+    if cred_env is not None and (not isinstance(cred_env, str) or not ENV_NAME.match(cred_env)):
+        raise SourcesFileError(file, "must be the name of an environment variable (letters, digits, '_'), "
+                               f"not the {what} itself", entry=entry, field_name="credential_env")
+    if cred_file is not None and (not isinstance(cred_file, str) or not cred_file.strip() or "\x00" in cred_file):
+        raise SourcesFileError(file, f"must be the path of a file holding the {what}", entry=entry,
+                               field_name="credential_file")
+    return cred_env, cred_file
+
+
 def parse_source(raw: Any, *, file: Path | str = "sources.json", index: int = 0, base_dir: str = "") -> Source:
     """One entry of the sources file, checked field by field."""
     entry = _entry_name(index, raw)
@@ -304,16 +414,7 @@ def parse_source(raw: Any, *, file: Path | str = "sources.json", index: int = 0,
             raise SourcesFileError(file, "must be a non-empty list of strings (the program and its arguments)",
                                    entry=entry, field_name="command")
         cmd = tuple(command)
-    cred_env, cred_file = raw.get("credential_env"), raw.get("credential_file")
-    if cred_env is not None and cred_file is not None:
-        raise SourcesFileError(file, "give at most one of 'credential_env' and 'credential_file'", entry=entry,
-                               field_name="credential_file")
-    if cred_env is not None and (not isinstance(cred_env, str) or not ENV_NAME.match(cred_env)):
-        raise SourcesFileError(file, "must be the name of an environment variable (letters, digits, '_'), "
-                               "not the credential itself", entry=entry, field_name="credential_env")
-    if cred_file is not None and (not isinstance(cred_file, str) or not cred_file.strip() or "\x00" in cred_file):
-        raise SourcesFileError(file, "must be the path of a file holding the credential", entry=entry,
-                               field_name="credential_file")
+    cred_env, cred_file = credential_fields(raw, file=file, entry=entry)
     groups = raw.get("groups", [])
     if not isinstance(groups, list) or not all(isinstance(g, str) and GROUP.match(g) for g in groups):
         raise SourcesFileError(file, "must be a list of group names (empty = admins only)", entry=entry,
@@ -334,10 +435,60 @@ def parse_source(raw: Any, *, file: Path | str = "sources.json", index: int = 0,
         flags[name] = value
     texts = {name: _text(raw.get(name, ""), file=file, entry=entry, name=name)
              for name in ("name", "description", "origin")}
+    tenants = raw.get("tenants", [])
+    if (not isinstance(tenants, list) or len(tenants) > 256
+            or not all(isinstance(t, str) and TENANT_ID.match(t) for t in tenants)):
+        raise SourcesFileError(file, "must be a list of tenant ids (omitted = the stack's one tenant)",
+                               entry=entry, field_name="tenants")
+    identity = raw.get("identity", "username")
+    if identity not in IDENTITY_MODES:
+        raise SourcesFileError(file, f"must be one of {', '.join(IDENTITY_MODES)}, got {identity!r}",
+                               entry=entry, field_name="identity")
+    trusted = raw.get("trusted", False)
+    if not isinstance(trusted, bool):
+        raise SourcesFileError(file, f"must be true or false, got {trusted!r}", entry=entry, field_name="trusted")
+    if identity == "headers" and not trusted:
+        raise SourcesFileError(file, "identity 'headers' (x-user-id / x-session-tags) is only for sources the "
+                               "operator marks \"trusted\": true", entry=entry, field_name="identity")
+    cred_header = raw.get("credential_header", "")
+    if not isinstance(cred_header, str) or (cred_header and (not HEADER_NAME.match(cred_header)
+                                                             or cred_header.lower() in RESERVED_HEADERS)):
+        raise SourcesFileError(file, "must be an HTTP header name (letters, digits, '-'), not an identity or "
+                               "transport header", entry=entry, field_name="credential_header")
+    header_env = raw.get("header_env", {})
+    if (not isinstance(header_env, Mapping) or len(header_env) > 16
+            or not all(isinstance(h, str) and HEADER_NAME.match(h) and h.lower() not in RESERVED_HEADERS
+                       and h.lower() != "authorization" and isinstance(v, str) and ENV_NAME.match(v)
+                       for h, v in header_env.items())):
+        raise SourcesFileError(file, "must map header names to environment variable names (the values are "
+                               "read from the environment, never written here)", entry=entry,
+                               field_name="header_env")
+    secret = raw.get("credential_secret", "")
+    if not isinstance(secret, str) or (secret and not SECRET_NAME.match(secret)):
+        raise SourcesFileError(file, "must be a secret name (letters, digits, '_', '.', '-') in the tenant's "
+                               "secrets folder", entry=entry, field_name="credential_secret")
+    if secret and (cred_env is not None or cred_file is not None):
+        raise SourcesFileError(file, "give one of 'credential_secret', 'credential_env' and 'credential_file'",
+                               entry=entry, field_name="credential_secret")
+    if secret and len(tenants) != 1:
+        raise SourcesFileError(file, "a tenant secret needs exactly one tenant in 'tenants'", entry=entry,
+                               field_name="credential_secret")
+    audience = raw.get("audience", "")
+    if not isinstance(audience, str) or (audience and not re.match(r"^[A-Za-z0-9_.:-]{1,64}$", audience)):
+        raise SourcesFileError(file, "must be the remote stack's id (its NUCLEUS_STACK_ID)", entry=entry,
+                               field_name="audience")
+    if identity == "assertion" and not audience:
+        raise SourcesFileError(file, "identity 'assertion' needs the remote stack's id in 'audience'", entry=entry,
+                               field_name="audience")
+    if cmd is not None and identity in ("headers", "assertion"):
+        raise SourcesFileError(file, "identity 'headers' needs an http(s) url", entry=entry, field_name="identity")
     return Source(id=sid, kind=kind, url=url, command=cmd, credential_env=cred_env, credential_file=cred_file,
                   groups=frozenset(groups), compliance=compliance, timeout_s=timeout_s, reputation=reputation,
                   enabled=flags["enabled"], allow_private_network=flags["allow_private_network"],
-                  max_response_bytes=max_bytes, base_dir=base_dir, **texts)
+                  max_response_bytes=max_bytes, base_dir=base_dir, tenants=frozenset(tenants), identity=identity,
+                  trusted=trusted, credential_header=cred_header,
+                  header_env=tuple(sorted(header_env.items())), credential_secret=secret, audience=audience,
+                  **texts)
 
 
 def parse_sources(data: Any, *, file: Path | str = "sources.json", base_dir: str = "") -> tuple[Source, ...]:
@@ -362,6 +513,18 @@ def parse_sources(data: Any, *, file: Path | str = "sources.json", base_dir: str
         seen[source.id] = i
         out.append(source)
     return tuple(out)
+
+
+def check_tenants(sources: Iterable[Source], stack_tenants: frozenset[str], file: Path | str) -> None:
+    """Every source says which tenants may use it, unless the stack serves exactly one tenant."""
+    if len(stack_tenants) == 1:
+        return
+    for i, s in enumerate(sources):
+        if not s.tenants:
+            known = f" ({', '.join(sorted(stack_tenants)[:8])})" if stack_tenants else ""
+            raise SourcesFileError(file, f"required: this stack serves several tenants{known}; name the "
+                                   "tenants that may use this source", entry=f"sources[{i}] (id {s.id!r})",
+                                   field_name="tenants")
 
 
 def load_sources(path: Path) -> tuple[Source, ...]:
@@ -444,8 +607,12 @@ Callback = Callable[[SourcesConfig], Any]
 class SourcesRegistry:
     """The live sources configuration of one process (see the module docstring)."""
 
-    def __init__(self, path: Path | str | None = None, *, poll_s: float = 1.0, publish_status: bool = True) -> None:
+    def __init__(self, path: Path | str | None = None, *, poll_s: float = 1.0, publish_status: bool = True,
+                 stack_tenants: Iterable[str] = ()) -> None:
         self.path = Path(path).resolve() if path is not None else default_sources_path()
+        #: The tenants this stack serves, when known (the auth config's, or the local one). A stack
+        #: with exactly one lets a source omit `tenants`; with several every source must name its own.
+        self.stack_tenants = frozenset(stack_tenants)
         self.poll_s = poll_s
         self.publish_status = publish_status
         self._lock = threading.Lock()
@@ -459,11 +626,16 @@ class SourcesRegistry:
         self._subscribers: list[Callback] = []
         self._task: asyncio.Task | None = None
         self._reload_request_mtime = self._mtime(reload_request_path(self.path))
+        self._answered_request = ""     # the token of the last reload request answered (`nucleus sources reload`)
         self.reload()
 
     # -- configuration
     def current(self) -> SourcesConfig:
         return self._config
+
+    @property
+    def default_tenants(self) -> frozenset[str]:
+        return self.stack_tenants if len(self.stack_tenants) == 1 else frozenset()
 
     @property
     def last_error(self) -> str:
@@ -478,6 +650,7 @@ class SourcesRegistry:
             try:
                 raw = self.path.read_bytes() if self.path.exists() else b""
                 sources = load_sources(self.path)
+                check_tenants(sources, self.stack_tenants, self.path)
             except SourcesFileError as err:
                 self._fingerprint = fingerprint
                 self._last_error, self._last_error_at = str(err), time.time()
@@ -499,7 +672,7 @@ class SourcesRegistry:
                 return ReloadResult(True, False, self._config.version, "", len(self._config.sources))
             self._text_hash = digest
             new = SourcesConfig(sources=sources, version=self._config.version + 1, loaded_at=time.time(),
-                                path=str(self.path))
+                                path=str(self.path), default_tenants=self.default_tenants)
             changed = new.sources != self._config.sources
             old_config, old_status = self._config, self._status
             self._config = new
@@ -550,16 +723,17 @@ class SourcesRegistry:
         return {
             "path": str(self.path), "version": config.version, "loaded_at": config.loaded_at,
             "last_error": self._last_error, "last_error_at": self._last_error_at, "reloads": self._reloads,
-            "updated_at": time.time(),
+            "updated_at": time.time(), "answered_request": self._answered_request,
+            "stack_tenants": sorted(self.stack_tenants),
             "sources": [{**s.to_json(), "status": self._status.get(s.id, SourceStatus()).to_json()}
                         for s in config.sources],
         }
 
-    def _write_status_locked(self) -> None:
+    def _write_status_locked(self, *, answer: bool = False) -> None:
         if not self.publish_status:
             return
         target = status_path(self.path)
-        if not self.path.exists() and not target.exists():
+        if not answer and not self.path.exists() and not target.exists():
             return                      # no sources file, nothing ever published: leave the data dir alone
         try:
             target.parent.mkdir(parents=True, exist_ok=True)
@@ -592,7 +766,18 @@ class SourcesRegistry:
         if request != self._reload_request_mtime:
             self._reload_request_mtime = request
             self._text_hash = None if request is not None else self._text_hash
-            return self.reload()
+            result = self.reload()
+            if request is not None:
+                # Answer the request even when there is no sources file yet (a fresh stack): the
+                # CLI waits for this token in the status file (`nucleus sources reload`).
+                try:
+                    token = reload_request_path(self.path).read_text(encoding="utf-8")[:128].strip()
+                except (OSError, UnicodeDecodeError):
+                    token = ""
+                with self._lock:
+                    self._answered_request = token
+                    self._write_status_locked(answer=True)
+            return result
         if self._fingerprint_of(self.path) != self._fingerprint:
             return self.reload()
         return None

@@ -98,6 +98,7 @@ def hit_out(r: RankedResult, uri: str) -> HitOut:
                                  source_uri=http_uri(cite_uri(a.source_uri, e.headline, a.file_type)),
                                  file_name=a.file_name, file_type=a.file_type, chunk_index=e.chunk_index,
                                  headline=e.headline, page=page_of(e.headline, a.file_type),
+                                 tags=list(a.tags) or None,
                                  scores=ScoresOut(relevancy=rel, recency=rec, richness=rich, reputation=rep)),
         timestamp=iso_utc(e.timestamp_unix or a.modified_unix or a.created_unix))
 
@@ -128,7 +129,8 @@ def worst_error(errors: list[SourceErrorOut]) -> ErrorOut | None:
 def source_status_out(reports: tuple[SourceReport, ...] | list[SourceReport]) -> list[SourceStatusOut]:
     """Federation: how each source of the search fared."""
     return [SourceStatusOut(source_id=r.source_id, status=r.status, latency_ms=round(r.latency_ms, 3),
-                            result_count=r.result_count, error_message=r.error or None) for r in reports]
+                            result_count=r.result_count, error_message=r.error or None, error_code=r.code or None,
+                            filtered=r.filtered or None, note=r.note or None) for r in reports]
 
 
 def passage_title(r: RankedResult) -> str:

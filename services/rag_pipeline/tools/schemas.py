@@ -44,10 +44,13 @@ class SegmentOut(BaseModel):
 class SourceStatusOut(BaseModel):
     """Federation: how one source of a search fared."""
     source_id: str                           # "local" or a remote source's id
-    status: Literal["ok", "error", "timeout", "skipped"]
+    status: Literal["ok", "error", "timeout", "skipped", "refused"]
     latency_ms: float
     result_count: int
     error_message: str | None = None
+    error_code: str | None = None            # the remote's own code (e.g. unauthorized_source), sanitised
+    filtered: int | None = None              # hits dropped by the request's filters (fail closed)
+    note: str | None = None                  # e.g. "federation loop: ..." reported by the remote
 
 
 class RagSearchOut(BaseModel):
@@ -189,6 +192,7 @@ class ProvenanceOut(BaseModel):
     chunk_index: int
     headline: str
     page: int | None = None                  # the PDF page the chunk comes from
+    tags: list[str] | None = None            # the document's tags (a federating Nucleus filters on them)
     scores: ScoresOut
 
 

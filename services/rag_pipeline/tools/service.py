@@ -25,6 +25,8 @@ from opentelemetry import trace
 from services.rag_pipeline.access import AccessPolicy, Scope, SourceView
 from services.rag_pipeline.core import RagPipeline
 from services.rag_pipeline.federation.discover import discover_remotes
+from services.rag_pipeline.federation.hits import Caller
+from services.rag_pipeline.federation.identity import INCOMING_PATH, path_from_meta
 from services.rag_pipeline.federation.hits import LOCAL as LOCAL_SOURCE
 from services.rag_pipeline.models import Preferences, RankedResult, SearchRequest, SearchResponse
 from services.rag_pipeline.ports import KnowledgeSource, LanguageModel
@@ -114,13 +116,15 @@ class RagTools:
         self.signer = signer
         self.audit = audit
         self.synth_timeout_s = synth_timeout_s
-        self.documents = DocumentRoute(knowledge, access, signer, audit)
+        self.documents = DocumentRoute(knowledge, access, signer, audit, pipeline.federation)
 
     # -- identity --------------------------------------------------------------------------
     def principal(self, ctx: Context | None) -> Principal:
-        """The verified caller; calls made for this tool call then carry an assertion of it."""
+        """The verified caller; calls made for this tool call then carry an assertion of it (and
+        remote calls the federation path this call came along, identity.py)."""
         who = self.identity.principal(_headers(ctx))
         act_for(who)
+        INCOMING_PATH.set(path_from_meta(_request_meta(ctx)))
         return who
 
     def _caller(self, call: Call, ctx: Context | None, username: str | None, user_token: str | None) -> Principal:
@@ -131,12 +135,20 @@ class RagTools:
             act_for(who)
             call.notes.append("identity from user_token")
         call.principal = who
+        self._note_loop(call)
         if username and username != who.user_id:
             call.notes.append(f"username argument {username[:64]!r} overwritten by the authenticated user")
         ignored = who.extra.get("ignored_headers")
         if ignored:
             call.notes.append(f"ignored {ignored}: the credential is not a trusted platform key")
         return who
+
+    def _note_loop(self, call: Call) -> None:
+        """A query that came back to this stack along its federation path is answered from the
+        local store only (fanout.py `Federation.plan`); the answer says so."""
+        loop = self.pipeline.federation.loop() if self.pipeline.federation is not None else ""
+        if loop:
+            call.notes.append(loop)
 
     def _audit(self, call: Call, decision: Literal["allow", "deny"], reason: str = "", *,
                resources: tuple[str, ...] | list[str] = (), entries: tuple[str, ...] | list[str] = ()) -> None:
@@ -146,8 +158,16 @@ class RagTools:
         return self.signer.sign(entry_id, who.tenant_id, who.user_id, who.groups)
 
     def _result_link(self, who: Principal, r: RankedResult) -> str:
-        """A local result's signed link; a remote result's own http(s) URL ("" when it gave none)."""
-        return self._link(who, r.entry.id) if r.source_id == LOCAL_SOURCE else r.artifact.source_uri
+        """A local result's signed link; a remote result's signed redirect to its own http(s)
+        URL, expiring like a local link ("" when the remote gave no URL)."""
+        if r.source_id == LOCAL_SOURCE:
+            return self._link(who, r.entry.id)
+        return self._redirect_link(who, r.entry.id, r.artifact.source_uri)
+
+    def _redirect_link(self, who: Principal, entry_id: str, url: str | None) -> str:
+        if not url or not url.startswith(("https://", "http://")) or len(url) > 2_048:
+            return ""
+        return self.signer.sign_redirect(entry_id, url, who.tenant_id, who.user_id, who.groups)
 
     def _federates(self, who: Principal, selection: list[str] | None) -> bool:
         """Whether a search with this `sources` selection asks any remote source."""
@@ -207,6 +227,7 @@ class RagTools:
         try:
             who = self.principal(ctx)
             call.principal = who
+            self._note_loop(call)
             if who.extra.get("ignored_headers"):
                 call.notes.append(f"ignored {who.extra['ignored_headers']}: not a trusted platform key")
             phrases = [p.strip() for p in search_phrases]
@@ -247,6 +268,9 @@ class RagTools:
             self._audit(call, "deny", f"{err.kind}: {err.message}")
             raise jsonrpc_error(err) from None
         call.principal = who
+        remote = await self._verify_remote(call, who, segment_uid)
+        if remote is not None:
+            return remote
         denied = DocumentAccessOut(has_access=False, error="Document has been deleted or does not exist")
         try:
             hits = await self.ks.get_entries(who.tenant_id, [segment_uid])
@@ -264,6 +288,29 @@ class RagTools:
             return DocumentAccessOut(has_access=False, error="Access to this document is not permitted for this user")
         self._audit(call, "allow", resources=[hits[0].artifact.source_id], entries=[segment_uid])
         return DocumentAccessOut(has_access=True, refreshed_url=self._link(who, segment_uid), access_level="view")
+
+    async def _verify_remote(self, call: Call, who: Principal, segment_uid: str) -> DocumentAccessOut | None:
+        """A federated result's id (`<source>:<remote id>`, of a source the caller may use) is
+        verified by its source, as the caller; None: not a federated id (the local store answers)."""
+        federation = self.pipeline.federation
+        if federation is None or ":" not in segment_uid:
+            return None
+        sid, remote_id = segment_uid.split(":", 1)
+        source = federation.source_for(who, sid)
+        if source is None or not remote_id:
+            return None
+        try:
+            answer = await federation.search.verify(source, Caller.of(who), remote_id, source.timeout_s)
+        except Exception as err:             # the source failing answers "cannot verify", never allow
+            message = getattr(err, "message", "") or type(err).__name__
+            self._audit(call, "deny", f"source {sid} did not verify: {message}"[:300], resources=[sid],
+                        entries=[segment_uid])
+            return DocumentAccessOut(has_access=False, error=f"source '{sid}' could not verify access now")
+        self._audit(call, "allow" if answer["has_access"] else "deny", "" if answer["has_access"] else
+                    f"source {sid}: {answer.get('error') or 'no access'}", resources=[sid], entries=[segment_uid])
+        refreshed = self._redirect_link(who, segment_uid, answer.get("refreshed_url")) if answer["has_access"] else ""
+        return DocumentAccessOut(has_access=answer["has_access"], refreshed_url=refreshed or None,
+                                 access_level=answer.get("access_level"), error=answer.get("error"))
 
     # -- rag_discover_resources ------------------------------------------------------------
     async def discover(self, ctx: Context | None, username: str, filters: DiscoverFiltersIn | None,
@@ -286,7 +333,7 @@ class RagTools:
         visible.sort(key=lambda v: v.source_id)
         listed = [resource_out(who, v) for v in visible]
         if self.pipeline.federation is not None:
-            remotes = await discover_remotes(self.pipeline.federation, who, who.user_id)
+            remotes = await discover_remotes(self.pipeline.federation, who, Caller.of(who))
             if remotes:
                 listed = [r.model_copy(update={"serverId": LOCAL_SOURCE, "connectionStatus": "connected"})
                           for r in listed] + [r for found in remotes for r in remote_resources_out(found)
@@ -353,7 +400,8 @@ class RagTools:
             if response.sources:
                 meta.sources = source_status_out(response.sources)
                 meta.source_errors = source_errors = source_errors + [
-                    SourceErrorOut(source=x.source_id, code="backend_unavailable", message=f"{x.status}: {x.error}")
+                    SourceErrorOut(source=x.source_id, code=x.code if x.status == "refused" and x.code
+                                   else "backend_unavailable", message=f"{x.status}: {x.error}")
                     for x in response.sources if x.failed]
         meta.elapsed_ms, meta.notes = call.elapsed_ms, call.notes or []
         meta.error = worst_error(source_errors)
@@ -394,21 +442,35 @@ class RagTools:
             if not query.strip():
                 raise InvalidArgument("query", "must not be empty")
             allowed: list[str] | None = None
-            if sources:
-                allowed, source_errors, _ = await self._vet_sources(who, sources)
+            remote = self._remote_selection(who, sources or [])
+            local_ids = [s for s in sources or [] if s not in remote]
+            if local_ids:
+                allowed, source_errors, _ = await self._vet_sources(who, local_ids)
                 meta.source_errors = source_errors
-                if not allowed:
+                if not allowed and not remote:
                     raise _Refused(worst_code(source_errors), "; ".join(e.message for e in source_errors), source_errors)
+            servers = tuple(dict.fromkeys(r.split(":", 1)[0] for r in remote))
+            restrict = tuple((sid, tuple(r.split(":", 1)[1] for r in remote if r.startswith(sid + ":")))
+                             for sid in servers if sid not in remote)
+            if len(servers) == 1 and not allowed and not (provided_context is not None and provided_context.hits):
+                own = await self._remote_synthesis(call, meta, who, servers[0], dict(restrict).get(servers[0], ()),
+                                                   query, top_k)
+                if own is not None:             # the remote's own answer, as the caller, labelled untrusted
+                    return own
             if provided_context is not None and provided_context.hits:
                 passages = await self._provided(who, provided_context.hits, allowed, call)
             else:
                 scope = await self.pipeline.scope(who, only_sources=tuple(allowed) if allowed else None)
-                if scope.empty:
+                if scope.empty and not remote:
                     passages = []
                 else:
-                    try:            # named local sources: those only; none named: every source (federation)
-                        response, passages = await self._search(who, query, scope, top_k,
-                                                                sources=(LOCAL_SOURCE,) if allowed else ())
+                    # named sources: those only (local ones and remote ones, ranked together, remote
+                    # text labelled untrusted); none named: every source (federation)
+                    selection = servers + ((LOCAL_SOURCE,) if allowed else ()) if remote else (
+                        (LOCAL_SOURCE,) if allowed else ())
+                    try:
+                        response, passages = await self._search(who, query, scope, top_k, sources=selection,
+                                                                resources=restrict)
                     except NotFound:
                         response, passages = None, []
                     if response is not None and response.degraded:
@@ -454,6 +516,32 @@ class RagTools:
             meta_data=meta,
             artifacts=[ArtifactOut(name="citations.json", mime_type="application/json", data=json.dumps(bundle))])
 
+    async def _remote_synthesis(self, call: Call, meta: MetaOut, who: Principal, sid: str,
+                                resources: tuple[str, ...], query: str, top_k: int) -> SynthOut | None:
+        """The answer of the one remote source a synthesis names, when it offers its own (seed
+        000); None: it does not, and the answer is synthesized here over the unified ranking."""
+        federation = self.pipeline.federation
+        source = federation.source_for(who, sid) if federation is not None else None
+        if source is None or federation.loop():
+            return None
+        try:
+            own = await federation.search.synthesize(source, Caller.of(who), query, resources, top_k,
+                                                     min(source.timeout_s, self.synth_timeout_s))
+        except Exception as err:              # reported like any failing source, never a made-up answer
+            code = getattr(err, "code", "") or "backend_unavailable"
+            message = getattr(err, "message", "") or type(err).__name__
+            meta.degraded, meta.degraded_reasons = True, [f"source {sid}: {message}"]
+            return self._synth_refused(call, meta, code if code in ("unauthorized_source", "unauthorized_user",
+                                                                    "invalid_source", "token_expired")
+                                       else "backend_unavailable", f"source {sid}: {message}", [])
+        if own is None:
+            return None
+        call.notes.append(f"answer synthesized by remote source '{sid}': untrusted text, quoted as it came")
+        meta.method, meta.elapsed_ms, meta.notes = "remote", call.elapsed_ms, call.notes or []
+        citations = [CitationOut(id=c["id"], uri=c["uri"], title=c["title"], resourceId=sid) for c in own["citations"]]
+        self._audit(call, "allow", resources=[sid], entries=[c.id for c in citations])
+        return SynthOut(results=SynthResultsOut(answer=own["answer"], citations=citations), meta_data=meta)
+
     async def _provided(self, who: Principal, hits: list[Any], allowed: list[str] | None,
                         call: Call) -> list[RankedResult]:
         """Client-selected hits: only their ids are used; text is re-read from the store and each
@@ -495,3 +583,11 @@ def _matches(r: ResourceOut, f: DiscoverFiltersIn) -> bool:
     if f.types and r.sourceType not in f.types:
         return False
     return not f.search or f.search.lower() in r.id.lower() or f.search.lower() in r.name.lower()
+
+
+def _request_meta(ctx: Context | None) -> Any:
+    """The incoming request's `_meta` (None outside a request)."""
+    try:
+        return ctx.request_context.meta if ctx is not None else None
+    except (ValueError, AttributeError):
+        return None

@@ -9,7 +9,7 @@ import pytest
 
 from benchmarks.beir import load_dataset
 from benchmarks.tenants import Manifest, ingest_plan, plan_tenants
-from services.knowledge_store.core import KnowledgeStore
+from services.knowledge_store.embedded.core import KnowledgeStore
 from shared.errors import InvalidArgument
 from tests.unit.knowledge_store.helpers import HashEmbedder, settings_for
 

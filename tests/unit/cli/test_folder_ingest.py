@@ -8,7 +8,7 @@ import os
 import pytest
 
 from cli.folder_ingest import FAILED, INGESTED, REMOVED, UNCHANGED, FolderIngest, watch
-from services.knowledge_store.core import KnowledgeStore
+from services.knowledge_store.embedded.core import KnowledgeStore
 from shared.documents.manifest import Manifest, manifest_path
 from shared.errors import NotFound
 from shared.records import SearchFilters

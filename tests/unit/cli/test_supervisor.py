@@ -120,6 +120,27 @@ def test_a_killed_service_is_restarted_on_its_ports_with_exponential_back_off(su
     assert others_serving(supervisor, others)
 
 
+def test_status_shows_the_last_exit_and_the_log_of_a_service_restarted_after_kill_9(supervisor, clock):
+    """README: `nucleus status` shows each service's state, its last exit and where its log is —
+    also once the service runs again after its restart."""
+    from rich.console import Console
+
+    from cli.status import service_table
+
+    kill(supervisor)                                     # kill -9
+    supervisor.poll()
+    clock.advance(1.0)
+    supervisor.poll()
+    until_running(supervisor)
+    table, _ = service_table(stack_json(supervisor), lambda name, address: True)
+    console = Console(record=True, width=400)
+    console.print(table)
+    text = console.export_text()
+    log = supervisor.run_dir / "knowledge_store.log"
+    assert f"running (1 restart); last exit: killed by SIGKILL; log {log}" in text
+    assert "llm_orchestration" in text and "last exit" not in text.split("llm_orchestration", 1)[1].split("\n")[0]
+
+
 def test_a_service_crashing_beyond_the_window_is_marked_failed_and_the_others_keep_serving(supervisor, clock):
     others = pids_of_others(supervisor)
     for delay in (1.0, 2.0, 4.0):

@@ -6,7 +6,7 @@ import os
 import numpy as np
 import pytest
 
-from services.knowledge_store.core import KnowledgeStore
+from services.knowledge_store.embedded.core import KnowledgeStore
 from tests.unit.knowledge_store.helpers import HashEmbedder, settings_for
 
 

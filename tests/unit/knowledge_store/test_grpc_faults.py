@@ -11,9 +11,9 @@ import pytest
 
 from nucleus.v1 import knowledge_store_pb2_grpc as ks_grpc
 from services.knowledge_store.client import KnowledgeStoreClient
-from services.knowledge_store.core import KnowledgeStore
+from services.knowledge_store.embedded.core import KnowledgeStore
 from services.knowledge_store.grpc_api import KnowledgeStoreServicer
-from services.knowledge_store.storage.db import DB_FILE
+from services.knowledge_store.embedded.storage.db import DB_FILE
 from shared.errors import FailedPrecondition, StorageFull
 from shared.records import SearchFilters
 from tests.unit.knowledge_store.helpers import HashEmbedder, doc, settings_for

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from services.knowledge_store.core import KnowledgeStore
+from services.knowledge_store.embedded.core import KnowledgeStore
 from shared.bounds import MAX_UNIX_TIME
 from shared.errors import InvalidArgument
 from shared.records import SearchFilters

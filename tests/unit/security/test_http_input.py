@@ -8,7 +8,7 @@ import logging
 
 import pytest
 
-from services.knowledge_store.core import KnowledgeStore
+from services.knowledge_store.embedded.core import KnowledgeStore
 from services.knowledge_store.mcp_api import build_mcp as build_ks_mcp
 from services.llm_orchestration.core import LlmOrchestrator
 from services.llm_orchestration.mcp_api import build_mcp as build_llm_mcp

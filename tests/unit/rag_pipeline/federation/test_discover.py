@@ -12,6 +12,7 @@ from services.rag_pipeline.federation.discover import (
     discover_remotes,
 )
 from services.rag_pipeline.federation.fanout import Federation
+from services.rag_pipeline.federation.hits import Caller
 from services.rag_pipeline.federation.remote import RemoteError
 from services.rag_pipeline.federation.sources import Source, SourcesConfig
 from services.rag_pipeline.tools.convert import remote_resources_out
@@ -44,7 +45,8 @@ class Remotes:
 
 
 async def test_every_visible_remote_is_listed_with_its_status_and_resources():
-    found = await discover_remotes(Federation(lambda: SourcesConfig(SOURCES), Remotes()), ENG, "ann")
+    found = await discover_remotes(Federation(lambda: SourcesConfig(SOURCES, default_tenants=frozenset({"acme"})),
+                                              Remotes()), ENG, Caller.of(ENG))
     status = {f.source.id: f.status for f in found}
     assert status == {"wiki": CONNECTED, "nokey": ACTION_REQUIRED, "refuses": ACTION_REQUIRED, "forbids": LOCKED,
                       "slow": ERROR}                                    # hr: not the caller's group

@@ -16,7 +16,7 @@ from services.rag_pipeline.federation.fanout import (
     hits_from_segments,
     resource_ids,
 )
-from services.rag_pipeline.federation.hits import ERROR, OK, SKIPPED, TIMEOUT, RemoteHit
+from services.rag_pipeline.federation.hits import ERROR, OK, SKIPPED, TIMEOUT, Caller, RemoteHit
 from services.rag_pipeline.federation.sources import Source, SourcesConfig
 from shared.errors import InvalidArgument
 from shared.identity import Principal
@@ -27,9 +27,9 @@ DEAD = Source(id="dead", url="http://127.0.0.1:9/mcp", groups=frozenset({"eng"})
 HR = Source(id="hr", url="http://127.0.0.1:9/mcp", groups=frozenset({"hr"}), timeout_s=2.0)
 TOOLS = Source(id="jira", kind="tools", url="http://127.0.0.1:9/mcp", groups=frozenset({"eng"}))
 OFF = Source(id="off", url="http://127.0.0.1:9/mcp", groups=frozenset({"eng"}), enabled=False)
-CONFIG = SourcesConfig(sources=(FAST, SLOW, DEAD, HR, TOOLS, OFF), version=1)
+CONFIG = SourcesConfig(sources=(FAST, SLOW, DEAD, HR, TOOLS, OFF), version=1, default_tenants=frozenset({"acme"}))
 ENG = Principal(tenant_id="acme", user_id="ann", groups=("eng",))
-QUERY = RemoteQuery("battery reset", ("battery reset",), 10, "ann")
+QUERY = RemoteQuery("battery reset", ("battery reset",), 10, Caller("acme", "ann", ("eng",)))
 
 
 async def answer(source: Source, query: RemoteQuery, deadline_s: float) -> list[RemoteHit]:
@@ -48,7 +48,8 @@ def federation() -> Federation:
 def test_an_empty_selection_is_every_enabled_rag_source_the_caller_may_see(federation):
     plan = federation.plan([], ENG)
     assert plan.local and [s.id for s in plan.remotes] == ["fast", "slow", "dead"] and plan.federated
-    assert [s.id for s in federation.plan([], None).remotes] == ["fast", "slow", "dead", "hr"]   # auth off
+    assert [s.id for s in federation.plan([], None, "acme").remotes] == ["fast", "slow", "dead", "hr"]   # auth off
+    assert federation.plan([], None, "other").remotes == ()          # auth off, another tenant: none
 
 
 def test_a_source_outside_the_callers_groups_is_refused_exactly_like_an_unknown_one(federation):

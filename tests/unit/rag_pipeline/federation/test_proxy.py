@@ -46,7 +46,7 @@ def test_the_listing_is_per_caller_and_follows_the_file(tmp_path: Path) -> None:
     path.write_text(json.dumps({"sources": [
         {"id": "legal", "url": "http://127.0.0.1:1/mcp", "groups": ["legal"]},
         {"id": "ops", "kind": "tools", "url": "http://127.0.0.1:2/mcp", "groups": []}]}))
-    registry = SourcesRegistry(path)
+    registry = SourcesRegistry(path, stack_tenants=("acme",))
     proxy = ProxyTools(registry, RemotePool(), lambda ctx: ctx)
     schema = {"type": "object", "properties": {"a": {"type": "integer"}}, "required": ["a"]}
     assert proxy.update("legal", [ToolInfo("add", "adds", schema), ToolInfo("bad name!", "x", schema)])
@@ -63,6 +63,9 @@ def test_the_listing_is_per_caller_and_follows_the_file(tmp_path: Path) -> None:
     assert {t.name for t in proxy.tools_for(admin)} == {"legal__add", "ops__restart"}
     assert proxy.resolve(alice, "legal__add") is not None
     assert proxy.resolve(bob, "legal__add") is None and proxy.resolve(alice, "ops__restart") is None
+    other = Principal("globex", "alice", groups=("legal",))                  # another tenant, same groups
+    assert proxy.tools_for(other) == [] and proxy.resolve(other, "legal__add") is None
+    assert proxy.tools_for(Principal("globex", "root", roles=(ADMIN,))) == []   # an admin of another tenant
     path.write_text(json.dumps({"sources": [
         {"id": "legal", "url": "http://127.0.0.1:1/mcp", "groups": ["legal", "sales"]}]}))
     registry.reload()

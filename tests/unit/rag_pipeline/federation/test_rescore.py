@@ -8,7 +8,7 @@ import math
 import numpy as np
 import pytest
 
-from services.knowledge_store.keyword_index import KeywordIndex
+from services.knowledge_store.embedded.keyword_index import KeywordIndex
 from services.rag_pipeline.federation.hits import RemoteHit
 from services.rag_pipeline.federation.rescore import Rescorer, VectorCache, content_key
 from shared.errors import InvalidArgument, Unavailable
@@ -39,7 +39,7 @@ def test_score_documents_scores_an_unheld_document_exactly_as_the_same_entry_hel
 
 
 def test_score_documents_scores_a_term_no_entry_holds_with_the_statistics_of_the_documents_holding_it():
-    from services.knowledge_store.keyword_index import B, K1
+    from services.knowledge_store.keywords import B, K1
     rows = [(1, "batteri control reset", "batteri control hang hold reset button"),
             (2, "turbin inspect", "inspect turbin blade crack gearbox oil"),
             (3, "garden", "water tomato bed morn mulch")]

@@ -110,7 +110,7 @@ def test_visibility_by_groups_admins_and_disabled() -> None:
     cfg = SourcesConfig(sources=(
         parse_source(GOOD), parse_source({**GOOD, "id": "hr", "groups": ["hr"]}),
         parse_source({**GOOD, "id": "admins_only", "groups": []}),
-        parse_source({**GOOD, "id": "off", "enabled": False})))
+        parse_source({**GOOD, "id": "off", "enabled": False})), default_tenants=frozenset({"acme"}))
     alice = Principal("acme", "alice", groups=("legal",))
     bob = Principal("acme", "bob", groups=("sales",))
     admin = Principal("acme", "root", roles=(ADMIN,))
@@ -118,12 +118,15 @@ def test_visibility_by_groups_admins_and_disabled() -> None:
     assert cfg.visible_to(bob) == [] and cfg.visible_to(None) == []
     assert [s.id for s in cfg.visible_to(admin)] == ["legal", "hr", "admins_only"]
     assert cfg.visible(bob, "legal") is None and cfg.get("off") is not None
+    assert cfg.visible_to(Principal("globex", "alice", groups=("legal",))) == []     # tenant first
+    assert cfg.visible_to(Principal("globex", "root", roles=(ADMIN,))) == []
+    assert [s.id for s in cfg.visible_to(None, "acme")] == ["legal", "hr", "admins_only"]   # auth off, its tenant
 
 
 def test_reload_keeps_the_last_good_config_and_records_the_error(tmp_path: Path) -> None:
     path = tmp_path / "sources.json"
     write(path, [GOOD])
-    reg = SourcesRegistry(path)
+    reg = SourcesRegistry(path, stack_tenants=("acme",))
     first = reg.current()
     assert [s.id for s in first.sources] == ["legal"] and reg.last_error == ""
     seen: list[int] = []
@@ -146,7 +149,7 @@ def test_reload_keeps_the_last_good_config_and_records_the_error(tmp_path: Path)
 
 
 def test_missing_file_is_no_sources_and_status_is_per_source(tmp_path: Path) -> None:
-    reg = SourcesRegistry(tmp_path / "none.json")
+    reg = SourcesRegistry(tmp_path / "none.json", stack_tenants=("acme",))
     assert reg.current().sources == () and reg.last_error == ""
     write(reg.path, [GOOD, {**GOOD, "id": "off", "enabled": False}])
     reg.reload()
@@ -164,7 +167,7 @@ def test_watching_picks_up_edits_and_reload_requests(tmp_path: Path) -> None:
     path = tmp_path / "sources.json"
 
     async def run() -> None:
-        reg = SourcesRegistry(path, poll_s=0.05)
+        reg = SourcesRegistry(path, poll_s=0.05, stack_tenants=("acme",))
         reg.start_watching()
         write(path, [GOOD])
         for _ in range(100):

@@ -3,6 +3,8 @@ scale whatever scale the remote scores on, explanations naming their source, per
 reports, partial answers when a source fails, and the local path unchanged without remotes."""
 from __future__ import annotations
 
+from dataclasses import replace
+
 
 import pytest
 
@@ -31,8 +33,10 @@ REMOTE = {
     "kitchen": ("Kitchen cleaning rota", "Wipe the counters and empty the dishwasher every evening."),
 }
 EVERYTHING = {**LOCAL, **REMOTE}
-FAR = Source(id="far", url="http://127.0.0.1:9/mcp", groups=frozenset({"eng"}), timeout_s=2.0, reputation=0.5)
-DOWN = Source(id="down", url="http://127.0.0.1:9/mcp", groups=frozenset({"eng"}), timeout_s=2.0)
+FAR = Source(id="far", url="http://127.0.0.1:9/mcp", groups=frozenset({"eng"}), timeout_s=2.0, reputation=0.5,
+             tenants=frozenset({TENANT}))
+DOWN = Source(id="down", url="http://127.0.0.1:9/mcp", groups=frozenset({"eng"}), timeout_s=2.0,
+              tenants=frozenset({TENANT}))
 
 
 def remote_answer(scale):
@@ -160,7 +164,7 @@ async def test_a_remote_passage_is_labelled_as_untrusted_for_synthesis(local):
 
 
 async def test_a_tenant_with_nothing_stored_still_gets_the_remote_results(local):
-    fed = Federation(lambda: SourcesConfig((FAR,)), remote_answer(float))
+    fed = Federation(lambda: SourcesConfig((replace(FAR, tenants=frozenset({"empty-tenant"})),)), remote_answer(float))
     response = await pipeline(local, fed).search_and_rank(SearchRequest(tenant_id="empty-tenant", query=QUERY))
     assert {r.source_id for r in response.results} == {"far"} and response.results
     reports = {r.source_id: r for r in response.sources}

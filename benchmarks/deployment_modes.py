@@ -1,0 +1,180 @@
+"""Both deployment modes and the in-process baseline, side by side, in one run.
+
+    .venv/bin/python -m benchmarks.deployment_modes --dataset ../shared/data/scifact \\
+        [--rounds 2] [--queries 200] [--per-client 30] [--clients 16]
+
+Each round starts a stack per mode on the same data directory (`<stack dir>`, default
+`.bench-cache/modes-stack`; the tenant is ingested once, through the first stack), one after
+the other, never two at once (the embedded store owns its directory), then runs the in-process
+baseline (benchmarks/baseline.py) over the same queries. Per mode and round:
+
+    p50 / p95   SearchAndRank at agent size (--top-k-initial 50 --top-k-final 10), one query at a
+                time, client clock, over the last --queries queries of the dataset
+    16 clients  queries/s, p50, p99, errors (`benchmarks.queries.run_concurrent`, as the probe)
+    CPU         CPU ms per query of the stack's processes (from /proc, as benchmarks/probe.py
+                measures it; single mode is one process) and of this client, over the 16-client run
+    memory      resident MiB of the stack's processes together, after the 16-client run
+
+Both stacks run with LlmOrchestration's query-embedding cache off (NUCLEUS_LLM_CACHE_SIZE=0)
+and the same tracing settings (the defaults: local trace files on). The 1-minute load average
+is printed with every row: on a shared machine the figures are noisy, compare within a round.
+"""
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import statistics
+import time
+from pathlib import Path
+
+import numpy as np
+
+from benchmarks.beir import load_dataset
+from benchmarks.metrics import rss_mb
+from benchmarks.probe import _cpu_seconds
+from benchmarks.queries import Method, RagClient, run_concurrent
+from benchmarks.tenants import TenantPlan, ingest_plan
+
+ROOT = Path(__file__).resolve().parents[1]
+DEFAULT_STACK = ROOT / ".bench-cache" / "modes-stack"
+MODES = ("split", "single")
+WARMUP = ("warm-up query one", "warm-up query two", "warm-up query three", "warm-up query four")
+
+
+def _load() -> float:
+    return os.getloadavg()[0]
+
+
+def _pct(values: list[float], q: float) -> float:
+    return float(np.percentile(values, q)) if values else float("nan")
+
+
+async def _measure_stack(mode: str, args: argparse.Namespace, plan: TenantPlan,
+                         queries: list[tuple[str, str]]) -> dict:
+    from cli.supervisor import Supervisor
+    from services.knowledge_store.client import KnowledgeStoreClient
+
+    env = {"NUCLEUS_DATA_DIR": str(args.stack_dir), "NUCLEUS_KS_DATA_DIR": str(args.stack_dir / "knowledge_store"),
+           "NUCLEUS_LLM_CACHE_SIZE": "0", "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1"}
+    (args.stack_dir / "run" / "stack.json").unlink(missing_ok=True)
+    supervisor = Supervisor(args.stack_dir, ephemeral_ports=True, extra_env=env, mode=mode)
+    services = supervisor.start(timeout_s=300)
+    row: dict = {"mode": mode, "load_start": _load()}
+    try:
+        ks = KnowledgeStoreClient(services["knowledge_store"]["grpc"], ingest_timeout_s=900)
+        try:
+            await ingest_plan(ks, plan, args.stack_dir / "bench", batch=64)
+        finally:
+            await ks.close()
+        target = services["rag_pipeline"]["grpc"]
+        client = RagClient(target, top_k_initial=args.top_k_initial, top_k_final=args.top_k_final, timeout_s=30)
+        try:
+            for i, text in enumerate(WARMUP):
+                await client.search(plan.tenant, Method("default"), f"w{i}", text)
+            e2e = []
+            for qid, text in queries:
+                record = await client.search(plan.tenant, Method("default"), qid, text)
+                if record.error:
+                    raise RuntimeError(f"{mode}: SearchAndRank failed: {record.error}")
+                e2e.append(record.e2e_ms)
+        finally:
+            await client.close()
+        row.update(p50_ms=statistics.median(e2e), p95_ms=_pct(e2e, 95))
+        pids = sorted({int(a["pid"]) for a in services.values()})
+        before = {pid: _cpu_seconds(pid) for pid in pids}
+        client_before = time.process_time()
+        work = [(plan.tenant, qid, text) for qid, text in queries]
+        result = await run_concurrent(target, work, args.clients, args.per_client, top_k_initial=args.top_k_initial,
+                                      top_k_final=args.top_k_final, timeout_s=30.0)
+        done = max(1, result.completed)
+        stack_cpu = sum((_cpu_seconds(pid) or 0.0) - (before[pid] or 0.0) for pid in pids) * 1000 / done
+        row.update(qps=result.qps, c_p50_ms=_pct(result.latencies_ms, 50), c_p99_ms=_pct(result.latencies_ms, 99),
+                   errors=result.errors, completed=result.completed, processes=len(pids),
+                   cpu_ms_per_query=stack_cpu, client_cpu_ms_per_query=(time.process_time() - client_before) * 1000 / done,
+                   rss_mib=sum(rss_mb(pid) for pid in pids), load_end=_load())
+    finally:
+        supervisor.stop()
+    return row
+
+
+def _baseline(model, plan: TenantPlan, vectors: np.ndarray, queries: list[tuple[str, str]], depth: int) -> dict:
+    from benchmarks.baseline import InProcessBaseline
+
+    corpus = plan.dataset.corpus
+    load_start = _load()
+    baseline = InProcessBaseline(model, [corpus[r].id for r in plan.rows], [corpus[r].body for r in plan.rows],
+                                 vectors[list(plan.rows)], depth=depth)
+    for text in WARMUP * 2:
+        baseline.search(text)
+    total = [baseline.search(text)[0].timings_ms["total"] for _, text in queries]
+    return {"mode": "in-process baseline", "load_start": load_start, "p50_ms": statistics.median(total),
+            "p95_ms": _pct(total, 95), "load_end": _load()}
+
+
+def _print(rows: list[dict]) -> None:
+    head = (f"{'round':>5}  {'mode':<20} {'load':>9}  {'p50 ms':>7} {'p95 ms':>7}  {'q/s@16':>7} {'p50@16':>7} "
+            f"{'p99@16':>7} {'err':>4}  {'CPU ms/q':>8} {'client':>6}  {'RSS MiB':>8} {'procs':>5}")
+    print(head)
+    for r in rows:
+        load = f"{r['load_start']:.1f}-{r['load_end']:.1f}"
+        if "qps" in r:
+            print(f"{r['round']:>5}  {r['mode']:<20} {load:>9}  {r['p50_ms']:7.1f} {r['p95_ms']:7.1f}  {r['qps']:7.1f} "
+                  f"{r['c_p50_ms']:7.1f} {r['c_p99_ms']:7.1f} {r['errors']:>4}  {r['cpu_ms_per_query']:8.2f} "
+                  f"{r['client_cpu_ms_per_query']:6.2f}  {r['rss_mib']:8.0f} {r['processes']:>5}")
+        else:
+            print(f"{r['round']:>5}  {r['mode']:<20} {load:>9}  {r['p50_ms']:7.1f} {r['p95_ms']:7.1f}")
+    for rnd in sorted({r["round"] for r in rows}):
+        by = {r["mode"]: r for r in rows if r["round"] == rnd}
+        if {"split", "single", "in-process baseline"} <= set(by):
+            s, p, b = by["single"], by["split"], by["in-process baseline"]
+            print(f"round {rnd}: single/baseline p50 {s['p50_ms'] / b['p50_ms']:.2f}x, split/baseline "
+                  f"{p['p50_ms'] / b['p50_ms']:.2f}x; single/split q/s@16 {s['qps'] / p['qps']:.2f}x; "
+                  f"CPU ms/q single {s['cpu_ms_per_query']:.2f} vs split {p['cpu_ms_per_query']:.2f}; "
+                  f"RSS single {s['rss_mib']:.0f} vs split {p['rss_mib']:.0f} MiB")
+
+
+async def run(args: argparse.Namespace) -> list[dict]:
+    from benchmarks.baseline import EmbeddingCache, load_model
+
+    dataset = load_dataset(args.dataset)
+    plan = TenantPlan(args.tenant, dataset, tuple(range(len(dataset.corpus))))
+    queries = [(qid, dataset.queries[qid]) for qid in plan.query_ids][-args.queries:]
+    model = load_model()
+    vectors, _ = EmbeddingCache(args.cache_dir).corpus_vectors(dataset, model)
+    rows: list[dict] = []
+    for rnd in range(1, args.rounds + 1):
+        order = MODES if rnd % 2 else tuple(reversed(MODES))       # alternate which mode goes first
+        for mode in order:
+            rows.append({"round": rnd, **await _measure_stack(mode, args, plan, queries)})
+            print(json.dumps(rows[-1]), flush=True)
+        rows.append({"round": rnd, **_baseline(model, plan, vectors, queries, args.top_k_final)})
+        print(json.dumps(rows[-1]), flush=True)
+    return rows
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(prog="python -m benchmarks.deployment_modes", description=__doc__.split("\n\n")[0])
+    parser.add_argument("--dataset", type=Path, required=True, help="BEIR dataset directory")
+    parser.add_argument("--tenant", default="scifact")
+    parser.add_argument("--stack-dir", type=Path, default=DEFAULT_STACK)
+    parser.add_argument("--cache-dir", type=Path, default=ROOT / ".bench-cache", help="baseline embedding cache")
+    parser.add_argument("--rounds", type=int, default=2)
+    parser.add_argument("--queries", type=int, default=200, help="last N judged queries")
+    parser.add_argument("--clients", type=int, default=16)
+    parser.add_argument("--per-client", type=int, default=30)
+    parser.add_argument("--top-k-initial", type=int, default=50)
+    parser.add_argument("--top-k-final", type=int, default=10)
+    parser.add_argument("--out", type=Path, help="also write the rows here as JSON")
+    args = parser.parse_args()
+    args.stack_dir = args.stack_dir.resolve()
+    rows = asyncio.run(run(args))
+    print()
+    _print(rows)
+    if args.out:
+        args.out.write_text(json.dumps(rows, indent=2))
+
+
+if __name__ == "__main__":
+    main()

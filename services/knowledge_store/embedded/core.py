@@ -1,0 +1,302 @@
+"""The embedded backend's KnowledgeStore: durable, tenant-scoped hybrid retrieval (SQLite +
+FAISS + BM25) in a data directory; one of the two backends behind backend.StoreBackend.
+
+    KnowledgeStore                       this module: the public API, a facade over
+      ├── per tenant: TenantDB            (SQLite, the system of record: storage/)
+      │               VectorIndex         (FAISS: vector_index.py)
+      │               KeywordIndex        (in-memory BM25 of SQLite's FTS5 rows: keyword_index.py)
+      │               both saved next to SQLite and loaded on open when their stamp matches,
+      │               else caught up or rebuilt (persistence.py); opened lazily, evicted under
+      │               the memory budget and closed by tenants.py, locked by locking.py
+      ├── writes:   one SQLite transaction, then FAISS + keyword index under the tenant's
+      │             exclusive lock (writes.py)
+      ├── ingest:   the front's document preparation (../preparation.py: validate all →
+      │             extract/chunk/analyse → embed) → ONE write; delete (ingest.py)
+      ├── searches: vector (FAISS with an id selector from the SQL filters), keyword (in-memory
+      │             BM25 with a mask from the same SQL filters; the query read by ../keywords.py),
+      │             listing, get by id; the row ids a filter allows are cached per tenant until
+      │             the next write (allowed_cache.py); small reads run on the event loop (search.py)
+      ├── profiles and feedback (ranking_inputs.py; the profile rules are ../profiles.py)
+      ├── personas (personas.py; the record is ../personas.py)
+      ├── topics (topics.py, topic_model.py, topic_answers.py)
+      ├── stats, integrity check, index configuration (maintenance.py)
+      ├── row checksums checked on read (storage/rowsums.py) and by a background scrub at a
+      │   bounded read rate (scrub.py); online snapshots and restores of tenants (backup.py)
+      ├── the full consistency check and the repair of derived rows, also in the background
+      │   for a tenant found inconsistent on open (consistency.py)
+      └── health: storage faults (disk full, read-only, corrupted tenant) and repairs, per
+          tenant (../health.py, storage/faults.py)
+
+Isolation is structural: a tenant's data lives only in `<data_dir>/tenants/<tenant>/` and in
+its own FAISS object; every call resolves exactly one tenant first.
+
+Consistency: records = keyword rows (FTS5, the durable keyword store) = vectors always
+(`verify_integrity`): SQLite commits first, the in-memory indexes follow under the tenant's
+exclusive lock, and after a crash both are caught up from what SQLite committed (tenants.py, writes.py).
+"""
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import replace
+from typing import Literal
+
+import asyncio
+import time
+from pathlib import Path
+
+import numpy as np
+
+from ranking.profile import RankingProfile
+from services.knowledge_store.embedded import backup, catalog, maintenance, personas, ranking_inputs
+from services.knowledge_store.embedded.consistency import Consistency
+from services.knowledge_store.embedded.ingest import Ingester
+from services.knowledge_store.embedded.scrub import PassReport, Scrub
+from services.knowledge_store.embedded.search import Searcher
+from services.knowledge_store.embedded.tenants import Tenants
+from services.knowledge_store.embedded.topics import Topics
+from services.knowledge_store.embedded.topics import answer as topic_answer
+from services.knowledge_store.health import StoreHealth
+from services.knowledge_store.keywords import DEFAULT_BM25_WEIGHTS
+from services.knowledge_store import validation
+from services.knowledge_store.models import Embedder, StoreStatus, TenantCheck
+from services.knowledge_store.personas import Persona
+from shared.records import (
+    CandidateColumns,
+    DocumentIn,
+    FeedbackAck,
+    Hit,
+    IngestReport,
+    KeywordScores,
+    ScoreCompletion,
+    SearchFilters,
+    TenantStats,
+)
+from shared.errors import FailedPrecondition, NotFound
+from shared.settings import KnowledgeStoreSettings
+
+
+class KnowledgeStore:
+    """The storage engine. See the module docstring; every method is tenant-scoped."""
+
+    def __init__(self, settings: KnowledgeStoreSettings, embedder: Embedder, *,
+                 bm25_weights: tuple[float, float] = DEFAULT_BM25_WEIGHTS) -> None:
+        self._tenants = Tenants(settings, bm25_weights)
+        self._ingester = Ingester(settings, embedder, bm25_weights, self._tenants)
+        self._searcher = Searcher(settings, self._tenants)
+        self._consistency = Consistency(self._tenants, self._ingester)
+        self._tenants.on_inconsistent = self._consistency.schedule
+        self._topics = Topics(self._tenants)
+        self._scrub = Scrub(self._tenants)
+        self._scrub.start()
+
+    # -- tenants -----------------------------------------------------------------------------
+
+    def list_tenants(self) -> list[str]:
+        return self._tenants.ids()
+
+    # -- ingest and delete -------------------------------------------------------------------
+
+    async def ingest(self, tenant_id: str, persona_id: str, documents: Sequence[DocumentIn],
+                     progress: Callable[[int, int], None] | None = None, *,
+                     commit_valid: bool = False) -> IngestReport:
+        """Chunk, embed and commit `documents` (upsert by artifact id), each atomically; the
+        batch is all-or-nothing unless `commit_valid` (then invalid ones are reported by index)."""
+        return await self._ingester.ingest(tenant_id, persona_id, documents, progress,
+                                           commit_valid=commit_valid)
+
+    async def delete(self, tenant_id: str, artifact_ids: Sequence[str]) -> tuple[int, int]:
+        """Delete artifacts from records, keyword index and vectors. Returns (artifacts, entries)."""
+        return await self._ingester.delete(tenant_id, artifact_ids)
+
+    # -- searches ----------------------------------------------------------------------------
+
+    async def search_by_vector(self, tenant_id: str, query_vectors: np.ndarray, top_k: int,
+                               filters: SearchFilters) -> list[list[Hit]]:
+        """Top-k entries by cosine per query vector, filters applied inside the search."""
+        return await self._searcher.search_by_vector(tenant_id, query_vectors, top_k, filters)
+
+    async def candidates_by_vector(self, tenant_id: str, query_vectors: np.ndarray, top_k: int,
+                                   filters: SearchFilters, *, top_hits: int = 0) -> list[CandidateColumns]:
+        """As `search_by_vector`, answered as ranking-signal columns (no text, no metadata),
+        plus the full hits of the best `top_hits` candidates per query."""
+        return await self._searcher.candidates_by_vector(tenant_id, query_vectors, top_k, filters,
+                                                         top_hits=top_hits)
+
+    async def candidates_by_vector_with_completion(
+            self, tenant_id: str, query_vectors: np.ndarray, top_k: int, filters: SearchFilters, *,
+            keywords: str, extra_keywords: Sequence[str] = (), complete_rows: Sequence[int] = (),
+    ) -> tuple[list[CandidateColumns], ScoreCompletion]:
+        """`candidates_by_vector`, plus both relevance signals (best cosine over the query
+        vectors, BM25 of `keywords` + `extra_keywords`) for its candidates and for
+        `complete_rows` (the keyword leg's row ids), and how rare the keyword terms are."""
+        return await self._searcher.candidates_by_vector_with_completion(
+            tenant_id, query_vectors, top_k, filters, keywords=keywords, extra_keywords=extra_keywords,
+            complete_rows=complete_rows)
+
+    async def search_by_filters(self, tenant_id: str, keywords: str, extra_keywords: Sequence[str], top_k: int,
+                                filters: SearchFilters) -> tuple[list[Hit], list[str]]:
+        """BM25 over analysed terms of `keywords` and `extra_keywords` (OR-ed), filters applied
+        inside the search (a mask of the entries the SQL filters allow).
+
+        No keywords at all: a metadata-only listing, newest first, score 0. Keywords that
+        analyse to no term (only stopwords): no hits. Returns (hits, analysed query terms).
+        """
+        return await self._searcher.search_by_filters(tenant_id, keywords, extra_keywords, top_k, filters)
+
+    async def candidates_by_filters(self, tenant_id: str, keywords: str, extra_keywords: Sequence[str], top_k: int,
+                                    filters: SearchFilters, *,
+                                    top_hits: int = 0) -> tuple[CandidateColumns, list[str]]:
+        """As `search_by_filters`, answered as ranking-signal columns (no text, no metadata),
+        plus the full hits of the best `top_hits` candidates."""
+        return await self._searcher.candidates_by_filters(tenant_id, keywords, extra_keywords, top_k, filters,
+                                                          top_hits=top_hits)
+
+    async def score_keywords(self, tenant_id: str, keywords: str, extra_keywords: Sequence[str],
+                             texts: Sequence[tuple[str, str]]) -> KeywordScores:
+        """BM25 of `keywords` + `extra_keywords` for (title, text) pairs the store does not hold
+        (a remote source's hits), with the tenant's own term statistics, and their richness."""
+        return await self._searcher.score_keywords(tenant_id, keywords, extra_keywords, texts)
+
+    async def get_entries(self, tenant_id: str, entry_ids: Sequence[str]) -> list[Hit]:
+        """The entries with these ids, in request order (unknown ids are skipped), score 0."""
+        return await self._searcher.get_entries(tenant_id, entry_ids)
+
+    # -- topics ------------------------------------------------------------------------------
+
+    async def topics(self, tenant_id: str, filters: SearchFilters, kind: str, **params) -> dict:
+        """Topics of the tenant as the caller sees them (`filters` carry their visibility):
+        kind "topics" | "evolution" | "members" | "map", a JSON-ready dict, or
+        {"status": "computing", "progress"} while the tenant's clusters are computed (topics.py)."""
+        return await topic_answer(self._topics, tenant_id, filters, kind, **params)
+
+    # -- stats and index configuration ------------------------------------------------------
+
+    async def stats(self, tenant_id: str) -> TenantStats:
+        return await maintenance.stats(self._tenants, tenant_id)
+
+    async def verify_integrity(self, tenant_id: str) -> dict[str, int]:
+        """{"records", "vectors", "keyword_docs"}: entries in SQLite, vectors in FAISS, FTS5 rows."""
+        return await maintenance.verify_integrity(self._tenants, tenant_id)
+
+    async def configure_index(self, tenant_id: str, kind: str, *, hnsw_m: int = 32, hnsw_ef_search: int = 64,
+                              ivf_nlist: int = 0, ivf_nprobe: int = 8) -> tuple[str, int]:
+        """Choose the tenant's index kind (persisted) and rebuild it from SQLite.
+
+        Returns (kind now serving searches, vectors). IVF serves as flat until the tenant has
+        enough vectors to train it (see vector_index.py).
+        """
+        return await maintenance.configure_index(self._tenants, tenant_id, kind, hnsw_m=hnsw_m,
+                                                 hnsw_ef_search=hnsw_ef_search, ivf_nlist=ivf_nlist,
+                                                 ivf_nprobe=ivf_nprobe)
+
+    # -- consistency and health --------------------------------------------------------------
+
+    async def check_tenant(self, tenant_id: str, *, repair: bool = True) -> TenantCheck:
+        """The full consistency check of a tenant; with `repair`, missing vectors and keyword
+        rows are rebuilt from the stored text and orphans removed (consistency.py)."""
+        return await self._consistency.check(tenant_id, repair=repair)
+
+    async def settle_repairs(self, timeout_s: float = 30.0) -> None:
+        """Wait (bounded) for the background repairs running now."""
+        await self._consistency.settle(timeout_s)
+
+    @property
+    def health(self) -> StoreHealth:
+        """The store's condition: problems by tenant, repairs (../health.py)."""
+        return self._tenants.health
+
+    def status(self) -> StoreStatus:
+        """A snapshot of `health`: "ok" or "degraded", each problem naming tenant and path."""
+        tenants = tuple(self._tenants.open_tenants())
+        status = self._tenants.health.status(len(tenants), tenants=tenants,
+                                             memory_budget_bytes=self._tenants.settings.memory_budget_mb * 2**20)
+        return replace(status, scrub=self._scrub.status_line())
+
+    async def scrub(self) -> PassReport:
+        """Run one scrub pass now (scrub.py) and return what it found."""
+        return await asyncio.to_thread(self._scrub.run_pass)
+
+    # -- backup and restore ------------------------------------------------------------------
+
+    async def backup(self, tenant_ids: Sequence[str], directory: Path,
+                     final_directory: Path | None = None) -> list[backup.TenantSnapshot]:
+        """Online snapshots of `tenant_ids` (every tenant when empty) into `directory` (backup.py);
+        ingest goes on meanwhile. The snapshot is remembered as `final_directory` (where the
+        operator's CLI renames it once its manifest is written) so problems can name it."""
+        ids = list(tenant_ids) or self._tenants.ids()
+        for tenant_id in ids:
+            validation.tenant_id(tenant_id)
+        directory = Path(directory)
+        if not directory.is_dir():
+            raise NotFound(f"backup directory {directory} does not exist")
+
+        def run() -> list[backup.TenantSnapshot]:
+            return [backup.snapshot(self._tenants.database_path(t), t, directory) for t in ids]
+
+        snapshots = await asyncio.to_thread(run)
+        catalog.record(Path(self._tenants.settings.data_dir), Path(final_directory or directory), ids,
+                       int(min((s.point_unix for s in snapshots), default=time.time())))
+        return snapshots
+
+    async def restore_tenant(self, tenant_id: str, source: Path, sha256: str) -> tuple[backup.TenantSnapshot, float]:
+        """Replace the tenant's database by the snapshot file `source` (its SHA-256 from the
+        manifest): staged and verified first, then swapped while only this tenant answers
+        UNAVAILABLE. Returns (what is now served, seconds the tenant was unavailable)."""
+        validation.tenant_id(tenant_id)
+        if self._tenants.settings.read_only:
+            raise FailedPrecondition("the KnowledgeStore is configured read-only: a restore is refused")
+        root = Path(self._tenants.settings.data_dir) / "tenants"
+        staging, restored = await asyncio.to_thread(backup.prepare, root, tenant_id, Path(source), sha256)
+
+        def swap() -> float:
+            started = time.perf_counter()
+            with self._tenants.unavailable_for(tenant_id, f"from {source}"):
+                backup.swap(root, tenant_id, staging)
+            return time.perf_counter() - started
+
+        return restored, await asyncio.to_thread(swap)
+
+    # -- ranking profiles --------------------------------------------------------------------
+
+    async def put_profile(self, profile: RankingProfile) -> RankingProfile:
+        """Store `profile` as the next version of (tenant, persona, name); returns it as stored."""
+        return await ranking_inputs.put_profile(self._tenants, profile)
+
+    async def get_profile(self, tenant_id: str, persona_id: str, name: str, version: int = 0) -> RankingProfile | None:
+        """A profile (latest version unless `version`); `name` "" = the persona's default, else
+        the tenant's. A persona without its own profile of that name falls back to the tenant's."""
+        return await ranking_inputs.get_profile(self._tenants, tenant_id, persona_id, name, version)
+
+    async def list_profiles(self, tenant_id: str, persona_id: str = "") -> list[RankingProfile]:
+        """Latest version of every profile of the tenant (of one persona when given)."""
+        return await ranking_inputs.list_profiles(self._tenants, tenant_id, persona_id)
+
+    # -- personas ----------------------------------------------------------------------------
+
+    async def put_persona(self, persona: Persona) -> Persona:
+        """Store a persona agent's settings (replacing earlier ones); returns them as stored."""
+        return await personas.put_persona(self._tenants, persona)
+
+    async def get_persona(self, tenant_id: str, persona_id: str) -> Persona:
+        """A persona's settings; NotFound when it has none."""
+        return await personas.get_persona(self._tenants, tenant_id, persona_id)
+
+    async def list_personas(self, tenant_id: str) -> list[Persona]:
+        return await personas.list_personas(self._tenants, tenant_id)
+
+    # -- feedback ----------------------------------------------------------------------------
+
+    async def record_feedback(self, tenant_id: str, target: Literal["entry", "artifact"], target_id: str,
+                              helpful: bool, user_id: str, *, comment: str = "") -> FeedbackAck:
+        """Persist a helpful/unhelpful vote on an entry or artifact; counted on the artifact.
+        A named user has one vote per artifact (the latest counts); anonymous votes all count."""
+        return await ranking_inputs.record_feedback(self._tenants, tenant_id, target, target_id, helpful, user_id,
+                                                    comment=comment)
+
+    # -- lifecycle ---------------------------------------------------------------------------
+
+    def close(self) -> None:
+        """Close every tenant's files. Later calls raise Unavailable."""
+        self._scrub.close()
+        self._consistency.close()
+        self._tenants.close()

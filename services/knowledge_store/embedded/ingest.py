@@ -1,0 +1,125 @@
+"""Documents in and out of a tenant of the embedded backend: ingest (prepare, embed, commit) and
+delete.
+
+    ingest: the front prepares (preparation.py: validate every document first, then extract,
+            chunk, analyse, score richness; embed all chunks, L2-normalised) ─▶ the chunks'
+            keyword terms counted for the in-memory index ─▶ ONE write (writes.py): replace
+            each artifact's rows in one SQLite transaction, then mirror them in FAISS and the
+            keyword index
+
+Every document is atomic: all its entries are written or none. A batch is all-or-nothing by
+default — nothing is written unless every document is valid and every chunk embedded, and the
+first invalid document fails the call naming its field. With `commit_valid` the invalid
+documents are reported by index (`IngestReport.rejected`) and the valid ones committed in the
+same single write; a failure of the embedder or the storage still fails the whole batch.
+Ingest upserts by artifact id (the artifact's old entries are replaced; its feedback counters
+are kept). Chunking and analysis run on a worker thread and before any lock is taken, so the
+locked part of the write only appends.
+"""
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Callable, Sequence
+import numpy as np
+from numpy.typing import NDArray
+from opentelemetry import trace
+
+from services.knowledge_store import validation
+from services.knowledge_store.embedded import storage
+from services.knowledge_store.embedded.keyword_index import KeywordBatch
+from services.knowledge_store.embedded.tenants import Tenants
+from services.knowledge_store.embedded.writes import NO_CHANGE, IndexChange, write
+from services.knowledge_store.models import Embedder
+from services.knowledge_store.preparation import (
+    PreparedBatch,
+    embed_texts,
+    open_batch,
+    prepare_batch,
+)
+from shared.records import DocumentIn, IngestRejection, IngestReport, IngestResult
+from shared.settings import KnowledgeStoreSettings
+
+tracer = trace.get_tracer(__name__)
+
+
+class Ingester:
+    """Ingest and delete for the tenants of one store (see the module docstring)."""
+
+    def __init__(self, settings: KnowledgeStoreSettings, embedder: Embedder, bm25_weights: tuple[float, float],
+                 tenants: Tenants) -> None:
+        self._settings = settings
+        self._embedder = embedder
+        self._bm25_weights = bm25_weights
+        self._tenants = tenants
+
+    async def ingest(self, tenant_id: str, persona_id: str, documents: Sequence[DocumentIn],
+                     progress: Callable[[int, int], None] | None = None, *,
+                     commit_valid: bool = False) -> IngestReport:
+        docs, rejected = open_batch(self._settings, tenant_id, persona_id, documents, commit_valid)
+        with tracer.start_as_current_span("knowledge_store.ingest") as span:
+            span.set_attribute("nucleus.documents", len(docs))
+            with tracer.start_as_current_span("knowledge_store.ingest.chunk") as stage:  # telemetry hook
+                batch, keyword_batch = await asyncio.to_thread(self._prepare_all, docs, rejected, commit_valid)
+                prepared, rejected = batch.documents, batch.rejected
+                span.set_attribute("nucleus.rejected", len(rejected))
+                if not prepared:
+                    return batch.nothing_written()
+                texts = batch.texts
+                stage.set_attribute("nucleus.documents", len(docs))
+                stage.set_attribute("nucleus.chunks", len(texts))
+            started = time.perf_counter()
+            with tracer.start_as_current_span("knowledge_store.ingest.embed") as stage:  # telemetry hook
+                stage.set_attribute("nucleus.texts", len(texts))
+                vectors = await self._embed(texts, progress)
+            embed_seconds = time.perf_counter() - started
+            span.set_attribute("nucleus.entries", len(texts))
+            now = int(time.time())
+
+            def work(conn) -> tuple[list[IngestResult], IndexChange]:
+                results, removed, added = [], [], []
+                offset = 0
+                for p in prepared:
+                    vecs = vectors[offset:offset + len(p.rows)]
+                    offset += len(p.rows)
+                    old, new = storage.entries.replace_artifact(conn, p.meta, persona_id, now, p.rows, vecs)
+                    removed += old
+                    added += new
+                    results.append(IngestResult(p.meta.artifact_id, len(new), len(old), p.index))
+                return results, IndexChange(removed, added, vectors, keyword_batch)
+
+            started = time.perf_counter()
+            with tracer.start_as_current_span("knowledge_store.ingest.commit") as stage:  # telemetry hook
+                results = await write(self._tenants, tenant_id, work, create=True, action="ingest")
+                stage.set_attribute("nucleus.artifacts", len(results))
+                stage.set_attribute("nucleus.entries_written", sum(r.entries_written for r in results))
+                stage.set_attribute("nucleus.entries_replaced", sum(r.entries_replaced for r in results))
+            commit_seconds = time.perf_counter() - started
+        return IngestReport(results=tuple(results), total_entries=len(texts),
+                            embed_seconds=embed_seconds, commit_seconds=commit_seconds, rejected=rejected)
+
+    async def delete(self, tenant_id: str, artifact_ids: Sequence[str]) -> tuple[int, int]:
+        validation.tenant_id(tenant_id)
+        unique = validation.artifact_ids(artifact_ids)
+
+        def work(conn) -> tuple[tuple[int, int], IndexChange]:
+            n_artifacts, rids = storage.entries.delete_artifacts(conn, unique)
+            return (n_artifacts, len(rids)), IndexChange(rids, [], NO_CHANGE.vectors)
+
+        return await write(self._tenants, tenant_id, work, create=False, action="delete")
+
+    def _prepare_all(self, docs: list[DocumentIn], rejected: tuple[IngestRejection, ...], commit_valid: bool
+                     ) -> tuple[PreparedBatch, KeywordBatch]:
+        """The batch's chunks (preparation.py), and their analysed terms ready for the keyword
+        index (counted here, before any lock, so the locked update only appends)."""
+        batch = prepare_batch(self._settings, docs, rejected, commit_valid)
+        keywords = KeywordBatch.from_docs(((r.fts_title, r.fts_body) for p in batch.documents for r in p.rows),
+                                          self._bm25_weights)
+        return batch, keywords
+
+    async def embed(self, texts: list[str]) -> NDArray[np.float32]:
+        """Document vectors of `texts`, checked and L2-normalised as at ingest."""
+        return await self._embed(texts, None)
+
+    async def _embed(self, texts: list[str], progress: Callable[[int, int], None] | None) -> NDArray[np.float32]:
+        return await embed_texts(self._embedder, self._settings, texts, progress)

@@ -1,0 +1,65 @@
+"""Persona agents' settings in the embedded backend: one JSON value per persona in the tenant's
+`meta` table (key "persona:<id>"), written in the tenant's ordinary write transaction
+(writes.py), so it is durable and tenant-scoped like everything else the store holds. The
+record and its checks are the front's (../personas.py).
+"""
+from __future__ import annotations
+
+import asyncio
+import time
+from dataclasses import replace
+
+from services.knowledge_store import validation
+from services.knowledge_store.embedded import storage
+from services.knowledge_store.embedded.tenants import Tenants
+from services.knowledge_store.embedded.writes import NO_CHANGE, write
+from services.knowledge_store.personas import Persona, check
+from shared.errors import InvalidArgument, NotFound
+
+KEY_PREFIX = "persona:"
+
+
+async def put_persona(tenants: Tenants, persona: Persona) -> Persona:
+    persona = replace(check(persona), updated_unix=int(time.time()))
+
+    def work(conn):
+        storage.db.set_meta(conn, KEY_PREFIX + persona.persona_id, persona.to_json())
+        return persona, NO_CHANGE
+
+    return await write(tenants, persona.tenant_id, work, create=True, action="persona write")
+
+
+async def get_persona(tenants: Tenants, tenant_id: str, persona_id: str) -> Persona:
+    validation.tenant_id(tenant_id)
+    if not persona_id:
+        raise InvalidArgument("persona_id", "is required")
+    validation.persona_id(persona_id)
+    missing = NotFound(f"persona '{persona_id}' does not exist for tenant '{tenant_id}'")
+    try:
+        tenant = await tenants.get(tenant_id)
+    except NotFound:
+        raise missing from None
+
+    def read() -> str | None:
+        with tenant.db.read("persona read") as conn:
+            return storage.db.get_meta(conn, KEY_PREFIX + persona_id)
+
+    text = await asyncio.to_thread(read)
+    if text is None:
+        raise missing
+    return Persona.from_json(tenant_id, text)
+
+
+async def list_personas(tenants: Tenants, tenant_id: str) -> list[Persona]:
+    validation.tenant_id(tenant_id)
+    try:
+        tenant = await tenants.get(tenant_id)
+    except NotFound:
+        return []
+
+    def read() -> list[tuple[str, str]]:
+        with tenant.db.read("persona read") as conn:
+            return conn.execute("SELECT key, value FROM meta WHERE key >= ? AND key < ? ORDER BY key",
+                                (KEY_PREFIX, KEY_PREFIX[:-1] + chr(ord(KEY_PREFIX[-1]) + 1))).fetchall()
+
+    return [Persona.from_json(tenant_id, value) for _, value in await asyncio.to_thread(read)]

@@ -1,0 +1,93 @@
+"""Ranking profiles and feedback votes: what a tenant keeps for the ranker besides documents.
+
+Both are ordinary writes (writes.py) that change no index (`NO_CHANGE`); the SQL lives in
+storage/ranking_inputs.py. Profiles are versioned per (tenant, persona, name), and a persona
+without its own profile of a name falls back to the tenant's. Feedback counts on the
+artifact: every vote names its user, and a user has one vote per artifact (a second vote
+replaces the first; the counters never grow twice). Reads of a tenant that has no store yet answer "nothing" rather than NotFound.
+"""
+from __future__ import annotations
+
+import asyncio
+import time
+from typing import Literal
+
+from ranking.profile import RankingProfile
+from services.knowledge_store import validation
+from services.knowledge_store.embedded import storage
+from services.knowledge_store.embedded.tenants import Tenants
+from services.knowledge_store.embedded.writes import NO_CHANGE, IndexChange, write
+from shared.bounds import INT32_MAX, check_int
+from shared.errors import InvalidArgument, NotFound
+from shared.records import FeedbackAck
+
+
+# -- ranking profiles ------------------------------------------------------------------------
+
+async def put_profile(tenants: Tenants, profile: RankingProfile) -> RankingProfile:
+    validation.profile(profile)
+    now = int(time.time())
+
+    def work(conn) -> tuple[RankingProfile, IndexChange]:
+        version = storage.ranking_inputs.insert_profile(conn, profile, now)
+        stored = storage.ranking_inputs.get_profile(conn, profile.tenant_id, profile.persona_id, profile.name,
+                                                    version)
+        assert stored is not None and stored.persona_id == profile.persona_id
+        return stored, NO_CHANGE
+
+    return await write(tenants, profile.tenant_id, work, create=True)
+
+
+async def get_profile(tenants: Tenants, tenant_id: str, persona_id: str, name: str,
+                      version: int) -> RankingProfile | None:
+    validation.tenant_id(tenant_id)
+    validation.persona_id(persona_id)
+    check_int("version", version, 0, INT32_MAX)         # 0 = latest
+    try:
+        tenant = await tenants.get(tenant_id)
+    except NotFound:
+        return None
+
+    def read() -> RankingProfile | None:
+        with tenant.db.read() as conn:
+            return storage.ranking_inputs.get_profile(conn, tenant_id, persona_id, name or "", version)
+
+    return await asyncio.to_thread(read)
+
+
+async def list_profiles(tenants: Tenants, tenant_id: str, persona_id: str) -> list[RankingProfile]:
+    validation.tenant_id(tenant_id)
+    validation.persona_id(persona_id)
+    try:
+        tenant = await tenants.get(tenant_id)
+    except NotFound:
+        return []
+
+    def read() -> list[RankingProfile]:
+        with tenant.db.read() as conn:
+            return storage.ranking_inputs.list_profiles(conn, tenant_id, persona_id)
+
+    return await asyncio.to_thread(read)
+
+
+# -- feedback --------------------------------------------------------------------------------
+
+async def record_feedback(tenants: Tenants, tenant_id: str, target: Literal["entry", "artifact"], target_id: str,
+                          helpful: bool, user_id: str, *, comment: str) -> FeedbackAck:
+    validation.tenant_id(tenant_id)
+    validation.feedback(target, target_id, user_id, comment)
+    now = int(time.time())
+
+    def work(conn) -> tuple[FeedbackAck, IndexChange]:
+        if target == "entry":
+            artifact_id = storage.ranking_inputs.artifact_of_entry(conn, target_id)
+        else:
+            artifact_id = target_id if storage.ranking_inputs.artifact_exists(conn, target_id) else None
+        if artifact_id is None:
+            raise NotFound(f"{target} '{target_id}' not found in tenant '{tenant_id}'")
+        helpful_n, unhelpful_n, prior = storage.ranking_inputs.record_feedback(
+            conn, target=target, target_id=target_id, artifact_id=artifact_id, helpful=bool(helpful),
+            user_id=user_id, comment=comment, now=now)
+        return FeedbackAck(artifact_id, helpful_n, unhelpful_n, prior), NO_CHANGE
+
+    return await write(tenants, tenant_id, work, create=False)

@@ -1,0 +1,183 @@
+"""The KnowledgeStore's in-process client: what `KnowledgeStoreClient` (client.py) does over gRPC,
+done by calling the store in the same process (`nucleus up --mode single`).
+
+Same signatures, same typed records, same errors (`shared.errors`), same policy: each call
+makes the verified caller the gRPC servicer would have seen (`shared.auth.inprocess`: the
+calling service and the end user it works for), holds it to its tenant and groups with
+`caller_policy` exactly as `grpc_api.py` does, and runs the store's code with that caller
+(`verified_caller()` inside reads it). Each call is one INTERNAL span named as the RPC
+(`nucleus.v1.KnowledgeStore/<Method>`) and runs under the call's deadline.
+"""
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator, Sequence
+from contextlib import asynccontextmanager
+from dataclasses import replace
+
+import numpy as np
+from opentelemetry.trace import TracerProvider
+
+from ranking.profile import RankingProfile
+from services.knowledge_store import caller_policy as policy
+from services.knowledge_store.backend import StoreBackend, candidates_by_both_legs
+from services.knowledge_store.personas import Persona
+from shared import records as m
+from shared.auth.inprocess import InProcessCaller, serving_as
+from shared.errors import DeadlineExceeded, InvalidArgument, NotFound
+from shared.identity import Principal
+from shared.telemetry.inprocess import rpc_span
+
+SERVICE = "KnowledgeStore"
+RPC_SERVICE = "nucleus.v1.KnowledgeStore"
+CALLEE = "knowledge_store"
+
+
+class InProcessKnowledgeStoreClient:
+    """A KnowledgeSource (services/rag_pipeline/ports.py) over a store in this process."""
+
+    def __init__(self, store: StoreBackend, caller: InProcessCaller, *, timeout_s: float = 10.0,
+                 ingest_timeout_s: float = 600.0, tracer_provider: TracerProvider | None = None) -> None:
+        self._tracer_provider = tracer_provider         # None: the process's (tests pass their own)
+        self._store = store
+        self._caller = caller
+        self.timeout_s = timeout_s
+        self.ingest_timeout_s = ingest_timeout_s
+
+    async def close(self) -> None:
+        """The store belongs to the KnowledgeStore service, which closes it."""
+
+    @asynccontextmanager
+    async def _call(self, method: str, timeout_s: float | None) -> AsyncIterator[Principal | None]:
+        with rpc_span(RPC_SERVICE, method, callee=CALLEE, tracer_provider=self._tracer_provider):
+            principal = self._caller.principal()          # refused here, as the auth interceptor refuses
+            with serving_as(principal):
+                try:
+                    async with asyncio.timeout(timeout_s or self.timeout_s):
+                        yield principal
+                except TimeoutError:
+                    raise DeadlineExceeded(f"{SERVICE} did not answer before the deadline") from None
+
+    # -- writes --------------------------------------------------------------------------------
+    async def ingest(self, tenant_id: str, persona_id: str, documents: Sequence[m.DocumentIn], *,
+                     commit_valid: bool = False) -> m.IngestReport:
+        async with self._call("IngestDocuments", self.ingest_timeout_s) as p:
+            return await self._store.ingest(policy.write(p, tenant_id, "ingest"), persona_id, list(documents),
+                                            commit_valid=commit_valid)
+
+    async def delete(self, tenant_id: str, artifact_ids: Sequence[str]) -> tuple[int, int]:
+        async with self._call("DeleteArtifacts", None) as p:
+            return await self._store.delete(policy.write(p, tenant_id, "delete"), list(artifact_ids))
+
+    # -- retrieval -----------------------------------------------------------------------------
+    async def candidates_by_vector_with_completion(
+            self, tenant_id: str, vectors: np.ndarray, top_k: int, filters: m.SearchFilters, *, keywords: str,
+            extra_keywords: Sequence[str] = (), complete_rows: Sequence[int] | np.ndarray = (),
+            timeout_s: float | None = None) -> tuple[list[m.CandidateColumns], m.ScoreCompletion]:
+        async with self._call("SearchPersonaKnowledgeByVector", timeout_s) as p:
+            tenant, scoped = policy.read_scope(p, tenant_id, filters)
+            return await self._store.candidates_by_vector_with_completion(
+                tenant, _rows(vectors), top_k, scoped, keywords=keywords, extra_keywords=list(extra_keywords),
+                complete_rows=list(np.asarray(complete_rows, np.int64).tolist()))
+
+    async def candidates_by_both_legs(
+            self, tenant_id: str, vectors: np.ndarray, top_k: int, filters: m.SearchFilters, *, keywords: str,
+            extra_keywords: Sequence[str] = (), timeout_s: float | None = None,
+    ) -> tuple[m.CandidateColumns, list[str], list[m.CandidateColumns], m.ScoreCompletion]:
+        async with self._call("SearchPersonaKnowledgeByVector", timeout_s) as p:
+            tenant, scoped = policy.read_scope(p, tenant_id, filters)
+            return await candidates_by_both_legs(self._store, tenant, _rows(vectors), top_k, scoped,
+                                                 keywords=keywords, extra_keywords=list(extra_keywords))
+
+    async def candidates_by_filters(self, tenant_id: str, keywords: str, extra_keywords: Sequence[str], top_k: int,
+                                    filters: m.SearchFilters, *, top_hits: int = 0,
+                                    timeout_s: float | None = None) -> tuple[m.CandidateColumns, list[str]]:
+        async with self._call("SearchPersonaKnowledgeByFilters", timeout_s) as p:
+            tenant, scoped = policy.read_scope(p, tenant_id, filters)
+            return await self._store.candidates_by_filters(tenant, keywords, list(extra_keywords), top_k, scoped,
+                                                           top_hits=top_hits)
+
+    async def search_by_filters(self, tenant_id: str, keywords: str, extra_keywords: Sequence[str], top_k: int,
+                                filters: m.SearchFilters, *,
+                                timeout_s: float | None = None) -> tuple[list[m.Hit], list[str]]:
+        async with self._call("SearchPersonaKnowledgeByFilters", timeout_s) as p:
+            tenant, scoped = policy.read_scope(p, tenant_id, filters)
+            return await self._store.search_by_filters(tenant, keywords, list(extra_keywords), top_k, scoped)
+
+    async def get_entries(self, tenant_id: str, entry_ids: Sequence[str], *,
+                          timeout_s: float | None = None) -> list[m.Hit]:
+        async with self._call("GetEntries", timeout_s) as p:
+            tenant = policy.read_tenant(p, tenant_id)
+            return policy.visible(p, await self._store.get_entries(tenant, list(entry_ids)))
+
+    async def score_keywords(self, tenant_id: str, keywords: str, extra_keywords: Sequence[str],
+                             texts: Sequence[tuple[str, str]], *, timeout_s: float | None = None) -> m.KeywordScores:
+        async with self._call("ScoreKeywords", timeout_s) as p:
+            return await self._store.score_keywords(policy.read_tenant(p, tenant_id), keywords, list(extra_keywords),
+                                                    [(title, text) for title, text in texts])
+
+    async def topics(self, tenant_id: str, filters: m.SearchFilters, kind: str, *, k: int = 0, max_terms: int = 0,
+                     examples: int = 0, period: str = "", date_field: str = "", topic_id: int | None = None,
+                     query_vector: np.ndarray | None = None, limit: int = 0, max_points: int = 0,
+                     timeout_s: float | None = None) -> dict:
+        async with self._call("GetTopics", timeout_s) as p:
+            tenant, scoped = policy.read_scope(p, tenant_id, filters)
+            vector = np.asarray(query_vector, np.float32).ravel().tolist() if query_vector is not None else []
+            return await self._store.topics(        # the defaults grpc_api.GetTopics applies
+                tenant, scoped, kind or "topics", k=k, max_terms=max_terms or 8,
+                examples=0 if examples < 0 else (examples or 3), period=period or "month",
+                date_field=date_field or "created", topic_id=topic_id, query_vector=vector or None,
+                limit=limit or 10, max_points=max_points or 2_000)
+
+    # -- tenant metadata, profiles, personas, feedback -----------------------------------------
+    async def stats(self, tenant_id: str) -> m.TenantStats:
+        async with self._call("GetTenantStats", None) as p:
+            return await self._store.stats(policy.metadata_read(p, tenant_id))
+
+    async def put_profile(self, profile: RankingProfile) -> RankingProfile:
+        async with self._call("PutRankingProfile", None) as p:
+            tenant = policy.profile_write(p, profile.tenant_id, profile.is_default, profile.name)
+            return await self._store.put_profile(replace(profile, tenant_id=tenant))
+
+    async def get_profile(self, tenant_id: str, persona_id: str, name: str, version: int = 0) -> RankingProfile:
+        async with self._call("GetRankingProfile", None) as p:
+            tenant = policy.metadata_read(p, tenant_id)
+            profile = await self._store.get_profile(tenant, persona_id, name, version)
+            if profile is None:
+                raise NotFound(f"no ranking profile '{name or 'default'}' for tenant '{tenant}'"
+                               + (f" persona '{persona_id}'" if persona_id else ""))
+            return profile
+
+    async def list_profiles(self, tenant_id: str, persona_id: str = "") -> list[RankingProfile]:
+        async with self._call("ListRankingProfiles", None) as p:
+            return await self._store.list_profiles(policy.metadata_read(p, tenant_id), persona_id)
+
+    async def put_persona(self, persona: Persona) -> Persona:
+        async with self._call("PutPersona", None) as p:
+            tenant = policy.write(p, persona.tenant_id, "changing a persona")
+            return await self._store.put_persona(replace(persona, tenant_id=tenant))
+
+    async def get_persona(self, tenant_id: str, persona_id: str) -> Persona:
+        async with self._call("GetPersona", None) as p:
+            return await self._store.get_persona(policy.metadata_read(p, tenant_id), persona_id)
+
+    async def list_personas(self, tenant_id: str) -> list[Persona]:
+        async with self._call("ListPersonas", None) as p:
+            return await self._store.list_personas(policy.metadata_read(p, tenant_id))
+
+    async def record_feedback(self, tenant_id: str, target: str, target_id: str, helpful: bool,
+                              user_id: str) -> m.FeedbackAck:
+        async with self._call("RecordFeedback", None) as p:
+            if target not in ("entry", "artifact"):      # as grpc_api.RecordFeedback
+                raise InvalidArgument("target", "must be FEEDBACK_TARGET_ENTRY or FEEDBACK_TARGET_ARTIFACT")
+            tenant = policy.read_tenant(p, tenant_id)
+            return await self._store.record_feedback(tenant, target, target_id, helpful,
+                                                     policy.feedback_user(p, user_id))
+
+
+def _rows(vectors: np.ndarray) -> list[np.ndarray]:
+    """One float32 row per query vector, as the gRPC adapter hands them to the store."""
+    return [np.asarray(row, np.float32) for row in np.atleast_2d(np.asarray(vectors, np.float32))]
+
+
+__all__ = ["InProcessKnowledgeStoreClient"]

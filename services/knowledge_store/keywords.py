@@ -1,0 +1,87 @@
+"""The keyword leg's rules, the same for every backend: how a keyword query is read and the
+BM25 constants it is scored with.
+
+    keyword_phrases   [keywords, *extra_keywords], checked (InvalidArgument names the phrase)
+    KeywordQuery      the analysed terms of the phrases (analysis.query_terms), and each quoted
+                      phrase ("…") as (analysed term run, lower-cased word run): a quoted
+                      phrase counts as one more BM25 term, held by the entries that have its
+                      words in a row (`holds_phrase`)
+    K1, B             Okapi BM25 (k1 = 1.2, b = 0.75), DEFAULT_BM25_WEIGHTS the title/body
+                      weights of tf; `phrase_score` the contribution of a held phrase (tf 1)
+
+Where the entries holding a phrase are found is the backend's: the embedded search asks FTS5
+(embedded/search.py), the qdrant backend a full-text match (qdrant/search.py); both check the
+candidates with `holds_phrase` and stop checking past PHRASE_EXACT_MAX candidates.
+"""
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from ranking.query_features import quoted_phrases
+from services.knowledge_store import validation
+from services.knowledge_store.analysis import analyse, query_terms, words
+from shared.errors import InvalidArgument
+
+K1 = 1.2
+B = 0.75
+
+# Title/heading column vs body column weights of the keyword BM25 (embedded/keyword_index.py,
+# qdrant/bm25.py); tuned on SciFact (benchmarks/bm25_scifact.py).
+DEFAULT_BM25_WEIGHTS = (1.0, 1.0)
+
+PHRASE_EXACT_MAX = 1_000         # entries whose text a quoted phrase is checked against, at most
+
+
+def keyword_phrases(keywords: str, extra_keywords: Sequence[str]) -> list[str]:
+    """[keywords, *extra_keywords], checked (InvalidArgument names the phrase)."""
+    if isinstance(extra_keywords, str):
+        raise InvalidArgument("extra_keywords", "must be a list of phrases, got one string")
+    if len(extra_keywords) > validation.MAX_EXTRA_KEYWORDS:
+        raise InvalidArgument("extra_keywords", f"{len(extra_keywords)} phrases, at most "
+                                                f"{validation.MAX_EXTRA_KEYWORDS} accepted")
+    phrases = [keywords or "", *extra_keywords]
+    for i, phrase in enumerate(phrases):
+        name = "keywords" if i == 0 else f"extra_keywords[{i - 1}]"
+        if not isinstance(phrase, str):
+            raise InvalidArgument(name, f"must be a string, got {type(phrase).__name__}")
+        if len(phrase) > validation.MAX_KEYWORD_CHARS:
+            raise InvalidArgument(name, f"has {len(phrase)} characters, at most "
+                                         f"{validation.MAX_KEYWORD_CHARS} accepted")
+    return phrases
+
+
+def is_listing(phrases: Sequence[str]) -> bool:
+    """No keywords at all: the keyword leg answers a metadata-only listing, newest first."""
+    return not any(p.strip() for p in phrases)
+
+
+@dataclass(frozen=True, slots=True)
+class KeywordQuery:
+    """A keyword query as the index scores it: analysed terms, and its quoted phrases as
+    (analysed term run, lower-cased word run)."""
+    terms: list[str]
+    phrases: list[tuple[tuple[str, ...], str]]
+
+    @classmethod
+    def of(cls, phrases: Sequence[str]) -> KeywordQuery:
+        runs = {tuple(analyse(q)): " ".join(words(q)) for p in phrases for q in quoted_phrases(p)}
+        return cls(query_terms(list(phrases)), [(run, text) for run, text in runs.items() if len(run) >= 2])
+
+
+def holds_phrase(body: str, phrase_words: str) -> bool:
+    """Whether `body` has the phrase's words (its lower-cased word run) in a row."""
+    return f" {phrase_words} " in " " + " ".join(words(body)) + " "
+
+
+def has_run(terms: Sequence[str], run: tuple[str, ...]) -> bool:
+    """Whether the analysed `terms` hold `run` in a row."""
+    k = len(run)
+    return any(tuple(terms[i:i + k]) == run for i in range(len(terms) - k + 1))
+
+
+def phrase_score(idf: float, dl: float, avgdl: float) -> float:
+    """A held phrase's BM25 contribution to one entry: tf 1, the phrase's idf, the entry's
+    length `dl` against the average `avgdl`."""
+    norm = K1 * (1.0 - B + B * (dl / avgdl))
+    return idf * (K1 + 1.0) / (1.0 + norm)

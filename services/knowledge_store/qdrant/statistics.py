@@ -1,0 +1,129 @@
+"""The keyword statistics of a tenant on Qdrant: what BM25 needs besides the entries' sparse
+vectors (bm25.py) — the document frequency of every term (in TERM_BUCKETS buckets of term
+index -> df, layout.py) and the tenant's entry count and total length.
+
+Eventually consistent: the statistics are read-modify-write deltas (`_apply_stats`); two
+replicas writing the same tenant at the same instant can lose one delta, so scores drift
+slightly until `recount` (or `check_tenant(repair=True)`) counts them again from the points.
+`resaturate` rewrites the sparse vectors whose average-length snapshot went stale.
+"""
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from qdrant_client import models as qm
+
+from services.knowledge_store import validation
+from services.knowledge_store.qdrant import bm25, layout
+from services.knowledge_store.qdrant import filters as qf
+from services.knowledge_store.qdrant.base import SCROLL_PAGE, UPSERT_BATCH, QdrantBase, sparse_of
+
+
+class TermStatistics(QdrantBase):
+    """A tenant's term statistics: read, changed by a write's deltas, recounted."""
+
+    async def _tenant_stats(self, tenant_id: str) -> tuple[int, float]:
+        got = await self._call("retrieve", collection_name=self._names.term_stats,
+                               ids=[layout.tenant_point(tenant_id)], with_payload=True)
+        if not got:
+            return 0, 0.0
+        return int(got[0].payload.get("entries", 0)), float(got[0].payload.get("total_len", 0.0))
+
+    async def _buckets(self, tenant_id: str, buckets: Sequence[int]) -> dict[int, dict[str, int]]:
+        """The tenant's df buckets (term index -> df, keys as strings), by bucket number."""
+        out: dict[int, dict[str, int]] = {}
+        unique = sorted(set(buckets))
+        for start in range(0, len(unique), SCROLL_PAGE):
+            page = unique[start:start + SCROLL_PAGE]
+            got = await self._call("retrieve", collection_name=self._names.term_stats, with_payload=["bucket", "df"],
+                                   ids=[layout.term_bucket_point(tenant_id, b) for b in page])
+            for p in got:
+                out[int(p.payload["bucket"])] = dict(p.payload["df"])
+        return out
+
+    async def _dfs(self, tenant_id: str, indices: Sequence[int]) -> dict[int, int]:
+        """Document frequencies of these term indices in the tenant (absent: 0)."""
+        buckets = await self._buckets(tenant_id, [layout.term_bucket(i) for i in indices])
+        out: dict[int, int] = {}
+        for i in dict.fromkeys(indices):
+            df = buckets.get(layout.term_bucket(i), {}).get(str(i), 0)
+            if df:
+                out[i] = int(df)
+        return out
+
+    async def _put_buckets(self, tenant_id: str, buckets: dict[int, dict[str, int]]) -> None:
+        points = [qm.PointStruct(id=layout.term_bucket_point(tenant_id, b), vector={},
+                                 payload={"tenant_id": tenant_id, "kind": "terms", "bucket": b, "df": df})
+                  for b, df in buckets.items()]
+        for start in range(0, len(points), UPSERT_BATCH):
+            await self._call("upsert", collection_name=self._names.term_stats,
+                             points=points[start:start + UPSERT_BATCH], wait=True)
+
+    async def _apply_stats(self, tenant_id: str, df_delta: dict[int, int], entries_delta: int,
+                           len_delta: float) -> None:
+        """Add a write's deltas to the tenant's statistics (read-modify-write of the df buckets
+        it touches and of the tenant point: see the module docstring on concurrency)."""
+        changed = {i: d for i, d in df_delta.items() if d}
+        buckets = await self._buckets(tenant_id, [layout.term_bucket(i) for i in changed])
+        for i, d in changed.items():
+            bucket = buckets.setdefault(layout.term_bucket(i), {})
+            df = int(bucket.get(str(i), 0)) + d
+            if df > 0:
+                bucket[str(i)] = df
+            else:
+                bucket.pop(str(i), None)
+        await self._put_buckets(tenant_id, buckets)
+        n, total = await self._tenant_stats(tenant_id)
+        await self._put_tenant(tenant_id, max(0, n + entries_delta), max(0.0, total + len_delta))
+
+    async def _put_tenant(self, tenant_id: str, entries: int, total_len: float) -> None:
+        await self._call("upsert", collection_name=self._names.term_stats, wait=True, points=[qm.PointStruct(
+            id=layout.tenant_point(tenant_id), vector={},
+            payload={"tenant_id": tenant_id, "kind": "tenant", "entries": entries, "total_len": total_len})])
+
+    async def recount(self, tenant_id: str) -> None:
+        """Recount the tenant's term statistics from its current chunk points (exact)."""
+        points = await self._scroll(self._chunk_args(tenant_id), qf.scope(tenant_id), payload=["dl"],
+                                    vectors=[layout.SPARSE])
+        df: dict[int, int] = {}
+        total = 0.0
+        for p in points:
+            total += float(p.payload.get("dl", 0))
+            for i in sparse_of(p).indices:
+                df[i] = df.get(i, 0) + 1
+        buckets: dict[int, dict[str, int]] = {b: {} for b in range(layout.TERM_BUCKETS)}
+        for i, n in df.items():
+            buckets[layout.term_bucket(i)][str(i)] = n
+        await self._put_buckets(tenant_id, buckets)
+        await self._put_tenant(tenant_id, len(points), total)
+
+    async def resaturate(self, tenant_id: str, *, tolerance: float = 0.0) -> int:
+        """Rewrite the sparse vectors of the tenant's entries whose avgdl snapshot differs from
+        the tenant's current average length by more than `tolerance` (relative), so BM25
+        equals the embedded store's exactly (bm25.py). The raw tf is recovered from the stored
+        saturated value and the snapshot. Returns the entries rewritten."""
+        validation.tenant_id(tenant_id)
+        await self._ensure()
+        n, total = await self._tenant_stats(tenant_id)
+        if not n:
+            return 0
+        avgdl = total / n
+        points = await self._scroll(self._chunk_args(tenant_id), qf.scope(tenant_id), payload=["dl", "avgdl"],
+                                    vectors=[layout.SPARSE])
+        updates, changed = [], []
+        for p in points:
+            old = float(p.payload.get("avgdl") or avgdl)
+            if abs(old - avgdl) <= tolerance * avgdl:
+                continue
+            vector = sparse_of(p)
+            tf = bm25.unsaturate(vector, int(p.payload.get("dl", 0)), old)
+            updates.append(qm.PointVectors(id=p.id, vector={layout.SPARSE: bm25.saturated(
+                tf, int(p.payload.get("dl", 0)), avgdl)}))
+            changed.append(p.id)
+        for start in range(0, len(updates), UPSERT_BATCH):
+            await self._call("update_vectors", **self._chunk_args(tenant_id),
+                             points=updates[start:start + UPSERT_BATCH], wait=True)
+        for start in range(0, len(changed), SCROLL_PAGE):
+            await self._call("set_payload", **self._chunk_args(tenant_id), payload={"avgdl": avgdl},
+                             points=changed[start:start + SCROLL_PAGE], wait=True)
+        return len(updates)

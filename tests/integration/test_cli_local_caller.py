@@ -1,0 +1,147 @@
+"""The CLI keeps the docs' promises against the session stack (authentication off):
+
+- one local caller, one principal: `nucleus search` answers as the local principal — the tenant,
+  user and groups RAGPipeline's MCP endpoint gives an unauthenticated local caller — so documents
+  restricted to a group it is not in are hidden from it exactly as from MCP `search_and_rank`;
+  `--as-operator` shows them; the output says which principal answered;
+- a KnowledgeStore too slow for the deadline is reported by `search_and_rank` with the kind
+  docs/MCP.md documents (`deadline_exceeded: …`);
+- a bad `NUCLEUS_CHAT_MAX_TOOL_ROUNDS` is one line naming the variable, no traceback.
+"""
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from cli import main as cli_main
+from services.knowledge_store.client import KnowledgeStoreClient
+from tests.support.mcp_clients import error_text, http_client, structured
+
+pytestmark = pytest.mark.integration
+ROOT = Path(__file__).resolve().parents[2]
+DEMO = ROOT / "demo" / "corpus"
+TENANT = "itest"                  # the session stack's NUCLEUS_LOCAL_TENANT (tests/integration/conftest.py)
+QUERY = "suspected fleet compromise runbook"
+DOCS = ("security-runbook-pallas-fleet-compromise.md", "security-postmortem-2025-credential-leak.md",
+        "security-incident-response-policy-2026.md", "security-incident-reporting-2025.md")
+
+
+@pytest.fixture(scope="module")
+async def restricted(stack) -> set[str]:
+    """The demo's security documents in the local principal's tenant; the titles of those
+    restricted to the `security-team` group."""
+    from shared.documents import load_document
+
+    docs = [load_document(DEMO / name) for name in DOCS]
+    client = KnowledgeStoreClient(stack["knowledge_store"]["grpc"])
+    try:
+        await client.ingest(TENANT, "", docs)
+    finally:
+        await client.close()
+    titles = {d.artifact.title for d in docs if "security-team" in d.artifact.visibility_groups}
+    assert len(titles) == 3, titles
+    return titles
+
+
+def search_argv(stack, data_dir: Path, *extra: str, tenant: str = TENANT) -> list[str]:
+    return ["--data-dir", str(data_dir), "search", QUERY, "--tenant", tenant,
+            "--rag-pipeline-target", stack["rag_pipeline"]["grpc"], *extra]
+
+
+def cli_search(stack, data_dir: Path, capsys, *extra: str) -> tuple[int, dict | None]:
+    """`nucleus search QUERY --tenant itest --json …` in this process: (exit code, the JSON)."""
+    code = cli_main.main(search_argv(stack, data_dir, "--json", *extra))
+    out = capsys.readouterr().out
+    return code, (json.loads(out) if code == 0 else None)
+
+
+def one_line(text: str) -> str:
+    return " ".join(text.split())         # the error console wraps at its width
+
+
+def titles_of(body: dict) -> set[str]:
+    key = "associated_artifact" if "associated_artifact" in (body.get("results") or [{}])[0] else "associatedArtifact"
+    return {r[key]["title"] for r in body.get("results", [])}
+
+
+def test_cli_search_answers_as_the_local_principal_like_mcp_and_as_operator_only_when_asked(
+        stack, restricted, tmp_path, capsys, monkeypatch):
+    monkeypatch.delenv("NUCLEUS_API_KEY", raising=False)
+
+    async def mcp_search() -> dict:
+        async with http_client(stack["rag_pipeline"]["mcp"]) as client:
+            return structured(await client.call_tool("search_and_rank", {"user_query_text": QUERY}))
+
+    mcp = asyncio.run(mcp_search())
+    assert titles_of(mcp) and not titles_of(mcp) & restricted, titles_of(mcp)
+
+    code, local = cli_search(stack, tmp_path, capsys)
+    assert code == 0
+    assert titles_of(local) == titles_of(mcp)                       # one local caller, one answer
+    assert local["answeredAs"].startswith("local principal ") and f"of tenant {TENANT}" in local["answeredAs"]
+
+    code, operator = cli_search(stack, tmp_path, capsys, "--as-operator")
+    assert code == 0
+    assert titles_of(operator) & restricted, titles_of(operator)    # the operator's wider view, when asked
+    assert operator["answeredAs"].startswith("the operator")
+
+
+def test_cli_search_table_names_the_principal_that_answered(stack, restricted, tmp_path, capsys, monkeypatch):
+    monkeypatch.delenv("NUCLEUS_API_KEY", raising=False)
+    code = cli_main.main(search_argv(stack, tmp_path))
+    out = one_line(capsys.readouterr().out)
+    assert code == 0
+    assert "answered as local principal" in out and f"of tenant {TENANT}" in out and "--as-operator" in out
+
+
+def test_cli_search_of_another_tenant_as_the_local_principal_is_refused_with_the_way_out(
+        stack, tmp_path, capsys, monkeypatch):
+    monkeypatch.delenv("NUCLEUS_API_KEY", raising=False)
+    code = cli_main.main(search_argv(stack, tmp_path, tenant="other-tenant"))
+    err = one_line(capsys.readouterr().err)
+    assert code == 4
+    assert "permission_denied" in err and "other-tenant" in err and "--as-operator" in err
+
+
+async def test_a_knowledge_store_too_slow_is_deadline_exceeded_as_mcp_md_documents(stack, tmp_path):
+    table = (ROOT / "docs" / "MCP.md").read_text()
+    row = next(line for line in table.splitlines() if line.startswith("| a backend down or too slow"))
+    assert "`deadline_exceeded: …`" in row and "`unavailable: …`" in row
+    ready = tmp_path / "rag.ready.json"
+    env = dict(os.environ, NUCLEUS_DATA_DIR=str(tmp_path), NUCLEUS_RAG_GRPC_PORT="0", NUCLEUS_RAG_MCP_PORT="0",
+               NUCLEUS_RAG_KNOWLEDGE_STORE_TARGET=stack["knowledge_store"]["grpc"],
+               NUCLEUS_RAG_LLM_TARGET=stack["llm_orchestration"]["grpc"],
+               NUCLEUS_RAG_DEADLINE_S="0.001", NUCLEUS_LOCAL_TENANT=TENANT)   # no store answers that fast
+    proc = subprocess.Popen([sys.executable, "-m", "services.rag_pipeline.main", "--ready-file", str(ready)], env=env,
+                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    try:
+        deadline = time.monotonic() + 60
+        while not ready.exists():
+            assert proc.poll() is None, proc.stderr.read().decode()
+            assert time.monotonic() < deadline, "rag pipeline did not start"
+            time.sleep(0.05)
+        async with http_client(json.loads(ready.read_text())["mcp"]) as client:
+            result = await client.call_tool("search_and_rank", {"user_query_text": QUERY})
+        text = error_text(result)                # the SDK puts "Error executing tool …: " before our text
+        assert "deadline_exceeded: SearchAndRank did not finish" in text and "unavailable" not in text
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        proc.wait(timeout=15)
+        proc.stderr.close()
+
+
+def test_a_bad_max_tool_rounds_is_one_line_without_a_traceback(stack, capsys, monkeypatch):
+    monkeypatch.setenv("NUCLEUS_CHAT_MAX_TOOL_ROUNDS", "21")
+    code = cli_main.main(["chat", "--url", stack["rag_pipeline"]["mcp"]])
+    err = capsys.readouterr().err
+    assert code == 2
+    assert "Traceback" not in err and len(err.strip().splitlines()) <= 2      # one line (wrapped at most once)
+    assert "invalid_argument: NUCLEUS_CHAT_MAX_TOOL_ROUNDS: must be an integer from 0 to 20, got '21'" in one_line(err)

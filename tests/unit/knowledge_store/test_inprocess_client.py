@@ -1,0 +1,163 @@
+"""The KnowledgeStore's in-process client (`nucleus up --mode single`) holds every caller to the
+same policy as the gRPC adapter: one store, served over real gRPC with authentication on (a
+server on 127.0.0.1:0 with the auth interceptor, a client signing as rag_pipeline) and called in
+process, must give every caller the same answers and the same refusals. With authentication
+on, an in-process call without a caller is refused; each call is one INTERNAL span named as
+the RPC, with the status code the RPC would have had."""
+from __future__ import annotations
+
+import grpc
+import pytest
+from opentelemetry.sdk.trace import TracerProvider
+from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+from opentelemetry.trace import SpanKind
+
+from nucleus.v1 import knowledge_store_pb2_grpc as ks_grpc
+from ranking.profile import RankingProfile
+from services.knowledge_store.client import KnowledgeStoreClient
+from services.knowledge_store.embedded.core import KnowledgeStore
+from services.knowledge_store.grpc_api import KnowledgeStoreServicer
+from services.knowledge_store.inprocess_client import InProcessKnowledgeStoreClient
+from shared.auth.inprocess import InProcessCaller
+from shared.auth.service_auth import ServiceAuth
+from shared.auth.service_identity import ensure_identities
+from shared.errors import NucleusError, PermissionDenied, Unauthenticated
+from shared.identity import ADMIN, OPERATOR, Principal, acting_for
+from shared.records import SearchFilters
+from tests.unit.knowledge_store.helpers import HashEmbedder, doc, settings_for
+
+TENANT = "acme"
+NOTE = "The battery controller resets when the status light blinks green"
+USERS = {
+    "lab member": Principal(TENANT, "ann", groups=("lab",), auth_method="api_key"),
+    "no groups": Principal(TENANT, "bob", auth_method="api_key"),
+    "admin": Principal(TENANT, "ada", groups=("ops",), auth_method="jwt", roles=(ADMIN,)),
+    "other tenant": Principal("globex", "gil", groups=("lab",), auth_method="api_key"),
+    "the service, for no user": None,
+    "an operator asking the pipeline": Principal("", OPERATOR, roles=(ADMIN, OPERATOR), auth_method=OPERATOR),
+}
+
+
+@pytest.fixture
+async def both(tmp_path):
+    """(gRPC client signing as rag_pipeline, in-process client as rag_pipeline, store, spans)."""
+    identity = ensure_identities(tmp_path / "identity")
+    store = KnowledgeStore(settings_for(tmp_path / "store"), HashEmbedder())
+    await store.ingest(TENANT, "", [
+        doc("public", f"{NOTE} in every building."),
+        doc("lab-only", f"{NOTE} in the laboratory.", visibility_groups=("lab",)),
+        doc("ops-only", f"{NOTE} in the operations room.", visibility_groups=("ops",)),
+    ])
+    callee = ServiceAuth.load("knowledge_store", identity)
+    caller = ServiceAuth.load("rag_pipeline", identity)
+    server = grpc.aio.server(interceptors=[callee.server_interceptor()])
+    ks_grpc.add_KnowledgeStoreServicer_to_server(KnowledgeStoreServicer(store), server)
+    port = server.add_insecure_port("127.0.0.1:0")
+    await server.start()
+    remote = KnowledgeStoreClient(f"127.0.0.1:{port}", interceptors=caller.client_interceptors("knowledge_store"))
+    spans = InMemorySpanExporter()
+    provider = TracerProvider()
+    provider.add_span_processor(SimpleSpanProcessor(spans))
+    local = InProcessKnowledgeStoreClient(store, InProcessCaller("rag_pipeline", "knowledge_store", True),
+                                          tracer_provider=provider)
+    yield remote, local, store, spans
+    await remote.close()
+    await server.stop(None)
+    store.close()
+
+
+async def _outcome(call) -> object:
+    """What a call answered, or the kind of error it was refused with."""
+    try:
+        return await call()
+    except NucleusError as err:
+        return type(err).__name__
+
+
+def _calls(client) -> dict[str, object]:
+    filters = SearchFilters()
+    return {
+        "search": lambda: client.search_by_filters(TENANT, "battery controller", [], 10, filters),
+        "candidates": lambda: client.candidates_by_filters(TENANT, "battery controller", [], 10, filters),
+        "entries": lambda: client.get_entries(TENANT, [f"{a}#0" for a in ("public", "lab-only", "ops-only")]),
+        "stats": lambda: client.stats(TENANT),
+        "delete": lambda: client.delete(TENANT, ["no-such-artifact"]),
+        "default profile": lambda: client.put_profile(RankingProfile(tenant_id=TENANT, name="default",
+                                                                     is_default=True)),
+        "feedback": lambda: client.record_feedback(TENANT, "artifact", "public", True, "someone-else"),
+    }
+
+
+def _comparable(answer: object) -> object:
+    """The part of an answer both transports must agree on (ids, tenants, users, counts)."""
+    if isinstance(answer, str):
+        return answer
+    if isinstance(answer, tuple) and answer and isinstance(answer[0], list):            # (hits, terms)
+        return sorted(h.artifact.artifact_id for h in answer[0]), answer[1]
+    if isinstance(answer, tuple) and answer and hasattr(answer[0], "entry_ids"):       # (columns, terms)
+        return sorted(answer[0].artifact_ids), answer[1]
+    if isinstance(answer, list):                                                       # entries
+        return sorted(h.artifact.artifact_id for h in answer)
+    if hasattr(answer, "sources"):                                                     # stats
+        return answer.tenant_id, answer.artifacts
+    if hasattr(answer, "is_default"):                                                  # profile
+        return answer.tenant_id, answer.name
+    return repr(answer)
+
+
+@pytest.mark.parametrize("who", list(USERS))
+async def test_every_caller_gets_the_same_answers_and_refusals_in_process_as_over_grpc(both, who):
+    remote, local, _, _ = both
+    for name in _calls(remote):
+        with acting_for(USERS[who]):
+            over_grpc = _comparable(await _outcome(_calls(remote)[name]))
+            in_process = _comparable(await _outcome(_calls(local)[name]))
+        assert in_process == over_grpc, (who, name)
+
+
+async def test_the_policy_is_applied_in_process_not_just_mirrored(both):
+    _, local, _, _ = both
+    with acting_for(USERS["no groups"]):
+        hits, _ = await local.search_by_filters(TENANT, "battery controller", [], 10, SearchFilters())
+        with pytest.raises(PermissionDenied, match="admin"):
+            await local.delete(TENANT, ["public"])
+    assert sorted(h.artifact.artifact_id for h in hits) == ["public"]
+    with acting_for(USERS["lab member"]):
+        hits, _ = await local.search_by_filters(TENANT, "battery controller", [], 10, SearchFilters())
+        with pytest.raises(PermissionDenied, match="tenant"):
+            await local.stats("globex")
+    assert sorted(h.artifact.artifact_id for h in hits) == ["lab-only", "public"]
+
+
+async def test_with_authentication_on_a_call_without_a_caller_is_refused(both):
+    _, _, store, _ = both
+    nobody = InProcessKnowledgeStoreClient(store, InProcessCaller(None, "knowledge_store", True))
+    with pytest.raises(Unauthenticated):
+        await nobody.stats(TENANT)
+    not_allowed = InProcessKnowledgeStoreClient(store, InProcessCaller("llm_orchestration", "knowledge_store", True))
+    with pytest.raises(PermissionDenied, match="llm_orchestration may not call knowledge_store"):
+        await not_allowed.stats(TENANT)
+
+
+async def test_with_authentication_off_calls_are_served_as_sent(both):
+    _, _, store, _ = both
+    open_client = InProcessKnowledgeStoreClient(store, InProcessCaller(None, "knowledge_store", False))
+    entries = await open_client.get_entries(TENANT, ["lab-only#0", "ops-only#0"])
+    assert sorted(h.artifact.artifact_id for h in entries) == ["lab-only", "ops-only"]
+
+
+async def test_each_call_is_an_internal_span_named_and_coded_as_the_rpc(both):
+    _, local, _, spans = both
+    with acting_for(USERS["no groups"]):
+        await local.get_entries(TENANT, ["public#0"])
+        with pytest.raises(PermissionDenied):
+            await local.delete(TENANT, ["public"])
+    ok, refused = spans.get_finished_spans()
+    assert (ok.name, ok.kind) == ("nucleus.v1.KnowledgeStore/GetEntries", SpanKind.INTERNAL)
+    assert ok.attributes["rpc.service"] == "nucleus.v1.KnowledgeStore" and ok.attributes["rpc.method"] == "GetEntries"
+    assert ok.attributes["rpc.grpc.status_code"] == 0 and ok.attributes["nucleus.transport"] == "in-process"
+    assert refused.name == "nucleus.v1.KnowledgeStore/DeleteArtifacts"
+    assert refused.attributes["rpc.grpc.status_code"] == grpc.StatusCode.PERMISSION_DENIED.value[0]
+    assert refused.attributes["error.type"] == "PERMISSION_DENIED"
+    assert not any("battery" in str(v) for s in (ok, refused) for v in s.attributes.values())
