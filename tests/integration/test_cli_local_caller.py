@@ -69,7 +69,7 @@ def one_line(text: str) -> str:
 
 def titles_of(body: dict) -> set[str]:
     key = "associated_artifact" if "associated_artifact" in (body.get("results") or [{}])[0] else "associatedArtifact"
-    return {r[key]["title"] for r in body.get("results", [])}
+    return {r[key].get("title", "") for r in body.get("results", [])}   # an untitled artifact omits it
 
 
 def test_cli_search_answers_as_the_local_principal_like_mcp_and_as_operator_only_when_asked(
