@@ -56,11 +56,18 @@ def search_argv(stack, data_dir: Path, *extra: str, tenant: str = TENANT) -> lis
             "--rag-pipeline-target", stack["rag_pipeline"]["grpc"], *extra]
 
 
+def cli_run(argv: list[str]) -> subprocess.CompletedProcess:
+    """The CLI as a process of its own: run in this process, its event loop would share gRPC's
+    asyncio machinery with the suite's loop."""
+    return subprocess.run([sys.executable, "-m", "cli.main", *argv], cwd=Path(__file__).resolve().parents[2],
+                          capture_output=True, text=True, timeout=120,
+                          env={**{k: v for k, v in os.environ.items() if k != "NUCLEUS_API_KEY"}, "COLUMNS": "400"})
+
+
 def cli_search(stack, data_dir: Path, capsys, *extra: str) -> tuple[int, dict | None]:
-    """`nucleus search QUERY --tenant itest --json …` in this process: (exit code, the JSON)."""
-    code = cli_main.main(search_argv(stack, data_dir, "--json", *extra))
-    out = capsys.readouterr().out
-    return code, (json.loads(out) if code == 0 else None)
+    """`nucleus search QUERY --tenant itest --json …`: (exit code, the JSON)."""
+    done = cli_run(search_argv(stack, data_dir, "--json", *extra))
+    return done.returncode, (json.loads(done.stdout) if done.returncode == 0 else None)
 
 
 def one_line(text: str) -> str:
@@ -96,8 +103,8 @@ def test_cli_search_answers_as_the_local_principal_like_mcp_and_as_operator_only
 
 def test_cli_search_table_names_the_principal_that_answered(stack, restricted, tmp_path, capsys, monkeypatch):
     monkeypatch.delenv("NUCLEUS_API_KEY", raising=False)
-    code = cli_main.main(search_argv(stack, tmp_path))
-    out = one_line(capsys.readouterr().out)
+    done = cli_run(search_argv(stack, tmp_path))
+    code, out = done.returncode, one_line(done.stdout)
     assert code == 0
     assert "answered as local principal" in out and f"of tenant {TENANT}" in out and "--as-operator" in out
 
@@ -105,8 +112,8 @@ def test_cli_search_table_names_the_principal_that_answered(stack, restricted, t
 def test_cli_search_of_another_tenant_as_the_local_principal_is_refused_with_the_way_out(
         stack, tmp_path, capsys, monkeypatch):
     monkeypatch.delenv("NUCLEUS_API_KEY", raising=False)
-    code = cli_main.main(search_argv(stack, tmp_path, tenant="other-tenant"))
-    err = one_line(capsys.readouterr().err)
+    done = cli_run(search_argv(stack, tmp_path, tenant="other-tenant"))
+    code, err = done.returncode, one_line(done.stderr)
     assert code == 4
     assert "permission_denied" in err and "other-tenant" in err and "--as-operator" in err
 

@@ -79,7 +79,7 @@ def _auth(keys: dict[str, str], users: dict[str, tuple[str, list[str]]]) -> dict
 
 
 @pytest.fixture(scope="module")
-def fed(stack, tmp_path_factory):
+async def fed(stack, tmp_path_factory):
     data = tmp_path_factory.mktemp("federation-trust")
     env = {**os.environ, "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1"}
     procs: list[subprocess.Popen] = []
@@ -104,7 +104,7 @@ def fed(stack, tmp_path_factory):
             finally:
                 await client.close()
 
-        asyncio.run(ingest())
+        await ingest()                 # on the suite's own loop: gRPC's asyncio side serves one loop at a time
         f.keys = {who: f"nrk_{who}_{secrets.token_urlsafe(18)}" for who in [*USERS, "stack_b"]}
         f.peer_keys = {who: f"nrk_{who}_{secrets.token_urlsafe(18)}" for who in ("stack_a", "erin")}
         a_users = {**USERS, "stack_b": ("t1", ["eng"])}
