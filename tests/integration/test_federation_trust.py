@@ -13,7 +13,6 @@ LlmOrchestration), federating:
 """
 from __future__ import annotations
 
-import asyncio
 import json
 import os
 import secrets
