@@ -12,7 +12,7 @@ import zlib
 import zipfile
 from pathlib import Path
 
-from benchmarks.sample_files import write_docx, write_pptx, write_xlsx
+from benchmarks.sample_files import assemble_pdf, write_docx, write_pptx, write_xlsx
 
 _CHUNK = 1 << 20
 _ENTITIES = '<!ENTITY lol0 "lol">' + "".join(f'<!ENTITY lol{i} "{f"&lol{i - 1};" * 10}">' for i in range(1, 10))
@@ -86,16 +86,7 @@ def write_pdf_bomb(path: Path, inflate_mb: int) -> Path:
                b"<< /Type /Page /Parent 2 0 R /MediaBox [0 0 612 792] /Contents 5 0 R "
                b"/Resources << /Font << /F1 3 0 R >> >> >>",
                f"<< /Length {len(stream)} /Filter /FlateDecode >>\nstream\n".encode() + stream + b"\nendstream"]
-    out = bytearray(b"%PDF-1.4\n")
-    offsets = []
-    for number, body in enumerate(objects, start=1):
-        offsets.append(len(out))
-        out += f"{number} 0 obj\n".encode() + body + b"\nendobj\n"
-    xref = len(out)
-    out += f"xref\n0 {len(objects) + 1}\n0000000000 65535 f \n".encode()
-    out += b"".join(f"{o:010d} 00000 n \n".encode() for o in offsets)
-    out += f"trailer\n<< /Size {len(objects) + 1} /Root 1 0 R >>\nstartxref\n{xref}\n%%EOF\n".encode()
-    path.write_bytes(bytes(out))
+    path.write_bytes(assemble_pdf(objects))
     return path
 
 

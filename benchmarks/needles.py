@@ -22,7 +22,7 @@ from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from services.knowledge_store.analysis import STOPWORDS, analyse, words
+from shared.analysis import STOPWORDS, analyse, words
 
 SEED = 20_261_124
 PHRASE_WORDS = 5

@@ -35,6 +35,12 @@ def pdf_bytes(pages: list[list[str]], title: str = "", created: dt.datetime | No
     if created:
         info += f"/CreationDate (D:{created:%Y%m%d%H%M%S}Z) /ModDate (D:{created:%Y%m%d%H%M%S}Z) "
     objects.append((info + ">>").encode())
+    return assemble_pdf(objects, info=len(objects))
+
+
+def assemble_pdf(objects: list[bytes], *, info: int = 0) -> bytes:
+    """A PDF file of numbered `objects` (1 is the catalog; `info`: the Info object's number, 0 =
+    none) with its cross-reference table and trailer."""
     out = bytearray(b"%PDF-1.4\n")
     offsets = []
     for number, body in enumerate(objects, start=1):
@@ -43,8 +49,8 @@ def pdf_bytes(pages: list[list[str]], title: str = "", created: dt.datetime | No
     xref = len(out)
     out += f"xref\n0 {len(objects) + 1}\n0000000000 65535 f \n".encode()
     out += b"".join(f"{o:010d} 00000 n \n".encode() for o in offsets)
-    out += (f"trailer\n<< /Size {len(objects) + 1} /Root 1 0 R /Info {len(objects)} 0 R >>\n"
-            f"startxref\n{xref}\n%%EOF\n").encode()
+    trailer = f"/Size {len(objects) + 1} /Root 1 0 R" + (f" /Info {info} 0 R" if info else "")
+    out += f"trailer\n<< {trailer} >>\nstartxref\n{xref}\n%%EOF\n".encode()
     return bytes(out)
 
 

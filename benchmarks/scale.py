@@ -107,7 +107,7 @@ def _imports() -> None:
     global storage, vector_index, analyse, KnowledgeStore, IndexConfig, exact_top_k, ArtifactMeta
     global SearchFilters, KnowledgeStoreSettings, F
     from services.knowledge_store.embedded import storage, vector_index
-    from services.knowledge_store.analysis import analyse
+    from shared.analysis import analyse
     from services.knowledge_store.embedded.core import KnowledgeStore
     from services.knowledge_store.embedded.vector_index import IndexConfig, exact_top_k
     from shared.records import ArtifactMeta, SearchFilters

@@ -88,6 +88,12 @@ def store_status(p: Principal | None) -> None:
         raise PermissionDenied("the store's status needs an operator credential")
 
 
+def operator_only(p: Principal | None, what: str) -> None:
+    """Backups and restores: the operator (or a stack without authentication) only."""
+    if p is not None and not p.has_role(OPERATOR):
+        raise PermissionDenied(f"{what} needs an operator credential")
+
+
 def feedback_user(p: Principal | None, requested_user: str) -> str:
     """Whose vote it is: the asserted user's, never a name in the request."""
     if p is not None and _is_user(p):

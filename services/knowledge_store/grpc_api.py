@@ -13,9 +13,9 @@ from nucleus.v1 import knowledge_store_pb2_grpc as ks_grpc
 from services.knowledge_store import caller_policy as policy
 from services.knowledge_store import convert
 from services.knowledge_store.backend import StoreBackend, candidates_by_both_legs
-from shared.errors import InvalidArgument, NotFound, PermissionDenied, Unimplemented
+from shared.errors import InvalidArgument, NotFound, Unimplemented
 from shared.grpc_errors import translate_errors
-from shared.identity import OPERATOR, verified_caller
+from shared.identity import verified_caller
 
 _TARGETS = {pb.FEEDBACK_TARGET_ENTRY: "entry", pb.FEEDBACK_TARGET_ARTIFACT: "artifact"}
 
@@ -184,12 +184,6 @@ class KnowledgeStoreServicer(ks_grpc.KnowledgeStoreServicer):
         tenant = policy.metadata_read(verified_caller(), request.tenant_id)
         return pb.ListPersonasResponse(personas=[convert.persona_to_pb(p) for p in await self._store.list_personas(tenant)])
 
-    @staticmethod
-    def _operator(what: str) -> None:
-        caller = verified_caller()
-        if caller is not None and not caller.has_role(OPERATOR):
-            raise PermissionDenied(f"{what} needs an operator credential")
-
     def _embedded_only(self, name: str):
         method = getattr(self._store, name, None)
         if method is None:
@@ -199,14 +193,14 @@ class KnowledgeStoreServicer(ks_grpc.KnowledgeStoreServicer):
 
     @translate_errors
     async def BackupTenants(self, request, context):
-        self._operator("a backup")
+        policy.operator_only(verified_caller(), "a backup")
         snapshots = await self._embedded_only("backup")(list(request.tenant_ids), Path(request.directory),
                                                         Path(request.final_directory or request.directory))
         return ks_pb.BackupTenantsResponse(snapshots=[convert.snapshot_to_pb(s) for s in snapshots])
 
     @translate_errors
     async def RestoreTenant(self, request, context):
-        self._operator("a restore")
+        policy.operator_only(verified_caller(), "a restore")
         restored, seconds = await self._embedded_only("restore_tenant")(request.tenant_id, Path(request.file),
                                                                        request.sha256)
         return ks_pb.RestoreTenantResponse(restored=convert.snapshot_to_pb(restored), unavailable_seconds=seconds)

@@ -10,9 +10,8 @@ calling service and the end user it works for), holds it to its tenant and group
 """
 from __future__ import annotations
 
-import asyncio
-from collections.abc import AsyncIterator, Sequence
-from contextlib import asynccontextmanager
+from collections.abc import Sequence
+from contextlib import AbstractAsyncContextManager
 from dataclasses import replace
 
 import numpy as np
@@ -23,10 +22,9 @@ from services.knowledge_store import caller_policy as policy
 from services.knowledge_store.backend import StoreBackend, candidates_by_both_legs
 from services.knowledge_store.personas import Persona
 from shared import records as m
-from shared.auth.inprocess import InProcessCaller, serving_as
-from shared.errors import DeadlineExceeded, InvalidArgument, NotFound
+from shared.auth.inprocess import InProcessCaller, in_process_call
+from shared.errors import InvalidArgument, NotFound
 from shared.identity import Principal
-from shared.telemetry.inprocess import rpc_span
 
 SERVICE = "KnowledgeStore"
 RPC_SERVICE = "nucleus.v1.KnowledgeStore"
@@ -47,16 +45,9 @@ class InProcessKnowledgeStoreClient:
     async def close(self) -> None:
         """The store belongs to the KnowledgeStore service, which closes it."""
 
-    @asynccontextmanager
-    async def _call(self, method: str, timeout_s: float | None) -> AsyncIterator[Principal | None]:
-        with rpc_span(RPC_SERVICE, method, callee=CALLEE, tracer_provider=self._tracer_provider):
-            principal = self._caller.principal()          # refused here, as the auth interceptor refuses
-            with serving_as(principal):
-                try:
-                    async with asyncio.timeout(timeout_s or self.timeout_s):
-                        yield principal
-                except TimeoutError:
-                    raise DeadlineExceeded(f"{SERVICE} did not answer before the deadline") from None
+    def _call(self, method: str, timeout_s: float | None) -> AbstractAsyncContextManager[Principal | None]:
+        return in_process_call(self._caller, service=SERVICE, rpc_service=RPC_SERVICE, callee=CALLEE, method=method,
+                               timeout_s=timeout_s or self.timeout_s, tracer_provider=self._tracer_provider)
 
     # -- writes --------------------------------------------------------------------------------
     async def ingest(self, tenant_id: str, persona_id: str, documents: Sequence[m.DocumentIn], *,

@@ -20,7 +20,7 @@ from dataclasses import dataclass
 
 from ranking.query_features import quoted_phrases
 from services.knowledge_store import validation
-from services.knowledge_store.analysis import analyse, query_terms, words
+from shared.analysis import analyse, query_terms, words
 from shared.errors import InvalidArgument
 
 K1 = 1.2

@@ -26,7 +26,7 @@ import numpy as np
 from numpy.typing import NDArray
 
 from services.knowledge_store import validation
-from services.knowledge_store.analysis import analyse
+from shared.analysis import analyse
 from services.knowledge_store.chunking import CONTEXT_SEPARATOR, PAGED_FILE_TYPES, chunk_document, context_line
 from services.knowledge_store.extraction import ACCEPTED, content_kind, to_text
 from services.knowledge_store.models import Embedder

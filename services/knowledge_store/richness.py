@@ -20,7 +20,7 @@ from __future__ import annotations
 import math
 import re
 
-from services.knowledge_store.analysis import STOPWORDS, words
+from shared.analysis import STOPWORDS, words
 from services.knowledge_store.chunking import estimate_tokens
 
 _LIST_LINE = re.compile(r"^\s*(?:[-*+]|\d{1,3}[.)])\s+\S", re.MULTILINE)

@@ -11,9 +11,8 @@ call's deadline. A method of the core this client does not name yet is reached w
 """
 from __future__ import annotations
 
-import asyncio
 from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
-from contextlib import asynccontextmanager
+from contextlib import AbstractAsyncContextManager
 from typing import TYPE_CHECKING, Any, TypeVar
 
 import numpy as np
@@ -21,11 +20,9 @@ from opentelemetry.trace import TracerProvider
 
 from services.llm_orchestration.chat import ChatChunk, ChatRequest
 from services.llm_orchestration.results import Expansion, RerankResult, Synthesis
-from shared.auth.inprocess import InProcessCaller, serving_as
-from shared.errors import DeadlineExceeded
+from shared.auth.inprocess import InProcessCaller, in_process_call
 from shared.identity import Principal, queue_key
 from shared.telemetry.genai import embeddings_span, end_embeddings
-from shared.telemetry.inprocess import rpc_span
 
 if TYPE_CHECKING:
     from services.llm_orchestration.core import LlmOrchestrator
@@ -49,16 +46,9 @@ class InProcessLlmOrchestrationClient:
     async def close(self) -> None:
         """The core belongs to the LlmOrchestration service, which closes it."""
 
-    @asynccontextmanager
-    async def _call(self, method: str, timeout_s: float | None) -> AsyncIterator[Principal | None]:
-        with rpc_span(RPC_SERVICE, method, callee=CALLEE, tracer_provider=self._tracer_provider):
-            principal = self._caller.principal()
-            with serving_as(principal):
-                try:
-                    async with asyncio.timeout(timeout_s or self.timeout_s):
-                        yield principal
-                except TimeoutError:
-                    raise DeadlineExceeded(f"{SERVICE} did not answer before the deadline") from None
+    def _call(self, method: str, timeout_s: float | None) -> AbstractAsyncContextManager[Principal | None]:
+        return in_process_call(self._caller, service=SERVICE, rpc_service=RPC_SERVICE, callee=CALLEE, method=method,
+                               timeout_s=timeout_s or self.timeout_s, tracer_provider=self._tracer_provider)
 
     async def call(self, rpc_method: str, work: Callable[..., Awaitable[T]], *args: Any,
                    timeout_s: float | None = None, **kwargs: Any) -> T:

@@ -4,7 +4,7 @@ Every call gets
 - a timeout (`request_timeout_s`, per attempt: the SDK's own plus an asyncio bound),
 - retries with tenacity, at most `max_attempts` attempts in all, ONLY for HTTP 429, HTTP 5xx,
   timeouts and connection errors. The wait honours `Retry-After` / `retry-after-ms`
-  (capped at `RETRY_AFTER_CAP_S`), else exponential backoff with jitter. The SDK's own
+  (capped at `RETRY_AFTER_CAP_S`), else exponential backoff with jitter (upstream.py). The SDK's own
   retries are off (`max_retries=0`) so attempts are counted in one place.
 - the circuit breaker, consulted before every attempt; transport failures (429, 5xx,
   timeout, connection, unparseable body) count against it, any real answer resets it.
@@ -39,22 +39,19 @@ import numpy as np
 import openai
 from numpy.typing import NDArray
 from opentelemetry import trace
-from tenacity import AsyncRetrying, RetryCallState, retry_if_exception, stop_after_attempt
-from tenacity.wait import wait_exponential_jitter
 
 from shared.errors import (DeadlineExceeded, NucleusError, ResourceExhausted, Unavailable,
                            UpstreamFailed)
 from shared.settings import LlmOrchestrationSettings
 
-from .breaker import CircuitBreaker
 from shared.redaction import Redactor
+
+from .breaker import CircuitBreaker
+from .upstream import UpstreamRetries
 
 log = logging.getLogger(__name__)
 _tracer = trace.get_tracer(__name__)
 
-RETRY_AFTER_CAP_S = 10.0
-BACKOFF_INITIAL_S = 0.1
-BACKOFF_MAX_S = 2.0
 ERROR_DETAIL_CHARS = 200
 T = TypeVar("T")
 
@@ -123,21 +120,19 @@ class OpenAIGateway:
         key = settings.openai_api_key.get_secret_value()
         self._redactor = Redactor([key])
         self._timeout_s = settings.request_timeout_s
-        self._max_attempts = settings.max_attempts
-        self._breaker = breaker
-        self._sleep = sleep
         self._chat_model = settings.chat_model
         parts = urlsplit(settings.openai_base_url)
         self.upstream = f"OpenAI-compatible endpoint {parts.hostname or '?'}" + (
             f":{parts.port}" if parts.port else "")            # never the userinfo part
+        self._retries = UpstreamRetries(self.upstream, max_attempts=settings.max_attempts, breaker=breaker,
+                                        redactor=self._redactor, retry_after=retry_after_s, describe=_describe,
+                                        sleep=sleep)
         self._client = openai.AsyncOpenAI(
             base_url=settings.openai_base_url,
             api_key=key or "not-configured",   # local servers ignore it; the SDK insists on one
             timeout=settings.request_timeout_s,
             max_retries=0,
         )
-        self._backoff = wait_exponential_jitter(multiplier=BACKOFF_INITIAL_S, max=BACKOFF_MAX_S,
-                                                jitter=BACKOFF_INITIAL_S)
 
     @property
     def redactor(self) -> Redactor:
@@ -242,8 +237,6 @@ class OpenAIGateway:
     # -- the one call path -----------------------------------------------------------------
 
     async def _call(self, what: str, make: Callable[[], Awaitable[T]]) -> T:
-        attempts = 0
-
         async def attempt_once() -> T:
             try:
                 async with asyncio.timeout(self._timeout_s):
@@ -251,46 +244,9 @@ class OpenAIGateway:
             except TimeoutError:
                 raise _AttemptTimeout() from None
 
-        retrying = AsyncRetrying(
-            stop=stop_after_attempt(self._max_attempts),
-            retry=retry_if_exception(is_retryable),
-            wait=self._wait,
-            sleep=self._sleep,
-            before_sleep=self._log_retry,
-            reraise=True,
-        )
-        with _tracer.start_as_current_span(f"openai.{what}") as span:
-            try:
-                async for attempt in retrying:
-                    with attempt:
-                        attempts += 1
-                        result = await self._breaker.call(attempt_once,
-                                                          counts_as_failure=_counts_against_breaker)
-            except NucleusError as err:        # circuit open: already ours, no request sent
-                span.set_attribute("llm.attempts", attempts)
-                span.set_status(trace.StatusCode.ERROR, type(err).__name__)
-                raise
-            except Exception as err:
-                translated = self._translate(err, what, attempts)
-                span.set_attribute("llm.attempts", attempts)
-                span.set_status(trace.StatusCode.ERROR, type(translated).__name__)
-                raise translated from None    # the SDK error may carry the request; drop it
-            span.set_attribute("llm.attempts", attempts)
-            return result
-
-    def _wait(self, state: RetryCallState) -> float:
-        err = state.outcome.exception() if state.outcome else None
-        requested = retry_after_s(err) if err is not None else None
-        if requested is not None:
-            return min(requested, RETRY_AFTER_CAP_S)
-        return self._backoff(state)
-
-    def _log_retry(self, state: RetryCallState) -> None:
-        err = state.outcome.exception() if state.outcome else None
-        wait = state.next_action.sleep if state.next_action else 0.0
-        log.warning("%s attempt %d/%d failed (%s); retrying in %.2fs", self.upstream,
-                    state.attempt_number, self._max_attempts,
-                    self._redactor.redact(_describe(err)), wait)
+        return await self._retries.call(_tracer, f"openai.{what}", attempt_once, retryable=is_retryable,
+                                        counts_as_failure=_counts_against_breaker,
+                                        translate=lambda err, attempts: self._translate(err, what, attempts))
 
     def _translate(self, err: Exception, what: str, attempts: int) -> NucleusError:
         tries = f"after {attempts} attempt{'s' if attempts != 1 else ''}"

@@ -33,14 +33,13 @@ import httpx
 import numpy as np
 from numpy.typing import NDArray
 from opentelemetry import trace
-from tenacity import AsyncRetrying, RetryCallState, retry_if_exception, stop_after_attempt
-from tenacity.wait import wait_exponential_jitter
 
 from shared.errors import DeadlineExceeded, NucleusError, ResourceExhausted, Unavailable, UpstreamFailed
 from shared.redaction import Redactor
 
 from .breaker import CircuitBreaker
-from .openai_client import BACKOFF_INITIAL_S, BACKOFF_MAX_S, RETRY_AFTER_CAP_S, retry_after_s
+from .openai_client import retry_after_s
+from .upstream import UpstreamRetries
 
 log = logging.getLogger(__name__)
 _tracer = trace.get_tracer(__name__)
@@ -112,18 +111,16 @@ class RerankApi:
         self.model = model
         self._format = api_format
         self._timeout_s = timeout_s
-        self._max_attempts = max_attempts
-        self._breaker = breaker
-        self._sleep = sleep
         self._redactor = Redactor([api_key])
+        self._retries = UpstreamRetries(self.upstream, max_attempts=max_attempts, breaker=breaker,
+                                        redactor=self._redactor, retry_after=retry_after_s, describe=_describe,
+                                        sleep=sleep)
         headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
         self._client = httpx.AsyncClient(headers=headers, timeout=timeout_s, transport=transport)
-        self._backoff = wait_exponential_jitter(multiplier=BACKOFF_INITIAL_S, max=BACKOFF_MAX_S,
-                                                jitter=BACKOFF_INITIAL_S)
 
     @property
     def breaker_state(self) -> str:
-        return self._breaker.state
+        return self._retries.breaker.state
 
     async def close(self) -> None:
         await self._client.aclose()
@@ -154,41 +151,12 @@ class RerankApi:
                 raise UpstreamFailed(f"{self.upstream} answered with a body that is not JSON") from None
             return parse_scores(body, len(documents))
 
-        attempts = 0
-        retrying = AsyncRetrying(stop=stop_after_attempt(self._max_attempts), retry=retry_if_exception(_retryable),
-                                 wait=self._wait, sleep=self._sleep, before_sleep=self._log_retry, reraise=True)
-        with _tracer.start_as_current_span("rerank_api.rerank") as span:
-            span.set_attribute("llm.rerank.count", len(documents))
-            try:
-                async for attempt in retrying:
-                    with attempt:
-                        attempts += 1
-                        result = await self._breaker.call(attempt_once, counts_as_failure=_counts_against_breaker)
-            except NucleusError as err:
-                span.set_attribute("llm.attempts", attempts)
-                span.set_status(trace.StatusCode.ERROR, type(err).__name__)
-                if isinstance(err, UpstreamFailed):
-                    raise UpstreamFailed(self._redactor.redact(str(err))) from None
-                raise
-            except Exception as err:
-                translated = self._translate(err, attempts)
-                span.set_attribute("llm.attempts", attempts)
-                span.set_status(trace.StatusCode.ERROR, type(translated).__name__)
-                raise translated from None
-            span.set_attribute("llm.attempts", attempts)
-            return result
-
-    def _wait(self, state: RetryCallState) -> float:
-        err = state.outcome.exception() if state.outcome else None
-        requested = retry_after_s(err) if err is not None else None
-        if requested is not None:
-            return min(requested, RETRY_AFTER_CAP_S)
-        return self._backoff(state)
-
-    def _log_retry(self, state: RetryCallState) -> None:
-        err = state.outcome.exception() if state.outcome else None
-        log.warning("%s attempt %d/%d failed (%s); retrying", self.upstream, state.attempt_number,
-                    self._max_attempts, self._redactor.redact(_describe(err)))
+        try:
+            return await self._retries.call(_tracer, "rerank_api.rerank", attempt_once, retryable=_retryable,
+                                            counts_as_failure=_counts_against_breaker, translate=self._translate,
+                                            attributes={"llm.rerank.count": len(documents)})
+        except UpstreamFailed as err:          # a body that is not the expected shape: its words redacted too
+            raise UpstreamFailed(self._redactor.redact(str(err))) from None
 
     def _translate(self, err: Exception, attempts: int) -> NucleusError:
         tries = f"after {attempts} attempt{'s' if attempts != 1 else ''}"

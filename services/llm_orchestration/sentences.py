@@ -18,20 +18,20 @@ the passage title and section heading before the text, so "Before you start: The
 run 4.2 or later" carries the section's meaning).
 
 `bm25_scores` scores the units against the query as documents of their own (Okapi BM25,
-k1 1.2, b 0.75; IDF over the units), with the KnowledgeStore's term analysis: stopwords out,
-Snowball English stems (PyStemmer).
+k1 1.2, b 0.75; IDF over the units), with the KnowledgeStore's term analysis
+(`shared.analysis`: stopwords out, Snowball English stems).
 """
 from __future__ import annotations
 
 import re
-import threading
 from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass
 
 import numpy as np
-import Stemmer
 from numpy.typing import NDArray
+
+from shared.analysis import analyse as terms      # the BM25 terms of a text (shared with the store)
 
 UNIT_MAX_CHARS = 300          # a longer sentence is shown cut (truncate_text)
 UNIT_MIN_CHARS = 12           # shorter units ("3.", "Thanks,") only when nothing else is left
@@ -47,14 +47,6 @@ _TABLE_RULE = re.compile(r"^\|?[\s:|-]+\|?$")
 _FENCE = re.compile(r"^(```|~~~)")
 _NEW_SPEAKER = re.compile(r"^(?:\[\d{1,2}:\d{2}(?::\d{2})?\]|\*\*[^*\n]{1,80}:?\*\*:?|[A-Z][\w .-]{0,40}:\s)")
 _EMPHASIS = re.compile(r"\*\*(.+?)\*\*|__(.+?)__")
-_WORD = re.compile(r"[^\W_]+")
-_POSSESSIVE = re.compile(r"['’]s\b")
-_STOPWORDS = frozenset(
-    "a an and are as at be but by for if in into is it no not of on or such that the their then there these "
-    "they this to was will with s t been being do does did has have had were which who whom whose what when "
-    "where why how its our your his her him she he we i you me my from than so can could would should may "
-    "might also".split())
-_local = threading.local()
 
 
 @dataclass(frozen=True, slots=True)
@@ -200,19 +192,6 @@ def answer_units(passages: Sequence[tuple[str, str, str]]) -> list[Unit]:
         if len(kept) >= MAX_UNITS:
             break
     return (kept or short)[:MAX_UNITS]
-
-
-def _stemmer() -> Stemmer.Stemmer:
-    stemmer = getattr(_local, "stemmer", None)
-    if stemmer is None:
-        stemmer = _local.stemmer = Stemmer.Stemmer("english")
-    return stemmer
-
-
-def terms(text: str) -> list[str]:
-    """BM25 terms: lower-cased words, stopwords out, Snowball English stems."""
-    kept = [w for w in _WORD.findall(_POSSESSIVE.sub("", text.lower())) if w not in _STOPWORDS and len(w) <= 64]
-    return _stemmer().stemWords(kept) if kept else []
 
 
 def bm25_scores(query: str, documents: Sequence[str]) -> NDArray[np.float32]:

@@ -22,7 +22,7 @@ import numpy as np
 from numpy.typing import NDArray
 
 from .results import Citation
-from .sentences import Unit, answer_units, bm25_scores, split_sentences
+from .sentences import Unit, answer_units, bm25_scores  # noqa: F401  (answer_units: read as synth.answer_units)
 
 STYLES = ("concise", "detailed", "bullets")
 DEFAULT_MAX_CHARS = 2_000

@@ -68,7 +68,6 @@ log = logging.getLogger(__name__)
 tracer = trace.get_tracer("nucleus.rag_pipeline")
 
 PROFILE_CACHE_TTL_S = 5.0
-RERANK_TOP_N = 20               # default of a profile's rerank_top_n (ranking/profile.py)
 MAX_PHRASES = 5
 FEDERATION_RESERVE_S = 1.5      # of the deadline kept for re-scoring and ranking after the fan-out
 RANK_MARGIN_S = 0.5             # of the deadline kept for ranking after the re-scoring
@@ -544,9 +543,8 @@ class RagPipeline:
         if not rows:
             return rank(candidates, config, request.top_k_final), candidates, ""
         try:
-            chosen = {"method": method} if method else {}      # "" = the model's default re-ranker
             scored = await self._llm.rerank(request.query, [(merged[r].hit.entry.id, merged[r].hit.entry.text)
-                                                             for r in rows], **chosen,
+                                                             for r in rows], method=method,
                                              timeout_s=self._settings.embed_timeout_s)
         except NucleusError as err:
             return rank(candidates, config, request.top_k_final), candidates, f"rerank unavailable: {err}"

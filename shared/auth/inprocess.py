@@ -16,16 +16,19 @@ policy, so `InProcessCaller.principal()` makes the principal the verifier would 
 
 `serving_as(principal)` then runs the callee's code with that principal as
 `shared.identity.verified_caller()` (and as the user its own outgoing calls act for), exactly as
-the auth interceptor runs a gRPC handler.
+the auth interceptor runs a gRPC handler. `in_process_call` is the whole call, as the in-process
+clients make it: the RPC's span, the caller's principal, the deadline.
 """
 from __future__ import annotations
 
-from collections.abc import Iterator
-from contextlib import contextmanager
+import asyncio
+from collections.abc import AsyncIterator, Iterator
+from contextlib import asynccontextmanager, contextmanager
 from dataclasses import dataclass
+from typing import Any
 
 from shared.auth.service_identity import CALLERS
-from shared.errors import PermissionDenied, Unauthenticated
+from shared.errors import DeadlineExceeded, PermissionDenied, Unauthenticated
 from shared.identity import OPERATOR, Principal, acting_for, on_behalf_of, serving
 
 
@@ -63,4 +66,22 @@ def serving_as(principal: Principal | None) -> Iterator[None]:
         yield
 
 
-__all__ = ["InProcessCaller", "serving_as"]
+@asynccontextmanager
+async def in_process_call(caller: InProcessCaller, *, service: str, rpc_service: str, callee: str, method: str,
+                          timeout_s: float, tracer_provider: Any = None) -> AsyncIterator[Principal | None]:
+    """One in-process call of `rpc_service`/`method`: the span the RPC would make, the principal
+    the callee's auth would verify (refused here as it would refuse), served as that principal,
+    cut at `timeout_s` as DeadlineExceeded naming `service`."""
+    from shared.telemetry.inprocess import rpc_span
+
+    with rpc_span(rpc_service, method, callee=callee, tracer_provider=tracer_provider):
+        principal = caller.principal()
+        with serving_as(principal):
+            try:
+                async with asyncio.timeout(timeout_s):
+                    yield principal
+            except TimeoutError:
+                raise DeadlineExceeded(f"{service} did not answer before the deadline") from None
+
+
+__all__ = ["InProcessCaller", "in_process_call", "serving_as"]

@@ -347,8 +347,7 @@ async def test_synthesis_takes_remote_sources_the_remotes_own_answer_or_one_over
     both = await call(fed, "alice", "rag_get_synthesized_results", {"username": "alice", "query": "battery reset",
                                                                     "sources": ["peruser", "hdr"]})
     assert both["meta_data"]["method"] != "remote" and both["results"]["answer"]
-    assert {c["resourceId"] for c in both["results"]["citations"]} & {"alice-private", "shared", "bob-notes"} or \
-        any(c["id"].startswith(("peruser:", "hdr:")) for c in both["results"]["citations"])
+    assert any(c["id"].startswith(("peruser:", "hdr:")) for c in both["results"]["citations"]), both["results"]
 
 
 async def test_a_remote_nucleus_serves_each_user_by_a_signed_assertion_limited_to_the_groups_it_allows(fed):

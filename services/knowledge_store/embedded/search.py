@@ -42,7 +42,7 @@ from numpy.typing import NDArray
 from opentelemetry import trace
 
 from services.knowledge_store import validation
-from services.knowledge_store.analysis import analyse, query_terms
+from shared.analysis import analyse, query_terms
 from services.knowledge_store.chunking import chunk_document, context_line
 from services.knowledge_store.embedded import storage
 from services.knowledge_store.embedded.locking import Busy

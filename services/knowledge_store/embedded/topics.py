@@ -40,7 +40,7 @@ from typing import Any
 import numpy as np
 from numpy.typing import NDArray
 
-from services.knowledge_store.analysis import STOPWORDS, analyse, words
+from shared.analysis import STOPWORDS, analyse, words
 from services.knowledge_store.embedded.storage.filter_sql import filter_clause
 from services.knowledge_store.embedded.tenants import Tenant, Tenants
 from services.knowledge_store.embedded.topic_answers import (

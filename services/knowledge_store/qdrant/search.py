@@ -20,7 +20,7 @@ import numpy as np
 from qdrant_client import models as qm
 
 from services.knowledge_store import validation
-from services.knowledge_store.analysis import analyse, query_terms
+from shared.analysis import analyse, query_terms
 from services.knowledge_store.keywords import (
     PHRASE_EXACT_MAX,
     KeywordQuery,

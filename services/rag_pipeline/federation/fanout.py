@@ -405,8 +405,7 @@ class McpRemoteSearch:
                              end: float) -> _Resources:
         """The caller's resources at `source` (seed 000's rag_discover_resources, asked as that
         caller), cached for RESOURCES_TTL_S under the caller's key."""
-        key = (getattr(self._pool, "key_of", lambda s: (s.id, hash(s)))(source), source.identity,
-               caller.key if caller is not None else None)
+        key = (source.id, hash(source), caller.key if caller is not None else None)   # any edit: asked again
         cached = self._resources.get(key)
         now = time.monotonic()
         if cached is not None and cached.expires >= now:
@@ -496,11 +495,7 @@ class McpRemoteSearch:
 
 def _takes(tools: Any, name: str, argument: str) -> bool:
     """Whether the remote's tool `name` declares `argument` in its input schema."""
-    for t in tools:
-        if getattr(t, "name", None) == name:
-            props = (getattr(t, "input_schema", None) or {}).get("properties")
-            return isinstance(props, dict) and argument in props
-    return False
+    return any(t.name == name and t.takes(argument) for t in tools)
 
 
 def _with_note(hits: list[RemoteHit], data: Any) -> Hits:

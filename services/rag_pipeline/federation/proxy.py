@@ -102,11 +102,6 @@ def _redact_deep(value: Any, redactor: Redactor) -> Any:
     return value
 
 
-def _takes_username(tool: ToolInfo) -> bool:
-    props = tool.input_schema.get("properties") if isinstance(tool.input_schema, Mapping) else None
-    return isinstance(props, Mapping) and "username" in props
-
-
 class ProxyTools:
     """Lists and calls the remote sources' tools for the verified caller (see the module docstring)."""
 
@@ -176,7 +171,7 @@ class ProxyTools:
         caller = Caller(principal.tenant_id, principal.user_id, principal.groups, principal.session_tags)
         send = outgoing(source, caller, self.registry.current().tenants_of(source), path=INCOMING_PATH.get(),
                         stack_id=self.stack_id, signer=self.signer)
-        if _takes_username(tool) or "username" in args:
+        if tool.takes("username") or "username" in args:
             args["username"] = send.username           # the verified user, whatever was sent
         redactor = Redactor(sensitive_values(args))
         with acting_for(principal):

@@ -93,6 +93,11 @@ class ToolInfo:
     output_schema: dict[str, Any] | None = None
     title: str = ""
 
+    def takes(self, argument: str) -> bool:
+        """Whether the tool's input schema declares `argument`."""
+        props = self.input_schema.get("properties") if isinstance(self.input_schema, dict) else None
+        return isinstance(props, dict) and argument in props
+
 
 @dataclass(frozen=True)
 class RemoteResult:

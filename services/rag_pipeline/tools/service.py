@@ -375,9 +375,7 @@ class RagTools:
             if not allowed and not remote:
                 raise _Refused(worst_code(source_errors), "; ".join(e.message for e in source_errors), source_errors)
             scope = await self.pipeline.scope(who, base=base, only_sources=tuple(allowed) if allowed else None)
-            servers = tuple(dict.fromkeys(r.split(":", 1)[0] for r in remote))
-            restrict = tuple((sid, tuple(r.split(":", 1)[1] for r in remote if r.startswith(sid + ":")))
-                             for sid in servers if sid not in remote)
+            servers, restrict = remote_servers(remote)
             selection = servers + ((LOCAL_SOURCE,) if allowed else ()) if remote else (LOCAL_SOURCE,)
             if ranking is not None and ranking.model:
                 call.notes.append("ranking.model is not selectable here; the service's re-ranker was used")
@@ -449,9 +447,7 @@ class RagTools:
                 meta.source_errors = source_errors
                 if not allowed and not remote:
                     raise _Refused(worst_code(source_errors), "; ".join(e.message for e in source_errors), source_errors)
-            servers = tuple(dict.fromkeys(r.split(":", 1)[0] for r in remote))
-            restrict = tuple((sid, tuple(r.split(":", 1)[1] for r in remote if r.startswith(sid + ":")))
-                             for sid in servers if sid not in remote)
+            servers, restrict = remote_servers(remote)
             if len(servers) == 1 and not allowed and not (provided_context is not None and provided_context.hits):
                 own = await self._remote_synthesis(call, meta, who, servers[0], dict(restrict).get(servers[0], ()),
                                                    query, top_k)
@@ -591,3 +587,12 @@ def _request_meta(ctx: Context | None) -> Any:
         return ctx.request_context.meta if ctx is not None else None
     except (ValueError, AttributeError):
         return None
+
+
+def remote_servers(remote: list[str]) -> tuple[tuple[str, ...], tuple[tuple[str, tuple[str, ...]], ...]]:
+    """A vetted remote selection (source ids and `<source>:<resource>` ids) as the sources it
+    names, in order, and the resources each is restricted to (a source named whole: none)."""
+    servers = tuple(dict.fromkeys(r.split(":", 1)[0] for r in remote))
+    restrict = tuple((sid, tuple(r.split(":", 1)[1] for r in remote if r.startswith(sid + ":")))
+                     for sid in servers if sid not in remote)
+    return servers, restrict

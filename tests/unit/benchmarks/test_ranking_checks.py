@@ -9,7 +9,7 @@ from benchmarks import needles
 from benchmarks.beir import load_dataset
 from benchmarks.calibration import expected_calibration_error, judged_pairs, reliability
 from benchmarks.splits import RULE, load_split, make_split, path_for
-from services.knowledge_store.analysis import analyse, words
+from shared.analysis import analyse, words
 
 DOCS = [
     ("d1", "Dock firmware", "The dock firmware update restarts the dock. Error XK4471 means the charger contacts "

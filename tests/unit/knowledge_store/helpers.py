@@ -11,7 +11,7 @@ from pathlib import Path
 
 import numpy as np
 
-from services.knowledge_store.analysis import analyse
+from shared.analysis import analyse
 from shared.records import ArtifactMeta, DocumentIn
 from shared.settings import KnowledgeStoreSettings
 

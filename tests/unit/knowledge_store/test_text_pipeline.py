@@ -6,7 +6,7 @@ import random
 
 import pytest
 
-from services.knowledge_store.analysis import analyse, query_terms
+from shared.analysis import analyse, query_terms
 from services.knowledge_store.chunking import chunk_document, context_line, estimate_tokens, parse_blocks
 from services.knowledge_store.extraction import content_kind, html_to_markdown
 from services.knowledge_store.richness import richness

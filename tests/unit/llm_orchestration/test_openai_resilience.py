@@ -7,7 +7,7 @@ import socket
 import numpy as np
 import pytest
 
-from services.llm_orchestration.openai_client import RETRY_AFTER_CAP_S
+from services.llm_orchestration.upstream import RETRY_AFTER_CAP_S
 from shared.errors import (DeadlineExceeded, ResourceExhausted, Unavailable, UpstreamFailed)
 from tests.support.fake_openai import fake_vector
 

@@ -3,10 +3,9 @@ import numpy as np
 import pytest
 
 from services.llm_orchestration.rerank import cosine_to_unit, parse_scores
-from services.llm_orchestration.sentences import Unit, answer_units, bm25_scores, terms
+from services.llm_orchestration.sentences import Unit, answer_units, bm25_scores, split_sentences, terms
 from services.llm_orchestration.synthesis import (ELLIPSIS, EXTRACTIVE_BUDGET, EXTRACTIVE_SENTENCES, cited_ids,
-                                                  extract_answer, fit_passages, split_sentences, truncate_text,
-                                                  unit_scores)
+                                                  extract_answer, fit_passages, truncate_text, unit_scores)
 from shared.errors import UpstreamFailed
 
 

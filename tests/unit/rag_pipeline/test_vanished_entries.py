@@ -114,7 +114,8 @@ class RecordingModel(InProcessLanguageModel):
 
     reranked: list[tuple[str, str]] = []
 
-    async def rerank(self, query: str, candidates: Sequence[tuple[str, str]], *, timeout_s: float | None = None):
+    async def rerank(self, query: str, candidates: Sequence[tuple[str, str]], *, method: str = "",
+                     timeout_s: float | None = None):
         self.reranked = list(candidates)
         return await super().rerank(query, candidates, timeout_s=timeout_s)
 

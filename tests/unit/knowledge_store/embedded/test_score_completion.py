@@ -10,7 +10,7 @@ import sqlite3
 import numpy as np
 import pytest
 
-from services.knowledge_store.analysis import query_terms
+from shared.analysis import query_terms
 from services.knowledge_store.embedded.core import KnowledgeStore
 from services.knowledge_store.embedded.keyword_index import KeywordIndex
 from services.knowledge_store.embedded.storage.db import tenant_dir_name

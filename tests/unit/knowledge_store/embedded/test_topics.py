@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 
 from services.knowledge_store.embedded import topics as topics_mod
-from services.knowledge_store.analysis import analyse
+from shared.analysis import analyse
 from services.knowledge_store.embedded.core import KnowledgeStore
 from shared.errors import InvalidArgument
 from shared.records import SearchFilters

@@ -3,10 +3,13 @@
     text ─▶ lowercase ─▶ drop possessive 's ─▶ words (unicode letters/digits) ─▶ drop
     stopwords ─▶ Snowball English stem (PyStemmer) ─▶ terms
 
-The analysed terms are stored space-separated in an FTS5 table (the durable keyword store;
-its tokenizer `unicode61` only splits on the spaces again, never stems) and scored by the
-in-memory BM25 index built from those rows (embedded/keyword_index.py), so documents and queries meet in
-exactly the same term space, and `query_terms` reported to callers are the terms searched.
+The KnowledgeStore stores the analysed terms space-separated in an FTS5 table (the durable
+keyword store; its tokenizer `unicode61` only splits on the spaces again, never stems) and
+scores them with the in-memory BM25 index built from those rows
+(services/knowledge_store/embedded/keyword_index.py), so documents and queries meet in exactly
+the same term space, and `query_terms` reported to callers are the terms searched.
+LlmOrchestration's extractive answer scores sentences in the same term space
+(services/llm_orchestration/sentences.py).
 
 The stopword list is Lucene's English default (the list behind the published BEIR BM25
 baselines) plus a few function words that carry no topical signal.
