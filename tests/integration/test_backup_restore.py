@@ -22,6 +22,7 @@ import pytest
 from services.knowledge_store.client import KnowledgeStoreClient
 from shared.errors import FailedPrecondition
 from shared.records import ArtifactMeta, DocumentIn, SearchFilters
+from tests.support.processes import run_cli
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -53,14 +54,12 @@ def stop(proc: subprocess.Popen, sig: int = signal.SIGTERM) -> None:
 
 
 def nucleus(*args: str, data_dir: Path) -> int:
-    """The operator CLI as a process of its own (it calls the KnowledgeStore over gRPC; run in
-    this process, its event loop would share gRPC's asyncio machinery with the suite's loop)."""
+    """The operator CLI, as a process of its own (tests/support/processes.py `run_cli`)."""
     return nucleus_run(*args, data_dir=data_dir).returncode
 
 
 def nucleus_run(*args: str, data_dir: Path) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "cli.main", "--data-dir", str(data_dir), *args], cwd=ROOT,
-                          capture_output=True, text=True, timeout=300, env={**os.environ, "HF_HUB_OFFLINE": "1"})
+    return run_cli(["--data-dir", str(data_dir), *args])
 
 
 def document(i: int) -> DocumentIn:

@@ -3,14 +3,15 @@ its own stack (ephemeral ports, temp data dir), two tenant slices, the in-proces
 and the report files."""
 from __future__ import annotations
 
-import io
 import json
+import pickle
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
-from rich.console import Console
-
-from benchmarks.harness import BenchOptions, run_bench
+from benchmarks.harness import BenchOptions
+from tests.support.processes import ROOT
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
 
@@ -72,6 +73,25 @@ def write_dataset(root: Path) -> Path:
     return root
 
 
+RUN_BENCH = ("import io, pickle, sys\n"
+             "from rich.console import Console\n"
+             "from benchmarks.harness import run_bench\n"
+             "options = pickle.loads(open(sys.argv[1], 'rb').read())\n"
+             "result = run_bench(options, Console(file=io.StringIO(), width=120))\n"
+             "open(sys.argv[2], 'wb').write(pickle.dumps(result))\n")
+
+
+def bench(options: BenchOptions, work: Path) -> dict:
+    """`run_bench(options)` in a process of its own, its result dict returned. The harness runs
+    asyncio loops of its own with gRPC clients; in the pytest process they would share gRPC's
+    completion queue with the suite's loop (tests/support/processes.py `run_cli` says why not)."""
+    (work / "options.pickle").write_bytes(pickle.dumps(options))
+    done = subprocess.run([sys.executable, "-c", RUN_BENCH, str(work / "options.pickle"), str(work / "result.pickle")],
+                          cwd=ROOT, capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-4000:]
+    return pickle.loads((work / "result.pickle").read_bytes())
+
+
 @pytest.fixture(scope="module")
 def bench_result(tmp_path_factory):
     tmp = tmp_path_factory.mktemp("bench")
@@ -79,7 +99,7 @@ def bench_result(tmp_path_factory):
     options = BenchOptions(
         datasets=[dataset], tenants=["tiny"], tenant_slices=2, cache_dir=tmp / "cache", stack_dir=tmp / "stack",
         out_dir=tmp / "out", concurrency=(1, 4), throughput_queries=3, warmup=1)
-    return run_bench(options, Console(file=io.StringIO(), width=120)), options
+    return bench(options, tmp), options
 
 
 def test_the_harness_writes_json_markdown_queries_and_plots(bench_result):
@@ -135,7 +155,7 @@ def test_a_second_run_skips_the_ingest_and_reuses_the_embedding_cache(bench_resu
         datasets=first.datasets, tenants=first.tenants, tenant_slices=2, cache_dir=first.cache_dir,
         stack_dir=first.stack_dir, out_dir=tmp_path / "out2", concurrency=(1,), throughput_queries=1, warmup=0,
         dense_weights=(0.5,), plots=False)
-    result = run_bench(options, Console(file=io.StringIO(), width=120))
+    result = bench(options, tmp_path)
     for i in result["ingest"]:
         assert i["ingested_now"] == 0 and i["skipped"] == i["documents"] and not i["measured_now"]
     assert all(c["from_cache"] for c in result["baseline"]["embedding_cache"].values())

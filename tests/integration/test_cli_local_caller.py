@@ -24,6 +24,7 @@ import pytest
 from cli import main as cli_main
 from services.knowledge_store.client import KnowledgeStoreClient
 from tests.support.mcp_clients import error_text, http_client, structured
+from tests.support.processes import run_cli
 
 pytestmark = pytest.mark.integration
 ROOT = Path(__file__).resolve().parents[2]
@@ -57,11 +58,8 @@ def search_argv(stack, data_dir: Path, *extra: str, tenant: str = TENANT) -> lis
 
 
 def cli_run(argv: list[str]) -> subprocess.CompletedProcess:
-    """The CLI as a process of its own: run in this process, its event loop would share gRPC's
-    asyncio machinery with the suite's loop."""
-    return subprocess.run([sys.executable, "-m", "cli.main", *argv], cwd=Path(__file__).resolve().parents[2],
-                          capture_output=True, text=True, timeout=120,
-                          env={**{k: v for k, v in os.environ.items() if k != "NUCLEUS_API_KEY"}, "COLUMNS": "400"})
+    """The CLI as a process of its own (tests/support/processes.py `run_cli`)."""
+    return run_cli(argv, timeout_s=120)
 
 
 def cli_search(stack, data_dir: Path, capsys, *extra: str) -> tuple[int, dict | None]:

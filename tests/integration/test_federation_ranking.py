@@ -9,7 +9,6 @@ answers and `degraded`; a dead or hanging source does not hold the answer past i
 local-only answers are those of a RAGPipeline with no sources at all."""
 from __future__ import annotations
 
-import asyncio
 import json
 import os
 import socket
@@ -102,7 +101,7 @@ _stop = stop
 
 
 @pytest.fixture(scope="module")
-def federated(stack, secure_corpus, tmp_path_factory):
+async def federated(stack, secure_corpus, tmp_path_factory):
     """The federating RAGPipeline's addresses; the sources: secure stack, foreign, die, hang."""
     data = tmp_path_factory.mktemp("federated-ranking")
 
@@ -115,7 +114,7 @@ def federated(stack, secure_corpus, tmp_path_factory):
         finally:
             await client.close()
 
-    asyncio.run(ingest())
+    await ingest()                 # on the suite's loop (tests/support/processes.py `run_cli` says why)
     (data / "foreign.jsonl").write_text("".join(json.dumps(d) + "\n" for d in FOREIGN_DOCS))
     env = {**os.environ, "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1"}
     foreign = subprocess.Popen([sys.executable, "-m", "tests.support.foreign_rag_server", "--ready-file",

@@ -351,8 +351,11 @@ async def test_a_batch_with_commit_valid_commits_the_good_documents_and_reports_
 
 
 async def test_nucleus_ingest_of_a_mixed_folder_ingests_the_good_files_and_exits_non_zero(store, stack, tmp_path):
-    from cli.main import main
     from benchmarks.sample_files import write_broken_folder, write_good_folder
+    from tests.support.processes import run_cli
+
+    def main(argv: list[str]) -> int:          # the CLI runs its own event loop: a process of its own
+        return run_cli(argv).returncode
 
     titles = write_good_folder(tmp_path / "docs")
     write_broken_folder(tmp_path / "docs" / "broken")

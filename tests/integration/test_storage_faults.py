@@ -16,12 +16,12 @@ import grpc
 import pytest
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 
-from cli import main as cli_main
 from nucleus.v1 import knowledge_store_pb2 as ks_pb
 from nucleus.v1 import knowledge_store_pb2_grpc as ks_grpc
 from services.knowledge_store.client import KnowledgeStoreClient
 from services.knowledge_store.embedded.core import KnowledgeStore
 from services.knowledge_store.embedded.storage.db import DB_FILE
+from tests.support.processes import run_cli
 from tests.unit.knowledge_store.helpers import HashEmbedder, doc, settings_for
 
 pytestmark = pytest.mark.integration
@@ -103,6 +103,7 @@ async def test_the_running_stack_reports_ok_storage_and_nucleus_check_finds_a_co
     assert status.state == "ok" and Path(status.data_dir).is_dir() and status.free_bytes > 0
     assert await _health(target, "nucleus.v1.KnowledgeStore.storage") == health_pb2.HealthCheckResponse.SERVING
     argv = ["check", "--tenant", "opscheck", "--knowledge-store-target", target]
-    assert await asyncio.to_thread(cli_main.main, argv) == 0       # the CLI runs its own event loop
-    out = capsys.readouterr().out
+    done = await asyncio.to_thread(run_cli, argv)                  # the CLI runs its own event loop: a process
+    assert done.returncode == 0, done.stderr
+    out = done.stdout
     assert "tenant opscheck: consistent" in out and "quick_check: ok" in out

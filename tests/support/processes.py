@@ -27,3 +27,20 @@ def stop(proc: subprocess.Popen) -> None:
     except subprocess.TimeoutExpired:
         proc.kill()
         proc.wait(5)
+
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def run_cli(argv: list[str], *, env: dict[str, str] | None = None, timeout_s: float = 300.0
+            ) -> subprocess.CompletedProcess:
+    """`nucleus ARGV` as a process of its own, its output captured. Tests run the CLI this way,
+    not in the pytest process: the CLI runs an asyncio loop of its own, and gRPC's asyncio side
+    serves every loop of a process from one completion queue — an event that arrives for a loop
+    already closed stops the queue's draining, and the suite's own gRPC calls then never finish."""
+    import os
+    import sys
+
+    environment = {**os.environ, "HF_HUB_OFFLINE": "1", "COLUMNS": "400", **(env or {})}
+    return subprocess.run([sys.executable, "-m", "cli.main", *argv], cwd=ROOT, capture_output=True, text=True,
+                          timeout=timeout_s, env=environment)
