@@ -41,6 +41,7 @@ from pathlib import Path
 from rich.markup import escape
 from rich.table import Table
 
+from cli.identity import identity_dir
 from cli.snapshots import (
     MANIFEST,
     _fsync_dir,
@@ -53,6 +54,9 @@ from cli.snapshots import (
     verify,
     write_snapshot,
 )
+from cli.sources_file import sources_file
+from cli.stack import console, credentials, data_dir, stack_state, target, tls_ca
+from services.knowledge_store.client import KnowledgeStoreClient
 from shared.errors import FailedPrecondition, InvalidArgument, NotFound, Unavailable
 
 DEFAULT_KEEP = 7
@@ -60,8 +64,6 @@ DEFAULT_KEEP = 7
 
 # ---------------------------------------------------------------------------- keys and files
 def key_file(args: argparse.Namespace) -> Path:
-    from cli.main import data_dir
-
     if getattr(args, "key", None):
         return Path(args.key).expanduser().resolve()
     configured = os.environ.get("NUCLEUS_BACKUP_KEY_FILE", "").strip()
@@ -71,8 +73,6 @@ def key_file(args: argparse.Namespace) -> Path:
 # ---------------------------------------------------------------------------- the stack state
 def stack_files(args: argparse.Namespace) -> list[tuple[str, Path | bytes, bool]]:
     """(name in the snapshot, file or bytes, secret) of the stack state that exists now."""
-    from cli.identity import identity_dir
-    from cli.sources import sources_file
 
     out: list[tuple[str, Path | bytes, bool]] = []
     sources = sources_file(args)
@@ -94,10 +94,6 @@ def stack_files(args: argparse.Namespace) -> list[tuple[str, Path | bytes, bool]
 
 
 def _restore_targets(args: argparse.Namespace) -> dict[str, Path]:
-    from cli.identity import identity_dir
-    from cli.main import data_dir
-    from cli.sources import sources_file
-
     sources = sources_file(args)
     auth = os.environ.get("NUCLEUS_RAG_AUTH_CONFIG", "").strip()
     return {"sources.json": sources, "registries.json": sources.with_name("registries.json"),
@@ -107,8 +103,6 @@ def _restore_targets(args: argparse.Namespace) -> dict[str, Path]:
 
 # ---------------------------------------------------------------------------- backup
 def backup_root(args: argparse.Namespace) -> Path:
-    from cli.main import data_dir
-
     if getattr(args, "to", None):
         return Path(args.to).expanduser().resolve()
     configured = os.environ.get("NUCLEUS_BACKUP_DIR", "").strip()
@@ -116,8 +110,6 @@ def backup_root(args: argparse.Namespace) -> Path:
 
 
 def cmd_backup(args: argparse.Namespace) -> int:
-    from cli.main import console, credentials, target, tls_ca
-
     root = backup_root(args)
     key = load_key(key_file(args), create=True)
     final, manifest = asyncio.run(take(args, root, key, target(args, "knowledge_store"),
@@ -135,8 +127,6 @@ def cmd_backup(args: argparse.Namespace) -> int:
 async def take(args: argparse.Namespace, root: Path, key: bytes, ks_target: str, interceptors=None,
                ca: Path | None = None) -> tuple[Path, dict]:
     """Make one snapshot under `root` (module docstring): (its directory, its manifest)."""
-    from services.knowledge_store.client import KnowledgeStoreClient
-
     root.mkdir(parents=True, exist_ok=True, mode=0o700)
     name = time.strftime("%Y%m%dT%H%M%SZ", time.gmtime())
     final = root / name
@@ -176,8 +166,6 @@ def _keep(args: argparse.Namespace) -> int:
 
 # ---------------------------------------------------------------------------- verify
 def cmd_verify(args: argparse.Namespace) -> int:
-    from cli.main import console
-
     directory = Path(args.snapshot).expanduser().resolve()
     manifest = verify(directory, load_key(key_file(args)))
     table = Table(title=f"snapshot {escape(str(directory))}: [green]verified[/green] (MAC, SHA-256, integrity_check)")
@@ -192,8 +180,6 @@ def cmd_verify(args: argparse.Namespace) -> int:
 
 
 def cmd_list(args: argparse.Namespace) -> int:
-    from cli.main import console
-
     root = backup_root(args)
     table = Table(title=f"snapshots in {escape(str(root))}")
     for col in ("snapshot", "tenants", "MB"):
@@ -212,8 +198,6 @@ def cmd_list(args: argparse.Namespace) -> int:
 
 # ---------------------------------------------------------------------------- restore
 def _stack_running(args: argparse.Namespace) -> dict | None:
-    from cli.main import stack_state
-
     try:
         return stack_state(args)
     except Unavailable:
@@ -221,8 +205,6 @@ def _stack_running(args: argparse.Namespace) -> dict | None:
 
 
 def cmd_restore(args: argparse.Namespace) -> int:
-    from cli.main import console, credentials, data_dir, target, tls_ca
-
     directory = Path(args.snapshot).expanduser().resolve()
     key = load_key(key_file(args))
     manifest = verify(directory, key)
@@ -257,7 +239,6 @@ def cmd_restore(args: argparse.Namespace) -> int:
 
 async def restore_online(ks_target: str, directory: Path, manifest: dict, tenants: list[str], interceptors=None,
                          ca: Path | None = None) -> dict[str, tuple[dict, float]]:
-    from services.knowledge_store.client import KnowledgeStoreClient
 
     client = KnowledgeStoreClient(ks_target, interceptors=interceptors, tls_ca_file=ca)
     out = {}

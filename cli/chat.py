@@ -21,20 +21,21 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from rich.markup import escape
+
+from cli.agent import AgentConfig, ChatAgent, McpToolbox, connect, load_persona
+from cli.agent.tools import Sources, format_result
+from cli.stack import console, stack_state
 from shared.errors import InvalidArgument
 
 
 def _endpoint(args: argparse.Namespace) -> tuple[str, str]:
-    from cli.main import stack_state
-
     url = args.url or stack_state(args)["services"]["rag_pipeline"]["mcp"]
     token = args.token or os.environ.get("NUCLEUS_API_KEY", "")
     return url, token
 
 
 async def _agent(client: Any, args: argparse.Namespace, on_token=None):
-    from cli.agent import AgentConfig, ChatAgent, McpToolbox, load_persona
-
     persona: dict[str, Any] = {}
     if args.persona:
         persona = await load_persona(client, args.persona)
@@ -46,8 +47,6 @@ async def _agent(client: Any, args: argparse.Namespace, on_token=None):
 
 
 def _print_answer_tail(console: Any, answer: Any, show_tools: bool = False) -> None:
-    from rich.markup import escape
-
     if show_tools:
         for c in answer.tool_calls:
             args = "(malformed arguments)" if c.arguments is None else json.dumps(c.arguments, ensure_ascii=False)
@@ -72,11 +71,6 @@ def cmd_chat(args: argparse.Namespace) -> int:
 
 
 async def _chat(args: argparse.Namespace) -> int:
-    from rich.markup import escape
-
-    from cli.agent import connect
-    from cli.main import console
-
     url, token = _endpoint(args)
 
     def token_out(text: str) -> None:
@@ -115,9 +109,6 @@ def cmd_ask(args: argparse.Namespace) -> int:
 
 
 async def _ask(args: argparse.Namespace) -> int:
-    from cli.agent import connect
-    from cli.main import console
-
     url, token = _endpoint(args)
     streamed = not args.json and sys.stdout.isatty()
 
@@ -144,10 +135,6 @@ def cmd_topics(args: argparse.Namespace) -> int:
 
 
 async def _topics(args: argparse.Namespace) -> int:
-    from cli.agent import connect
-    from cli.agent.tools import Sources, format_result
-    from cli.main import console
-
     tool = {"list": "rag_topics", "evolution": "rag_topic_evolution", "recent": "rag_recent_developments",
             "map": "rag_topic_map"}[args.view]
     arguments: dict[str, Any] = {"k": args.k}

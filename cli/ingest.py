@@ -18,6 +18,10 @@ from rich.progress import (BarColumn, DownloadColumn, Progress, TextColumn, Time
 from rich.table import Table
 
 from cli.folder_ingest import FAILED, INGESTED, REMOVED, UNCHANGED, FolderIngest, RunSummary, watch
+from cli.stack import console as stack_console
+from cli.stack import credentials, data_dir, target, tls_ca
+from services.knowledge_store.client import KnowledgeStoreClient
+from shared.documents import iter_files
 from shared.documents.manifest import Manifest, manifest_path
 from shared.errors import InvalidArgument
 
@@ -96,8 +100,6 @@ async def run(args: argparse.Namespace, store, state_dir: Path, console: Console
         await watch(make_run, root, on_pass=on_pass)
         return 0
 
-    from shared.documents import iter_files
-
     total = sum(p.stat().st_size for p in iter_files(root))
     with Progress(TextColumn("[bold]ingest[/bold] {task.description}"), BarColumn(), DownloadColumn(),
                   TransferSpeedColumn(), TimeElapsedColumn(), console=console) as bar:
@@ -113,3 +115,25 @@ async def run(args: argparse.Namespace, store, state_dir: Path, console: Console
         summary = await make_run(progress).run()
     print_summary(console, summary, args.tenant)
     return FAILED_EXIT if summary.failed else 0
+
+
+def cmd_ingest(args: argparse.Namespace) -> int:
+    """Ingest a file or folder, each file with its own outcome."""
+    return asyncio.run(_ingest(args, target(args, "knowledge_store"), credentials(args, "knowledge_store"),
+                               tls_ca(args)))
+
+
+async def _ingest(args: argparse.Namespace, ks_target: str, interceptors: list | None = None,
+                  ca: Path | None = None) -> int:
+    client = KnowledgeStoreClient(ks_target, interceptors=interceptors, tls_ca_file=ca)
+    try:
+        return await run(args, client, data_dir(args), stack_console)
+    finally:
+        await client.close()
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    ingest = sub.add_parser("ingest", help="ingest a file or folder (PDF, DOCX, PPTX, XLSX, HTML, Markdown, "
+                                           "text, JSONL), only new or changed files")
+    add_arguments(ingest)
+    ingest.set_defaults(func=cmd_ingest)

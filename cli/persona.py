@@ -18,7 +18,11 @@ import os
 import time
 from pathlib import Path
 
+from cli.stack import credentials, target, tls_ca
+from nucleus.v1 import common_pb2 as pb
+from nucleus.v1 import rag_pipeline_pb2_grpc as rag_grpc
 from shared.errors import InvalidArgument
+from shared.grpc_client import aio_channel, call
 
 
 def _list(text: str) -> list[str]:
@@ -26,10 +30,6 @@ def _list(text: str) -> list[str]:
 
 
 async def _call(args: argparse.Namespace, method: str, request):
-    from cli.main import credentials, target, tls_ca
-    from nucleus.v1 import rag_pipeline_pb2_grpc as rag_grpc
-    from shared.grpc_client import aio_channel, call
-
     key = os.environ.get("NUCLEUS_API_KEY", "")
     signing = None if key else credentials(args, "rag_pipeline")
     async with aio_channel(target(args, "rag_pipeline"), signing, tls_ca_file=tls_ca(args)) as channel:
@@ -47,8 +47,6 @@ def _show(p) -> dict:
 
 
 def cmd_persona(args: argparse.Namespace) -> int:
-    from nucleus.v1 import common_pb2 as pb
-
     if args.action == "put":
         if not args.persona_id:
             raise InvalidArgument("persona_id", "is required: nucleus persona put ID --tenant T ...")

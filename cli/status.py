@@ -20,11 +20,19 @@ import asyncio
 import os
 import time
 from collections.abc import Callable
+from pathlib import Path
 
 from rich.markup import escape
 from rich.table import Table
 
+from cli.sources_file import source_lines, sources_file
+from cli.stack import console, credentials, stack_state, target, tls_ca
+from cli.supervisor import GRPC_NAMES
+from services.knowledge_store.client import KnowledgeStoreClient
+from services.knowledge_store.disk import human_bytes
 from services.knowledge_store.models import StoreStatus, TenantCheck
+from shared.errors import NucleusError
+from shared.healthcheck import health_ok
 
 INCONSISTENT_EXIT = 8
 
@@ -97,7 +105,6 @@ OPEN_TENANTS_SHOWN = 10
 
 def store_lines(status: StoreStatus) -> list[str]:
     """The KnowledgeStore's storage condition, one line per fact (rich markup)."""
-    from services.knowledge_store.disk import human_bytes
 
     space = f"data directory {escape(status.data_dir)}, {human_bytes(status.free_bytes)} free"
     if status.read_only:
@@ -142,8 +149,6 @@ def check_table(check: TenantCheck) -> Table:
 
 # ---------------------------------------------------------------------------- nucleus check
 def cmd_check(args: argparse.Namespace) -> int:
-    from cli.main import console, credentials, target, tls_ca
-
     check = asyncio.run(_check(target(args, "knowledge_store"), args.tenant, not args.no_repair,
                                credentials(args, "knowledge_store"), tls_ca(args)))
     console.print(check_table(check))
@@ -153,8 +158,6 @@ def cmd_check(args: argparse.Namespace) -> int:
 
 
 async def _check(ks_target: str, tenant: str, repair: bool, interceptors: list | None, ca) -> TenantCheck:
-    from services.knowledge_store.client import KnowledgeStoreClient
-
     client = KnowledgeStoreClient(ks_target, interceptors=interceptors, tls_ca_file=ca)
     try:
         return await client.check_tenant(tenant, repair=repair)
@@ -163,13 +166,54 @@ async def _check(ks_target: str, tenant: str, repair: bool, interceptors: list |
 
 
 async def store_status(ks_target: str, interceptors: list | None, ca) -> StoreStatus:
-    from services.knowledge_store.client import KnowledgeStoreClient
-
     client = KnowledgeStoreClient(ks_target, interceptors=interceptors, tls_ca_file=ca)
     try:
         return await client.store_status()
     finally:
         await client.close()
+
+
+# ---------------------------------------------------------------------------- nucleus status
+def cmd_status(args: argparse.Namespace) -> int:
+    state = stack_state(args)
+    table, healthy = service_table(state, lambda name, addr: health_ok(
+        addr["grpc"], GRPC_NAMES[name], ca_file=state.get("tls_ca_file") or None))
+    console.print(table)
+    ks = state["services"].get("knowledge_store")
+    if ks and health_ok(ks["grpc"], GRPC_NAMES["knowledge_store"], ca_file=state.get("tls_ca_file") or None):
+        try:
+            status = asyncio.run(store_status(ks["grpc"], credentials(args, "knowledge_store"), tls_ca(args)))
+            console.print("\n".join(store_lines(status)))
+        except NucleusError as err:
+            console.print(f"[dim]storage status unavailable: {escape(str(err))}[/dim]")
+    console.print("\n".join(source_lines(sources_file(args))))
+    if args.tenant:
+        stats = asyncio.run(_stats(target(args, "knowledge_store"), args.tenant,
+                                   credentials(args, "knowledge_store"), tls_ca(args)))
+        t = Table(title=f"tenant {stats.tenant_id}: {stats.artifacts} artifacts, {stats.entries} entries, "
+                        f"index {stats.index_kind}")
+        for col in ("source", "type", "artifacts", "entries", "last indexed", "groups"):
+            t.add_column(col)
+        for s in stats.sources:
+            t.add_row(s.source_id, s.source_type, str(s.artifacts), str(s.entries),
+                      time.strftime("%Y-%m-%d %H:%M", time.gmtime(s.last_indexed_unix)),
+                      ",".join(s.visibility_groups))
+        console.print(t)
+    return 0 if healthy else 6
+
+
+async def _stats(ks_target: str, tenant: str, interceptors: list | None = None, ca: Path | None = None):
+    client = KnowledgeStoreClient(ks_target, interceptors=interceptors, tls_ca_file=ca)
+    try:
+        return await client.stats(tenant)
+    finally:
+        await client.close()
+
+
+def register_status(sub: argparse._SubParsersAction) -> None:
+    status = sub.add_parser("status", help="health, addresses and (with --tenant) tenant stats")
+    status.add_argument("--tenant", default="")
+    status.set_defaults(func=cmd_status)
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -180,4 +224,4 @@ def register(sub: argparse._SubParsersAction) -> None:
     check.set_defaults(func=cmd_check)
 
 
-__all__ = ["cmd_check", "register", "service_table", "store_lines", "store_status", "supervisor_alive"]
+__all__ = ["cmd_check", "cmd_status", "register", "register_status", "service_table", "store_lines", "store_status", "supervisor_alive"]

@@ -1,7 +1,8 @@
 """`nucleus demo` ends with commands that reach the stack it started, also on another --data-dir."""
 from __future__ import annotations
 
-from cli.main import build_parser, demo_hint
+from cli.demo import demo_hint
+from cli.main import build_parser
 
 
 def test_the_demo_hint_stops_the_stack_it_started():

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from cli.main import main
-from cli.sources import source_lines
+from cli.sources_file import source_lines
 from services.rag_pipeline.federation.sources import SourcesRegistry, load_sources, status_path
 from shared.audit import read_records
 

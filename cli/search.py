@@ -1,0 +1,116 @@
+"""`nucleus search "q" --tenant T`: RAGPipeline.SearchAndRank as one named principal, printed as
+a table of ranked results with the four scores (or the raw response with --json)."""
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import time
+
+import grpc
+from google.protobuf.json_format import MessageToDict
+from rich.markup import escape
+from rich.table import Table
+
+from cli.stack import console, credentials, target, tls_ca
+from nucleus.v1 import common_pb2 as pb
+from nucleus.v1 import rag_pipeline_pb2 as rag_pb
+from nucleus.v1 import rag_pipeline_pb2_grpc as rag_grpc
+from shared.errors import InvalidArgument
+from shared.grpc_client import aio_channel
+from shared.grpc_errors import from_grpc_error
+from shared.identity import ANSWERED_AS_METADATA, LOCAL_PRINCIPAL_METADATA
+from shared.settings import RagPipelineSettings
+
+
+def cmd_search(args: argparse.Namespace) -> int:
+    check_top_k(args.top_k)
+    return asyncio.run(_search(args))
+
+
+def check_top_k(top_k: int) -> None:
+    """`--top-k` as the service accepts it: 0 is not "the default" here (leave the flag out for
+    that), it is refused like 101 is."""
+    fields = RagPipelineSettings.model_fields
+    limit, default = fields["max_top_k_final"].default, fields["default_top_k_final"].default
+    if top_k < 1:
+        raise InvalidArgument("--top-k", f"must be between 1 and {limit} (leave it out for {default}), got {top_k}")
+
+
+async def _search(args: argparse.Namespace) -> int:
+    """SearchAndRank as one principal, named in the output: with authentication off, the local
+    principal — the tenant, user and groups RAGPipeline's MCP endpoint gives a local caller —
+    unless `--as-operator` (every document of any tenant); with it on, the user of
+    $NUCLEUS_API_KEY, else the operator (the CLI's own key)."""
+    request = rag_pb.SearchAndRankRequest(
+        tenant_id=args.tenant, persona_id=args.persona, user_query_text=args.query, top_k_final_rank=args.top_k,
+        expand_query_with_llm=args.expand,
+        ranking_prefs=pb.RankingPreferences(profile_name=args.profile, explain=True, rerank=args.rerank))
+    key = os.environ.get("NUCLEUS_API_KEY", "")   # search as that user when the pipeline requires auth,
+    signing = None if key else credentials(args, "rag_pipeline")   # else as the operator (public documents)
+    # Authentication off (nothing verifies a key, no operator key): as the local principal, unless
+    # --as-operator. With it on, RAGPipeline answers as the verified caller and ignores the ask.
+    as_local = signing is None and not args.as_operator
+    metadata = [("authorization", f"Bearer {key}")] if key else []
+    if as_local:
+        metadata.append(LOCAL_PRINCIPAL_METADATA)
+    async with aio_channel(target(args, "rag_pipeline"), signing, tls_ca_file=tls_ca(args)) as channel:
+        pending = rag_grpc.RagPipelineStub(channel).SearchAndRank(request, timeout=30.0,
+                                                                  metadata=tuple(metadata) or None)
+        try:
+            response = await pending
+            answered = dict(await pending.initial_metadata() or ()).get(ANSWERED_AS_METADATA, "")
+        except grpc.RpcError as err:
+            failure = from_grpc_error(err, service="RAGPipeline")
+            if as_local and not key and failure.kind == "permission_denied":
+                failure.message += (" (`nucleus search` acts as the stack's local principal, the tenant MCP "
+                                    "gives a local caller: NUCLEUS_LOCAL_TENANT when the stack started; "
+                                    "--as-operator searches any tenant as the operator)")
+            raise failure from None
+    answered = answered or ("the local principal" if as_local and not key else "the operator")
+    if args.json:
+        console.print_json(json.dumps({**MessageToDict(response), "answeredAs": answered}))
+        return 0
+    title = f"“{args.query}” — tenant {args.tenant}, profile {response.profile_name}@v{response.profile_version}"
+    if response.temporal_intent:
+        title += " [temporal intent: recency on]"
+    table = Table(title=title, show_lines=False)
+    for col, just in (("#", "right"), ("overall", "right"), ("relev.", "right"), ("recency", "right"),
+                      ("richness", "right"), ("reput.", "right"), ("title", "left"), ("source", "left"),
+                      ("modified", "left")):
+        table.add_column(col, justify=just)
+    for i, r in enumerate(response.results, 1):
+        s = r.individual_scores
+        a = r.associated_artifact
+        table.add_row(str(i), f"{r.overall_rank_score:.3f}", f"{s.relevancy:.3f}", f"{s.recency:.3f}",
+                      f"{s.richness:.3f}", f"{s.reputation:.3f}", a.title[:48], a.source_type,
+                      time.strftime("%Y-%m-%d", time.gmtime(a.modified_unix)) if a.modified_unix else "-")
+    console.print(table)
+    if response.results:
+        top = response.results[0]
+        console.print(f"[bold]top snippet[/bold] ({top.persona_knowledge_entry_id}): {top.snippet}")
+    if response.degraded:
+        console.print(f"[yellow]degraded:[/yellow] {'; '.join(response.degraded_reasons)}")
+    timings = ", ".join(f"{t.stage} {t.ms:.1f}ms" for t in response.timings)
+    console.print(f"[dim]{timings}[/dim]")
+    console.print(f"answered as {escape(answered)}" + (" — --as-operator: every document of the tenant"
+                                                       if answered.startswith("local principal") else ""))
+    return 0
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    search = sub.add_parser("search", help="SearchAndRank and print a table of ranked results")
+    search.add_argument("query")
+    search.add_argument("--tenant", required=True)
+    search.add_argument("--persona", default="")
+    search.add_argument("--top-k", type=int, default=10)
+    search.add_argument("--profile", default="")
+    search.add_argument("--expand", action="store_true")
+    search.add_argument("--rerank", action="store_true")
+    search.add_argument("--json", action="store_true", help="print the raw response as JSON")
+    search.add_argument("--as-operator", action="store_true",
+                        help="authentication off: search as the operator (every document of any tenant) "
+                             "instead of as the local principal that MCP callers get")
+    search.add_argument("--rag-pipeline-target", dest="rag_pipeline_target")
+    search.set_defaults(func=cmd_search)

@@ -1,0 +1,61 @@
+"""What every `nucleus` subcommand shares: the consoles, the data directory, the running stack's
+state (<data dir>/run/stack.json), and how to reach and sign calls to its services.
+
+    console / err_console   rich consoles for results and for errors
+    data_dir                --data-dir, else $NUCLEUS_DATA_DIR / .nucleus-data
+    stack_state             the stack.json `nucleus up` wrote (Unavailable when no stack runs)
+    credentials             the operator's signing interceptors for a service (auth on), else None
+    tls_ca                  the CA of a stack started with NUCLEUS_TLS=1, else None
+    target                  a service's gRPC address: --<service>-target, else stack.json
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+
+from rich.console import Console
+
+from cli.identity import identity_dir
+from shared.auth.service_auth import operator_interceptors
+from shared.errors import Unavailable
+from shared.settings import default_data_dir
+
+ROOT = Path(__file__).resolve().parent.parent
+DEMO_CORPUS = ROOT / "demo" / "corpus"
+console = Console(width=None if sys.stdout.isatty() else 132)
+err_console = Console(stderr=True)
+
+
+def data_dir(args: argparse.Namespace) -> Path:
+    return Path(args.data_dir).resolve() if args.data_dir else default_data_dir()
+
+
+def stack_state(args: argparse.Namespace) -> dict:
+    state_file = data_dir(args) / "run" / "stack.json"
+    if not state_file.exists():
+        raise Unavailable(f"no running stack found ({state_file} missing); start it with `nucleus up`")
+    return json.loads(state_file.read_text())
+
+
+def credentials(args: argparse.Namespace, callee: str) -> list | None:
+    """Sign calls to `callee` with the operator key when the stack requires authentication
+    (the key pair `nucleus up` made in <data dir>/identity, or $NUCLEUS_IDENTITY_DIR)."""
+    return operator_interceptors(identity_dir(args), callee)
+
+
+def tls_ca(args: argparse.Namespace) -> Path | None:
+    """The CA of a stack started with NUCLEUS_TLS=1 (recorded in stack.json), else None."""
+    try:
+        ca = stack_state(args).get("tls_ca_file", "")
+    except Unavailable:
+        return None
+    return Path(ca) if ca else None
+
+
+def target(args: argparse.Namespace, service: str) -> str:
+    explicit = getattr(args, f"{service}_target", None)
+    if explicit:
+        return explicit
+    return stack_state(args)["services"][service]["grpc"]
