@@ -39,9 +39,9 @@ bench: bootstrap
 	$(PY) -m cli.main bench --dataset ../shared/data/scifact --tenant scifact
 
 ## The long reliability scenario (kills during ingest, write/read races, a crash loop, disk full,
-## read-only data): minutes, not part of `make test`. See benchmarks/reliability.py.
+## read-only data): minutes, not part of `make test`. See lab/reliability.py.
 reliability: bootstrap
-	$(PY) -m benchmarks.reliability
+	$(PY) -m lab.reliability
 
 clean:
 	rm -rf .nucleus-data .bench-cache

@@ -91,7 +91,7 @@ class EmbeddingCache:
     """Corpus embeddings on disk: `<cache_dir>/<corpus fingerprint>_minilm.npy`, rows in corpus
     order, text = title + "\\n" + text, L2-normalised float32. For a dataset named `scifact` the
     same array is also written as `scifact_minilm.npy` (and the judged queries, sorted by id as
-    strings, as `scifact_minilm_queries.npy`), the names `benchmarks/ks_index.py` reads.
+    strings, as `scifact_minilm_queries.npy`), the names `lab/ks_index.py` reads.
 
     A cached array is used when its shape matches and its first rows re-encode to the same
     vectors (a cheap check against a stale file); otherwise the corpus is encoded again."""

@@ -15,6 +15,11 @@ from pathlib import Path
 
 from rich.console import Console
 
+from benchmarks.federate import run_federate
+from benchmarks.harness import run_bench
+from benchmarks.options import DEFAULT_CACHE, BenchOptions
+from benchmarks.scale import add_arguments as add_scale_arguments
+from benchmarks.scale import run_and_report
 from shared.errors import InvalidArgument
 from shared.settings import default_data_dir
 
@@ -34,8 +39,6 @@ def _ints(text: str) -> tuple[int, ...]:
 
 
 def register(subparsers) -> None:
-    from benchmarks.harness import DEFAULT_CACHE
-
     p = subparsers.add_parser(
         "bench", help="benchmark quality, latency, throughput and ingest on a BEIR dataset, against a baseline",
         description="Ingest a BEIR-format dataset into a tenant through the real services (skipping what is "
@@ -89,7 +92,6 @@ def register(subparsers) -> None:
                                  "above do not apply)")
     scale.add_argument("--scale", action="store_true",
                        help="run the scale benchmark: 10k/100k/1M-chunk tenants and 1,000 small tenants")
-    from benchmarks.scale import add_arguments as add_scale_arguments
     add_scale_arguments(scale, with_out=False)
     p.add_argument("--federate", type=int, default=0, metavar="N",
                    help="federated search instead: split the (first) dataset over the local store and N-1 remote "
@@ -104,11 +106,7 @@ def register(subparsers) -> None:
 
 
 def cmd_bench(args: argparse.Namespace) -> int:
-    from benchmarks.harness import BenchOptions, run_bench
-
     if args.federate:
-        from benchmarks.federate import run_federate
-
         return run_federate(argparse.Namespace(
             sources=args.federate, dataset=args.dataset[0], split=args.split, tenant=args.tenant[0],
             cache_dir=args.cache_dir, top_k_initial=args.top_k_initial, timeout=args.timeout,
@@ -116,7 +114,6 @@ def cmd_bench(args: argparse.Namespace) -> int:
             source_timeout=10.0, rescore_rounds=20, remote_hits=20))
 
     if args.scale:
-        from benchmarks.scale import run_and_report
         return run_and_report(args)
     if not args.dataset or not args.tenant:
         raise InvalidArgument("--dataset" if not args.dataset else "--tenant",

@@ -24,6 +24,7 @@ from benchmarks.calibration import expected_calibration_error, judged_pairs, rel
 from benchmarks.metrics import evaluate
 from benchmarks.queries import Method, QueryRecord, RagClient, run_sequential
 from benchmarks.splits import QuerySplit
+from benchmarks.tables import markdown_table
 
 NEEDLE_TARGET = 0.99
 BASELINE_NEEDLES = "baseline-needles"      # method name of the baseline's needle records
@@ -142,7 +143,6 @@ def _row(tenant: str, name: str, value: float, threshold: float, *, below: bool 
 
 def markdown(result: dict) -> list[str]:
     """The report sections of these checks."""
-    from benchmarks.report import _table    # report imports this module; the table is report's
     checks = result.get("ranking_checks") or {}
     lines: list[str] = []
     for tenant, r in (checks.get("tenants") or {}).items():
@@ -153,31 +153,31 @@ def markdown(result: dict) -> list[str]:
                       f"Split: {r.get('split_file') or 'none (all judged queries)'}. nDCG@10 / Recall@100 per part.", ""]
             rows = [[m] + [f"{split[m][p]['ndcg@10']:.3f} / {split[m][p]['recall@100']:.3f}" for p in parts]
                     for m in split]
-            lines += _table(["method"] + parts, rows)
+            lines += markdown_table(["method"] + parts, rows)
         n = r.get("needles")
         if n:
             base = r.get("baseline_needles") or {}
             rows = [[k, v["needles"], f"{v['hit@1']:.3f}", f"{v['hit@5']:.3f}",
                      f"{base[k]['hit@1']:.3f} / {base[k]['hit@5']:.3f}" if k in base else "–"] for k, v in n.items()]
             lines += [f"### Tenant `{tenant}`: needle set (default method)", ""]
-            lines += _table(["kind", "needles", "hit@1", "hit@5", "baseline hit@1 / hit@5"], rows)
+            lines += markdown_table(["kind", "needles", "hit@1", "hit@5", "baseline hit@1 / hit@5"], rows)
         cal = r.get("calibration")
         if cal:
             lines += [f"### Tenant `{tenant}`: calibration (default method, top-10 judged pairs)", ""]
             rows = [[p, s, c[s]["pairs"], c[s]["relevant"], f"{c[s]['ece']:.3f}"] for p, c in cal.items() for s in c]
-            lines += _table(["part", "score", "pairs", "relevant", "ECE"], rows)
+            lines += markdown_table(["part", "score", "pairs", "relevant", "ECE"], rows)
             part = "heldout" if "heldout" in cal else "all"
             rows = [[f"{t['lo']:.1f}–{t['hi']:.1f}", t["pairs"], f"{t['mean_score']:.3f}", f"{t['relevant']:.3f}"]
                     for t in cal[part]["probability"]["table"]]
             lines += [f"Reliability of the relevance probability ({part}):", ""]
-            lines += _table(["probability", "pairs", "mean probability", "share relevant"], rows)
+            lines += markdown_table(["probability", "pairs", "mean probability", "share relevant"], rows)
     cost = checks.get("completion_cost")
     if cost:
         lines += ["### Score completion: latency cost (same run, agent-sized)", "", cost["description"], ""]
         rows = [[k, f"{v['p50']:.3f}", f"{v['p95']:.3f}"] for k, v in cost["ms"].items()]
-        lines += _table(["ms", "p50", "p95"], rows)
+        lines += markdown_table(["ms", "p50", "p95"], rows)
     rows = [[t["tenant"], t["target"], f"{t['value']:.3f}", f"{t['comparison']} {t['threshold']:g}",
              "met" if t["met"] else "**missed**"] for t in checks.get("targets", [])]
     if rows:
-        lines += ["### Quality targets", ""] + _table(["tenant", "target", "value", "threshold", ""], rows)
+        lines += ["### Quality targets", ""] + markdown_table(["tenant", "target", "value", "threshold", ""], rows)
     return (["## Ranking checks", ""] + lines) if lines else []

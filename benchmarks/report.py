@@ -18,6 +18,7 @@ from rich.console import Console
 from rich.table import Table
 
 from benchmarks import ranking_checks
+from benchmarks.tables import markdown_table
 
 METRIC_LABELS = {"ndcg@10": "nDCG@10", "recall@100": "Recall@100", "mrr@10": "MRR@10"}
 MAX_TENANT_PLOTS = 8
@@ -69,12 +70,6 @@ def _load(host: dict) -> str:
     return f"{load.get('start', '?')} at start, {load.get('end', '?')} at end"
 
 
-def _table(header: Sequence[str], rows: Sequence[Sequence[str]]) -> list[str]:
-    lines = ["| " + " | ".join(header) + " |", "|" + "|".join("---" for _ in header) + "|"]
-    lines += ["| " + " | ".join(str(c) for c in row) + " |" for row in rows]
-    return lines + [""]
-
-
 def markdown(result: dict, images: dict[str, str]) -> str:
     run = result["run"]
     opts = run["options"]
@@ -106,7 +101,7 @@ def markdown(result: dict, images: dict[str, str]) -> str:
             bq = base["quality"]
             rows.append(["**baseline** (in-process)", _f(bq["ndcg@10"]), _f(bq["recall@100"]), _f(bq["mrr@10"]),
                          "1.00", base["queries"], 0, 0, _ms(base["latency"]["total"]["p50"])])
-        lines += _table(["method", "nDCG@10", "Recall@100", "MRR@10", "nDCG ratio", "queries", "errors",
+        lines += markdown_table(["method", "nDCG@10", "Recall@100", "MRR@10", "nDCG ratio", "queries", "errors",
                          "degraded", "p50 ms"], rows)
     lines += ["Methods:", ""] + [f"- `{m['name']}`: {m['description']}" for m in result["methods"]] + [""]
     if baseline:
@@ -123,13 +118,13 @@ def markdown(result: dict, images: dict[str, str]) -> str:
     if baseline:
         for s, v in baseline["latency_all"].items():
             rows.append([f"baseline {s}", v["count"], _ms(v["p50"]), _ms(v["p95"]), _ms(v["p99"]), _ms(v["mean"])])
-    lines += _table(["stage", "n", "p50 ms", "p95 ms", "p99 ms", "mean ms"], rows)
+    lines += markdown_table(["stage", "n", "p50 ms", "p95 ms", "p99 ms", "mean ms"], rows)
     lr = (result.get("ratios") or {}).get("latency")
     if lr:
         lines += [f"Latency ratio ours (end to end) / baseline (in-process total): p50 {_f(lr['p50'], 2)}×, "
                   f"p95 {_f(lr['p95'], 2)}×, p99 {_f(lr['p99'], 2)}×.", ""]
     rows = [[m, v["count"], _ms(v["p50"]), _ms(v["p95"]), _ms(v["p99"])] for m, v in lat["by_method"].items()]
-    lines += ["End to end per method:", ""] + _table(["method", "n", "p50 ms", "p95 ms", "p99 ms"], rows)
+    lines += ["End to end per method:", ""] + markdown_table(["method", "n", "p50 ms", "p95 ms", "p99 ms"], rows)
 
     lines += ["## Throughput", "",
               "Concurrent clients (one gRPC channel each), each sending a fixed number of queries back to back "
@@ -137,7 +132,7 @@ def markdown(result: dict, images: dict[str, str]) -> str:
     rows = [[t["clients"], t["clients"] * t["queries_per_client"], t["completed"], t["errors"],
              ", ".join(f"{k} {v}" for k, v in t["error_kinds"].items()) or "–", _f(t["wall_s"], 1), _f(t["qps"], 1),
              _ms(t["latency"]["p50"]), _ms(t["latency"]["p95"]), _ms(t["latency"]["p99"])] for t in result["throughput"]]
-    lines += _table(["clients", "sent", "ok", "errors", "error kinds", "wall s", "queries/s", "p50 ms", "p95 ms",
+    lines += markdown_table(["clients", "sent", "ok", "errors", "error kinds", "wall s", "queries/s", "p50 ms", "p95 ms",
                      "p99 ms"], rows)
 
     lines += ["## Ingest", "", "Through KnowledgeStore.IngestDocuments (chunk, embed via LlmOrchestration, commit). "
@@ -147,7 +142,7 @@ def markdown(result: dict, images: dict[str, str]) -> str:
              _f(i["docs_per_s"], 1) + ("" if i["measured_now"] else " (earlier run)"), i["entries"],
              _f(i["embed_seconds"], 1), _f(i["commit_seconds"], 1), i["tenant_artifacts"], i["tenant_entries"]]
             for i in result["ingest"]]
-    lines += _table(["tenant", "documents", "ingested now", "skipped", "seconds", "docs/s", "entries",
+    lines += markdown_table(["tenant", "documents", "ingested now", "skipped", "seconds", "docs/s", "entries",
                      "embed s", "commit s", "artifacts", "entries stored"], rows)
     warnings = [f"- `{i['tenant']}`: {w}" for i in result["ingest"] for w in i["warnings"]]
     if warnings:

@@ -12,17 +12,17 @@ from typing import TYPE_CHECKING
 
 from benchmarks.beir import BeirDataset
 from benchmarks.metrics import evaluate, latency_summary
+from benchmarks.options import BenchOptions, TenantRun
 from benchmarks.stack import Stack
 
 if TYPE_CHECKING:
-    from benchmarks.harness import BenchOptions, _TenantRun
     from benchmarks.queries import Method
 
 ROOT = Path(__file__).resolve().parent.parent
 
 
 def assemble(options: BenchOptions, started: float, revision: str, datasets: list[BeirDataset], stack: Stack,
-              runs: list[_TenantRun], methods: list[Method], service: dict, baseline: dict | None) -> dict:
+              runs: list[TenantRun], methods: list[Method], service: dict, baseline: dict | None) -> dict:
     quality: dict[str, dict] = {}
     for run in runs:
         qrels = run.plan.qrels()

@@ -17,7 +17,7 @@ model, which would take ~7 hours for 1M texts here), then opened by the real Kno
              the title is the first document's. Analysed terms come from the store's analyser
              (analysis.py), per sentence, cached.
     vectors  the first 5,183 chunks of a tenant carry the real all-MiniLM-L6-v2 vectors of the
-             SciFact documents (`.bench-cache/scifact_minilm.npy`, written by benchmarks.ks_index
+             SciFact documents (`.bench-cache/scifact_minilm.npy`, written by lab.ks_index
              --build-cache / the baseline); every other chunk: normalise(v[a] + BLEND · v[b] + e),
              a and b random SciFact documents (a = the document its sentences come from),
              BLEND = 0.35: clustered around the real vectors like chunks of related documents,
@@ -55,191 +55,35 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
-import math
 import os
-import re
 import shutil
 import subprocess
 import sys
 import time
 from pathlib import Path
-
 from typing import TYPE_CHECKING
 
 import numpy as np
 
 from benchmarks.metrics import percentile as pct, rss_mb
+from benchmarks.scale_data import (SCALE_CACHE, SEED, SPAN_COMPONENTS, TOP_K, VECTOR_GENERATORS, Corpus, NoEmbedder,
+                                   SpanBasis, describe_generator, settings, synthetic_vectors, write_tenant)
+from benchmarks.scale_report import plots, table
 
 if TYPE_CHECKING:           # the heavy imports wait for a run (`nucleus bench` registers the options)
     from services.knowledge_store.embedded.core import KnowledgeStore
 
-DATA = Path(os.environ.get("NUCLEUS_SCIFACT_DIR", "../shared/data/scifact"))
-CACHE = Path(".bench-cache")
-SCALE_CACHE = CACHE / "scale"
-CORPUS_VECTORS = CACHE / "scifact_minilm.npy"
-QUERY_VECTORS = CACHE / "scifact_minilm_queries.npy"
-DIM = 384
-CHUNKS_PER_ARTIFACT = 10
-BLEND = 0.35
-NOISE = 0.03
-SEED = 15
-TOP_K = 50          # candidates per leg, as the pipeline asks (agent-sized default)
-SPAN_COMPONENTS = 384      # principal directions of the real vectors the span perturbation uses
-VECTOR_GENERATORS = ("span", "isotropic")
-
-
-def describe_generator(vectors: str, components: int = SPAN_COMPONENTS) -> str:
-    """The generator and its parameters, as every run prints them."""
-    if vectors == "span":
-        noise = (f"e = Σ_j z_j·c·σ_j·u_j over the top {components} principal directions u_j (std σ_j) of the "
-                 f"real vectors, z_j ~ N(0,1), E|e|² = {NOISE}²·{DIM}")
-    else:
-        noise = f"e ~ N(0, {NOISE}²·I) (isotropic, all {DIM} dimensions)"
-    return (f"chunks of 2 consecutive + 2 random SciFact sentences; vectors ({vectors}): the 5,183 real "
-            f"MiniLM document vectors, then normalise(v[a] + {BLEND}·v[b] + e), {noise}; "
-            f"{CHUNKS_PER_ARTIFACT} chunks per artifact; seed {SEED}")
-
-
-# -- data ------------------------------------------------------------------------------------
 
 def _imports() -> None:
     """The store's modules, imported on first use (module names below are these globals)."""
-    global storage, vector_index, analyse, KnowledgeStore, IndexConfig, exact_top_k, ArtifactMeta
-    global SearchFilters, KnowledgeStoreSettings, F
-    from services.knowledge_store.embedded import storage, vector_index
-    from shared.analysis import analyse
+    global vector_index, analyse, KnowledgeStore, exact_top_k, SearchFilters, KnowledgeStoreSettings, F
+    from services.knowledge_store.embedded import vector_index
     from services.knowledge_store.embedded.core import KnowledgeStore
-    from services.knowledge_store.embedded.vector_index import IndexConfig, exact_top_k
-    from shared.records import ArtifactMeta, SearchFilters
+    from services.knowledge_store.embedded.vector_index import exact_top_k
+    from shared.analysis import analyse
+    from shared.records import SearchFilters
     from shared.settings import KnowledgeStoreSettings
     F = SearchFilters()
-
-
-class Corpus:
-    """SciFact split into sentences, each analysed once; the real vectors and queries."""
-
-    def __init__(self) -> None:
-        _imports()
-        if not CORPUS_VECTORS.exists() or not QUERY_VECTORS.exists():
-            raise SystemExit(f"{CORPUS_VECTORS} / {QUERY_VECTORS} missing: run "
-                             "`.venv/bin/python -m benchmarks.ks_index --build-cache` first")
-        docs = [json.loads(line) for line in (DATA / "corpus.jsonl").open(encoding="utf-8") if line.strip()]
-        self.titles = [d["title"] for d in docs]
-        self.title_terms = [" ".join(analyse(t)) for t in self.titles]
-        self.sentences: list[list[str]] = []
-        self.sentence_terms: list[list[str]] = []
-        for d in docs:
-            parts = [s for s in re.split(r"(?<=[.!?])\s+", d["text"].strip()) if s] or [d["title"]]
-            self.sentences.append(parts)
-            self.sentence_terms.append([" ".join(analyse(s)) for s in parts])
-        self.vectors = np.load(CORPUS_VECTORS).astype(np.float32)
-        if len(self.vectors) != len(docs):
-            raise SystemExit(f"{CORPUS_VECTORS} holds {len(self.vectors)} vectors for {len(docs)} documents")
-        self.query_vectors = np.load(QUERY_VECTORS).astype(np.float32)
-        queries = {q["_id"]: q["text"] for q in map(json.loads, (DATA / "queries.jsonl").open(encoding="utf-8"))}
-        qids = sorted({line.split("\t")[0] for line in (DATA / "qrels" / "test.tsv").read_text().splitlines()[1:]})
-        self.query_texts = [queries[q] for q in qids]
-
-    def chunk(self, rng: np.random.Generator, a: int) -> tuple[str, str, str]:
-        """(text, analysed title, analysed body) of one synthetic chunk from document `a`."""
-        sents, terms = self.sentences[a], self.sentence_terms[a]
-        i = int(rng.integers(0, max(1, len(sents) - 1)))
-        picks = [(a, i), (a, min(i + 1, len(sents) - 1))]
-        for _ in range(2):
-            b = int(rng.integers(0, len(self.sentences)))
-            picks.append((b, int(rng.integers(0, len(self.sentences[b])))))
-        text = " ".join(self.sentences[d][j] for d, j in picks)
-        body = " ".join(self.sentence_terms[d][j] for d, j in picks)
-        return text, self.title_terms[a], body
-
-
-class SpanBasis:
-    """The top `components` principal directions of `real` (rows = unit vectors) and the scale
-    of each, so that `noise` draws perturbations with the real vectors' spectrum (per-direction
-    variance ∝ σ_j²) and expected energy E|e|² = `energy`."""
-
-    def __init__(self, real: np.ndarray, components: int = SPAN_COMPONENTS,
-                 energy: float = NOISE ** 2 * DIM) -> None:
-        real = np.asarray(real, np.float64)
-        if not 1 <= components <= min(real.shape):
-            raise ValueError(f"components must be between 1 and {min(real.shape)}, got {components}")
-        _, s, vt = np.linalg.svd(real - real.mean(axis=0), full_matrices=False)
-        sigma = s[:components] / math.sqrt(max(len(real) - 1, 1))
-        self.directions = vt[:components].astype(np.float32)            # (k, d), orthonormal rows
-        self.sigma = sigma                                              # real std along each
-        self.scales = (sigma * math.sqrt(energy / float((sigma ** 2).sum()))).astype(np.float32)
-
-    def noise(self, rng: np.random.Generator, n: int) -> np.ndarray:
-        z = rng.standard_normal((n, len(self.scales))).astype(np.float32)
-        return (z * self.scales) @ self.directions
-
-
-def synthetic_vectors(corpus: Corpus, rng: np.random.Generator, docs: np.ndarray, start: int,
-                      basis: SpanBasis | None = None) -> np.ndarray:
-    """Vectors of chunks `start..` from documents `docs` (module docstring): the span generator
-    with `basis`, else the isotropic one."""
-    n_real = len(corpus.vectors)
-    out = np.empty((len(docs), DIM), np.float32)
-    for row, (pos, a) in enumerate(zip(range(start, start + len(docs)), docs)):
-        if pos < n_real:
-            out[row] = corpus.vectors[pos]
-            continue
-        b = int(rng.integers(0, n_real))
-        noise = basis.noise(rng, 1)[0] if basis is not None else rng.normal(0, NOISE, DIM).astype(np.float32)
-        out[row] = corpus.vectors[a] + BLEND * corpus.vectors[b] + noise
-    out /= np.linalg.norm(out, axis=1, keepdims=True)
-    return out
-
-
-def write_tenant(data_dir: Path, tenant: str, chunks: int, corpus: Corpus, *, seed: int,
-                 index_kind: str = "auto", basis: SpanBasis | None = None) -> dict:
-    """Write `chunks` synthetic chunks into the tenant's SQLite (storage layer, bulk
-    transactions). Returns the write figures."""
-    rng = np.random.default_rng(seed)
-    directory = data_dir / "tenants" / storage.db.tenant_dir_name(tenant)
-    db = storage.db.TenantDB(directory, tenant, DIM, IndexConfig(kind=index_kind, hnsw_ef_search=128).to_json())
-    started = time.perf_counter()
-    n_real = len(corpus.vectors)
-    written = 0
-    try:
-        per_tx = 2_000
-        artifacts = math.ceil(chunks / CHUNKS_PER_ARTIFACT)
-        for first in range(0, artifacts, per_tx):
-            with db.write("bulk load") as conn:
-                for art in range(first, min(first + per_tx, artifacts)):
-                    n = min(CHUNKS_PER_ARTIFACT, chunks - written)
-                    a = written % n_real if written < n_real else int(rng.integers(0, n_real))
-                    docs = np.asarray([(written + j) % n_real if written + j < n_real else a for j in range(n)])
-                    rows, ts = [], 1_500_000_000 + int(rng.integers(0, 200_000_000))
-                    for j, d in enumerate(docs):
-                        text, title_terms, body_terms = corpus.chunk(rng, int(d))
-                        rows.append(storage.entries.EntryRow(
-                            chunk_index=j, text=text, headline=corpus.titles[int(d)], content_summary="",
-                            timestamp_unix=ts, richness=0.5, fts_title=title_terms, fts_body=body_terms))
-                    meta = ArtifactMeta(artifact_id=f"a{art}", title=corpus.titles[int(docs[0])],
-                                        source_type="synthetic", source_id="scale", tags=(f"t{art % 10}",),
-                                        created_unix=ts, modified_unix=ts)
-                    storage.entries.replace_artifact(conn, meta, "", ts, rows,
-                                                     synthetic_vectors(corpus, rng, docs, written, basis))
-                    written += n
-                conn.execute("COMMIT")
-    finally:
-        db.close()
-    seconds = time.perf_counter() - started
-    return {"chunks": written, "write_s": round(seconds, 1), "rows_per_s": round(written / seconds)}
-
-
-# -- measurement helpers ---------------------------------------------------------------------
-
-def settings(data_dir: Path, **overrides):
-    return KnowledgeStoreSettings(data_dir=data_dir, **overrides)
-
-
-class NoEmbedder:
-    """The stores here are only searched (vectors come with the queries)."""
-
-    async def embed(self, texts: list[str]) -> np.ndarray:
-        raise RuntimeError("the scale benchmark does not embed")
 
 
 async def legs(call_vector, call_keyword, corpus: Corpus, n_queries: int) -> dict:
@@ -545,96 +389,6 @@ async def small_tenants(count: int, size: int, corpus: Corpus, args) -> dict:
     return out
 
 
-# -- output ----------------------------------------------------------------------------------
-
-def table(result: dict) -> str:
-    lines = ["| chunks | vectors | index (M, efC, efS) | recall@10 | FAISS p50 | vector leg p50 / p99 (in-proc) | BM25 p50 | "
-             "keyword leg p50 / p99 (in-proc) | gRPC vector p50 / p99 | gRPC keyword p50 / p99 | start→SERVING | "
-             "first query | KS RSS | write rows/s | index build |",
-             "|" + "---|" * 15]
-    for r in result["big"]:
-        g = r.get("grpc", {})
-        i, p = r["index"], r["inprocess"]
-        lines.append(
-            f"| {r['chunks']:,} | {r.get('vectors', 'isotropic')} | {r['index_kind']}"
-            + (f" ({r['hnsw_m']}, {r['hnsw_ef_construction']}, {r['hnsw_ef_search']})" if r["index_kind"] == "hnsw"
-               else "")
-            + f" | {i['recall_at_10']:.3f} | {i['faiss_p50_ms']} ms | "
-            f"{p['vector_p50_ms']} / {p['vector_p99_ms']} ms | {i['bm25_p50_ms']} ms | "
-            f"{p['keyword_p50_ms']} / {p['keyword_p99_ms']} ms | "
-            f"{g.get('vector_p50_ms', '–')} / {g.get('vector_p99_ms', '–')} ms | "
-            f"{g.get('keyword_p50_ms', '–')} / {g.get('keyword_p99_ms', '–')} ms | "
-            f"{g.get('start_to_serving_s', '–')} s | {g.get('first_query_s', '–')} s | {g.get('rss_mb', '–')} MB | "
-            f"{r['write']['rows_per_s']:,} | {r['write'].get('index_build_s', '–')} s |")
-    return "\n".join(lines)
-
-
-def plots(result: dict, out: Path) -> list[str]:
-    import matplotlib
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    written = []
-    big = result["big"]
-    if big:
-        sizes = [r["chunks"] for r in big]
-        fig, ax = plt.subplots(1, 2, figsize=(10, 4))
-        for key, label in (("vector_p50_ms", "vector leg p50"), ("keyword_p50_ms", "keyword leg p50")):
-            ax[0].plot(sizes, [r["inprocess"][key] for r in big], marker="o", label=label + " (in-process)")
-            if all("grpc" in r for r in big):
-                ax[0].plot(sizes, [r["grpc"][key] for r in big], marker="s", linestyle="--", label=label + " (gRPC)")
-        ax[0].set_xscale("log")
-        ax[0].set_xlabel("chunks in the tenant")
-        ax[0].set_ylabel("ms")
-        ax[0].legend(fontsize=8)
-        ax[0].set_title("leg latency, top 50")
-        ax[1].plot(sizes, [r.get("grpc", {}).get("rss_mb", r["inprocess_rss_delta_mb"]) for r in big], marker="o",
-                   label="KnowledgeStore resident MB")
-        ax[1].plot(sizes, [r["estimated_mb"] for r in big], marker="s", label="estimated (budget accounting)")
-        ax[1].set_xscale("log")
-        ax[1].set_xlabel("chunks in the tenant")
-        ax[1].legend(fontsize=8)
-        ax[1].set_title("memory")
-        fig.tight_layout()
-        path = out / "scale_big_tenants.png"
-        fig.savefig(path, dpi=110)
-        written.append(str(path))
-    swept = [r for r in big if r.get("ef_sweep")]
-    if swept:
-        fig, ax = plt.subplots(1, 2, figsize=(10, 4))
-        for r in swept:
-            efs = [e["ef_search"] for e in r["ef_sweep"]]
-            ax[0].plot(efs, [e["recall_at_10"] for e in r["ef_sweep"]], marker="o", label=f"{r['chunks']:,} chunks")
-            ax[1].plot(efs, [e["faiss_p50_ms"] for e in r["ef_sweep"]], marker="o", label=f"{r['chunks']:,} chunks")
-        ax[0].axhline(0.95, color="grey", linestyle=":", linewidth=1)
-        for a, label in ((ax[0], "recall@10 vs exact"), (ax[1], "HNSW search p50, ms")):
-            a.set_xscale("log", base=2)
-            a.set_xlabel("efSearch")
-            a.set_title(label)
-            a.legend(fontsize=8)
-        fig.suptitle(f"HNSW M {swept[0]['hnsw_m']}, efConstruction {swept[0]['hnsw_ef_construction']}, "
-                     f"{swept[0]['vectors']} vectors", fontsize=9)
-        fig.tight_layout()
-        path = out / f"scale_hnsw_recall_{swept[0]['vectors']}.png"
-        fig.savefig(path, dpi=110)
-        written.append(str(path))
-    small = result.get("small")
-    if small and small["runs"]:
-        fig, ax = plt.subplots(figsize=(6, 4))
-        for run in small["runs"]:
-            xs, ys = zip(*run["rss_curve"])
-            ax.plot(xs, ys, marker=".", label=f"budget {run['budget_mb']} MB")
-        ax.set_xlabel("tenants opened")
-        ax.set_ylabel("KnowledgeStore resident MB")
-        ax.set_title(f"{small['tenants']:,} tenants × {small['chunks_each']:,} chunks")
-        ax.legend(fontsize=8)
-        fig.tight_layout()
-        path = out / "scale_small_tenants.png"
-        fig.savefig(path, dpi=110)
-        written.append(str(path))
-    return written
-
-
 def add_arguments(p, *, with_out: bool = True) -> None:
     """The options (also on `nucleus bench --scale`, whose own --out is reused)."""
     p.add_argument("--sizes", type=lambda s: [int(x) for x in s.split(",") if x], default=[10_000, 100_000, 1_000_000],
@@ -669,6 +423,7 @@ def add_arguments(p, *, with_out: bool = True) -> None:
 
 
 async def run(args: argparse.Namespace) -> dict:
+    _imports()
     corpus = Corpus()
     result: dict = {"generator": describe_generator(args.vectors, args.span_components),
                     "hnsw": hnsw_settings(args), "machine": f"{os.cpu_count()} cores", "big": []}

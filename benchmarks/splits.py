@@ -7,7 +7,7 @@
 A split is made once (`make_split`: judged query ids ordered by sha256("<dataset>:<qid>"), the
 first half tuning, the rest held out — no look at the queries' text or judgements) and then
 only read: `nucleus bench` reports quality on each half and the whole whenever a split file
-for the dataset exists, and the fusion lab (`benchmarks/fusion_lab.py`) tunes on `tune` only.
+for the dataset exists, and the fusion lab (`lab/fusion_lab.py`) tunes on `tune` only.
 
     .venv/bin/python -m benchmarks.splits --dataset ../shared/data/scifact   # writes the file if missing
 """

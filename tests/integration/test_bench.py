@@ -10,7 +10,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from benchmarks.harness import BenchOptions
+from benchmarks.options import BenchOptions
 from tests.support.processes import ROOT
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]

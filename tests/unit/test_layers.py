@@ -9,7 +9,7 @@ import sys
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
-PACKAGES = ("nucleus", "shared", "ranking", "services", "cli", "benchmarks")
+PACKAGES = ("nucleus", "shared", "ranking", "services", "cli", "benchmarks", "lab")
 LINT = Path(sys.executable).with_name("lint-imports")
 
 

@@ -1,4 +1,4 @@
-"""The scale benchmark's vector generators (benchmarks/scale.py): the span perturbation follows
+"""The scale benchmark's vector generators (benchmarks/scale_data.py): the span perturbation follows
 the spectrum of the real vectors it is fitted on (principal directions, per-direction variance,
 energy) and is deterministic for a seed; the isotropic one spreads the same energy over every
 dimension. Small stand-in "real" vectors with a known decaying spectrum, no cached data."""
@@ -9,7 +9,7 @@ from types import SimpleNamespace
 import numpy as np
 import pytest
 
-from benchmarks.scale import DIM, NOISE, SpanBasis, synthetic_vectors
+from benchmarks.scale_data import DIM, NOISE, SpanBasis, synthetic_vectors
 
 
 def real_like(n: int = 3_000, rank: int = 48, seed: int = 0) -> np.ndarray:

@@ -1,7 +1,7 @@
 """Single-query latency of the ONNX encoder in-process: thread spinning and the pause between
 queries.
 
-    .venv/bin/python -m benchmarks.onnx_session [--dataset ../shared/data/scifact]
+    .venv/bin/python -m lab.onnx_session [--dataset ../shared/data/scifact]
         [--queries 200] [--gaps-ms 2 10] [--threads 2] [--json]
 
 Exports all-MiniLM-L6-v2 into a temporary folder as LlmOrchestration does
@@ -69,7 +69,7 @@ def run(args: argparse.Namespace) -> dict:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(prog="python -m benchmarks.onnx_session", description=__doc__.split("\n\n")[0])
+    parser = argparse.ArgumentParser(prog="python -m lab.onnx_session", description=__doc__.split("\n\n")[0])
     parser.add_argument("--dataset", type=Path, default=Path("../shared/data/scifact"),
                         help="BEIR dataset folder (its queries.jsonl)")
     parser.add_argument("--queries", type=int, default=200)

@@ -1,7 +1,7 @@
 """Embedding throughput and latency: in-process sentence-transformers vs. our core vs. the
 LlmOrchestration service over gRPC (a real process on 127.0.0.1).
 
-    .venv/bin/python -m benchmarks.embeddings [--texts 1024] [--batch-sizes 64,128]
+    .venv/bin/python -m lab.embeddings [--texts 1024] [--batch-sizes 64,128]
                                               [--queries 200] [--callers 16] [--total 256]
                                               [--runtime onnx|torch]
 

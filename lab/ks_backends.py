@@ -2,12 +2,12 @@
 the embedded store (SQLite + FAISS + BM25) and the qdrant store, compared by nDCG@10 of each
 leg (dense, BM25) and of their reciprocal-rank fusion, plus ingest time and search latency.
 
-    .venv/bin/python -m benchmarks.ks_backends                                  # qdrant local mode
-    .venv/bin/python -m benchmarks.ks_backends --qdrant-path :memory:          # local mode, no persistence
-    .venv/bin/python -m benchmarks.ks_backends --qdrant-url http://qdrant:6333  # a Qdrant server
+    .venv/bin/python -m lab.ks_backends                                  # qdrant local mode
+    .venv/bin/python -m lab.ks_backends --qdrant-path :memory:          # local mode, no persistence
+    .venv/bin/python -m lab.ks_backends --qdrant-url http://qdrant:6333  # a Qdrant server
 
 Vectors: `.bench-cache/scifact_minilm.npy` / `scifact_minilm_queries.npy` (all-MiniLM-L6-v2 of
-title + text and of the 300 test queries; `python -m benchmarks.ks_index --build-cache` writes
+title + text and of the 300 test queries; `python -m lab.ks_index --build-cache` writes
 them), so nothing is re-encoded: every chunk of a document gets its document's vector, on both
 backends alike. Qdrant's local mode (qdrant-client, pure Python) is a correctness engine: its
 latency says nothing about a Qdrant server's.
@@ -23,7 +23,7 @@ from pathlib import Path
 
 import numpy as np
 
-from benchmarks.bm25_scifact import load_jsonl, load_qrels
+from lab.bm25_scifact import load_jsonl, load_qrels
 from benchmarks.metrics import ndcg_at_k
 from services.knowledge_store.backend import open_store
 from shared.records import ArtifactMeta, DocumentIn, SearchFilters

@@ -1,7 +1,7 @@
 """Throughput of ingesting a folder of office files: conversion alone (pages/s, MB/s) and the
 whole folder ingest (convert, chunk, embed with the local model, commit), split by stage.
 
-    .venv/bin/python -m benchmarks.ingest_files [--pdfs 200] [--docx 200] [--pages 4] [--words 250]
+    .venv/bin/python -m lab.ingest_files [--pdfs 200] [--docx 200] [--pages 4] [--words 250]
                                                 [--no-embed]
 
 Generates the files in a temporary folder: PDFs of `--pages` text pages (written directly, one

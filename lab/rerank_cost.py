@@ -1,6 +1,6 @@
 """What model re-ranking costs per query: a MiniLM-L6-sized cross-encoder at 20 and 50 candidates.
 
-    .venv/bin/python -m benchmarks.rerank_cost [--rounds 15] [--max-length 320]
+    .venv/bin/python -m lab.rerank_cost [--rounds 15] [--max-length 320]
 
 No cross-encoder weights can be installed here, so the model is built the size of
 cross-encoder/ms-marco-MiniLM-L-6-v2 (BERT: 6 layers, hidden 384, 12 heads, FFN 1536,

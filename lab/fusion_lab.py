@@ -1,6 +1,6 @@
 """Offline study of fusion and calibration on a benchmark tenant's real candidates.
 
-    .venv/bin/python -m benchmarks.fusion_lab --dataset ../shared/data/scifact --tenant scifact
+    .venv/bin/python -m lab.fusion_lab --dataset ../shared/data/scifact --tenant scifact
 
 Opens the KnowledgeStore data that `nucleus bench` ingested (`.bench-cache/stack-data`, with no
 stack running on it), runs every judged query and every needle (benchmarks/needles.py) through

@@ -5,7 +5,7 @@ import time
 
 import pytest
 
-from benchmarks.probe import _client_counts, _cpu_seconds, _cpu_snapshot
+from lab.probe import _client_counts, _cpu_seconds, _cpu_snapshot
 
 
 def test_client_counts_are_parsed_and_bad_ones_name_what_is_accepted():

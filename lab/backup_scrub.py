@@ -1,7 +1,7 @@
 """Backup, restore and scrub figures for the embedded KnowledgeStore (docs/BENCHMARKS.md, "Backups,
 restores and the scrub"):
 
-    python -m benchmarks.backup_scrub [--docs 40000] [--queries 300] [--out DIR]
+    python -m lab.backup_scrub [--docs 40000] [--queries 300] [--out DIR]
 
 One in-process KnowledgeStore over a fresh data directory (real SQLite, FAISS, BM25; vectors from
 a seeded random embedder, so no model is needed), one tenant of `--docs` one-chunk documents, and:
@@ -177,7 +177,7 @@ async def run(args: argparse.Namespace) -> dict:
 
 # ---------------------------------------------------------------------------- make reliability
 async def reliability_phase(target: str, out: Path) -> tuple[list[str], dict]:
-    """`make reliability`'s backup and corruption phase (benchmarks/reliability.py): (failures,
+    """`make reliability`'s backup and corruption phase (lab/reliability.py): (failures,
     facts). A backup of the stack's KnowledgeStore (`target`) while 4 writers ingest, restored
     into a fresh data directory: every document acknowledged before its point present, none torn;
     then random bytes at six offsets (table and index pages, an entry's text) of one of three
@@ -306,7 +306,7 @@ async def reliability_phase(target: str, out: Path) -> tuple[list[str], dict]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m benchmarks.backup_scrub", description=__doc__.split("\n")[0])
+    parser = argparse.ArgumentParser(prog="python -m lab.backup_scrub", description=__doc__.split("\n")[0])
     parser.add_argument("--docs", type=int, default=40_000)
     parser.add_argument("--queries", type=int, default=300)
     parser.add_argument("--scrub-rates", type=float, nargs="+", default=[8.0, 2.0],

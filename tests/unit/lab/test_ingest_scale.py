@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from benchmarks.ingest_scale import chunk_texts, generate, load_pool
+from lab.ingest_scale import chunk_texts, generate, load_pool
 
 TITLES = ["Gene expression in mice", "Statins and stroke", "Vitamin D trial"]
 COUNTS = [3, 5, 1]
@@ -34,7 +34,7 @@ def test_refuses_bad_input(tmp_path):
 
 
 def test_scifact_pool_when_present():
-    from benchmarks.ingest_scale import DATA
+    from lab.ingest_scale import DATA
 
     if not (DATA / "corpus.jsonl").is_file():
         pytest.skip("SciFact corpus not present")

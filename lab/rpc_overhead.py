@@ -1,6 +1,6 @@
 """What one traced, authenticated gRPC call costs in CPU, apart from the work it carries.
 
-    .venv/bin/python -m benchmarks.rpc_overhead [--clients 16] [--calls 200]
+    .venv/bin/python -m lab.rpc_overhead [--clients 16] [--calls 200]
 
 An echo method (`nucleus.v1.Bench/Echo`, 100-byte payload) served and called in one process
 over 127.0.0.1, `--clients` concurrent callers each under a span of their own (as a traced
@@ -75,7 +75,7 @@ async def _calls(mode: str, clients: int, calls: int, tmp: Path) -> dict[str, fl
     else:
         channel = grpc.aio.insecure_channel(target, interceptors=client_interceptors or None)
     stub = channel.unary_unary("/nucleus.v1.Bench/Echo", request_serializer=same, response_deserializer=same)
-    tracer = trace.get_tracer("benchmarks.rpc_overhead")
+    tracer = trace.get_tracer("lab.rpc_overhead")
     payload = b"x" * 100
 
     async def client(n: int) -> None:
@@ -178,12 +178,12 @@ def main(argv: list[str] | None = None) -> None:
             return
     print(f"{args.clients} clients x {args.calls} calls, one process, CPU per call (both sides):")
     for mode in MODES:
-        out = subprocess.run([sys.executable, "-m", "benchmarks.rpc_overhead", "--mode", mode, "--clients",
+        out = subprocess.run([sys.executable, "-m", "lab.rpc_overhead", "--mode", mode, "--clients",
                               str(args.clients), "--calls", str(args.calls)], capture_output=True, text=True,
                              check=True).stdout
         r = json.loads(out.strip().splitlines()[-1])
         print(f"  {mode:8s} {r['cpu_ms']:.3f} ms CPU, {r['wall_ms']:.3f} ms wall per call")
-    out = subprocess.run([sys.executable, "-m", "benchmarks.rpc_overhead", "--per-span"], capture_output=True,
+    out = subprocess.run([sys.executable, "-m", "lab.rpc_overhead", "--per-span"], capture_output=True,
                          text=True, check=True).stdout
     print("per operation (µs of CPU):")
     for name, us in json.loads(out.strip().splitlines()[-1]):

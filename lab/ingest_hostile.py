@@ -3,7 +3,7 @@
 and binary-text cases, and the peak memory it reaches — against the same run's baseline, the
 good files of benchmarks/sample_files.py converted by the same worker.
 
-    .venv/bin/python -m benchmarks.ingest_hostile [--inflate-mb 300] [--rounds 3]
+    .venv/bin/python -m lab.ingest_hostile [--inflate-mb 300] [--rounds 3]
 
 The bombs inflate to `--inflate-mb` MB (default 300: past the default entry limit of 256 MB and
 PDF stream limit of 64 MB); limits are the defaults (or NUCLEUS_INGEST_*). Each round converts
@@ -37,7 +37,7 @@ def _convert_all(worker, paths: list[Path]) -> tuple[float, dict[str, str]]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m benchmarks.ingest_hostile", description=__doc__.split("\n\n")[0])
+    parser = argparse.ArgumentParser(prog="python -m lab.ingest_hostile", description=__doc__.split("\n\n")[0])
     parser.add_argument("--inflate-mb", type=int, default=300, help="what each bomb inflates to (default 300)")
     parser.add_argument("--rounds", type=int, default=3)
     args = parser.parse_args(argv)

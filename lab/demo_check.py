@@ -1,11 +1,11 @@
 """Ranking on the Acme Robotics demo corpus: written queries with graded judgements and the
 corpus's own needle set, through the real services with the default profile.
 
-    .venv/bin/python -m benchmarks.demo_check                      # own stack in .bench-cache/demo-stack
-    .venv/bin/python -m benchmarks.demo_check --use-running D      # a stack started with `nucleus up` on D
+    .venv/bin/python -m lab.demo_check                      # own stack in .bench-cache/demo-stack
+    .venv/bin/python -m lab.demo_check --use-running D      # a stack started with `nucleus up` on D
 
 Ingests demo/corpus (front matter and all: dates, sources, reputations, groups) into tenant
-`demo-check`, runs every query of benchmarks/demo_queries.json through
+`demo-check`, runs every query of lab/demo_queries.json through
 RAGPipeline.SearchAndRank (no ranking preferences: the tenant's default profile, else the
 built-in one; no authentication, so no visibility filter) and reports per query the first
 three documents, whether the first is a grade-2 answer, and nDCG@10 over the judgements; then

@@ -4,7 +4,7 @@ retrieval leg and the embedding called directly. For before/after checks of one 
 (e.g. `OTEL_SDK_DISABLED=true` on the stack); `nucleus bench` is the benchmark of record.
 
     nucleus --data-dir D up --detach --ephemeral-ports
-    .venv/bin/python -m benchmarks.probe --data-dir D --dataset ../shared/data/scifact \\
+    .venv/bin/python -m lab.probe --data-dir D --dataset ../shared/data/scifact \\
         --tenant scifact --top-k-initial 50 --top-k-final 10 [--legs] [--clients 1,4,16]
 
 `--clients` adds a throughput sweep as `nucleus bench` runs it (each client its own channel,
@@ -129,7 +129,7 @@ def _client_counts(value: str) -> list[int]:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(prog="python -m benchmarks.probe", description=__doc__.split("\n\n")[0])
+    parser = argparse.ArgumentParser(prog="python -m lab.probe", description=__doc__.split("\n\n")[0])
     parser.add_argument("--data-dir", type=Path, required=True, help="data dir of the running stack")
     parser.add_argument("--dataset", type=Path, required=True, help="BEIR dataset (queries.jsonl)")
     parser.add_argument("--tenant", required=True)

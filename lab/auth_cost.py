@@ -6,7 +6,7 @@ caller's API key verified by RAGPipeline, every internal call signed — an on-b
 assertion per user — and verified by KnowledgeStore and LlmOrchestration). The queries go to
 both in turn, alternating which goes first, so drift of the machine's speed hits both alike.
 
-    .venv/bin/python -m benchmarks.auth_cost --dataset ../shared/data/scifact [--docs 1000] [--queries 200]
+    .venv/bin/python -m lab.auth_cost --dataset ../shared/data/scifact [--docs 1000] [--queries 200]
 
 Prints p50 / p95 of SearchAndRank (client clock, agent-sized 50/10) for both and the
 difference; `--json PATH` writes them. Not part of `make test`.
@@ -103,7 +103,7 @@ async def measure(args: argparse.Namespace, work: Path) -> dict:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(prog="python -m benchmarks.auth_cost", description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(prog="python -m lab.auth_cost", description=__doc__.splitlines()[0])
     parser.add_argument("--dataset", type=Path, default=Path("../shared/data/scifact"))
     parser.add_argument("--docs", type=int, default=1000, help="documents ingested into each stack")
     parser.add_argument("--queries", type=int, default=200)

@@ -1,10 +1,10 @@
 """Extractive answers on the demo corpus: is the answer phrase among the sentences shown?
 
-    .venv/bin/python -m benchmarks.answer_extract                  # own stack in .bench-cache/answer-stack
-    .venv/bin/python -m benchmarks.answer_extract --use-running D  # a stack started with `nucleus up` on D
+    .venv/bin/python -m lab.answer_extract                  # own stack in .bench-cache/answer-stack
+    .venv/bin/python -m lab.answer_extract --use-running D  # a stack started with `nucleus up` on D
 
 Ingests demo/corpus into the local principal's tenant (`demo`; no groups, so restricted
-documents stay hidden), then asks every question of benchmarks/answer_pairs.json exactly as
+documents stay hidden), then asks every question of lab/answer_pairs.json exactly as
 `nucleus ask` does without an LLM: the RAGPipeline MCP tool `rag_get_synthesized_results`
 with `top_k` 5, no synthesis parameters, so the stack has no chat model and LlmOrchestration
 answers extractively. A pair is a hit when its answer phrase appears in the answer

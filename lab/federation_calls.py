@@ -1,6 +1,6 @@
 """What a call to a remote source costs: pooled sessions, proxy tools, concurrency.
 
-    python -m benchmarks.federation_calls [--calls 200] [--clients 8]
+    python -m lab.federation_calls [--calls 200] [--clients 8]
 
 Starts a small MCP server (official SDK, bearer token required) standing for a remote source,
 and a RAGPipeline whose sources file lists it (authentication off: the local principal, an
@@ -174,7 +174,7 @@ def main() -> None:
     with tempfile.TemporaryDirectory(prefix="nucleus-federation-bench-") as tmp:
         data = Path(tmp)
         env = {**os.environ, TOKEN_ENV: token, "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1"}
-        procs = [subprocess.Popen([sys.executable, "-m", "benchmarks.federation_calls", "--serve",
+        procs = [subprocess.Popen([sys.executable, "-m", "lab.federation_calls", "--serve",
                                    str(data / "remote.json")], cwd=ROOT, env=env)]
         try:
             remote_url = _wait(data / "remote.json", procs[0])["url"]

@@ -2,7 +2,7 @@
 (`nucleus ingest`), against the model-bound rate, with each service's memory and a resume
 after the ingest is killed part-way.
 
-    .venv/bin/python -m benchmarks.ingest_scale [--docs 10000] [--kill-at 0.4] [--sample 1000]
+    .venv/bin/python -m lab.ingest_scale [--docs 10000] [--kill-at 0.4] [--sample 1000]
 
 1. writes N documents into `.bench-cache/ingest-scale/docs-<N>/` (kept between runs): each the
    size of a SciFact abstract — a SciFact title and as many sentences as that abstract has,

@@ -1,6 +1,6 @@
 """Speed of the numpy 4R ranking core (`ranking.rank`) against a naive Python loop.
 
-    .venv/bin/python -m benchmarks.ranking_core [--n 10000] [--k 10] [--reps 2000]
+    .venv/bin/python -m lab.ranking_core [--n 10000] [--k 10] [--reps 2000]
         [--naive-reps 10] [--seed 0] [--json] [--out PATH]
 
 Candidates: `--n` seeded random rows shaped like a merged hybrid result — 70 % retrieved

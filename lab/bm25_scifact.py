@@ -1,6 +1,6 @@
 """Keyword leg of the KnowledgeStore on BEIR SciFact: nDCG@10 and search latency.
 
-    .venv/bin/python -m benchmarks.bm25_scifact [--data ../shared/data/scifact]
+    .venv/bin/python -m lab.bm25_scifact [--data ../shared/data/scifact]
         [--title-weight 1.0] [--body-weight 1.0] [--top-k 100] [--out benchmarks/out/bm25_scifact.json]
 
 The corpus (title + text per document) is ingested into a fresh store in a temp directory

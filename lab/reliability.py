@@ -1,7 +1,7 @@
 """The long reliability scenario: a real stack, broken the way an operator would break it. Not part
 of `make test`; run it with `make reliability` or
 
-    python -m benchmarks.reliability [--docs 2000] [--kills 7] [--race-seconds 30] [--out DIR]
+    python -m lab.reliability [--docs 2000] [--kills 7] [--race-seconds 30] [--out DIR]
 
 Phases (one line each, and a JSON report in `<out>/reliability.json`; exit 1 on any failure):
 
@@ -24,7 +24,7 @@ Phases (one line each, and a JSON report in `<out>/reliability.json`; exit 1 on 
   backup-and-corruption  a backup while 4 writers ingest, restored into a fresh data directory
                       (every document acknowledged before its point there, none torn); random
                       bytes at six offsets of one of three tenants: reported, the others
-                      untouched, the latest backup brings it back (benchmarks/backup_scrub.py).
+                      untouched, the latest backup brings it back (lab/backup_scrub.py).
 
 The scenario's supervisor uses the restart policy given by `--max-restarts`, `--window-s` and
 `--max-delay-s` (short delays keep the run to a few minutes).
@@ -327,14 +327,14 @@ async def run(sup: Supervisor, args: argparse.Namespace, report: Report) -> None
     await races(sup, args, report)
     await crash_loop(sup, report)
     await disk(sup, args.out, report)
-    from benchmarks.backup_scrub import reliability_phase
+    from lab.backup_scrub import reliability_phase
 
     failures, facts = await reliability_phase(sup.children["knowledge_store"].address["grpc"], args.out / "backup")
     report.phase("backup-and-corruption", failures, **facts)
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m benchmarks.reliability", description=__doc__.split("\n")[0])
+    parser = argparse.ArgumentParser(prog="python -m lab.reliability", description=__doc__.split("\n")[0])
     parser.add_argument("--docs", type=int, default=2000)
     parser.add_argument("--batch", type=int, default=50)
     parser.add_argument("--kills", type=int, default=7)
