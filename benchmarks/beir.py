@@ -83,7 +83,8 @@ def load_corpus(path: Path) -> tuple[Doc, ...]:
         if not (title.strip() or text.strip()):
             raise InvalidArgument(where, f"document {doc_id!r} has neither title nor text; at least one is required")
         if doc_id in first_line:
-            raise InvalidArgument(where, f"document id {doc_id!r} repeats line {first_line[doc_id]}; ids must be unique")
+            raise InvalidArgument(where, f"document id {doc_id!r} repeats line {first_line[doc_id]}; "
+                                         "ids must be unique")
         first_line[doc_id] = lineno
         docs.append(Doc(doc_id, title, text))
     if not docs:
@@ -165,7 +166,8 @@ def _jsonl(path: Path):
             try:
                 obj = json.loads(line)
             except json.JSONDecodeError as err:
-                raise InvalidArgument(f"{path}:{lineno}", f"is not valid JSON ({err.msg} at column {err.colno})") from None
+                raise InvalidArgument(f"{path}:{lineno}",
+                                      f"is not valid JSON ({err.msg} at column {err.colno})") from None
             if not isinstance(obj, dict):
                 raise InvalidArgument(f"{path}:{lineno}", f"is a JSON {type(obj).__name__}; expected an object")
             yield lineno, obj

@@ -140,7 +140,8 @@ def cmd_bench(args: argparse.Namespace) -> int:
         out_dir=args.out.resolve() if args.out else None, top_k_initial=args.top_k_initial,
         top_k_final=args.top_k_final, dense_weights=args.dense_weights, concurrency=args.concurrency,
         throughput_queries=args.throughput_queries, max_queries=args.max_queries, ingest_batch=args.ingest_batch,
-        force_ingest=args.force_ingest, timeout_s=args.timeout, warmup=args.warmup, query_cache=args.query_cache, baseline=not args.no_baseline,
+        force_ingest=args.force_ingest, timeout_s=args.timeout, warmup=args.warmup, query_cache=args.query_cache,
+        baseline=not args.no_baseline,
         plots=not args.no_plots, needle_tokens=args.needle_tokens, needle_phrases=args.needle_phrases,
         completion_queries=args.completion_queries, completion_top_k=args.completion_top_k,
         query_split=args.query_split.resolve() if args.query_split else None, fail_on_targets=args.fail_on_targets)

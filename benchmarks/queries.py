@@ -185,7 +185,8 @@ async def run_concurrent(target: str, work: Sequence[tuple[str, str, str]], clie
         async with asyncio.timeout(per_client * timeout_s + 30.0):
             await asyncio.gather(*(one(i) for i in range(clients)))
     except TimeoutError:
-        kinds["sweep_timeout"] = kinds.get("sweep_timeout", 0) + (clients * per_client - completed - sum(kinds.values()))
+        unfinished = clients * per_client - completed - sum(kinds.values())
+        kinds["sweep_timeout"] = kinds.get("sweep_timeout", 0) + unfinished
     wall = time.perf_counter() - started
     return ThroughputResult(clients=clients, queries_per_client=per_client, completed=completed,
                             errors=sum(kinds.values()), error_kinds=kinds, wall_s=wall,

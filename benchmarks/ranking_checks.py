@@ -150,7 +150,8 @@ def markdown(result: dict) -> list[str]:
         if split:
             parts = list(next(iter(split.values())))
             lines += [f"### Tenant `{tenant}`: quality on the query split", "",
-                      f"Split: {r.get('split_file') or 'none (all judged queries)'}. nDCG@10 / Recall@100 per part.", ""]
+                      f"Split: {r.get('split_file') or 'none (all judged queries)'}. "
+                      "nDCG@10 / Recall@100 per part.", ""]
             rows = [[m] + [f"{split[m][p]['ndcg@10']:.3f} / {split[m][p]['recall@100']:.3f}" for p in parts]
                     for m in split]
             lines += markdown_table(["method"] + parts, rows)

@@ -131,9 +131,10 @@ def markdown(result: dict, images: dict[str, str]) -> str:
               "(default method, tenants round-robin).", ""]
     rows = [[t["clients"], t["clients"] * t["queries_per_client"], t["completed"], t["errors"],
              ", ".join(f"{k} {v}" for k, v in t["error_kinds"].items()) or "–", _f(t["wall_s"], 1), _f(t["qps"], 1),
-             _ms(t["latency"]["p50"]), _ms(t["latency"]["p95"]), _ms(t["latency"]["p99"])] for t in result["throughput"]]
-    lines += markdown_table(["clients", "sent", "ok", "errors", "error kinds", "wall s", "queries/s", "p50 ms", "p95 ms",
-                     "p99 ms"], rows)
+             _ms(t["latency"]["p50"]), _ms(t["latency"]["p95"]), _ms(t["latency"]["p99"])]
+            for t in result["throughput"]]
+    lines += markdown_table(["clients", "sent", "ok", "errors", "error kinds", "wall s", "queries/s", "p50 ms",
+                             "p95 ms", "p99 ms"], rows)
 
     lines += ["## Ingest", "", "Through KnowledgeStore.IngestDocuments (chunk, embed via LlmOrchestration, commit). "
               "Skipped documents were already in the tenant (manifest + GetTenantStats); docs/s then comes from "

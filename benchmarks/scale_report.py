@@ -6,9 +6,9 @@ from pathlib import Path
 
 
 def table(result: dict) -> str:
-    lines = ["| chunks | vectors | index (M, efC, efS) | recall@10 | FAISS p50 | vector leg p50 / p99 (in-proc) | BM25 p50 | "
-             "keyword leg p50 / p99 (in-proc) | gRPC vector p50 / p99 | gRPC keyword p50 / p99 | start→SERVING | "
-             "first query | KS RSS | write rows/s | index build |",
+    lines = ["| chunks | vectors | index (M, efC, efS) | recall@10 | FAISS p50 | vector leg p50 / p99 (in-proc) | "
+             "BM25 p50 | keyword leg p50 / p99 (in-proc) | gRPC vector p50 / p99 | gRPC keyword p50 / p99 | "
+             "start→SERVING | first query | KS RSS | write rows/s | index build |",
              "|" + "---|" * 15]
     for r in result["big"]:
         g = r.get("grpc", {})
@@ -22,7 +22,8 @@ def table(result: dict) -> str:
             f"{p['keyword_p50_ms']} / {p['keyword_p99_ms']} ms | "
             f"{g.get('vector_p50_ms', '–')} / {g.get('vector_p99_ms', '–')} ms | "
             f"{g.get('keyword_p50_ms', '–')} / {g.get('keyword_p99_ms', '–')} ms | "
-            f"{g.get('start_to_serving_s', '–')} s | {g.get('first_query_s', '–')} s | {g.get('rss_mb', '–')} MB | "
+            f"{g.get('start_to_serving_s', '–')} s | {g.get('first_query_s', '–')} s | "
+            f"{g.get('rss_mb', '–')} MB | "
             f"{r['write']['rows_per_s']:,} | {r['write'].get('index_build_s', '–')} s |")
     return "\n".join(lines)
 

@@ -120,7 +120,8 @@ def cmd_backup(args: argparse.Namespace) -> int:
                   f"{len(manifest['files'])} stack files, secrets {manifest['secrets']}")
     removed = prune(root, _keep(args))
     if removed:
-        console.print(f"retention: removed {len(removed)} older snapshot(s): {escape(', '.join(p.name for p in removed))}")
+        names = ", ".join(p.name for p in removed)
+        console.print(f"retention: removed {len(removed)} older snapshot(s): {escape(names)}")
     return 0
 
 
@@ -213,8 +214,8 @@ def cmd_restore(args: argparse.Namespace) -> int:
     if missing:
         raise InvalidArgument("tenant", f"{', '.join(missing)} not in snapshot {directory} (it holds "
                                         f"{', '.join(sorted(manifest['tenants']))})")
-    running = None if args.offline else (_stack_running(args) or
-                                         ({"target": args.knowledge_store_target} if args.knowledge_store_target else None))
+    explicit = {"target": args.knowledge_store_target} if args.knowledge_store_target else None
+    running = None if args.offline else (_stack_running(args) or explicit)
     if args.stack_state and running is not None:
         raise FailedPrecondition("--stack-state needs a stopped stack (`nucleus down`), or --offline")
     if running is None:

@@ -129,7 +129,8 @@ def cmd_remove(args: argparse.Namespace) -> int:
 
 def cmd_enable(args: argparse.Namespace) -> int:
     enabled = args.sources_command == "enable"
-    source = sources_editor(args).set_enabled(cli_operator(), args.id, enabled, tool=f"nucleus sources {args.sources_command}")
+    source = sources_editor(args).set_enabled(cli_operator(), args.id, enabled,
+                                              tool=f"nucleus sources {args.sources_command}")
     return _after_write(args, f"{'enabled' if enabled else 'disabled'} source [bold]{escape(source.id)}[/bold]")
 
 
@@ -138,7 +139,8 @@ def field_options(parser: argparse.ArgumentParser, *, adding: bool) -> None:
     changes only the options given."""
     where = parser.add_mutually_exclusive_group(required=adding)
     where.add_argument("--url", help="streamable HTTP endpoint (http:// or https://)")
-    where.add_argument("--command", dest="command_line", help="stdio server: the program and its arguments, shell-quoted")
+    where.add_argument("--command", dest="command_line",
+                       help="stdio server: the program and its arguments, shell-quoted")
     parser.add_argument("--kind", choices=("rag", "tools"))
     parser.add_argument("--groups", help="comma-separated groups allowed to use it ('' = admins only)")
     parser.add_argument("--tenants", help="comma-separated tenants allowed to use it (omitted: the stack's one tenant)")

@@ -57,7 +57,8 @@ def cmd_browse(args: argparse.Namespace) -> int:
     if args.registry:
         registries = [r for r in registries if r.name == args.registry]
         if not registries:
-            console.print(f"[red]no registry {escape(args.registry)}[/red] (add it with `nucleus sources registry add`)")
+            console.print(f"[red]no registry {escape(args.registry)}[/red] "
+                          "(add it with `nucleus sources registry add`)")
             return INVALID_EXIT
     if not registries:
         console.print("no registries configured; add one with `nucleus sources registry add NAME URL`")
@@ -84,13 +85,15 @@ def cmd_browse(args: argparse.Namespace) -> int:
         for s in result.servers:
             remote, why = s.importable()
             table.add_row(escape(s.registry), escape(s.name), escape(s.version), escape(s.title), escape(s.status),
-                          escape(s.updated_at), "[green]yes[/green]" if remote else f"[yellow]no[/yellow]: {escape(why)}")
+                          escape(s.updated_at),
+                          "[green]yes[/green]" if remote else f"[yellow]no[/yellow]: {escape(why)}")
         console.print(table)
         for name, message in result.errors.items():
             console.print(f"[red]registry {escape(name)} failed[/red]: {escape(message)} (its servers are missing)")
         for name, cursor in result.next_cursors.items():
             query = f" {shlex.quote(args.query)}" if args.query else ""
-            console.print(f"more in {escape(name)}: next cursor {escape(cursor)} — nucleus sources browse{escape(query)} "
+            console.print(f"more in {escape(name)}: next cursor {escape(cursor)} — "
+                          f"nucleus sources browse{escape(query)} "
                           f"--registry {escape(name)} --limit {args.limit} --cursor {escape(shlex.quote(cursor))}")
     return UNREACHABLE_EXIT if result.errors and len(result.errors) == len(registries) else 0
 

@@ -224,4 +224,5 @@ def register(sub: argparse._SubParsersAction) -> None:
     check.set_defaults(func=cmd_check)
 
 
-__all__ = ["cmd_check", "cmd_status", "register", "register_status", "service_table", "store_lines", "store_status", "supervisor_alive"]
+__all__ = ["cmd_check", "cmd_status", "register", "register_status", "service_table", "store_lines", "store_status",
+           "supervisor_alive"]

@@ -92,7 +92,8 @@ async def _measure_stack(mode: str, args: argparse.Namespace, plan: TenantPlan,
         stack_cpu = sum((_cpu_seconds(pid) or 0.0) - (before[pid] or 0.0) for pid in pids) * 1000 / done
         row.update(qps=result.qps, c_p50_ms=_pct(result.latencies_ms, 50), c_p99_ms=_pct(result.latencies_ms, 99),
                    errors=result.errors, completed=result.completed, processes=len(pids),
-                   cpu_ms_per_query=stack_cpu, client_cpu_ms_per_query=(time.process_time() - client_before) * 1000 / done,
+                   cpu_ms_per_query=stack_cpu,
+                   client_cpu_ms_per_query=(time.process_time() - client_before) * 1000 / done,
                    rss_mib=sum(rss_mb(pid) for pid in pids), load_end=_load())
     finally:
         supervisor.stop()

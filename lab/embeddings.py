@@ -246,8 +246,9 @@ def print_table(r: dict) -> None:
           f"{'':<8}{'micro-batch off':>16}{'on':>10}")
     print(f"{'  throughput (queries/s)':<52}{c['off']['queries_per_s']:>16.1f}{c['on']['queries_per_s']:>10.1f}"
           f"{c['service']['queries_per_s']:>12.1f} (service, gRPC)")
-    print(f"{'  latency p50 (ms)':<52}{c['off']['p50_ms']:>16.2f}{c['on']['p50_ms']:>10.2f}{c['service']['p50_ms']:>12.2f}")
-    print(f"{'  latency p95 (ms)':<52}{c['off']['p95_ms']:>16.2f}{c['on']['p95_ms']:>10.2f}{c['service']['p95_ms']:>12.2f}")
+    for p in ("p50", "p95"):
+        print(f"{f'  latency {p} (ms)':<52}{c['off'][p + '_ms']:>16.2f}{c['on'][p + '_ms']:>10.2f}"
+              f"{c['service'][p + '_ms']:>12.2f}")
     print(f"{'  model encodes':<52}{c['off']['encodes']:>16}{c['on']['encodes']:>10}")
     print(f"  gain: x{c['gain']}")
     print()

@@ -123,7 +123,8 @@ async def main_async(args: argparse.Namespace) -> dict:
         qdrant = KnowledgeStoreSettings(data_dir=base / "unused", backend="qdrant",
                                         **({"qdrant_url": args.qdrant_url} if args.qdrant_url
                                            else {"qdrant_path": args.qdrant_path or base / "qdrant"}))
-        for name, settings in (("embedded", embedded), ("qdrant-server" if args.qdrant_url else "qdrant-local", qdrant)):
+        qdrant_name = "qdrant-server" if args.qdrant_url else "qdrant-local"
+        for name, settings in (("embedded", embedded), (qdrant_name, qdrant)):
             row = await run_backend(name, settings, corpus, vectors, queries, qrels, args.batch)
             print(json.dumps(row))
             out["results"].append(row)

@@ -136,7 +136,8 @@ async def store_level(corpus: np.ndarray, queries: np.ndarray, configs: dict[str
                 kind, _ = await store.configure_index("bench", c.kind, hnsw_m=c.hnsw_m, hnsw_ef_search=c.hnsw_ef_search,
                                                       ivf_nlist=c.ivf_nlist, ivf_nprobe=c.ivf_nprobe)
                 row: dict[str, object] = {"serving": kind}
-                for label, filters in (("unfiltered", SearchFilters()), ("filter_10pct", SearchFilters(tags=("even",)))):
+                for label, filters in (("unfiltered", SearchFilters()),
+                                       ("filter_10pct", SearchFilters(tags=("even",)))):
                     lat, found = [], []
                     for q in queries:
                         t0 = time.perf_counter()

@@ -91,6 +91,11 @@ def _remote_ids(out: Any, server: str) -> set[str]:
     return {r["id"] for r in resources if r.get("serverId") == server}
 
 
+def _server_ids(out: Any) -> list:
+    """The server ids of a discovery answer's resources, sorted (for a check's detail)."""
+    return sorted({r.get("serverId") for r in ((out or {}).get("results") or {}).get("resources", [])})
+
+
 async def _seen(url: str) -> list[dict]:
     from mcp import Client
     from mcp.client.streamable_http import streamable_http_client
@@ -143,7 +148,7 @@ async def _run(fam: Family, stack: SecureStack, urls: dict[str, str]) -> None:
         ok, found = await gina.call("rag_discover_resources", {"username": "eng"})
         fam.check("another tenant discovers none of the tenant's sources", ok
                   and not any(_remote_ids(found, s) for s in ("peruser", "hdr", "hostile", "self")),
-                  f"servers {sorted({r.get('serverId') for r in ((found or {}).get('results') or {}).get('resources', [])})}")
+                  f"servers {_server_ids(found)}")
         ok, out = await gina.call("rag_search", {"search_phrases": ["battery"], "sources": ["peruser"]})
         fam.check("another tenant cannot search the tenant's source", not ok and "unknown source" in str(out),
                   str(out)[:200], refused=1)

@@ -69,7 +69,8 @@ def feedback(fam: Family, stack: SecureStack, rag: Grpc) -> None:
                 fam.check(f"MCP record_feedback on {why} {target} is NOT_FOUND like a missing id ({who})", ok,
                           f"hidden: {a.describe()} | missing: {b.describe()}", calls=2, refused=2 if ok else 1)
         enum = pb.FEEDBACK_TARGET_ENTRY
-        a = rag.call(RAG, "RecordFeedback", pb.Feedback(target=enum, target_id=hidden, helpful=False), _bearer(stack, who))
+        a = rag.call(RAG, "RecordFeedback", pb.Feedback(target=enum, target_id=hidden, helpful=False),
+                     _bearer(stack, who))
         b = rag.call(RAG, "RecordFeedback", pb.Feedback(target=enum, target_id=missing, helpful=False),
                      _bearer(stack, who))
         ok = a.code == b.code == grpc.StatusCode.NOT_FOUND and _same(a.details, hidden, b.details, missing)
@@ -133,8 +134,9 @@ def integer_ranges(fam: Family, stack: SecureStack, rag: Grpc) -> None:
         ]
     bearer = _bearer(stack, "alice")
     cases += [
-        ("gRPC SearchAndRank filters.date_from_unix = 2**63-1", rag.call(RAG, "SearchAndRank", rag_pb.SearchAndRankRequest(
-            user_query_text="travel", filters=pb.KnowledgeSearchFilters(date_from_unix=2**63 - 1)), bearer)),
+        ("gRPC SearchAndRank filters.date_from_unix = 2**63-1", rag.call(
+            RAG, "SearchAndRank", rag_pb.SearchAndRankRequest(
+                user_query_text="travel", filters=pb.KnowledgeSearchFilters(date_from_unix=2**63 - 1)), bearer)),
         ("gRPC SearchAndRank filters.date_to_unix = -1", rag.call(RAG, "SearchAndRank", rag_pb.SearchAndRankRequest(
             user_query_text="travel", filters=pb.KnowledgeSearchFilters(date_to_unix=-1)), bearer)),
         ("gRPC GetRankingProfile version = -1",

@@ -129,8 +129,8 @@ class Matrix:
 
     def mcp(self, who: Principal, session: McpHttp, t: Target) -> None:
         q = f"MCP {{}}: {t.name}"
-        for label, args in (("plain", {}), ("source+artifact filter",
-                                            {"filters": {"source_ids": [t.source], "artifact_ids": list(t.artifacts)}})):
+        scoped = {"filters": {"source_ids": [t.source], "artifact_ids": list(t.artifacts)}}
+        for label, args in (("plain", {}), ("source+artifact filter", scoped)):
             out = self._tool(who, session, "search_and_rank",
                              {"user_query_text": t.query, "top_k_final_rank": 20, **args},
                              q.format(f"search_and_rank {label}"))
@@ -166,7 +166,8 @@ class Matrix:
         variants = [
             ("plain", rag_pb.SearchAndRankRequest(user_query_text=t.query, top_k_final_rank=20)),
             ("filters.source_ids", rag_pb.SearchAndRankRequest(
-                user_query_text=t.query, top_k_final_rank=20, filters=pb.KnowledgeSearchFilters(source_ids=[t.source]))),
+                user_query_text=t.query, top_k_final_rank=20,
+                filters=pb.KnowledgeSearchFilters(source_ids=[t.source]))),
             ("artifact_ids + visibility_groups, enforcement off", rag_pb.SearchAndRankRequest(
                 user_query_text=t.query, top_k_final_rank=20, filters=pb.KnowledgeSearchFilters(
                     artifact_ids=list(t.artifacts), visibility_groups=ALL_GROUPS, enforce_visibility=False))),

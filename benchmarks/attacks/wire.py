@@ -82,7 +82,8 @@ class Grpc:
         """One unary call; `authorization` is the whole metadata value (e.g. "Bearer x"), None sends none.
         A rate-limited call is retried after its retry-after (a few times)."""
         _, name = SERVICES[service]
-        fn = self.channel.unary_unary(f"/nucleus.v1.{name}/{method}", request_serializer=type(request).SerializeToString,
+        fn = self.channel.unary_unary(f"/nucleus.v1.{name}/{method}",
+                                      request_serializer=type(request).SerializeToString,
                                       response_deserializer=self._responses[service][method].FromString)
         metadata = [(k.lower(), v) for k, v in (extra or {}).items()]
         if authorization is not None:
@@ -164,7 +165,8 @@ class ToolAnswer:
         if self.status != 200:
             return f"HTTP {self.status}"
         if self.rpc_error:
-            return f"JSON-RPC {self.rpc_error.get('code')} {' '.join(str(self.rpc_error.get('message', '')).split())[:160]}"
+            message = " ".join(str(self.rpc_error.get("message", "")).split())
+            return f"JSON-RPC {self.rpc_error.get('code')} {message[:160]}"
         return f"tool error: {' '.join(self.text.split())[:160]}" if self.is_error else "served"
 
 

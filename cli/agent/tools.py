@@ -93,7 +93,8 @@ def format_result(name: str, body: dict[str, Any], sources: Sources) -> tuple[st
         for t in body.get("topics", []):
             span = t.get("date_span") or {}
             examples = "; ".join(_cut(d.get("title"), 60) for d in t.get("representative_documents", [])[:3])
-            lines.append(f"topic {t['topic_id']} ({t['size']} docs, {span.get('from') or '?'}..{span.get('to') or '?'}): "
+            period = f"{span.get('from') or '?'}..{span.get('to') or '?'}"
+            lines.append(f"topic {t['topic_id']} ({t['size']} docs, {period}): "
                          f"{', '.join(x['term'] for x in t.get('terms', [])[:8])} | e.g. {examples}")
     elif name == "rag_topic_evolution":
         lines.append(f"Documents per {body.get('period')} ({body.get('date_field')} date), {body.get('selection')}:")
@@ -104,13 +105,15 @@ def format_result(name: str, body: dict[str, Any], sources: Sources) -> tuple[st
         lines.append(f"Newest documents of topic {body.get('topic_id')} [{body.get('label', '')}], "
                      f"{body.get('ranking', '')}:")
         for d in body.get("documents", []):
-            lines.append(f"{cite(d.get('title', ''), d.get('uri') or '')} {d.get('modified') or d.get('created') or 'undated'} "
+            dated = d.get("modified") or d.get("created") or "undated"
+            lines.append(f"{cite(d.get('title', ''), d.get('uri') or '')} {dated} "
                          f"{_cut(d.get('title'), 90)}: {_cut(d.get('snippet'), 240)}")
     elif name == "rag_topic_map":
         counts: dict[int, int] = {}
         for p in body.get("points", []):
             counts[p["topic_id"]] = counts.get(p["topic_id"], 0) + 1
-        lines.append(f"Map of {len(body.get('points', []))} documents ({body.get('projection', '')}); points per topic:")
+        lines.append(f"Map of {len(body.get('points', []))} documents ({body.get('projection', '')}); "
+                     "points per topic:")
         for t in body.get("topics", []):
             lines.append(f"topic {t['topic_id']} [{t.get('label', '')}]: {counts.get(t['topic_id'], 0)} points")
     elif name == "rag_get_synthesized_results":
