@@ -59,7 +59,7 @@ def analyse(text: str) -> list[str]:
     return _stemmer().stemWords(kept) if kept else []
 
 
-def query_terms(phrases: list[str]) -> list[str]:
+def query_terms(phrases: Iterable[str]) -> list[str]:
     """Unique analysed terms of all `phrases`, first occurrence first."""
     seen: dict[str, None] = {}
     for phrase in phrases:
