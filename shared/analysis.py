@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import re
 import threading
+from collections.abc import Iterable
 
 import Stemmer
 

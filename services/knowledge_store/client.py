@@ -166,12 +166,14 @@ class KnowledgeStoreClient:
         if topic_id is not None:
             request.topic_id = topic_id
         if query_vector is not None:
-            request.query_vector.CopyFrom(ks_pb.FloatVector(values=np.asarray(query_vector, np.float32).ravel().tolist()))
+            request.query_vector.CopyFrom(
+                ks_pb.FloatVector(values=np.asarray(query_vector, np.float32).ravel().tolist()))
         response = await call(self._stub.GetTopics, request, timeout=timeout_s or self.timeout_s, service=SERVICE)
         return json.loads(response.result_json)
 
     async def put_persona(self, persona: Persona) -> Persona:
-        response = await call(self._stub.PutPersona, convert.persona_to_pb(persona), timeout=self.timeout_s, service=SERVICE)
+        response = await call(self._stub.PutPersona, convert.persona_to_pb(persona), timeout=self.timeout_s,
+                              service=SERVICE)
         return convert.persona_from_pb(response)
 
     async def get_persona(self, tenant_id: str, persona_id: str) -> Persona:

@@ -143,7 +143,8 @@ def columns_from_pb(c: ks_pb.CandidateColumns) -> m.CandidateColumns:
     return m.CandidateColumns(
         entry_ids=tuple(c.entry_ids), artifact_ids=tuple(c.artifact_ids),
         scores=np.fromiter(c.scores, np.float32, n), timestamps_unix=np.fromiter(c.timestamps_unix, np.int64, n),
-        richness=np.fromiter(c.richness, np.float32, n), reputation_prior=np.fromiter(c.reputation_prior, np.float32, n),
+        richness=np.fromiter(c.richness, np.float32, n),
+        reputation_prior=np.fromiter(c.reputation_prior, np.float32, n),
         feedback_helpful=np.fromiter(c.feedback_helpful, np.int32, n),
         feedback_unhelpful=np.fromiter(c.feedback_unhelpful, np.int32, n),
         top_hits=tuple(hit_from_pb(h) for h in c.top_hits),

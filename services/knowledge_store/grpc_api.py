@@ -181,7 +181,8 @@ class KnowledgeStoreServicer(ks_grpc.KnowledgeStoreServicer):
     @translate_errors
     async def ListPersonas(self, request, context):
         tenant = policy.metadata_read(verified_caller(), request.tenant_id)
-        return pb.ListPersonasResponse(personas=[convert.persona_to_pb(p) for p in await self._store.list_personas(tenant)])
+        personas = await self._store.list_personas(tenant)
+        return pb.ListPersonasResponse(personas=[convert.persona_to_pb(p) for p in personas])
 
     def _embedded_only(self, name: str):
         method = getattr(self._store, name, None)

@@ -237,7 +237,8 @@ class RagPipeline:
             except NotFound:
                 raise permissions.no_such_target(target, target_id, tenant_id) from None
         profile = await self.resolve_profile(tenant_id, "", "")
-        rep = reputation_factor(np.array([ack.reputation_prior], np.float32), np.array([ack.feedback_helpful], np.int32),
+        rep = reputation_factor(np.array([ack.reputation_prior], np.float32),
+                                np.array([ack.feedback_helpful], np.int32),
                                 np.array([ack.feedback_unhelpful], np.int32), DEFAULT_REPUTATION,
                                 profile.reputation_prior_strength)
         return ack, float(rep[0])
@@ -276,7 +277,8 @@ class RagPipeline:
                 async with asyncio.timeout(self._settings.deadline_s):
                     response = await self._search(request, plan, caller)
             except TimeoutError:
-                raise DeadlineExceeded(f"SearchAndRank did not finish within {self._settings.deadline_s:.1f}s") from None
+                raise DeadlineExceeded(
+                    f"SearchAndRank did not finish within {self._settings.deadline_s:.1f}s") from None
             span.set_attribute("nucleus.degraded", response.degraded)
             span.set_attribute("nucleus.results", len(response.results))
             span.set_attribute("nucleus.profile", f"{response.profile_name}@v{response.profile_version}")
@@ -333,7 +335,8 @@ class RagPipeline:
         if plan is not None and plan.remotes:
             budget = s.deadline_s - (time.perf_counter() - t0) - min(FEDERATION_RESERVE_S, s.deadline_s / 3)
             fed = FederatedSearch(self.federation, self.rescorer, plan,
-                                  RemoteQuery(request.query, tuple(phrases), min(self.remote_hits, request.top_k_initial),
+                                  RemoteQuery(request.query, tuple(phrases),
+                                              min(self.remote_hits, request.top_k_initial),
                                               caller, request.remote_resources, INCOMING_PATH.get(),
                                               for_remotes(request.filters)),
                                   max(0.05, budget)).start()

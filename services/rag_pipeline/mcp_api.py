@@ -3,7 +3,8 @@
 Tenant and user always come from the verified principal (shared.auth.principals.RequestIdentity: the
 bearer token checked by the SDK's auth middleware, or the local principal over stdio), never
 from tool arguments. Searches run under the caller's access scope, decided in the core
-(`RagPipeline.search`, services/rag_pipeline/access.py) as for gRPC. Errors are translated once, here, into MCP tool errors (shared/mcp_errors.py).
+(`RagPipeline.search`, services/rag_pipeline/access.py) as for gRPC. Errors are translated
+once, here, into MCP tool errors (shared/mcp_errors.py).
 
     search_and_rank, put/get/list_ranking_profile(s), record_feedback   (this module)
     rag_search, verify_document_access, rag_discover_resources,

@@ -443,7 +443,8 @@ class RagTools:
                 allowed, source_errors, _ = await self._vet_sources(who, local_ids)
                 meta.source_errors = source_errors
                 if not allowed and not remote:
-                    raise _Refused(worst_code(source_errors), "; ".join(e.message for e in source_errors), source_errors)
+                    raise _Refused(worst_code(source_errors), "; ".join(e.message for e in source_errors),
+                                   source_errors)
             servers, restrict = remote_servers(remote)
             if len(servers) == 1 and not allowed and not (provided_context is not None and provided_context.hits):
                 own = await self._remote_synthesis(call, meta, who, servers[0], dict(restrict).get(servers[0], ()),
