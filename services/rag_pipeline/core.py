@@ -137,7 +137,12 @@ class RagPipeline:
         the caller already asked for it, e.g. a RAG tool naming sources); and every
         call to the store and the model made for it carries a signed assertion of it, so the
         store holds it to its tenant and groups again. None = authentication is off (a
-        trusted network): the request runs as sent."""
+        trusted network): the request runs as sent.
+
+        The scope and the federation plan are decided here, once, for every transport (gRPC,
+        search_and_rank, rag_search pass the caller's request through): the sources the
+        request selects (`plan`), and when nothing local is visible either the remote sources
+        only or, with none, an empty answer (`SearchResponse.nothing_visible`)."""
         if principal is None:
             return await self.search_and_rank(request)
         principal = replace(principal, tenant_id=self.tenant_for(request.tenant_id, principal))
