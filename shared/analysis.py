@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import re
 import threading
+from collections.abc import Iterable
 
 import Stemmer
 
@@ -59,7 +60,7 @@ def analyse(text: str) -> list[str]:
     return _stemmer().stemWords(kept) if kept else []
 
 
-def query_terms(phrases: list[str]) -> list[str]:
+def query_terms(phrases: Iterable[str]) -> list[str]:
     """Unique analysed terms of all `phrases`, first occurrence first."""
     seen: dict[str, None] = {}
     for phrase in phrases:

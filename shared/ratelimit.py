@@ -8,7 +8,8 @@
 
 A bucket holds at most `burst` tokens and refills at `rate_per_s`; a new caller starts full.
 When more than `max_keys` callers are tracked the least recently seen bucket is forgotten (it
-has had the longest to refill), so memory stays bounded. `rate_per_s <= 0` turns limiting off. Transport adapters (the MCP middleware, the gRPC interceptor) live in
+has had the longest to refill), so memory stays bounded. `rate_per_s <= 0` turns limiting
+off. Transport adapters (the MCP middleware, the gRPC interceptor) live in
 `shared.ratelimit_adapters`; this module knows no transport.
 """
 from __future__ import annotations

@@ -9,10 +9,13 @@ artifact and unique per tenant, which is why artifact ids may not contain '#'.
 """
 from __future__ import annotations
 
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field, fields, replace
-from typing import Any
+from typing import Any, Union, overload
 
 import numpy as np
+
+from shared.errors import InvalidArgument
 
 
 @dataclass(frozen=True, slots=True)
@@ -163,6 +166,98 @@ class KeywordScores:
     chunks: tuple[tuple[str, ...], ...] = ()
     """Per text: its chunks as the store would embed them ("context\\ntext"), when it is longer
     than one chunk (bm25 and richness are then its best chunk's); () for a text of one chunk."""
+
+
+@dataclass(frozen=True, slots=True)
+class QueryPhrases:
+    """A query's search phrases (the first is the query itself), normalised once where they
+    enter and carried as this value to the store's keyword leg; split into the wire's
+    `keywords` + `extra_keywords` only at the gRPC boundary (`wire`, `from_wire`).
+
+    `given`: as a caller sent them (each stripped; a blank one is InvalidArgument naming it).
+    `distinct`: stripped, blank ones dropped, case-insensitively distinct, at most `limit`.
+    `from_wire`: as the store received them (a blank first phrase asks for a listing)."""
+
+    phrases: tuple[str, ...]
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.phrases, tuple) or not self.phrases:
+            raise InvalidArgument("phrases", "must be a non-empty tuple of phrases")
+        for i, phrase in enumerate(self.phrases):
+            if not isinstance(phrase, str):
+                raise InvalidArgument(self.field_name(i), f"must be a string, got {type(phrase).__name__}")
+
+    @classmethod
+    def given(cls, phrases: Sequence[str], name: str) -> QueryPhrases:
+        if isinstance(phrases, str) or not phrases:
+            raise InvalidArgument(name, "must be a non-empty list of phrases")
+        stripped = tuple(p.strip() if isinstance(p, str) else p for p in phrases)
+        for i, p in enumerate(stripped):
+            if isinstance(p, str) and not p:
+                raise InvalidArgument(f"{name}[{i}]", "must not be empty or only whitespace")
+        return cls(stripped)
+
+    @classmethod
+    def distinct(cls, phrases: Iterable[str], limit: int) -> QueryPhrases:
+        seen: set[str] = set()
+        out: list[str] = []
+        for p in phrases:
+            key = p.strip().lower()
+            if key and key not in seen:
+                seen.add(key)
+                out.append(p.strip())
+        return cls(tuple(out[:limit]))
+
+    @classmethod
+    def from_wire(cls, keywords: str, extra_keywords: Sequence[str]) -> QueryPhrases:
+        if isinstance(extra_keywords, str):
+            raise InvalidArgument("extra_keywords", "must be a list of phrases, got one string")
+        return cls((keywords or "", *extra_keywords))
+
+    @staticmethod
+    def field_name(i: int) -> str:
+        """The wire field phrase `i` travels in."""
+        return "keywords" if i == 0 else f"extra_keywords[{i - 1}]"
+
+    @property
+    def keywords(self) -> str:
+        return self.phrases[0]
+
+    @property
+    def extra(self) -> tuple[str, ...]:
+        return self.phrases[1:]
+
+    def wire(self) -> tuple[str, list[str]]:
+        """(keywords, extra_keywords): the proto fields."""
+        return self.phrases[0], list(self.phrases[1:])
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self.phrases)
+
+    def __len__(self) -> int:
+        return len(self.phrases)
+
+    @overload
+    def __getitem__(self, i: int) -> str: ...
+    @overload
+    def __getitem__(self, i: slice) -> tuple[str, ...]: ...
+    def __getitem__(self, i: int | slice) -> str | tuple[str, ...]:
+        return self.phrases[i]
+
+
+Keywords = Union[str, QueryPhrases]
+"""A keyword call's phrases: a `QueryPhrases`, or the wire's `keywords` string (its
+`extra_keywords` beside it)."""
+
+
+def query_phrases(keywords: Keywords, extra_keywords: Sequence[str] = ()) -> QueryPhrases:
+    """The phrases of a keyword call: a `QueryPhrases` as it is, or the wire's (`keywords`,
+    `extra_keywords`) pair read once (callers that pass plain strings)."""
+    if isinstance(keywords, QueryPhrases):
+        if extra_keywords:
+            raise InvalidArgument("extra_keywords", "must be empty when the phrases are given whole")
+        return keywords
+    return QueryPhrases.from_wire(keywords, extra_keywords)
 
 
 @dataclass(frozen=True, slots=True)

@@ -83,7 +83,8 @@ class LinkSigner:
                     "secret and stop working when this process restarts")
         return cls(secrets.token_bytes(32), base_url, ttl_s)
 
-    def _mac(self, path: str, tenant: str, user: str, groups: Sequence[str], exp: int, target: str | None = None) -> str:
+    def _mac(self, path: str, tenant: str, user: str, groups: Sequence[str], exp: int,
+             target: str | None = None) -> str:
         fields: list = [_VERSION, path, tenant, user, sorted(set(groups)), exp]
         if target is not None:
             fields.append(["redirect", target])

@@ -32,6 +32,7 @@ from shared.records import (
     FeedbackAck,
     Hit,
     IngestReport,
+    Keywords,
     ScoreCompletion,
     SearchFilters,
     TenantStats,
@@ -65,17 +66,17 @@ class StoreBackend(Protocol):
 
     async def candidates_by_vector_with_completion(
             self, tenant_id: str, query_vectors: np.ndarray, top_k: int, filters: SearchFilters, *,
-            keywords: str, extra_keywords: Sequence[str] = (), complete_rows: Sequence[int] = (),
+            keywords: Keywords, extra_keywords: Sequence[str] = (), complete_rows: Sequence[int] = (),
     ) -> tuple[list[CandidateColumns], ScoreCompletion]: ...
 
-    async def search_by_filters(self, tenant_id: str, keywords: str, extra_keywords: Sequence[str], top_k: int,
+    async def search_by_filters(self, tenant_id: str, keywords: Keywords, extra_keywords: Sequence[str], top_k: int,
                                 filters: SearchFilters) -> tuple[list[Hit], list[str]]: ...
 
-    async def candidates_by_filters(self, tenant_id: str, keywords: str, extra_keywords: Sequence[str], top_k: int,
+    async def candidates_by_filters(self, tenant_id: str, keywords: Keywords, extra_keywords: Sequence[str], top_k: int,
                                     filters: SearchFilters, *,
                                     top_hits: int = 0) -> tuple[CandidateColumns, list[str]]: ...
 
-    async def score_keywords(self, tenant_id: str, keywords: str, extra_keywords: Sequence[str],
+    async def score_keywords(self, tenant_id: str, keywords: Keywords, extra_keywords: Sequence[str],
                              texts: Sequence[tuple[str, str]]): ...
 
     async def get_entries(self, tenant_id: str, entry_ids: Sequence[str]) -> list[Hit]: ...
@@ -116,7 +117,7 @@ class StoreBackend(Protocol):
 
 async def candidates_by_both_legs(
         store: StoreBackend, tenant_id: str, query_vectors: np.ndarray, top_k: int, filters: SearchFilters, *,
-        keywords: str, extra_keywords: Sequence[str] = (),
+        keywords: Keywords, extra_keywords: Sequence[str] = (),
 ) -> tuple[CandidateColumns, list[str], list[CandidateColumns], ScoreCompletion]:
     """Both retrieval legs of a hybrid query in one call, on any backend: the keyword leg exactly
     as `candidates_by_filters` answers it, then the vector leg with the keyword leg's rows

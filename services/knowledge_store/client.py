@@ -18,6 +18,7 @@ from services.knowledge_store.personas import Persona
 from shared import records as m
 from shared.errors import Unimplemented
 from shared.grpc_client import aio_channel, call
+from shared.records import Keywords
 
 SERVICE = "KnowledgeStore"
 _TARGET_PB = {"entry": pb.FEEDBACK_TARGET_ENTRY, "artifact": pb.FEEDBACK_TARGET_ARTIFACT}
@@ -70,14 +71,14 @@ class KnowledgeStoreClient:
         return [convert.columns_from_pb(c) for c in response.per_query_columns]
 
     async def candidates_by_vector_with_completion(
-            self, tenant_id: str, vectors: np.ndarray, top_k: int, filters: m.SearchFilters, *, keywords: str,
+            self, tenant_id: str, vectors: np.ndarray, top_k: int, filters: m.SearchFilters, *, keywords: Keywords,
             extra_keywords: Sequence[str] = (), complete_rows: Sequence[int] | np.ndarray = (),
             timeout_s: float | None = None) -> tuple[list[m.CandidateColumns], m.ScoreCompletion]:
         """`candidates_by_vector`, and in the same call both relevance signals for its candidates
         and for `complete_rows` (the keyword leg's `row_ids`): see `m.ScoreCompletion`."""
         request = ks_pb.VectorSearchRequest(
             tenant_id=tenant_id, top_k=top_k, filters=convert.filters_to_pb(filters), candidates_only=True,
-            complete_scores=True, keywords=keywords, extra_keywords=list(extra_keywords),
+            complete_scores=True, **convert.phrases_to_pb(keywords, extra_keywords),
             complete_row_ids=np.asarray(complete_rows, np.int64).tolist(),
             query_vectors=[ks_pb.FloatVector(values=row.tolist()) for row in np.atleast_2d(vectors)])
         response = await call(self._stub.SearchPersonaKnowledgeByVector, request,
@@ -86,7 +87,7 @@ class KnowledgeStoreClient:
                 convert.completion_from_pb(response.completion))
 
     async def candidates_by_both_legs(
-            self, tenant_id: str, vectors: np.ndarray, top_k: int, filters: m.SearchFilters, *, keywords: str,
+            self, tenant_id: str, vectors: np.ndarray, top_k: int, filters: m.SearchFilters, *, keywords: Keywords,
             extra_keywords: Sequence[str] = (), timeout_s: float | None = None,
     ) -> tuple[m.CandidateColumns, list[str], list[m.CandidateColumns], m.ScoreCompletion]:
         """`candidates_by_filters` and `candidates_by_vector_with_completion` (its rows completed)
@@ -94,7 +95,7 @@ class KnowledgeStoreClient:
         Unimplemented when the store does not know the combined call."""
         request = ks_pb.VectorSearchRequest(
             tenant_id=tenant_id, top_k=top_k, filters=convert.filters_to_pb(filters), candidates_only=True,
-            complete_scores=True, include_keyword_leg=True, keywords=keywords, extra_keywords=list(extra_keywords),
+            complete_scores=True, include_keyword_leg=True, **convert.phrases_to_pb(keywords, extra_keywords),
             query_vectors=[ks_pb.FloatVector(values=row.tolist()) for row in np.atleast_2d(vectors)])
         response = await call(self._stub.SearchPersonaKnowledgeByVector, request,
                               timeout=timeout_s or self.timeout_s, service=SERVICE)
@@ -105,24 +106,23 @@ class KnowledgeStoreClient:
                 [convert.columns_from_pb(c) for c in response.per_query_columns],
                 convert.completion_from_pb(response.completion))
 
-    async def candidates_by_filters(self, tenant_id: str, keywords: str, extra_keywords: Sequence[str], top_k: int,
+    async def candidates_by_filters(self, tenant_id: str, keywords: Keywords, extra_keywords: Sequence[str], top_k: int,
                                     filters: m.SearchFilters, *, top_hits: int = 0,
                                     timeout_s: float | None = None) -> tuple[m.CandidateColumns, list[str]]:
         """Ranking-signal columns of the keyword leg (no text, no metadata), with the full hits
         of the best `top_hits` candidates, and the analysed terms."""
-        request = ks_pb.FilterSearchRequest(tenant_id=tenant_id, keywords=keywords, candidates_only=True,
-                                            top_hits=top_hits,
-                                            extra_keywords=list(extra_keywords), top_k=top_k,
+        request = ks_pb.FilterSearchRequest(tenant_id=tenant_id, candidates_only=True, top_hits=top_hits,
+                                            **convert.phrases_to_pb(keywords, extra_keywords), top_k=top_k,
                                             filters=convert.filters_to_pb(filters))
         response = await call(self._stub.SearchPersonaKnowledgeByFilters, request,
                               timeout=timeout_s or self.timeout_s, service=SERVICE)
         return convert.columns_from_pb(response.columns), list(response.query_terms)
 
-    async def search_by_filters(self, tenant_id: str, keywords: str, extra_keywords: Sequence[str], top_k: int,
+    async def search_by_filters(self, tenant_id: str, keywords: Keywords, extra_keywords: Sequence[str], top_k: int,
                                 filters: m.SearchFilters, *,
                                 timeout_s: float | None = None) -> tuple[list[m.Hit], list[str]]:
-        request = ks_pb.FilterSearchRequest(tenant_id=tenant_id, keywords=keywords,
-                                            extra_keywords=list(extra_keywords), top_k=top_k,
+        request = ks_pb.FilterSearchRequest(tenant_id=tenant_id, **convert.phrases_to_pb(keywords, extra_keywords),
+                                            top_k=top_k,
                                             filters=convert.filters_to_pb(filters))
         response = await call(self._stub.SearchPersonaKnowledgeByFilters, request,
                               timeout=timeout_s or self.timeout_s, service=SERVICE)
@@ -145,12 +145,11 @@ class KnowledgeStoreClient:
             tenant_id=tenant_id, entry_ids=list(entry_ids)), timeout=timeout_s or self.timeout_s, service=SERVICE)
         return [convert.hit_from_pb(h) for h in response.entries]
 
-    async def score_keywords(self, tenant_id: str, keywords: str, extra_keywords: Sequence[str],
+    async def score_keywords(self, tenant_id: str, keywords: Keywords, extra_keywords: Sequence[str],
                              texts: Sequence[tuple[str, str]], *, timeout_s: float | None = None) -> m.KeywordScores:
         """BM25 of the keyword phrases for (title, text) pairs the store does not hold, with the
         tenant's term statistics, and their richness (remote hits on the local scale)."""
-        request = ks_pb.ScoreKeywordsRequest(tenant_id=tenant_id, keywords=keywords,
-                                             extra_keywords=list(extra_keywords),
+        request = ks_pb.ScoreKeywordsRequest(tenant_id=tenant_id, **convert.phrases_to_pb(keywords, extra_keywords),
                                              texts=[ks_pb.ExternalText(title=t, text=x) for t, x in texts])
         response = await call(self._stub.ScoreKeywords, request, timeout=timeout_s or self.timeout_s, service=SERVICE)
         return convert.keyword_scores_from_pb(response, len(texts))
@@ -167,12 +166,14 @@ class KnowledgeStoreClient:
         if topic_id is not None:
             request.topic_id = topic_id
         if query_vector is not None:
-            request.query_vector.CopyFrom(ks_pb.FloatVector(values=np.asarray(query_vector, np.float32).ravel().tolist()))
+            request.query_vector.CopyFrom(
+                ks_pb.FloatVector(values=np.asarray(query_vector, np.float32).ravel().tolist()))
         response = await call(self._stub.GetTopics, request, timeout=timeout_s or self.timeout_s, service=SERVICE)
         return json.loads(response.result_json)
 
     async def put_persona(self, persona: Persona) -> Persona:
-        response = await call(self._stub.PutPersona, convert.persona_to_pb(persona), timeout=self.timeout_s, service=SERVICE)
+        response = await call(self._stub.PutPersona, convert.persona_to_pb(persona), timeout=self.timeout_s,
+                              service=SERVICE)
         return convert.persona_from_pb(response)
 
     async def get_persona(self, tenant_id: str, persona_id: str) -> Persona:

@@ -3,6 +3,7 @@ client) that imports generated code."""
 from __future__ import annotations
 
 import json
+from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
@@ -62,6 +63,18 @@ def filters_from_pb(f: pb.KnowledgeSearchFilters) -> m.SearchFilters:
         source_ids=tuple(f.source_ids), persona_id=f.persona_id,
         visibility_groups=tuple(f.visibility_groups), enforce_visibility=f.enforce_visibility,
     )
+
+
+def phrases_to_pb(keywords: m.Keywords, extra_keywords: Sequence[str] = ()) -> dict[str, Any]:
+    """A keyword call's phrases as the request's `keywords` and `extra_keywords` fields."""
+    first, extra = m.query_phrases(keywords, extra_keywords).wire()
+    return {"keywords": first, "extra_keywords": extra}
+
+
+def phrases_from_pb(request: Any) -> m.QueryPhrases:
+    """The phrases of a request with `keywords` and `extra_keywords` fields (checked by the
+    store's keyword rules, keywords.py)."""
+    return m.QueryPhrases.from_wire(request.keywords, list(request.extra_keywords))
 
 
 def filters_to_pb(f: m.SearchFilters) -> pb.KnowledgeSearchFilters:
@@ -130,7 +143,8 @@ def columns_from_pb(c: ks_pb.CandidateColumns) -> m.CandidateColumns:
     return m.CandidateColumns(
         entry_ids=tuple(c.entry_ids), artifact_ids=tuple(c.artifact_ids),
         scores=np.fromiter(c.scores, np.float32, n), timestamps_unix=np.fromiter(c.timestamps_unix, np.int64, n),
-        richness=np.fromiter(c.richness, np.float32, n), reputation_prior=np.fromiter(c.reputation_prior, np.float32, n),
+        richness=np.fromiter(c.richness, np.float32, n),
+        reputation_prior=np.fromiter(c.reputation_prior, np.float32, n),
         feedback_helpful=np.fromiter(c.feedback_helpful, np.int32, n),
         feedback_unhelpful=np.fromiter(c.feedback_unhelpful, np.int32, n),
         top_hits=tuple(hit_from_pb(h) for h in c.top_hits),

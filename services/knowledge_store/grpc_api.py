@@ -48,8 +48,7 @@ class KnowledgeStoreServicer(ks_grpc.KnowledgeStoreServicer):
                 raise InvalidArgument("complete_row_ids", "must be empty with include_keyword_leg (the "
                                                           "keyword leg's rows are completed in the call)")
             keyword, terms, columns, completion = await candidates_by_both_legs(
-                self._store, tenant, vectors, request.top_k, filters, keywords=request.keywords,
-                extra_keywords=list(request.extra_keywords))
+                self._store, tenant, vectors, request.top_k, filters, keywords=convert.phrases_from_pb(request))
             response = ks_pb.VectorSearchResponse(per_query_columns=[convert.columns_to_pb(c) for c in columns],
                                                   completion=convert.completion_to_pb(completion),
                                                   keyword_columns=convert.columns_to_pb(keyword),
@@ -58,8 +57,8 @@ class KnowledgeStoreServicer(ks_grpc.KnowledgeStoreServicer):
             return response
         if request.candidates_only and request.complete_scores:
             columns, completion = await self._store.candidates_by_vector_with_completion(
-                tenant, vectors, request.top_k, filters, keywords=request.keywords,
-                extra_keywords=list(request.extra_keywords), complete_rows=list(request.complete_row_ids))
+                tenant, vectors, request.top_k, filters, keywords=convert.phrases_from_pb(request),
+                complete_rows=list(request.complete_row_ids))
             return ks_pb.VectorSearchResponse(per_query_columns=[convert.columns_to_pb(c) for c in columns],
                                               completion=convert.completion_to_pb(completion))
         if request.candidates_only:
@@ -76,7 +75,7 @@ class KnowledgeStoreServicer(ks_grpc.KnowledgeStoreServicer):
     async def SearchPersonaKnowledgeByFilters(self, request, context):
         tenant, filters = policy.read_scope(verified_caller(), request.tenant_id,
                                             convert.filters_from_pb(request.filters))
-        args = (tenant, request.keywords, list(request.extra_keywords), request.top_k, filters)
+        args = (tenant, convert.phrases_from_pb(request), (), request.top_k, filters)
         if request.candidates_only:
             columns, terms = await self._store.candidates_by_filters(*args, top_hits=request.top_hits)
             return ks_pb.FilterSearchResponse(columns=convert.columns_to_pb(columns), query_terms=terms)
@@ -107,7 +106,7 @@ class KnowledgeStoreServicer(ks_grpc.KnowledgeStoreServicer):
     @translate_errors
     async def ScoreKeywords(self, request, context):
         tenant = policy.read_tenant(verified_caller(), request.tenant_id)
-        scores = await self._store.score_keywords(tenant, request.keywords, list(request.extra_keywords),
+        scores = await self._store.score_keywords(tenant, convert.phrases_from_pb(request), (),
                                                   [(t.title, t.text) for t in request.texts])
         return convert.keyword_scores_to_pb(scores)
 
@@ -182,7 +181,8 @@ class KnowledgeStoreServicer(ks_grpc.KnowledgeStoreServicer):
     @translate_errors
     async def ListPersonas(self, request, context):
         tenant = policy.metadata_read(verified_caller(), request.tenant_id)
-        return pb.ListPersonasResponse(personas=[convert.persona_to_pb(p) for p in await self._store.list_personas(tenant)])
+        personas = await self._store.list_personas(tenant)
+        return pb.ListPersonasResponse(personas=[convert.persona_to_pb(p) for p in personas])
 
     def _embedded_only(self, name: str):
         method = getattr(self._store, name, None)

@@ -25,6 +25,7 @@ from shared import records as m
 from shared.auth.inprocess import InProcessCaller, in_process_call
 from shared.errors import InvalidArgument, NotFound
 from shared.identity import Principal
+from shared.records import Keywords
 
 SERVICE = "KnowledgeStore"
 RPC_SERVICE = "nucleus.v1.KnowledgeStore"
@@ -62,7 +63,7 @@ class InProcessKnowledgeStoreClient:
 
     # -- retrieval -----------------------------------------------------------------------------
     async def candidates_by_vector_with_completion(
-            self, tenant_id: str, vectors: np.ndarray, top_k: int, filters: m.SearchFilters, *, keywords: str,
+            self, tenant_id: str, vectors: np.ndarray, top_k: int, filters: m.SearchFilters, *, keywords: Keywords,
             extra_keywords: Sequence[str] = (), complete_rows: Sequence[int] | np.ndarray = (),
             timeout_s: float | None = None) -> tuple[list[m.CandidateColumns], m.ScoreCompletion]:
         async with self._call("SearchPersonaKnowledgeByVector", timeout_s) as p:
@@ -72,7 +73,7 @@ class InProcessKnowledgeStoreClient:
                 complete_rows=list(np.asarray(complete_rows, np.int64).tolist()))
 
     async def candidates_by_both_legs(
-            self, tenant_id: str, vectors: np.ndarray, top_k: int, filters: m.SearchFilters, *, keywords: str,
+            self, tenant_id: str, vectors: np.ndarray, top_k: int, filters: m.SearchFilters, *, keywords: Keywords,
             extra_keywords: Sequence[str] = (), timeout_s: float | None = None,
     ) -> tuple[m.CandidateColumns, list[str], list[m.CandidateColumns], m.ScoreCompletion]:
         async with self._call("SearchPersonaKnowledgeByVector", timeout_s) as p:
@@ -80,7 +81,7 @@ class InProcessKnowledgeStoreClient:
             return await candidates_by_both_legs(self._store, tenant, _rows(vectors), top_k, scoped,
                                                  keywords=keywords, extra_keywords=list(extra_keywords))
 
-    async def candidates_by_filters(self, tenant_id: str, keywords: str, extra_keywords: Sequence[str], top_k: int,
+    async def candidates_by_filters(self, tenant_id: str, keywords: Keywords, extra_keywords: Sequence[str], top_k: int,
                                     filters: m.SearchFilters, *, top_hits: int = 0,
                                     timeout_s: float | None = None) -> tuple[m.CandidateColumns, list[str]]:
         async with self._call("SearchPersonaKnowledgeByFilters", timeout_s) as p:
@@ -88,7 +89,7 @@ class InProcessKnowledgeStoreClient:
             return await self._store.candidates_by_filters(tenant, keywords, list(extra_keywords), top_k, scoped,
                                                            top_hits=top_hits)
 
-    async def search_by_filters(self, tenant_id: str, keywords: str, extra_keywords: Sequence[str], top_k: int,
+    async def search_by_filters(self, tenant_id: str, keywords: Keywords, extra_keywords: Sequence[str], top_k: int,
                                 filters: m.SearchFilters, *,
                                 timeout_s: float | None = None) -> tuple[list[m.Hit], list[str]]:
         async with self._call("SearchPersonaKnowledgeByFilters", timeout_s) as p:
@@ -101,7 +102,7 @@ class InProcessKnowledgeStoreClient:
             tenant = policy.read_tenant(p, tenant_id)
             return policy.visible(p, await self._store.get_entries(tenant, list(entry_ids)))
 
-    async def score_keywords(self, tenant_id: str, keywords: str, extra_keywords: Sequence[str],
+    async def score_keywords(self, tenant_id: str, keywords: Keywords, extra_keywords: Sequence[str],
                              texts: Sequence[tuple[str, str]], *, timeout_s: float | None = None) -> m.KeywordScores:
         async with self._call("ScoreKeywords", timeout_s) as p:
             return await self._store.score_keywords(policy.read_tenant(p, tenant_id), keywords, list(extra_keywords),

@@ -1,7 +1,8 @@
 """The keyword leg's rules, the same for every backend: how a keyword query is read and the
 BM25 constants it is scored with.
 
-    keyword_phrases   [keywords, *extra_keywords], checked (InvalidArgument names the phrase)
+    keyword_phrases   the call's QueryPhrases (shared/records.py), checked (InvalidArgument names
+                      the phrase's field)
     KeywordQuery      the analysed terms of the phrases (analysis.query_terms), and each quoted
                       phrase ("…") as (analysed term run, lower-cased word run): a quoted
                       phrase counts as one more BM25 term, held by the entries that have its
@@ -22,6 +23,7 @@ from ranking.query_features import quoted_phrases
 from services.knowledge_store import validation
 from shared.analysis import analyse, query_terms, words
 from shared.errors import InvalidArgument
+from shared.records import QueryPhrases, query_phrases
 
 K1 = 1.2
 B = 0.75
@@ -33,21 +35,17 @@ DEFAULT_BM25_WEIGHTS = (1.0, 1.0)
 PHRASE_EXACT_MAX = 1_000         # entries whose text a quoted phrase is checked against, at most
 
 
-def keyword_phrases(keywords: str, extra_keywords: Sequence[str]) -> list[str]:
-    """[keywords, *extra_keywords], checked (InvalidArgument names the phrase)."""
-    if isinstance(extra_keywords, str):
-        raise InvalidArgument("extra_keywords", "must be a list of phrases, got one string")
-    if len(extra_keywords) > validation.MAX_EXTRA_KEYWORDS:
-        raise InvalidArgument("extra_keywords", f"{len(extra_keywords)} phrases, at most "
+def keyword_phrases(keywords: str | QueryPhrases, extra_keywords: Sequence[str] = ()) -> QueryPhrases:
+    """The phrases of a keyword call (`QueryPhrases`, or the wire's keywords + extra_keywords),
+    checked (InvalidArgument names the phrase's field)."""
+    phrases = query_phrases(keywords, extra_keywords)
+    if len(phrases.extra) > validation.MAX_EXTRA_KEYWORDS:
+        raise InvalidArgument("extra_keywords", f"{len(phrases.extra)} phrases, at most "
                                                 f"{validation.MAX_EXTRA_KEYWORDS} accepted")
-    phrases = [keywords or "", *extra_keywords]
     for i, phrase in enumerate(phrases):
-        name = "keywords" if i == 0 else f"extra_keywords[{i - 1}]"
-        if not isinstance(phrase, str):
-            raise InvalidArgument(name, f"must be a string, got {type(phrase).__name__}")
         if len(phrase) > validation.MAX_KEYWORD_CHARS:
-            raise InvalidArgument(name, f"has {len(phrase)} characters, at most "
-                                         f"{validation.MAX_KEYWORD_CHARS} accepted")
+            raise InvalidArgument(QueryPhrases.field_name(i), f"has {len(phrase)} characters, at most "
+                                                              f"{validation.MAX_KEYWORD_CHARS} accepted")
     return phrases
 
 

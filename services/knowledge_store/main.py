@@ -56,7 +56,8 @@ def compose(settings: KnowledgeStoreSettings, *, stdio: bool, llm: Any = None) -
     return ServiceSpec(
         name="knowledge_store",
         grpc_service_name="nucleus.v1.KnowledgeStore",
-        add_servicers=lambda server: ks_grpc.add_KnowledgeStoreServicer_to_server(KnowledgeStoreServicer(store), server),
+        add_servicers=lambda server: ks_grpc.add_KnowledgeStoreServicer_to_server(KnowledgeStoreServicer(store),
+                                                                                   server),
         mcp_server=build_mcp(store, allow_local_identity=auth is None or stdio,
                              token_verifier=auth.mcp_token_verifier() if auth and not stdio else None,
                              auth=service_auth_settings() if auth and not stdio else None),

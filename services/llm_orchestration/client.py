@@ -26,7 +26,8 @@ _METHODS = {llm_pb.EXPANSION_METHOD_LLM: "llm", llm_pb.EXPANSION_METHOD_KEYWORDS
 
 
 class LlmOrchestrationClient:
-    def __init__(self, target: str, *, timeout_s: float = 10.0, interceptors: list | None = None, tls_ca_file: Path | None = None) -> None:
+    def __init__(self, target: str, *, timeout_s: float = 10.0, interceptors: list | None = None,
+                 tls_ca_file: Path | None = None) -> None:
         self._channel = aio_channel(target, interceptors, tls_ca_file=tls_ca_file)
         self._stub = llm_grpc.LlmOrchestrationStub(self._channel)
         self.timeout_s = timeout_s
@@ -34,7 +35,8 @@ class LlmOrchestrationClient:
     async def close(self) -> None:
         await self._channel.close()
 
-    async def embed(self, texts: Sequence[str], *, purpose: str = "query", timeout_s: float | None = None) -> np.ndarray:
+    async def embed(self, texts: Sequence[str], *, purpose: str = "query",
+                    timeout_s: float | None = None) -> np.ndarray:
         response = await call(self._stub.GenerateEmbeddings,
                               llm_pb.GenerateEmbeddingsRequest(texts=list(texts), purpose=purpose),
                               timeout=timeout_s or self.timeout_s, service=SERVICE)

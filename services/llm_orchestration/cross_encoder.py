@@ -123,7 +123,8 @@ class CrossEncoder:
         try:
             config = json.loads((self.model_dir / "config.json").read_text(encoding="utf-8"))
         except (OSError, ValueError) as err:
-            raise InvalidArgument("cross_encoder_path", f"cannot read {self.model_dir / 'config.json'}: {err}") from None
+            raise InvalidArgument("cross_encoder_path",
+                                  f"cannot read {self.model_dir / 'config.json'}: {err}") from None
         self.model_name = str(config.get("_name_or_path") or self.model_dir.name) or self.model_dir.name
         self._tokenizer = AutoTokenizer.from_pretrained(str(self.model_dir))
         if self._want == "onnx":

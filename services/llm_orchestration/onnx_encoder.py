@@ -12,7 +12,8 @@ transformers versions and our export format: a changed model or toolchain gets a
 an unchanged one is reused.
 No offline graph rewriting beyond ONNX Runtime's own optimisation at session load
 (ORT_ENABLE_ALL): a pass of its transformer optimizer over the export (fused attention,
-LayerNorm, GELU kernels; same vectors to 2e-7) measured no faster for single queries (`python -m benchmarks.onnx_session` at `46fad46`, 2 threads spinning within runs: 3.35 vs
+LayerNorm, GELU kernels; same vectors to 2e-7) measured no faster for single queries
+(`python -m benchmarks.onnx_session` at `46fad46`, 2 threads spinning within runs: 3.35 vs
 3.33 ms p50 fused vs plain, 3.66 vs 3.41 in a second run) and was dropped.
 The file is written to a temporary name, fsynced and `os.replace`d, so a crash never leaves a
 half-written file under the cached name; after a fresh export, older exports of the same

@@ -1,10 +1,23 @@
 """protobuf <-> RAGPipeline core types."""
 from __future__ import annotations
 
+from typing import get_type_hints
+
 from nucleus.v1 import common_pb2 as pb
 from nucleus.v1 import rag_pipeline_pb2 as rag_pb
 from services.knowledge_store import convert as ks_convert
-from services.rag_pipeline.models import Preferences, RankedResult, SearchRequest, SearchResponse
+from services.rag_pipeline.models import (
+    Explanation,
+    FourR,
+    Preferences,
+    RankedResult,
+    SearchRequest,
+    SearchResponse,
+    explanation_values,
+)
+
+# The explanation's per-factor fields (FourRScores messages on the wire).
+_FOUR_R_FIELDS = frozenset(name for name, hint in get_type_hints(Explanation).items() if hint == FourR)
 
 
 def prefs_from_pb(p: pb.RankingPreferences) -> Preferences:
@@ -41,13 +54,8 @@ def result_to_pb(r: RankedResult) -> rag_pb.RankedKnowledgeResult:
     )
     e = r.explanation
     if e is not None:
-        msg.explanation.CopyFrom(rag_pb.ScoreExplanation(
-            weights=_four(e.weights), contributions=_four(e.contributions), dense_cosine=e.dense_cosine,
-            bm25=e.bm25, dense_rank=e.dense_rank, bm25_rank=e.bm25_rank, dense_norm=e.dense_norm,
-            bm25_norm=e.bm25_norm, rerank_score=e.rerank_score, fusion_method=e.fusion_method,
-            recency_applied=e.recency_applied, age_days=e.age_days, dense_source=e.dense_source,
-            bm25_source=e.bm25_source, dense_weight=e.dense_weight, query_profile=e.query_profile,
-            source_id=e.source_id, remote_score=e.remote_score))
+        msg.explanation.CopyFrom(rag_pb.ScoreExplanation(**{
+            name: _four(v) if name in _FOUR_R_FIELDS else v for name, v in explanation_values(e).items()}))
     return msg
 
 

@@ -44,7 +44,13 @@ from services.rag_pipeline.federation.rescore import Rescorer
 from services.rag_pipeline.federation.unify import FederatedSearch, without_local_repeats
 from services.rag_pipeline.fetch import load_hits, load_results
 from services.rag_pipeline.merge import Merged, merge, ranking_candidates
-from services.rag_pipeline.models import Preferences, RankedResult, SearchRequest, SearchResponse
+from services.rag_pipeline.models import (
+    NO_VISIBLE_SOURCES,
+    Preferences,
+    RankedResult,
+    SearchRequest,
+    SearchResponse,
+)
 from services.rag_pipeline.ports import KnowledgeSource, LanguageModel
 from services.rag_pipeline.results import build_results
 from services.rag_pipeline.validation import validate_request
@@ -59,7 +65,14 @@ from shared.errors import (
 from shared.auth.config import EMPTY_CONFIG
 from shared.bounds import INT32_MAX, check_int
 from shared.identity import OPERATOR, Principal, acting_for
-from shared.records import EMPTY_COLUMNS, CandidateColumns, FeedbackAck, ScoreCompletion, SearchFilters
+from shared.records import (
+    EMPTY_COLUMNS,
+    CandidateColumns,
+    FeedbackAck,
+    QueryPhrases,
+    ScoreCompletion,
+    SearchFilters,
+)
 from shared.settings import RagPipelineSettings
 from shared.telemetry.content import set_content_attribute  # telemetry hook
 from shared.telemetry.genai import retrieval_attributes  # telemetry hook
@@ -124,7 +137,12 @@ class RagPipeline:
         the caller already asked for it, e.g. a RAG tool naming sources); and every
         call to the store and the model made for it carries a signed assertion of it, so the
         store holds it to its tenant and groups again. None = authentication is off (a
-        trusted network): the request runs as sent."""
+        trusted network): the request runs as sent.
+
+        The scope and the federation plan are decided here, once, for every transport (gRPC,
+        search_and_rank, rag_search pass the caller's request through): the sources the
+        request selects (`plan`), and when nothing local is visible either the remote sources
+        only or, with none, an empty answer (`SearchResponse.nothing_visible`)."""
         if principal is None:
             return await self.search_and_rank(request)
         principal = replace(principal, tenant_id=self.tenant_for(request.tenant_id, principal))
@@ -133,7 +151,7 @@ class RagPipeline:
             scope = await self.scope(principal, base=request.filters)
         if scope.empty:
             if plan is None or not plan.remotes:
-                return SearchResponse(results=(), debug="no visible sources")
+                return SearchResponse(results=(), debug=NO_VISIBLE_SOURCES)
             plan = replace(plan, local=False)     # nothing local to see: the remote sources only
         with acting_for(principal):
             response = await self.search_and_rank(replace(request, tenant_id=principal.tenant_id,
@@ -224,7 +242,8 @@ class RagPipeline:
             except NotFound:
                 raise permissions.no_such_target(target, target_id, tenant_id) from None
         profile = await self.resolve_profile(tenant_id, "", "")
-        rep = reputation_factor(np.array([ack.reputation_prior], np.float32), np.array([ack.feedback_helpful], np.int32),
+        rep = reputation_factor(np.array([ack.reputation_prior], np.float32),
+                                np.array([ack.feedback_helpful], np.int32),
                                 np.array([ack.feedback_unhelpful], np.int32), DEFAULT_REPUTATION,
                                 profile.reputation_prior_strength)
         return ack, float(rep[0])
@@ -263,7 +282,8 @@ class RagPipeline:
                 async with asyncio.timeout(self._settings.deadline_s):
                     response = await self._search(request, plan, caller)
             except TimeoutError:
-                raise DeadlineExceeded(f"SearchAndRank did not finish within {self._settings.deadline_s:.1f}s") from None
+                raise DeadlineExceeded(
+                    f"SearchAndRank did not finish within {self._settings.deadline_s:.1f}s") from None
             span.set_attribute("nucleus.degraded", response.degraded)
             span.set_attribute("nucleus.results", len(response.results))
             span.set_attribute("nucleus.profile", f"{response.profile_name}@v{response.profile_version}")
@@ -299,18 +319,20 @@ class RagPipeline:
         intent = detect_temporal_intent(request.query, now_year=time.gmtime(now).tm_year)
         t = mark("profile", t0)
 
-        phrases = [request.query, *[p.strip() for p in request.extra_phrases]]
+        expanded: tuple[str, ...] = ()
         if request.expand:
             with tracer.start_as_current_span("rag.expand") as span:
                 try:
                     expansion = await self._llm.expand(request.query, timeout_s=s.embed_timeout_s)
-                    phrases += [p for p in expansion.phrases[1:] if p not in phrases]
+                    expanded = tuple(expansion.phrases[1:])
                     notes.append(f"expansion={expansion.method}: {expansion.note}".strip())
                     span.set_attribute("nucleus.expansion_method", expansion.method)
                 except NucleusError as err:
                     reasons.append(f"query expansion unavailable: {err}")
             t = mark("expand", t)
-        phrases = _dedupe(phrases)[:MAX_PHRASES]
+        # The query's phrases, normalised once (stripped, distinct) and carried as one value to
+        # the store's keyword leg and the remote sources.
+        phrases = QueryPhrases.distinct((request.query, *request.extra_phrases, *expanded), MAX_PHRASES)
 
         # Federation: the remote sources are asked now, in parallel with the local legs.
         fed = None
@@ -318,7 +340,8 @@ class RagPipeline:
         if plan is not None and plan.remotes:
             budget = s.deadline_s - (time.perf_counter() - t0) - min(FEDERATION_RESERVE_S, s.deadline_s / 3)
             fed = FederatedSearch(self.federation, self.rescorer, plan,
-                                  RemoteQuery(request.query, tuple(phrases), min(self.remote_hits, request.top_k_initial),
+                                  RemoteQuery(request.query, tuple(phrases),
+                                              min(self.remote_hits, request.top_k_initial),
                                               caller, request.remote_resources, INCOMING_PATH.get(),
                                               for_remotes(request.filters)),
                                   max(0.05, budget)).start()
@@ -370,11 +393,11 @@ class RagPipeline:
         if vectors is not None and local and combined is None:
             with tracer.start_as_current_span("rag.retrieve.vector") as span:
                 retrieval_attributes(span, data_source="knowledge_store.vector", top_k=request.top_k_initial,
-                                     query=phrases)  # telemetry hook
+                                     query=list(phrases))  # telemetry hook
                 try:
                     dense_hits, completion = await self._ks.candidates_by_vector_with_completion(
-                        request.tenant_id, vectors, request.top_k_initial, request.filters, keywords=phrases[0],
-                        extra_keywords=list(phrases[1:]), complete_rows=keyword_hits.row_ids,
+                        request.tenant_id, vectors, request.top_k_initial, request.filters, keywords=phrases,
+                        complete_rows=keyword_hits.row_ids,
                         timeout_s=s.retrieval_timeout_s)
                     span.set_attribute("nucleus.candidates", sum(len(h) for h in dense_hits))
                 except (NotFound, InvalidArgument):
@@ -471,7 +494,7 @@ class RagPipeline:
             debug=debug, sources=reports,
         )
 
-    async def _both_legs(self, request: SearchRequest, phrases: Sequence[str],
+    async def _both_legs(self, request: SearchRequest, phrases: QueryPhrases,
                          vectors: np.ndarray) -> _BothLegs | None:
         """Both retrieval legs in one store call; None when it failed for a reason the two
         separate calls may not share (they then answer, or degrade, as without it)."""
@@ -480,8 +503,8 @@ class RagPipeline:
                                  query=list(phrases))  # telemetry hook
             try:
                 keyword, terms, dense, completion = await self._ks.candidates_by_both_legs(
-                    request.tenant_id, vectors, request.top_k_initial, request.filters, keywords=phrases[0],
-                    extra_keywords=list(phrases[1:]), timeout_s=self._settings.retrieval_timeout_s)
+                    request.tenant_id, vectors, request.top_k_initial, request.filters, keywords=phrases,
+                    timeout_s=self._settings.retrieval_timeout_s)
             except (NotFound, InvalidArgument):
                 raise
             except NucleusError as err:
@@ -492,7 +515,7 @@ class RagPipeline:
             span.set_attribute("nucleus.candidates", len(keyword) + sum(len(h) for h in dense))
             return _BothLegs((keyword, terms), dense, completion)
 
-    async def _keyword_leg(self, request: SearchRequest, phrases: Sequence[str],
+    async def _keyword_leg(self, request: SearchRequest, phrases: QueryPhrases,
                            local: bool = True) -> tuple[CandidateColumns, list[str]]:
         if not local:                       # federation: the local store is not among the sources
             return EMPTY_COLUMNS, []
@@ -500,12 +523,12 @@ class RagPipeline:
             retrieval_attributes(span, data_source="knowledge_store.keyword", top_k=request.top_k_initial,
                                  query=list(phrases))  # telemetry hook
             hits, terms = await self._ks.candidates_by_filters(
-                request.tenant_id, phrases[0], list(phrases[1:]), request.top_k_initial, request.filters,
+                request.tenant_id, phrases, (), request.top_k_initial, request.filters,
                 timeout_s=self._settings.retrieval_timeout_s)
             span.set_attribute("nucleus.candidates", len(hits))
             return hits, terms
 
-    async def _embed(self, request: SearchRequest, phrases: list[str]) -> tuple[np.ndarray | None, str]:
+    async def _embed(self, request: SearchRequest, phrases: QueryPhrases) -> tuple[np.ndarray | None, str]:
         with tracer.start_as_current_span("rag.embed") as span:
             span.set_attribute("nucleus.phrases", len(phrases))
             given = None
@@ -514,9 +537,9 @@ class RagPipeline:
                 norm = float(np.linalg.norm(given))
                 if norm > 0:
                     given = given / norm
-                to_embed = phrases[1:]
+                to_embed = list(phrases[1:])
             else:
-                to_embed = phrases
+                to_embed = list(phrases)
             if not to_embed:
                 return given, ""
             try:
@@ -556,17 +579,6 @@ class RagPipeline:
 
 
 # ---------------------------------------------------------------------- helpers
-def _dedupe(phrases: Sequence[str]) -> list[str]:
-    seen: set[str] = set()
-    out = []
-    for p in phrases:
-        key = p.strip().lower()
-        if key and key not in seen:
-            seen.add(key)
-            out.append(p.strip())
-    return out
-
-
 def _recency_applies(mode: str, has_intent: bool) -> bool:
     return mode == "always" or (mode in ("", "auto") and has_intent)
 

@@ -3,7 +3,8 @@
 Tenant and user always come from the verified principal (shared.auth.principals.RequestIdentity: the
 bearer token checked by the SDK's auth middleware, or the local principal over stdio), never
 from tool arguments. Searches run under the caller's access scope, decided in the core
-(`RagPipeline.search`, services/rag_pipeline/access.py) as for gRPC. Errors are translated once, here, into MCP tool errors (shared/mcp_errors.py).
+(`RagPipeline.search`, services/rag_pipeline/access.py) as for gRPC. Errors are translated
+once, here, into MCP tool errors (shared/mcp_errors.py).
 
     search_and_rank, put/get/list_ranking_profile(s), record_feedback   (this module)
     rag_search, verify_document_access, rag_discover_resources,
@@ -11,10 +12,11 @@ from tool arguments. Searches run under the caller's access scope, decided in th
 """
 from __future__ import annotations
 
-from typing import Annotated, Any, Callable, Literal
+from dataclasses import MISSING, fields
+from typing import Annotated, Any, Callable, Literal, get_type_hints
 
 from mcp.server.mcpserver import Context, MCPServer
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, Field, create_model
 
 from ranking.config import (
     DEFAULT_DENSE_WEIGHT,
@@ -28,7 +30,14 @@ from ranking.config import (
 from ranking.profile import RankingProfile
 from services.rag_pipeline.core import RagPipeline
 from services.rag_pipeline.federation.runtime import request_headers
-from services.rag_pipeline.models import Preferences, SearchRequest, SearchResponse
+from services.rag_pipeline.models import (
+    Explanation,
+    FourR,
+    Preferences,
+    SearchRequest,
+    SearchResponse,
+    explanation_values,
+)
 from services.rag_pipeline.tools import RagTools, register_rag_tools
 from services.rag_pipeline.tools.topics import register_topic_tools
 from services.rag_pipeline.topics import TopicTools
@@ -48,25 +57,18 @@ class FourRScoresOut(BaseModel):
     reputation: float
 
 
-class ExplanationOut(BaseModel):
-    weights: FourRScoresOut
-    contributions: FourRScoresOut
-    dense_cosine: float
-    bm25: float
-    dense_rank: int
-    bm25_rank: int
-    dense_norm: float
-    bm25_norm: float
-    rerank_score: float
-    fusion_method: str
-    recency_applied: bool
-    age_days: float
-    dense_source: str = "retrieved"
-    bm25_source: str = "retrieved"
-    dense_weight: float = 0.0
-    query_profile: str = ""
-    source_id: str = "local"                # "local" or the remote source (federation)
-    remote_score: float = 0.0               # a remote result's own score, on its own scale (not ranked on)
+def _explanation_out() -> type[BaseModel]:
+    """ExplanationOut: the fields of models.Explanation, in order, with the same defaults (a
+    per-factor tuple as FourRScoresOut)."""
+    spec: dict[str, Any] = {}
+    for f in fields(Explanation):
+        hint = _EXPLANATION_HINTS[f.name]
+        spec[f.name] = (FourRScoresOut if hint == FourR else hint, ... if f.default is MISSING else f.default)
+    return create_model("ExplanationOut", __module__=__name__, **spec)
+
+
+_EXPLANATION_HINTS = get_type_hints(Explanation)
+ExplanationOut = _explanation_out()
 
 
 class ArtifactSummaryOut(BaseModel):
@@ -176,13 +178,8 @@ def search_response_out(r: SearchResponse) -> SearchAndRankOut:
             associated_artifact=ArtifactSummaryOut(**artifact_values(a, _SUMMARY_OUT_FIELDS)),
             snippet=x.snippet, headline=x.entry.headline, overall_rank_score=x.overall,
             individual_scores=four(x.scores), relevance_probability=x.probability,
-            explanation=None if e is None else ExplanationOut(
-                weights=four(e.weights), contributions=four(e.contributions), dense_cosine=e.dense_cosine,
-                bm25=e.bm25, dense_rank=e.dense_rank, bm25_rank=e.bm25_rank, dense_norm=e.dense_norm,
-                bm25_norm=e.bm25_norm, rerank_score=e.rerank_score, fusion_method=e.fusion_method,
-                recency_applied=e.recency_applied, age_days=e.age_days, dense_source=e.dense_source,
-                bm25_source=e.bm25_source, dense_weight=e.dense_weight, query_profile=e.query_profile,
-                source_id=e.source_id, remote_score=e.remote_score),
+            explanation=None if e is None else ExplanationOut(**{
+                name: four(v) if isinstance(v, tuple) else v for name, v in explanation_values(e).items()}),
             source_id=x.source_id,
         ))
     return SearchAndRankOut(

@@ -1,7 +1,8 @@
 """Plain core types of the RAG pipeline (no protobuf)."""
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
+from typing import Any
 
 from services.rag_pipeline.federation.hits import SourceReport
 from shared.records import ArtifactSummary, Entry, SearchFilters
@@ -40,6 +41,9 @@ class SearchRequest:
 
 @dataclass(frozen=True, slots=True)
 class Explanation:
+    """Why a result ranks where it does: the source of the explanation's fields (the gRPC
+    ScoreExplanation message and the MCP ExplanationOut carry exactly these, in this order)."""
+
     weights: tuple[float, float, float, float]
     contributions: tuple[float, float, float, float]
     dense_cosine: float
@@ -60,6 +64,17 @@ class Explanation:
     remote_score: float = 0.0          # a remote result's own score, on its own scale (not ranked on)
 
 
+FourR = tuple[float, float, float, float]
+"""The type of an Explanation field that holds one value per factor (FACTORS order)."""
+
+
+def explanation_values(e: Explanation) -> dict[str, Any]:
+    """An explanation's fields by name: the one list the gRPC message (convert.py) and the MCP
+    output (mcp_api.py ExplanationOut) are built from; tests/unit/rag_pipeline/test_explanation_fields.py
+    checks the proto message has exactly these fields."""
+    return {f.name: getattr(e, f.name) for f in fields(e)}
+
+
 @dataclass(frozen=True, slots=True)
 class RankedResult:
     entry: Entry
@@ -70,6 +85,9 @@ class RankedResult:
     explanation: Explanation | None
     probability: float = 0.0                    # calibrated P(relevant) (ranking/factors.py, step 3)
     source_id: str = "local"                    # "local" or the remote source (federation)
+
+
+NO_VISIBLE_SOURCES = "no visible sources"      # SearchResponse.debug of a caller who may see nothing
 
 
 @dataclass(frozen=True, slots=True)
@@ -85,3 +103,8 @@ class SearchResponse:
     temporal_intent: bool = False
     debug: str = ""
     sources: tuple[SourceReport, ...] = ()      # federation: one per source asked; () = none configured
+
+    @property
+    def nothing_visible(self) -> bool:
+        """The caller may see no local source and asked no remote one (RagPipeline.search)."""
+        return self.debug == NO_VISIBLE_SOURCES

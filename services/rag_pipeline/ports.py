@@ -21,8 +21,16 @@ from ranking.profile import RankingProfile
 from services.knowledge_store.personas import Persona
 from services.llm_orchestration.chat import ChatChunk, ChatRequest
 from services.llm_orchestration.results import Expansion, RerankResult, Synthesis
-from shared.records import (CandidateColumns, FeedbackAck, Hit, KeywordScores, ScoreCompletion, SearchFilters,
-                            TenantStats)
+from shared.records import (
+    CandidateColumns,
+    FeedbackAck,
+    Hit,
+    KeywordScores,
+    Keywords,
+    ScoreCompletion,
+    SearchFilters,
+    TenantStats,
+)
 
 
 class KnowledgeSource(Protocol):
@@ -31,7 +39,7 @@ class KnowledgeSource(Protocol):
     async def close(self) -> None: ...
 
     async def candidates_by_vector_with_completion(
-            self, tenant_id: str, vectors: np.ndarray, top_k: int, filters: SearchFilters, *, keywords: str,
+            self, tenant_id: str, vectors: np.ndarray, top_k: int, filters: SearchFilters, *, keywords: Keywords,
             extra_keywords: Sequence[str] = (), complete_rows: Sequence[int] | np.ndarray = (),
             timeout_s: float | None = None) -> tuple[list[CandidateColumns], ScoreCompletion]:
         """Ranking-signal columns per query vector (row of `vectors`), best first; and, in the
@@ -39,14 +47,14 @@ class KnowledgeSource(Protocol):
         phrases) for those candidates and for `complete_rows` (the keyword leg's `row_ids`)."""
         ...
 
-    async def candidates_by_filters(self, tenant_id: str, keywords: str, extra_keywords: Sequence[str], top_k: int,
+    async def candidates_by_filters(self, tenant_id: str, keywords: Keywords, extra_keywords: Sequence[str], top_k: int,
                                     filters: SearchFilters, *, top_hits: int = 0,
                                     timeout_s: float | None = None) -> tuple[CandidateColumns, list[str]]:
         """Ranking-signal columns of the keyword (BM25) leg, and the analysed query terms."""
         ...
 
     async def candidates_by_both_legs(
-            self, tenant_id: str, vectors: np.ndarray, top_k: int, filters: SearchFilters, *, keywords: str,
+            self, tenant_id: str, vectors: np.ndarray, top_k: int, filters: SearchFilters, *, keywords: Keywords,
             extra_keywords: Sequence[str] = (), timeout_s: float | None = None,
     ) -> tuple[CandidateColumns, list[str], list[CandidateColumns], ScoreCompletion]:
         """`candidates_by_filters` and then `candidates_by_vector_with_completion` completing the
@@ -54,7 +62,7 @@ class KnowledgeSource(Protocol):
         vector, completion). Unimplemented when the store cannot; any failure of either leg fails it."""
         ...
 
-    async def search_by_filters(self, tenant_id: str, keywords: str, extra_keywords: Sequence[str], top_k: int,
+    async def search_by_filters(self, tenant_id: str, keywords: Keywords, extra_keywords: Sequence[str], top_k: int,
                                 filters: SearchFilters, *,
                                 timeout_s: float | None = None) -> tuple[list[Hit], list[str]]:
         """Full hits of a keyword / filter search (no keywords: a metadata-only listing)."""
@@ -65,7 +73,7 @@ class KnowledgeSource(Protocol):
         """The entries with these ids, in request order; unknown ids are skipped."""
         ...
 
-    async def score_keywords(self, tenant_id: str, keywords: str, extra_keywords: Sequence[str],
+    async def score_keywords(self, tenant_id: str, keywords: Keywords, extra_keywords: Sequence[str],
                              texts: Sequence[tuple[str, str]], *,
                              timeout_s: float | None = None) -> KeywordScores:
         """BM25 of the keyword phrases for (title, text) pairs the store does not hold (remote

@@ -49,7 +49,8 @@ def build_results(merged: list[Merged], ranked: Any, candidates: Candidates, con
                 source_id=source_id,
                 remote_score=0.0 if math.isnan(m.remote_score) else m.remote_score,
             )
-        out.append(RankedResult(entry=m.hit.entry, artifact=m.hit.artifact, snippet=make_snippet(m.hit.entry.text, query),
+        out.append(RankedResult(entry=m.hit.entry, artifact=m.hit.artifact,
+                                snippet=make_snippet(m.hit.entry.text, query),
                                 overall=overall[pos], scores=tuple(factors[pos]), explanation=explanation,
                                 probability=probability[pos], source_id=source_id))
     return tuple(out)

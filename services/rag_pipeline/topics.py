@@ -119,15 +119,16 @@ class TopicTools:
             try:
                 out["png_base64"] = base64.b64encode(render_map_png(out)).decode("ascii")
             except ImportError:              # a missing optional dependency degrades, with a flag
-                out["png_error"] = "PNG rendering needs matplotlib (pip install matplotlib); the JSON points are complete"
+                out["png_error"] = ("PNG rendering needs matplotlib (pip install matplotlib); "
+                                    "the JSON points are complete")
         return out
 
     async def _recent(self, who: Principal | None, tenant: str, filters, members: dict[str, Any], query: str,
                       limit: int) -> dict[str, Any]:
         docs = members["documents"]
         base = {"status": "ready", "topic_id": members["topic_id"], "label": members["label"],
-                "ranking": f"4R with recency forced on (recency mode 'always', weights {RECENT_WEIGHTS}), over the topic's newest "
-                           f"{len(docs)} visible documents"}
+                "ranking": f"4R with recency forced on (recency mode 'always', weights {RECENT_WEIGHTS}), "
+                           f"over the topic's newest {len(docs)} visible documents"}
         if not docs:
             return {**base, "documents": []}
         text = query or " ".join(members["terms"]) or members["label"]

@@ -26,7 +26,8 @@ def validate_request(request: SearchRequest, s: RagPipelineSettings) -> SearchRe
     if not query:
         raise InvalidArgument("user_query_text", "must not be empty")
     if len(request.query) > s.max_query_chars:
-        raise InvalidArgument("user_query_text", f"is {len(request.query)} characters; at most {s.max_query_chars} accepted")
+        raise InvalidArgument("user_query_text",
+                              f"is {len(request.query)} characters; at most {s.max_query_chars} accepted")
     k_final = request.top_k_final or s.default_top_k_final
     k_init = request.top_k_initial or max(s.default_top_k_initial, k_final)
     if not 1 <= k_final <= s.max_top_k_final:

@@ -63,7 +63,8 @@ def in_process_caller(caller: str, caller_settings: ServiceSettings, callee: str
 
 async def serve(ready_file: Path | None) -> int:
     telemetry = setup_routed_telemetry(SERVICES, default="rag_pipeline")
-    llm_settings, ks_settings, rag_settings = LlmOrchestrationSettings(), KnowledgeStoreSettings(), RagPipelineSettings()
+    llm_settings, ks_settings = LlmOrchestrationSettings(), KnowledgeStoreSettings()
+    rag_settings = RagPipelineSettings()
     register_secret(llm_settings.openai_api_key.get_secret_value())
     if rag_settings.require_auth and (ks_settings.identity_dir is None or llm_settings.identity_dir is None):
         raise SystemExit("single: NUCLEUS_RAG_REQUIRE_AUTH is set but NUCLEUS_KS_IDENTITY_DIR / "

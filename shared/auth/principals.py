@@ -71,7 +71,8 @@ def parse_session_tags(value: str) -> tuple[str, ...]:
 def _peer_principal(c: Mapping, assertion: str, config: AuthConfig, stack_id: str) -> Principal | None:
     """The asserted user of a peer stack's key (None: the key is no peer's)."""
     key_id = str(c.get("key_id", ""))
-    entry = next((k for k in config.api_keys if k.key_id == key_id), None) if c.get("auth_method") == "api_key" else None
+    entry = (next((k for k in config.api_keys if k.key_id == key_id), None)
+             if c.get("auth_method") == "api_key" else None)
     if entry is None or not entry.peer_stack:
         return None
     claims = verify_assertion(assertion, public_pem=entry.peer_public_key, issuer=entry.peer_stack, audience=stack_id)

@@ -131,8 +131,8 @@ def snapshot(source: Path, tenant_id: str, directory: Path) -> TenantSnapshot:
             dst.execute("PRAGMA journal_mode = DELETE")
             found = [r[0] for r in dst.execute("PRAGMA quick_check(5)")]
             if found != ["ok"]:
-                raise FailedPrecondition(f"the snapshot of tenant '{tenant_id}' fails quick_check ({'; '.join(found)}): "
-                                         f"{source} is damaged; not backed up")
+                raise FailedPrecondition(f"the snapshot of tenant '{tenant_id}' fails quick_check "
+                                         f"({'; '.join(found)}): {source} is damaged; not backed up")
             stamp = storage.index_log.stamp(dst)
             entries = storage.checks.cheap_count(dst)
             stored = storage.db.get_meta(dst, "tenant_id")

@@ -67,6 +67,7 @@ from shared.records import (
     Hit,
     IngestReport,
     KeywordScores,
+    Keywords,
     ScoreCompletion,
     SearchFilters,
     TenantStats,
@@ -124,7 +125,7 @@ class KnowledgeStore:
 
     async def candidates_by_vector_with_completion(
             self, tenant_id: str, query_vectors: np.ndarray, top_k: int, filters: SearchFilters, *,
-            keywords: str, extra_keywords: Sequence[str] = (), complete_rows: Sequence[int] = (),
+            keywords: Keywords, extra_keywords: Sequence[str] = (), complete_rows: Sequence[int] = (),
     ) -> tuple[list[CandidateColumns], ScoreCompletion]:
         """`candidates_by_vector`, plus both relevance signals (best cosine over the query
         vectors, BM25 of `keywords` + `extra_keywords`) for its candidates and for
@@ -133,7 +134,7 @@ class KnowledgeStore:
             tenant_id, query_vectors, top_k, filters, keywords=keywords, extra_keywords=extra_keywords,
             complete_rows=complete_rows)
 
-    async def search_by_filters(self, tenant_id: str, keywords: str, extra_keywords: Sequence[str], top_k: int,
+    async def search_by_filters(self, tenant_id: str, keywords: Keywords, extra_keywords: Sequence[str], top_k: int,
                                 filters: SearchFilters) -> tuple[list[Hit], list[str]]:
         """BM25 over analysed terms of `keywords` and `extra_keywords` (OR-ed), filters applied
         inside the search (a mask of the entries the SQL filters allow).
@@ -143,7 +144,7 @@ class KnowledgeStore:
         """
         return await self._searcher.search_by_filters(tenant_id, keywords, extra_keywords, top_k, filters)
 
-    async def candidates_by_filters(self, tenant_id: str, keywords: str, extra_keywords: Sequence[str], top_k: int,
+    async def candidates_by_filters(self, tenant_id: str, keywords: Keywords, extra_keywords: Sequence[str], top_k: int,
                                     filters: SearchFilters, *,
                                     top_hits: int = 0) -> tuple[CandidateColumns, list[str]]:
         """As `search_by_filters`, answered as ranking-signal columns (no text, no metadata),
@@ -151,7 +152,7 @@ class KnowledgeStore:
         return await self._searcher.candidates_by_filters(tenant_id, keywords, extra_keywords, top_k, filters,
                                                           top_hits=top_hits)
 
-    async def score_keywords(self, tenant_id: str, keywords: str, extra_keywords: Sequence[str],
+    async def score_keywords(self, tenant_id: str, keywords: Keywords, extra_keywords: Sequence[str],
                              texts: Sequence[tuple[str, str]]) -> KeywordScores:
         """BM25 of `keywords` + `extra_keywords` for (title, text) pairs the store does not hold
         (a remote source's hits), with the tenant's own term statistics, and their richness."""

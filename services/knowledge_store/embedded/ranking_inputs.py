@@ -4,7 +4,8 @@ Both are ordinary writes (writes.py) that change no index (`NO_CHANGE`); the SQL
 storage/ranking_inputs.py. Profiles are versioned per (tenant, persona, name), and a persona
 without its own profile of a name falls back to the tenant's. Feedback counts on the
 artifact: every vote names its user, and a user has one vote per artifact (a second vote
-replaces the first; the counters never grow twice). Reads of a tenant that has no store yet answer "nothing" rather than NotFound.
+replaces the first; the counters never grow twice). Reads of a tenant that has no store yet
+answer "nothing" rather than NotFound.
 """
 from __future__ import annotations
 

@@ -93,8 +93,9 @@ class Scrub:
         return self.last.line(self._settings.scrub_rate_mb_s) if self.last else ""
 
     def _loop(self) -> None:
-        while not self._stop.wait(min(self._settings.scrub_interval_s, 60.0) if self.last is None
-                                  else max(0.0, self.last.started_unix + self._settings.scrub_interval_s - time.time())):
+        interval = self._settings.scrub_interval_s
+        while not self._stop.wait(min(interval, 60.0) if self.last is None
+                                  else max(0.0, self.last.started_unix + interval - time.time())):
             try:
                 self.run_pass()
             except Exception:  # noqa: BLE001 - the scrub must log and go on, never take the store down
@@ -217,7 +218,8 @@ class Scrub:
         parts = []
         if rids:
             shown = sorted(rids)
-            parts.append(f"{len(shown)} entries (rid {', '.join(map(str, shown[:10]))}{', …' if len(shown) > 10 else ''})")
+            more = ", …" if len(shown) > 10 else ""
+            parts.append(f"{len(shown)} entries (rid {', '.join(map(str, shown[:10]))}{more})")
         if artifacts:
             parts.append(f"{len(artifacts)} artifacts ({', '.join(sorted(artifacts)[:5])})")
         self._tenants.report(tenant_id, storage.faults.CORRUPT_ROWS,
@@ -225,8 +227,8 @@ class Scrub:
                              "the scrub): left out of answers; re-ingest those documents or restore a backup")
 
     def _page_error(self, tenant_id: str, path: Path, err: BaseException, out: TenantScrub) -> None:
-        error, kind = storage.faults.translate(err, tenant_id=tenant_id, path=path, data_dir=Path(self._settings.data_dir),
-                                               action="scrub")
+        error, kind = storage.faults.translate(err, tenant_id=tenant_id, path=path,
+                                               data_dir=Path(self._settings.data_dir), action="scrub")
         out.page_error = str(error)
         if kind == storage.faults.CORRUPT:
             self._tenants.report(tenant_id, kind, str(error) + " (found by the scrub)")

@@ -63,6 +63,7 @@ from shared.records import (
     Hit,
     KeywordScores,
     KeywordStats,
+    Keywords,
     ScoreCompletion,
     SearchFilters,
 )
@@ -123,7 +124,7 @@ class Searcher:
 
     async def candidates_by_vector_with_completion(
             self, tenant_id: str, query_vectors: np.ndarray, top_k: int, filters: SearchFilters, *,
-            keywords: str, extra_keywords: Sequence[str], complete_rows: Sequence[int] | NDArray[np.int64] = (),
+            keywords: Keywords, extra_keywords: Sequence[str], complete_rows: Sequence[int] | NDArray[np.int64] = (),
     ) -> tuple[list[CandidateColumns], ScoreCompletion]:
         """`candidates_by_vector` plus both signals for its candidates and `complete_rows`
         (module docstring: score completion)."""
@@ -184,17 +185,17 @@ class Searcher:
             return answer, None if complete is None else _complete(conn, tenant, queries, id_lists, complete,
                                                                     allowed)
 
-    async def search_by_filters(self, tenant_id: str, keywords: str, extra_keywords: Sequence[str], top_k: int,
+    async def search_by_filters(self, tenant_id: str, keywords: Keywords, extra_keywords: Sequence[str], top_k: int,
                                 filters: SearchFilters) -> tuple[list[Hit], list[str]]:
         return await self._keyword_search(tenant_id, keywords, extra_keywords, top_k, filters, _hit_lists)
 
-    async def candidates_by_filters(self, tenant_id: str, keywords: str, extra_keywords: Sequence[str], top_k: int,
+    async def candidates_by_filters(self, tenant_id: str, keywords: Keywords, extra_keywords: Sequence[str], top_k: int,
                                     filters: SearchFilters, *,
                                     top_hits: int = 0) -> tuple[CandidateColumns, list[str]]:
         return await self._keyword_search(tenant_id, keywords, extra_keywords, top_k, filters,
                                           _columns_with(top_hits))
 
-    async def _keyword_search(self, tenant_id: str, keywords: str, extra_keywords: Sequence[str], top_k: int,
+    async def _keyword_search(self, tenant_id: str, keywords: Keywords, extra_keywords: Sequence[str], top_k: int,
                               filters: SearchFilters, materialize: Materialize[R]) -> tuple[R, list[str]]:
         validation.tenant_id(tenant_id)
         validation.top_k(top_k, self._settings.max_top_k)
@@ -223,7 +224,7 @@ class Searcher:
                                                 _phrase_rids(query, conn))
             return materialize(conn, tenant.tenant_id, [[rid for rid, _ in scored]], [[s for _, s in scored]])[0]
 
-    async def score_keywords(self, tenant_id: str, keywords: str, extra_keywords: Sequence[str],
+    async def score_keywords(self, tenant_id: str, keywords: Keywords, extra_keywords: Sequence[str],
                              texts: Sequence[tuple[str, str]]) -> KeywordScores:
         """BM25 of the keyword phrases for (title, text) pairs the store does not hold, with the
         tenant's term statistics (keyword_index.score_documents), and their richness."""

@@ -44,6 +44,7 @@ from shared.records import (
     Hit,
     KeywordScores,
     KeywordStats,
+    Keywords,
     ScoreCompletion,
     SearchFilters,
 )
@@ -117,7 +118,7 @@ class Searches(TermStatistics):
 
     async def candidates_by_vector_with_completion(
             self, tenant_id: str, query_vectors: np.ndarray, top_k: int, filters: SearchFilters, *,
-            keywords: str, extra_keywords: Sequence[str] = (), complete_rows: Sequence[int] = (),
+            keywords: Keywords, extra_keywords: Sequence[str] = (), complete_rows: Sequence[int] = (),
     ) -> tuple[list[CandidateColumns], ScoreCompletion]:
         phrases = keyword_phrases(keywords, extra_keywords)
         rows = np.unique(np.asarray(list(complete_rows), np.int64))
@@ -152,7 +153,7 @@ class Searches(TermStatistics):
                  else KeywordStats(entries=n))
         return columns, ScoreCompletion(row_ids=wanted, dense=dense, bm25=scores, keyword_stats=stats)
 
-    async def _keyword_points(self, tenant_id: str, keywords: str, extra_keywords: Sequence[str], top_k: int,
+    async def _keyword_points(self, tenant_id: str, keywords: Keywords, extra_keywords: Sequence[str], top_k: int,
                               filters: SearchFilters, payload: list[str]
                               ) -> tuple[list[tuple[Any, float]], list[str]]:
         validation.tenant_id(tenant_id)
@@ -253,13 +254,13 @@ class Searches(TermStatistics):
                                  p.payload["artifact_id"], int(p.payload["chunk_index"])))
         return [(p, 0.0) for p in more[:k]]
 
-    async def search_by_filters(self, tenant_id: str, keywords: str, extra_keywords: Sequence[str], top_k: int,
+    async def search_by_filters(self, tenant_id: str, keywords: Keywords, extra_keywords: Sequence[str], top_k: int,
                                 filters: SearchFilters) -> tuple[list[Hit], list[str]]:
         scored, terms = await self._keyword_points(tenant_id, keywords, extra_keywords, top_k, filters,
                                                    ENTRY_PAYLOAD)
         return await self._hits(tenant_id, scored), terms
 
-    async def candidates_by_filters(self, tenant_id: str, keywords: str, extra_keywords: Sequence[str], top_k: int,
+    async def candidates_by_filters(self, tenant_id: str, keywords: Keywords, extra_keywords: Sequence[str], top_k: int,
                                     filters: SearchFilters, *,
                                     top_hits: int = 0) -> tuple[CandidateColumns, list[str]]:
         validation.top_hits(top_hits)
@@ -267,7 +268,7 @@ class Searches(TermStatistics):
         scored, terms = await self._keyword_points(tenant_id, keywords, extra_keywords, top_k, filters, payload)
         return await self._columns(tenant_id, scored, top_hits), terms
 
-    async def score_keywords(self, tenant_id: str, keywords: str, extra_keywords: Sequence[str],
+    async def score_keywords(self, tenant_id: str, keywords: Keywords, extra_keywords: Sequence[str],
                              texts: Sequence[tuple[str, str]]) -> KeywordScores:
         """BM25 of the keyword phrases for (title, text) pairs the store does not hold, with the
         tenant's term statistics and current average length, and their richness."""

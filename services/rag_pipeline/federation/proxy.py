@@ -122,7 +122,8 @@ class ProxyTools:
     # -- what is listed
     def update(self, source_id: str, tools: list[ToolInfo] | None) -> bool:
         """The probe's latest tool list of a source (None: unreachable, nothing to list)."""
-        new = {t.name: t for t in (tools or [])[:MAX_TOOLS_PER_SOURCE] if TOOL_NAME.match(proxy_name(source_id, t.name))}
+        new = {t.name: t for t in (tools or [])[:MAX_TOOLS_PER_SOURCE]
+               if TOOL_NAME.match(proxy_name(source_id, t.name))}
         if self.registry.current().get(source_id) is None:
             new = {}
         old = self._tools.get(source_id, {})

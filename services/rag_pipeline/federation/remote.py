@@ -24,358 +24,55 @@ Rules applied on every call:
   * a CLIENT span per call whose W3C `traceparent` goes in the request's `_meta`;
   * one audit line per call: source, tool, status, latency (never arguments or results).
 Failures raise `RemoteError(source_id, kind, message)`; the message is redacted.
+
+The pieces, by concern: remote_transport.py (destination checks, the response byte limit,
+one session), remote_contract.py (tools, contracts, results, errors); this module: the pooled
+session per source (`RemoteSource`) and the pool (`RemotePool`).
 """
 from __future__ import annotations
 
 import asyncio
-import ipaddress
-import json
 import logging
-import os
-import socket
 import time
-from collections.abc import Sequence
-from contextvars import ContextVar
-from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import urlsplit
 
 import anyio
-import httpx2
 from mcp import Client
-from mcp.client.stdio import StdioServerParameters
-from mcp.client.streamable_http import streamable_http_client
 from opentelemetry import trace
 from opentelemetry.propagate import inject
 from opentelemetry.trace import SpanKind, Status, StatusCode
 
+from services.rag_pipeline.federation.remote_contract import (
+    ERROR_KINDS,
+    SEED000_TOOLS,
+    SEED002_TOOL,
+    RagContract,
+    RemoteError,
+    RemoteResult,
+    ToolInfo,
+    detect_contract,
+    parse_result,
+    tool_info,
+)
+from services.rag_pipeline.federation.remote_transport import (
+    _REQUEST_HEADERS,
+    CONNECT_TIMEOUT_S,
+    _classify,
+    _Connection,
+    check_destination,
+)
 from services.rag_pipeline.federation.sources import Source, check_url_syntax
 from shared.audit import AuditEvent, AuditLog
 from shared.identity import on_behalf_of
-from shared.redaction import redact, register_secret
 
 log = logging.getLogger(__name__)
 tracer = trace.get_tracer("nucleus.federation")
 
-SEED000_TOOLS = ("rag_discover_resources", "rag_get_raw_results", "rag_get_synthesized_results")
-SEED002_TOOL = "rag_search"
-CONNECT_TIMEOUT_S = 10.0
 TOOLS_TTL_S = 60.0                      # a tool list is reused this long (the probe refreshes it)
-ERROR_KINDS = ("timeout", "connection", "oversize", "bad_json", "tool_error", "refused", "credential",
-               "protocol")
 
-#: Host names of cloud metadata services (refused unless `allow_private_network`).
-METADATA_HOSTS = frozenset({"metadata.google.internal", "metadata", "metadata.goog", "instance-data",
-                            "instance-data.ec2.internal", "metadata.azure.com"})
-METADATA_ADDRESSES = frozenset(ipaddress.ip_address(a) for a in (
-    "169.254.169.254", "169.254.170.2", "fd00:ec2::254", "100.100.100.200", "169.254.169.123"))
-LINK_LOCAL = (ipaddress.ip_network("169.254.0.0/16"), ipaddress.ip_network("fe80::/10"))
-
-#: Headers of the request being sent (the caller's identity for this one call, identity.py).
-#: The MCP client sends each message in the context of the task that sent it, so a value set
-#: around `call_tool` reaches exactly that call's HTTP request and no other.
-_REQUEST_HEADERS: ContextVar[dict[str, str] | None] = ContextVar("nucleus_remote_request_headers", default=None)
-
-
-class RemoteError(Exception):
-    """A remote call that failed: which source, what kind of failure, a redacted message."""
-
-    def __init__(self, source_id: str, kind: str, message: str) -> None:
-        self.source_id, self.kind, self.message = source_id, kind, redact(message)
-        super().__init__(f"source {source_id}: {kind}: {self.message}")
-
-
-@dataclass(frozen=True)
-class ToolInfo:
-    name: str
-    description: str = ""
-    input_schema: dict[str, Any] = field(default_factory=dict)
-    output_schema: dict[str, Any] | None = None
-    title: str = ""
-
-    def takes(self, argument: str) -> bool:
-        """Whether the tool's input schema declares `argument`."""
-        props = self.input_schema.get("properties") if isinstance(self.input_schema, dict) else None
-        return isinstance(props, dict) and argument in props
-
-
-@dataclass(frozen=True)
-class RemoteResult:
-    source_id: str
-    tool: str
-    data: Any                           # structured content, else the text parsed as JSON, else None
-    text: str = ""                      # the text content joined
-    latency_ms: float = 0.0
-    size_bytes: int = 0
-
-
-@dataclass(frozen=True)
-class RagContract:
-    """Which RAG contracts a remote speaks, from its tool list."""
-
-    seed000: bool = False               # rag_discover_resources + rag_get_raw_results + rag_get_synthesized_results
-    seed002: bool = False               # rag_search
-    partial000: tuple[str, ...] = ()    # seed-000 tools present when the trio is incomplete
-
-    @property
-    def is_rag(self) -> bool:
-        return self.seed000 or self.seed002
-
-    @property
-    def label(self) -> str:
-        parts = [name for name, ok in (("seed000", self.seed000), ("seed002", self.seed002)) if ok]
-        return "+".join(parts) if parts else "tools"
-
-
-def detect_contract(tools: Sequence[ToolInfo | str]) -> RagContract:
-    names = {t if isinstance(t, str) else t.name for t in tools}
-    trio = [n for n in SEED000_TOOLS if n in names]
-    return RagContract(seed000=len(trio) == len(SEED000_TOOLS), seed002=SEED002_TOOL in names,
-                       partial000=tuple(trio) if 0 < len(trio) < len(SEED000_TOOLS) else ())
-
-
-# ---------------------------------------------------------------------------- URL safety
-def _forbidden_address(addr: ipaddress.IPv4Address | ipaddress.IPv6Address) -> str | None:
-    if isinstance(addr, ipaddress.IPv6Address) and addr.ipv4_mapped is not None:
-        addr = addr.ipv4_mapped
-    if addr in METADATA_ADDRESSES:
-        return "a cloud metadata address"
-    if any(addr in net for net in LINK_LOCAL):
-        return "a link-local address"
-    if addr.is_unspecified or addr.is_multicast:
-        return "an unspecified or multicast address"
-    return None
-
-
-async def check_destination(source: Source) -> list[str]:
-    """Resolve the source's host and refuse forbidden destinations; returns the addresses."""
-    if source.url is None:
-        return []
-    problem = check_url_syntax(source.url)
-    if problem:
-        raise RemoteError(source.id, "refused", f"url {problem}")
-    parts = urlsplit(source.url)
-    host = (parts.hostname or "").rstrip(".").lower()
-    if source.allow_private_network:
-        return []
-    if host in METADATA_HOSTS:
-        raise RemoteError(source.id, "refused", f"host {host} is a cloud metadata service "
-                          "(set allow_private_network to allow it)")
-    try:
-        literal = ipaddress.ip_address(host)
-        addresses = [literal]
-    except ValueError:
-        try:
-            infos = await asyncio.get_running_loop().getaddrinfo(
-                host, parts.port or (443 if parts.scheme == "https" else 80), type=socket.SOCK_STREAM)
-        except OSError as err:
-            raise RemoteError(source.id, "connection", f"host {host} does not resolve: {err}") from None
-        addresses = [ipaddress.ip_address(info[4][0].split("%")[0]) for info in infos]
-    for addr in addresses:
-        why = _forbidden_address(addr)
-        if why:
-            raise RemoteError(source.id, "refused", f"host {host} resolves to {addr}, {why} "
-                              "(set allow_private_network to allow it)")
-    return [str(a) for a in addresses]
-
-
-# ---------------------------------------------------------------------------- response size limit
-class _Oversize(Exception):
-    pass
-
-
-class _CountingStream(httpx2.AsyncByteStream):
-    def __init__(self, inner: Any, limit: int, flag: "_Connection") -> None:
-        self._inner, self._limit, self._flag, self._seen = inner, limit, flag, 0
-
-    async def __aiter__(self):
-        async for chunk in self._inner:
-            self._seen += len(chunk)
-            if self._seen > self._limit:
-                self._flag.oversize = True
-                raise _Oversize(f"response larger than {self._limit} bytes")
-            yield chunk
-
-    async def aclose(self) -> None:
-        close = getattr(self._inner, "aclose", None)
-        if close is not None:
-            await close()
-
-
-class _LimitedTransport(httpx2.AsyncBaseTransport):
-    """Counts the bytes of each POST response (a tool result) and stops at the limit; sends
-    the request to the pinned address (when there is one) and adds the per-request headers."""
-
-    def __init__(self, limit: int, flag: "_Connection", pinned: str | None = None) -> None:
-        self._inner = httpx2.AsyncHTTPTransport()
-        self._limit, self._flag, self._pinned = limit, flag, pinned
-
-    async def handle_async_request(self, request: httpx2.Request) -> httpx2.Response:
-        extra = _REQUEST_HEADERS.get()
-        if extra:
-            for name, value in extra.items():
-                request.headers[name] = value
-        if self._pinned is not None:
-            host = request.url.host
-            if host != self._pinned:
-                request.headers["Host"] = request.headers.get("Host") or host
-                request.extensions = {**request.extensions, "sni_hostname": host}
-                request.url = request.url.copy_with(host=self._pinned)
-        response = await self._inner.handle_async_request(request)
-        if response.status_code in (401, 403):
-            self._flag.refused_status = response.status_code
-        if request.method != "POST":
-            return response
-        length = response.headers.get("content-length")
-        if length and length.isdigit() and int(length) > self._limit:
-            self._flag.oversize = True
-            await response.aclose()
-            raise _Oversize(f"response of {length} bytes is larger than {self._limit}")
-        response.stream = _CountingStream(response.stream, self._limit, self._flag)
-        return response
-
-    async def aclose(self) -> None:
-        await self._inner.aclose()
-
-
-# ---------------------------------------------------------------------------- one session
-class _Connection:
-    """One MCP session, entered and exited in a task of its own (the SDK's task groups must be
-    left by the task that entered them); calls from any task share it."""
-
-    def __init__(self, source: Source, mode: str = "legacy", pinned: str | None = None) -> None:
-        self.source = source
-        self.mode = mode
-        self.pinned = pinned            # the checked address every request of this session goes to
-        self.client: Client | None = None
-        self.oversize = False
-        self.refused_status = 0         # 401/403 seen: the source refused our credential
-        self.dead = False
-        self._closing = asyncio.Event()
-        self._http: httpx2.AsyncClient | None = None
-        self._task: asyncio.Task | None = None
-
-    def _transport(self) -> Any:
-        s = self.source
-        credential = s.credential()
-        if s.needs_credential and credential is None:
-            where = f"environment variable {s.credential_env}" if s.credential_env else f"file {s.credential_file}"
-            raise RemoteError(s.id, "credential", f"the credential is missing ({where} is empty or unset)")
-        if credential:
-            register_secret(credential)
-        if s.url is not None:
-            headers = s.auth_headers(credential)
-            for value in headers.values():
-                register_secret(value)
-            timeout = httpx2.Timeout(min(CONNECT_TIMEOUT_S, max(s.timeout_s, 1.0)), read=300.0)
-            self._http = httpx2.AsyncClient(headers=headers, timeout=timeout,
-                                            transport=_LimitedTransport(s.max_response_bytes, self, self.pinned))
-            return streamable_http_client(s.url, http_client=self._http, max_sse_event_size=s.max_response_bytes)
-        env = {"NUCLEUS_SOURCE_ID": s.id}
-        if credential:
-            env["NUCLEUS_SOURCE_CREDENTIAL"] = credential
-            if s.credential_env:
-                env[s.credential_env] = credential
-        for name in ("PATH", "PYTHONPATH", "HF_HUB_OFFLINE", "TRANSFORMERS_OFFLINE"):
-            if name in os.environ and name not in env:
-                env[name] = os.environ[name]
-        assert s.command is not None
-        return StdioServerParameters(command=s.command[0], args=list(s.command[1:]), env=env)
-
-    async def open(self, timeout_s: float) -> Client:
-        loop = asyncio.get_running_loop()
-        ready: asyncio.Future[Client] = loop.create_future()
-        server = self._transport()
-
-        async def run() -> None:
-            try:
-                async with Client(server, cache=None, mode=self.mode) as client:
-                    if not ready.done():
-                        ready.set_result(client)
-                    await self._closing.wait()
-            except BaseException as err:      # noqa: BLE001  (reported to the opener)
-                if not ready.done():
-                    ready.set_exception(err if isinstance(err, Exception) else RuntimeError(repr(err)))
-            finally:
-                self.dead = True
-                if self._http is not None:
-                    await self._http.aclose()
-
-        self._task = loop.create_task(run(), name=f"mcp-source-{self.source.id}")
-        try:
-            self.client = await asyncio.wait_for(asyncio.shield(ready), timeout_s)
-        except BaseException:
-            await self.close()
-            raise
-        return self.client
-
-    async def close(self) -> None:
-        self._closing.set()
-        task, self._task = self._task, None
-        if task is not None and not task.done():
-            try:
-                await asyncio.wait_for(task, 3.0)
-            except (asyncio.TimeoutError, asyncio.CancelledError, Exception):
-                task.cancel()
-        self.dead = True
-
-
-def _classify(source_id: str, err: BaseException, conn: _Connection | None) -> RemoteError:
-    if isinstance(err, RemoteError):
-        return err
-    if conn is not None and conn.oversize:
-        return RemoteError(source_id, "oversize", f"response larger than {conn.source.max_response_bytes} bytes")
-    if conn is not None and conn.refused_status:
-        return RemoteError(source_id, "credential", f"the source answered HTTP {conn.refused_status} to our "
-                           "credential (check the source's credential_env / credential_file)")
-    text = f"{type(err).__name__}: {err}" if str(err) else type(err).__name__
-    if isinstance(err, (TimeoutError, asyncio.TimeoutError)):
-        return RemoteError(source_id, "timeout", "no answer before the deadline")
-    lowered = text.lower()
-    if "401" in lowered or "403" in lowered or "unauthorized" in lowered or "forbidden" in lowered:
-        return RemoteError(source_id, "credential", f"the source refused our credential ({text[:300]})")
-    if isinstance(err, (OSError, httpx2.TransportError, ConnectionError, anyio.ClosedResourceError,
-                        anyio.BrokenResourceError, anyio.EndOfStream)) or "connect" in lowered:
-        return RemoteError(source_id, "connection", text[:500])
-    if isinstance(err, ExceptionGroup):
-        inner = err.exceptions[0] if err.exceptions else err
-        if inner is not err:
-            return _classify(source_id, inner, conn)
-    return RemoteError(source_id, "protocol", text[:500])
-
-
-def _text_of(content: Any) -> str:
-    return "\n".join(getattr(c, "text", "") for c in (content or ()) if getattr(c, "type", "") == "text")
-
-
-def _parse_result(source: Source, name: str, result: Any, latency_ms: float) -> RemoteResult:
-    text = _text_of(result.content)
-    structured = result.structured_content
-    size = len(text.encode("utf-8"))
-    if structured is not None:
-        size += len(json.dumps(structured, ensure_ascii=False, default=str).encode("utf-8"))
-    if size > source.max_response_bytes:
-        raise RemoteError(source.id, "oversize", f"response of {size} bytes is larger than "
-                          f"{source.max_response_bytes}")
-    if result.is_error:
-        raise RemoteError(source.id, "tool_error", f"{name}: {text[:500] or 'the tool reported an error'}")
-    data: Any = structured
-    if data is None and text.strip():
-        stripped = text.strip()
-        if stripped[:1] in "[{":
-            try:
-                data = json.loads(stripped)
-            except json.JSONDecodeError as err:
-                raise RemoteError(source.id, "bad_json", f"{name}: the result is not valid JSON ({err.msg})") \
-                    from None
-    return RemoteResult(source_id=source.id, tool=name, data=data, text=text, latency_ms=latency_ms,
-                        size_bytes=size)
-
-
-def _tool_info(tool: Any) -> ToolInfo:
-    return ToolInfo(name=tool.name, description=tool.description or "", input_schema=dict(tool.input_schema or {}),
-                    output_schema=dict(tool.output_schema) if tool.output_schema else None,
-                    title=tool.title or "")
+__all__ = ["ERROR_KINDS", "SEED000_TOOLS", "SEED002_TOOL", "TOOLS_TTL_S", "RagContract", "RemoteError", "RemotePool",
+           "RemoteResult", "RemoteSource", "ToolInfo", "check_destination", "check_url_syntax", "detect_contract"]
 
 
 class RemoteSource:
@@ -480,7 +177,7 @@ class RemoteSource:
                 for _ in range(50):
                     with anyio.fail_after(max(0.001, deadline - time.monotonic())):
                         page = await client.list_tools(cursor=cursor, meta=_trace_meta(), cache_mode="refresh")
-                    tools.extend(_tool_info(t) for t in page.tools)
+                    tools.extend(tool_info(t) for t in page.tools)
                     cursor = page.next_cursor
                     if not cursor:
                         break
@@ -523,7 +220,7 @@ class RemoteSource:
                     if token is not None:
                         _REQUEST_HEADERS.reset(token)
                 latency = (time.perf_counter() - started) * 1000
-                parsed = _parse_result(self.source, name, result, latency)
+                parsed = parse_result(self.source, name, result, latency)
                 span.set_attribute("nucleus.remote.response_bytes", parsed.size_bytes)
                 return parsed
             except BaseException as err:

@@ -38,6 +38,7 @@ import numpy as np
 from services.rag_pipeline.federation.hits import RemoteHit
 from services.rag_pipeline.ports import KnowledgeSource, LanguageModel
 from shared.errors import NucleusError
+from shared.records import QueryPhrases
 
 DEFAULT_CACHE_ENTRIES = 20_000        # ~30 MB of 384-dim float32 vectors
 KEYWORD_CACHE_ENTRIES = 20_000
@@ -130,12 +131,13 @@ class Rescorer:
         self.cache = cache or VectorCache()
         self._keywords = _KeywordCache() if keyword_cache else None
 
-    async def rescore(self, tenant_id: str, phrases: Sequence[str], query_vectors: np.ndarray | None,
+    async def rescore(self, tenant_id: str, phrases: QueryPhrases | Sequence[str], query_vectors: np.ndarray | None,
                       hits: Sequence[RemoteHit], *, timeout_s: float) -> Rescored:
         """Both raw signals and the richness of each hit (module docstring). `phrases`: the
         query's phrases as the local legs searched them; `query_vectors`: their unit vectors,
         one row per phrase (None: the local embedding failed, dense stays absent)."""
         t0 = time.perf_counter()
+        phrases = phrases if isinstance(phrases, QueryPhrases) else QueryPhrases(tuple(phrases))
         n = len(hits)
         nan = np.full(n, np.nan, np.float32)
         if n == 0:
@@ -190,7 +192,7 @@ class Rescorer:
         per_hit = [np.vstack([found[key] for key in keys]) for keys in piece_keys]
         return (np.vstack([v[0] for v in per_hit]), per_hit, len(missing), (time.perf_counter() - t0) * 1000.0, "")
 
-    async def _keyword_scores(self, tenant_id: str, phrases: Sequence[str], hits: Sequence[RemoteHit],
+    async def _keyword_scores(self, tenant_id: str, phrases: QueryPhrases, hits: Sequence[RemoteHit],
                               keys: list[bytes], timeout_s: float
                               ) -> tuple[np.ndarray, np.ndarray, list[tuple[str, ...]], float, str]:
         """(bm25, richness, the texts to embed per hit, ms, reason)."""
@@ -199,7 +201,7 @@ class Rescorer:
         bm25 = np.full(n, np.nan, np.float32)
         richness = np.zeros(n, np.float32)
         pieces: list[tuple[str, ...]] = [(embed_text(h.title_line, h.text),) for h in hits]
-        query = (tenant_id, tuple(phrases))
+        query = (tenant_id, phrases.phrases)
         todo: dict[bytes, int] = {}
         for i, key in enumerate(keys):
             cached = self._keywords.get((query, key)) if self._keywords is not None else None
@@ -212,7 +214,7 @@ class Rescorer:
         if todo:
             try:
                 scores = await self._ks.score_keywords(
-                    tenant_id, phrases[0], list(phrases[1:]),
+                    tenant_id, phrases, (),
                     [(hits[i].title_line, hits[i].text[:MAX_REMOTE_TEXT_CHARS]) for i in todo.values()],
                     timeout_s=timeout_s)
                 chunks = scores.chunks or ((),) * len(todo)

@@ -30,7 +30,7 @@ from services.rag_pipeline.federation.hits import ERROR, LOCAL, OK, RemoteHit, S
 from services.rag_pipeline.federation.rescore import Rescored, Rescorer
 from services.rag_pipeline.merge import Merged
 from services.rag_pipeline.models import RankedResult
-from shared.records import ArtifactSummary, Entry, Hit
+from shared.records import ArtifactSummary, Entry, Hit, QueryPhrases
 
 HEADLINE_WORDS = 12
 
@@ -66,7 +66,7 @@ class FederatedSearch:
         if self._task is not None and not self._task.done():
             self._task.cancel()
 
-    async def candidates(self, tenant_id: str, phrases: Sequence[str], query_vectors: np.ndarray | None,
+    async def candidates(self, tenant_id: str, phrases: QueryPhrases, query_vectors: np.ndarray | None,
                          tenant_for_hits: str, *, timeout_s: float) -> tuple[list[Merged], list[str]]:
         """The remote candidates (re-scored, de-duplicated) and the reasons the answer is degraded."""
         assert self._task is not None, "start() first"

@@ -28,7 +28,13 @@ from services.rag_pipeline.federation.discover import discover_remotes
 from services.rag_pipeline.federation.hits import Caller
 from services.rag_pipeline.federation.identity import INCOMING_PATH, path_from_meta
 from services.rag_pipeline.federation.hits import LOCAL as LOCAL_SOURCE
-from services.rag_pipeline.models import Preferences, RankedResult, SearchRequest, SearchResponse
+from services.rag_pipeline.models import (
+    NO_VISIBLE_SOURCES,
+    Preferences,
+    RankedResult,
+    SearchRequest,
+    SearchResponse,
+)
 from services.rag_pipeline.ports import KnowledgeSource, LanguageModel
 from services.rag_pipeline.tools.calls import Call, audit_call
 from services.rag_pipeline.tools.convert import (
@@ -74,7 +80,7 @@ from shared.auth.principals import RequestIdentity
 from shared.errors import InvalidArgument, NotFound, NucleusError
 from shared.identity import Principal, act_for
 from shared.mcp_errors import ErrorCode, error_code_for, jsonrpc_error
-from shared.records import Hit
+from shared.records import Hit, QueryPhrases
 from shared.signing import LinkSigner
 
 log = logging.getLogger(__name__)
@@ -169,16 +175,6 @@ class RagTools:
             return ""
         return self.signer.sign_redirect(entry_id, url, who.tenant_id, who.user_id, who.groups)
 
-    def _federates(self, who: Principal, selection: list[str] | None) -> bool:
-        """Whether a search with this `sources` selection asks any remote source."""
-        federation = self.pipeline.federation
-        if federation is None:
-            return False
-        try:
-            return bool(federation.plan(selection or [], who).remotes)
-        except NucleusError:
-            return False
-
     def _remote_selection(self, who: Principal, requested: list[str]) -> list[str]:
         """The ids among `requested` that name a remote source `who` may use, or one of its
         resources (`<source>:<resource id>`, as rag_discover_resources lists them)."""
@@ -230,22 +226,23 @@ class RagTools:
             self._note_loop(call)
             if who.extra.get("ignored_headers"):
                 call.notes.append(f"ignored {who.extra['ignored_headers']}: not a trusted platform key")
-            phrases = [p.strip() for p in search_phrases]
-            for i, p in enumerate(phrases):
-                if not p:
-                    raise InvalidArgument(f"search_phrases[{i}]", "must not be empty or only whitespace")
-            scope = await self.pipeline.scope(who)
+            phrases = QueryPhrases.given(search_phrases, "search_phrases")
             if who.session_tags:
                 call.notes.append(f"session_tags={','.join(who.session_tags)[:300]}")
-            if scope.empty and not self._federates(who, sources):
-                self._audit(call, "allow", "no visible sources")
-                return RagSearchOut(segments=[])
+            # The caller's request as it came: the pipeline core decides the scope and the
+            # sources (a caller who sees nothing and asks no remote source gets nothing).
+            request = SearchRequest(tenant_id=who.tenant_id, query=phrases.keywords, top_k_final=max_segments,
+                                    prefs=Preferences(explain=True), extra_phrases=phrases.extra,
+                                    sources=tuple(sources or ()))
             try:
-                response, kept = await self._search(who, phrases[0], scope, max_segments,
-                                                    extra_phrases=tuple(phrases[1:]), sources=tuple(sources or ()))
+                response = await self.pipeline.search(request, who)
             except NotFound:        # nothing ingested for this tenant yet
                 self._audit(call, "allow", "tenant has no knowledge")
                 return RagSearchOut(segments=[])
+            if response.nothing_visible:
+                self._audit(call, "allow", NO_VISIBLE_SOURCES)
+                return RagSearchOut(segments=[])
+            kept = list(response.results)
             segments = [segment_out(r, self._result_link(who, r)) for r in kept[:max_segments]]
             if response.degraded:
                 call.notes.append("degraded: " + "; ".join(response.degraded_reasons)[:300])
@@ -446,7 +443,8 @@ class RagTools:
                 allowed, source_errors, _ = await self._vet_sources(who, local_ids)
                 meta.source_errors = source_errors
                 if not allowed and not remote:
-                    raise _Refused(worst_code(source_errors), "; ".join(e.message for e in source_errors), source_errors)
+                    raise _Refused(worst_code(source_errors), "; ".join(e.message for e in source_errors),
+                                   source_errors)
             servers, restrict = remote_servers(remote)
             if len(servers) == 1 and not allowed and not (provided_context is not None and provided_context.hits):
                 own = await self._remote_synthesis(call, meta, who, servers[0], dict(restrict).get(servers[0], ()),

@@ -127,11 +127,16 @@ CREATE TABLE IF NOT EXISTS index_log (
     seq INTEGER PRIMARY KEY AUTOINCREMENT,
     rid INTEGER NOT NULL
 );
-CREATE TRIGGER IF NOT EXISTS index_log_vector_add AFTER INSERT ON entry_vectors BEGIN INSERT INTO index_log(rid) VALUES (new.rid); END;
-CREATE TRIGGER IF NOT EXISTS index_log_vector_set AFTER UPDATE ON entry_vectors BEGIN INSERT INTO index_log(rid) VALUES (new.rid); END;
-CREATE TRIGGER IF NOT EXISTS index_log_vector_remove AFTER DELETE ON entry_vectors BEGIN INSERT INTO index_log(rid) VALUES (old.rid); END;
-CREATE TRIGGER IF NOT EXISTS index_log_keyword_add AFTER INSERT ON entries_fts_docsize BEGIN INSERT INTO index_log(rid) VALUES (new.id); END;
-CREATE TRIGGER IF NOT EXISTS index_log_keyword_remove AFTER DELETE ON entries_fts_docsize BEGIN INSERT INTO index_log(rid) VALUES (old.id); END;
+CREATE TRIGGER IF NOT EXISTS index_log_vector_add AFTER INSERT ON entry_vectors
+    BEGIN INSERT INTO index_log(rid) VALUES (new.rid); END;
+CREATE TRIGGER IF NOT EXISTS index_log_vector_set AFTER UPDATE ON entry_vectors
+    BEGIN INSERT INTO index_log(rid) VALUES (new.rid); END;
+CREATE TRIGGER IF NOT EXISTS index_log_vector_remove AFTER DELETE ON entry_vectors
+    BEGIN INSERT INTO index_log(rid) VALUES (old.rid); END;
+CREATE TRIGGER IF NOT EXISTS index_log_keyword_add AFTER INSERT ON entries_fts_docsize
+    BEGIN INSERT INTO index_log(rid) VALUES (new.id); END;
+CREATE TRIGGER IF NOT EXISTS index_log_keyword_remove AFTER DELETE ON entries_fts_docsize
+    BEGIN INSERT INTO index_log(rid) VALUES (old.id); END;
 
 CREATE TABLE IF NOT EXISTS votes (
     artifact_id  TEXT NOT NULL,

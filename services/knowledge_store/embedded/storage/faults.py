@@ -30,7 +30,8 @@ SQLITE_PERM, SQLITE_BUSY, SQLITE_LOCKED, SQLITE_READONLY = 3, 5, 6, 8
 SQLITE_IOERR, SQLITE_CORRUPT, SQLITE_FULL, SQLITE_CANTOPEN = 10, 11, 13, 14
 SQLITE_AUTH, SQLITE_NOTADB = 23, 26
 
-FULL, READ_ONLY, CORRUPT, UNAVAILABLE, BUSY, INTERNAL = "full", "read_only", "corrupt", "unavailable", "busy", "internal"
+FULL, READ_ONLY, CORRUPT = "full", "read_only", "corrupt"
+UNAVAILABLE, BUSY, INTERNAL = "unavailable", "busy", "internal"
 CORRUPT_ROWS, LOST_COMMITS = "corrupt_rows", "lost_commits"     # rows failing checksums; see rowsums.py, tenants.py
 
 # Below this much free space an I/O error is taken for a full disk.

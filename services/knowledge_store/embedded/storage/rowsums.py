@@ -8,10 +8,11 @@ disk changed is found on read and by the scrub (../scrub.py), not served.
                          time); the feedback counters are left out (votes change them)
 
 A missing vector row is not checked here (the consistency check finds and repairs it, and the
-repair gives the entry its checksum again). Both columns came with schema version 3 (`add_columns`, a migration run on open): rows written
-before have NULL there and are "unverified" until `backfill` (run by the scrub through the
-tenant's writer) gives them one. Writes compute the checksum in Python (`entry_sum`,
-`artifact_sum`) and store it in the row's own transaction.
+repair gives the entry its checksum again). Both columns came with schema version 3
+(`add_columns`, a migration run on open): rows written before have NULL there and are
+"unverified" until `backfill` (run by the scrub through the tenant's writer) gives them one.
+Writes compute the checksum in Python (`entry_sum`, `artifact_sum`) and store it in the row's
+own transaction.
 
 A row whose checksum does not match is *corrupt*: reads leave it out of their answers and tell
 the connection's `row_faults` (db.py: the tenant's set of corrupt rids, reported to the

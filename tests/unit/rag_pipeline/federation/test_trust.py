@@ -11,7 +11,7 @@ from typing import Any
 import httpx2
 import pytest
 
-from services.rag_pipeline.federation import remote as remote_mod
+from services.rag_pipeline.federation import remote_transport as remote_mod
 from services.rag_pipeline.federation.fanout import (
     Federation,
     McpRemoteSearch,
