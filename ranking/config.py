@@ -54,7 +54,7 @@ DEFAULT_DENSE_WEIGHT = 0.6
 DEFAULT_HALF_LIFE_DAYS = 180.0
 #: P(relevant) = sigmoid(slope * fused + weight * confidence + intercept) (ranking/factors.py):
 #: logistic regression on the top-10 results of the tuning half of SciFact's test queries with
-#: the default profile (`python -m benchmarks.fusion_lab ... --fit-probability`); expected
+#: the default profile (`python -m lab.fusion_lab ... --fit-probability`); expected
 #: calibration error on the held-out half in docs/BENCHMARKS.md.
 DEFAULT_PROBABILITY_CALIBRATION: tuple[float, float, float] = (13.8, 1.9, -14.9)
 #: Reputation of an artifact whose ingest prior is unknown (0).

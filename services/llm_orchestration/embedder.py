@@ -136,7 +136,7 @@ class LocalEmbedder:
         their own worker threads, `torch_threads // concurrent_threads` of them (`max_inflight`),
         so two batches encode side by side instead of one batch on two threads. The second
         session costs ≈ 110 MB resident (figures: docs/BENCHMARKS.md, "Throughput under concurrency",
-        `python -m benchmarks.probe ... --clients 1,4,16` with py-spy). 0, or not fewer than the threads of the main
+        `python -m lab.probe ... --clients 1,4,16` with py-spy). 0, or not fewer than the threads of the main
         session, means no second session."""
         if runtime not in LOCAL_RUNTIMES:
             raise ValueError(f"runtime must be one of {LOCAL_RUNTIMES}, got {runtime!r}")

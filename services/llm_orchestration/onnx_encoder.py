@@ -13,7 +13,7 @@ an unchanged one is reused.
 No offline graph rewriting beyond ONNX Runtime's own optimisation at session load
 (ORT_ENABLE_ALL): a pass of its transformer optimizer over the export (fused attention,
 LayerNorm, GELU kernels; same vectors to 2e-7) measured no faster for single queries
-(`python -m benchmarks.onnx_session` at `46fad46`, 2 threads spinning within runs: 3.35 vs
+(`python -m lab.onnx_session` at `46fad46`, 2 threads spinning within runs: 3.35 vs
 3.33 ms p50 fused vs plain, 3.66 vs 3.41 in a second run) and was dropped.
 The file is written to a temporary name, fsynced and `os.replace`d, so a crash never leaves a
 half-written file under the cached name; after a fresh export, older exports of the same
@@ -298,7 +298,7 @@ def open_session(path: Path, threads: int, spin: str = "") -> Any:
     the cores with each other, so spinning after a run would take the CPU the KnowledgeStore and
     RAGPipeline need for the same query — else "always". SearchAndRank p50 through the stack
     (probe, 2-core box, two alternating rounds): never 17.3 / 17.5 ms, always 17.3 / 17.6,
-    within_run 15.4–16.2 (in-process single queries: `python -m benchmarks.onnx_session`)."""
+    within_run 15.4–16.2 (in-process single queries: `python -m lab.onnx_session`)."""
     import onnxruntime as ort
 
     if not spin:

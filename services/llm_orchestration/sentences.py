@@ -33,6 +33,7 @@ from numpy.typing import NDArray
 
 from shared.analysis import analyse as terms      # the BM25 terms of a text (shared with the store)
 
+ELLIPSIS = "…"
 UNIT_MAX_CHARS = 300          # a longer sentence is shown cut (truncate_text)
 UNIT_MIN_CHARS = 12           # shorter units ("3.", "Thanks,") only when nothing else is left
 CONTEXT_MAX_CHARS = 1_000     # scored text per unit
@@ -175,7 +176,6 @@ class _Reader:
 def answer_units(passages: Sequence[tuple[str, str, str]]) -> list[Unit]:
     """The units of (id, title, text) passages in reading order, at most `MAX_UNITS`; units
     shorter than `UNIT_MIN_CHARS` only if there is nothing longer."""
-    from .synthesis import truncate_text    # one cutting rule for answers and units
 
     kept: list[Unit] = []
     short: list[Unit] = []
@@ -213,3 +213,23 @@ def bm25_scores(query: str, documents: Sequence[str]) -> NDArray[np.float32]:
         idf = np.log(1.0 + (n - df + 0.5) / (df + 0.5))
         out += (idf * tf * (BM25_K1 + 1.0) / (tf + norm)).astype(np.float32)
     return out
+
+
+def truncate_text(text: str, max_chars: int) -> tuple[str, bool]:
+    """`text` cut to at most `max_chars`: at a sentence end if one is in the back half of the
+    window, else at a word boundary with "…". Returns (text, was_truncated)."""
+    text = text.strip()
+    if len(text) <= max_chars:
+        return text, False
+    window = text[:max_chars]
+    if window[-1] in ".!?" and text[max_chars].isspace():
+        return window, True
+    ends = [window.rfind(mark) for mark in (". ", "! ", "? ", ".\n", "!\n", "?\n")]
+    cut = max(ends)
+    if cut + 1 >= max_chars // 2:
+        return window[: cut + 1].rstrip(), True
+    window = text[: max(0, max_chars - len(ELLIPSIS))]
+    space = window.rfind(" ")
+    if space >= max_chars // 2:
+        window = window[:space]
+    return window.rstrip() + ELLIPSIS, True

@@ -22,7 +22,8 @@ import numpy as np
 from numpy.typing import NDArray
 
 from .results import Citation
-from .sentences import Unit, answer_units, bm25_scores  # noqa: F401  (answer_units: read as synth.answer_units)
+from .sentences import (  # noqa: F401  (answer_units, truncate_text, ELLIPSIS: read as synth.*)
+    ELLIPSIS, Unit, answer_units, bm25_scores, truncate_text)
 
 STYLES = ("concise", "detailed", "bullets")
 DEFAULT_MAX_CHARS = 2_000
@@ -33,7 +34,6 @@ EMBEDDING_WEIGHT = 0.8                  # the rest is BM25 (unit_scores)
 PASSAGE_PRIOR = 0.2                     # added for the first passage, less for later ones
 INCOMPLETE_PENALTY = 0.3                # a unit ending with ":" or "?"
 KEEP_RATIO = 0.5                        # besides the best unit, quote only units this close to it
-ELLIPSIS = "…"
 
 _STYLE_INSTRUCTIONS = {
     "concise": "Answer in a few sentences.",
@@ -97,26 +97,6 @@ def cited_ids(answer: str, known: Sequence[str]) -> list[str]:
             if pid in known_set and pid not in found:
                 found.append(pid)
     return found
-
-
-def truncate_text(text: str, max_chars: int) -> tuple[str, bool]:
-    """`text` cut to at most `max_chars`: at a sentence end if one is in the back half of the
-    window, else at a word boundary with "…". Returns (text, was_truncated)."""
-    text = text.strip()
-    if len(text) <= max_chars:
-        return text, False
-    window = text[:max_chars]
-    if window[-1] in ".!?" and text[max_chars].isspace():
-        return window, True
-    ends = [window.rfind(mark) for mark in (". ", "! ", "? ", ".\n", "!\n", "?\n")]
-    cut = max(ends)
-    if cut + 1 >= max_chars // 2:
-        return window[: cut + 1].rstrip(), True
-    window = text[: max(0, max_chars - len(ELLIPSIS))]
-    space = window.rfind(" ")
-    if space >= max_chars // 2:
-        window = window[:space]
-    return window.rstrip() + ELLIPSIS, True
 
 
 @dataclass(frozen=True, slots=True)

@@ -6,7 +6,7 @@ from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[2]
 #: The product packages checked (cli and the shipped benchmarks join after their move).
-PRODUCT_ROOTS = ("services", "shared", "ranking")
+PRODUCT_ROOTS = ("services", "shared", "ranking", "cli", "benchmarks")
 MAX_LINES = 600
 MAX_LINE_CHARS = 120
 
