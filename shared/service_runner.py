@@ -57,6 +57,9 @@ class ServiceSpec:
     # Called once serving with `report(component, serving)`, which the service calls (from any
     # thread) whenever a component turns impaired or well again (module docstring).
     watch_health: Callable[[Callable[[str, bool], None]], None] | None = None
+    # Called once with the service's `shared.telemetry.prometheus.ServiceMetrics`: registers the
+    # collectors of what no span carries (open tenants, breaker state, sources...), read per scrape.
+    metrics: Callable[[Any], None] | None = None
 
 
 def _transport_security(host: str, extra_hosts: list[str]) -> Any:
@@ -73,11 +76,37 @@ def _transport_security(host: str, extra_hosts: list[str]) -> Any:
 def mcp_http_app(spec: ServiceSpec, settings: ServiceSettings) -> Any:
     """The ASGI app served over HTTP: the MCP server's app (plus the spec's middleware) behind
     the Host/Origin guard that covers every route, not only /mcp (shared/http_guard.py)."""
+    from starlette.routing import Route
+
+    from shared.auth.scrape import ScrapeAuth
+    from shared.telemetry.prometheus import HttpMetricsMiddleware, metrics_endpoint
+
     security = _transport_security(settings.host, spec.allowed_hosts)
     app = spec.mcp_server.streamable_http_app(host=settings.host, transport_security=security)
     for mw in spec.http_middleware:
         app.add_middleware(mw[0], **mw[1])
+    # GET /metrics: this service's Prometheus series; operators only when authentication is on
+    authorize = ScrapeAuth(settings.identity_dir, spec.name).allows if settings.identity_dir is not None else None
+    app.router.routes.append(Route("/metrics", metrics_endpoint(spec.name, authorize), methods=["GET"]))
+    app.add_middleware(HttpMetricsMiddleware, service=spec.name)
     return guard_http_app(app, security)
+
+
+async def _start_metrics(spec: ServiceSpec, mode: str) -> None:
+    """The service's Prometheus registry: build info, the served tool names (the only `method`
+    values an MCP tool call may take) and the spec's scrape-time collectors."""
+    from shared.telemetry.prometheus import service_metrics
+    from shared.telemetry.resource import service_version
+
+    metrics = service_metrics(spec.name)
+    metrics.build_info.labels(spec.name, service_version(), mode).set(1)
+    if spec.mcp_server is not None:
+        try:
+            metrics.tools.allow(tool.name for tool in await spec.mcp_server.list_tools())
+        except Exception as err:  # noqa: BLE001 - metrics never stop a service from starting
+            log.warning("%s: tool names for metrics unavailable (%s)", spec.name, type(err).__name__)
+    if spec.metrics is not None:
+        spec.metrics(metrics)
 
 
 def _bind_socket(host: str, port: int) -> socket.socket:
@@ -115,6 +144,7 @@ async def run_service(spec: ServiceSpec, settings: ServiceSettings, *, ready_fil
         ],
     )
     spec.add_servicers(server)
+    await _start_metrics(spec, "split" if own_process else "single")
     health_servicer = health.aio.HealthServicer()
     health_pb2_grpc.add_HealthServicer_to_server(health_servicer, server)
     reflection.enable_server_reflection(

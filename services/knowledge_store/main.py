@@ -11,6 +11,7 @@ import numpy as np
 from nucleus.v1 import knowledge_store_pb2_grpc as ks_grpc
 from services.knowledge_store.backend import StoreBackend, open_store
 from services.knowledge_store.embedded import vector_index
+from services.knowledge_store import metrics as ks_metrics
 from services.knowledge_store.grpc_api import KnowledgeStoreServicer
 from services.knowledge_store.mcp_api import build_mcp
 from services.llm_orchestration.client import LlmOrchestrationClient
@@ -65,6 +66,7 @@ def compose(settings: KnowledgeStoreSettings, *, stdio: bool, llm: Any = None) -
         grpc_interceptors=[auth.server_interceptor()] if auth else [],
         # nucleus.v1.KnowledgeStore.storage: NOT_SERVING while a tenant has a storage problem
         watch_health=lambda report: store.health.watch(lambda serving: report("storage", serving)),
+        metrics=ks_metrics.register(store),             # tenants, memory, storage, disk on /metrics
     ), store
 
 

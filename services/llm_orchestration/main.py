@@ -6,6 +6,7 @@ import services._openmp  # noqa: F401  (first: before torch/faiss load OpenMP)
 import asyncio
 
 from nucleus.v1 import llm_orchestration_pb2_grpc as llm_grpc
+from services.llm_orchestration import metrics as llm_metrics
 from services.llm_orchestration.core import LlmOrchestrator
 from services.llm_orchestration.grpc_api import LlmOrchestrationServicer
 from services.llm_orchestration.mcp_api import build_mcp
@@ -37,6 +38,7 @@ def build(settings: LlmOrchestrationSettings, core: LlmOrchestrator, *, stdio: b
                              auth=service_auth_settings() if http_auth else None),
         close=core.close,
         grpc_interceptors=[auth.server_interceptor()] if auth else [],
+        metrics=llm_metrics.register(core),             # breaker state, batcher counters on /metrics
     )
 
 

@@ -285,6 +285,8 @@ class RagPipeline:
                 raise DeadlineExceeded(
                     f"SearchAndRank did not finish within {self._settings.deadline_s:.1f}s") from None
             span.set_attribute("nucleus.degraded", response.degraded)
+            if response.degraded_reasons:
+                span.set_attribute("nucleus.degraded_reasons", list(response.degraded_reasons))
             span.set_attribute("nucleus.results", len(response.results))
             span.set_attribute("nucleus.profile", f"{response.profile_name}@v{response.profile_version}")
             return response

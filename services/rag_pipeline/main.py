@@ -26,6 +26,7 @@ from services.rag_pipeline.chat_mcp import register_chat_tool
 from services.rag_pipeline.core import RagPipeline
 from services.rag_pipeline.federation.fanout import Federation, McpRemoteSearch
 from services.rag_pipeline.federation.runtime import FederationRuntime, request_headers
+from services.rag_pipeline.federation import metrics as federation_metrics
 from services.rag_pipeline.federation.sources import default_sources_path
 from services.rag_pipeline.grpc_api import RagPipelineServicer
 from services.rag_pipeline.ports import KnowledgeSource, LanguageModel
@@ -172,6 +173,7 @@ def build(settings: RagPipelineSettings, *, stdio: bool, knowledge: KnowledgeSou
         allowed_hosts=_public_hosts(settings.public_base_url) if base_is_set else [],
         on_mcp_bound=on_bound,
         grpc_interceptors=grpc_interceptors,
+        metrics=federation_metrics.register(registry),      # per-source state on /metrics
     )
 
 

@@ -115,6 +115,9 @@ def ensure_identities(directory: Path, names: tuple[str, ...] = PRINCIPALS) -> P
             changed = True
     if changed or not (directory / TRUST_FILE).exists():
         _write_bundle(directory, bundle)
+    from shared.auth.scrape import ensure_scrape_token     # the /metrics bearer token (shared/auth/scrape.py)
+
+    ensure_scrape_token(directory)
     return directory
 
 

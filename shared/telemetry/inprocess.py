@@ -131,6 +131,9 @@ def setup_routed_telemetry(services: tuple[str, ...], default: str) -> list[Any]
 
     if os.environ.get("OTEL_SDK_DISABLED", "").strip().lower() in {"1", "true", "yes", "on"}:
         return []
+    from shared.telemetry.prometheus import service_metrics
+
+    service_metrics(default)        # made first: `default`'s /metrics carries the process series, once
     installed = {name: build_telemetry(name) for name in services}
     trace.set_tracer_provider(RoutedTracerProvider({n: t.tracer_provider for n, t in installed.items()}, default))
     metrics.set_meter_provider(installed[default].meter_provider)

@@ -7,7 +7,8 @@ module is the one place that installs the SDK:
       ├── RedactingSpanProcessor(JsonlSpanExporter)    <trace dir>/<service>.jsonl, rotated
       ├── RedactingSpanProcessor(OTLPSpanExporter)     when the OTEL_* variables ask for it
       ├── RedactingSpanProcessor(ConsoleSpanExporter)  OTEL_TRACES_EXPORTER=console (stderr)
-      └── StageMetricsProcessor    calls / errors / duration per stage (span name)
+      └── StageMetricsProcessor    calls / errors / duration per stage (span name), and the
+                                   Prometheus series of /metrics (shared/telemetry/prometheus.py)
     Each RedactingSpanProcessor is the safety net in front of one exporter: a batch processor
     whose worker thread applies the Redactor (no secrets; no content unless enabled).
     MeterProvider
@@ -46,6 +47,7 @@ from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.export import SpanExporter
 
 from shared.telemetry.env_exporters import exporters_for, metric_exporter, span_exporter
+from shared.telemetry.prometheus import service_metrics
 from shared.telemetry.file_exporters import JsonlMetricExporter, JsonlSpanExporter
 from shared.telemetry.resource import build_resource
 from shared.telemetry.rpc import RPC_METER_NAME
@@ -56,6 +58,8 @@ from shared.telemetry.stage_metrics import StageMetrics, StageMetricsProcessor
 log = logging.getLogger(__name__)
 
 _TRUE = {"1", "true", "yes", "on"}
+#: How stale the span-derived series may be: the stage-metrics processor's batch delay.
+STAGE_METRICS_DELAY_MS = 1_000
 
 
 @dataclass
@@ -125,7 +129,8 @@ def build_telemetry(service: str, settings: TelemetrySettings | None = None, *,
         tracer_provider.add_span_processor(RedactingSpanProcessor([exporter],
                                                                   capture_content=settings.capture_content))
     tracer_provider.add_span_processor(StageMetricsProcessor(StageMetrics(
-        meter_provider.get_meter("nucleus.stages"), rpc_meter=meter_provider.get_meter(RPC_METER_NAME))))
+        meter_provider.get_meter("nucleus.stages"), rpc_meter=meter_provider.get_meter(RPC_METER_NAME),
+        prometheus=service_metrics(service)), schedule_delay_millis=STAGE_METRICS_DELAY_MS))
     return Telemetry(service=service, tracer_provider=tracer_provider, meter_provider=meter_provider,
                      exporters=exporters, trace_file=trace_file, metrics_file=metrics_file)
 

@@ -17,7 +17,7 @@ SERVICE_NAMES = {
 }
 
 
-def _service_version() -> str:
+def service_version() -> str:
     try:
         return importlib_metadata.version("nucleus-rag")
     except importlib_metadata.PackageNotFoundError:
@@ -30,7 +30,7 @@ def build_resource(service: str, settings: TelemetrySettings, env: Mapping[str, 
     attributes = {
         "service.name": env.get("OTEL_SERVICE_NAME") or SERVICE_NAMES.get(service, service),
         "service.namespace": "nucleus",
-        "service.version": _service_version(),
+        "service.version": service_version(),
         "service.instance.id": str(uuid.uuid4()),
         "deployment.environment": settings.environment,
         "deployment.environment.name": settings.environment,

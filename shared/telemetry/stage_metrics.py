@@ -27,6 +27,9 @@ class StageMetrics:
         nucleus.stage.duration   histogram  seconds
         nucleus.search.degraded  counter    SearchAndRank answers flagged degraded
 
+    With `prometheus` (the service's `shared.telemetry.prometheus.ServiceMetrics`), every span
+    also feeds the Prometheus series `/metrics` serves, on the same worker thread.
+
     With `rpc_meter` (the meter named `shared.telemetry.rpc.RPC_METER_NAME`), gRPC call spans
     also feed `rpc.client.call.duration` / `rpc.server.call.duration`
     (`shared.telemetry.rpc.RpcDurations`): recorded here, on the processor's worker thread,
@@ -42,8 +45,9 @@ class StageMetrics:
     """
 
     def __init__(self, meter: metrics.Meter, *, rpc_meter: metrics.Meter | None = None,
-                 max_stages: int = 256) -> None:
+                 max_stages: int = 256, prometheus: Any = None) -> None:
         self._rpc = RpcDurations(rpc_meter) if rpc_meter is not None else None
+        self._prometheus = prometheus      # shared.telemetry.prometheus.ServiceMetrics: the /metrics series
         self._call_counts: dict[tuple[str, ...], list[Any]] = {}     # label values -> [labels, count]
         self._counts_lock = threading.Lock()
         self._calls = meter.create_observable_counter("nucleus.stage.calls", callbacks=[self._observe_calls],
@@ -96,6 +100,8 @@ class StageMetrics:
             self._degraded.add(1, {"nucleus.stage": labels["nucleus.stage"]})
         if self._rpc is not None:
             self._rpc.record_span(span)
+        if self._prometheus is not None:
+            self._prometheus.record_span(span)
 
     def _observe_calls(self, options: CallbackOptions) -> Iterable[Observation]:
         with self._counts_lock:

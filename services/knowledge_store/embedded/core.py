@@ -206,6 +206,12 @@ class KnowledgeStore:
         """The store's condition: problems by tenant, repairs (../health.py)."""
         return self._tenants.health
 
+    @property
+    def counters(self) -> dict[str, int]:
+        """Tenant lifecycle events since the process started (opened_loaded / _replayed / _rebuilt,
+        saved, evicted), for the KnowledgeStore's /metrics."""
+        return dict(self._tenants.counters)
+
     def status(self) -> StoreStatus:
         """A snapshot of `health`: "ok" or "degraded", each problem naming tenant and path."""
         tenants = tuple(self._tenants.open_tenants())
