@@ -2,8 +2,9 @@
 
 For each service, every gRPC method (taken from the service descriptor, so a new method is
 attacked without anyone listing it) and every MCP request (initialize, tools/list, each tool,
-the GET stream) is sent with each bad credential below; every one must be refused
-(gRPC UNAUTHENTICATED / PERMISSION_DENIED, HTTP 401 / 403, or a tool refusal of that kind).
+the GET stream) and its `GET /metrics` are sent with each bad credential below; every one must
+be refused (gRPC UNAUTHENTICATED / PERMISSION_DENIED, HTTP 401 / 403, or a tool refusal of that
+kind). /metrics also refuses end users' API keys on every port.
 
     no credential, an empty or garbage bearer, a non-bearer scheme, `alg: none`,
     a key outside the trust bundle (unknown kid, and a trusted kid), tampered claims,
@@ -22,6 +23,7 @@ import time
 from typing import Any, Callable
 
 import grpc
+import httpx
 
 from benchmarks.attacks.tally import Family
 from benchmarks.attacks.wire import SERVICES, Forge, Grpc, McpHttp, ToolAnswer, grpc_methods
@@ -29,6 +31,7 @@ from benchmarks.secure_stack import SecureStack
 from nucleus.v1 import common_pb2 as pb
 from nucleus.v1 import knowledge_store_pb2 as ks_pb
 from nucleus.v1 import llm_orchestration_pb2 as llm_pb
+from shared.auth.scrape import scrape_token_file
 from shared.auth.service_identity import CALLERS, OPERATOR_TTL_S
 from shared.identity import OPERATOR
 
@@ -167,6 +170,32 @@ def _attack_mcp(fam: Family, url: str, service: str, tools: list[str], cases: li
                                row=f"{service} MCP")
 
 
+def _attack_metrics(fam: Family, stack: SecureStack, forge: Forge, service: str,
+                    cases: list[tuple[str, str | None]]) -> None:
+    """GET /metrics (tenants, sources, traffic): every bad credential gets 401; the scrape token
+    and an operator token are served (the controls)."""
+    url = stack.addresses[service]["mcp"].removesuffix("/mcp") + "/metrics"
+    row = f"{service} /metrics"
+    with httpx.Client(timeout=10) as http:
+        for label, authorization in [*cases, ("an end user's API key", f"Bearer {stack.keys['alice']}")]:
+            try:
+                status = http.get(url, headers={"Authorization": authorization} if authorization else {}).status_code
+            except httpx.HTTPError as err:
+                fam.record("error", f"{service} /metrics probe failed", f"{label}: {err!r}", row=row)
+                continue
+            if status in (401, 403):
+                fam.record("refused", row=row)
+            else:
+                fam.record("missed", f"{service} /metrics not refused: {label}", f"HTTP {status}", row=row)
+        token = scrape_token_file(stack.identity_dir).read_text().strip()
+        for label, authorization in (("the scrape token", f"Bearer {token}"),
+                                     ("an operator token", "Bearer " + forge.token(OPERATOR, service))):
+            answer = http.get(url, headers={"Authorization": authorization})
+            fam.check(f"control: {service} /metrics with {label} is served",
+                      answer.status_code == 200 and "nucleus_build_info" in answer.text,
+                      f"HTTP {answer.status_code}", row=row)
+
+
 def _controls(fam: Family, stack: SecureStack, forge: Forge, clients: dict[str, Grpc]) -> dict[str, list[str]]:
     """The right credential on each port is served; returns the tools each MCP port lists."""
     grpc_controls = [("knowledge_store", "GetTenantStats", ks_pb.TenantStatsRequest(tenant_id="acme"),
@@ -211,6 +240,9 @@ def run(fam: Family, stack: SecureStack, forge: Forge) -> None:
             _attack_grpc(fam, clients[service], service, credential_cases(stack, forge, service, "grpc"))
             _attack_mcp(fam, stack.addresses[service]["mcp"], service, tools[service],
                         credential_cases(stack, forge, service, "mcp"))
+            _attack_metrics(fam, stack, forge, service, [
+                (label, auth) for label, auth in credential_cases(stack, forge, service, "mcp")
+                if not label.startswith(f"service token of {OPERATOR} ")])     # operators may read /metrics
         _nothing_took_effect(fam, forge, clients["knowledge_store"])
     finally:
         for client in clients.values():

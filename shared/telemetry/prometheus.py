@@ -59,6 +59,10 @@ MAX_STAGES = 64
 MAX_SOURCES = 64
 MAX_MCP_METHODS = 32
 OTHER = "other"
+#: Label sets whose prometheus_client children are cached (each metric's own label bounds come first).
+MAX_CHILDREN = 20_000
+#: At most one exemplar per series per second.
+EXEMPLAR_INTERVAL_NS = 1_000_000_000
 #: Batch sizes of the embedding micro-batcher (texts per model call).
 BATCH_BUCKETS = (1, 2, 4, 8, 16, 32, 64, 128, 256, 512)
 
@@ -166,6 +170,28 @@ class ServiceMetrics:
                                         ["service", "upstream"], registry=r)
         self.http_requests = Counter("nucleus_http_requests", "HTTP requests, by route and status code",
                                      ["service", "route", "code"], registry=r)
+        self._children: dict[tuple[int, tuple[str, ...]], Any] = {}
+        self._exemplar_at: dict[tuple[int, tuple[str, ...]], int] = {}
+
+    def _child(self, metric: Any, *labels: str) -> Any:
+        """`metric.labels(service, *labels)`, cached (the label lookup is most of a record's cost)."""
+        key = (id(metric), labels)
+        child = self._children.get(key)
+        if child is None:
+            child = metric.labels(self.service, *labels)
+            if len(self._children) < MAX_CHILDREN:
+                self._children[key] = child
+        return child
+
+    def _exemplar(self, span: Any, metric: Any, *labels: str) -> dict[str, str] | None:
+        """The span's trace id as exemplar, at most once per EXEMPLAR_INTERVAL_NS per series
+        (Prometheus keeps the latest exemplar of a series per scrape anyway)."""
+        key = (id(metric), labels)
+        if span.context is None or span.end_time - self._exemplar_at.get(key, 0) < EXEMPLAR_INTERVAL_NS:
+            return None
+        if len(self._exemplar_at) < MAX_CHILDREN:
+            self._exemplar_at[key] = span.end_time
+        return {"trace_id": format(span.context.trace_id, "032x")}
 
     # ------------------------------------------------------------------ fed from spans
     def record_span(self, span: Any) -> None:
@@ -174,16 +200,15 @@ class ServiceMetrics:
             return
         seconds = (span.end_time - span.start_time) / 1e9
         attributes = span.attributes or {}
-        exemplar = {"trace_id": format(span.context.trace_id, "032x")} if span.context is not None else None
         error = span.status.status_code is StatusCode.ERROR
         if span.kind is SpanKind.SERVER:
-            self._server(span.name, attributes, seconds, error, exemplar)
+            self._server(span, attributes, seconds, error)
         elif span.kind is SpanKind.CLIENT and ("rpc.system" in attributes or "nucleus.source.id" in attributes):
             self._client(attributes, seconds, error)
         elif span.name.startswith(STAGE_PREFIXES):
-            self._stage(span.name, attributes, seconds, error, exemplar, span.status.description or "")
+            self._stage(span, attributes, seconds, error)
 
-    def _server(self, name: str, attributes: Any, seconds: float, error: bool, exemplar: Any) -> None:
+    def _server(self, span: Any, attributes: Any, seconds: float, error: bool) -> None:
         if attributes.get("rpc.system") == "grpc":
             transport = "grpc"
             method = f"{attributes.get('rpc.service', '')}/{attributes.get('rpc.method', '')}"
@@ -198,8 +223,9 @@ class ServiceMetrics:
             code = str(attributes.get("error.type", "error"))[:32] if error else "ok"
         else:
             return
-        self.requests.labels(self.service, transport, method, code).inc()
-        self.request_duration.labels(self.service, transport, method).observe(seconds, exemplar)
+        self._child(self.requests, transport, method, code).inc()
+        self._child(self.request_duration, transport, method).observe(
+            seconds, self._exemplar(span, self.request_duration, transport, method))
 
     def _client(self, attributes: Any, seconds: float, error: bool) -> None:
         if attributes.get("rpc.system") == "grpc":
@@ -207,51 +233,51 @@ class ServiceMetrics:
             peer = PEERS.get(service, OTHER)
             method = str(attributes.get("rpc.method", "")) if peer != OTHER else OTHER
             code = _CODE_NAMES.get(attributes.get("rpc.grpc.status_code", 0), "UNKNOWN")
-            self.client_requests.labels(self.service, peer, method, code).inc()
-            self.client_duration.labels(self.service, peer, method).observe(seconds)
+            self._child(self.client_requests, peer, method, code).inc()
+            self._child(self.client_duration, peer, method).observe(seconds)
         elif "nucleus.source.id" in attributes:
             source = self.sources(str(attributes["nucleus.source.id"]))
             code = str(attributes.get("error.type", "error"))[:32] if error else "ok"
-            self.federation_calls.labels(self.service, source, code).inc()
-            self.federation_duration.labels(self.service, source).observe(seconds)
+            self._child(self.federation_calls, source, code).inc()
+            self._child(self.federation_duration, source).observe(seconds)
 
-    def _stage(self, name: str, attributes: Any, seconds: float, error: bool, exemplar: Any,
-               description: str = "") -> None:
+    def _stage(self, span: Any, attributes: Any, seconds: float, error: bool) -> None:
+        name = span.name
         stage = self.stages(name)
-        self.stage_duration.labels(self.service, stage).observe(seconds, exemplar)
+        self._child(self.stage_duration, stage).observe(seconds, self._exemplar(span, self.stage_duration, stage))
         if error:
-            self.stage_errors.labels(self.service, stage).inc()
+            self._child(self.stage_errors, stage).inc()
         if name == "rag.search_and_rank" and attributes.get("nucleus.degraded") is True:
             reasons = attributes.get("nucleus.degraded_reasons") or (OTHER,)
             for reason in reasons:
-                self.degraded.labels(self.service, _reason(str(reason))).inc()
+                self._child(self.degraded, _reason(str(reason))).inc()
         elif name == "knowledge_store.ingest":
-            self.ingest_documents.labels(self.service).inc(int(attributes.get("nucleus.documents", 0)))
-            self.ingest_rejected.labels(self.service).inc(int(attributes.get("nucleus.rejected", 0)))
-            self.ingest_entries.labels(self.service).inc(int(attributes.get("nucleus.entries", 0)))
+            self._child(self.ingest_documents).inc(int(attributes.get("nucleus.documents", 0)))
+            self._child(self.ingest_rejected).inc(int(attributes.get("nucleus.rejected", 0)))
+            self._child(self.ingest_entries).inc(int(attributes.get("nucleus.entries", 0)))
         elif name == "llm.embed":
             count = int(attributes.get("llm.embed.count", 0))
             purpose = str(attributes.get("llm.embed.purpose", OTHER))
-            self.embedded_texts.labels(self.service, purpose if purpose in ("query", "document") else OTHER).inc(count)
-            self.embedding_cache_hits.labels(self.service).inc(int(attributes.get("llm.embed.cache_hits", 0)))
+            self._child(self.embedded_texts, purpose if purpose in ("query", "document") else OTHER).inc(count)
+            self._child(self.embedding_cache_hits).inc(int(attributes.get("llm.embed.cache_hits", 0)))
         elif name.startswith("embeddings"):
             count = int(attributes.get("nucleus.embeddings.count", 0)) - int(
                 attributes.get("nucleus.embeddings.cache_hits", 0))
             if count > 0:
-                self.batch_size.labels(self.service).observe(count)
+                self._child(self.batch_size).observe(count)
         if name.startswith("chat "):
             for kind in ("input", "output"):
                 tokens = attributes.get(f"gen_ai.usage.{kind}_tokens")
                 if isinstance(tokens, int) and tokens > 0:
-                    self.tokens.labels(self.service, kind).inc(tokens)
+                    self._child(self.tokens, kind).inc(tokens)
         if name.startswith(UPSTREAM_PREFIXES):
             upstream = name.split(".", 1)[0]
             attempts = int(attributes.get("llm.attempts", 1))
             if attempts > 1:
-                self.upstream_retries.labels(self.service, upstream).inc(attempts - 1)
+                self._child(self.upstream_retries, upstream).inc(attempts - 1)
             if error:
-                kind = str(attributes.get("error.type") or description or "error")[:32]
-                self.upstream_errors.labels(self.service, upstream, kind).inc()
+                kind = str(attributes.get("error.type") or span.status.description or "error")[:32]
+                self._child(self.upstream_errors, upstream, kind).inc()
 
     # ------------------------------------------------------------------ read at scrape time
     def add_collector(self, fn: Callable[[], Iterable[Metric]]) -> None:

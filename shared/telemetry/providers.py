@@ -130,7 +130,8 @@ def build_telemetry(service: str, settings: TelemetrySettings | None = None, *,
                                                                   capture_content=settings.capture_content))
     tracer_provider.add_span_processor(StageMetricsProcessor(StageMetrics(
         meter_provider.get_meter("nucleus.stages"), rpc_meter=meter_provider.get_meter(RPC_METER_NAME),
-        prometheus=service_metrics(service)), schedule_delay_millis=STAGE_METRICS_DELAY_MS))
+        prometheus=service_metrics(service) if settings.prometheus else None),
+        schedule_delay_millis=STAGE_METRICS_DELAY_MS))
     return Telemetry(service=service, tracer_provider=tracer_provider, meter_provider=meter_provider,
                      exporters=exporters, trace_file=trace_file, metrics_file=metrics_file)
 

@@ -26,6 +26,8 @@ class TelemetrySettings(BaseSettings):
     trace_file_backups: int = 2             # <service>.jsonl.1 … .N kept after rotation
     metrics_file: bool = True               # periodic JSONL metrics dump beside the traces
     metrics_file_interval_s: float = 60.0
+    prometheus: bool = True                 # span-derived series on /metrics (off: scrape-time ones only;
+                                            # the metrics-overhead benchmark's "off" arm)
 
     def resolved_trace_dir(self) -> Path:
         return self.trace_dir if self.trace_dir is not None else default_data_dir() / "traces"

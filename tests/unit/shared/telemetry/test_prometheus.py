@@ -1,0 +1,134 @@
+"""The span-derived Prometheus series (shared/telemetry/prometheus.py) and the /metrics guard
+(shared/auth/scrape.py): real spans from a real SDK TracerProvider, the real exposition."""
+from __future__ import annotations
+
+import grpc
+import pytest
+from opentelemetry.sdk.trace import TracerProvider
+from opentelemetry.sdk.trace.export import SimpleSpanProcessor, SpanExporter, SpanExportResult
+from opentelemetry.trace import SpanKind, StatusCode
+from prometheus_client.parser import text_string_to_metric_families
+
+from shared.auth.scrape import ScrapeAuth, scrape_token_file
+from shared.auth.service_identity import ServiceSigner, ensure_identities
+from shared.telemetry.prometheus import OTHER, ServiceMetrics
+
+
+class _Feed(SpanExporter):
+    def __init__(self, metrics: ServiceMetrics) -> None:
+        self.metrics = metrics
+
+    def export(self, spans):
+        for span in spans:
+            self.metrics.record_span(span)
+        return SpanExportResult.SUCCESS
+
+
+@pytest.fixture
+def fed():
+    metrics = ServiceMetrics("rag_pipeline", process_series=False)
+    provider = TracerProvider()
+    provider.add_span_processor(SimpleSpanProcessor(_Feed(metrics)))
+    return metrics, provider.get_tracer("test")
+
+
+def samples(metrics: ServiceMetrics, accept: str = "text/plain") -> dict[tuple[str, tuple], float]:
+    body, _ = metrics.exposition(accept)
+    return {(s.name, tuple(sorted(s.labels.items()))): s.value
+            for family in text_string_to_metric_families(body.decode()) for s in family.samples}
+
+
+def value(metrics: ServiceMetrics, name: str, **labels: str) -> float:
+    want = tuple(sorted({"service": metrics.service, **labels}.items()))
+    return samples(metrics).get((name, want), 0.0)
+
+
+def test_a_grpc_server_span_counts_by_method_and_code_and_times_the_request(fed):
+    metrics, tracer = fed
+    for code in (grpc.StatusCode.OK, grpc.StatusCode.OK, grpc.StatusCode.INVALID_ARGUMENT):
+        with tracer.start_as_current_span("nucleus.v1.RagPipeline/SearchAndRank", kind=SpanKind.SERVER, attributes={
+                "rpc.system": "grpc", "rpc.service": "nucleus.v1.RagPipeline", "rpc.method": "SearchAndRank",
+                "rpc.grpc.status_code": code.value[0]}):
+            pass
+    method = "nucleus.v1.RagPipeline/SearchAndRank"
+    assert value(metrics, "nucleus_requests_total", transport="grpc", method=method, code="OK") == 2
+    assert value(metrics, "nucleus_requests_total", transport="grpc", method=method, code="INVALID_ARGUMENT") == 1
+    assert value(metrics, "nucleus_request_duration_seconds_count", transport="grpc", method=method) == 3
+
+
+def test_mcp_tool_names_are_the_served_ones_and_an_unknown_tool_is_other(fed):
+    metrics, tracer = fed
+    metrics.tools.allow(["search_and_rank"])
+    for tool in ("search_and_rank", "no_such_tool_1", "no_such_tool_2"):
+        with tracer.start_as_current_span(f"tools/call {tool}", kind=SpanKind.SERVER, attributes={
+                "mcp.method.name": "tools/call", "gen_ai.tool.name": tool}):
+            pass
+    assert value(metrics, "nucleus_requests_total", transport="mcp", method="search_and_rank", code="ok") == 1
+    assert value(metrics, "nucleus_requests_total", transport="mcp", method=OTHER, code="ok") == 2
+
+
+def test_stage_latency_carries_the_trace_id_as_exemplar_in_openmetrics_only(fed):
+    metrics, tracer = fed
+    with tracer.start_as_current_span("rag.search_and_rank") as span:
+        trace_id = format(span.get_span_context().trace_id, "032x")
+    openmetrics, content_type = metrics.exposition("application/openmetrics-text; version=1.0.0")
+    assert content_type.startswith("application/openmetrics-text")
+    lines = [line for line in openmetrics.decode().splitlines()
+             if line.startswith("nucleus_stage_duration_seconds_bucket") and "rag.search_and_rank" in line]
+    assert any(f'trace_id="{trace_id}"' in line for line in lines)
+    text, content_type = metrics.exposition("text/plain")
+    assert content_type.startswith("text/plain") and b"trace_id" not in text
+
+
+def test_degraded_answers_count_by_a_bounded_reason(fed):
+    metrics, tracer = fed
+    with tracer.start_as_current_span("rag.search_and_rank", attributes={
+            "nucleus.degraded": True,
+            "nucleus.degraded_reasons": ["query expansion unavailable: timeout after 2s", "weird thing"]}):
+        pass
+    assert value(metrics, "nucleus_search_degraded_total", reason="expansion") == 1
+    assert value(metrics, "nucleus_search_degraded_total", reason=OTHER) == 1
+
+
+def test_stages_fold_into_other_past_the_cap(fed):
+    metrics, tracer = fed
+    for i in range(80):
+        with tracer.start_as_current_span(f"rag.made_up_{i}"):
+            pass
+    stages = {dict(labels)["stage"] for (name, labels) in samples(metrics)
+              if name == "nucleus_stage_duration_seconds_count"}
+    assert OTHER in stages and len(stages) <= 65
+
+
+def test_federation_client_spans_count_per_source_and_outcome(fed):
+    metrics, tracer = fed
+    with tracer.start_as_current_span("tools/call foreign__search", kind=SpanKind.CLIENT,
+                                      attributes={"nucleus.source.id": "foreign"}):
+        pass
+    with tracer.start_as_current_span("tools/call foreign__search", kind=SpanKind.CLIENT,
+                                      attributes={"nucleus.source.id": "foreign", "error.type": "timeout"}) as span:
+        span.set_status(StatusCode.ERROR)
+    assert value(metrics, "nucleus_federation_calls_total", source="foreign", code="ok") == 1
+    assert value(metrics, "nucleus_federation_calls_total", source="foreign", code="timeout") == 1
+
+
+def test_upstream_retries_and_errors(fed):
+    metrics, tracer = fed
+    with tracer.start_as_current_span("openai.chat", attributes={"llm.attempts": 3}) as span:
+        span.set_status(StatusCode.ERROR, "UpstreamFailed")
+    assert value(metrics, "nucleus_llm_upstream_retries_total", upstream="openai") == 2
+    assert value(metrics, "nucleus_llm_upstream_errors_total", upstream="openai", kind="UpstreamFailed") == 1
+
+
+def test_the_scrape_token_and_operator_tokens_pass_and_nothing_else(tmp_path):
+    ensure_identities(tmp_path)
+    token = scrape_token_file(tmp_path).read_text().strip()
+    assert scrape_token_file(tmp_path).stat().st_mode & 0o777 == 0o600
+    guard = ScrapeAuth(tmp_path, "rag_pipeline")
+    assert guard.allows(f"Bearer {token}")
+    assert not guard.allows(f"Bearer {token}x") and not guard.allows("") and not guard.allows(f"Basic {token}")
+    operator = ServiceSigner.load(tmp_path, "operator").token("rag_pipeline")
+    service = ServiceSigner.load(tmp_path, "knowledge_store").token("rag_pipeline")
+    assert guard.allows(f"Bearer {operator}")
+    assert not guard.allows(f"Bearer {service}")          # a service's own token is not an operator's
+    assert not ScrapeAuth(tmp_path, "knowledge_store").allows(f"Bearer {operator}")   # audience is checked
