@@ -16,6 +16,8 @@
     nucleus ask "question"           one answer of that agent (--json for scripts)
     nucleus topics [list|evolution|recent|map]   topics of your documents (map --png FILE)
     nucleus persona put|get|list     persona agents' settings (system prompt, tools, sources, model)
+    nucleus top [--once]             live requests, errors and latency per service, method and stage
+                                     (from the services' /metrics)
 
 The CLI talks to the services over their internal gRPC interface (the trusted operator path);
 agents use MCP, where the tenant comes from the verified identity.
@@ -30,7 +32,7 @@ from rich.markup import escape
 
 from benchmarks.attacks.cli import register as register_attack
 from benchmarks.cli import register as register_bench
-from cli import backup, chat, demo, identity, ingest, lifecycle, migrate, persona, search, sources, status, traces
+from cli import backup, chat, demo, identity, ingest, lifecycle, migrate, persona, search, sources, status, top, traces
 from cli.stack import err_console
 from shared.errors import NucleusError
 
@@ -47,6 +49,7 @@ def build_parser() -> argparse.ArgumentParser:
     register_bench(sub)      # nucleus bench
     register_attack(sub)     # nucleus attack
     traces.register(sub)     # nucleus traces
+    top.register(sub)        # nucleus top
     status.register(sub)     # nucleus check
     identity.register(sub)   # nucleus identity
     chat.register(sub)       # nucleus chat, nucleus ask, nucleus topics

@@ -1,7 +1,7 @@
 """`nucleus top`: RED per service and method, and the SearchAndRank stages, live in the terminal,
 from the services' own /metrics (for the operator without Grafana).
 
-    nucleus top [--interval 2] [--once]
+    nucleus top [--interval 2] [--once] [--data-dir D]
 
 Every `--interval` seconds each service's /metrics is read (with the stack's scrape token when
 authentication is on: <data dir>/identity/metrics-scrape.token); rates and latency quantiles
@@ -11,16 +11,24 @@ exit (for scripts).
 """
 from __future__ import annotations
 
+import argparse
 import math
 import time
 from collections import defaultdict
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 import httpx
 from prometheus_client.parser import text_string_to_metric_families
 from rich.console import Group
+from rich.live import Live
 from rich.table import Table
+
+from cli.identity import identity_dir
+from cli.stack import console, stack_state, tls_ca
+from shared.auth.scrape import scrape_token_file
+from shared.errors import InvalidArgument
 
 SERVICES = ("rag_pipeline", "knowledge_store", "llm_orchestration")
 SERVER_ERRORS = {"UNKNOWN", "DEADLINE_EXCEEDED", "UNIMPLEMENTED", "INTERNAL", "UNAVAILABLE", "DATA_LOSS"}
@@ -131,25 +139,21 @@ def metrics_urls(state: dict) -> dict[str, str]:
 
 
 def scrape_headers(identity_dir: Path) -> dict[str, str]:
-    from shared.auth.scrape import scrape_token_file
-
     token_file = scrape_token_file(identity_dir)
     return {"Authorization": f"Bearer {token_file.read_text().strip()}"} if token_file.exists() else {}
 
 
-def run(state: dict, identity_dir: Path, *, interval_s: float, once: bool, console, verify=True) -> int:
-    from rich.live import Live
-
+def run(state: dict, identity: Path, *, interval_s: float, once: bool, out: Any, verify: Any = True) -> int:
     urls = metrics_urls(state)
-    headers = scrape_headers(identity_dir)
+    headers = scrape_headers(identity)
     with httpx.Client(timeout=5, verify=verify) as client:
         before = read_all(urls, headers, client)
         if once:
             time.sleep(interval_s)
-            console.print(render(before, read_all(urls, headers, client)))
+            out.print(render(before, read_all(urls, headers, client)))
             return 0
         try:
-            with Live(render(before, before), console=console, refresh_per_second=1) as live:
+            with Live(render(before, before), console=out, refresh_per_second=1) as live:
                 while True:
                     time.sleep(interval_s)
                     after = read_all(urls, headers, client)
@@ -159,4 +163,20 @@ def run(state: dict, identity_dir: Path, *, interval_s: float, once: bool, conso
             return 0
 
 
-__all__ = ["metrics_urls", "parse", "quantile", "render", "run"]
+def cmd_top(args: argparse.Namespace) -> int:
+    if args.interval <= 0:
+        raise InvalidArgument("--interval", f"must be > 0 seconds, got {args.interval}")
+    ca = tls_ca(args)
+    return run(stack_state(args), identity_dir(args), interval_s=args.interval, once=args.once, out=console,
+               verify=str(ca) if ca else True)
+
+
+def register(subparsers: Any) -> None:
+    """Add `nucleus top` to the operator CLI (called by cli.main)."""
+    p = subparsers.add_parser("top", help="live RED per service and method, and SearchAndRank stages, from /metrics")
+    p.add_argument("--interval", type=float, default=2.0, help="seconds between reads (default 2)")
+    p.add_argument("--once", action="store_true", help="two reads one interval apart, one table, exit")
+    p.set_defaults(func=cmd_top)
+
+
+__all__ = ["cmd_top", "metrics_urls", "parse", "quantile", "register", "render", "run"]

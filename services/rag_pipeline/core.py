@@ -7,8 +7,7 @@ One query, step by step:
   vectors, one call, which also completes both signals for the keyword leg's candidates and its
   own) -> merge & de-duplicate by entry id keeping every raw signal -> rank
   (ranking/, vectorised) -> [rerank top N, rank again] -> fetch the chosen entries (an entry
-  deleted since the search is dropped and refilled, fetch.py) -> results with snippets &
-  explanations.
+  deleted since the search is dropped and refilled, fetch.py) -> results with snippets, explanations.
 
 A dependency failing mid-query degrades the answer instead of failing it: no embedding or no
 vector leg -> keyword-only; no keyword leg -> vector-only; both -> Unavailable. The whole call
@@ -284,9 +283,8 @@ class RagPipeline:
             except TimeoutError:
                 raise DeadlineExceeded(
                     f"SearchAndRank did not finish within {self._settings.deadline_s:.1f}s") from None
-            span.set_attribute("nucleus.degraded", response.degraded)
-            if response.degraded_reasons:
-                span.set_attribute("nucleus.degraded_reasons", list(response.degraded_reasons))
+            span.set_attributes({"nucleus.degraded": response.degraded,
+                                 "nucleus.degraded_reasons": list(response.degraded_reasons)})
             span.set_attribute("nucleus.results", len(response.results))
             span.set_attribute("nucleus.profile", f"{response.profile_name}@v{response.profile_version}")
             return response

@@ -59,6 +59,10 @@ MAX_STAGES = 64
 MAX_SOURCES = 64
 MAX_MCP_METHODS = 32
 OTHER = "other"
+#: A call between services of one process (`nucleus up --mode single`): an INTERNAL span named and
+#: attributed as the RPC (shared/telemetry/inprocess.py), counted as the callee's request with
+#: transport="in-process", so the callee's RED reads the same in both modes.
+IN_PROCESS = "in-process"
 #: Label sets whose prometheus_client children are cached (each metric's own label bounds come first).
 MAX_CHILDREN = 20_000
 #: At most one exemplar per series per second.
@@ -201,7 +205,7 @@ class ServiceMetrics:
         seconds = (span.end_time - span.start_time) / 1e9
         attributes = span.attributes or {}
         error = span.status.status_code is StatusCode.ERROR
-        if span.kind is SpanKind.SERVER:
+        if span.kind is SpanKind.SERVER or attributes.get("nucleus.transport") == IN_PROCESS:
             self._server(span, attributes, seconds, error)
         elif span.kind is SpanKind.CLIENT and ("rpc.system" in attributes or "nucleus.source.id" in attributes):
             self._client(attributes, seconds, error)
@@ -210,7 +214,7 @@ class ServiceMetrics:
 
     def _server(self, span: Any, attributes: Any, seconds: float, error: bool) -> None:
         if attributes.get("rpc.system") == "grpc":
-            transport = "grpc"
+            transport = IN_PROCESS if attributes.get("nucleus.transport") == IN_PROCESS else "grpc"
             method = f"{attributes.get('rpc.service', '')}/{attributes.get('rpc.method', '')}"
             code = _CODE_NAMES.get(attributes.get("rpc.grpc.status_code", 0), "UNKNOWN")
         elif "mcp.method.name" in attributes:

@@ -24,6 +24,7 @@ import pytest
 from opentelemetry import context as otel_context
 from opentelemetry import trace
 from opentelemetry.trace import NonRecordingSpan, SpanContext, TraceFlags
+from prometheus_client.parser import text_string_to_metric_families
 
 from cli.restarts import RUNNING, RestartPolicy
 from cli.supervisor import Supervisor
@@ -31,6 +32,7 @@ from nucleus.v1 import knowledge_store_pb2 as ks_pb
 from nucleus.v1 import knowledge_store_pb2_grpc as ks_grpc
 from services.knowledge_store.client import KnowledgeStoreClient
 from shared.auth.api_keys import add_key
+from shared.auth.scrape import scrape_token_file
 from shared.auth.service_auth import operator_interceptors
 from shared.records import ArtifactMeta, DocumentIn, SearchFilters
 from tests.integration.test_tracing import DOC_MARKER, QUERY, SERVICES, OtlpReceiver, _complete, _documents
@@ -160,6 +162,36 @@ async def test_a_query_is_one_trace_with_internal_spans_named_as_the_rpcs(query)
     assert by_id[embeddings["parent_span_id"]]["name"] == "nucleus.v1.LlmOrchestration/GenerateEmbeddings"
     exported = json.dumps(spans)
     assert QUERY not in exported and DOC_MARKER not in exported and query["body"]["results"]
+
+
+def _metrics(single, service: str) -> list:
+    """The parsed /metrics of `service`'s port, read with the stack's scrape token."""
+    token = scrape_token_file(single["data_dir"] / "identity").read_text().strip()
+    url = single["addresses"][service]["mcp"].removesuffix("/mcp") + "/metrics"
+    answer = httpx.get(url, headers={"Authorization": f"Bearer {token}"}, timeout=10)
+    assert answer.status_code == 200, service
+    return [s for family in text_string_to_metric_families(answer.text) for s in family.samples]
+
+
+async def test_each_port_exposes_only_its_own_service_and_the_process_series_once(query, ingested):
+    def in_process_calls():
+        return sum(s.value for s in _metrics(ingested, "knowledge_store") if s.name == "nucleus_requests_total"
+                   and s.labels["transport"] == "in-process"
+                   and s.labels["method"] == "nucleus.v1.KnowledgeStore/SearchPersonaKnowledgeByVector")
+
+    deadline = time.monotonic() + 10                 # the span-derived series lag by the processor's batch delay
+    while in_process_calls() < 1 and time.monotonic() < deadline:
+        await asyncio.sleep(0.3)
+    assert in_process_calls() >= 1, "the callee counts the calls it served in process"
+    with_process = []
+    for service in ("rag_pipeline", "knowledge_store", "llm_orchestration"):
+        samples = _metrics(ingested, service)
+        services = {s.labels.get("service") for s in samples if s.name.startswith("nucleus_")}
+        assert services == {service}, f"{service}'s port exposes {services}"
+        assert [s.labels["mode"] for s in samples if s.name == "nucleus_build_info"] == ["single"]
+        if any(s.name == "process_cpu_seconds_total" for s in samples):
+            with_process.append(service)
+    assert with_process == ["rag_pipeline"]
 
 
 def _crash_doc(i: int) -> DocumentIn:

@@ -1,7 +1,7 @@
 """What the Prometheus series cost: the same stack with the span-derived series on and off, in
 alternating pairs within one run.
 
-    .venv/bin/python -m benchmarks.metrics_overhead --dataset ../shared/data/scifact \\
+    .venv/bin/python -m lab.metrics_overhead --dataset ../shared/data/scifact \\
         [--pairs 8] [--queries 60] [--docs 400] [--mode single|split] [--scrape-interval-s 1]
 
 Two stacks run side by side (their own data directories under .bench-cache/), both scraped
@@ -26,7 +26,7 @@ from pathlib import Path
 import httpx
 
 from benchmarks.beir import load_dataset
-from benchmarks.probe import _cpu_seconds
+from lab.probe import _cpu_seconds
 from benchmarks.queries import Method, RagClient
 from shared.records import ArtifactMeta, DocumentIn
 
