@@ -2,6 +2,10 @@
 gating, GenAI spans."""
 from __future__ import annotations
 
+import asyncio
+
+import time
+
 import grpc
 import pytest
 import pytest_asyncio
@@ -160,7 +164,13 @@ async def test_call_durations_are_recorded_per_method_and_status(pipeline, serve
         with pytest.raises(grpc.aio.AioRpcError):
             await say(b"missing", timeout=5)
     for name in ("rpc.client.call.duration", "rpc.server.call.duration"):
-        points = {p.attributes["rpc.grpc.status_code"]: p for p in pipeline.metric_points(name)}
+        # The server span of the last call may end just after the client has its answer: wait for it.
+        deadline = time.monotonic() + 5
+        while True:
+            points = {p.attributes["rpc.grpc.status_code"]: p for p in pipeline.metric_points(name)}
+            if (5 in points and points[5].count == 1) or time.monotonic() > deadline:
+                break
+            await asyncio.sleep(0.05)
         assert points[0].count == 2 and points[5].count == 1, name
         assert points[0].attributes["rpc.method"] == "Say"
         assert points[0].sum > 0
