@@ -36,6 +36,7 @@ from services.knowledge_store.preparation import (
     embed_texts,
     open_batch,
     prepare_batch,
+    rejected_fields,
 )
 from shared.records import DocumentIn, IngestRejection, IngestReport, IngestResult
 from shared.settings import KnowledgeStoreSettings
@@ -62,7 +63,8 @@ class Ingester:
             with tracer.start_as_current_span("knowledge_store.ingest.chunk") as stage:  # telemetry hook
                 batch, keyword_batch = await asyncio.to_thread(self._prepare_all, docs, rejected, commit_valid)
                 prepared, rejected = batch.documents, batch.rejected
-                span.set_attribute("nucleus.rejected", len(rejected))
+                span.set_attributes({"nucleus.rejected": len(rejected),
+                                     "nucleus.rejected_fields": rejected_fields(rejected)})
                 if not prepared:
                     return batch.nothing_written()
                 texts = batch.texts
