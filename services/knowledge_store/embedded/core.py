@@ -212,6 +212,10 @@ class KnowledgeStore:
         saved, evicted), for the KnowledgeStore's /metrics."""
         return dict(self._tenants.counters)
 
+    def index_totals(self) -> dict[str, tuple[int, int]]:
+        """Index kind -> (open tenants, live vectors), for the KnowledgeStore's /metrics."""
+        return self._tenants.index_totals()
+
     def status(self) -> StoreStatus:
         """A snapshot of `health`: "ok" or "degraded", each problem naming tenant and path."""
         tenants = tuple(self._tenants.open_tenants())

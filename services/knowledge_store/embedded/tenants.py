@@ -177,6 +177,16 @@ class Tenants:
         with self._registry:
             return [(tid, t.memory) for tid, t in reversed(self._open.items())]
 
+    def index_totals(self) -> dict[str, tuple[int, int]]:
+        """Index kind -> (open tenants, live vectors) over the open tenants (for /metrics)."""
+        totals: dict[str, list[int]] = {}
+        with self._registry:
+            for tenant in self._open.values():
+                row = totals.setdefault(tenant.index.kind, [0, 0])
+                row[0] += 1
+                row[1] += tenant.index.ntotal
+        return {kind: (n, vectors) for kind, (n, vectors) in totals.items()}
+
     def memory_bytes(self) -> int:
         """Estimated memory of the open tenants together."""
         with self._registry:
