@@ -214,7 +214,11 @@ class KnowledgeStore:
 
     def index_totals(self) -> dict[str, tuple[int, int]]:
         """Index kind -> (open tenants, live vectors), for the KnowledgeStore's /metrics."""
-        return self._tenants.index_totals()
+        totals: dict[str, tuple[int, int]] = {}
+        for kind, vectors in self._tenants.open_indexes():
+            tenants, live = totals.get(kind, (0, 0))
+            totals[kind] = (tenants + 1, live + vectors)
+        return totals
 
     def status(self) -> StoreStatus:
         """A snapshot of `health`: "ok" or "degraded", each problem naming tenant and path."""
