@@ -135,6 +135,11 @@ def rejection(doc: DocumentIn, i: int, err: InvalidArgument) -> IngestRejection:
                            str(err).removeprefix(f"{field}: "))
 
 
+def content_bytes(docs: Sequence[DocumentIn]) -> int:
+    """UTF-8 bytes of the documents' content (nucleus_ingest_bytes_total)."""
+    return sum(len(d.content.encode("utf-8", "surrogatepass")) for d in docs if isinstance(d.content, str))
+
+
 def rejected_fields(rejected: Sequence[IngestRejection], limit: int = 256) -> list[str]:
     """Each rejection's field without its document index ("content", "artifact.artifact_id",
     "content_type", or "document"), at most `limit`: the reasons of the ingest span and of

@@ -163,6 +163,14 @@ class ServiceMetrics:
                                        "Documents ingest refused, by the field at fault", ["service", "field"],
                                        registry=r)
         self.rejected_fields = _Bounded(MAX_REJECTION_FIELDS)
+        self.ingest_bytes = Counter("nucleus_ingest_bytes", "UTF-8 bytes of the documents offered to ingest",
+                                    ["service"], registry=r)
+        self.rescore_texts = Counter("nucleus_federation_rescore_texts",
+                                     "Remote texts re-scoring needed embedded (distinct per query)",
+                                     ["service"], registry=r)
+        self.rescore_embedded = Counter("nucleus_federation_rescore_embedded",
+                                        "Of those, texts the vector cache lacked (sent to the model)",
+                                        ["service"], registry=r)
         self.ingest_entries = Counter("nucleus_ingest_entries", "Entries (chunks) written by ingest",
                                       ["service"], registry=r)
         self.embedded_texts = Counter("nucleus_llm_embedded_texts", "Texts embedded (cache hits included)",
@@ -269,6 +277,10 @@ class ServiceMetrics:
             for field in [*fields, *[OTHER] * max(0, rejected - len(fields))]:
                 self._child(self.ingest_rejected, self.rejected_fields(str(field)[:48])).inc()
             self._child(self.ingest_entries).inc(int(attributes.get("nucleus.entries", 0)))
+            self._child(self.ingest_bytes).inc(int(attributes.get("nucleus.bytes", 0)))
+        elif name == "rag.federation.rescore":
+            self._child(self.rescore_texts).inc(int(attributes.get("nucleus.rescore.texts", 0)))
+            self._child(self.rescore_embedded).inc(int(attributes.get("nucleus.rescore.embedded", 0)))
         elif name == "llm.embed":
             count = int(attributes.get("llm.embed.count", 0))
             purpose = str(attributes.get("llm.embed.purpose", OTHER))

@@ -33,6 +33,7 @@ from services.knowledge_store.embedded.writes import NO_CHANGE, IndexChange, wri
 from services.knowledge_store.models import Embedder
 from services.knowledge_store.preparation import (
     PreparedBatch,
+    content_bytes,
     embed_texts,
     open_batch,
     prepare_batch,
@@ -59,7 +60,7 @@ class Ingester:
                      commit_valid: bool = False) -> IngestReport:
         docs, rejected = open_batch(self._settings, tenant_id, persona_id, documents, commit_valid)
         with tracer.start_as_current_span("knowledge_store.ingest") as span:
-            span.set_attribute("nucleus.documents", len(docs))
+            span.set_attributes({"nucleus.documents": len(docs), "nucleus.bytes": content_bytes(docs)})
             with tracer.start_as_current_span("knowledge_store.ingest.chunk") as stage:  # telemetry hook
                 batch, keyword_batch = await asyncio.to_thread(self._prepare_all, docs, rejected, commit_valid)
                 prepared, rejected = batch.documents, batch.rejected
