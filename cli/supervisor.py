@@ -17,6 +17,9 @@ endpoint at the same addresses, calling each other in process. The supervisor tr
 process as one unit (restarts, back-off, failed state) and records every service it hosts in
 stack.json as it records a service of its own (`mode` says which mode runs).
 
+Restarts and failed services are also on the supervisor's own /metrics (cli/supervisor_metrics.py,
+port NUCLEUS_SUPERVISOR_METRICS_PORT, default 8060; its URL is `supervisor_metrics` in stack.json).
+
     python -m cli.supervisor --data-dir .nucleus-data [--ephemeral-ports] [--mode single|split]
 """
 from __future__ import annotations
@@ -34,6 +37,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from cli.restarts import FAILED, RUNNING, STARTING, WAITING, RestartPolicy, Supervision, clean_exit, describe_exit
+from cli.supervisor_metrics import DEFAULT_PORT as SUPERVISOR_METRICS_PORT
+from cli.supervisor_metrics import SupervisorMetrics
 
 from shared.auth.service_identity import ensure_identities, stack_identity_dir
 from shared.errors import InvalidArgument
@@ -154,6 +159,7 @@ class Supervisor:
         self.ephemeral = ephemeral_ports
         self.extra_env = extra_env or {}
         self.children: dict[str, Child] = {}
+        self.metrics: SupervisorMetrics | None = None       # its /metrics, once started
 
     def _env(self, name: str) -> dict[str, str]:
         if name == SINGLE:          # one environment for the three: each service reads its own prefix
@@ -227,8 +233,29 @@ class Supervisor:
                 raise
             self.supervision[name] = Supervision(name, self.policy)
             log.info("%s healthy at %s", name, child.where())
+        self._start_metrics()
         self._write_state()
         return self.addresses()
+
+    def _hosts(self) -> dict[str, Supervision]:
+        """Service name -> the Supervision of the process hosting it (one each, or one for all)."""
+        return {n: self.supervision[unit] for unit, c in list(self.children.items())
+                for n in (c.addresses or {unit: {}}) if unit in self.supervision}
+
+    def _start_metrics(self) -> None:
+        """The supervisor's /metrics (cli/supervisor_metrics.py): restarts and failed services."""
+        env = {**os.environ, **self.extra_env}
+        raw = env.get("NUCLEUS_SUPERVISOR_METRICS_PORT", "").strip()
+        port = int(raw) if raw.lstrip("-").isdigit() else (0 if self.ephemeral else SUPERVISOR_METRICS_PORT)
+        if port < 0:
+            return
+        metrics = SupervisorMetrics(self._hosts, self.identity_dir, clock=self.clock)
+        try:
+            metrics.start(self.host, port)
+        except OSError as err:
+            log.warning("supervisor metrics not served on %s:%d (%s)", self.host, port, err.strerror)
+            return
+        self.metrics = metrics
 
     def addresses(self) -> dict[str, dict]:
         """Each service's announced addresses, by service name (in either mode)."""
@@ -238,6 +265,7 @@ class Supervisor:
         now = self.clock()
         hosts = {n: unit for unit, c in self.children.items() for n in (c.addresses or {unit: {}})}
         state = {"supervisor_pid": os.getpid(), "data_dir": str(self.data_dir), "mode": self.mode,
+                 "supervisor_metrics": self.metrics.url if self.metrics is not None else "",
                  "services": self.addresses(),
                  "supervision": {n: {**self.supervision[unit].snapshot(now),
                                      "log_file": str(self.children[unit].log_file)}
@@ -333,6 +361,9 @@ class Supervisor:
         return names
 
     def stop(self) -> None:
+        if self.metrics is not None:
+            self.metrics.close()
+            self.metrics = None
         for sup in self.supervision.values():
             sup.stopped()
         for name in reversed(self.units):

@@ -6,6 +6,9 @@ span carries, read from `StoreBackend.status()` when Prometheus scrapes.
     nucleus_ks_memory_budget_bytes          gauge    the configured budget (0 = none)
     nucleus_ks_tenant_events_total{event}   counter  opened_loaded / opened_replayed / opened_rebuilt,
                                                      saved (index saves), evicted (embedded backend)
+    nucleus_ks_index_vectors{kind}          gauge    live vectors of the open tenants, by index kind
+                                                     (flat / hnsw / ivf; embedded backend)
+    nucleus_ks_index_tenants{kind}          gauge    open tenants by index kind
     nucleus_ks_storage_degraded             gauge    1 while any tenant has a storage problem
     nucleus_ks_storage_problems{kind}       gauge    open problems by kind (corrupt, read_only, ...)
     nucleus_ks_read_only                    gauge    1 when configured read-only
@@ -23,6 +26,7 @@ from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
 from prometheus_client.metrics_core import Metric
 
 SERVICE = "knowledge_store"
+INDEX_KINDS = ("flat", "hnsw", "ivf")
 #: Always exposed (0 until it happens), so a rate over them is a series from the first scrape.
 EVENTS = ("opened_loaded", "opened_replayed", "opened_rebuilt", "saved", "evicted")
 
@@ -46,6 +50,18 @@ def store_series(store: Any) -> Iterable[Metric]:
     for event, count in sorted(counted.items()):
         events.add_metric([SERVICE, str(event)[:40]], float(count))
     yield events
+    totals = getattr(store, "index_totals", None)
+    if totals is not None:
+        vectors = GaugeMetricFamily("nucleus_ks_index_vectors", "Live vectors of the open tenants, by index kind",
+                                    labels=["service", "kind"])
+        tenants = GaugeMetricFamily("nucleus_ks_index_tenants", "Open tenants, by index kind",
+                                    labels=["service", "kind"])
+        counted = {kind: (0, 0) for kind in INDEX_KINDS} | totals()
+        for kind, (n, live) in sorted(counted.items()):
+            vectors.add_metric([SERVICE, kind], float(live))
+            tenants.add_metric([SERVICE, kind], float(n))
+        yield vectors
+        yield tenants
     yield _gauge("nucleus_ks_storage_degraded", "1 while any tenant has a storage problem",
                  1.0 if status.state != "ok" else 0.0)
     problems = GaugeMetricFamily("nucleus_ks_storage_problems", "Open storage problems by kind",

@@ -19,6 +19,7 @@ worker thread, before any lock or storage call.
 """
 from __future__ import annotations
 
+import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
@@ -132,6 +133,18 @@ def rejection(doc: DocumentIn, i: int, err: InvalidArgument) -> IngestRejection:
     field = err.field or f"documents[{i}]"
     return IngestRejection(i, artifact if isinstance(artifact, str) else "", field,
                            str(err).removeprefix(f"{field}: "))
+
+
+def content_bytes(docs: Sequence[DocumentIn]) -> int:
+    """UTF-8 bytes of the documents' content (nucleus_ingest_bytes_total)."""
+    return sum(len(d.content.encode("utf-8", "surrogatepass")) for d in docs if isinstance(d.content, str))
+
+
+def rejected_fields(rejected: Sequence[IngestRejection], limit: int = 256) -> list[str]:
+    """Each rejection's field without its document index ("content", "artifact.artifact_id",
+    "content_type", or "document"), at most `limit`: the reasons of the ingest span and of
+    nucleus_ingest_rejected_documents_total{field}."""
+    return [re.sub(r"^documents\[\d+\]\.?", "", r.field) or "document" for r in rejected[:limit]]
 
 
 # -- extract, chunk, analyse -----------------------------------------------------------------

@@ -7,6 +7,9 @@ upstream errors and retries come from spans: shared/telemetry/prometheus.py.)
     nucleus_llm_batches_total                    counter  embedding model calls of the batcher
     nucleus_llm_batched_texts_total              counter  texts in them
     nucleus_llm_batched_requests_total           counter  request slices in them
+    nucleus_llm_queue_waits_total                counter  requests that reached their first batch
+    nucleus_llm_queue_wait_seconds_total         counter  their time in the queue until then (mean queue
+                                                          wait = rate(..._seconds_total) / rate(..._waits_total))
 """
 from __future__ import annotations
 
@@ -31,7 +34,10 @@ def core_series(core: Any) -> Iterable[Metric]:
     if stats is not None:
         for name, doc, value in (("nucleus_llm_batches", "Embedding model calls of the micro-batcher", stats.batches),
                                  ("nucleus_llm_batched_texts", "Texts in those calls", stats.texts),
-                                 ("nucleus_llm_batched_requests", "Request slices in those calls", stats.requests)):
+                                 ("nucleus_llm_batched_requests", "Request slices in those calls", stats.requests),
+                                 ("nucleus_llm_queue_waits", "Requests that reached their first batch", stats.waits),
+                                 ("nucleus_llm_queue_wait_seconds", "Their time in the queue until then",
+                                  stats.wait_s)):
             family = CounterMetricFamily(name, doc, labels=["service"])
             family.add_metric([SERVICE], float(value))
             yield family

@@ -137,6 +137,8 @@ class BatchStats:
     largest: int = 0
     by_lane: dict[str, int] = field(default_factory=lambda: dict.fromkeys(LANES, 0))   # batches per lane
     concurrent: int = 0                     # batches sent to `concurrent_encode`
+    waits: int = 0                          # requests that reached their first batch
+    wait_s: float = 0.0                     # their time in the queue until then, summed
 
     @property
     def mean_batch_texts(self) -> float:
@@ -275,6 +277,10 @@ class MicroBatcher:
             self.stats.requests += len(slices)
             self.stats.texts += len(texts)
             self.stats.largest = max(self.stats.largest, len(texts))
+            now = asyncio.get_running_loop().time()
+            first = [sl.pending for sl in slices if sl.start == 0]      # a request's first batch: its wait
+            self.stats.waits += len(first)
+            self.stats.wait_s += sum(now - pending.arrived for pending in first)
             encode = self._encode
             if self._concurrent_encode is not None and self._concurrent_now(slices):
                 encode = self._concurrent_encode

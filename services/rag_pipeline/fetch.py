@@ -15,11 +15,14 @@ from dataclasses import fields, replace
 from typing import Any
 
 import numpy as np
+from opentelemetry import trace
 
 from ranking import Candidates, RankingConfig, rank
 from services.rag_pipeline.merge import Merged, placeholder_hit
 from services.rag_pipeline.ports import KnowledgeSource
 from shared.errors import NucleusError
+
+tracer = trace.get_tracer(__name__)
 
 MAX_REFILLS = 3
 
@@ -52,7 +55,17 @@ async def load_results(ks: KnowledgeSource, tenant_id: str, merged: list[Merged]
                        ranked: Any, config: RankingConfig, k: int, reasons: list[str], vanished: set[str], *,
                        timeout_s: float) -> tuple[list[Merged], Candidates, Any]:
     """(candidates kept, their columns, their ranking) with every ranked row's hit loaded and
-    no row pointing at a vanished entry (module docstring). `ranked` is None when nothing is left."""
+    no row pointing at a vanished entry (module docstring). `ranked` is None when nothing is left.
+    The stage is the span `rag.fetch`."""
+    with tracer.start_as_current_span("rag.fetch") as span:
+        span.set_attribute("nucleus.results", k)
+        return await _load_results(ks, tenant_id, merged, candidates, ranked, config, k, reasons, vanished,
+                                   timeout_s=timeout_s)
+
+
+async def _load_results(ks: KnowledgeSource, tenant_id: str, merged: list[Merged], candidates: Candidates,
+                        ranked: Any, config: RankingConfig, k: int, reasons: list[str], vanished: set[str], *,
+                        timeout_s: float) -> tuple[list[Merged], Candidates, Any]:
     for _ in range(MAX_REFILLS + 1):
         chosen = [merged[int(r)] for r in ranked.rows]
         await load_hits(ks, tenant_id, chosen, reasons, vanished, timeout_s=timeout_s)

@@ -58,6 +58,9 @@ UPSTREAM_PREFIXES = ("openai.", "rerank_api.")
 MAX_STAGES = 64
 MAX_SOURCES = 64
 MAX_MCP_METHODS = 32
+MAX_REJECTION_FIELDS = 32
+#: The fields a rejection usually names (services/knowledge_store/preparation.py `rejected_fields`).
+KNOWN_REJECTION_FIELDS = ("content", "content_type", "artifact.artifact_id", "document")
 OTHER = "other"
 #: A call between services of one process (`nucleus up --mode single`): an INTERNAL span named and
 #: attributed as the RPC (shared/telemetry/inprocess.py), counted as the callee's request with
@@ -156,8 +159,18 @@ class ServiceMetrics:
             ["service", "source"], buckets=DURATION_BUCKETS_S, registry=r)
         self.ingest_documents = Counter("nucleus_ingest_documents", "Documents offered to ingest",
                                         ["service"], registry=r)
-        self.ingest_rejected = Counter("nucleus_ingest_rejected_documents", "Documents ingest refused",
-                                       ["service"], registry=r)
+        self.ingest_rejected = Counter("nucleus_ingest_rejected_documents",
+                                       "Documents ingest refused, by the field at fault", ["service", "field"],
+                                       registry=r)
+        self.rejected_fields = _Bounded(MAX_REJECTION_FIELDS)
+        self.ingest_bytes = Counter("nucleus_ingest_bytes", "UTF-8 bytes of the documents offered to ingest",
+                                    ["service"], registry=r)
+        self.rescore_texts = Counter("nucleus_federation_rescore_texts",
+                                     "Remote texts re-scoring needed embedded (distinct per query)",
+                                     ["service"], registry=r)
+        self.rescore_embedded = Counter("nucleus_federation_rescore_embedded",
+                                        "Of those, texts the vector cache lacked (sent to the model)",
+                                        ["service"], registry=r)
         self.ingest_entries = Counter("nucleus_ingest_entries", "Entries (chunks) written by ingest",
                                       ["service"], registry=r)
         self.embedded_texts = Counter("nucleus_llm_embedded_texts", "Texts embedded (cache hits included)",
@@ -257,8 +270,17 @@ class ServiceMetrics:
                 self._child(self.degraded, _reason(str(reason))).inc()
         elif name == "knowledge_store.ingest":
             self._child(self.ingest_documents).inc(int(attributes.get("nucleus.documents", 0)))
-            self._child(self.ingest_rejected).inc(int(attributes.get("nucleus.rejected", 0)))
+            for field in KNOWN_REJECTION_FIELDS:         # the usual reasons exist (at 0) from the first ingest
+                self._child(self.ingest_rejected, field)
+            rejected = int(attributes.get("nucleus.rejected", 0))
+            fields = list(attributes.get("nucleus.rejected_fields") or ())
+            for field in [*fields, *[OTHER] * max(0, rejected - len(fields))]:
+                self._child(self.ingest_rejected, self.rejected_fields(str(field)[:48])).inc()
             self._child(self.ingest_entries).inc(int(attributes.get("nucleus.entries", 0)))
+            self._child(self.ingest_bytes).inc(int(attributes.get("nucleus.bytes", 0)))
+        elif name == "rag.federation.rescore":
+            self._child(self.rescore_texts).inc(int(attributes.get("nucleus.rescore.texts", 0)))
+            self._child(self.rescore_embedded).inc(int(attributes.get("nucleus.rescore.embedded", 0)))
         elif name == "llm.embed":
             count = int(attributes.get("llm.embed.count", 0))
             purpose = str(attributes.get("llm.embed.purpose", OTHER))

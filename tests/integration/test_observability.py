@@ -47,7 +47,7 @@ def _http_address(stack, service: str) -> str:
     return stack.addresses[service]["mcp"].removeprefix("http://").removesuffix("/mcp")
 
 
-def _prometheus_config(stack, token_file: Path, path: Path) -> None:
+def _prometheus_config(stack, supervisor, token_file: Path, path: Path) -> None:
     """The shipped split scrape config, pointed at this stack's ephemeral ports, every 1 s."""
     config = yaml.safe_load((KIT / "prometheus" / "prometheus-split.yml").read_text())
     config["global"] = {**config.get("global", {}), "scrape_interval": "1s", "scrape_timeout": "900ms",
@@ -60,8 +60,9 @@ def _prometheus_config(stack, token_file: Path, path: Path) -> None:
             job["authorization"] = {"type": "Bearer", "credentials_file": str(token_file)}
         for group in job.get("static_configs", []):
             service = group.get("labels", {}).get("service")
-            assert service in SERVICES, f"scrape target without a known service label: {group}"
-            group["targets"] = [_http_address(stack, service)]
+            assert service in (*SERVICES, "supervisor"), f"scrape target without a known service label: {group}"
+            group["targets"] = [_http_address(stack, service) if service != "supervisor" else
+                                supervisor.metrics.url.removeprefix("http://").removesuffix("/metrics")]
     path.write_text(yaml.safe_dump(config))
 
 
@@ -89,7 +90,7 @@ def observed(tmp_path_factory):
                                                                           "NUCLEUS_RAG_RATE_LIMIT_PER_S": "0"})
         port = _free_port()
         config = data / "prometheus.yml"
-        _prometheus_config(stack, scrape_token_file(stack.identity_dir), config)
+        _prometheus_config(stack, supervisor, scrape_token_file(stack.identity_dir), config)
         log = open(data / "prometheus.log", "wb")
         prometheus = subprocess.Popen(
             ["prometheus", f"--config.file={config}", f"--storage.tsdb.path={data / 'tsdb'}",
@@ -141,7 +142,9 @@ async def _traffic(stack) -> None:
 
 
 def test_metrics_need_an_operator_credential(observed):
-    stack, _, _, _ = observed
+    stack, supervisor, _, _ = observed
+    assert httpx.get(supervisor.metrics.url, timeout=10).status_code == 401
+    assert httpx.get(supervisor.metrics.url, headers=stack.headers("eng"), timeout=10).status_code == 401
     url = f"{stack.base_url}/metrics"
     assert httpx.get(url, timeout=10).status_code == 401
     assert httpx.get(url, headers=stack.headers("eng"), timeout=10).status_code == 401      # a user's API key
@@ -164,9 +167,11 @@ async def test_prometheus_scrapes_every_service_and_the_shipped_expressions_retu
     def targets_up():
         active = _api(base, "targets")["activeTargets"]
         up = {t["labels"].get("service") for t in active if t["health"] == "up"}
-        return up if up >= set(SERVICES) else None
+        return up if up >= {*SERVICES, "supervisor"} else None
 
-    _until(targets_up, "every service's target up", timeout_s=60)
+    _until(targets_up, "every service's target and the supervisor's up", timeout_s=60)
+    running = _api(base, "query", query='nucleus_supervisor_service_state{state="running"} == 1')["result"]
+    assert {r["metric"]["service"] for r in running} == set(SERVICES)
     search = 'sum(nucleus_requests_total{method="nucleus.v1.RagPipeline/SearchAndRank"})'
     stage = 'sum(nucleus_stage_duration_seconds_count{stage="rag.search_and_rank"})'
     before_requests, before_stage = _scalar(base, search), _scalar(base, stage)

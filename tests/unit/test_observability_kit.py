@@ -62,9 +62,11 @@ def test_promtool_checks_the_scrape_config(mode, tmp_path):
     assert {Path(p).name for p in config["rule_files"]} == {RECORDING_FILE.name, ALERTS_FILE.name}
     assert all((shipped.parent / p).is_file() for p in config["rule_files"])
     assert config["alerting"]["alertmanagers"]
+    supervisor = [job for job in config["scrape_configs"] if job["job_name"] == "nucleus-supervisor"]
+    assert [g["labels"]["service"] for job in supervisor for g in job["static_configs"]] == ["supervisor"]
     token = tmp_path / "metrics-scrape.token"
     token.write_text("test-token\n")
-    for job in jobs:
+    for job in config["scrape_configs"]:
         job["authorization"]["credentials_file"] = str(token)
     config["rule_files"] = [str((shipped.parent / p).resolve()) for p in config["rule_files"]]
     copy = tmp_path / f"prometheus-{mode}.yml"

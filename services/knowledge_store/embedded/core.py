@@ -212,6 +212,14 @@ class KnowledgeStore:
         saved, evicted), for the KnowledgeStore's /metrics."""
         return dict(self._tenants.counters)
 
+    def index_totals(self) -> dict[str, tuple[int, int]]:
+        """Index kind -> (open tenants, live vectors), for the KnowledgeStore's /metrics."""
+        totals: dict[str, tuple[int, int]] = {}
+        for kind, vectors in self._tenants.open_indexes():
+            tenants, live = totals.get(kind, (0, 0))
+            totals[kind] = (tenants + 1, live + vectors)
+        return totals
+
     def status(self) -> StoreStatus:
         """A snapshot of `health`: "ok" or "degraded", each problem naming tenant and path."""
         tenants = tuple(self._tenants.open_tenants())

@@ -7,18 +7,17 @@
              allowed   row ids each filter allows, cleared under `rw.write()` (allowed_cache.py)
              write_lock, writer_queue()   where writers of the tenant queue (writes.py)
 
-Isolation is structural: a tenant's data lives only in `<data_dir>/tenants/<tenant>/` and in
-its own FAISS object; every call resolves exactly one tenant first (`Tenants.get`).
+Isolation is structural: a tenant's data lives only in `<data_dir>/tenants/<tenant>/` and in its own
+FAISS object; every call resolves exactly one tenant first (`Tenants.get`).
 
-A tenant is opened on first use (by one thread; others wanting it wait on its opening lock).
-Opening checks that the directory holds this tenant at the configured dimension, then loads
-both indexes from the files saved next to SQLite (persistence.py) when their stamp matches
-what SQLite committed, replays the entries changed since an older stamp (storage/index_log.py),
-or else builds them from SQLite with a log line saying why, so after a crash records = keyword
-rows = vectors again. `counters` counts loads, replays and rebuilds. The indexes are saved
-again in the background once `persist_after_rows` entries changed, and when the tenant is
-closed or evicted. `forget` drops a tenant whose in-memory state could not be repaired: the
-next access reopens (and so rebuilds) it.
+A tenant is opened on first use (by one thread; others wanting it wait on its opening lock). Opening checks
+that the directory holds this tenant at the configured dimension, then loads both indexes from the files saved
+next to SQLite (persistence.py) when their stamp matches what SQLite committed, replays the entries changed
+since an older stamp (storage/index_log.py), or else builds them from SQLite with a log line saying why, so
+after a crash records = keyword rows = vectors again. `counters` counts loads, replays and rebuilds. The
+indexes are saved again in the background once `persist_after_rows` entries changed, and when the tenant is
+closed or evicted. `forget` drops a tenant whose in-memory state could not be repaired: the next access
+reopens (and so rebuilds) it.
 
 Eviction: open tenants are kept in least-recently-used order with an estimate of their memory
 (FAISS + BM25 + TENANT_OVERHEAD_BYTES); after an open, while the total passes
@@ -30,19 +29,18 @@ search that still holds the object finishes on it (its memory goes when the last
 does, SQLite connections included, and freed heap is handed back to the system with
 `malloc_trim`). Reopening loads the saved files, so answers are identical.
 
-Faults: a tenant that cannot be opened (corrupted, unreadable) raises a typed error naming its
-path (storage/faults.py) and is reported to `health` (../health.py); other tenants are not
-touched, and the failed open is retried after OPEN_RETRY_S. An open runs SQLite's quick_check on
-databases up to `quick_check_max_mb`; the scrub (scrub.py) marks a tenant whose pages it finds
-damaged corrupt until a restore (`mark_corrupt`); rows failing their checksums are kept per
-tenant in `corrupt` (storage/rowsums.py). Data problems name the newest backup (catalog.py).
-Saved indexes newer than SQLite are lost commits: reported, kept in the database's meta until
-`nucleus check` acknowledges them, never silently rebuilt over. A restore closes the tenant and
-answers Unavailable for it while its files are swapped (`unavailable_for`, backup.py). A tenant whose files refuse
-writes is opened read-only. Consistency: once the indexes are built, the count of entries is
-compared with the vectors and keyword rows they were built from (no join, no extra scan); a
-mismatch is reported as "inconsistent" and `on_inconsistent` is called to repair the tenant in
-the background (consistency.py).
+Faults: a tenant that cannot be opened (corrupted, unreadable) raises a typed error naming its path
+(storage/faults.py) and is reported to `health` (../health.py); other tenants are not touched, and
+the failed open is retried after OPEN_RETRY_S. An open runs SQLite's quick_check on databases up to
+`quick_check_max_mb`; the scrub (scrub.py) marks a tenant whose pages it finds damaged corrupt until
+a restore (`mark_corrupt`); rows failing their checksums are kept per tenant in `corrupt`
+(storage/rowsums.py). Data problems name the newest backup (catalog.py). Saved indexes newer than
+SQLite are lost commits: reported, kept in the database's meta until `nucleus check` acknowledges
+them, never silently rebuilt over. A restore closes the tenant and answers Unavailable for it while
+its files are swapped (`unavailable_for`, backup.py). A tenant whose files refuse writes is opened
+read-only. Consistency: once the indexes are built, the count of entries is compared with the
+vectors and keyword rows they were built from (no join, no extra scan); a mismatch is reported as
+"inconsistent" and `on_inconsistent` is called to repair the tenant in the background (consistency.py).
 """
 from __future__ import annotations
 
@@ -176,6 +174,10 @@ class Tenants:
         """(tenant, estimated bytes) of every open tenant, most recently used first."""
         with self._registry:
             return [(tid, t.memory) for tid, t in reversed(self._open.items())]
+
+    def open_indexes(self) -> list[tuple[str, int]]:      # (index kind, live vectors) per open tenant
+        with self._registry:
+            return [(t.index.kind, t.index.ntotal) for t in self._open.values()]
 
     def memory_bytes(self) -> int:
         """Estimated memory of the open tenants together."""

@@ -33,10 +33,12 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 import numpy as np
+from opentelemetry import trace
 from qdrant_client import models as qm
 
 from services.knowledge_store import validation
-from services.knowledge_store.preparation import PreparedDocument, embed_texts, open_batch, prepare_batch
+from services.knowledge_store.preparation import (PreparedDocument, content_bytes, embed_texts, open_batch,
+                                                   prepare_batch, rejected_fields)
 from services.knowledge_store.qdrant import bm25, layout
 from services.knowledge_store.qdrant import filters as qf
 from services.knowledge_store.qdrant.base import UPSERT_BATCH, sparse_of
@@ -44,6 +46,7 @@ from services.knowledge_store.qdrant.statistics import TermStatistics
 from shared.records import ARTIFACT_FIELDS, DocumentIn, IngestReport, IngestResult
 
 log = logging.getLogger(__name__)
+tracer = trace.get_tracer(__name__)
 
 
 class Writes(TermStatistics):
@@ -53,19 +56,24 @@ class Writes(TermStatistics):
                      progress: Callable[[int, int], None] | None = None, *,
                      commit_valid: bool = False) -> IngestReport:
         docs, rejected = open_batch(self._settings, tenant_id, persona_id, documents, commit_valid)
-        batch = await asyncio.to_thread(prepare_batch, self._settings, docs, rejected, commit_valid)
-        prepared, rejected = batch.documents, batch.rejected
-        if not prepared:
-            return batch.nothing_written()
-        texts = batch.texts
-        started = time.perf_counter()
-        vectors = await embed_texts(self._embedder, self._settings, texts, progress)
-        embed_seconds = time.perf_counter() - started
-        started = time.perf_counter()
-        await self._ensure()
-        results = await self._write(tenant_id, persona_id, prepared, vectors)
-        return IngestReport(results=tuple(results), total_entries=len(texts), embed_seconds=embed_seconds,
-                            commit_seconds=time.perf_counter() - started, rejected=rejected)
+        with tracer.start_as_current_span("knowledge_store.ingest") as span:      # as the embedded backend's
+            span.set_attributes({"nucleus.documents": len(docs), "nucleus.bytes": content_bytes(docs)})
+            batch = await asyncio.to_thread(prepare_batch, self._settings, docs, rejected, commit_valid)
+            prepared, rejected = batch.documents, batch.rejected
+            span.set_attributes({"nucleus.rejected": len(rejected),
+                                 "nucleus.rejected_fields": rejected_fields(rejected)})
+            if not prepared:
+                return batch.nothing_written()
+            texts = batch.texts
+            span.set_attribute("nucleus.entries", len(texts))
+            started = time.perf_counter()
+            vectors = await embed_texts(self._embedder, self._settings, texts, progress)
+            embed_seconds = time.perf_counter() - started
+            started = time.perf_counter()
+            await self._ensure()
+            results = await self._write(tenant_id, persona_id, prepared, vectors)
+            return IngestReport(results=tuple(results), total_entries=len(texts), embed_seconds=embed_seconds,
+                                commit_seconds=time.perf_counter() - started, rejected=rejected)
 
     async def _write(self, tenant_id: str, persona_id: str, prepared: list[PreparedDocument],
                      vectors: np.ndarray) -> list[IngestResult]:

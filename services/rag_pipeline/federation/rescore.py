@@ -34,11 +34,14 @@ from dataclasses import dataclass, field
 from typing import Sequence
 
 import numpy as np
+from opentelemetry import trace
 
 from services.rag_pipeline.federation.hits import RemoteHit
 from services.rag_pipeline.ports import KnowledgeSource, LanguageModel
 from shared.errors import NucleusError
 from shared.records import QueryPhrases
+
+tracer = trace.get_tracer(__name__)
 
 DEFAULT_CACHE_ENTRIES = 20_000        # ~30 MB of 384-dim float32 vectors
 KEYWORD_CACHE_ENTRIES = 20_000
@@ -115,6 +118,7 @@ class Rescored:
     richness: np.ndarray                        # (n,) float32
     vectors: np.ndarray | None                  # (n, d) float32 unit vectors, None when embedding failed
     embedded: int = 0                           # texts sent to the model (the rest came from the cache)
+    texts: int = 0                              # distinct texts the hits needed embedded
     embed_ms: float = 0.0
     keywords_ms: float = 0.0
     total_ms: float = 0.0
@@ -135,7 +139,16 @@ class Rescorer:
                       hits: Sequence[RemoteHit], *, timeout_s: float) -> Rescored:
         """Both raw signals and the richness of each hit (module docstring). `phrases`: the
         query's phrases as the local legs searched them; `query_vectors`: their unit vectors,
-        one row per phrase (None: the local embedding failed, dense stays absent)."""
+        one row per phrase (None: the local embedding failed, dense stays absent). A span
+        `rag.federation.rescore` says how many texts were needed and how many the cache lacked."""
+        with tracer.start_as_current_span("rag.federation.rescore") as span:
+            rescored = await self._rescore(tenant_id, phrases, query_vectors, hits, timeout_s=timeout_s)
+            span.set_attributes({"nucleus.rescore.hits": len(hits), "nucleus.rescore.texts": rescored.texts,
+                                 "nucleus.rescore.embedded": rescored.embedded})
+            return rescored
+
+    async def _rescore(self, tenant_id: str, phrases: QueryPhrases | Sequence[str], query_vectors: np.ndarray | None,
+                       hits: Sequence[RemoteHit], *, timeout_s: float) -> Rescored:
         t0 = time.perf_counter()
         phrases = phrases if isinstance(phrases, QueryPhrases) else QueryPhrases(tuple(phrases))
         n = len(hits)
@@ -158,7 +171,8 @@ class Rescorer:
                                 f"with {q.shape[1]}")
         reasons = [r for r in (embed_reason, kw_reason) if r]
         return Rescored(dense=dense, bm25=bm25, richness=richness, vectors=vectors, embedded=embedded,
-                        embed_ms=embed_ms, keywords_ms=keywords_ms,
+                        texts=len({text for texts in pieces for text in texts}), embed_ms=embed_ms,
+                        keywords_ms=keywords_ms,
                         total_ms=(time.perf_counter() - t0) * 1000.0, reasons=reasons)
 
     async def _vectors(self, pieces: list[tuple[str, ...]], timeout_s: float

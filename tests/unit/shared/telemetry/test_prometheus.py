@@ -132,3 +132,28 @@ def test_the_scrape_token_and_operator_tokens_pass_and_nothing_else(tmp_path):
     assert guard.allows(f"Bearer {operator}")
     assert not guard.allows(f"Bearer {service}")          # a service's own token is not an operator's
     assert not ScrapeAuth(tmp_path, "knowledge_store").allows(f"Bearer {operator}")   # audience is checked
+
+
+def test_ingest_rejections_count_by_the_field_at_fault(fed):
+    metrics, tracer = fed
+    with tracer.start_as_current_span("knowledge_store.ingest", attributes={
+            "nucleus.documents": 5, "nucleus.rejected": 3, "nucleus.rejected_fields": ["content", "content"]}):
+        pass
+    assert value(metrics, "nucleus_ingest_documents_total") == 5
+    assert value(metrics, "nucleus_ingest_rejected_documents_total", field="content") == 2
+    assert value(metrics, "nucleus_ingest_rejected_documents_total", field=OTHER) == 1      # beyond the list
+    assert ("nucleus_ingest_rejected_documents_total",
+            (("field", "content_type"), ("service", "rag_pipeline"))) in samples(metrics)   # known, at 0
+
+
+def test_ingest_bytes_and_rescoring_cache_counters(fed):
+    metrics, tracer = fed
+    with tracer.start_as_current_span("knowledge_store.ingest", attributes={"nucleus.documents": 1,
+                                                                             "nucleus.bytes": 1234}):
+        pass
+    with tracer.start_as_current_span("rag.federation.rescore", attributes={"nucleus.rescore.texts": 10,
+                                                                             "nucleus.rescore.embedded": 4}):
+        pass
+    assert value(metrics, "nucleus_ingest_bytes_total") == 1234
+    assert value(metrics, "nucleus_federation_rescore_texts_total") == 10
+    assert value(metrics, "nucleus_federation_rescore_embedded_total") == 4
