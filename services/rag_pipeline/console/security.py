@@ -21,7 +21,7 @@ HEADERS = {
     "content-security-policy": CSP,
     "x-content-type-options": "nosniff",
     "x-frame-options": "DENY",
-    "referrer-policy": "no-referrer",
+    "referrer-policy": "same-origin",      # not no-referrer: a form POST would send `Origin: null`
     "cache-control": "no-store",
     "cross-origin-opener-policy": "same-origin",
 }
