@@ -15,6 +15,7 @@ from pathlib import Path
 import httpx
 import pytest
 
+from services.knowledge_store.client import KnowledgeStoreClient
 from shared.documents import iter_paths, load_document
 from shared.records import ArtifactMeta, DocumentIn
 from tests.integration.secure_stack import DEMO, ingest_corpus
@@ -95,6 +96,12 @@ async def console(secure_corpus, tmp_path_factory):
     yield stack, browser
     await browser.run(browser.stop)
     browser.pool.shutdown(wait=True)
+    client = KnowledgeStoreClient(stack.addresses["knowledge_store"]["grpc"],
+                                  interceptors=stack.operator("knowledge_store"))
+    try:
+        await client.delete("acme", [hostile_document().artifact.artifact_id])   # the session stack as it was
+    finally:
+        await client.close()
 
 
 def login(browser: Browser, base: str, credential: str, shot: str | None = None):

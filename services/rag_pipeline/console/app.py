@@ -35,8 +35,9 @@ from starlette.staticfiles import StaticFiles
 from services.rag_pipeline.console import views
 from services.rag_pipeline.console.evaluation import MAX_QUERY_SET_BYTES, parse_query_set
 from services.rag_pipeline.console.login import Credentials
-from services.rag_pipeline.console.security import (COOKIE, HEADERS, PRELOGIN_COOKIE, SecurityHeaders, clear_session_cookie,
-                                                    client_address, csrf_ok, login_transport_ok, set_session_cookie)
+from services.rag_pipeline.console.security import (COOKIE, HEADERS, PRELOGIN_COOKIE, SecurityHeaders,
+                                                    clear_session_cookie, client_address, csrf_ok,
+                                                    login_transport_ok, set_session_cookie)
 from services.rag_pipeline.console.sessions import LoginLimiter, Session, SessionStore
 from services.rag_pipeline.core import RagPipeline
 from shared.errors import (InvalidArgument, NotFound, NucleusError, PermissionDenied, ResourceExhausted,

@@ -24,7 +24,8 @@ REFUSED = "the credential was not accepted (an API key or a JWT of this stack)"
 
 class Credentials:
     def __init__(self, config: AuthConfig, verifier: NucleusTokenVerifier, *,
-                 operator: Callable[[str], Principal] | None = None, knows_operator: Callable[[str], bool] | None = None,
+                 operator: Callable[[str], Principal] | None = None,
+                 knows_operator: Callable[[str], bool] | None = None,
                  clock: Callable[[], float] = time.time) -> None:
         self._config = config
         self._verifier = verifier

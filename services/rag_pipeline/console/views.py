@@ -48,8 +48,8 @@ async def search(pipeline: RagPipeline, principal: Principal, *, query: str, top
 def response_view(response: SearchResponse) -> dict[str, Any]:
     return {
         "results": [_result_view(i + 1, r) for i, r in enumerate(response.results)],
-        "timings": [(stage, ms) for stage, ms in response.timings],
-        "total_ms": sum(ms for _, ms in response.timings),
+        "timings": [(stage, ms) for stage, ms in response.timings if stage != "total"],
+        "total_ms": dict(response.timings).get("total", sum(ms for _, ms in response.timings)),
         "profile": f"{response.profile_name or 'builtin'} v{response.profile_version}",
         "degraded": response.degraded, "degraded_reasons": list(response.degraded_reasons),
         "candidates": response.candidates_considered, "phrases": list(response.query_phrases),
