@@ -23,18 +23,20 @@ fi
 
 # --- 2. promtool, amtool, prometheus (Debian packages prometheus, prometheus-alertmanager):
 # tests/unit/test_observability_kit.py checks the rules, alerts, scrape configs and the
-# Alertmanager config with them. Installed with service starts forbidden (policy-rc.d exit 101),
+# Alertmanager config with them. And chromium (Debian's package): tests/integration/test_console.py
+# drives it with Playwright (never `playwright install`: no browser download). Installed with service starts forbidden (policy-rc.d exit 101),
 # so no prometheus (:9090) or alertmanager (:9093) daemon is left running.
 need_packages() {
   local pkgs=()
   command -v prometheus >/dev/null 2>&1 && command -v promtool >/dev/null 2>&1 || pkgs+=(prometheus)
   command -v amtool >/dev/null 2>&1 || pkgs+=(prometheus-alertmanager)
+  command -v chromium >/dev/null 2>&1 || pkgs+=(chromium)
   echo "${pkgs[@]:-}"
 }
 PKGS=$(need_packages)
 if [ -n "$PKGS" ]; then
   if ! command -v apt-get >/dev/null 2>&1; then
-    echo "bootstrap: apt-get not found: install $PKGS (promtool, amtool, prometheus) by hand" >&2
+    echo "bootstrap: apt-get not found: install $PKGS (promtool, amtool, prometheus, chromium) by hand" >&2
     exit 1
   fi
   SUDO=()

@@ -60,6 +60,9 @@ class ServiceSpec:
     # Called once with the service's `shared.telemetry.prometheus.ServiceMetrics`: registers the
     # collectors of what no span carries (open tenants, breaker state, sources...), read per scrape.
     metrics: Callable[[Any], None] | None = None
+    # Extra Starlette routes / mounts on the HTTP port beside /mcp and /metrics (the RAGPipeline's
+    # /console); the Host/Origin guard and the HTTP metrics cover them like every other route.
+    http_routes: list[Any] = field(default_factory=list)
 
 
 def _transport_security(host: str, extra_hosts: list[str]) -> Any:
@@ -88,6 +91,7 @@ def mcp_http_app(spec: ServiceSpec, settings: ServiceSettings) -> Any:
     # GET /metrics: this service's Prometheus series; operators only when authentication is on
     authorize = ScrapeAuth(settings.identity_dir, spec.name).allows if settings.identity_dir is not None else None
     app.router.routes.append(Route("/metrics", metrics_endpoint(spec.name, authorize), methods=["GET"]))
+    app.router.routes.extend(spec.http_routes)
     app.add_middleware(HttpMetricsMiddleware, service=spec.name)
     return guard_http_app(app, security)
 

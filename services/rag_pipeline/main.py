@@ -23,6 +23,8 @@ from services.llm_orchestration.client import LlmOrchestrationClient
 from services.rag_pipeline.access import AccessPolicy
 from services.rag_pipeline.chat import ChatGate
 from services.rag_pipeline.chat_mcp import register_chat_tool
+from services.rag_pipeline.console.app import Console, console_routes
+from services.rag_pipeline.console.login import Credentials
 from services.rag_pipeline.core import RagPipeline
 from services.rag_pipeline.federation.fanout import Federation, McpRemoteSearch
 from services.rag_pipeline.federation.runtime import FederationRuntime, request_headers
@@ -133,6 +135,8 @@ def build(settings: RagPipelineSettings, *, stdio: bool, knowledge: KnowledgeSou
     chat_gate = ChatGate.from_settings(llm, settings, require_caller=settings.require_auth)   # docs/MODELS.md
     register_chat_tool(mcp, chat_gate, lambda ctx: identity.principal(request_headers(ctx)))
     federation_runtime.start()
+    console = Console(pipeline, _console_credentials(config, verifier, service_auth) if http_auth else None,
+                      limiter=limiter)     # /console on the HTTP port (docs/CONSOLE.md)
 
     async def close() -> None:
         await federation_runtime.close()
@@ -174,7 +178,17 @@ def build(settings: RagPipelineSettings, *, stdio: bool, knowledge: KnowledgeSou
         on_mcp_bound=on_bound,
         grpc_interceptors=grpc_interceptors,
         metrics=federation_metrics.register(registry),      # per-source state on /metrics
+        http_routes=console_routes(console),
     )
+
+
+def _console_credentials(config: Any, verifier: NucleusTokenVerifier | None,
+                         service_auth: ServiceAuth | None) -> Credentials:
+    """The console's logins: the API keys and JWTs of /mcp, and the operator's token of the trust bundle."""
+    if service_auth is None:
+        return Credentials(config, verifier or NucleusTokenVerifier(config))
+    return Credentials(config, verifier or NucleusTokenVerifier(config), knows_operator=service_auth.verifier.knows,
+                       operator=lambda secret: service_auth.authenticate({"authorization": f"Bearer {secret}"}))
 
 
 def main() -> None:

@@ -1,0 +1,121 @@
+"""What the console's pages show, computed from the RAGPipeline core (no HTTP here).
+
+Every call goes through `RagPipeline.search` (or the profile calls) with the session's verified
+Principal: the tenant is the principal's, never one from a form (an operator's credential names
+no tenant, so an operator picks one; `RagPipeline.tenant_for` decides).
+"""
+from __future__ import annotations
+
+import asyncio
+from dataclasses import replace
+from statistics import fmean
+from typing import Any
+
+from services.rag_pipeline.console.evaluation import JudgedQuery, distinct, movements, ndcg_at, rbo, recall_at
+from services.rag_pipeline.core import RagPipeline
+from services.rag_pipeline.models import FACTORS, Preferences, RankedResult, SearchRequest, SearchResponse
+from ranking.profile import RankingProfile
+from shared.identity import Principal
+
+EVAL_K = 10
+EVAL_CONCURRENCY = 4
+MAX_TOP_K = 50
+
+
+def _result_view(rank: int, r: RankedResult) -> dict[str, Any]:
+    e = r.explanation
+    factors = []
+    for i, name in enumerate(FACTORS):
+        factors.append({"name": name.capitalize(), "value": r.scores[i],
+                        "weight": e.weights[i] if e else None, "contribution": e.contributions[i] if e else None})
+    return {
+        "rank": rank, "entry_id": r.entry.id, "artifact_id": r.artifact.artifact_id,
+        "title": r.artifact.title or r.artifact.artifact_id, "source_uri": r.artifact.source_uri,
+        "source_id": r.source_id, "snippet": r.snippet, "overall": r.overall, "probability": r.probability,
+        "factors": factors, "explanation": e,
+    }
+
+
+async def search(pipeline: RagPipeline, principal: Principal, *, query: str, top_k: int, profile: str,
+                 tenant: str = "") -> dict[str, Any]:
+    """One explained search: the results and the response's timings, profile and flags."""
+    request = SearchRequest(tenant_id=tenant, query=query, top_k_final=top_k,
+                            prefs=Preferences(profile_name=profile, explain=True))
+    response = await pipeline.search(request, principal)
+    return response_view(response)
+
+
+def response_view(response: SearchResponse) -> dict[str, Any]:
+    return {
+        "results": [_result_view(i + 1, r) for i, r in enumerate(response.results)],
+        "timings": [(stage, ms) for stage, ms in response.timings if stage != "total"],
+        "total_ms": dict(response.timings).get("total", sum(ms for _, ms in response.timings)),
+        "profile": f"{response.profile_name or 'builtin'} v{response.profile_version}",
+        "degraded": response.degraded, "degraded_reasons": list(response.degraded_reasons),
+        "candidates": response.candidates_considered, "phrases": list(response.query_phrases),
+        "nothing_visible": response.nothing_visible,
+    }
+
+
+async def compare(pipeline: RagPipeline, principal: Principal, *, query: str, top_k: int, profile_a: str,
+                  profile_b: str, tenant: str = "") -> dict[str, Any]:
+    """The same query under two profiles: both lists, B's markers against A, A's dropped rows, RBO."""
+    a, b = await asyncio.gather(*(search(pipeline, principal, query=query, top_k=top_k, profile=p, tenant=tenant)
+                                  for p in (profile_a, profile_b)))
+    ids_a = [r["entry_id"] for r in a["results"]]
+    ids_b = [r["entry_id"] for r in b["results"]]
+    for row, (marker, delta) in zip(b["results"], movements(ids_a, ids_b)):
+        row["marker"], row["delta"] = marker, delta
+    kept = set(ids_b)
+    for row in a["results"]:
+        row["marker"] = "same" if row["entry_id"] in kept else "dropped"
+    return {"a": a, "b": b, "rbo": rbo(ids_a, ids_b, 0.9)}
+
+
+async def evaluate(pipeline: RagPipeline, principal: Principal, queries: list[JudgedQuery], *, profile_a: str,
+                   profile_b: str, tenant: str = "") -> dict[str, Any]:
+    """nDCG@10 and recall@10 of each query under both profiles (over distinct artifacts), the rows
+    sorted by the nDCG change (largest first), and the summary."""
+    gate = asyncio.Semaphore(EVAL_CONCURRENCY)
+
+    async def ranked(query: str, profile: str) -> list[str]:
+        async with gate:
+            request = SearchRequest(tenant_id=tenant, query=query, top_k_final=MAX_TOP_K,
+                                    prefs=Preferences(profile_name=profile))
+            response = await pipeline.search(request, principal)
+        return distinct([r.artifact.artifact_id for r in response.results])
+
+    lists = await asyncio.gather(*(ranked(q.query, p) for q in queries for p in (profile_a, profile_b)))
+    rows = []
+    for i, q in enumerate(queries):
+        la, lb = lists[2 * i], lists[2 * i + 1]
+        na, nb = ndcg_at(la, q.grades, EVAL_K), ndcg_at(lb, q.grades, EVAL_K)
+        ra, rb = recall_at(la, q.grades, EVAL_K), recall_at(lb, q.grades, EVAL_K)
+        rows.append({"query": q.query, "ndcg_a": na, "ndcg_b": nb, "ndcg_delta": nb - na, "recall_a": ra,
+                     "recall_b": rb, "recall_delta": rb - ra, "rbo": rbo(la[:EVAL_K], lb[:EVAL_K], 0.9)})
+    rows.sort(key=lambda r: (-abs(r["ndcg_delta"]), -abs(r["recall_delta"]), r["query"]))
+    summary = {
+        "queries": len(rows),
+        "mean_ndcg_a": fmean(r["ndcg_a"] for r in rows), "mean_ndcg_b": fmean(r["ndcg_b"] for r in rows),
+        "mean_recall_a": fmean(r["recall_a"] for r in rows), "mean_recall_b": fmean(r["recall_b"] for r in rows),
+        "wins": sum(r["ndcg_delta"] > 1e-9 for r in rows), "losses": sum(r["ndcg_delta"] < -1e-9 for r in rows),
+    }
+    summary["ties"] = summary["queries"] - summary["wins"] - summary["losses"]
+    return {"rows": rows, "summary": summary}
+
+
+async def profiles(pipeline: RagPipeline, tenant: str) -> list[RankingProfile]:
+    return sorted(await pipeline.list_profiles(tenant), key=lambda p: (p.persona_id, p.name))
+
+
+async def put_profile(pipeline: RagPipeline, principal: Principal, *, tenant: str, name: str,
+                      weights: tuple[float, float, float, float], fusion: str) -> RankingProfile:
+    """A new version of a named (not default) profile of the principal's tenant, stored by the core."""
+    profile = RankingProfile(tenant_id=tenant, name=name, relevancy_weight=weights[0], recency_weight=weights[1],
+                             richness_weight=weights[2], reputation_weight=weights[3])
+    if fusion:
+        profile = replace(profile, fusion_method=fusion)
+    return await pipeline.put_profile(profile, principal)
+
+
+__all__ = ["search", "compare", "evaluate", "profiles", "put_profile", "MAX_TOP_K", "EVAL_K"]

@@ -1,0 +1,263 @@
+"""The web console in a real headless Chromium (Debian's `chromium`, driven by Playwright; no
+`playwright install`) against the suite's authenticated stack: login for a server-side session,
+search with the 4R bars, compare two profiles on a query and on a judged query set, the admin
+role, CSRF, escaped titles (no script runs), logout revoked server-side. Screenshots of every
+page go to the test's artifact directory (printed)."""
+from __future__ import annotations
+
+import asyncio
+import json
+import re
+import time
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+import httpx
+import pytest
+
+from services.knowledge_store.client import KnowledgeStoreClient
+from shared.documents import iter_paths, load_document
+from shared.records import ArtifactMeta, DocumentIn
+from tests.integration.secure_stack import DEMO, ingest_corpus
+
+pytestmark = pytest.mark.integration
+
+CHROMIUM = Path("/usr/bin/chromium")
+ARGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networking", "--disable-component-update",
+        "--disable-sync", "--no-first-run"]
+GROUP = "console-xss"        # only the console's admin (a JWT naming this group) sees the hostile document
+XSS_TITLE = ('Zebra quokka memo <script>window.__xss = 1</script>'
+             '<img src=x onerror="window.__xss = 2; alert(1)">')
+PROFILE_A, PROFILE_B = "console-relevancy", "console-recency"
+CSP = ("default-src 'self'; script-src 'self'; style-src 'self'; img-src 'self'; object-src 'none'; "
+       "base-uri 'none'; frame-ancestors 'none'; form-action 'self'")
+
+
+def hostile_document() -> DocumentIn:
+    now = int(time.time())
+    return DocumentIn(artifact=ArtifactMeta(
+        artifact_id="console-xss-memo", title=XSS_TITLE, source_type="policy", source_id="console-test",
+        source_uri="https://intranet.acme.example/xss", file_name="xss.md", file_type="md",
+        created_unix=now - 60, modified_unix=now - 60, visibility_groups=(GROUP,)),
+        content="# Zebra quokka memo\n\nThe zebra quokka memo explains the quokka zebra crossing rules.",
+        content_type="text/markdown")
+
+
+def judged_set() -> bytes:
+    """20 queries from the demo corpus: each document's title, its own artifact judged relevant."""
+    docs = [load_document(p) for p in iter_paths(DEMO)]
+    rows = [{"query": d.artifact.title, "relevant": [d.artifact.artifact_id]}
+            for d in docs if d.artifact.title][:20]
+    assert len(rows) == 20
+    return "\n".join(json.dumps(r) for r in rows).encode()
+
+
+class Browser:
+    """One Chromium for the module, used from one thread (Playwright's sync API is thread-bound)."""
+
+    def __init__(self, shots: Path) -> None:
+        self.pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="chromium")
+        self.shots = shots
+        self._pw = self._browser = None
+
+    async def run(self, fn, *args):
+        return await asyncio.get_running_loop().run_in_executor(self.pool, fn, *args)
+
+    def start(self) -> None:
+        from playwright.sync_api import sync_playwright
+
+        assert CHROMIUM.exists(), "Debian's chromium is missing: apt-get install chromium (scripts/bootstrap.sh)"
+        self._pw = sync_playwright().start()
+        self._browser = self._pw.chromium.launch(executable_path=str(CHROMIUM), args=ARGS, headless=True)
+
+    def context(self):
+        ctx = self._browser.new_context(viewport={"width": 1280, "height": 900})
+        ctx.set_default_timeout(20_000)
+        return ctx
+
+    def shot(self, page, name: str) -> None:
+        page.screenshot(path=str(self.shots / f"{name}.png"), full_page=True)
+
+    def stop(self) -> None:
+        if self._browser is not None:
+            self._browser.close()
+        if self._pw is not None:
+            self._pw.stop()
+
+
+@pytest.fixture(scope="module")
+async def console(secure_corpus, tmp_path_factory):
+    stack = secure_corpus
+    await ingest_corpus(stack, {"acme": [hostile_document()]})
+    shots = tmp_path_factory.mktemp("console-screenshots")
+    print(f"\nconsole screenshots: {shots}")
+    browser = Browser(shots)
+    await browser.run(browser.start)
+    yield stack, browser
+    await browser.run(browser.stop)
+    browser.pool.shutdown(wait=True)
+    client = KnowledgeStoreClient(stack.addresses["knowledge_store"]["grpc"],
+                                  interceptors=stack.operator("knowledge_store"))
+    try:
+        await client.delete("acme", [hostile_document().artifact.artifact_id])   # the session stack as it was
+    finally:
+        await client.close()
+
+
+def login(browser: Browser, base: str, credential: str, shot: str | None = None):
+    ctx = browser.context()
+    page = ctx.new_page()
+    page.goto(f"{base}/console/login")
+    if shot:
+        browser.shot(page, shot)
+    page.fill("#credential", credential)
+    with page.expect_navigation():
+        page.click("#login")
+    assert page.url.endswith("/console/search"), (page.url, page.content()[:2000])
+    return ctx, page
+
+
+async def test_admin_logs_in_stores_profiles_and_reads_the_4r_bars(console):
+    stack, browser = console
+    base = stack.base_url
+    admin = stack.jwt(sub="carol-admin", roles=["admin"], groups=[GROUP])
+
+    def scenario():
+        ctx, page = login(browser, base, admin, shot="01-login")
+        assert "carol-admin" in page.inner_text("#who")
+        response = page.goto(f"{base}/console/admin/profiles")
+        assert response.status == 200 and response.headers["content-security-policy"] == CSP
+        for name, weights in ((PROFILE_A, (0.85, 0.05, 0.05, 0.05)), (PROFILE_B, (0.1, 0.8, 0.05, 0.05))):
+            page.fill("#name", name)
+            for factor, w in zip(("relevancy", "recency", "richness", "reputation"), weights):
+                page.fill(f"#w-{factor}", str(w))
+            page.click("#store")
+            assert f"Stored {name}" in page.inner_text("#stored")
+        browser.shot(page, "02-profiles")
+        assert {PROFILE_A, PROFILE_B} <= set(page.locator("#profiles td:first-child").all_inner_texts())
+
+        page.goto(f"{base}/console/search")
+        page.fill("#q", "how do I reset the Pallas battery controller")
+        page.fill("#k", "5")
+        page.click("#search")
+        page.wait_for_selector("#results .result")
+        browser.shot(page, "03-search")
+        results = page.locator("#results .result")
+        assert results.count() == 5
+        first = results.first
+        bars = {m.get_attribute("data-factor"): float(m.get_attribute("value"))
+                for m in first.locator("meter.bar").all()}
+        assert set(bars) == {"relevancy", "recency", "richness", "reputation"}
+        assert all(0.0 <= v <= 1.0 for v in bars.values()) and bars["relevancy"] > 0
+        signals = first.locator("dl.signals").inner_text()
+        assert "dense cosine" in signals and "BM25" in signals and "retrieved" in signals
+        assert "P(relevant)" in first.locator(".meta").inner_text()
+        stages = page.locator("#timings th").all_inner_texts()
+        assert "profile" in stages and len(stages) >= 3
+        ctx.close()
+
+    await browser.run(scenario)
+
+
+async def test_compare_two_profiles_on_a_query_and_on_a_judged_set(console):
+    stack, browser = console
+    base = stack.base_url
+    admin = stack.jwt(sub="carol-admin", roles=["admin"], groups=[GROUP])
+
+    def scenario():
+        ctx, page = login(browser, base, admin)
+        page.goto(f"{base}/console/compare?q=latest+Pallas+firmware+update+procedure&k=8"
+                  f"&a={PROFILE_A}&b={PROFILE_B}")
+        rbo = float(re.search(r"[0-9.]+", page.inner_text("#rbo strong")).group())
+        assert 0.0 <= rbo <= 1.0
+        assert page.locator("#side-a .result").count() == page.locator("#side-b .result").count() == 8
+        markers = page.locator("#side-b .marker").all_inner_texts()
+        assert len(markers) == 8
+        browser.shot(page, "04-compare")
+
+        page.fill("#set-a", PROFILE_A)
+        page.fill("#set-b", PROFILE_B)
+        page.set_input_files("#query_set", files=[{"name": "judged.jsonl", "mimeType": "application/jsonl",
+                                                   "buffer": judged_set()}])
+        page.click("#evaluate")
+        page.wait_for_selector("#deltas")
+        browser.shot(page, "05-query-set")
+        rows = page.locator("#deltas tbody tr")
+        assert rows.count() == 20
+        deltas = [abs(float(t)) for t in page.locator("#deltas td.delta").all_inner_texts()]
+        assert deltas == sorted(deltas, reverse=True)          # sorted by change
+        wins = page.inner_text("#wins")
+        assert re.search(r"20 queries: B wins \d+, loses \d+, ties \d+", wins), wins
+        summary = page.inner_text("#set-summary")
+        assert "mean nDCG@10" in summary and "mean recall@10" in summary
+        ctx.close()
+
+    await browser.run(scenario)
+
+
+async def test_a_title_with_script_shows_as_text_and_no_script_runs(console):
+    stack, browser = console
+    base = stack.base_url
+    admin = stack.jwt(sub="carol-admin", roles=["admin"], groups=[GROUP])
+
+    def scenario():
+        ctx, page = login(browser, base, admin)
+        dialogs: list[str] = []
+        page.on("dialog", lambda d: (dialogs.append(d.message), d.dismiss()))
+        page.goto(f"{base}/console/search?q=zebra+quokka+memo&k=3")
+        title = page.locator('.result[data-artifact="console-xss-memo"] .title')
+        assert title.is_visible()
+        assert title.inner_text() == XSS_TITLE
+        browser.shot(page, "06-hostile-title")
+        page.wait_for_load_state("load")
+        assert page.evaluate("typeof window.__xss") == "undefined"
+        assert page.locator("main img").count() == 0 and dialogs == []
+        ctx.close()
+
+    await browser.run(scenario)
+
+
+async def test_a_user_without_the_admin_role_gets_403_and_a_post_needs_the_csrf_token(console):
+    stack, browser = console
+    base = stack.base_url
+
+    def scenario():
+        ctx, page = login(browser, base, stack.keys["alice"])
+        assert page.locator("nav a", has_text="Profiles").count() == 0
+        response = page.goto(f"{base}/console/admin/profiles")
+        assert response.status == 403
+        browser.shot(page, "07-admin-forbidden")
+        page.goto(f"{base}/console/search")
+        csrf = page.locator('form[action="/console/logout"] input[name="csrf"]').get_attribute("value")
+        form = {"csrf": csrf, "name": "alice-try", "relevancy": "1", "recency": "0", "richness": "0",
+                "reputation": "0", "fusion": ""}
+        assert page.request.post(f"{base}/console/admin/profiles", form=form).status == 403      # role
+        no_token = {k: v for k, v in form.items() if k != "csrf"}
+        assert page.request.post(f"{base}/console/logout", form=no_token).status == 403         # CSRF
+        assert page.request.post(f"{base}/console/logout", form={"csrf": "forged"}).status == 403
+        assert page.goto(f"{base}/console/search").status == 200         # the session survived both
+        ctx.close()
+
+    await browser.run(scenario)
+
+
+async def test_logout_ends_the_session_server_side(console):
+    stack, browser = console
+    base = stack.base_url
+
+    def scenario():
+        ctx, page = login(browser, base, stack.keys["eng"])
+        cookie = next(c for c in ctx.cookies() if c["name"] == "nucleus_console")
+        assert cookie["httpOnly"] and cookie["sameSite"] == "Strict"
+        page.click("#logout")
+        page.wait_for_url(re.compile(r"/console/login$"))
+        browser.shot(page, "08-logged-out")
+        ctx.close()
+        return cookie["value"]
+
+    old = await browser.run(scenario)
+    replay = httpx.get(f"{base}/console/search", cookies={"nucleus_console": old}, follow_redirects=False,
+                       timeout=10)
+    assert replay.status_code == 303 and replay.headers["location"] == "/console/login"
+    bad = httpx.post(f"{base}/console/login", data={"credential": "nope", "csrf": "x"}, timeout=10)
+    assert bad.status_code == 403 and bad.headers["content-security-policy"] == CSP     # no login CSRF token
