@@ -41,6 +41,7 @@ from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey,
 from shared.auth.verifier import TokenRejected
 from shared.errors import InvalidArgument, PermissionDenied, Unauthenticated
 from shared.identity import ADMIN, OPERATOR, TENANT_ID, Principal
+from shared.telemetry.prometheus import count_refusal
 
 log = logging.getLogger(__name__)
 
@@ -268,7 +269,18 @@ class ServiceVerifier:
         return isinstance(kid, str) and kid in self._keys
 
     def verify(self, token: str) -> Principal:
-        """The principal the token stands for; Unauthenticated / PermissionDenied otherwise."""
+        """The principal the token stands for; Unauthenticated / PermissionDenied otherwise (each
+        refusal counted in nucleus_auth_refusals_total{reason} of this service)."""
+        try:
+            return self._verify(token)
+        except TokenRejected as err:
+            count_refusal(self.audience, err.reason)
+            raise
+        except PermissionDenied:
+            count_refusal(self.audience, "caller_not_allowed")
+            raise
+
+    def _verify(self, token: str) -> Principal:
         self._reload()
         now = self._now()
         with self._lock:

@@ -23,6 +23,7 @@ from shared.auth.api_keys import fingerprint, hash_key
 from shared.auth.config import CONTROL_CHARS, GROUP_NAME, MAX_USER_CHARS, ROLES, AuthConfig
 from shared.identity import TENANT_ID
 from shared.errors import Unauthenticated
+from shared.telemetry.prometheus import count_refusal
 
 log = logging.getLogger(__name__)
 
@@ -44,8 +45,9 @@ class NucleusTokenVerifier:
     """The MCP SDK TokenVerifier over the API keys and JWT settings of an AuthConfig."""
 
     def __init__(self, config: AuthConfig, audit: AuditLog | None = None, *,
-                 now: Callable[[], float] = time.time) -> None:
+                 now: Callable[[], float] = time.time, service: str = "rag_pipeline") -> None:
         self.config = config
+        self.service = service                  # whose nucleus_auth_refusals_total counts its refusals
         self._audit = audit
         self._now = now
         self._keys = {k.sha256: k for k in config.api_keys}
@@ -70,7 +72,15 @@ class NucleusTokenVerifier:
             return None
 
     def authenticate(self, token: str) -> AccessToken:
-        """The AccessToken of a valid credential; raises TokenRejected (reason only, no secrets)."""
+        """The AccessToken of a valid credential; raises TokenRejected (reason only, no secrets),
+        counted in nucleus_auth_refusals_total{reason} of `service`."""
+        try:
+            return self._authenticate(token)
+        except TokenRejected as err:
+            count_refusal(self.service, err.reason)
+            raise
+
+    def _authenticate(self, token: str) -> AccessToken:
         if not isinstance(token, str) or not token or len(token) > MAX_TOKEN_CHARS:
             raise TokenRejected("malformed", "bearer token is empty or too long")
         token = token.strip()

@@ -66,6 +66,9 @@ OTHER = "other"
 #: attributed as the RPC (shared/telemetry/inprocess.py), counted as the callee's request with
 #: transport="in-process", so the callee's RED reads the same in both modes.
 IN_PROCESS = "in-process"
+#: Why a credential was refused (shared/auth: TokenRejected reasons, and a caller not allowed).
+REFUSAL_REASONS = ("malformed", "unknown_key", "disabled", "expired", "algorithm", "bad_signature",
+                   "wrong_issuer", "wrong_audience", "claims", "tenant", "caller_not_allowed")
 #: Label sets whose prometheus_client children are cached (each metric's own label bounds come first).
 MAX_CHILDREN = 20_000
 #: At most one exemplar per series per second.
@@ -185,6 +188,11 @@ class ServiceMetrics:
                                        ["service", "upstream", "kind"], registry=r)
         self.upstream_retries = Counter("nucleus_llm_upstream_retries", "Retried attempts on a paid upstream",
                                         ["service", "upstream"], registry=r)
+        self.auth_refusals = Counter("nucleus_auth_refusals", "Credentials refused, by reason (no secret, no user)",
+                                     ["service", "reason"], registry=r)
+        self.refusal_reasons = _Bounded(len(REFUSAL_REASONS) + 4, REFUSAL_REASONS)
+        for reason in REFUSAL_REASONS:              # every reason exists (at 0) from the start
+            self.auth_refusals.labels(service, reason)
         self.http_requests = Counter("nucleus_http_requests", "HTTP requests, by route and status code",
                                      ["service", "route", "code"], registry=r)
         self._children: dict[tuple[int, tuple[str, ...]], Any] = {}
@@ -328,6 +336,14 @@ def _reason(reason: str) -> str:
         if word in text:
             return {"embed": "embedding", "re-rank": "rerank", "federat": "federation"}.get(word, word)
     return OTHER
+
+
+def count_refusal(service: str, reason: str) -> None:
+    """One refused credential of `service` (shared/auth), by its reason (REFUSAL_REASONS; other)."""
+    with _registries_lock:
+        metrics = _registries.get(service)
+    if metrics is not None:                 # no registry: not a service process (a CLI, a test)
+        metrics._child(metrics.auth_refusals, metrics.refusal_reasons(reason)).inc()
 
 
 _registries: dict[str, ServiceMetrics] = {}

@@ -157,3 +157,22 @@ def test_ingest_bytes_and_rescoring_cache_counters(fed):
     assert value(metrics, "nucleus_ingest_bytes_total") == 1234
     assert value(metrics, "nucleus_federation_rescore_texts_total") == 10
     assert value(metrics, "nucleus_federation_rescore_embedded_total") == 4
+
+
+def test_refused_credentials_count_by_reason_on_the_service_that_refused(tmp_path):
+    from shared.auth.service_identity import ServiceVerifier
+    from shared.errors import Unauthenticated
+    from shared.telemetry.prometheus import service_metrics
+
+    ensure_identities(tmp_path)
+    metrics = service_metrics("knowledge_store")
+    before = value(metrics, "nucleus_auth_refusals_total", reason="malformed")
+    verifier = ServiceVerifier(tmp_path, "knowledge_store")
+    with pytest.raises(Unauthenticated):
+        verifier.verify("not-a-jwt")
+    wrong = ServiceSigner.load(tmp_path, "operator").token("rag_pipeline")
+    with pytest.raises(Unauthenticated):
+        verifier.verify(wrong)
+    assert value(metrics, "nucleus_auth_refusals_total", reason="malformed") == before + 1
+    assert value(metrics, "nucleus_auth_refusals_total", reason="wrong_audience") >= 1
+    assert ("nucleus_auth_refusals_total", (("reason", "expired"), ("service", "knowledge_store"))) in samples(metrics)
