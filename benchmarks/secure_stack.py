@@ -9,6 +9,7 @@ a canary tenant `globex`.
     sec         API key                       acme    security-team, legal
     eng         API key                       acme    engineering
     platform    API key, trusted_platform     acme    -       (acts for x-user-id)
+    retired     API key, disabled             acme    -       (refused everywhere)
     gina        API key                       globex  -
     carol       JWT (HS256 or RS256)          acme    from the `groups` claim
 
@@ -47,6 +48,7 @@ LEGAL_CANARY = "CANARYLEGAL5521"
 USERS = {"alice": ("acme", []), "sec": ("acme", ["security-team", "legal"]), "eng": ("acme", ["engineering"]),
          "gina": ("globex", [])}
 PLATFORM = "platform"
+RETIRED = "retired"          # a disabled API key (tenant acme): refused everywhere
 SECURITY_TEAM_DOCS = {"security-incident-response-policy-2026", "security-runbook-pallas-fleet-compromise",
                       "security-postmortem-2025-credential-leak"}
 #: The acme rules of the auth config (also the attack suite's model of who may see what).
@@ -155,6 +157,8 @@ def auth_config(keys: dict[str, str], hs_secret: str, rs256_public_pem: str) -> 
               for n, (t, g) in USERS.items()),
             {"key_id": f"k-{PLATFORM}", "sha256": hash_key(keys[PLATFORM]), "tenant": "acme", "user": PLATFORM,
              "groups": [], "trusted_platform": True},
+            {"key_id": f"k-{RETIRED}", "sha256": hash_key(keys[RETIRED]), "tenant": "acme", "user": RETIRED,
+             "groups": [], "disabled": True},
         ],
         "jwt": {"issuer": ISSUER, "audience": [AUDIENCE], "hs256_secret": hs_secret,
                 "rs256_public_key": rs256_public_pem},
@@ -168,7 +172,7 @@ def start_secure_stack(data_dir: Path, *, extra_env: dict[str, str] | None = Non
     authentication on every port. The caller stops the returned supervisor."""
     data_dir = Path(data_dir)
     data_dir.mkdir(parents=True, exist_ok=True)
-    keys = {name: f"nrk_{name}_{secrets.token_urlsafe(24)}" for name in (*USERS, PLATFORM)}
+    keys = {name: f"nrk_{name}_{secrets.token_urlsafe(24)}" for name in (*USERS, PLATFORM, RETIRED)}
     hs_secret = secrets.token_urlsafe(48)
     signing_key, other_key = _rsa(), _rsa()
     public_pem = signing_key.public_key().public_bytes(
@@ -203,7 +207,7 @@ async def ingest_corpus(stack: SecureStack, documents: dict[str, list[DocumentIn
 
 
 __all__ = [
-    "ACME_RULES", "AUDIENCE", "DEMO", "GLOBEX_CANARY", "ISSUER", "LEGAL_CANARY", "PLATFORM", "ROOT",
+    "ACME_RULES", "AUDIENCE", "DEMO", "GLOBEX_CANARY", "ISSUER", "LEGAL_CANARY", "PLATFORM", "RETIRED", "ROOT",
     "SECURITY_TEAM_DOCS", "USERS", "SecureStack", "auth_config", "corpus", "extra_documents", "globex_documents",
     "ingest_corpus", "start_secure_stack",
 ]

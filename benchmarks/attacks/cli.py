@@ -23,9 +23,10 @@ def _families(text: str) -> str:
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--json", type=Path, metavar="PATH", help="write the figures (per family, per check) as JSON")
-    p.add_argument("--families", type=_families, default="abcdf",
+    p.add_argument("--families", type=_families, default="abcdfg",
                    help="which families to run: a = ports, b = principal matrix, c = low findings, "
-                        "d = hostile documents and malformed links, f = federation (default abcdf)")
+                        "d = hostile documents and malformed links, f = federation, g = web console "
+                        "(default abcdfg)")
     p.add_argument("--stack-dir", type=Path, help="data directory of the stack it starts, kept afterwards "
                                                    "(logs, audit trail); default a temporary one, removed")
     p.add_argument("--start-timeout", type=float, default=240.0, help="seconds for the stack to start (default 240)")

@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable
 
-from benchmarks.attacks import federation, findings, hostile, matrix, ports
+from benchmarks.attacks import console, federation, findings, hostile, matrix, ports
 from benchmarks.attacks.oracle import Artifact, Oracle, TenantRules
 from benchmarks.attacks.tally import Report
 from benchmarks.attacks.wire import Forge
@@ -24,12 +24,13 @@ FAMILIES = {
     "c": "low findings",
     "d": "hostile documents, malformed links",
     "f": "federation: cross-user, cross-tenant, forged identity, loops, hostile remotes",
+    "g": "web console: fixation, CSRF, stored XSS, cross-tenant, roles, login limit, logout",
 }
 
 
 @dataclass
 class Options:
-    families: str = "abcdf"
+    families: str = "abcdfg"
     stack_dir: Path | None = None        # keep the stack's data (logs, audit) here; default: a temporary dir
     timeout_s: float = 240.0
 
@@ -59,7 +60,8 @@ def run_suite(options: Options, say: Callable[[str], None] = print) -> Report:
                  "b": lambda fam: matrix.run(fam, stack, oracle),
                  "c": lambda fam: findings.run(fam, stack, forge),
                  "d": lambda fam: hostile.run(fam, stack),
-                 "f": lambda fam: federation.run(fam, stack)}
+                 "f": lambda fam: federation.run(fam, stack),
+                 "g": lambda fam: console.run(fam, stack)}
         for key in options.families:
             fam = report.family(f"({key})", FAMILIES[key])
             t = time.perf_counter()
