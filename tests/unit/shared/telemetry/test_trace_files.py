@@ -63,8 +63,9 @@ def test_recent_traces_read_current_files_only_and_keep_the_newest(tmp_path):
 
 def test_spans_of_several_services_make_one_tree(tmp_path):
     t = "c" * 32
-    write(tmp_path / "nucleus-rag-pipeline.jsonl", [span(t, "a" * 16, None, "rag.search_and_rank", "rag", 0, 50),
-                                                    span(t, "b" * 16, "a" * 16, "KnowledgeStore/Search", "rag", 5, 30)])
+    write(tmp_path / "nucleus-rag-pipeline.jsonl", [
+        span(t, "a" * 16, None, "rag.search_and_rank", "rag", 0, 50),
+        span(t, "b" * 16, "a" * 16, "KnowledgeStore/Search", "rag", 5, 30)])
     write(tmp_path / "nucleus-knowledge-store.jsonl", [span(t, "c" * 16, "b" * 16, "ks.search", "ks", 6, 29)])
     write(tmp_path / "nucleus-llm-orchestration.jsonl", [span(t, "d" * 16, "a" * 16, "embed", "llm", 1, 4)])
     (trace,) = group_traces(load_spans(trace_files(tmp_path), tail_bytes=4096))
