@@ -71,7 +71,8 @@ def test_spans_of_several_services_make_one_tree(tmp_path):
     (trace,) = group_traces(load_spans(trace_files(tmp_path), tail_bytes=4096))
     assert trace.services == ["ks", "llm", "rag"] and trace.duration_ms == 50
     assert [(prefix, s.name) for prefix, s in tree_rows(trace)] == [
-        ("", "rag.search_and_rank"), ("├─ ", "embed"), ("└─ ", "KnowledgeStore/Search"), ("   └─ ", "ks.search")]
+        ("", "rag.search_and_rank"), ("├─ ", "embed"), ("└─ ", "KnowledgeStore/Search"),
+        ("   └─ ", "ks.search")]
 
 
 def test_a_trace_id_is_32_lowercase_hex_digits():
