@@ -9,17 +9,15 @@ Each service writes `<trace dir>/<service>.jsonl` (rotated to `.1`, `.2`; see sh
 the directory is `<data dir>/traces` unless NUCLEUS_OTEL_TRACE_DIR says otherwise). A waterfall
 row is one span: its place in the call tree, service, duration, a bar placed by its start time
 within the trace, and its key attributes. A span whose parent is not in the files (the agent's
-own span, say) is drawn as a root.
+own span, say) is drawn as a root. Reading the files and building the call tree is
+shared.telemetry.trace_files (the web console's Traces page reads them too).
 """
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import time
-from collections import defaultdict
-from collections.abc import Iterable, Sequence
-from dataclasses import dataclass, field
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -29,12 +27,18 @@ from rich.text import Text
 
 from shared.errors import NotFound
 from shared.settings import default_data_dir
+from shared.telemetry.trace_files import (  # noqa: F401 - the reading half, re-exported
+    SpanRecord,
+    Trace,
+    group_traces,
+    load_spans,
+    select_traces,
+    trace_files,
+    tree_rows,
+)
 
 BAR_WIDTH = 40
 ATTRS_WIDTH = 90
-# MCP session housekeeping: a trace made only of these is hidden unless --all.
-_HOUSEKEEPING = {"initialize", "notifications/initialized", "ping", "tools/list", "resources/list",
-                 "prompts/list", "resources/templates/list", "server/discover", "logging/setLevel"}
 # Attributes that the row already shows (name, service) or that are noise in a terminal.
 _HIDDEN_ATTRS = {"rpc.system", "rpc.service", "rpc.method", "server.address", "server.port", "client.address",
                  "mcp.protocol.version", "jsonrpc.request.id", "mcp.method.name", "gen_ai.system",
@@ -47,132 +51,7 @@ _GRPC_CODES = {0: "OK", 1: "CANCELLED", 2: "UNKNOWN", 3: "INVALID_ARGUMENT", 4: 
                15: "DATA_LOSS", 16: "UNAUTHENTICATED"}
 
 
-@dataclass(frozen=True, slots=True)
-class SpanRecord:
-    trace_id: str
-    span_id: str
-    parent_span_id: str | None
-    name: str
-    service: str
-    kind: str
-    start_ns: int
-    end_ns: int
-    status: str
-    attributes: dict[str, Any] = field(default_factory=dict)
-
-    @property
-    def duration_ms(self) -> float:
-        return (self.end_ns - self.start_ns) / 1e6
-
-    @staticmethod
-    def from_json(obj: dict[str, Any]) -> SpanRecord:
-        return SpanRecord(
-            trace_id=str(obj["trace_id"]), span_id=str(obj["span_id"]), parent_span_id=obj.get("parent_span_id"),
-            name=str(obj.get("name", "")), service=str(obj.get("service", "")), kind=str(obj.get("kind", "")),
-            start_ns=int(obj.get("start_unix_nano", 0)), end_ns=int(obj.get("end_unix_nano", 0)),
-            status=str(obj.get("status", "UNSET")), attributes=dict(obj.get("attributes") or {}))
-
-
-@dataclass(frozen=True, slots=True)
-class Trace:
-    trace_id: str
-    spans: tuple[SpanRecord, ...]       # sorted by start time
-
-    @property
-    def start_ns(self) -> int:
-        return min(s.start_ns for s in self.spans)
-
-    @property
-    def end_ns(self) -> int:
-        return max(s.end_ns for s in self.spans)
-
-    @property
-    def duration_ms(self) -> float:
-        return (self.end_ns - self.start_ns) / 1e6
-
-    @property
-    def services(self) -> list[str]:
-        return sorted({s.service for s in self.spans})
-
-    @property
-    def roots(self) -> list[SpanRecord]:
-        ids = {s.span_id for s in self.spans}
-        return [s for s in self.spans if not s.parent_span_id or s.parent_span_id not in ids]
-
-    @property
-    def housekeeping(self) -> bool:
-        return all(s.attributes.get("mcp.method.name") in _HOUSEKEEPING or s.name in _HOUSEKEEPING
-                   for s in self.spans)
-
-
-# ---------------------------------------------------------------------------- reading
-def trace_files(trace_dir: Path) -> list[Path]:
-    """`<service>.jsonl` and its rotated `.jsonl.N` files (metrics files excluded)."""
-    if not trace_dir.is_dir():
-        return []
-    return sorted(p for p in trace_dir.iterdir()
-                  if p.is_file() and ".metrics." not in p.name
-                  and (p.name.endswith(".jsonl") or (".jsonl." in p.name and p.name.rsplit(".", 1)[-1].isdigit())))
-
-
-def load_spans(files: Iterable[Path]) -> list[SpanRecord]:
-    """Every span in `files`; lines that are not span records (torn writes) are skipped."""
-    spans: list[SpanRecord] = []
-    for path in files:
-        try:
-            with open(path, encoding="utf-8") as f:
-                for line in f:
-                    try:
-                        spans.append(SpanRecord.from_json(json.loads(line)))
-                    except (ValueError, KeyError, TypeError):
-                        continue
-        except OSError:
-            continue
-    return spans
-
-
-def group_traces(spans: Iterable[SpanRecord]) -> list[Trace]:
-    """Spans grouped by trace id (duplicates dropped), traces ordered oldest first."""
-    by_trace: dict[str, dict[str, SpanRecord]] = defaultdict(dict)
-    for span in spans:
-        by_trace[span.trace_id][span.span_id] = span
-    traces = [Trace(tid, tuple(sorted(found.values(), key=lambda s: (s.start_ns, s.span_id))))
-              for tid, found in by_trace.items()]
-    return sorted(traces, key=lambda t: t.start_ns)
-
-
-def select_traces(traces: Sequence[Trace], *, last: int, trace_id: str = "", include_all: bool = False) -> list[Trace]:
-    if trace_id:
-        wanted = trace_id.lower()
-        found = [t for t in traces if t.trace_id.startswith(wanted)]
-        if not found:
-            raise NotFound(f"no trace with id {trace_id!r} in the local trace files")
-        return found
-    shown = [t for t in traces if include_all or not t.housekeeping]
-    return shown[-last:] if last > 0 else shown
-
-
 # ---------------------------------------------------------------------------- drawing
-def tree_rows(trace: Trace) -> list[tuple[str, SpanRecord]]:
-    """(tree prefix, span) in depth-first order, children by start time."""
-    children: dict[str, list[SpanRecord]] = defaultdict(list)
-    for span in trace.spans:
-        if span.parent_span_id:
-            children[span.parent_span_id].append(span)
-    rows: list[tuple[str, SpanRecord]] = []
-
-    def walk(span: SpanRecord, lead: str, connector: str) -> None:
-        rows.append((lead + connector, span))
-        kids = children.get(span.span_id, [])
-        below = lead + ("" if not connector else ("   " if connector == "└─ " else "│  "))
-        for i, kid in enumerate(kids):
-            walk(kid, below, "└─ " if i == len(kids) - 1 else "├─ ")
-
-    for root in trace.roots:
-        walk(root, "", "")
-    return rows
-
-
 def bar(span: SpanRecord, trace: Trace, width: int = BAR_WIDTH) -> str:
     """The span's interval drawn inside the trace's [start, end] on `width` cells."""
     total = max(trace.end_ns - trace.start_ns, 1)

@@ -20,6 +20,7 @@ from opentelemetry.trace import TracerProvider
 from ranking.profile import RankingProfile
 from services.knowledge_store import caller_policy as policy
 from services.knowledge_store.backend import StoreBackend, candidates_by_both_legs
+from services.knowledge_store.models import StoreStatus
 from services.knowledge_store.personas import Persona
 from shared import records as m
 from shared.auth.inprocess import InProcessCaller, in_process_call
@@ -125,6 +126,12 @@ class InProcessKnowledgeStoreClient:
     async def stats(self, tenant_id: str) -> m.TenantStats:
         async with self._call("GetTenantStats", None) as p:
             return await self._store.stats(policy.metadata_read(p, tenant_id))
+
+    async def store_status(self) -> StoreStatus:
+        """The store's condition (GetStoreStatus): operators only, as over gRPC."""
+        async with self._call("GetStoreStatus", None) as p:
+            policy.store_status(p)
+            return self._store.status()
 
     async def put_profile(self, profile: RankingProfile) -> RankingProfile:
         async with self._call("PutRankingProfile", None) as p:

@@ -31,7 +31,7 @@ from ranking import Candidates, RankingConfig, rank
 from ranking.config import DEFAULT_REPUTATION
 from ranking.factors import reputation as reputation_factor
 from ranking.profile import BUILTIN_PROFILE, MAX_RERANK_TOP_N, RankingProfile
-from ranking.query_features import QueryFeatures, query_features
+from ranking.query_features import query_features
 from ranking.temporal import detect_temporal_intent
 from services.rag_pipeline import permissions
 from services.rag_pipeline.access import AccessPolicy, Scope
@@ -45,13 +45,13 @@ from services.rag_pipeline.fetch import load_hits, load_results
 from services.rag_pipeline.merge import Merged, merge, ranking_candidates
 from services.rag_pipeline.models import (
     NO_VISIBLE_SOURCES,
-    Preferences,
     RankedResult,
     SearchRequest,
     SearchResponse,
 )
+from services.knowledge_store.models import StoreStatus
 from services.rag_pipeline.ports import KnowledgeSource, LanguageModel
-from services.rag_pipeline.results import build_results
+from services.rag_pipeline.results import build_results, ranking_config, recency_applies
 from services.rag_pipeline.validation import validate_request
 from shared.errors import (
     DeadlineExceeded,
@@ -71,6 +71,7 @@ from shared.records import (
     QueryPhrases,
     ScoreCompletion,
     SearchFilters,
+    TenantStats,
 )
 from shared.settings import RagPipelineSettings
 from shared.telemetry.content import set_content_attribute  # telemetry hook
@@ -219,6 +220,20 @@ class RagPipeline:
 
     async def list_profiles(self, tenant_id: str, persona_id: str = "") -> list[RankingProfile]:
         return await self._ks.list_profiles(tenant_id, persona_id)
+
+    # ------------------------------------------------------------------ the tenant's store
+    async def tenant_stats(self, tenant_id: str, principal: Principal | None) -> TenantStats:
+        """GetTenantStats of the principal's tenant (an operator's: the requested one), asked for it."""
+        tenant_id = self.tenant_for(tenant_id, principal)
+        with acting_for(principal):
+            return await self._ks.stats(tenant_id)
+
+    async def store_status(self, principal: Principal | None) -> StoreStatus:
+        """The store's storage condition, asked for `principal`: the store answers operator
+        credentials only and the pipeline never asserts the operator role, so with authentication
+        on this is PermissionDenied (operators read it with `nucleus status`)."""
+        with acting_for(principal):
+            return await self._ks.store_status()
 
     async def record_feedback(self, tenant_id: str, target: str, target_id: str, helpful: bool,
                               user_id: str, *, principal: Principal | None = None) -> tuple[FeedbackAck, float]:
@@ -438,11 +453,11 @@ class RagPipeline:
             if local_failed and not any(m.origin for m in merged):
                 raise Unavailable("both retrieval legs failed and no remote source answered: " + "; ".join(reasons))
 
-        apply_recency = _recency_applies(request.prefs.recency_mode or profile.recency_mode, intent.has_intent)
+        apply_recency = recency_applies(request.prefs.recency_mode or profile.recency_mode, intent.has_intent)
         stats = completion.keyword_stats if completion is not None else None
         features = query_features(request.query, stats.document_frequency if stats else (),
                                   stats.entries if stats else 0)
-        config = _config_for(request.prefs, profile, apply_recency, now, features)
+        config = ranking_config(request.prefs, profile, apply_recency, now, features)
         # Model re-ranking is off by default: a request asks for it (the default method), or the
         # profile names a re-ranker; the profile says how many rows it re-scores.
         rerank = (request.prefs.rerank or bool(profile.reranker)) and len(merged) > 1
@@ -576,25 +591,3 @@ class RagPipeline:
         updated = replace(candidates, rerank=rerank_col)
         ranked = rank(updated, config, request.top_k_final)
         return ranked, updated, ""
-
-
-# ---------------------------------------------------------------------- helpers
-def _recency_applies(mode: str, has_intent: bool) -> bool:
-    return mode == "always" or (mode in ("", "auto") and has_intent)
-
-
-def _config_for(prefs: Preferences, profile: RankingProfile, apply_recency: bool, now_unix: float,
-                features: QueryFeatures | None = None) -> RankingConfig:
-    weights = prefs.weights or (profile.relevancy_weight, profile.recency_weight, profile.richness_weight,
-                                profile.reputation_weight)
-    return RankingConfig(
-        weights=tuple(float(w) for w in weights),
-        fusion=prefs.fusion or profile.fusion_method,
-        dense_weight=profile.dense_weight,
-        query=features,
-        half_life_days=prefs.half_life_days or profile.recency_half_life_days,
-        apply_recency=apply_recency,
-        now_unix=now_unix,
-        prior_strength=profile.reputation_prior_strength,
-        rerank_weight=profile.rerank_weight,
-    )

@@ -51,6 +51,7 @@ from shared.ratelimit import RateLimiter
 from shared.ratelimit_adapters import RateLimitInterceptor
 from shared.service_runner import ServiceSpec, serve
 from shared.settings import RagPipelineSettings
+from shared.telemetry.settings import TelemetrySettings
 from shared.signing import LinkSigner
 
 log = logging.getLogger(__name__)
@@ -135,8 +136,9 @@ def build(settings: RagPipelineSettings, *, stdio: bool, knowledge: KnowledgeSou
     chat_gate = ChatGate.from_settings(llm, settings, require_caller=settings.require_auth)   # docs/MODELS.md
     register_chat_tool(mcp, chat_gate, lambda ctx: identity.principal(request_headers(ctx)))
     federation_runtime.start()
+    telemetry = TelemetrySettings()       # the Traces page reads the services' local trace files
     console = Console(pipeline, _console_credentials(config, verifier, service_auth) if http_auth else None,
-                      limiter=limiter)     # /console on the HTTP port (docs/CONSOLE.md)
+                      limiter=limiter, trace_dir=telemetry.resolved_trace_dir() if telemetry.trace_file else None)
 
     async def close() -> None:
         await federation_runtime.close()

@@ -1,7 +1,7 @@
 """The ports of the RAG pipeline: what it needs from the knowledge store and the language model.
 
     KnowledgeSource   candidate retrieval (vector leg with score completion, keyword leg), entries by id, tenant
-                      stats, filter search, ranking profiles, feedback
+                      stats, the store's condition, filter search, ranking profiles, feedback
     LanguageModel     embeddings, query expansion, re-ranking, answer synthesis
 
 The pipeline core, the RAG tools and the access policy are written against these protocols
@@ -18,6 +18,7 @@ from typing import Protocol, Sequence
 import numpy as np
 
 from ranking.profile import RankingProfile
+from services.knowledge_store.models import StoreStatus
 from services.knowledge_store.personas import Persona
 from services.llm_orchestration.chat import ChatChunk, ChatRequest
 from services.llm_orchestration.results import Expansion, RerankResult, Synthesis
@@ -81,6 +82,11 @@ class KnowledgeSource(Protocol):
         ...
 
     async def stats(self, tenant_id: str) -> TenantStats: ...
+
+    async def store_status(self) -> StoreStatus:
+        """The store's storage condition (GetStoreStatus: state, free space, each tenant's problem);
+        the store answers operators only, so PermissionDenied for any caller the pipeline acts for."""
+        ...
 
     async def topics(self, tenant_id: str, filters: SearchFilters, kind: str, *, k: int = 0, max_terms: int = 0,
                      examples: int = 0, period: str = "", date_field: str = "", topic_id: int | None = None,

@@ -1,4 +1,5 @@
-"""The ranked rows as results: entry, artifact, snippet, 4R scores and (asked for) explanation."""
+"""The ranked rows as results: entry, artifact, snippet, 4R scores and (asked for) explanation;
+and the ranking configuration a query's preferences and profile make (`ranking_config`)."""
 from __future__ import annotations
 
 import math
@@ -7,9 +8,11 @@ from typing import Any
 import numpy as np
 
 from ranking import Candidates, RankingConfig
+from ranking.profile import RankingProfile
+from ranking.query_features import QueryFeatures
 from services.rag_pipeline.federation.hits import LOCAL
 from services.rag_pipeline.merge import Merged
-from services.rag_pipeline.models import Explanation, RankedResult
+from services.rag_pipeline.models import Explanation, Preferences, RankedResult
 from services.rag_pipeline.snippets import make_snippet
 
 
@@ -54,3 +57,25 @@ def build_results(merged: list[Merged], ranked: Any, candidates: Candidates, con
                                 overall=overall[pos], scores=tuple(factors[pos]), explanation=explanation,
                                 probability=probability[pos], source_id=source_id))
     return tuple(out)
+
+
+def recency_applies(mode: str, has_intent: bool) -> bool:
+    return mode == "always" or (mode in ("", "auto") and has_intent)
+
+
+def ranking_config(prefs: Preferences, profile: RankingProfile, apply_recency: bool, now_unix: float,
+                   features: QueryFeatures | None = None) -> RankingConfig:
+    """The request's preferences over the profile's settings."""
+    weights = prefs.weights or (profile.relevancy_weight, profile.recency_weight, profile.richness_weight,
+                                profile.reputation_weight)
+    return RankingConfig(
+        weights=tuple(float(w) for w in weights),
+        fusion=prefs.fusion or profile.fusion_method,
+        dense_weight=profile.dense_weight,
+        query=features,
+        half_life_days=prefs.half_life_days or profile.recency_half_life_days,
+        apply_recency=apply_recency,
+        now_unix=now_unix,
+        prior_strength=profile.reputation_prior_strength,
+        rerank_weight=profile.rerank_weight,
+    )

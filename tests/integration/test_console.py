@@ -1,8 +1,9 @@
 """The web console in a real headless Chromium (Debian's `chromium`, driven by Playwright; no
 `playwright install`) against the suite's authenticated stack: login for a server-side session,
 search with the 4R bars, compare two profiles on a query and on a judged query set, the admin
-role, CSRF, escaped titles (no script runs), logout revoked server-side. Screenshots of every
-page go to the test's artifact directory (printed)."""
+role, CSRF, escaped titles (no script runs), logout revoked server-side, the operator's Traces
+(waterfalls across the services) and the tenant page. Screenshots of every page go to the
+test's artifact directory (printed)."""
 from __future__ import annotations
 
 import asyncio
@@ -16,6 +17,7 @@ import httpx
 import pytest
 
 from services.knowledge_store.client import KnowledgeStoreClient
+from shared.auth.service_identity import ServiceSigner
 from shared.documents import iter_paths, load_document
 from shared.records import ArtifactMeta, DocumentIn
 from tests.integration.secure_stack import DEMO, ingest_corpus
@@ -224,9 +226,12 @@ async def test_a_user_without_the_admin_role_gets_403_and_a_post_needs_the_csrf_
     def scenario():
         ctx, page = login(browser, base, stack.keys["alice"])
         assert page.locator("nav a", has_text="Profiles").count() == 0
+        assert page.locator("nav a", has_text="Traces").count() == 0
         response = page.goto(f"{base}/console/admin/profiles")
         assert response.status == 403
         browser.shot(page, "07-admin-forbidden")
+        assert page.goto(f"{base}/console/traces").status == 403
+        assert page.goto(f"{base}/console/admin/tenant").status == 403
         page.goto(f"{base}/console/search")
         csrf = page.locator('form[action="/console/logout"] input[name="csrf"]').get_attribute("value")
         form = {"csrf": csrf, "name": "alice-try", "relevancy": "1", "recency": "0", "richness": "0",
@@ -261,3 +266,53 @@ async def test_logout_ends_the_session_server_side(console):
     assert replay.status_code == 303 and replay.headers["location"] == "/console/login"
     bad = httpx.post(f"{base}/console/login", data={"credential": "nope", "csrf": "x"}, timeout=10)
     assert bad.status_code == 403 and bad.headers["content-security-policy"] == CSP     # no login CSRF token
+
+
+async def test_the_operator_reads_search_traces_across_services_and_the_admin_the_tenant_page(console):
+    stack, browser = console
+    base = stack.base_url
+    operator = ServiceSigner.load(stack.identity_dir, "operator").token("rag_pipeline")
+    admin = stack.jwt(sub="carol-admin", roles=["admin"], groups=[GROUP])
+
+    def scenario():
+        ctx, page = login(browser, base, operator)
+        assert page.locator("nav a", has_text="Traces").count() == 1
+        page.goto(f"{base}/console/search?q=Pallas+battery+controller&k=3&tenant=acme")
+        assert page.locator("#results .result").count() == 3
+        deadline = time.monotonic() + 20           # spans reach the files in batches (a few seconds)
+        while True:
+            response = page.goto(f"{base}/console/traces")
+            assert response.status == 200 and response.headers["content-security-policy"] == CSP
+            rows = page.locator("#traces tr.trace")
+            spread = [i for i in range(rows.count()) if "," in rows.nth(i).locator("td.services").inner_text()]
+            if spread or time.monotonic() > deadline:
+                break
+            time.sleep(1)
+        assert spread, page.inner_text("#traces")
+        durations = [float(t) for t in page.locator("#traces tr.trace td:nth-child(4)").all_inner_texts()]
+        assert durations == sorted(durations, reverse=True)                 # slowest first
+        browser.shot(page, "09-traces")
+        with page.expect_navigation():
+            rows.nth(spread[0]).locator("a").click()
+        assert re.search(r"/console/traces/[0-9a-f]{32}$", page.url)
+        services = set(page.locator("#waterfall tr.span").evaluate_all(
+            "rows => rows.map(r => r.dataset.service)"))
+        assert "rag-pipeline" in services and len(services) >= 2, services
+        names = page.locator("#waterfall td.span-name").all_inner_texts()
+        assert any("rag.search_and_rank" in n for n in names)
+        bars = page.locator("#waterfall rect.span-bar")
+        assert bars.count() == len(names) and float(bars.first.get_attribute("width")) > 0
+        browser.shot(page, "10-trace-waterfall")
+        assert page.goto(f"{base}/console/traces/not-a-trace").status == 400
+        ctx.close()
+
+        ctx, page = login(browser, base, admin)
+        response = page.goto(f"{base}/console/admin/tenant")
+        assert response.status == 200
+        assert "acme" in page.inner_text("h1") and int(page.inner_text("#stat-entries")) > 0
+        assert page.locator("#tenant-sources tbody tr").count() >= 1
+        assert "operator" in page.inner_text("#storage")      # the store's condition: operators, `nucleus status`
+        browser.shot(page, "11-tenant")
+        ctx.close()
+
+    await browser.run(scenario)

@@ -22,6 +22,7 @@ import numpy as np
 
 from ranking.profile import RankingProfile
 from services.knowledge_store.embedded.core import KnowledgeStore
+from services.knowledge_store.models import StoreStatus
 from services.knowledge_store.personas import Persona
 from services.llm_orchestration import expansion, rerank as rerank_mod, synthesis as synth
 from services.llm_orchestration.results import Expansion, RerankResult, Synthesis
@@ -136,6 +137,10 @@ class InProcessKnowledge(_Port):
     async def stats(self, tenant_id: str) -> TenantStats:
         self._enter("stats")
         return await self._within(self.store.stats(tenant_id), None)
+
+    async def store_status(self) -> StoreStatus:
+        self._enter("store_status")
+        return self.store.status()
 
     async def topics(self, tenant_id: str, filters: SearchFilters, kind: str, *, k: int = 0, max_terms: int = 0,
                      examples: int = 0, period: str = "", date_field: str = "", topic_id: int | None = None,

@@ -9,6 +9,9 @@
     GET  /console/compare            one query under two profiles, side by side, RBO
     POST /console/compare/set        an uploaded JSONL query set (<= 1 MiB): nDCG@10 / recall@10 deltas
     GET  /console/admin/profiles, POST   the tenant's ranking profiles (role admin or operator)
+    GET  /console/admin/tenant       the tenant's stats and the store's condition (role admin or operator)
+    GET  /console/traces             recent SearchAndRank traces, slowest first (operators)
+    GET  /console/traces/<trace id>  one trace as a waterfall across the services (operators)
     GET  /console/static/...         the stylesheet (shipped in the package)
 
 Every POST carries the session's CSRF token (403 without it); every response carries the
@@ -32,7 +35,7 @@ from starlette.responses import HTMLResponse, RedirectResponse, Response
 from starlette.routing import Mount, Route
 from starlette.staticfiles import StaticFiles
 
-from services.rag_pipeline.console import views
+from services.rag_pipeline.console import traces, views
 from services.rag_pipeline.console.evaluation import MAX_QUERY_SET_BYTES, parse_query_set
 from services.rag_pipeline.console.login import Credentials
 from services.rag_pipeline.console.security import (COOKIE, HEADERS, PRELOGIN_COOKIE, SecurityHeaders,
@@ -60,6 +63,7 @@ class Console:
     pipeline: RagPipeline
     credentials: Credentials | None          # None: authentication is off, the local principal is used
     limiter: RateLimiter | None = None       # the service's per-caller limiter (searches count)
+    trace_dir: Path | None = None            # the services' local trace files (None: not written)
     sessions: SessionStore = field(default_factory=SessionStore)
     logins: LoginLimiter = field(default_factory=LoginLimiter)
 
@@ -92,6 +96,7 @@ class ConsoleApp:
         html = self.env.get_template(template).render(
             session=session, principal=principal, auth_on=self.c.auth_on, csrf=session.csrf if session else "",
             is_admin=_is_admin(principal), is_operator=bool(principal and principal.has_role(OPERATOR)),
+            sees_traces=bool(principal and (principal.has_role(OPERATOR) or not self.c.auth_on)),
             needs_tenant=_needs_tenant(principal), **ctx)
         return HTMLResponse(html, status_code=status)
 
@@ -102,7 +107,7 @@ class ConsoleApp:
         return self.c.sessions.get(request.cookies.get(COOKIE))
 
     async def page(self, request: Request, handler: Callable[[Request, Session], Awaitable[Response]], *,
-                   admin: bool = False, post: bool = False) -> Response:
+                   admin: bool = False, operator: bool = False, post: bool = False) -> Response:
         """Resolve the session (or log in), check role and CSRF, run `handler`, map core errors."""
         new_cookie = None
         session = self.session_of(request)
@@ -115,6 +120,8 @@ class ConsoleApp:
             new_cookie = session
         if admin and not _is_admin(session.principal):
             return self.error(request, 403, "this page needs the admin role of your tenant", session)
+        if operator and self.c.auth_on and not session.principal.has_role(OPERATOR):
+            return self.error(request, 403, "this page needs the stack operator's credential", session)
         if post:
             form = getattr(request.state, "form", None)
             if form is None or not csrf_ok(session.csrf, form.get("csrf")):
@@ -288,6 +295,26 @@ class ConsoleApp:
         return await self.page(request, run, admin=True, post=True)
 
 
+    async def tenant_page(self, request: Request) -> Response:
+        async def run(req: Request, session: Session) -> Response:
+            tenant = self.tenant(session, req.query_params) or session.principal.tenant_id
+            shown = await views.tenant(self.c.pipeline, session.principal, tenant) if tenant else None
+            return self.render(req, "tenant.html", session=session, tenant=tenant, shown=shown)
+        return await self.page(request, run, admin=True)
+
+    async def traces(self, request: Request) -> Response:
+        async def run(req: Request, session: Session) -> Response:
+            listed = await traces.search_traces(self.c.trace_dir)
+            return self.render(req, "traces.html", session=session, listed=listed, files=self.c.trace_dir is not None)
+        return await self.page(request, run, operator=True)
+
+    async def trace(self, request: Request) -> Response:
+        async def run(req: Request, session: Session) -> Response:
+            shown = await traces.one_trace(self.c.trace_dir, str(req.path_params.get("trace_id", "")))
+            return self.render(req, "trace.html", session=session, trace=shown)
+        return await self.page(request, run, operator=True)
+
+
 def _is_admin(principal: Principal | None) -> bool:
     return principal is not None and (principal.has_role(ADMIN) or principal.has_role(OPERATOR))
 
@@ -329,6 +356,9 @@ def console_routes(console: Console) -> list[Any]:
         Route("/compare/set", app.compare_set, methods=["POST"]),
         Route("/admin/profiles", app.profiles, methods=["GET"]),
         Route("/admin/profiles", app.put_profile, methods=["POST"]),
+        Route("/admin/tenant", app.tenant_page, methods=["GET"]),
+        Route("/traces", app.traces, methods=["GET"]),
+        Route("/traces/{trace_id}", app.trace, methods=["GET"]),
         Mount("/static", app=StaticFiles(directory=STATIC), name="static"),
     ], middleware=[Middleware(SecurityHeaders)])
     inner.router.redirect_slashes = False

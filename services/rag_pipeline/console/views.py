@@ -7,6 +7,7 @@ no tenant, so an operator picks one; `RagPipeline.tenant_for` decides).
 from __future__ import annotations
 
 import asyncio
+import time
 from dataclasses import replace
 from statistics import fmean
 from typing import Any
@@ -15,7 +16,8 @@ from services.rag_pipeline.console.evaluation import JudgedQuery, distinct, move
 from services.rag_pipeline.core import RagPipeline
 from services.rag_pipeline.models import FACTORS, Preferences, RankedResult, SearchRequest, SearchResponse
 from ranking.profile import RankingProfile
-from shared.identity import Principal
+from shared.errors import PermissionDenied
+from shared.identity import OPERATOR, Principal
 
 EVAL_K = 10
 EVAL_CONCURRENCY = 4
@@ -118,4 +120,28 @@ async def put_profile(pipeline: RagPipeline, principal: Principal, *, tenant: st
     return await pipeline.put_profile(profile, principal)
 
 
-__all__ = ["search", "compare", "evaluate", "profiles", "put_profile", "MAX_TOP_K", "EVAL_K"]
+async def tenant(pipeline: RagPipeline, principal: Principal, tenant_id: str) -> dict[str, Any]:
+    """The tenant's stats (GetTenantStats through the core, asked for the principal) and the store's
+    condition when the store gives it (operators only: with authentication on, the pipeline never
+    asserts that role, so the page says where to read it). A non-operator sees only its tenant's problems."""
+    stats = await pipeline.tenant_stats(tenant_id, principal)
+    condition, refused = None, ""
+    try:
+        status = await pipeline.store_status(principal)
+    except PermissionDenied:
+        refused = "the store gives its storage condition to operator credentials only: run `nucleus status`"
+    else:
+        problems = [p for p in status.problems if p.tenant_id == stats.tenant_id or principal.has_role(OPERATOR)]
+        condition = {"state": status.state, "read_only": status.read_only, "free_bytes": status.free_bytes,
+                     "total_bytes": status.total_bytes, "problems": problems, "open_tenants": status.open_tenants,
+                     "repaired_rows": status.repaired_rows}
+    sources = sorted(stats.sources, key=lambda s: (-s.entries, s.source_id))
+    return {"stats": stats, "sources": sources, "condition": condition, "refused": refused,
+            "last_indexed": _when(stats.last_indexed_unix)}
+
+
+def _when(unix: int) -> str:
+    return time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(unix)) if unix > 0 else "never"
+
+
+__all__ = ["search", "compare", "evaluate", "profiles", "put_profile", "tenant", "MAX_TOP_K", "EVAL_K"]

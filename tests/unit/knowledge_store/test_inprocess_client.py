@@ -82,6 +82,7 @@ def _calls(client) -> dict[str, object]:
         "candidates": lambda: client.candidates_by_filters(TENANT, "battery controller", [], 10, filters),
         "entries": lambda: client.get_entries(TENANT, [f"{a}#0" for a in ("public", "lab-only", "ops-only")]),
         "stats": lambda: client.stats(TENANT),
+        "store status": lambda: client.store_status(),
         "delete": lambda: client.delete(TENANT, ["no-such-artifact"]),
         "default profile": lambda: client.put_profile(RankingProfile(tenant_id=TENANT, name="default",
                                                                      is_default=True)),
@@ -99,6 +100,8 @@ def _comparable(answer: object) -> object:
         return sorted(answer[0].artifact_ids), answer[1]
     if isinstance(answer, list):                                                       # entries
         return sorted(h.artifact.artifact_id for h in answer)
+    if hasattr(answer, "problems"):                                                    # store status
+        return answer.state, answer.open_tenants
     if hasattr(answer, "sources"):                                                     # stats
         return answer.tenant_id, answer.artifacts
     if hasattr(answer, "is_default"):                                                  # profile
@@ -161,3 +164,13 @@ async def test_each_call_is_an_internal_span_named_and_coded_as_the_rpc(both):
     assert refused.attributes["rpc.grpc.status_code"] == grpc.StatusCode.PERMISSION_DENIED.value[0]
     assert refused.attributes["error.type"] == "PERMISSION_DENIED"
     assert not any("battery" in str(v) for s in (ok, refused) for v in s.attributes.values())
+
+
+async def test_the_store_status_is_for_operators_only_the_pipeline_never_acts_as_one(both):
+    _, local, store, _ = both
+    for who in ("admin", "an operator asking the pipeline", "the service, for no user"):
+        with acting_for(USERS[who]), pytest.raises(PermissionDenied, match="operator"):
+            await local.store_status()
+    open_client = InProcessKnowledgeStoreClient(store, InProcessCaller(None, "knowledge_store", False))
+    status = await open_client.store_status()
+    assert status.state == "ok" and status.problems == ()

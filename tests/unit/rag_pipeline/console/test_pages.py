@@ -1,0 +1,142 @@
+"""The Traces and Tenant pages over the console's routes (Starlette's test client, a stub core):
+roles (403 for a user), the trace id checked, waterfall bars as SVG attributes, the attribute
+allow-list, the store's condition shown only when the store gives it."""
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from starlette.applications import Starlette
+from starlette.testclient import TestClient
+
+from services.rag_pipeline.console.app import Console, console_routes
+from services.rag_pipeline.console.security import CSP
+from services.rag_pipeline.console.traces import one_trace, search_traces
+from shared.errors import InvalidArgument, NotFound, PermissionDenied
+from shared.identity import ADMIN, OPERATOR, Principal
+from shared.records import SourceStats, TenantStats
+
+MS = 1_000_000
+BASE = 1_800_000_000 * 1_000_000_000
+SLOW, FAST, OTHER = "a" * 32, "b" * 32, "c" * 32
+USER = Principal("acme", "alice", auth_method="api_key")
+ADMIN_P = Principal("acme", "carol", roles=(ADMIN,), auth_method="jwt")
+OPERATOR_P = Principal("", OPERATOR, roles=(ADMIN, OPERATOR), auth_method=OPERATOR)
+
+
+def _span(trace, sid, parent, name, service, start, end, **attributes):
+    return {"trace_id": trace, "span_id": sid, "parent_span_id": parent, "name": name, "kind": "INTERNAL",
+            "service": service, "start_unix_nano": BASE + start * MS, "end_unix_nano": BASE + end * MS,
+            "status": "UNSET", "attributes": attributes}
+
+
+@pytest.fixture
+def trace_dir(tmp_path) -> Path:
+    rag = [_span(SLOW, "1" * 16, None, "rag.search_and_rank", "nucleus-rag-pipeline", 0, 100, **{
+               "nucleus.results": 5, "nucleus.tenant_id": "acme", "nucleus.query": "secret question"}),
+           _span(SLOW, "2" * 16, "1" * 16, "nucleus.v1.KnowledgeStore/SearchByVector", "nucleus-rag-pipeline", 50, 100,
+                 **{"rpc.method": "SearchByVector", "db.statement": "SELECT secret"}),
+           _span(FAST, "4" * 16, None, "rag.search_and_rank", "nucleus-rag-pipeline", 200, 210),
+           _span(OTHER, "5" * 16, None, "tools/list", "nucleus-rag-pipeline", 300, 900)]
+    ks = [_span(SLOW, "3" * 16, "2" * 16, "ks.search", "nucleus-knowledge-store", 55, 95, **{"nucleus.candidates": 40})]
+    for name, spans in (("nucleus-rag-pipeline.jsonl", rag), ("nucleus-knowledge-store.jsonl", ks)):
+        (tmp_path / name).write_text("".join(json.dumps(s) + "\n" for s in spans))
+    return tmp_path
+
+
+async def test_search_traces_are_listed_slowest_first_and_others_left_out(trace_dir):
+    listed = await search_traces(trace_dir)
+    assert [t["trace_id"] for t in listed["traces"]] == [SLOW, FAST]
+    assert listed["traces"][0]["services"] == ["knowledge-store", "rag-pipeline"]
+    assert (await search_traces(None))["traces"] == []
+
+
+async def test_a_waterfall_places_bars_by_start_and_duration_and_shows_allowed_attributes_only(trace_dir):
+    shown = await one_trace(trace_dir, SLOW)
+    rows = {r["name"]: r for r in shown["rows"]}
+    assert [r["name"] for r in shown["rows"]] == ["rag.search_and_rank", "nucleus.v1.KnowledgeStore/SearchByVector",
+                                                   "ks.search"]
+    assert (rows["rag.search_and_rank"]["x"], rows["rag.search_and_rank"]["w"]) == (0, 1000)
+    assert (rows["ks.search"]["x"], rows["ks.search"]["w"]) == (550, 400)
+    assert rows["ks.search"]["service"] == "knowledge-store" and rows["ks.search"]["attrs"] == [("candidates", "40")]
+    text = json.dumps(shown)
+    assert "secret" not in text and "tenant_id" not in text
+
+
+async def test_a_bad_or_unknown_trace_id_is_refused(trace_dir):
+    for bad in ("../etc", "A" * 32, "a" * 31, "0" * 32):
+        with pytest.raises(InvalidArgument):
+            await one_trace(trace_dir, bad)
+    with pytest.raises(NotFound):
+        await one_trace(trace_dir, "d" * 32)
+
+
+class StubPipeline:
+    def __init__(self, *, status_refused: bool) -> None:
+        self.refused = status_refused
+        self.asked: list[tuple[str, Principal]] = []
+
+    async def tenant_stats(self, tenant_id: str, principal: Principal) -> TenantStats:
+        tenant = tenant_id or principal.tenant_id
+        self.asked.append((tenant, principal))
+        return TenantStats(tenant_id=tenant, artifacts=3, entries=42, vectors=42, keyword_docs=42,
+                           sources=(SourceStats("wiki", "policy", 3, 42, 0, ("eng",), ()),), last_indexed_unix=0,
+                           index_kind="flat", dimension=384)
+
+    async def store_status(self, principal: Principal):
+        if self.refused:
+            raise PermissionDenied("the store's status needs an operator credential")
+        from services.knowledge_store.models import Problem, StoreStatus
+
+        return StoreStatus(state="degraded", data_dir="/srv/data", read_only=False, free_bytes=2 << 30,
+                           total_bytes=8 << 30, problems=(Problem("acme", "full", "acme is full", 0),
+                                                          Problem("globex", "corrupt", "globex broke", 0)),
+                           repaired_rows=0, open_tenants=2)
+
+
+def _client(trace_dir: Path | None, pipeline: StubPipeline, principal: Principal, *, auth_on: bool = True):
+    console = Console(pipeline, object() if auth_on else None, trace_dir=trace_dir)   # type: ignore[arg-type]
+    session = console.sessions.create(principal)
+    client = TestClient(Starlette(routes=console_routes(console)), base_url="http://127.0.0.1")
+    client.cookies.set("nucleus_console", session.session_id, path="/console")
+    return client
+
+
+def test_traces_are_for_operators_only_and_draw_svg_bars(trace_dir):
+    for who in (USER, ADMIN_P):
+        client = _client(trace_dir, StubPipeline(status_refused=True), who)
+        assert client.get("/console/traces").status_code == 403
+        assert client.get(f"/console/traces/{SLOW}").status_code == 403
+        assert 'href="/console/traces"' not in client.get("/console/search").text
+    op = _client(trace_dir, StubPipeline(status_refused=True), OPERATOR_P)
+    listing = op.get("/console/traces")
+    assert listing.status_code == 200 and listing.headers["content-security-policy"] == CSP
+    assert f'href="/console/traces/{SLOW}"' in listing.text and OTHER not in listing.text
+    page = op.get(f"/console/traces/{SLOW}")
+    assert page.status_code == 200 and '<rect class="span-bar" x="550.0" y="1" width="400.0"' in page.text
+    assert "style=" not in page.text and "secret" not in page.text
+    assert op.get("/console/traces/not-a-trace-id").status_code == 400
+    assert op.get(f"/console/traces/{'d' * 32}").status_code == 404
+
+
+def test_the_tenant_page_is_for_admins_of_their_tenant_and_operators(trace_dir):
+    assert _client(trace_dir, StubPipeline(status_refused=True), USER).get("/console/admin/tenant").status_code == 403
+    pipeline = StubPipeline(status_refused=True)
+    page = _client(trace_dir, pipeline, ADMIN_P).get("/console/admin/tenant?tenant=globex")
+    assert page.status_code == 200 and '<td class="num" id="stat-entries">42</td>' in page.text
+    assert pipeline.asked == [("acme", ADMIN_P)]                 # the admin's own tenant, whatever the URL says
+    assert "operator credentials only" in page.text and 'href="/console/traces"' not in page.text
+    op_pipeline = StubPipeline(status_refused=False)
+    op = _client(trace_dir, op_pipeline, OPERATOR_P)
+    assert 'id="tenant"' in op.get("/console/admin/tenant").text and op_pipeline.asked == []   # types the tenant
+    page = op.get("/console/admin/tenant?tenant=acme")
+    assert "storage degraded" in page.text and "globex broke" in page.text and op_pipeline.asked[0][0] == "acme"
+
+
+def test_with_authentication_off_the_local_admin_sees_only_its_tenants_problems(trace_dir):
+    local = Principal("acme", "me", roles=(ADMIN,), auth_method="local")
+    client = _client(trace_dir, StubPipeline(status_refused=False), local, auth_on=False)
+    page = client.get("/console/admin/tenant")
+    assert "acme is full" in page.text and "globex" not in page.text
+    assert client.get("/console/traces").status_code == 200          # the owner of a local stack
