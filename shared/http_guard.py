@@ -21,6 +21,11 @@ from starlette.responses import PlainTextResponse
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 
+#: On the guard's own refusals too: nothing to run, frame or sniff (the console's pages set their own).
+REFUSAL_HEADERS = {"Content-Security-Policy": "default-src 'none'; frame-ancestors 'none'",
+                   "X-Content-Type-Options": "nosniff", "X-Frame-Options": "DENY"}
+
+
 class HostOriginGuard:
     """ASGI middleware: the module docstring's checks, before any route runs."""
 
@@ -36,8 +41,8 @@ class HostOriginGuard:
         if scope["type"] == "http":
             refusal = await self._validator.validate_request(Request(scope), is_post=False)
             if refusal is not None:
-                await PlainTextResponse(bytes(refusal.body).decode(), status_code=refusal.status_code)(
-                    scope, receive, send)
+                await PlainTextResponse(bytes(refusal.body).decode(), status_code=refusal.status_code,
+                                        headers=REFUSAL_HEADERS)(scope, receive, send)
                 return
             alias = self._aliases.get(scope.get("path", ""))
             if alias is not None:
