@@ -272,6 +272,7 @@ class SearchFilters:
     persona_id: str = ""
     visibility_groups: tuple[str, ...] = ()
     enforce_visibility: bool = False
+    exclude_source_ids: tuple[str, ...] = ()    # NONE of these sources (source rules, access.py)
 
     @property
     def is_empty(self) -> bool:

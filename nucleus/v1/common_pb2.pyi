@@ -129,7 +129,7 @@ class PersonaKnowledgeEntry(_message.Message):
     def __init__(self, id: _Optional[str] = ..., tenant_id: _Optional[str] = ..., persona_id: _Optional[str] = ..., artifact_id: _Optional[str] = ..., chunk_index: _Optional[int] = ..., text: _Optional[str] = ..., headline: _Optional[str] = ..., content_summary: _Optional[str] = ..., timestamp_unix: _Optional[int] = ..., richness: _Optional[float] = ...) -> None: ...
 
 class KnowledgeSearchFilters(_message.Message):
-    __slots__ = ("date_from_unix", "date_to_unix", "source_types", "tags", "owners", "artifact_ids", "source_ids", "persona_id", "visibility_groups", "enforce_visibility")
+    __slots__ = ("date_from_unix", "date_to_unix", "source_types", "tags", "owners", "artifact_ids", "source_ids", "persona_id", "visibility_groups", "enforce_visibility", "exclude_source_ids")
     DATE_FROM_UNIX_FIELD_NUMBER: _ClassVar[int]
     DATE_TO_UNIX_FIELD_NUMBER: _ClassVar[int]
     SOURCE_TYPES_FIELD_NUMBER: _ClassVar[int]
@@ -140,6 +140,7 @@ class KnowledgeSearchFilters(_message.Message):
     PERSONA_ID_FIELD_NUMBER: _ClassVar[int]
     VISIBILITY_GROUPS_FIELD_NUMBER: _ClassVar[int]
     ENFORCE_VISIBILITY_FIELD_NUMBER: _ClassVar[int]
+    EXCLUDE_SOURCE_IDS_FIELD_NUMBER: _ClassVar[int]
     date_from_unix: int
     date_to_unix: int
     source_types: _containers.RepeatedScalarFieldContainer[str]
@@ -150,7 +151,8 @@ class KnowledgeSearchFilters(_message.Message):
     persona_id: str
     visibility_groups: _containers.RepeatedScalarFieldContainer[str]
     enforce_visibility: bool
-    def __init__(self, date_from_unix: _Optional[int] = ..., date_to_unix: _Optional[int] = ..., source_types: _Optional[_Iterable[str]] = ..., tags: _Optional[_Iterable[str]] = ..., owners: _Optional[_Iterable[str]] = ..., artifact_ids: _Optional[_Iterable[str]] = ..., source_ids: _Optional[_Iterable[str]] = ..., persona_id: _Optional[str] = ..., visibility_groups: _Optional[_Iterable[str]] = ..., enforce_visibility: _Optional[bool] = ...) -> None: ...
+    exclude_source_ids: _containers.RepeatedScalarFieldContainer[str]
+    def __init__(self, date_from_unix: _Optional[int] = ..., date_to_unix: _Optional[int] = ..., source_types: _Optional[_Iterable[str]] = ..., tags: _Optional[_Iterable[str]] = ..., owners: _Optional[_Iterable[str]] = ..., artifact_ids: _Optional[_Iterable[str]] = ..., source_ids: _Optional[_Iterable[str]] = ..., persona_id: _Optional[str] = ..., visibility_groups: _Optional[_Iterable[str]] = ..., enforce_visibility: _Optional[bool] = ..., exclude_source_ids: _Optional[_Iterable[str]] = ...) -> None: ...
 
 class FourRScores(_message.Message):
     __slots__ = ("relevancy", "recency", "richness", "reputation")

@@ -62,6 +62,7 @@ def filters_from_pb(f: pb.KnowledgeSearchFilters) -> m.SearchFilters:
         tags=tuple(f.tags), owners=tuple(f.owners), artifact_ids=tuple(f.artifact_ids),
         source_ids=tuple(f.source_ids), persona_id=f.persona_id,
         visibility_groups=tuple(f.visibility_groups), enforce_visibility=f.enforce_visibility,
+        exclude_source_ids=tuple(f.exclude_source_ids),
     )
 
 
@@ -83,6 +84,7 @@ def filters_to_pb(f: m.SearchFilters) -> pb.KnowledgeSearchFilters:
         tags=list(f.tags), owners=list(f.owners), artifact_ids=list(f.artifact_ids),
         source_ids=list(f.source_ids), persona_id=f.persona_id,
         visibility_groups=list(f.visibility_groups), enforce_visibility=f.enforce_visibility,
+        exclude_source_ids=list(f.exclude_source_ids),
     )
 
 

@@ -131,7 +131,7 @@ def filters(f: SearchFilters, field: str = "filters") -> SearchFilters:
     if f.date_from_unix and f.date_to_unix and f.date_from_unix > f.date_to_unix:
         raise InvalidArgument(f"{field}.date_to_unix",
                               f"{f.date_to_unix} is before date_from_unix {f.date_from_unix}")
-    for name in ("source_types", "tags", "owners", "source_ids", "visibility_groups"):
+    for name in ("source_types", "tags", "owners", "source_ids", "visibility_groups", "exclude_source_ids"):
         labels(getattr(f, name), f"{field}.{name}")
     for i, a in enumerate(f.artifact_ids):
         artifact_id(a, f"{field}.artifact_ids[{i}]")

@@ -7,8 +7,9 @@
                    is empty or meets the caller's groups, AND
                  - the caller can see at least one of its artifacts (it has a public artifact,
                    or the union of its artifacts' groups meets the caller's groups).
-               Sources hidden by a rule are excluded from every search by listing the visible
-               ones in `filters.source_ids`.
+               Sources hidden by a rule are excluded from every search by naming them in
+               `filters.exclude_source_ids` (from the config, so sources ingested later and
+               artifacts without a source id stay searchable).
     session    a trusted platform's session tags that start with a prefix listed in
                `tenants.<t>.session_tag_prefixes` restrict results to artifacts tagged with at
                least one of them (ANY-of), also inside the search (`filters.tags`).
@@ -138,13 +139,17 @@ class AccessPolicy:
         a rule excluded, the session restriction applied. `only_sources` must already be vetted."""
         groups = principal.groups
         source_ids = tuple(only_sources) if only_sources is not None else base.source_ids
-        if self.config.rules(principal.tenant_id).sources:
-            views = await self.sources(principal.tenant_id)
-            if any(not v.rule_allows(groups) for v in views.values()):
-                allowed = tuple(sid for sid, v in views.items() if v.rule_allows(groups))
-                source_ids = tuple(s for s in source_ids if s in allowed) if source_ids else allowed
+        # The rules' refused sources are excluded by name (straight from the config, never from
+        # a cached list of the tenant's sources: a source ingested since is not hidden, and an
+        # artifact without a source id is not either).
+        refused = tuple(sorted(sid for sid, rule in self.config.rules(principal.tenant_id).sources.items()
+                               if rule.groups and not set(rule.groups) & set(groups)))
+        if refused:
+            if source_ids:
+                source_ids = tuple(s for s in source_ids if s not in refused)
                 if not source_ids:
                     return Scope(filters=base, empty=True)
+            base = replace(base, exclude_source_ids=tuple(sorted({*base.exclude_source_ids, *refused})))
         restriction = session_restriction(principal, self.config)
         tags, post_tags = base.tags, ()
         if restriction:

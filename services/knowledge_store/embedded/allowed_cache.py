@@ -43,7 +43,8 @@ from shared.records import SearchFilters
 
 MAX_FILTERS = 32
 MAX_IDS = 2_000_000
-_SEQUENCE_FIELDS = ("source_types", "tags", "owners", "artifact_ids", "source_ids", "visibility_groups")
+_SEQUENCE_FIELDS = ("source_types", "tags", "owners", "artifact_ids", "source_ids", "visibility_groups",
+                    "exclude_source_ids")
 
 
 def _key(filters: SearchFilters) -> SearchFilters:

@@ -30,6 +30,8 @@ def conditions(f: SearchFilters) -> list[qm.Condition]:
                         ("artifact_id", f.artifact_ids), ("tags", f.tags), ("owners", f.owners)):
         if values:
             out.append(_any(key, values))          # an array field matches when ANY value does
+    if f.exclude_source_ids:
+        out.append(qm.Filter(must_not=[_any("source_id", f.exclude_source_ids)]))
     if f.persona_id:
         out.append(_eq("persona_id", f.persona_id))
     if f.enforce_visibility:

@@ -43,6 +43,9 @@ def filter_clause(f: SearchFilters) -> tuple[str, list[object]]:
         if values:
             parts.append(f"{column} IN (SELECT value FROM json_each(?))")
             params.append(json_list(values))
+    if f.exclude_source_ids:
+        parts.append("a.source_id NOT IN (SELECT value FROM json_each(?))")
+        params.append(json_list(f.exclude_source_ids))
     for column, values in (("a.tags", f.tags), ("a.owners", f.owners)):
         if values:
             parts.append(_any_of(column))
