@@ -22,6 +22,7 @@ from __future__ import annotations
 import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 from numpy.typing import NDArray
@@ -135,9 +136,16 @@ def rejection(doc: DocumentIn, i: int, err: InvalidArgument) -> IngestRejection:
                            str(err).removeprefix(f"{field}: "))
 
 
-def content_bytes(docs: Sequence[DocumentIn]) -> int:
-    """UTF-8 bytes of the documents' content (nucleus_ingest_bytes_total)."""
-    return sum(len(d.content.encode("utf-8", "surrogatepass")) for d in docs if isinstance(d.content, str))
+def offered_attributes(docs: Sequence[DocumentIn]) -> dict[str, int]:
+    """The `knowledge_store.ingest` span's account of what was offered (both backends; the
+    documents and UTF-8 bytes of nucleus_ingest_*_total)."""
+    size = sum(len(d.content.encode("utf-8", "surrogatepass")) for d in docs if isinstance(d.content, str))
+    return {"nucleus.documents": len(docs), "nucleus.bytes": size}
+
+
+def rejected_attributes(rejected: Sequence[IngestRejection]) -> dict[str, Any]:
+    """... and of what was refused, by the field at fault (nucleus_ingest_rejected_documents_total)."""
+    return {"nucleus.rejected": len(rejected), "nucleus.rejected_fields": rejected_fields(rejected)}
 
 
 def rejected_fields(rejected: Sequence[IngestRejection], limit: int = 256) -> list[str]:

@@ -33,11 +33,11 @@ from services.knowledge_store.embedded.writes import NO_CHANGE, IndexChange, wri
 from services.knowledge_store.models import Embedder
 from services.knowledge_store.preparation import (
     PreparedBatch,
-    content_bytes,
     embed_texts,
+    offered_attributes,
     open_batch,
     prepare_batch,
-    rejected_fields,
+    rejected_attributes,
 )
 from shared.records import DocumentIn, IngestRejection, IngestReport, IngestResult
 from shared.settings import KnowledgeStoreSettings
@@ -60,12 +60,11 @@ class Ingester:
                      commit_valid: bool = False) -> IngestReport:
         docs, rejected = open_batch(self._settings, tenant_id, persona_id, documents, commit_valid)
         with tracer.start_as_current_span("knowledge_store.ingest") as span:
-            span.set_attributes({"nucleus.documents": len(docs), "nucleus.bytes": content_bytes(docs)})
+            span.set_attributes(offered_attributes(docs))
             with tracer.start_as_current_span("knowledge_store.ingest.chunk") as stage:  # telemetry hook
                 batch, keyword_batch = await asyncio.to_thread(self._prepare_all, docs, rejected, commit_valid)
                 prepared, rejected = batch.documents, batch.rejected
-                span.set_attributes({"nucleus.rejected": len(rejected),
-                                     "nucleus.rejected_fields": rejected_fields(rejected)})
+                span.set_attributes(rejected_attributes(rejected))
                 if not prepared:
                     return batch.nothing_written()
                 texts = batch.texts

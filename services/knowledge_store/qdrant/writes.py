@@ -37,8 +37,8 @@ from opentelemetry import trace
 from qdrant_client import models as qm
 
 from services.knowledge_store import validation
-from services.knowledge_store.preparation import (PreparedDocument, content_bytes, embed_texts, open_batch,
-                                                   prepare_batch, rejected_fields)
+from services.knowledge_store.preparation import (PreparedDocument, embed_texts, offered_attributes, open_batch,
+                                                   prepare_batch, rejected_attributes)
 from services.knowledge_store.qdrant import bm25, layout
 from services.knowledge_store.qdrant import filters as qf
 from services.knowledge_store.qdrant.base import UPSERT_BATCH, sparse_of
@@ -57,11 +57,10 @@ class Writes(TermStatistics):
                      commit_valid: bool = False) -> IngestReport:
         docs, rejected = open_batch(self._settings, tenant_id, persona_id, documents, commit_valid)
         with tracer.start_as_current_span("knowledge_store.ingest") as span:      # as the embedded backend's
-            span.set_attributes({"nucleus.documents": len(docs), "nucleus.bytes": content_bytes(docs)})
+            span.set_attributes(offered_attributes(docs))
             batch = await asyncio.to_thread(prepare_batch, self._settings, docs, rejected, commit_valid)
             prepared, rejected = batch.documents, batch.rejected
-            span.set_attributes({"nucleus.rejected": len(rejected),
-                                 "nucleus.rejected_fields": rejected_fields(rejected)})
+            span.set_attributes(rejected_attributes(rejected))
             if not prepared:
                 return batch.nothing_written()
             texts = batch.texts
