@@ -29,9 +29,10 @@ from cli.identity import identity_dir
 from cli.stack import console, stack_state, tls_ca
 from shared.auth.scrape import scrape_token_file
 from shared.errors import InvalidArgument
+from shared.telemetry.rpc import SERVER_ERROR_CODES
 
 SERVICES = ("rag_pipeline", "knowledge_store", "llm_orchestration")
-SERVER_ERRORS = {"UNKNOWN", "DEADLINE_EXCEEDED", "UNIMPLEMENTED", "INTERNAL", "UNAVAILABLE", "DATA_LOSS"}
+SERVER_ERRORS = frozenset(code.name for code in SERVER_ERROR_CODES)    # the codes a server span errs on
 
 
 @dataclass

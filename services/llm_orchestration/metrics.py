@@ -14,13 +14,15 @@ upstream errors and retries come from spans: shared/telemetry/prometheus.py.)
 from __future__ import annotations
 
 from collections.abc import Iterable
-from typing import Any
+from typing import Any, get_args
 
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
 from prometheus_client.metrics_core import Metric
 
+from services.llm_orchestration.breaker import BreakerState
+
 SERVICE = "llm_orchestration"
-STATES = ("closed", "half_open", "open")
+STATES = get_args(BreakerState)          # closed, open, half_open
 
 
 def core_series(core: Any) -> Iterable[Metric]:

@@ -30,7 +30,6 @@ import threading
 from collections.abc import Callable, Iterable
 from typing import Any
 
-import grpc
 from opentelemetry.trace import SpanKind, StatusCode
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, disable_created_metrics
 from prometheus_client.exposition import choose_encoder
@@ -39,7 +38,7 @@ from prometheus_client.platform_collector import PlatformCollector
 from prometheus_client.process_collector import ProcessCollector
 from prometheus_client.gc_collector import GCCollector
 
-from shared.telemetry.rpc import DURATION_BUCKETS_S
+from shared.telemetry.rpc import DURATION_BUCKETS_S, status_code
 
 disable_created_metrics()       # no `_created` series: they double the series count for nothing here
 
@@ -50,7 +49,6 @@ PEERS = {
     "nucleus.v1.RagPipeline": "rag_pipeline",
     "nucleus.v1.RAGPipeline": "rag_pipeline",
 }
-_CODE_NAMES = {code.value[0]: code.name for code in grpc.StatusCode}
 #: Stage spans: the cores' own span names start with one of these.
 STAGE_PREFIXES = ("rag.", "knowledge_store.", "llm.", "embeddings", "chat ", "openai.", "rerank_api.")
 #: Calls to a paid upstream (an OpenAI-compatible API, a rerank API): `llm.attempts` per call.
@@ -237,7 +235,7 @@ class ServiceMetrics:
         if attributes.get("rpc.system") == "grpc":
             transport = IN_PROCESS if attributes.get("nucleus.transport") == IN_PROCESS else "grpc"
             method = f"{attributes.get('rpc.service', '')}/{attributes.get('rpc.method', '')}"
-            code = _CODE_NAMES.get(attributes.get("rpc.grpc.status_code", 0), "UNKNOWN")
+            code = status_code(attributes.get("rpc.grpc.status_code", 0)).name
         elif "mcp.method.name" in attributes:
             transport = "mcp"
             mcp_method = str(attributes["mcp.method.name"])
@@ -257,7 +255,7 @@ class ServiceMetrics:
             service = str(attributes.get("rpc.service", ""))
             peer = PEERS.get(service, OTHER)
             method = str(attributes.get("rpc.method", "")) if peer != OTHER else OTHER
-            code = _CODE_NAMES.get(attributes.get("rpc.grpc.status_code", 0), "UNKNOWN")
+            code = status_code(attributes.get("rpc.grpc.status_code", 0)).name
             self._child(self.client_requests, peer, method, code).inc()
             self._child(self.client_duration, peer, method).observe(seconds)
         elif "nucleus.source.id" in attributes:

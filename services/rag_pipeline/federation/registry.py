@@ -29,7 +29,6 @@ runs no downloaded package; so is one with only an `sse` remote or a URL templat
 from __future__ import annotations
 
 import json
-import os
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -51,6 +50,7 @@ from services.rag_pipeline.federation.sources import (
     write_json_atomically,
     write_sources,
 )
+from services.rag_pipeline.federation.source_config import read_credential
 from shared.audit import AuditEvent, AuditLog
 from shared.identity import Principal
 from shared.redaction import register_secret
@@ -87,21 +87,10 @@ class Registry:
 
     def credential(self) -> str | None:
         """The token, read now (None: none needed, or not available)."""
-        if self.credential_env:
-            value = os.environ.get(self.credential_env, "").strip()
-        elif self.credential_file:
-            path = Path(self.credential_file).expanduser()
-            if not path.is_absolute() and self.base_dir:
-                path = Path(self.base_dir) / path
-            try:
-                value = path.read_text(encoding="utf-8").strip()
-            except OSError:
-                return None
-        else:
-            return None
+        value = read_credential(self.credential_env, self.credential_file, self.base_dir)
         if value:
             register_secret(value)
-        return value or None
+        return value
 
     @property
     def needs_credential(self) -> bool:

@@ -81,6 +81,23 @@ class SourcesFileError(ValueError):
         super().__init__(f"{where}: {message}")
 
 
+def read_credential(env: str | None, file: str | None, base_dir: str = "") -> str | None:
+    """A token read now from environment variable `env`, else from `file` (relative to
+    `base_dir`); None when neither is set, or the value is missing or empty. Sources and
+    registries read their credentials this one way."""
+    if env:
+        return os.environ.get(env, "").strip() or None
+    if file:
+        path = Path(file).expanduser()
+        if not path.is_absolute() and base_dir:
+            path = Path(base_dir) / path
+        try:
+            return path.read_text(encoding="utf-8").strip() or None
+        except OSError:
+            return None
+    return None
+
+
 @dataclass(frozen=True)
 class Source:
     """One remote MCP server. Holds where the credential comes from, never the credential."""
@@ -121,19 +138,7 @@ class Source:
             except OSError:
                 return None
             return value or None
-        if self.credential_env:
-            value = os.environ.get(self.credential_env, "").strip()
-            return value or None
-        if self.credential_file:
-            path = Path(self.credential_file).expanduser()
-            if not path.is_absolute() and self.base_dir:
-                path = Path(self.base_dir) / path
-            try:
-                value = path.read_text(encoding="utf-8").strip()
-            except OSError:
-                return None
-            return value or None
-        return None
+        return read_credential(self.credential_env, self.credential_file, self.base_dir)
 
     @property
     def needs_credential(self) -> bool:
