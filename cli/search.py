@@ -90,6 +90,8 @@ async def _search(args: argparse.Namespace) -> int:
     if response.results:
         top = response.results[0]
         console.print(f"[bold]top snippet[/bold] ({top.persona_knowledge_entry_id}): {top.snippet}")
+    if response.search_id:
+        console.print(f"search id {response.search_id} (name it when voting on these results: record_feedback)")
     if response.degraded:
         console.print(f"[yellow]degraded:[/yellow] {'; '.join(response.degraded_reasons)}")
     timings = ", ".join(f"{t.stage} {t.ms:.1f}ms" for t in response.timings)

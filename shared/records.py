@@ -340,3 +340,35 @@ class FeedbackAck:
     feedback_helpful: int
     feedback_unhelpful: int
     reputation_prior: float = 0.0      # the artifact's prior, so callers can smooth
+
+
+@dataclass(frozen=True, slots=True)
+class SearchLogItem:
+    """One result of a logged search: its entry id, its artifact id and its 1-based rank."""
+    entry_id: str
+    artifact_id: str
+    rank: int
+
+
+@dataclass(frozen=True, slots=True)
+class SearchLogRecord:
+    """What one search returned, and to whom (the search log, docs/RANKING.md): no query text,
+    only its SHA-256, so a vote naming `search_id` can be checked and, later, learned from."""
+    tenant_id: str
+    search_id: str
+    user_id: str                       # the verified user the search ran for ("" = none)
+    created_unix: int
+    query_sha256: str
+    items: tuple[SearchLogItem, ...]
+
+    def holds(self, target_id: str) -> bool:
+        """Whether `target_id` (an entry id or an artifact id) was among the results."""
+        return any(target_id in (i.entry_id, i.artifact_id) for i in self.items)
+
+
+@dataclass(frozen=True, slots=True)
+class SourceVotes:
+    """A federated source's votes in one tenant: users whose current vote is helpful / unhelpful."""
+    source_id: str
+    helpful: int
+    unhelpful: int

@@ -227,20 +227,22 @@ class RankingProfile(_message.Message):
     def __init__(self, tenant_id: _Optional[str] = ..., persona_id: _Optional[str] = ..., name: _Optional[str] = ..., version: _Optional[int] = ..., relevancy_weight: _Optional[float] = ..., recency_weight: _Optional[float] = ..., richness_weight: _Optional[float] = ..., reputation_weight: _Optional[float] = ..., fusion_method: _Optional[_Union[FusionMethod, str]] = ..., dense_weight: _Optional[float] = ..., recency_mode: _Optional[_Union[RecencyMode, str]] = ..., recency_half_life_days: _Optional[float] = ..., reputation_prior_strength: _Optional[float] = ..., updated_unix: _Optional[int] = ..., is_default: _Optional[bool] = ...) -> None: ...
 
 class Feedback(_message.Message):
-    __slots__ = ("tenant_id", "target", "target_id", "helpful", "user_id", "comment")
+    __slots__ = ("tenant_id", "target", "target_id", "helpful", "user_id", "comment", "search_id")
     TENANT_ID_FIELD_NUMBER: _ClassVar[int]
     TARGET_FIELD_NUMBER: _ClassVar[int]
     TARGET_ID_FIELD_NUMBER: _ClassVar[int]
     HELPFUL_FIELD_NUMBER: _ClassVar[int]
     USER_ID_FIELD_NUMBER: _ClassVar[int]
     COMMENT_FIELD_NUMBER: _ClassVar[int]
+    SEARCH_ID_FIELD_NUMBER: _ClassVar[int]
     tenant_id: str
     target: FeedbackTarget
     target_id: str
     helpful: bool
     user_id: str
     comment: str
-    def __init__(self, tenant_id: _Optional[str] = ..., target: _Optional[_Union[FeedbackTarget, str]] = ..., target_id: _Optional[str] = ..., helpful: _Optional[bool] = ..., user_id: _Optional[str] = ..., comment: _Optional[str] = ...) -> None: ...
+    search_id: str
+    def __init__(self, tenant_id: _Optional[str] = ..., target: _Optional[_Union[FeedbackTarget, str]] = ..., target_id: _Optional[str] = ..., helpful: _Optional[bool] = ..., user_id: _Optional[str] = ..., comment: _Optional[str] = ..., search_id: _Optional[str] = ...) -> None: ...
 
 class FeedbackAck(_message.Message):
     __slots__ = ("artifact_id", "feedback_helpful", "feedback_unhelpful", "reputation", "reputation_prior")

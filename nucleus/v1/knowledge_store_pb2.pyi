@@ -534,3 +534,71 @@ class TopicsResponse(_message.Message):
     progress: float
     result_json: str
     def __init__(self, status: _Optional[str] = ..., progress: _Optional[float] = ..., result_json: _Optional[str] = ...) -> None: ...
+
+class SearchLogItem(_message.Message):
+    __slots__ = ("entry_id", "artifact_id", "rank")
+    ENTRY_ID_FIELD_NUMBER: _ClassVar[int]
+    ARTIFACT_ID_FIELD_NUMBER: _ClassVar[int]
+    RANK_FIELD_NUMBER: _ClassVar[int]
+    entry_id: str
+    artifact_id: str
+    rank: int
+    def __init__(self, entry_id: _Optional[str] = ..., artifact_id: _Optional[str] = ..., rank: _Optional[int] = ...) -> None: ...
+
+class SearchLogRecord(_message.Message):
+    __slots__ = ("tenant_id", "search_id", "user_id", "created_unix", "query_sha256", "items")
+    TENANT_ID_FIELD_NUMBER: _ClassVar[int]
+    SEARCH_ID_FIELD_NUMBER: _ClassVar[int]
+    USER_ID_FIELD_NUMBER: _ClassVar[int]
+    CREATED_UNIX_FIELD_NUMBER: _ClassVar[int]
+    QUERY_SHA256_FIELD_NUMBER: _ClassVar[int]
+    ITEMS_FIELD_NUMBER: _ClassVar[int]
+    tenant_id: str
+    search_id: str
+    user_id: str
+    created_unix: int
+    query_sha256: str
+    items: _containers.RepeatedCompositeFieldContainer[SearchLogItem]
+    def __init__(self, tenant_id: _Optional[str] = ..., search_id: _Optional[str] = ..., user_id: _Optional[str] = ..., created_unix: _Optional[int] = ..., query_sha256: _Optional[str] = ..., items: _Optional[_Iterable[_Union[SearchLogItem, _Mapping]]] = ...) -> None: ...
+
+class RecordSearchResponse(_message.Message):
+    __slots__ = ()
+    def __init__(self) -> None: ...
+
+class SourceFeedback(_message.Message):
+    __slots__ = ("tenant_id", "source_id", "target_id", "helpful", "user_id", "search_id")
+    TENANT_ID_FIELD_NUMBER: _ClassVar[int]
+    SOURCE_ID_FIELD_NUMBER: _ClassVar[int]
+    TARGET_ID_FIELD_NUMBER: _ClassVar[int]
+    HELPFUL_FIELD_NUMBER: _ClassVar[int]
+    USER_ID_FIELD_NUMBER: _ClassVar[int]
+    SEARCH_ID_FIELD_NUMBER: _ClassVar[int]
+    tenant_id: str
+    source_id: str
+    target_id: str
+    helpful: bool
+    user_id: str
+    search_id: str
+    def __init__(self, tenant_id: _Optional[str] = ..., source_id: _Optional[str] = ..., target_id: _Optional[str] = ..., helpful: _Optional[bool] = ..., user_id: _Optional[str] = ..., search_id: _Optional[str] = ...) -> None: ...
+
+class SourceVotes(_message.Message):
+    __slots__ = ("source_id", "helpful", "unhelpful")
+    SOURCE_ID_FIELD_NUMBER: _ClassVar[int]
+    HELPFUL_FIELD_NUMBER: _ClassVar[int]
+    UNHELPFUL_FIELD_NUMBER: _ClassVar[int]
+    source_id: str
+    helpful: int
+    unhelpful: int
+    def __init__(self, source_id: _Optional[str] = ..., helpful: _Optional[int] = ..., unhelpful: _Optional[int] = ...) -> None: ...
+
+class GetSourceVotesRequest(_message.Message):
+    __slots__ = ("tenant_id",)
+    TENANT_ID_FIELD_NUMBER: _ClassVar[int]
+    tenant_id: str
+    def __init__(self, tenant_id: _Optional[str] = ...) -> None: ...
+
+class GetSourceVotesResponse(_message.Message):
+    __slots__ = ("sources",)
+    SOURCES_FIELD_NUMBER: _ClassVar[int]
+    sources: _containers.RepeatedCompositeFieldContainer[SourceVotes]
+    def __init__(self, sources: _Optional[_Iterable[_Union[SourceVotes, _Mapping]]] = ...) -> None: ...

@@ -90,6 +90,21 @@ class KnowledgeStoreStub:
                 request_serializer=nucleus_dot_v1_dot_common__pb2.Feedback.SerializeToString,
                 response_deserializer=nucleus_dot_v1_dot_common__pb2.FeedbackAck.FromString,
                 _registered_method=True)
+        self.RecordSearch = channel.unary_unary(
+                '/nucleus.v1.KnowledgeStore/RecordSearch',
+                request_serializer=nucleus_dot_v1_dot_knowledge__store__pb2.SearchLogRecord.SerializeToString,
+                response_deserializer=nucleus_dot_v1_dot_knowledge__store__pb2.RecordSearchResponse.FromString,
+                _registered_method=True)
+        self.RecordSourceFeedback = channel.unary_unary(
+                '/nucleus.v1.KnowledgeStore/RecordSourceFeedback',
+                request_serializer=nucleus_dot_v1_dot_knowledge__store__pb2.SourceFeedback.SerializeToString,
+                response_deserializer=nucleus_dot_v1_dot_knowledge__store__pb2.SourceVotes.FromString,
+                _registered_method=True)
+        self.GetSourceVotes = channel.unary_unary(
+                '/nucleus.v1.KnowledgeStore/GetSourceVotes',
+                request_serializer=nucleus_dot_v1_dot_knowledge__store__pb2.GetSourceVotesRequest.SerializeToString,
+                response_deserializer=nucleus_dot_v1_dot_knowledge__store__pb2.GetSourceVotesResponse.FromString,
+                _registered_method=True)
         self.GetStoreStatus = channel.unary_unary(
                 '/nucleus.v1.KnowledgeStore/GetStoreStatus',
                 request_serializer=nucleus_dot_v1_dot_knowledge__store__pb2.StoreStatusRequest.SerializeToString,
@@ -204,6 +219,27 @@ class KnowledgeStoreServicer:
         raise NotImplementedError('Method not implemented!')
 
     def RecordFeedback(self, request, context):
+        """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def RecordSearch(self, request, context):
+        """The search log (bounded: the last searches of each tenant, for a limited time): what a
+        search returned, to whom, so a vote naming its search_id can be checked (docs/RANKING.md).
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def RecordSourceFeedback(self, request, context):
+        """Votes on a federated source's results: one current vote per user per source and tenant.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def GetSourceVotes(self, request, context):
         """Missing associated documentation comment in .proto file."""
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
@@ -336,6 +372,21 @@ def add_KnowledgeStoreServicer_to_server(servicer, server):
                     servicer.RecordFeedback,
                     request_deserializer=nucleus_dot_v1_dot_common__pb2.Feedback.FromString,
                     response_serializer=nucleus_dot_v1_dot_common__pb2.FeedbackAck.SerializeToString,
+            ),
+            'RecordSearch': grpc.unary_unary_rpc_method_handler(
+                    servicer.RecordSearch,
+                    request_deserializer=nucleus_dot_v1_dot_knowledge__store__pb2.SearchLogRecord.FromString,
+                    response_serializer=nucleus_dot_v1_dot_knowledge__store__pb2.RecordSearchResponse.SerializeToString,
+            ),
+            'RecordSourceFeedback': grpc.unary_unary_rpc_method_handler(
+                    servicer.RecordSourceFeedback,
+                    request_deserializer=nucleus_dot_v1_dot_knowledge__store__pb2.SourceFeedback.FromString,
+                    response_serializer=nucleus_dot_v1_dot_knowledge__store__pb2.SourceVotes.SerializeToString,
+            ),
+            'GetSourceVotes': grpc.unary_unary_rpc_method_handler(
+                    servicer.GetSourceVotes,
+                    request_deserializer=nucleus_dot_v1_dot_knowledge__store__pb2.GetSourceVotesRequest.FromString,
+                    response_serializer=nucleus_dot_v1_dot_knowledge__store__pb2.GetSourceVotesResponse.SerializeToString,
             ),
             'GetStoreStatus': grpc.unary_unary_rpc_method_handler(
                     servicer.GetStoreStatus,
@@ -680,6 +731,87 @@ class KnowledgeStore:
             '/nucleus.v1.KnowledgeStore/RecordFeedback',
             nucleus_dot_v1_dot_common__pb2.Feedback.SerializeToString,
             nucleus_dot_v1_dot_common__pb2.FeedbackAck.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def RecordSearch(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/nucleus.v1.KnowledgeStore/RecordSearch',
+            nucleus_dot_v1_dot_knowledge__store__pb2.SearchLogRecord.SerializeToString,
+            nucleus_dot_v1_dot_knowledge__store__pb2.RecordSearchResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def RecordSourceFeedback(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/nucleus.v1.KnowledgeStore/RecordSourceFeedback',
+            nucleus_dot_v1_dot_knowledge__store__pb2.SourceFeedback.SerializeToString,
+            nucleus_dot_v1_dot_knowledge__store__pb2.SourceVotes.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def GetSourceVotes(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/nucleus.v1.KnowledgeStore/GetSourceVotes',
+            nucleus_dot_v1_dot_knowledge__store__pb2.GetSourceVotesRequest.SerializeToString,
+            nucleus_dot_v1_dot_knowledge__store__pb2.GetSourceVotesResponse.FromString,
             options,
             channel_credentials,
             insecure,

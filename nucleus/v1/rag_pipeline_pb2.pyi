@@ -35,7 +35,7 @@ class SearchAndRankRequest(_message.Message):
     def __init__(self, tenant_id: _Optional[str] = ..., persona_id: _Optional[str] = ..., user_query_text: _Optional[str] = ..., user_query_vector: _Optional[_Iterable[float]] = ..., top_k_initial_retrieve: _Optional[int] = ..., top_k_final_rank: _Optional[int] = ..., ranking_prefs: _Optional[_Union[_common_pb2.RankingPreferences, _Mapping]] = ..., filters: _Optional[_Union[_common_pb2.KnowledgeSearchFilters, _Mapping]] = ..., expand_query_with_llm: _Optional[bool] = ..., extra_query_phrases: _Optional[_Iterable[str]] = ..., sources: _Optional[_Iterable[str]] = ...) -> None: ...
 
 class ScoreExplanation(_message.Message):
-    __slots__ = ("weights", "contributions", "dense_cosine", "bm25", "dense_rank", "bm25_rank", "dense_norm", "bm25_norm", "rerank_score", "fusion_method", "recency_applied", "age_days", "dense_source", "bm25_source", "dense_weight", "query_profile", "source_id", "remote_score")
+    __slots__ = ("weights", "contributions", "dense_cosine", "bm25", "dense_rank", "bm25_rank", "dense_norm", "bm25_norm", "rerank_score", "fusion_method", "recency_applied", "age_days", "dense_source", "bm25_source", "dense_weight", "query_profile", "source_id", "remote_score", "reputation_basis")
     WEIGHTS_FIELD_NUMBER: _ClassVar[int]
     CONTRIBUTIONS_FIELD_NUMBER: _ClassVar[int]
     DENSE_COSINE_FIELD_NUMBER: _ClassVar[int]
@@ -54,6 +54,7 @@ class ScoreExplanation(_message.Message):
     QUERY_PROFILE_FIELD_NUMBER: _ClassVar[int]
     SOURCE_ID_FIELD_NUMBER: _ClassVar[int]
     REMOTE_SCORE_FIELD_NUMBER: _ClassVar[int]
+    REPUTATION_BASIS_FIELD_NUMBER: _ClassVar[int]
     weights: _common_pb2.FourRScores
     contributions: _common_pb2.FourRScores
     dense_cosine: float
@@ -72,7 +73,8 @@ class ScoreExplanation(_message.Message):
     query_profile: str
     source_id: str
     remote_score: float
-    def __init__(self, weights: _Optional[_Union[_common_pb2.FourRScores, _Mapping]] = ..., contributions: _Optional[_Union[_common_pb2.FourRScores, _Mapping]] = ..., dense_cosine: _Optional[float] = ..., bm25: _Optional[float] = ..., dense_rank: _Optional[int] = ..., bm25_rank: _Optional[int] = ..., dense_norm: _Optional[float] = ..., bm25_norm: _Optional[float] = ..., rerank_score: _Optional[float] = ..., fusion_method: _Optional[str] = ..., recency_applied: _Optional[bool] = ..., age_days: _Optional[float] = ..., dense_source: _Optional[str] = ..., bm25_source: _Optional[str] = ..., dense_weight: _Optional[float] = ..., query_profile: _Optional[str] = ..., source_id: _Optional[str] = ..., remote_score: _Optional[float] = ...) -> None: ...
+    reputation_basis: str
+    def __init__(self, weights: _Optional[_Union[_common_pb2.FourRScores, _Mapping]] = ..., contributions: _Optional[_Union[_common_pb2.FourRScores, _Mapping]] = ..., dense_cosine: _Optional[float] = ..., bm25: _Optional[float] = ..., dense_rank: _Optional[int] = ..., bm25_rank: _Optional[int] = ..., dense_norm: _Optional[float] = ..., bm25_norm: _Optional[float] = ..., rerank_score: _Optional[float] = ..., fusion_method: _Optional[str] = ..., recency_applied: _Optional[bool] = ..., age_days: _Optional[float] = ..., dense_source: _Optional[str] = ..., bm25_source: _Optional[str] = ..., dense_weight: _Optional[float] = ..., query_profile: _Optional[str] = ..., source_id: _Optional[str] = ..., remote_score: _Optional[float] = ..., reputation_basis: _Optional[str] = ...) -> None: ...
 
 class RankedKnowledgeResult(_message.Message):
     __slots__ = ("persona_knowledge_entry_id", "associated_artifact", "snippet", "overall_rank_score", "individual_scores", "explanation", "headline", "text", "timestamp_unix", "relevance_probability", "source_id")
@@ -109,7 +111,7 @@ class StageTiming(_message.Message):
     def __init__(self, stage: _Optional[str] = ..., ms: _Optional[float] = ...) -> None: ...
 
 class SearchAndRankResponse(_message.Message):
-    __slots__ = ("results", "debug_information", "error_message", "degraded", "degraded_reasons", "profile_name", "profile_version", "query_phrases", "candidates_considered", "timings", "temporal_intent", "sources")
+    __slots__ = ("results", "debug_information", "error_message", "degraded", "degraded_reasons", "profile_name", "profile_version", "query_phrases", "candidates_considered", "timings", "temporal_intent", "sources", "search_id")
     RESULTS_FIELD_NUMBER: _ClassVar[int]
     DEBUG_INFORMATION_FIELD_NUMBER: _ClassVar[int]
     ERROR_MESSAGE_FIELD_NUMBER: _ClassVar[int]
@@ -122,6 +124,7 @@ class SearchAndRankResponse(_message.Message):
     TIMINGS_FIELD_NUMBER: _ClassVar[int]
     TEMPORAL_INTENT_FIELD_NUMBER: _ClassVar[int]
     SOURCES_FIELD_NUMBER: _ClassVar[int]
+    SEARCH_ID_FIELD_NUMBER: _ClassVar[int]
     results: _containers.RepeatedCompositeFieldContainer[RankedKnowledgeResult]
     debug_information: str
     error_message: str
@@ -134,7 +137,8 @@ class SearchAndRankResponse(_message.Message):
     timings: _containers.RepeatedCompositeFieldContainer[StageTiming]
     temporal_intent: bool
     sources: _containers.RepeatedCompositeFieldContainer[SourceReport]
-    def __init__(self, results: _Optional[_Iterable[_Union[RankedKnowledgeResult, _Mapping]]] = ..., debug_information: _Optional[str] = ..., error_message: _Optional[str] = ..., degraded: _Optional[bool] = ..., degraded_reasons: _Optional[_Iterable[str]] = ..., profile_name: _Optional[str] = ..., profile_version: _Optional[int] = ..., query_phrases: _Optional[_Iterable[str]] = ..., candidates_considered: _Optional[int] = ..., timings: _Optional[_Iterable[_Union[StageTiming, _Mapping]]] = ..., temporal_intent: _Optional[bool] = ..., sources: _Optional[_Iterable[_Union[SourceReport, _Mapping]]] = ...) -> None: ...
+    search_id: str
+    def __init__(self, results: _Optional[_Iterable[_Union[RankedKnowledgeResult, _Mapping]]] = ..., debug_information: _Optional[str] = ..., error_message: _Optional[str] = ..., degraded: _Optional[bool] = ..., degraded_reasons: _Optional[_Iterable[str]] = ..., profile_name: _Optional[str] = ..., profile_version: _Optional[int] = ..., query_phrases: _Optional[_Iterable[str]] = ..., candidates_considered: _Optional[int] = ..., timings: _Optional[_Iterable[_Union[StageTiming, _Mapping]]] = ..., temporal_intent: _Optional[bool] = ..., sources: _Optional[_Iterable[_Union[SourceReport, _Mapping]]] = ..., search_id: _Optional[str] = ...) -> None: ...
 
 class SourceReport(_message.Message):
     __slots__ = ("source_id", "status", "latency_ms", "result_count", "error_message", "error_code", "filtered", "note")

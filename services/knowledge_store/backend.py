@@ -35,6 +35,8 @@ from shared.records import (
     Keywords,
     ScoreCompletion,
     SearchFilters,
+    SearchLogRecord,
+    SourceVotes,
     TenantStats,
 )
 from shared.settings import KnowledgeStoreSettings
@@ -102,7 +104,15 @@ class StoreBackend(Protocol):
     async def list_profiles(self, tenant_id: str, persona_id: str = "") -> list[RankingProfile]: ...
 
     async def record_feedback(self, tenant_id: str, target: Literal["entry", "artifact"], target_id: str,
-                              helpful: bool, user_id: str, *, comment: str = "") -> FeedbackAck: ...
+                              helpful: bool, user_id: str, *, comment: str = "",
+                              search_id: str = "") -> FeedbackAck: ...
+
+    async def record_search(self, record: SearchLogRecord) -> None: ...
+
+    async def record_source_feedback(self, tenant_id: str, source_id: str, target_id: str, helpful: bool,
+                                     user_id: str, *, search_id: str = "") -> SourceVotes: ...
+
+    async def source_votes(self, tenant_id: str) -> list[SourceVotes]: ...
 
     async def topics(self, tenant_id: str, filters: SearchFilters, kind: str, **params) -> dict: ...
 

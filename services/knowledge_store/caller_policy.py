@@ -103,5 +103,12 @@ def feedback_user(p: Principal | None, requested_user: str) -> str:
     return requested_user
 
 
-__all__ = ["feedback_user", "metadata_read", "profile_write", "read_scope", "read_tenant", "store_status", "tenant",
+def search_log_user(p: Principal | None, requested_user: str) -> str:
+    """Whose search is logged: the asserted user's; a service or an operator names the user."""
+    if p is not None and _is_user(p):
+        return p.user_id
+    return requested_user
+
+
+__all__ = ["feedback_user", "search_log_user", "metadata_read", "profile_write", "read_scope", "read_tenant", "store_status", "tenant",
            "visible", "write"]

@@ -203,11 +203,28 @@ class KnowledgeStoreClient:
         return [convert.profile_from_pb(p) for p in response.profiles]
 
     async def record_feedback(self, tenant_id: str, target: str, target_id: str, helpful: bool,
-                              user_id: str) -> m.FeedbackAck:
+                              user_id: str, *, search_id: str = "") -> m.FeedbackAck:
         response = await call(self._stub.RecordFeedback, pb.Feedback(
             tenant_id=tenant_id, target=_TARGET_PB.get(target, pb.FEEDBACK_TARGET_UNSPECIFIED),
-            target_id=target_id, helpful=helpful, user_id=user_id), timeout=self.timeout_s, service=SERVICE)
+            target_id=target_id, helpful=helpful, user_id=user_id, search_id=search_id),
+            timeout=self.timeout_s, service=SERVICE)
         return convert.feedback_ack_from_pb(response)
+
+    async def record_search(self, record: m.SearchLogRecord) -> None:
+        await call(self._stub.RecordSearch, convert.search_log_to_pb(record), timeout=self.timeout_s,
+                   service=SERVICE)
+
+    async def record_source_feedback(self, tenant_id: str, source_id: str, target_id: str, helpful: bool,
+                                     user_id: str, *, search_id: str = "") -> m.SourceVotes:
+        response = await call(self._stub.RecordSourceFeedback, ks_pb.SourceFeedback(
+            tenant_id=tenant_id, source_id=source_id, target_id=target_id, helpful=helpful, user_id=user_id,
+            search_id=search_id), timeout=self.timeout_s, service=SERVICE)
+        return convert.source_votes_from_pb(response)
+
+    async def source_votes(self, tenant_id: str) -> list[m.SourceVotes]:
+        response = await call(self._stub.GetSourceVotes, ks_pb.GetSourceVotesRequest(tenant_id=tenant_id),
+                              timeout=self.timeout_s, service=SERVICE)
+        return [convert.source_votes_from_pb(v) for v in response.sources]
 
     async def store_status(self) -> StoreStatus:
         """The store's condition: "ok" or "degraded", each tenant's storage problem (operators)."""

@@ -346,3 +346,23 @@ def snapshot_to_pb(s: Any) -> ks_pb.TenantSnapshot:
 def snapshot_from_pb(s: ks_pb.TenantSnapshot) -> dict[str, Any]:
     """A snapshot as the plain dict a backup manifest records."""
     return {name: getattr(s, name) for name in _SNAPSHOT_FIELDS}
+
+
+def search_log_to_pb(r: m.SearchLogRecord) -> ks_pb.SearchLogRecord:
+    return ks_pb.SearchLogRecord(tenant_id=r.tenant_id, search_id=r.search_id, user_id=r.user_id,
+                                 created_unix=r.created_unix, query_sha256=r.query_sha256,
+                                 items=[ks_pb.SearchLogItem(entry_id=i.entry_id, artifact_id=i.artifact_id, rank=i.rank)
+                                        for i in r.items])
+
+
+def search_log_from_pb(r: ks_pb.SearchLogRecord) -> m.SearchLogRecord:
+    return m.SearchLogRecord(r.tenant_id, r.search_id, r.user_id, r.created_unix, r.query_sha256,
+                             tuple(m.SearchLogItem(i.entry_id, i.artifact_id, i.rank) for i in r.items))
+
+
+def source_votes_to_pb(v: m.SourceVotes) -> ks_pb.SourceVotes:
+    return ks_pb.SourceVotes(source_id=v.source_id, helpful=v.helpful, unhelpful=v.unhelpful)
+
+
+def source_votes_from_pb(v: ks_pb.SourceVotes) -> m.SourceVotes:
+    return m.SourceVotes(v.source_id, v.helpful, v.unhelpful)

@@ -140,8 +140,30 @@ class KnowledgeStoreServicer(ks_grpc.KnowledgeStoreServicer):
         caller = verified_caller()
         tenant = policy.read_tenant(caller, request.tenant_id)
         ack = await self._store.record_feedback(tenant, target, request.target_id, request.helpful,
-                                                policy.feedback_user(caller, request.user_id))
+                                                policy.feedback_user(caller, request.user_id),
+                                                search_id=request.search_id)
         return convert.feedback_ack_to_pb(ack)
+
+    @translate_errors
+    async def RecordSearch(self, request, context):
+        caller = verified_caller()
+        record = convert.search_log_from_pb(request)
+        await self._store.record_search(replace(record, tenant_id=policy.read_tenant(caller, request.tenant_id),
+                                                user_id=policy.search_log_user(caller, request.user_id)))
+        return ks_pb.RecordSearchResponse()
+
+    @translate_errors
+    async def RecordSourceFeedback(self, request, context):
+        caller = verified_caller()
+        votes = await self._store.record_source_feedback(
+            policy.read_tenant(caller, request.tenant_id), request.source_id, request.target_id, request.helpful,
+            policy.feedback_user(caller, request.user_id), search_id=request.search_id)
+        return convert.source_votes_to_pb(votes)
+
+    @translate_errors
+    async def GetSourceVotes(self, request, context):
+        votes = await self._store.source_votes(policy.read_tenant(verified_caller(), request.tenant_id))
+        return ks_pb.GetSourceVotesResponse(sources=[convert.source_votes_to_pb(v) for v in votes])
 
     @translate_errors
     async def GetStoreStatus(self, request, context):

@@ -165,13 +165,29 @@ class InProcessKnowledgeStoreClient:
             return await self._store.list_personas(policy.metadata_read(p, tenant_id))
 
     async def record_feedback(self, tenant_id: str, target: str, target_id: str, helpful: bool,
-                              user_id: str) -> m.FeedbackAck:
+                              user_id: str, *, search_id: str = "") -> m.FeedbackAck:
         async with self._call("RecordFeedback", None) as p:
             if target not in ("entry", "artifact"):      # as grpc_api.RecordFeedback
                 raise InvalidArgument("target", "must be FEEDBACK_TARGET_ENTRY or FEEDBACK_TARGET_ARTIFACT")
             tenant = policy.read_tenant(p, tenant_id)
             return await self._store.record_feedback(tenant, target, target_id, helpful,
-                                                     policy.feedback_user(p, user_id))
+                                                     policy.feedback_user(p, user_id), search_id=search_id)
+
+    async def record_search(self, record: m.SearchLogRecord) -> None:
+        async with self._call("RecordSearch", None) as p:
+            await self._store.record_search(replace(record, tenant_id=policy.read_tenant(p, record.tenant_id),
+                                                    user_id=policy.search_log_user(p, record.user_id)))
+
+    async def record_source_feedback(self, tenant_id: str, source_id: str, target_id: str, helpful: bool,
+                                     user_id: str, *, search_id: str = "") -> m.SourceVotes:
+        async with self._call("RecordSourceFeedback", None) as p:
+            return await self._store.record_source_feedback(policy.read_tenant(p, tenant_id), source_id, target_id,
+                                                            helpful, policy.feedback_user(p, user_id),
+                                                            search_id=search_id)
+
+    async def source_votes(self, tenant_id: str) -> list[m.SourceVotes]:
+        async with self._call("GetSourceVotes", None) as p:
+            return await self._store.source_votes(policy.read_tenant(p, tenant_id))
 
 
 def _rows(vectors: np.ndarray) -> list[np.ndarray]:

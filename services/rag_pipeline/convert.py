@@ -70,4 +70,5 @@ def response_to_pb(r: SearchResponse) -> rag_pb.SearchAndRankResponse:
         sources=[rag_pb.SourceReport(source_id=x.source_id, status=x.status, latency_ms=x.latency_ms,
                                      result_count=x.result_count, error_message=x.error, error_code=x.code,
                                      filtered=x.filtered, note=x.note) for x in r.sources],
+        search_id=r.search_id,
     )

@@ -28,8 +28,6 @@ import numpy as np
 from opentelemetry import trace
 
 from ranking import Candidates, RankingConfig, rank
-from ranking.config import DEFAULT_REPUTATION
-from ranking.factors import reputation as reputation_factor
 from ranking.profile import BUILTIN_PROFILE, MAX_RERANK_TOP_N, RankingProfile
 from ranking.query_features import query_features
 from ranking.temporal import detect_temporal_intent
@@ -41,6 +39,7 @@ from services.rag_pipeline.federation.filters import for_remotes
 from services.rag_pipeline.federation.identity import INCOMING_PATH
 from services.rag_pipeline.federation.rescore import Rescorer
 from services.rag_pipeline.federation.unify import FederatedSearch, without_local_repeats
+from services.rag_pipeline.feedback import SearchLog, SourceVoteCache, record_feedback
 from services.rag_pipeline.fetch import load_hits, load_results
 from services.rag_pipeline.merge import Merged, merge, ranking_candidates
 from services.rag_pipeline.models import (
@@ -108,12 +107,14 @@ class RagPipeline:
         self.remote_hits = MAX_REMOTE_HITS     # asked of each remote source (at most top_k_initial)
         self.access = access or AccessPolicy(knowledge, EMPTY_CONFIG)   # who may see what (access.py)
         self._clock = clock      # wall time (unix seconds): recency and temporal intent are measured from it
-        self._ks = knowledge
+        self._ks = self.knowledge = knowledge
         self._llm = llm
+        self.search_log, self.source_votes = SearchLog(knowledge, clock), SourceVoteCache(knowledge)   # feedback.py
         self._searching = 0      # searches in flight (the combined legs call is for concurrent ones)
         self._profiles: dict[tuple[str, str, str], tuple[float, RankingProfile | None]] = {}
 
     async def close(self) -> None:
+        await self.search_log.close()
         await asyncio.gather(self._ks.close(), self._llm.close())
 
     # ------------------------------------------------------------------ validation
@@ -130,6 +131,12 @@ class RagPipeline:
 
     async def search(self, request: SearchRequest, principal: Principal | None, *,
                      scope: Scope | None = None) -> SearchResponse:
+        """SearchAndRank for a verified caller (`_search_for`), its answer given a search id (feedback.py)."""
+        response = await self._search_for(request, principal, scope)
+        return self.search_log.record(response, request, principal, self.tenant_for(request.tenant_id, principal))
+
+    async def _search_for(self, request: SearchRequest, principal: Principal | None,
+                          scope: Scope | None) -> SearchResponse:
         """SearchAndRank for a verified caller: the one access decision for every transport.
 
         The caller's tenant; its groups (enforced inside the store's searches); the auth
@@ -236,31 +243,12 @@ class RagPipeline:
             return await self._ks.store_status()
 
     async def record_feedback(self, tenant_id: str, target: str, target_id: str, helpful: bool,
-                              user_id: str, *, principal: Principal | None = None) -> tuple[FeedbackAck, float]:
-        """Persist one vote (the user's earlier vote on the document is replaced); returns the
-        ack and the artifact's smoothed reputation after it. For a verified `principal`: its
-        tenant and user, on a document it can see — a hidden one is NotFound exactly as a
-        missing one (permissions.py). None = authentication is off: recorded as sent."""
-        if target not in ("entry", "artifact"):
-            raise InvalidArgument("target", "must be 'entry' or 'artifact'")
-        if not target_id:
-            raise InvalidArgument("target_id", "is required")
-        with acting_for(principal):              # the store checks the same user again
-            if principal is not None:
-                tenant_id = self.tenant_for(tenant_id, principal)
-                user_id = user_id if permissions.trusted(principal) else principal.user_id
-                await permissions.check_feedback_target(self._ks, self.access, principal, tenant_id, target,
-                                                        target_id)
-            try:
-                ack = await self._ks.record_feedback(tenant_id, target, target_id, helpful, user_id)
-            except NotFound:
-                raise permissions.no_such_target(target, target_id, tenant_id) from None
-        profile = await self.resolve_profile(tenant_id, "", "")
-        rep = reputation_factor(np.array([ack.reputation_prior], np.float32),
-                                np.array([ack.feedback_helpful], np.int32),
-                                np.array([ack.feedback_unhelpful], np.int32), DEFAULT_REPUTATION,
-                                profile.reputation_prior_strength)
-        return ack, float(rep[0])
+                              user_id: str, *, principal: Principal | None = None,
+                              search_id: str = "") -> tuple[FeedbackAck, float]:
+        """One vote and the smoothed reputation after it (feedback.py: who counts, the caps, the
+        search id's check, votes on federated results)."""
+        return await record_feedback(self, tenant_id, target, target_id, helpful, user_id, principal=principal,
+                                     search_id=search_id)
 
     # ------------------------------------------------------------------ search
     def plan(self, selection: Sequence[str], principal: Principal | None, tenant_id: str | None = None
@@ -359,7 +347,7 @@ class RagPipeline:
                                               min(self.remote_hits, request.top_k_initial),
                                               caller, request.remote_resources, INCOMING_PATH.get(),
                                               for_remotes(request.filters)),
-                                  max(0.05, budget)).start()
+                                  max(0.05, budget), votes=self.source_votes.of(request.tenant_id)).start()
             started.append(fed)
         combined: _BothLegs | None = None
         keyword_task: asyncio.Task[tuple[CandidateColumns, list[str]]] | None = None

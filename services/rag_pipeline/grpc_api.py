@@ -97,7 +97,7 @@ class RagPipelineServicer(rag_grpc.RagPipelineServicer):
     async def RecordFeedback(self, request, context):
         ack, reputation = await self._pipeline.record_feedback(
             request.tenant_id, _TARGETS.get(request.target, ""), request.target_id, request.helpful,
-            request.user_id, principal=verified_caller())
+            request.user_id, principal=verified_caller(), search_id=request.search_id)
         return ks_convert.feedback_ack_to_pb(ack, reputation)
 
     @translate_errors

@@ -127,6 +127,7 @@ class SearchAndRankOut(BaseModel):
     query_phrases: list[str]
     temporal_intent: bool
     sources: list[SourceReportOut] = Field(default_factory=list)   # federation: one per source asked
+    search_id: str = ""               # name it in record_feedback to vote on a result of this answer
 
 
 class WeightsIn(BaseModel):
@@ -185,7 +186,7 @@ def search_response_out(r: SearchResponse) -> SearchAndRankOut:
     return SearchAndRankOut(
         results=results, debug_information=r.debug, degraded=r.degraded, degraded_reasons=list(r.degraded_reasons),
         profile_name=r.profile_name, profile_version=r.profile_version, query_phrases=list(r.query_phrases),
-        temporal_intent=r.temporal_intent, sources=source_reports_out(r))
+        temporal_intent=r.temporal_intent, sources=source_reports_out(r), search_id=r.search_id)
 
 
 def source_reports_out(r: SearchResponse) -> list[SourceReportOut]:
@@ -287,14 +288,16 @@ def register_core_tools(mcp: MCPServer, pipeline: RagPipeline, principal: Callab
         return await guarded(run)
 
     @mcp.tool(name="record_feedback", description=(
-        "Record that a result (entry) or a whole artifact was helpful or not; folded into Reputation."))
+        "Record that a result (entry) or a whole artifact was helpful or not; folded into Reputation. One vote "
+        "per user per document (a second replaces the first); a federated result's vote counts on its source. "
+        "Pass the search_id of the answer the result came from: the vote is then checked against it."))
     async def record_feedback(target_id: str, helpful: bool,
-                              target: Literal["entry", "artifact"] = "entry",
+                              target: Literal["entry", "artifact"] = "entry", search_id: str = "",
                               ctx: Context | None = None) -> FeedbackOut:
         async def run() -> FeedbackOut:
             who = principal(ctx)
             ack, reputation = await pipeline.record_feedback(who.tenant_id, target, target_id, helpful, who.user_id,
-                                                             principal=who)
+                                                             principal=who, search_id=search_id)
             return FeedbackOut(artifact_id=ack.artifact_id, feedback_helpful=ack.feedback_helpful,
                                feedback_unhelpful=ack.feedback_unhelpful, reputation=reputation)
         return await guarded(run)

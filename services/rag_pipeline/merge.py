@@ -37,6 +37,7 @@ class Merged:
     row_id: int = -1            # the store's row id of the representative entry (-1 = unknown)
     origin: str = ""            # "" = the local store; else the remote source (federation/unify.py)
     remote_score: float = math.nan   # a remote hit's own score, on its own scale (explanations only)
+    prior_note: str = ""        # a remote hit's prior when not the source's alone (federation/unify.py `prior`)
 
     def source(self, leg: str) -> str:
         """How this candidate got the `leg` ("dense" | "bm25") signal: retrieved, completed,

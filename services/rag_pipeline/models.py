@@ -62,6 +62,7 @@ class Explanation:
     query_profile: str = ""            # the query features behind it (ranking/query_features.py)
     source_id: str = "local"           # "local" or the remote source the result comes from
     remote_score: float = 0.0          # a remote result's own score, on its own scale (not ranked on)
+    reputation_basis: str = ""         # where Reputation came from: the artifact's or the source's prior and votes
 
 
 FourR = tuple[float, float, float, float]
@@ -103,6 +104,7 @@ class SearchResponse:
     temporal_intent: bool = False
     debug: str = ""
     sources: tuple[SourceReport, ...] = ()      # federation: one per source asked; () = none configured
+    search_id: str = ""                         # names this answer in a vote (feedback.py); "" = none
 
     @property
     def nothing_visible(self) -> bool:

@@ -25,6 +25,8 @@ from services.llm_orchestration.results import Expansion, RerankResult, Synthesi
 from shared.records import (
     CandidateColumns,
     FeedbackAck,
+    SearchLogRecord,
+    SourceVotes,
     Hit,
     KeywordScores,
     Keywords,
@@ -114,7 +116,16 @@ class KnowledgeSource(Protocol):
     async def list_profiles(self, tenant_id: str, persona_id: str = "") -> list[RankingProfile]: ...
 
     async def record_feedback(self, tenant_id: str, target: str, target_id: str, helpful: bool,
-                              user_id: str) -> FeedbackAck: ...
+                              user_id: str, *, search_id: str = "") -> FeedbackAck: ...
+
+    async def record_search(self, record: SearchLogRecord) -> None:
+        """Log what a search returned, to whom (the search log; NotFound: the tenant has no store)."""
+        ...
+
+    async def record_source_feedback(self, tenant_id: str, source_id: str, target_id: str, helpful: bool,
+                                     user_id: str, *, search_id: str = "") -> SourceVotes: ...
+
+    async def source_votes(self, tenant_id: str) -> list[SourceVotes]: ...
 
 
 class LanguageModel(Protocol):

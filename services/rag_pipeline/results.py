@@ -51,12 +51,24 @@ def build_results(merged: list[Merged], ranked: Any, candidates: Candidates, con
                 dense_weight=ranked.dense_weight, query_profile=query_profile,
                 source_id=source_id,
                 remote_score=0.0 if math.isnan(m.remote_score) else m.remote_score,
+                reputation_basis=reputation_basis(m, config.prior_strength),
             )
         out.append(RankedResult(entry=m.hit.entry, artifact=m.hit.artifact,
                                 snippet=make_snippet(m.hit.entry.text, query),
                                 overall=overall[pos], scores=tuple(factors[pos]), explanation=explanation,
                                 probability=probability[pos], source_id=source_id))
     return tuple(out)
+
+
+def reputation_basis(m: Merged, prior_strength: float) -> str:
+    """Where a result's Reputation came from: whose prior and votes, smoothed with the profile's
+    prior strength (ranking/factors.py `reputation`). A federated hit's votes are its source's."""
+    _, _, prior, helpful, unhelpful = m.signals
+    if not m.origin:
+        return (f"artifact: prior {prior:.2f}, {helpful} helpful / {unhelpful} unhelpful users, "
+                f"prior strength {prior_strength:g}")
+    return (f"source {m.origin}: prior {prior:.2f}{m.prior_note}, {helpful} helpful / {unhelpful} unhelpful "
+            f"users' votes on the source, prior strength {prior_strength:g}")
 
 
 def recency_applies(mode: str, has_intent: bool) -> bool:

@@ -28,7 +28,7 @@ from services.llm_orchestration import expansion, rerank as rerank_mod, synthesi
 from services.llm_orchestration.results import Expansion, RerankResult, Synthesis
 from shared.errors import DeadlineExceeded, InvalidArgument, NotFound, NucleusError
 from shared.records import (CandidateColumns, FeedbackAck, Hit, KeywordScores, ScoreCompletion, SearchFilters,
-                            TenantStats)
+                            SearchLogRecord, SourceVotes, TenantStats)
 from tests.unit.knowledge_store.helpers import HashEmbedder, settings_for
 
 T = TypeVar("T")
@@ -181,9 +181,24 @@ class InProcessKnowledge(_Port):
         return await self._within(self.store.list_profiles(tenant_id, persona_id), None)
 
     async def record_feedback(self, tenant_id: str, target: str, target_id: str, helpful: bool,
-                              user_id: str) -> FeedbackAck:
+                              user_id: str, *, search_id: str = "") -> FeedbackAck:
         self._enter("record_feedback")
-        return await self._within(self.store.record_feedback(tenant_id, target, target_id, helpful, user_id), None)
+        return await self._within(self.store.record_feedback(tenant_id, target, target_id, helpful, user_id,
+                                                             search_id=search_id), None)
+
+    async def record_search(self, record: SearchLogRecord) -> None:
+        self._enter("record_search")
+        await self._within(self.store.record_search(record), None)
+
+    async def record_source_feedback(self, tenant_id: str, source_id: str, target_id: str, helpful: bool,
+                                     user_id: str, *, search_id: str = "") -> SourceVotes:
+        self._enter("record_source_feedback")
+        return await self._within(self.store.record_source_feedback(tenant_id, source_id, target_id, helpful,
+                                                                    user_id, search_id=search_id), None)
+
+    async def source_votes(self, tenant_id: str) -> list[SourceVotes]:
+        self._enter("source_votes")
+        return await self._within(self.store.source_votes(tenant_id), None)
 
 
 class InProcessLanguageModel(_Port):

@@ -17,6 +17,7 @@ FAISS + BM25) in a data directory; one of the two backends behind backend.StoreB
       │             listing, get by id; the row ids a filter allows are cached per tenant until
       │             the next write (allowed_cache.py); small reads run on the event loop (search.py)
       ├── profiles and feedback (ranking_inputs.py; the profile rules are ../profiles.py)
+      ├── the search log and source votes (feedback_log.py; the rules are ../search_log.py)
       ├── personas (personas.py; the record is ../personas.py)
       ├── topics (topics.py, topic_model.py, topic_answers.py)
       ├── stats, integrity check, index configuration (maintenance.py)
@@ -47,7 +48,7 @@ from pathlib import Path
 import numpy as np
 
 from ranking.profile import RankingProfile
-from services.knowledge_store.embedded import backup, catalog, maintenance, personas, ranking_inputs
+from services.knowledge_store.embedded import backup, catalog, feedback_log, maintenance, personas, ranking_inputs
 from services.knowledge_store.embedded.consistency import Consistency
 from services.knowledge_store.embedded.ingest import Ingester
 from services.knowledge_store.embedded.scrub import PassReport, Scrub
@@ -70,6 +71,8 @@ from shared.records import (
     Keywords,
     ScoreCompletion,
     SearchFilters,
+    SearchLogRecord,
+    SourceVotes,
     TenantStats,
 )
 from shared.errors import FailedPrecondition, NotFound
@@ -302,11 +305,26 @@ class KnowledgeStore:
     # -- feedback ----------------------------------------------------------------------------
 
     async def record_feedback(self, tenant_id: str, target: Literal["entry", "artifact"], target_id: str,
-                              helpful: bool, user_id: str, *, comment: str = "") -> FeedbackAck:
+                              helpful: bool, user_id: str, *, comment: str = "",
+                              search_id: str = "") -> FeedbackAck:
         """Persist a helpful/unhelpful vote on an entry or artifact; counted on the artifact.
-        A named user has one vote per artifact (the latest counts); anonymous votes all count."""
+        A user has one vote per artifact (the latest counts). `search_id`: checked against the
+        search log (../search_log.py)."""
         return await ranking_inputs.record_feedback(self._tenants, tenant_id, target, target_id, helpful, user_id,
-                                                    comment=comment)
+                                                    comment=comment, search_id=search_id)
+
+    async def record_search(self, record: SearchLogRecord) -> None:
+        """Log what a search returned, to whom (bounded; ../search_log.py)."""
+        await feedback_log.record_search(self._tenants, record)
+
+    async def record_source_feedback(self, tenant_id: str, source_id: str, target_id: str, helpful: bool,
+                                     user_id: str, *, search_id: str = "") -> SourceVotes:
+        """A user's one current vote on a federated source (a second replaces the first)."""
+        return await feedback_log.record_source_feedback(self._tenants, tenant_id, source_id, target_id, helpful,
+                                                         user_id, search_id)
+
+    async def source_votes(self, tenant_id: str) -> list[SourceVotes]:
+        return await feedback_log.source_votes(self._tenants, tenant_id)
 
     # -- lifecycle ---------------------------------------------------------------------------
 

@@ -14,7 +14,7 @@ import time
 from typing import Literal
 
 from ranking.profile import RankingProfile
-from services.knowledge_store import validation
+from services.knowledge_store import search_log, validation
 from services.knowledge_store.embedded import storage
 from services.knowledge_store.embedded.tenants import Tenants
 from services.knowledge_store.embedded.writes import NO_CHANGE, IndexChange, write
@@ -74,12 +74,18 @@ async def list_profiles(tenants: Tenants, tenant_id: str, persona_id: str) -> li
 # -- feedback --------------------------------------------------------------------------------
 
 async def record_feedback(tenants: Tenants, tenant_id: str, target: Literal["entry", "artifact"], target_id: str,
-                          helpful: bool, user_id: str, *, comment: str) -> FeedbackAck:
+                          helpful: bool, user_id: str, *, comment: str, search_id: str = "") -> FeedbackAck:
     validation.tenant_id(tenant_id)
     validation.feedback(target, target_id, user_id, comment)
+    if search_id:
+        search_log.search_id(search_id)
     now = int(time.time())
 
     def work(conn) -> tuple[FeedbackAck, IndexChange]:
+        if search_id:           # checked first: a refused vote writes nothing
+            found = storage.feedback_log.get_search(conn, tenant_id, search_id)
+            search_log.check_vote(found, search_id, user_id, target_id, now)
+            storage.feedback_log.note_search_vote(conn, search_id, target_id, user_id, helpful, now)
         if target == "entry":
             artifact_id = storage.ranking_inputs.artifact_of_entry(conn, target_id)
         else:

@@ -66,14 +66,16 @@ Work = Callable[[object], tuple[T, IndexChange]]
 
 
 async def write(tenants: Tenants, tenant_id: str, work: Work[T], *, create: bool, action: str = "write",
-                rebuild: bool = False) -> T:
+                rebuild: bool = False, quiet: bool = False) -> T:
     """Run `work` as the tenant's next write and mirror its change (module docstring); with
-    `rebuild`, both indexes are rebuilt from SQLite after the commit instead."""
+    `rebuild`, both indexes are rebuilt from SQLite after the commit instead. `quiet`: rows no
+    search reads (the search log, source votes): committed without the exclusive lock, no
+    cache cleared, nothing mirrored."""
     while True:
         tenant = await tenants.get(tenant_id, create=create)
         async with tenant.writer_queue():
             try:
-                return await asyncio.to_thread(_write_sync, tenants, tenant, work, action, rebuild)
+                return await asyncio.to_thread(_write_sync, tenants, tenant, work, action, rebuild, quiet)
             except Evicted:
                 continue
 
@@ -82,13 +84,17 @@ class Evicted(Exception):
     """The tenant was evicted while this write queued: run it on the reopened one."""
 
 
-def _write_sync(tenants: Tenants, tenant: Tenant, work: Work[T], action: str, rebuild: bool) -> T:
+def _write_sync(tenants: Tenants, tenant: Tenant, work: Work[T], action: str, rebuild: bool,
+                quiet: bool = False) -> T:
     with tenant.write_lock:
         tenants.check_open()
         if tenant.evicted:
             raise Evicted
         with tenant.db.write(action) as conn:
             result, change = work(conn)
+            if quiet:
+                conn.execute("COMMIT")
+                return result
             if rebuild:
                 storage.index_log.mark_rebuild(conn)
             with tenant.rw.write():

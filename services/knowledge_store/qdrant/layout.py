@@ -16,6 +16,8 @@ is sent can be inspected: local mode ignores payload indexes and shard keys).
     <prefix>_votes       payload only: each user's current vote per artifact
     <prefix>_feedback    payload only: every vote ever cast, with its comment
     <prefix>_personas    payload only: persona agents' settings, one point per persona
+    <prefix>_searches    payload only: the search log (../search_log.py), one point per search
+    <prefix>_source_votes payload only: each user's current vote per federated source
 
 Every collection has a `tenant_id` keyword payload index marked `is_tenant` (Qdrant co-locates
 a tenant's points and plans filtered searches per tenant). On a cluster the chunks collection
@@ -80,6 +82,14 @@ def vote_point(tenant_id: str, artifact_id: str, user_id: str) -> str:
     return point_id("vote", tenant_id, artifact_id, user_id)
 
 
+def search_point(tenant_id: str, search_id: str) -> str:
+    return point_id("search", tenant_id, search_id)
+
+
+def source_vote_point(tenant_id: str, source_id: str, user_id: str) -> str:
+    return point_id("source_vote", tenant_id, source_id, user_id)
+
+
 def row_id(point: str) -> int:
     """The 63-bit row id of a chunk point (what `CandidateColumns.row_ids` and score
     completion name rows by): the top bits of its uuid, so every replica derives the same."""
@@ -125,8 +135,17 @@ class Collections:
     def personas(self) -> str:
         return f"{self.prefix}_personas"
 
+    @property
+    def searches(self) -> str:
+        return f"{self.prefix}_searches"
+
+    @property
+    def source_votes(self) -> str:
+        return f"{self.prefix}_source_votes"
+
     def payload_only(self) -> tuple[str, ...]:
-        return (self.artifacts, self.term_stats, self.profiles, self.votes, self.feedback, self.personas)
+        return (self.artifacts, self.term_stats, self.profiles, self.votes, self.feedback, self.personas,
+                self.searches, self.source_votes)
 
 
 @dataclass(frozen=True)
@@ -192,7 +211,9 @@ def collection_plan(names: Collections, dimension: int, *, cluster: bool, shards
     for collection, name, schema in (
             (names.artifacts, "pending", qm.PayloadSchemaType.BOOL),
             (names.term_stats, "kind", qm.PayloadSchemaType.KEYWORD),
-            (names.votes, "artifact_id", qm.PayloadSchemaType.KEYWORD)):
+            (names.votes, "artifact_id", qm.PayloadSchemaType.KEYWORD),
+            (names.searches, "created_unix", qm.PayloadSchemaType.INTEGER),
+            (names.source_votes, "source_id", qm.PayloadSchemaType.KEYWORD)):
         plan.append(Call("create_payload_index", {"collection_name": collection, "field_name": name,
                                                   "field_schema": schema}))
     return plan

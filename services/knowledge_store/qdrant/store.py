@@ -10,6 +10,7 @@ them can be killed. The class is composed by concern:
     statistics.py  the tenant's term statistics (df, N, total length): deltas, recount
     writes.py      ingest and delete: the commit point, the flip, recovery of killed writes
     search.py      vector, keyword (sparse BM25 + quoted phrases), listing, by id
+    feedback_log.py  the search log, votes on federated sources
     this module    stats, profiles, personas, feedback, status; what the backend does not serve
 
 Eventually consistent (beyond the term statistics, statistics.py): profile versions are
@@ -32,6 +33,7 @@ from services.knowledge_store.personas import Persona
 from services.knowledge_store.qdrant import filters as qf
 from services.knowledge_store.qdrant import layout
 from services.knowledge_store.qdrant.base import BACKEND
+from services.knowledge_store.qdrant.feedback_log import FeedbackLog
 from services.knowledge_store.qdrant.search import Searches
 from services.knowledge_store.qdrant.writes import Writes
 from shared.bounds import INT32_MAX, check_int
@@ -40,7 +42,7 @@ from shared.records import FeedbackAck, SearchFilters, SourceStats, TenantStats
 from shared.settings import KnowledgeStoreSettings
 
 
-class QdrantKnowledgeStore(Searches, Writes):
+class QdrantKnowledgeStore(Searches, Writes, FeedbackLog):
     """The KnowledgeStore on Qdrant (module docstring); every method is tenant-scoped."""
 
     backend = BACKEND
@@ -179,10 +181,13 @@ class QdrantKnowledgeStore(Searches, Writes):
     # -- feedback ----------------------------------------------------------------------------
 
     async def record_feedback(self, tenant_id: str, target: Literal["entry", "artifact"], target_id: str,
-                              helpful: bool, user_id: str, *, comment: str = "") -> FeedbackAck:
+                              helpful: bool, user_id: str, *, comment: str = "",
+                              search_id: str = "") -> FeedbackAck:
         validation.tenant_id(tenant_id)
         validation.feedback(target, target_id, user_id, comment)
         await self._ensure()
+        if search_id:           # checked first: a refused vote writes nothing
+            await self._check_search_vote(tenant_id, search_id, user_id, target_id)
         await self._require_tenant(tenant_id)
         artifact_id = target_id if target == "artifact" else target_id.rsplit("#", 1)[0]
         record = (await self._records(tenant_id, [artifact_id])).get(artifact_id)
@@ -199,7 +204,7 @@ class QdrantKnowledgeStore(Searches, Writes):
             id=layout.vote_point(tenant_id, artifact_id, user_id), vector={}, payload=vote)])
         await self._call("upsert", collection_name=self._names.feedback, wait=True, points=[qm.PointStruct(
             id=layout.point_id("feedback", tenant_id, artifact_id, user_id, time.time_ns()), vector={},
-            payload={**vote, "comment": comment, "created_unix": now})])
+            payload={**vote, "comment": comment, "created_unix": now, "search_id": search_id})])
         counts = []
         for value in (True, False):
             votes = qm.Filter(must=[qf.tenant(tenant_id),

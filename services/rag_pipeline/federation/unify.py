@@ -9,7 +9,9 @@ its text already loaded and the same raw signals a local entry has, on the local
 (rescore.py): dense cosine, BM25 with the local tenant's statistics; and the other 4R inputs
 from what the remote returned — recency from its date (0 = unknown, neutral), richness from
 its text (as the store computes it), reputation from the source's prior (sources file; with the
-remote's own reputation of the document when it reports one, `prior`). The
+remote's own reputation of the document when it reports one, `prior`) smoothed by the votes
+the tenant's users gave the source (`votes`: one per user per source, services/rag_pipeline/
+feedback.py) as a local artifact's prior is smoothed by its votes. The
 local candidates are not touched, so the fusion (TMM: each leg divided by its best score
 over all candidates) and the 4R blend see one set of comparable numbers. The remote's own
 score is kept for the explanation only.
@@ -20,7 +22,7 @@ import asyncio
 import math
 import time
 from dataclasses import dataclass, field
-from typing import Sequence
+from typing import Awaitable, Sequence
 
 import numpy as np
 
@@ -30,7 +32,7 @@ from services.rag_pipeline.federation.hits import ERROR, LOCAL, OK, RemoteHit, S
 from services.rag_pipeline.federation.rescore import Rescored, Rescorer
 from services.rag_pipeline.merge import Merged
 from services.rag_pipeline.models import RankedResult
-from shared.records import ArtifactSummary, Entry, Hit, QueryPhrases
+from shared.records import ArtifactSummary, Entry, Hit, QueryPhrases, SourceVotes
 
 HEADLINE_WORDS = 12
 
@@ -54,17 +56,22 @@ class FederatedSearch:
     reports: list[SourceReport] = field(default_factory=list)
     timings: FederatedTimings = field(default_factory=FederatedTimings)
     dropped_duplicates: int = 0
+    votes: Awaitable[dict[str, SourceVotes]] | None = None    # the tenant's votes per source
     _task: asyncio.Task | None = None
+    _votes: asyncio.Future | None = None
     _t0: float = 0.0
 
     def start(self) -> FederatedSearch:
         self._t0 = time.perf_counter()
         self._task = asyncio.create_task(self.federation.gather(self.plan, self.query, self.budget_s))
+        if self.votes is not None:
+            self._votes = asyncio.ensure_future(self.votes)
         return self
 
     def cancel(self) -> None:
-        if self._task is not None and not self._task.done():
-            self._task.cancel()
+        for task in (self._task, self._votes):
+            if task is not None and not task.done():
+                task.cancel()
 
     async def candidates(self, tenant_id: str, phrases: QueryPhrases, query_vectors: np.ndarray | None,
                          tenant_for_hits: str, *, timeout_s: float) -> tuple[list[Merged], list[str]]:
@@ -84,8 +91,9 @@ class FederatedSearch:
         reputation = {s.id: s.reputation for s in self.plan.remotes}
         kept, self.dropped_duplicates = dedupe_remote(hits, rescored.vectors, reputation,
                                                       [s.id for s in self.plan.remotes])
+        votes = await self._votes if self._votes is not None else {}
         return [remote_candidate(hits[i], rescored, i, prior(hits[i], reputation.get(hits[i].source_id, 0.5)),
-                                 tenant_for_hits) for i in kept], reasons
+                                 tenant_for_hits, votes.get(hits[i].source_id)) for i in kept], reasons
 
     @staticmethod
     def local_report(ok: bool, latency_ms: float, count: int, error: str = "") -> SourceReport:
@@ -101,8 +109,11 @@ def prior(h: RemoteHit, source_reputation: float) -> float:
     return min(1.0, max(0.01, h.reputation + (source_reputation - 0.5)))
 
 
-def remote_candidate(h: RemoteHit, rescored: Rescored, i: int, reputation: float, tenant_id: str) -> Merged:
-    """One remote hit as a ranking candidate, its hit loaded (module docstring)."""
+def remote_candidate(h: RemoteHit, rescored: Rescored, i: int, reputation: float, tenant_id: str,
+                     votes: SourceVotes | None = None) -> Merged:
+    """One remote hit as a ranking candidate, its hit loaded, its source's votes as its own
+    (module docstring)."""
+    helpful, unhelpful = (votes.helpful, votes.unhelpful) if votes is not None else (0, 0)
     richness = float(rescored.richness[i]) if not math.isnan(float(rescored.richness[i])) else 0.0
     headline = h.title.strip() or " ".join(h.text.split()[:HEADLINE_WORDS])
     entry = Entry(id=h.entry_id, tenant_id=tenant_id, persona_id="", artifact_id=h.document_id, chunk_index=0,
@@ -110,9 +121,12 @@ def remote_candidate(h: RemoteHit, rescored: Rescored, i: int, reputation: float
                   richness=richness)
     artifact = ArtifactSummary(artifact_id=h.document_id, title=h.title, source_type="remote", source_id=h.source_id,
                                source_uri=h.url if h.url.startswith(("http://", "https://")) else "",
-                               modified_unix=h.timestamp_unix, reputation_prior=reputation)
+                               modified_unix=h.timestamp_unix, reputation_prior=reputation,
+                               feedback_helpful=helpful, feedback_unhelpful=unhelpful)
     return Merged(entry_id=h.entry_id, artifact_id=h.document_id,
-                  signals=(h.timestamp_unix, richness, reputation, 0, 0),
+                  signals=(h.timestamp_unix, richness, reputation, helpful, unhelpful),
+                  prior_note="" if h.reputation is None else f" (the remote's own {h.reputation:.2f}, moved by the "
+                                                             "source's prior)",
                   dense=float(rescored.dense[i]), bm25=float(rescored.bm25[i]),
                   hit=Hit(entry=entry, artifact=artifact, score=h.score if h.score is not None else 0.0, rank=h.rank),
                   origin=h.source_id, remote_score=h.score if h.score is not None else math.nan)

@@ -58,6 +58,7 @@ class RagSearchOut(BaseModel):
     segments: list[SegmentOut]
     sources: list[SourceStatusOut] | None = None   # federation: one per source asked (absent without)
     degraded: bool | None = None                    # federation: a source failed or timed out
+    search_id: str | None = None                    # name it in record_feedback when voting on a segment
 
 
 class DocumentAccessOut(BaseModel):
@@ -107,6 +108,7 @@ class MetaOut(BaseModel):
     method: str | None = None
     tokens: int | None = None
     latency_ms: float | None = None
+    search_id: str | None = None             # the search behind the results (record_feedback's search_id)
 
 
 class ArtifactOut(BaseModel):

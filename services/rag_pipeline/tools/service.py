@@ -249,9 +249,9 @@ class RagTools:
             self._audit(call, "allow", resources=sorted({r.artifact.source_id for r in kept}),
                         entries=[s.segment_uid for s in segments])
             if not response.sources:
-                return RagSearchOut(segments=segments)
+                return RagSearchOut(segments=segments, search_id=response.search_id or None)
             return RagSearchOut(segments=segments, sources=source_status_out(response.sources),
-                                degraded=response.degraded)
+                                degraded=response.degraded, search_id=response.search_id or None)
         except NucleusError as err:
             self._audit(call, "deny", f"{err.kind}: {err.message}")
             raise jsonrpc_error(err) from None
@@ -392,6 +392,7 @@ class RagTools:
         hits = [hit_out(r, self._result_link(who, r)) for r in kept]
         if response is not None:
             meta.degraded, meta.degraded_reasons = response.degraded, list(response.degraded_reasons)
+            meta.search_id = response.search_id or None
             if response.sources:
                 meta.sources = source_status_out(response.sources)
                 meta.source_errors = source_errors = source_errors + [
@@ -467,8 +468,9 @@ class RagTools:
                                                                 resources=restrict)
                     except NotFound:
                         response, passages = None, []
-                    if response is not None and response.degraded:
-                        meta.degraded, meta.degraded_reasons = True, list(response.degraded_reasons)
+                    if response is not None:
+                        meta.search_id, meta.degraded = response.search_id or None, response.degraded
+                        meta.degraded_reasons = list(response.degraded_reasons)
             if params.model:
                 call.notes.append("synthesis_params.model is not selectable here; the service's model was used")
             if not passages:

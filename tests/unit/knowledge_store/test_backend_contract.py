@@ -9,15 +9,18 @@ tenants.
 """
 from __future__ import annotations
 
+import hashlib
 import os
+import time
 import uuid
+from dataclasses import replace
 
 import pytest
 
 from ranking.profile import RankingProfile
 from services.knowledge_store.backend import StoreBackend, open_store
 from shared.errors import InvalidArgument, NotFound, Unimplemented
-from shared.records import SearchFilters
+from shared.records import SearchFilters, SearchLogItem, SearchLogRecord
 from tests.unit.knowledge_store.helpers import HashEmbedder, doc, settings_for
 
 QDRANT_URL = os.environ.get("NUCLEUS_TEST_QDRANT_URL", "")
@@ -259,6 +262,69 @@ async def test_profiles_and_feedback(store):
         await store.record_feedback(tenant, "entry", "bread#7", True, "u1")
     with pytest.raises(InvalidArgument):
         await store.record_feedback(tenant, "artifact", "bread", True, " ")
+
+
+def _logged(tenant: str, user: str, *items: tuple[str, str]) -> SearchLogRecord:
+    return SearchLogRecord(tenant, "s" + uuid.uuid4().hex, user, int(time.time()), hashlib.sha256(b"q").hexdigest(),
+                           tuple(SearchLogItem(e, a, rank) for rank, (e, a) in enumerate(items, 1)))
+
+
+async def test_a_vote_naming_a_search_counts_only_for_its_tenant_user_and_results(store):
+    tenant, other = "logged", "logged-other"
+    await _fill(store, tenant)
+    await _fill(store, other)
+    search = _logged(tenant, "alice", ("bread#0", "bread"), ("yeast#0", "yeast"))
+    await store.record_search(search)
+    await store.record_search(_logged(other, "alice", ("bread#0", "bread")))
+    sid = search.search_id
+    refused = [(tenant, "entry", "bread#0", "bob", sid),                  # another user
+               (tenant, "artifact", "volcano", "alice", sid),             # not among its results
+               (other, "entry", "bread#0", "alice", sid),                 # another tenant
+               (tenant, "entry", "bread#0", "alice", "s" + uuid.uuid4().hex)]   # never logged
+    for t, target, target_id, user, search_id in refused:
+        with pytest.raises(InvalidArgument) as err:
+            await store.record_feedback(t, target, target_id, True, user, search_id=search_id)
+        assert err.value.field == "search_id", (t, target_id, user)
+    with pytest.raises(InvalidArgument) as err:
+        await store.record_feedback(tenant, "entry", "bread#0", True, "alice", search_id="short")
+    assert err.value.field == "search_id"
+    hits, _ = await store.search_by_filters(tenant, "sourdough", [], 1, SearchFilters())
+    assert (hits[0].artifact.feedback_helpful, hits[0].artifact.feedback_unhelpful) == (0, 0)   # nothing written
+    ack = await store.record_feedback(tenant, "entry", "bread#0", True, "alice", search_id=sid)
+    assert (ack.artifact_id, ack.feedback_helpful, ack.feedback_unhelpful) == ("bread", 1, 0)
+    ack = await store.record_feedback(tenant, "artifact", "bread", False, "alice", search_id=sid)   # replaces
+    assert (ack.feedback_helpful, ack.feedback_unhelpful) == (0, 1)
+    with pytest.raises(NotFound):                       # no store, no log
+        await store.record_search(_logged("logged-none", "alice", ("bread#0", "bread")))
+    with pytest.raises(InvalidArgument) as err:
+        await store.record_search(replace(search, items=(SearchLogItem("bread#0", "bread", 0),)))
+    assert err.value.field == "items[0].rank"
+
+
+async def test_source_votes_are_one_per_user_per_source_and_tenant(store):
+    tenant = "source-votes"
+    await _fill(store, tenant)
+    votes = await store.record_source_feedback(tenant, "legal", "legal:d1", True, "alice")
+    assert (votes.source_id, votes.helpful, votes.unhelpful) == ("legal", 1, 0)
+    votes = await store.record_source_feedback(tenant, "legal", "legal:d2", False, "alice")   # replaces alice's
+    assert (votes.helpful, votes.unhelpful) == (0, 1)
+    votes = await store.record_source_feedback(tenant, "legal", "legal:d1", True, "bob")
+    assert (votes.helpful, votes.unhelpful) == (1, 1)
+    await store.record_source_feedback(tenant, "wiki", "wiki:x", True, "bob")
+    assert [(v.source_id, v.helpful, v.unhelpful) for v in await store.source_votes(tenant)] == [
+        ("legal", 1, 1), ("wiki", 1, 0)]
+    assert await store.source_votes("source-votes-other") == []
+    with pytest.raises(InvalidArgument) as err:
+        await store.record_source_feedback(tenant, "legal", "wiki:x", True, "bob")
+    assert err.value.field == "target_id"
+    search = _logged(tenant, "carol", ("legal:d1", "legal:d1"))
+    await store.record_search(search)
+    with pytest.raises(InvalidArgument) as err:
+        await store.record_source_feedback(tenant, "legal", "legal:d9", True, "carol", search_id=search.search_id)
+    assert err.value.field == "search_id"
+    votes = await store.record_source_feedback(tenant, "legal", "legal:d1", True, "carol",
+                                               search_id=search.search_id)
+    assert (votes.helpful, votes.unhelpful) == (2, 1)
 
 
 async def test_embedded_only_calls_name_the_backend(store):

@@ -15,6 +15,10 @@ Tables (schema version 3, created in `db.py`; an older database is migrated when
     feedback        every vote ever cast, with its comment (a log)
     votes           each user's current vote per artifact, (artifact_id, user_id) the primary
                     key: the artifact counters count these (schema 2)
+    searches        the search log: id → user, time, query SHA-256, results (JSON [[entry id,
+                    artifact id, rank], ...]); bounded (../../search_log.py)
+    search_votes    the votes that named a search: (search, target, user) → helpful
+    source_votes    each user's current vote per federated source, (source_id, user_id) the key
     index_log       seq → rid of every vector or keyword row written (triggers): the
                     stamp of the persisted derived indexes and what they replay (index_log.py)
 
@@ -42,6 +46,7 @@ caller owns the transaction):
                     rebuild the in-memory indexes, hit/candidate reads, counts and stats
     filter_sql      `SearchFilters` as SQL: the row ids a filter allows, metadata listings
     ranking_inputs  ranking profiles (versioned) and feedback votes
+    feedback_log    the search log, the votes that named a search, votes on federated sources
     index_log       the change log: stamps, the rids changed since one, trimming
     rowsums         row checksums (schema 3): computed at write, checked on read and by the
                     scrub; rows from before are "unverified" until backfilled
@@ -52,6 +57,7 @@ from services.knowledge_store.embedded.storage import (  # noqa: F401
     db,
     entries,
     faults,
+    feedback_log,
     filter_sql,
     index_log,
     ranking_inputs,

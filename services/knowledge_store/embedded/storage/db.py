@@ -147,6 +147,33 @@ CREATE TABLE IF NOT EXISTS votes (
     updated_unix INTEGER NOT NULL,
     PRIMARY KEY (artifact_id, user_id)
 ) WITHOUT ROWID;
+
+CREATE TABLE IF NOT EXISTS searches (
+    search_id    TEXT PRIMARY KEY,
+    user_id      TEXT NOT NULL,
+    created_unix INTEGER NOT NULL,
+    query_sha256 TEXT NOT NULL,
+    items        TEXT NOT NULL
+);
+CREATE INDEX IF NOT EXISTS searches_by_time ON searches(created_unix);
+
+CREATE TABLE IF NOT EXISTS search_votes (
+    search_id    TEXT NOT NULL,
+    target_id    TEXT NOT NULL,
+    user_id      TEXT NOT NULL,
+    helpful      INTEGER NOT NULL,
+    created_unix INTEGER NOT NULL,
+    PRIMARY KEY (search_id, target_id, user_id)
+) WITHOUT ROWID;
+
+CREATE TABLE IF NOT EXISTS source_votes (
+    source_id    TEXT NOT NULL,
+    user_id      TEXT NOT NULL,
+    helpful      INTEGER NOT NULL,
+    target_id    TEXT NOT NULL,
+    updated_unix INTEGER NOT NULL,
+    PRIMARY KEY (source_id, user_id)
+) WITHOUT ROWID;
 """
 
 # Schema version -> the step that brings an older database up to it, keeping its data.
