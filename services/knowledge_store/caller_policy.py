@@ -110,5 +110,6 @@ def search_log_user(p: Principal | None, requested_user: str) -> str:
     return requested_user
 
 
-__all__ = ["feedback_user", "search_log_user", "metadata_read", "profile_write", "read_scope", "read_tenant", "store_status", "tenant",
+__all__ = ["feedback_user", "search_log_user", "metadata_read", "profile_write", "read_scope", "read_tenant",
+           "store_status", "tenant",
            "visible", "write"]

@@ -29,21 +29,33 @@ import logging
 import secrets
 import time
 from dataclasses import replace
-from typing import TYPE_CHECKING, Callable
+from typing import Any, Callable, Protocol
 
 import numpy as np
 
 from ranking.config import DEFAULT_REPUTATION
 from ranking.factors import reputation as reputation_factor
+from ranking.profile import RankingProfile
 from services.rag_pipeline import permissions
+from services.rag_pipeline.access import AccessPolicy
 from services.rag_pipeline.models import SearchRequest, SearchResponse
 from services.rag_pipeline.ports import KnowledgeSource
 from shared.errors import InvalidArgument, NotFound, NucleusError, PermissionDenied
 from shared.identity import Principal, acting_for
 from shared.records import FeedbackAck, SearchLogItem, SearchLogRecord, SourceVotes
 
-if TYPE_CHECKING:
-    from services.rag_pipeline.core import RagPipeline
+
+class Pipeline(Protocol):
+    """What a vote needs of the RagPipeline (core.py), which delegates its votes here."""
+    knowledge: KnowledgeSource
+    access: AccessPolicy
+    federation: Any
+    search_log: SearchLog
+    source_votes: SourceVoteCache
+
+    def tenant_for(self, requested: str, principal: Principal | None) -> str: ...
+
+    async def resolve_profile(self, tenant_id: str, persona_id: str, name: str) -> RankingProfile: ...
 
 log = logging.getLogger(__name__)
 
@@ -120,7 +132,7 @@ class SourceVoteCache:
         self._cached.pop(tenant_id, None)
 
 
-async def record_feedback(pipeline: RagPipeline, tenant_id: str, target: str, target_id: str, helpful: bool,
+async def record_feedback(pipeline: Pipeline, tenant_id: str, target: str, target_id: str, helpful: bool,
                           user_id: str, *, principal: Principal | None = None,
                           search_id: str = "") -> tuple[FeedbackAck, float]:
     """Persist one vote (module docstring); returns the ack and the smoothed reputation after it
@@ -163,7 +175,7 @@ async def record_feedback(pipeline: RagPipeline, tenant_id: str, target: str, ta
     return ack, float(rep[0])
 
 
-def _federated_source(pipeline: RagPipeline, target_id: str, principal: Principal | None, tenant_id: str):
+def _federated_source(pipeline: Pipeline, target_id: str, principal: Principal | None, tenant_id: str):
     """The remote source a `<source>:<remote id>` target comes from, when the caller may use it;
     None: a local target (an id naming no source the caller sees is looked up locally)."""
     sid, colon, rest = target_id.partition(":")

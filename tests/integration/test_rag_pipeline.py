@@ -164,9 +164,14 @@ async def test_unhelpful_feedback_on_an_entry_lowers_reputation(corpus, rag):
     entry = next(r for r in response.results if r.associated_artifact.artifact_id == "unrelated")
     ack = await rag.RecordFeedback(pb.Feedback(tenant_id=TENANT, target=pb.FEEDBACK_TARGET_ENTRY,
                                                target_id=entry.persona_knowledge_entry_id, helpful=False,
-                                               user_id="u2"), timeout=10)
+                                               user_id="u2", search_id=response.search_id), timeout=10)
     assert ack.artifact_id == "unrelated" and ack.feedback_unhelpful >= 1
     assert ack.reputation < entry.individual_scores.reputation
+    with pytest.raises(grpc.aio.AioRpcError) as err:            # a search id SearchAndRank never returned
+        await rag.RecordFeedback(pb.Feedback(tenant_id=TENANT, target=pb.FEEDBACK_TARGET_ENTRY,
+                                             target_id=entry.persona_knowledge_entry_id, helpful=False,
+                                             user_id="u2", search_id="x" * 24), timeout=10)
+    assert err.value.code() == grpc.StatusCode.INVALID_ARGUMENT and "search_id" in err.value.details()
 
 
 async def test_rerank_blends_a_score_into_relevancy(corpus, rag):

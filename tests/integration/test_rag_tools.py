@@ -221,3 +221,31 @@ async def test_core_tools_still_work(secure_corpus, transport):
     assert put["name"] == got["name"] == name and name in {p["name"] for p in listed["profiles"]}
     assert vote["feedback_helpful"] >= 1
     assert "user_query_text" in error_text(bad)
+
+
+async def test_a_vote_names_the_search_it_was_given_on_and_is_checked_against_it(secure_corpus):
+    query = {"search_phrases": ["current hotel limits?", "travel expense limits for hotels"]}
+    async with connect(secure_corpus, "http") as alice:
+        found = structured(await alice.call_tool("rag_search", query))
+        raw = structured(await alice.call_tool("rag_get_raw_results", {"username": "alice", "query": "hotel limits",
+                                                                       "sources": ["hr-policies"]}))
+        sid, uid = found["search_id"], found["segments"][0]["segment_uid"]
+        vote = structured(await alice.call_tool("record_feedback", {"target_id": uid, "helpful": True,
+                                                                    "search_id": sid}))
+        hit = raw["results"]["hits"][0]["id"]
+        again = structured(await alice.call_tool("record_feedback", {"target_id": hit, "helpful": True,
+                                                                     "search_id": raw["meta_data"]["search_id"]}))
+        not_shown = await alice.call_tool("record_feedback", {"target_id": "forum-wheel-squeak",
+                                                              "target": "artifact", "helpful": True, "search_id": sid})
+    async with connect(secure_corpus, "http", "eng") as eng:
+        other_user = await eng.call_tool("record_feedback", {"target_id": uid, "helpful": False, "search_id": sid})
+    async with connect(secure_corpus, "http", "gina") as gina:
+        own = structured(await gina.call_tool("rag_search", query))["segments"][0]["segment_uid"]
+        other_tenant = await gina.call_tool("record_feedback", {"target_id": own, "helpful": True, "search_id": sid})
+    assert len(sid) >= 22 and raw["meta_data"]["search_id"] not in ("", None, sid)
+    assert "forum-wheel-squeak" not in {_artifact(s["segment_uid"]) for s in found["segments"]}
+    assert vote["feedback_helpful"] >= 1
+    if _artifact(hit) == _artifact(uid):                                     # one vote per user per document
+        assert again["feedback_helpful"] == vote["feedback_helpful"]
+    for refused in (other_user, not_shown, other_tenant):
+        assert "search_id" in error_text(refused)

@@ -97,4 +97,9 @@ async def record_feedback(tenants: Tenants, tenant_id: str, target: Literal["ent
             user_id=user_id, comment=comment, now=now)
         return FeedbackAck(artifact_id, helpful_n, unhelpful_n, prior), NO_CHANGE
 
-    return await write(tenants, tenant_id, work, create=False)
+    try:
+        return await write(tenants, tenant_id, work, create=False)
+    except NotFound:
+        if search_id and not tenants.database_path(tenant_id).is_file():
+            raise search_log.unknown(search_id) from None     # no store, so no search was logged
+        raise
