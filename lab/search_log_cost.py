@@ -6,9 +6,10 @@
    synchronous=FULL: one fsync per write): p50 / p95 over `--writes` writes, with the log cap
    lowered to `--keep` so pruning runs; the rows left at the end show the bound holds
    (at most keep + PRUNE_EVERY).
-2. SearchAndRank in-process (real store, feature-hashing embeddings, `--docs` documents):
-   p50 of `RagPipeline.search` for a verified user (answers get a search id, the log is written
-   beside the answer) against `search_and_rank` (no search id), the two alternated per query.
+2. SearchAndRank in one process as `nucleus up --mode single` composes it (the real store and
+   LlmOrchestration with its local model, in-process clients; `--docs` documents): p50 of
+   `RagPipeline.search` for a verified user (answers get a search id, the log is written beside
+   the answer) against `search_and_rank` (no search id), the two alternated per query.
 
 The last line printed is one JSON object with the figures.
 """
@@ -24,14 +25,17 @@ import tempfile
 import time
 from pathlib import Path
 
+from services.knowledge_store import main as ks_main
 from services.knowledge_store import search_log
+from services.knowledge_store.inprocess_client import InProcessKnowledgeStoreClient
+from services.llm_orchestration.core import LlmOrchestrator
+from services.llm_orchestration.inprocess_client import InProcessLlmOrchestrationClient
 from services.rag_pipeline.core import RagPipeline
 from services.rag_pipeline.models import SearchRequest
+from shared.auth.inprocess import InProcessCaller
 from shared.identity import Principal
-from shared.records import SearchLogItem, SearchLogRecord
-from shared.settings import RagPipelineSettings
-from tests.support.inprocess import InProcessKnowledge, InProcessLanguageModel
-from tests.unit.knowledge_store.helpers import doc
+from shared.records import ArtifactMeta, DocumentIn, SearchLogItem, SearchLogRecord
+from shared.settings import KnowledgeStoreSettings, LlmOrchestrationSettings, RagPipelineSettings
 
 WORDS = ("battery controller reset firmware hotel travel expense policy turbine gearbox inspection sensor "
          "calibration network outage incident report safety procedure wheel motor charging cycle").split()
@@ -48,21 +52,27 @@ def _pct(values: list[float], q: float) -> float:
 async def main(args: argparse.Namespace) -> dict:
     search_log.MAX_SEARCHES_PER_TENANT = args.keep
     with tempfile.TemporaryDirectory() as tmp:
-        knowledge = InProcessKnowledge.in_directory(Path(tmp))
-        await knowledge.store.ingest("t", "", [doc(f"d{i}", _text(i), title=f"Doc {i}") for i in range(args.docs)])
+        core = LlmOrchestrator(LlmOrchestrationSettings())
+        await core.start()
+        model = InProcessLlmOrchestrationClient(core, InProcessCaller(None, "llm_orchestration", False))
+        _, store = ks_main.compose(KnowledgeStoreSettings(data_dir=Path(tmp)), stdio=False, llm=model)
+        await store.ingest("t", "", [DocumentIn(artifact=ArtifactMeta(artifact_id=f"d{i}", title=f"Doc {i}"),
+                                                content=_text(i), content_type="text/plain")
+                                     for i in range(args.docs)])
         writes = []
         for n in range(args.writes):
             record = SearchLogRecord("t", f"lab{n:020d}", "alice", int(time.time()),
                                      hashlib.sha256(str(n).encode()).hexdigest(),
                                      tuple(SearchLogItem(f"d{k}#0", f"d{k}", k + 1) for k in range(10)))
             t0 = time.perf_counter()
-            await knowledge.store.record_search(record)
+            await store.record_search(record)
             writes.append((time.perf_counter() - t0) * 1000.0)
         db = sqlite3.connect(Path(tmp) / "tenants" / "t" / "store.sqlite")
         rows = db.execute("SELECT count(*) FROM searches").fetchone()[0]
         db.close()
 
-        pipeline = RagPipeline(RagPipelineSettings(), knowledge=knowledge, llm=InProcessLanguageModel())
+        knowledge = InProcessKnowledgeStoreClient(store, InProcessCaller(None, "knowledge_store", False))
+        pipeline = RagPipeline(RagPipelineSettings(), knowledge=knowledge, llm=model)
         alice = Principal(tenant_id="t", user_id="alice", auth_method="api_key")
         logged, plain = [], []
         for q in range(args.queries):
@@ -73,7 +83,7 @@ async def main(args: argparse.Namespace) -> dict:
                 await fn()
                 out.append((time.perf_counter() - t0) * 1000.0)
         await pipeline.search_log.close()
-        await knowledge.close()
+        store.close()
     return {"write_p50_ms": round(statistics.median(writes), 3), "write_p95_ms": round(_pct(writes, 0.95), 3),
             "writes": args.writes, "keep": args.keep, "rows_left": rows, "bound": args.keep + search_log.PRUNE_EVERY,
             "search_logged_p50_ms": round(statistics.median(logged), 3),
