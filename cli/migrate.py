@@ -8,9 +8,10 @@
 Reads the tenant's SQLite file read-only (a running KnowledgeStore may keep serving it), and
 writes artifact by artifact in batches through the qdrant backend's own write path, with the
 stored vectors (nothing is re-embedded) and the stored analysed terms; then the tenant's ranking
-profiles and feedback votes. Resumable: after each batch the last artifact copied is written
-to a checkpoint file next to the tenant's database, and a new run continues after it (a batch
-written twice is harmless: point ids are deterministic). Then the sparse vectors are
+profiles, feedback votes, votes on federated sources and the search log. Resumable: after each
+batch the last artifact copied is written to a checkpoint file next to the tenant's database,
+and a new run continues after it (a batch written twice is harmless: point ids are
+deterministic). Then the sparse vectors are
 re-saturated with the tenant's final average length, and the copy is verified: the same
 artifact and entry counts, and sample searches (stored vectors as dense queries, stored
 headlines as keyword queries) returning the same top 10 on both. Exit 0 when they agree, 1 if not.
@@ -187,6 +188,29 @@ async def _copy_profiles_and_votes(conn: sqlite3.Connection, target: QdrantKnowl
         "target_id": v[4], "updated_unix": v[5]}) for v in votes]
     for start in range(0, len(points), 512):
         await target._call("upsert", collection_name=target._names.votes, points=points[start:start + 512], wait=True)
+    await _copy_feedback_log(conn, target, tenant_id)
+
+
+async def _copy_feedback_log(conn: sqlite3.Connection, target: QdrantKnowledgeStore, tenant_id: str) -> None:
+    """The tenant's votes on federated sources and its search log (search_log.py), as the
+    qdrant backend keeps them (qdrant/feedback_log.py)."""
+    from qdrant_client import models as qm
+    tables = {r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}   # older: none
+    votes = conn.execute("SELECT source_id, user_id, helpful, target_id, updated_unix FROM source_votes"
+                         ).fetchall() if "source_votes" in tables else []
+    searches = conn.execute("SELECT search_id, user_id, created_unix, query_sha256, items FROM searches"
+                            ).fetchall() if "searches" in tables else []
+    for collection, points in (
+            (target._names.source_votes, [qm.PointStruct(
+                id=layout.source_vote_point(tenant_id, v[0], v[1]), vector={}, payload={
+                    "tenant_id": tenant_id, "source_id": v[0], "user_id": v[1], "helpful": bool(v[2]),
+                    "target_id": v[3], "updated_unix": v[4]}) for v in votes]),
+            (target._names.searches, [qm.PointStruct(
+                id=layout.search_point(tenant_id, r[0]), vector={}, payload={
+                    "tenant_id": tenant_id, "search_id": r[0], "user_id": r[1], "created_unix": r[2],
+                    "query_sha256": r[3], "items": json.loads(r[4])}) for r in searches])):
+        for start in range(0, len(points), 512):
+            await target._call("upsert", collection_name=collection, points=points[start:start + 512], wait=True)
 
 
 async def verify(conn: sqlite3.Connection, settings: KnowledgeStoreSettings, target: QdrantKnowledgeStore,

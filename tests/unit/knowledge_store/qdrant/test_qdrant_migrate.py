@@ -3,13 +3,15 @@ mode) with its stored vectors, profiles and votes, resumed after an interruption
 (BM25 scores then equal the embedded store's) and verified."""
 from __future__ import annotations
 
+import time
+
 import pytest
 
 from cli import migrate as mig
 from ranking.profile import RankingProfile
 from services.knowledge_store.embedded.core import KnowledgeStore
 from services.knowledge_store.qdrant import QdrantKnowledgeStore
-from shared.records import SearchFilters
+from shared.records import SearchFilters, SearchLogItem, SearchLogRecord
 from tests.unit.knowledge_store.helpers import HashEmbedder, doc, settings_for
 
 TEXTS = ["Volcanic eruptions release sulfur dioxide that cools the climate.",
@@ -26,6 +28,9 @@ async def test_migrate_resumes_then_copies_everything_and_agrees(tmp_path, capsy
                                      for i, t in enumerate(TEXTS)])
     await source.put_profile(RankingProfile(tenant_id="acme", name="fresh", recency_weight=0.4))
     await source.record_feedback("acme", "artifact", "d1", True, "u1")
+    await source.record_source_feedback("acme", "legal", "legal:x", False, "u1")
+    search = SearchLogRecord("acme", "s" * 24, "u2", int(time.time()), "0" * 64, (SearchLogItem("d2#0", "d2", 1),))
+    await source.record_search(search)
     want, _ = await source.search_by_filters("acme", "volcanic climate yeast", [], 10, SearchFilters())
     source.close()
 
@@ -60,6 +65,9 @@ async def test_migrate_resumes_then_copies_everything_and_agrees(tmp_path, capsy
         assert d1 and d1[0].artifact.feedback_helpful == 1
         ack = await target.record_feedback("acme", "artifact", "d1", False, "u1")        # the copied vote counts
         assert (ack.feedback_helpful, ack.feedback_unhelpful) == (0, 1)
+        assert [(v.source_id, v.helpful, v.unhelpful) for v in await target.source_votes("acme")] == [("legal", 0, 1)]
+        ack = await target.record_feedback("acme", "entry", "d2#0", True, "u2", search_id=search.search_id)
+        assert ack.feedback_helpful == 1                                 # the copied search log checks it
     finally:
         target.close()
 
