@@ -52,7 +52,10 @@ def main() -> None:
     parser.add_argument("--dataset", type=Path, required=True)
     parser.add_argument("--split", default="test")
     parser.add_argument("--cache-dir", type=Path, default=ROOT / ".bench-cache")
-    parser.add_argument("--settings", default="", help="comma-separated setting names (default: all)")
+    parser.add_argument("--settings", default="", help="';'-separated setting names the inner folds choose "
+                        "among (default: all; the current profile is always one)")
+    parser.add_argument("--force", action="append", default=[],
+                        help="also cross-fit this one setting without choosing (e.g. 'trees N30'); repeatable")
     args = parser.parse_args()
 
     dataset = load_dataset(args.dataset, args.split)
@@ -78,12 +81,26 @@ def main() -> None:
     qids = list(split.tune) + list(split.heldout)
     groups = query_groups(qids, dataset.qrels, dataset.queries)
     learner = Learner(source, dataset.qrels, settings, groups=groups)
+    cross_fit(learner, dataset, split, "nested CV over: " + "; ".join(s.name for s in settings))
+    for name in args.force:
+        forced = [s for s in SETTINGS if s.name == name]
+        if not forced:
+            raise SystemExit(f"--force {name!r}: not a setting; one of: " + "; ".join(s.name for s in SETTINGS))
+        one = Learner(source, dataset.qrels, forced, groups=groups)
+        one._cache = learner._cache
+        cross_fit(one, dataset, split, f"forced: {name}")
+    print("\np50 added per query at N=100 (trees, features + model + blend):", added_cost(learner, split))
+
+
+def cross_fit(learner: Learner, dataset, split, title: str) -> None:
+    print(f"\n=== {title}")
     current_all, tuned_all, fresh_current, fresh_tuned = [], [], [], []
-    for name, tune, test in (("tune->heldout", split.tune, split.heldout), ("heldout->tune", split.heldout, split.tune)):
+    directions = (("tune->heldout", split.tune, split.heldout), ("heldout->tune", split.heldout, split.tune))
+    for name, tune, test in directions:
         t1 = time.perf_counter()
         chosen = learner.choose(list(tune))
-        print(f"\n[{name}] inner nDCG@10 ({time.perf_counter() - t1:.0f} s):")
-        for s in settings:
+        print(f"[{name}] inner nDCG@10 ({time.perf_counter() - t1:.0f} s):")
+        for s in learner.settings:
             mark = " <- chosen" if s == chosen.setting else ""
             print(f"    {s.name:<24} {chosen.inner[s.name]:.4f}{mark}")
         current = learner.scores(list(test), Setting(), None)
@@ -95,18 +112,18 @@ def main() -> None:
         tuned_all += tuned
         fresh_current += [current[i] for i in fresh]
         fresh_tuned += [tuned[i] for i in fresh]
-    print("\n2-fold cross-fit, all queries:        ", paired(current_all, tuned_all).line())
-    print("  sharing no judged doc with tuning:  ", paired(fresh_current, fresh_tuned).line())
-    print("  p50 added per query at N=100 (trees):", f"{added_cost(learner, index, split):.2f} ms")
+    print("2-fold cross-fit, all queries:       ", paired(current_all, tuned_all).line())
+    print("  sharing no judged doc with tuning: ", paired(fresh_current, fresh_tuned).line())
 
 
-def added_cost(learner: Learner, index: FieldIndex, split) -> float:
-    """p50 of (learned ranking − today's ranking) time per held-out query, features computed."""
+def added_cost(learner: Learner, split) -> str:
+    """p50 per held-out query at N = 100: the whole learned ranking minus today's ranking, and
+    of that the features and the model alone (features computed, trees of 100 rounds)."""
     trees = Setting("trees", 100)
     _, model, _ = fit("trees", learner.rows(list(split.tune), trees), 100, rounds=100)
-    added = []
+    added, feats, scoring = [], [], []
     for qid in split.heldout:
-        p, *_ = learner._top(qid, False)
+        p, base, fused, _, _ = learner._top(qid, False)
         if not len(p.candidates):
             continue
         t0 = time.perf_counter()
@@ -114,8 +131,16 @@ def added_cost(learner: Learner, index: FieldIndex, split) -> float:
         t1 = time.perf_counter()
         learned_order(p.candidates, p.config, model, 100, p.features_of)
         t2 = time.perf_counter()
+        x = p.features_of(base, fused)
+        t3 = time.perf_counter()
+        model.score(x, fused[base])
+        t4 = time.perf_counter()
         added.append((t2 - t1) - (t1 - t0))
-    return float(np.median(added) * 1000.0)
+        feats.append(t3 - t2)
+        scoring.append(t4 - t3)
+    ms = lambda v: float(np.median(v) * 1000.0)  # noqa: E731
+    return (f"{ms(added):.2f} ms (features {ms(feats):.2f} ms, model {ms(scoring):.2f} ms, "
+            f"{len(model.forest.roots)} trees)")
 
 
 if __name__ == "__main__":

@@ -82,26 +82,27 @@ class Forest:
 
     def predict(self, x: NDArray[np.floating]) -> NDArray[np.float64]:
         """Sum of the trees' leaf values for each row of x (n, features)."""
-        x = np.ascontiguousarray(x, dtype=np.float64)
+        x = np.asarray(x, dtype=np.float64)
         n, trees = x.shape[0], self.roots.shape[0]
         if trees == 0 or n == 0:
             return np.zeros(n)
-        flat = x.ravel()
-        offset = (np.arange(n, dtype=np.intp) * x.shape[1])[:, None]
+        # every split's decision for every row at once: (n, splits)
+        value = x[:, self.feature]
+        isnan = np.isnan(value)
+        value[isnan & (self.missing != 2)] = 0.0
+        use_default = ((self.missing == 1) & (np.abs(value) <= _ZERO)) | ((self.missing == 2) & isnan)
+        with np.errstate(invalid="ignore"):
+            go_left = np.where(use_default, self.default_left, value <= self.threshold)
+        # then walk all trees one level per step: the next node is a lookup
+        go_left = go_left.ravel()
+        offset = (np.arange(n, dtype=np.intp) * self.feature.shape[0])[:, None]
         node = np.broadcast_to(self.roots, (n, trees)).copy()
         for _ in range(self.depth):
             inner = node >= 0
             if not inner.any():
                 break
             at = np.maximum(node, 0)
-            value = flat.take(offset + self.feature.take(at))
-            missing = self.missing.take(at)
-            isnan = np.isnan(value)
-            value[isnan & (missing != 2)] = 0.0
-            use_default = ((missing == 1) & (np.abs(value) <= _ZERO)) | ((missing == 2) & isnan)
-            with np.errstate(invalid="ignore"):
-                go_left = np.where(use_default, self.default_left.take(at), value <= self.threshold.take(at))
-            child = np.where(go_left, self.left.take(at), self.right.take(at))
+            child = np.where(go_left.take(offset + at), self.left.take(at), self.right.take(at))
             node = np.where(inner, child, node)
         return self.leaf_value[~node].sum(axis=1)
 
