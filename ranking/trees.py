@@ -79,6 +79,11 @@ class Forest:
     leaf_value: NDArray[np.float64]
     roots: NDArray[np.intp]          # per tree: node index, or ~leaf for a single-leaf tree
     depth: int
+    # the walk's table: splits are nodes 0..S-1, leaves S..; next_node[node, went_left], a leaf
+    # pointing at itself, so every row of every tree takes `depth` steps without a mask
+    next_node: NDArray[np.intp]
+    node_value: NDArray[np.float64]
+    start: NDArray[np.intp]
 
     def predict(self, x: NDArray[np.floating]) -> NDArray[np.float64]:
         """Sum of the trees' leaf values for each row of x (n, features)."""
@@ -94,17 +99,15 @@ class Forest:
         with np.errstate(invalid="ignore"):
             go_left = np.where(use_default, self.default_left, value <= self.threshold)
         # then walk all trees one level per step: the next node is a lookup
-        go_left = go_left.ravel()
-        offset = (np.arange(n, dtype=np.intp) * self.feature.shape[0])[:, None]
-        node = np.broadcast_to(self.roots, (n, trees)).copy()
+        splits = self.feature.shape[0]
+        went = np.zeros((n, splits + self.leaf_value.shape[0]), dtype=np.intp)
+        went[:, :splits] = go_left
+        went = went.ravel()
+        offset = (np.arange(n, dtype=np.intp) * (splits + self.leaf_value.shape[0]))[:, None]
+        node = np.broadcast_to(self.start, (n, trees))
         for _ in range(self.depth):
-            inner = node >= 0
-            if not inner.any():
-                break
-            at = np.maximum(node, 0)
-            child = np.where(go_left.take(offset + at), self.left.take(at), self.right.take(at))
-            node = np.where(inner, child, node)
-        return self.leaf_value[~node].sum(axis=1)
+            node = self.next_node.take(2 * node + went.take(offset + node))
+        return self.node_value.take(node).sum(axis=1)
 
 
 def forest_from_dump(dump: dict, n_features: int) -> Forest:
@@ -168,11 +171,22 @@ def forest_from_dump(dump: dict, n_features: int) -> Forest:
             else:
                 right[parent] = ref
         roots.append(root)
+    splits = len(feature)
+
+    def node_of(ref: int) -> int:
+        return ref if ref >= 0 else splits + ~ref
+
+    next_node = np.empty((splits + len(leaves), 2), dtype=np.intp)
+    for i in range(splits):
+        next_node[i] = (node_of(right[i]), node_of(left[i]))
+    next_node[splits:] = np.arange(splits, splits + len(leaves))[:, None]
+    node_value = np.concatenate([np.zeros(splits), np.asarray(leaves, dtype=np.float64)])
     return Forest(feature=np.asarray(feature, dtype=np.intp), threshold=np.asarray(threshold, dtype=np.float64),
                   default_left=np.asarray(default_left, dtype=bool), missing=np.asarray(missing, dtype=np.int8),
                   left=np.asarray(left, dtype=np.intp), right=np.asarray(right, dtype=np.intp),
                   leaf_value=np.asarray(leaves, dtype=np.float64), roots=np.asarray(roots, dtype=np.intp),
-                  depth=max_depth)
+                  depth=max_depth, next_node=next_node.ravel(), node_value=node_value,
+                  start=np.asarray([node_of(r) for r in roots], dtype=np.intp))
 
 
 def _number(value: object) -> float:
