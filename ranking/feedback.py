@@ -1,6 +1,6 @@
 """Keyword feedback expansion (RM3, Lavrenko & Croft's relevance model, interpolated).
 
-A profile option chosen per tenant by `nucleus tune`'s cross-validation, never on for all: on
+A candidate setting chosen per tenant by the learning cross-validation, never on for all: on
 SciFact-like corpora it loses, on corpora with many relevant documents per query it gains.
 
 Over the `FEEDBACK_DOCS` best keyword hits d with BM25 scores s_d (the original query):

@@ -57,9 +57,9 @@ def check_bytes(raw: bytes) -> None:
         raise _refuse(f"{len(raw)} bytes is more than the {MAX_MODEL_BYTES} accepted")
     head = bytes(raw[:1])
     if head == b"\x80":
-        raise _refuse("a pickle is never accepted; expected the JSON model written by nucleus tune")
+        raise _refuse("a pickle is never accepted; expected the JSON model the ranking trainer writes")
     if head != b"{":
-        raise _refuse("expected a JSON object (the model written by nucleus tune)")
+        raise _refuse("expected a JSON object (the model the ranking trainer writes)")
     b = np.frombuffer(bytes(raw), dtype=np.uint8)
     depth = np.cumsum((b == ord("{")).astype(np.int32) + (b == ord("[")) - (b == ord("}")) - (b == ord("]")))
     if depth.size and int(depth.max()) > MAX_NESTING:
