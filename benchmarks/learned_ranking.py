@@ -87,8 +87,7 @@ def main() -> None:
         forced = [s for s in SETTINGS if s.name == name]
         if not forced:
             raise SystemExit(f"--force {name!r}: not a setting; one of: " + "; ".join(s.name for s in SETTINGS))
-        one = Learner(source, dataset.qrels, forced, groups=groups)
-        one._cache = learner._cache
+        one = Learner(source, dataset.qrels, forced, groups=groups, shared=learner)
         cross_fit(one, dataset, split, f"forced: {name}")
     print("\np50 added per query at N=100 (trees, features + model + blend):", added_cost(learner, split))
 
@@ -125,7 +124,7 @@ def added_cost(learner: Learner, split) -> str:
     _, model, _ = fit("trees", learner.rows(list(split.tune), trees), 100, rounds=100)
     added, feats, scoring = [], [], []
     for qid in split.heldout:
-        p, base, fused, _, _ = learner._top(qid, False)
+        p, base, fused, _, _ = learner.top(qid, False)
         if not len(p.candidates):
             continue
         best = [float("inf")] * 4          # each timing's best of REPEAT: the shared machine preempts

@@ -131,15 +131,20 @@ class Learner:
 
     def __init__(self, source: Callable[[str, bool], Prepared], qrels: Mapping[str, Mapping[str, int]],
                  settings: Sequence[Setting] = SETTINGS, inner_folds: int = INNER_FOLDS,
-                 groups: Mapping[str, str] | None = None) -> None:
+                 groups: Mapping[str, str] | None = None, shared: Learner | None = None) -> None:
         self.source = source
         self.qrels = qrels
         self.settings = tuple(settings)
         self.inner_folds = inner_folds
         self.groups = groups
-        self._cache: dict[tuple[str, bool], tuple[Prepared, NDArray[np.intp], NDArray, NDArray, NDArray]] = {}
+        # per (query, feedback): the prepared query, today's best DEPTH rows, the fused scores of
+        # all candidates, the features and judged labels of those rows (`shared`: another
+        # learner's, for the same queries)
+        self._cache: dict[tuple[str, bool], tuple[Prepared, NDArray[np.intp], NDArray, NDArray, NDArray]] = (
+            shared._cache if shared is not None else {})
 
-    def _top(self, qid: str, feedback: bool):
+    def top(self, qid: str, feedback: bool) -> tuple[Prepared, NDArray[np.intp], NDArray, NDArray, NDArray]:
+        """(prepared query, today's best rows, fused scores, their features, their labels), cached."""
         key = (qid, feedback)
         if key not in self._cache:
             p = self.source(qid, feedback)
@@ -152,7 +157,7 @@ class Learner:
         return self._cache[key]
 
     def ranking(self, qid: str, setting: Setting, model: RankerModel | None) -> list[str]:
-        p, base, fused, x, _ = self._top(qid, setting.feedback)
+        p, base, fused, x, _ = self.top(qid, setting.feedback)
         if not len(p.candidates):
             return []
         if setting.kind == "off":
@@ -170,7 +175,7 @@ class Learner:
     def rows(self, qids: Sequence[str], setting: Setting) -> TrainRows:
         parts = []
         for q in qids:
-            _, base, fused, x, labels = self._top(q, setting.feedback)
+            _, base, fused, x, labels = self.top(q, setting.feedback)
             n = min(setting.top_n, base.size)
             parts.append((x[:n], fused[base[:n]], labels[:n]))
         return TrainRows.concat(parts)
