@@ -18,7 +18,8 @@ per-field signals (docs/RANKING.md); this module computes them from the corpus f
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
+from dataclasses import fields as dc_fields
 from pathlib import Path
 
 import numpy as np
@@ -29,6 +30,7 @@ from benchmarks.baseline import _save, encode
 from benchmarks.beir import BeirDataset
 from ranking import Candidates, RankingConfig
 from ranking.feedback import FEEDBACK_DOCS, rm3
+from ranking.profile import BUILTIN_PROFILE
 from ranking.features import MAX_POSITIONS, FeatureInputs, FieldTerms, features
 from ranking.query_features import query_features
 from services.knowledge_store.keywords import B, K1
@@ -156,8 +158,7 @@ class FieldIndex:
 
 def default_config(features, dense_weight: float | None = None) -> RankingConfig:
     """The built-in profile as the pipeline builds its config (no recency on BEIR)."""
-    from ranking.profile import BUILTIN_PROFILE as p
-
+    p = BUILTIN_PROFILE
     return RankingConfig(weights=(p.relevancy_weight, p.recency_weight, p.richness_weight, p.reputation_weight),
                          fusion=p.fusion_method, dense_weight=p.dense_weight if dense_weight is None else dense_weight,
                          apply_recency=False, prior_strength=p.reputation_prior_strength, query=features)
@@ -165,8 +166,6 @@ def default_config(features, dense_weight: float | None = None) -> RankingConfig
 
 def feature_matrix(inputs: FeatureInputs, fused: NDArray[np.float32], rows: NDArray[np.intp]) -> NDArray[np.float32]:
     """The features of the candidates `rows` (indices into the inputs) with their fused scores."""
-    from dataclasses import fields as dc_fields, replace
-
     picked = {}
     for f in dc_fields(inputs):
         value = getattr(inputs, f.name)
