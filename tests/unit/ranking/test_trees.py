@@ -1,0 +1,117 @@
+"""The numpy evaluation of a stored model equals LightGBM's own prediction, and a stored model
+is checked before it is parsed (size, pickle, nesting, trees, leaves, depth, features)."""
+from __future__ import annotations
+
+import json
+import pickle
+
+import numpy as np
+import pytest
+
+from ranking.features import FEATURE_NAMES, FEATURE_VERSION
+from ranking.trees import MAX_MODEL_BYTES, MAX_TREES, forest_from_dump, learned_relevancy, load_model
+from shared.errors import InvalidArgument
+
+lgb = pytest.importorskip("lightgbm")
+
+
+def _data(rng: np.random.Generator, n: int, m: int) -> np.ndarray:
+    x = rng.normal(size=(n, m))
+    x[rng.random(x.shape) < 0.2] = np.nan
+    x[rng.random(x.shape) < 0.1] = 0.0
+    return x
+
+
+@pytest.mark.parametrize("zero_as_missing,objective", [(False, "regression"), (True, "regression"),
+                                                       (False, "lambdarank")])
+def test_numpy_trees_equal_lightgbm_predict_on_random_inputs_with_missing_values(zero_as_missing, objective):
+    rng = np.random.default_rng(3)
+    x = _data(rng, 1000, 6)
+    y = np.nan_to_num(x[:, 0]) + np.isnan(x[:, 1]) - (x[:, 2] == 0) + rng.normal(scale=0.2, size=1000)
+    params = dict(objective=objective, num_leaves=7, min_data_in_leaf=20, verbose=-1, deterministic=True,
+                  num_threads=1, seed=1, zero_as_missing=zero_as_missing)
+    if objective == "lambdarank":
+        y = np.clip(np.round(y), 0, 3).astype(int)
+        data = lgb.Dataset(x, y, group=[50] * 20)
+    else:
+        data = lgb.Dataset(x, y)
+    booster = lgb.train(params, data, num_boost_round=25)
+    forest = forest_from_dump(json.loads(json.dumps(booster.dump_model())), 6)
+    test = _data(rng, 1000, 6)
+    np.testing.assert_allclose(forest.predict(test), booster.predict(test, raw_score=True), rtol=0, atol=1e-9)
+
+
+def _envelope(**over) -> dict:
+    m = len(FEATURE_NAMES)
+    doc = {"format": "nucleus-ranker", "kind": "linear", "feature_version": FEATURE_VERSION,
+           "feature_names": list(FEATURE_NAMES), "init_scale": 10.0, "calibration": [1.0, 0.0], "top_n": 30,
+           "center": [0.0] * m, "scale": [1.0] * m, "weights": [0.5] + [0.0] * (m - 1)}
+    doc.update(over)
+    return doc
+
+
+def _load(doc) -> object:
+    return load_model(json.dumps(doc).encode(), FEATURE_NAMES, FEATURE_VERSION)
+
+
+def test_a_linear_model_scores_as_a_residual_on_fusion_and_missing_sits_at_the_centre() -> None:
+    model = _load(_envelope())
+    x = np.zeros((2, len(FEATURE_NAMES)), dtype=np.float32)
+    x[0, 0], x[1, 0] = 2.0, np.nan
+    np.testing.assert_allclose(model.score(x, np.array([0.5, 0.5])), [6.0, 5.0])
+
+
+def test_a_pickled_model_is_refused_before_parsing() -> None:
+    with pytest.raises(InvalidArgument, match="pickle"):
+        load_model(pickle.dumps(_envelope()), FEATURE_NAMES, FEATURE_VERSION)
+
+
+def test_an_oversized_model_is_refused_before_parsing() -> None:
+    raw = b"{" + b" " * MAX_MODEL_BYTES + b"}"
+    with pytest.raises(InvalidArgument, match="bytes"):
+        load_model(raw, FEATURE_NAMES, FEATURE_VERSION)
+
+
+def test_deep_nesting_is_refused_before_parsing() -> None:
+    with pytest.raises(InvalidArgument, match="nested"):
+        load_model(b'{"a":' + b"[" * 100 + b"]" * 100 + b"}", FEATURE_NAMES, FEATURE_VERSION)
+
+
+@pytest.mark.parametrize("change,why", [
+    (dict(feature_version=FEATURE_VERSION + 1), "feature_version"),
+    (dict(feature_names=list(reversed(FEATURE_NAMES))), "feature_names"),
+    (dict(calibration=[-1.0, 0.0]), "slope"),
+    (dict(top_n=1000), "top_n"),
+    (dict(kind="neural"), "kind"),
+    (dict(format="other"), "format"),
+])
+def test_a_tampered_envelope_is_refused_naming_what(change, why) -> None:
+    with pytest.raises(InvalidArgument, match=why):
+        _load(_envelope(**change))
+
+
+def _tree(depth: int, feature: int = 0) -> dict:
+    node: dict = {"leaf_value": 1.0}
+    for _ in range(depth):
+        node = {"split_feature": feature, "threshold": 0.0, "decision_type": "<=", "default_left": True,
+                "missing_type": "None", "left_child": node, "right_child": {"leaf_value": 0.0}}
+    return {"num_leaves": depth + 1, "tree_structure": node}
+
+
+@pytest.mark.parametrize("dump,why", [
+    ({"tree_info": [_tree(1)] * (MAX_TREES + 1)}, "trees"),
+    ({"tree_info": [{"num_leaves": 500, "tree_structure": {"leaf_value": 0.0}}]}, "leaves"),
+    ({"tree_info": [_tree(17)]}, "deeper"),
+    ({"tree_info": [_tree(2, feature=999)]}, "split_feature"),
+    ({"tree_info": [{"num_leaves": 2, "tree_structure": {**_tree(1)["tree_structure"], "decision_type": "=="}}]},
+     "decision_type"),
+])
+def test_a_tampered_tree_dump_is_refused(dump, why) -> None:
+    with pytest.raises(InvalidArgument, match=why):
+        _load(_envelope(kind="trees", lightgbm=dump))
+
+
+def test_learned_relevancy_keeps_the_order_within_the_confidence_scale() -> None:
+    rel = learned_relevancy(np.array([3.0, -1.0, 1.0]), confidence=0.0, floor=0.5)
+    np.testing.assert_allclose(rel, [0.5, 0.0, 0.25])
+    assert learned_relevancy(np.array([2.0, 2.0]), 1.0, 0.5).tolist() == [1.0, 1.0]
