@@ -33,7 +33,7 @@ def test_the_ports_name_exactly_the_calls_the_pipeline_makes():
         "get_entries", "get_persona",
         "get_profile", "list_personas", "list_profiles", "put_persona", "put_profile", "record_feedback",
         "score_keywords", "search_by_filters", "stats", "store_status", "topics"]
-    assert port_methods(LanguageModel) == ["close", "embed", "expand", "rerank", "synthesize"]
+    assert port_methods(LanguageModel) == ["close", "embed", "expand", "rerank", "rerankers", "synthesize"]
 
 
 @pytest.mark.parametrize("port,implementation", [
