@@ -167,9 +167,10 @@ def auth_config(keys: dict[str, str], hs_secret: str, rs256_public_pem: str) -> 
 
 
 def start_secure_stack(data_dir: Path, *, extra_env: dict[str, str] | None = None,
-                       timeout_s: float = 240.0) -> tuple[SecureStack, Supervisor]:
+                       timeout_s: float = 240.0, mode: str | None = None) -> tuple[SecureStack, Supervisor]:
     """Fresh credentials and auth config in `data_dir`, and the three services started with
-    authentication on every port. The caller stops the returned supervisor."""
+    authentication on every port (`mode`: "split" or "single", None = $NUCLEUS_MODE or split).
+    The caller stops the returned supervisor."""
     data_dir = Path(data_dir)
     data_dir.mkdir(parents=True, exist_ok=True)
     keys = {name: f"nrk_{name}_{secrets.token_urlsafe(24)}" for name in (*USERS, PLATFORM, RETIRED)}
@@ -185,7 +186,7 @@ def start_secure_stack(data_dir: Path, *, extra_env: dict[str, str] | None = Non
     supervisor = Supervisor(data_dir, ephemeral_ports=True, extra_env={
         "NUCLEUS_RAG_REQUIRE_AUTH": "1", "NUCLEUS_RAG_AUTH_CONFIG": str(auth_path),
         "NUCLEUS_RAG_LINK_SECRET": link_secret, "NUCLEUS_RAG_AUDIT_LOG": str(audit),
-        "NUCLEUS_LOCAL_TENANT": "local-only", **(extra_env or {})})
+        "NUCLEUS_LOCAL_TENANT": "local-only", **(extra_env or {})}, mode=mode)
     addresses = supervisor.start(timeout_s=timeout_s)
     mcp_url = addresses["rag_pipeline"]["mcp"]
     stack = SecureStack(addresses=addresses, mcp_url=mcp_url, base_url=mcp_url.removesuffix("/mcp"), keys=keys,

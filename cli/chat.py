@@ -7,8 +7,9 @@ a terminal, as an MCP client of the running stack's RAGPipeline (cli/agent, docs
 
 The MCP endpoint is the running stack's (stack.json) unless --url is given; the bearer token is
 --token, else $NUCLEUS_API_KEY (a stack without authentication serves the local principal).
-The LLM: NUCLEUS_LLM_OPENAI_BASE_URL, NUCLEUS_LLM_OPENAI_API_KEY(_FILE), NUCLEUS_LLM_CHAT_MODEL
-(cli/agent/config.py); none configured = retrieval-only answers, labelled as such.
+The model is the stack's: RAGPipeline.Chat over gRPC (the running stack's address unless
+--rag-pipeline-target), as the same caller, under their rate and token budget
+(cli/agent/stack_chat.py); a stack without a chat model gives retrieval-only answers, labelled.
 """
 from __future__ import annotations
 
@@ -23,10 +24,10 @@ from typing import Any
 
 from rich.markup import escape
 
-from cli.agent import AgentConfig, ChatAgent, McpToolbox, connect, load_persona
+from cli.agent import AgentConfig, ChatAgent, McpToolbox, StackChat, connect, load_persona
 from cli.agent.tools import Sources, format_result
-from cli.stack import console, stack_state
-from shared.errors import InvalidArgument
+from cli.stack import console, stack_state, target, tls_ca
+from shared.errors import InvalidArgument, Unavailable
 
 
 def _endpoint(args: argparse.Namespace) -> tuple[str, str]:
@@ -35,15 +36,26 @@ def _endpoint(args: argparse.Namespace) -> tuple[str, str]:
     return url, token
 
 
-async def _agent(client: Any, args: argparse.Namespace, on_token=None):
+def _stack_chat(args: argparse.Namespace, token: str) -> tuple[StackChat | None, str]:
+    """The stack's chat (RAGPipeline.Chat) as the caller, or (None, why not)."""
+    try:
+        address = target(args, "rag_pipeline")
+    except Unavailable:
+        return None, ("retrieval-only: no RAGPipeline gRPC address to chat through (give --rag-pipeline-target, "
+                      "or run on the stack's machine)")
+    return StackChat(address, token, tls_ca_file=tls_ca(args)), ""
+
+
+async def _agent(client: Any, args: argparse.Namespace, chat: StackChat | None, on_token=None):
     persona: dict[str, Any] = {}
     if args.persona:
         persona = await load_persona(client, args.persona)
-    config = AgentConfig.from_env(model=persona.get("llm_model", ""))
+    token = args.token or os.environ.get("NUCLEUS_API_KEY", "")
     allowed = () if persona.get("tools_disabled") else (tuple(persona.get("allowed_tools") or ()) or None)
-    toolbox = McpToolbox(client, allowed, secrets=(args.token or os.environ.get("NUCLEUS_API_KEY", ""),),
-                         sources=tuple(persona.get("allowed_sources") or ()))
-    return ChatAgent(config, toolbox, system_prompt=persona.get("system_prompt", ""), on_token=on_token), persona
+    toolbox = McpToolbox(client, allowed, secrets=(token,), sources=tuple(persona.get("allowed_sources") or ()))
+    bot = ChatAgent(AgentConfig.from_env(), toolbox, system_prompt=persona.get("system_prompt", ""), llm=chat,
+                    on_token=on_token, secrets=(token,))
+    return bot, persona
 
 
 def _print_answer_tail(console: Any, answer: Any, show_tools: bool = False) -> None:
@@ -77,30 +89,34 @@ async def _chat(args: argparse.Namespace) -> int:
         sys.stdout.write(text)
         sys.stdout.flush()
 
-    async with connect(url, token) as client:
-        bot, persona = await _agent(client, args, on_token=token_out)
-        who = persona.get("display_name") or args.persona or "assistant"
-        mode = f"LLM {bot.config.model} at {bot.config.base_url}" if bot.config.llm_configured else \
-            "retrieval-only (no LLM configured)"
-        console.print(f"[bold]nucleus chat[/bold] — {escape(who)}, {escape(mode)}. /quit to leave.")
-        while True:
-            try:
-                question = await asyncio.to_thread(input, "\nyou> ")
-            except EOFError:
-                break
-            if question.strip() in ("/quit", "/exit", "quit", "exit"):
-                break
-            if not question.strip():
-                continue
-            if not sys.stdin.isatty():          # piped questions: show them, as a terminal would
-                sys.stdout.write(question + "\n")
-            sys.stdout.write(f"{who}> ")
-            sys.stdout.flush()
-            answer = await bot.ask(question)
-            if answer.mode != "llm":
-                sys.stdout.write(answer.text)
-            sys.stdout.write("\n")
-            _print_answer_tail(console, answer, args.show_tools)
+    chat, why_not = _stack_chat(args, token)
+    try:
+        async with connect(url, token) as client:
+            bot, persona = await _agent(client, args, chat, on_token=token_out)
+            who = persona.get("display_name") or args.persona or "assistant"
+            mode = f"the stack's chat model via RAGPipeline at {chat.target}" if chat else why_not
+            console.print(f"[bold]nucleus chat[/bold] — {escape(who)}, {escape(mode)}. /quit to leave.")
+            while True:
+                try:
+                    question = await asyncio.to_thread(input, "\nyou> ")
+                except EOFError:
+                    break
+                if question.strip() in ("/quit", "/exit", "quit", "exit"):
+                    break
+                if not question.strip():
+                    continue
+                if not sys.stdin.isatty():          # piped questions: show them, as a terminal would
+                    sys.stdout.write(question + "\n")
+                sys.stdout.write(f"{who}> ")
+                sys.stdout.flush()
+                answer = await bot.ask(question)
+                if answer.mode != "llm":
+                    sys.stdout.write(answer.text)
+                sys.stdout.write("\n")
+                _print_answer_tail(console, answer, args.show_tools)
+    finally:
+        if chat is not None:
+            await chat.close()
     return 0
 
 
@@ -116,9 +132,16 @@ async def _ask(args: argparse.Namespace) -> int:
         sys.stdout.write(text)
         sys.stdout.flush()
 
-    async with connect(url, token) as client:
-        bot, _ = await _agent(client, args, on_token=token_out if streamed else None)
-        answer = await bot.ask(args.question)
+    chat, why_not = _stack_chat(args, token)
+    try:
+        async with connect(url, token) as client:
+            bot, _ = await _agent(client, args, chat, on_token=token_out if streamed else None)
+            answer = await bot.ask(args.question)
+    finally:
+        if chat is not None:
+            await chat.close()
+    if why_not and not answer.note:
+        answer.note = why_not
     if args.json:
         print(json.dumps(answer.to_json(), ensure_ascii=False, indent=2))
         return 0
@@ -175,10 +198,12 @@ def register(sub: argparse._SubParsersAction) -> None:
         p.add_argument("--url", default="", help="the RAGPipeline MCP endpoint (default: the running stack's)")
         p.add_argument("--token", default="", help="bearer token (default $NUCLEUS_API_KEY; none for a stack "
                                                    "without authentication)")
+        p.add_argument("--rag-pipeline-target", dest="rag_pipeline_target", default="",
+                       help="chat: the RAGPipeline gRPC address (default: the running stack's)")
         p.add_argument("--show-tools", action="store_true", help="after each answer, the tool calls and the "
                                                                  "results the model was shown")
 
-    chat = sub.add_parser("chat", help="chat with a persona agent over the RAG tools (OpenAI-compatible LLM)")
+    chat = sub.add_parser("chat", help="chat with a persona agent over the RAG tools (the stack's chat model)")
     chat.add_argument("--persona", default="", help="a persona id (nucleus persona put)")
     endpoint_args(chat)
     chat.set_defaults(func=cmd_chat)

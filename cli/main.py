@@ -12,7 +12,7 @@
     nucleus search "q" --tenant T    ranked results with the four scores, answered as the local principal
                                      (auth off; --as-operator: every document) and saying so
     nucleus demo                     up --detach, ingest demo/corpus into tenant "demo", sample search
-    nucleus chat [--persona P]       a persona agent: an OpenAI-compatible LLM calling the RAG MCP tools
+    nucleus chat [--persona P]       a persona agent: the stack's chat model (RAGPipeline.Chat) with the RAG tools
     nucleus ask "question"           one answer of that agent (--json for scripts)
     nucleus topics [list|evolution|recent|map]   topics of your documents (map --png FILE)
     nucleus persona put|get|list     persona agents' settings (system prompt, tools, sources, model)

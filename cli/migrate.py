@@ -36,7 +36,7 @@ from services.knowledge_store.preparation import PreparedDocument as _Prepared
 from services.knowledge_store.qdrant import QdrantKnowledgeStore, layout
 from services.knowledge_store.embedded.storage.db import DB_FILE, tenant_dir_name
 from services.knowledge_store.preparation import EntryRow
-from services.knowledge_store.profiles import PROFILE_FIELDS as _PROFILE_FIELDS
+from services.knowledge_store.profiles import select_columns
 from shared.errors import FailedPrecondition, NotFound
 from shared.records import ArtifactMeta, SearchFilters
 from shared.settings import KnowledgeStoreSettings
@@ -174,9 +174,8 @@ async def _copy_batch(conn: sqlite3.Connection, target: QdrantKnowledgeStore, te
 
 async def _copy_profiles_and_votes(conn: sqlite3.Connection, target: QdrantKnowledgeStore, tenant_id: str) -> None:
     from qdrant_client import models as qm
-    cols = ", ".join(_PROFILE_FIELDS)
-    profiles = conn.execute(f"SELECT persona_id, name, version, {cols}, is_default, updated_unix, seq "
-                            f"FROM profiles ORDER BY seq").fetchall()
+    cols = select_columns(r[1] for r in conn.execute("PRAGMA table_info(profiles)"))  # an older table: defaults
+    profiles = conn.execute(f"SELECT {cols} FROM profiles ORDER BY seq").fetchall()
     points = [qm.PointStruct(id=layout.profile_point(tenant_id, r[0], r[1], r[2]), vector={},
                              payload={"tenant_id": tenant_id, "persona_id": r[0], "name": r[1], "version": r[2],
                                       "row": list(r)}) for r in profiles]

@@ -8,10 +8,6 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-DEFAULT_RERANK_TOP_N = 20
-MAX_RERANK_TOP_N = 50
-DEFAULT_RERANK_WEIGHT = 0.5
-
 from ranking.config import (
     DEFAULT_DENSE_WEIGHT,
     DEFAULT_FUSION,
@@ -20,6 +16,17 @@ from ranking.config import (
     DEFAULT_RECENCY_MODE,
     DEFAULT_WEIGHTS,
 )
+
+DEFAULT_RERANK_TOP_N = 20
+MAX_RERANK_TOP_N = 50
+DEFAULT_RERANK_WEIGHT = 0.5
+
+#: The re-rank method names (LlmOrchestration's Rerank `method`, a profile's `reranker`): the
+#: default method is "llm" with a chat model, else "embedding-cosine"; the two model re-rankers
+#: exist only where the operator configured them (LlmOrchestration's `rerankers` lists what is).
+CROSS_ENCODER = "cross-encoder"
+RERANK_API = "rerank-api"
+RERANKERS = ("llm", "embedding-cosine", CROSS_ENCODER, RERANK_API)
 
 
 @dataclass(frozen=True, slots=True)

@@ -48,17 +48,19 @@ CHANNEL_OPTIONS = [
 
 
 def aio_channel(target: str, interceptors: list[Any] | None = None, *,
-                tls_ca_file: Path | None = None) -> grpc.aio.Channel:
-    """An asyncio channel to one of our services, with the retry policy above: TLS verified
+                tls_ca_file: Path | None = None, retries: bool = True) -> grpc.aio.Channel:
+    """An asyncio channel to one of our services, with the retry policy above (`retries=False`:
+    none, for a call the service behind retries itself, e.g. a chat completion): TLS verified
     against `tls_ca_file` when given, else plaintext (the 127.0.0.1 development stack).
 
     Every call gets a CLIENT span and carries the W3C trace context
     (shared.telemetry.client_interceptor)."""
     traced = [ClientTracingInterceptor(target), *(interceptors or [])]  # telemetry hook
+    options = CHANNEL_OPTIONS if retries else [("grpc.enable_retries", 0), *CHANNEL_OPTIONS[2:]]
     if tls_ca_file is not None:
-        return grpc.aio.secure_channel(target, channel_credentials(tls_ca_file), options=CHANNEL_OPTIONS,
+        return grpc.aio.secure_channel(target, channel_credentials(tls_ca_file), options=options,
                                        interceptors=traced)
-    return grpc.aio.insecure_channel(target, options=CHANNEL_OPTIONS, interceptors=traced)
+    return grpc.aio.insecure_channel(target, options=options, interceptors=traced)
 
 
 async def call(

@@ -32,4 +32,11 @@ def wrap_unary(handler: Any, behaviour: Behaviour) -> Any:
         response_serializer=handler.response_serializer)
 
 
-__all__ = ["PROBE_SERVICES", "split_method", "wrap_unary"]
+def wrap_unary_stream(handler: Any, behaviour: Any) -> Any:
+    """A unary-stream handler with `handler`'s (de)serialisers running `behaviour` (an async generator)."""
+    return grpc.unary_stream_rpc_method_handler(
+        behaviour, request_deserializer=handler.request_deserializer,
+        response_serializer=handler.response_serializer)
+
+
+__all__ = ["PROBE_SERVICES", "split_method", "wrap_unary", "wrap_unary_stream"]

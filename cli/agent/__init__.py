@@ -1,6 +1,7 @@
 """`nucleus chat` / `nucleus ask`: a persona agent over the RAG MCP tools.
 
-    config.py   which LLM (OpenAI-compatible: any base_url) and limits, from the environment
+    config.py   the agent's limits, from the environment
+    stack_chat.py  its model: the stack's chat, RAGPipeline.Chat over gRPC as the caller
     tools.py    the RAGPipeline's MCP tools through the official MCP client: their schemas in
                 OpenAI function format, calls, and results formatted compactly for the model
     loop.py     the agent loop (tool_choice="auto", bounded tool rounds, streamed answer,
@@ -11,6 +12,7 @@ and the same scoping, as any external agent (docs/AGENTS.md).
 """
 from cli.agent.config import AgentConfig
 from cli.agent.loop import Answer, ChatAgent, retrieval_only
+from cli.agent.stack_chat import StackChat
 from cli.agent.tools import McpToolbox, connect, load_persona
 
-__all__ = ["AgentConfig", "Answer", "ChatAgent", "McpToolbox", "connect", "load_persona", "retrieval_only"]
+__all__ = ["AgentConfig", "Answer", "ChatAgent", "McpToolbox", "StackChat", "connect", "load_persona", "retrieval_only"]

@@ -1,6 +1,7 @@
-"""The agent loop: an OpenAI-compatible LLM answers with the RAG tools it chooses.
+"""The agent loop: the stack's chat model answers with the RAG tools it chooses.
 
-    question ─▶ chat completion (streamed, tools = the allowed MCP tools, tool_choice="auto")
+    question ─▶ chat completion (RAGPipeline.Chat, streamed; tools = the allowed MCP tools,
+       │        tool_choice="auto"; stack_chat.py)
        ├─ tool calls ─▶ each through MCP (McpToolbox.call) ─▶ compact result as a "tool"
        │                message ─▶ next round (at most `max_tool_rounds` rounds)
        └─ text ─▶ the answer (streamed to `on_token`), with the sources it cites
@@ -8,9 +9,10 @@
 Robustness: arguments that are not a JSON object go back to the model as an error message
 naming the problem (no call is made); a failing tool returns "error: ..." the model can read;
 once the round limit is reached the model is asked once more, without tools, to answer from
-what it has. An LLM that cannot be reached (or none configured) gives a retrieval-only
-answer instead: the ranked passages of rag_search and the service's extractive synthesis
-(rag_get_synthesized_results), labelled as such.
+what it has. A stack without a chat model, or a chat that fails (unreachable, the caller's
+rate or token budget spent, …), gives a retrieval-only answer instead: the ranked passages of
+rag_search and the service's extractive synthesis (rag_get_synthesized_results), labelled as
+such, with the reason in `note`.
 """
 from __future__ import annotations
 
@@ -22,7 +24,9 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from cli.agent.config import AgentConfig
+from cli.agent.stack_chat import NO_CHAT_MODEL
 from cli.agent.tools import McpToolbox, Source
+from shared.errors import NucleusError, Unavailable
 from shared.redaction import Redactor
 
 log = logging.getLogger(__name__)
@@ -36,8 +40,8 @@ BASE_PROMPT = (
     "tool.")
 ROUND_LIMIT_NOTE = ("The tool round limit is reached: answer now from the tool results above, without calling "
                     "tools.")
-NO_LLM = ("Retrieval-only answer: no LLM is configured (set NUCLEUS_LLM_OPENAI_BASE_URL and "
-          "NUCLEUS_LLM_CHAT_MODEL for a conversational answer).")
+NO_LLM = ("Retrieval-only answer: the stack has no chat model (LlmOrchestration's NUCLEUS_LLM_OPENAI_BASE_URL "
+          "and NUCLEUS_LLM_CHAT_MODEL give a conversational answer).")
 
 
 @dataclass
@@ -78,18 +82,17 @@ class ChatAgent:
     """One conversation (the history is kept between `ask` calls)."""
 
     def __init__(self, config: AgentConfig, toolbox: McpToolbox, *, system_prompt: str = "",
-                 llm: Any = None, on_token: Callable[[str], None] | None = None) -> None:
+                 llm: Any = None, on_token: Callable[[str], None] | None = None,
+                 secrets: tuple[str, ...] = ()) -> None:
+        """`llm`: the stack's chat (stack_chat.StackChat, or anything with its `stream`); None =
+        retrieval-only answers. `secrets` never appear in a note."""
         self.config = config
         self.toolbox = toolbox
         self.on_token = on_token
-        self._redactor = Redactor([config.api_key])
+        self._redactor = Redactor([s for s in secrets if s])
         prompt = BASE_PROMPT + (f"\n\n{system_prompt.strip()}" if system_prompt.strip() else "")
         self.messages: list[dict[str, Any]] = [{"role": "system", "content": prompt}]
         self._llm = llm
-        if self._llm is None and config.llm_configured:
-            import openai
-            self._llm = openai.AsyncOpenAI(base_url=config.base_url, api_key=config.api_key or "not-needed",
-                                           timeout=config.timeout_s, max_retries=1)
         self._specs: list[dict[str, Any]] | None = None
 
     async def ask(self, question: str) -> Answer:
@@ -100,18 +103,19 @@ class ChatAgent:
             return await retrieval_only(self.toolbox, question)
         if self._specs is None:
             self._specs = await self.toolbox.specs()
-        import openai
         start = len(self.messages)
         self.messages.append({"role": "user", "content": question})
         answer = Answer(text="", mode="llm")
         try:
             await self._loop(answer)
-        except openai.OpenAIError as err:
+        except NucleusError as err:
             del self.messages[start:]              # the failed turn leaves no half-written history
             fallback = await retrieval_only(self.toolbox, question)
-            fallback.note = self._redactor.redact(
-                f"the LLM at {self.config.base_url} failed ({type(err).__name__}: {str(err)[:200]}); "
-                "retrieval-only answer")
+            if isinstance(err, Unavailable) and NO_CHAT_MODEL in err.message:
+                self._llm = None                   # the stack has none: retrieval-only from now on
+            else:
+                fallback.note = self._redactor.redact(
+                    f"the stack's chat failed ({type(err).__name__}: {str(err)[:200]}); retrieval-only answer")
             fallback.tool_calls = answer.tool_calls + fallback.tool_calls
             return fallback
         cited = {int(n) for n in re.findall(r"\[(\d+)\]", answer.text)}
@@ -147,27 +151,18 @@ class ChatAgent:
 
     async def _complete(self, allow_tools: bool) -> tuple[str, list[dict[str, str]]]:
         """One streamed chat completion: (text, tool calls as {id, name, arguments})."""
-        kwargs: dict[str, Any] = {"model": self.config.model, "messages": self.messages, "stream": True}
-        if allow_tools:
-            kwargs.update(tools=self._specs, tool_choice="auto")
-        stream = await self._llm.chat.completions.create(**kwargs)
         text: list[str] = []
         calls: dict[int, dict[str, str]] = {}
-        async for chunk in stream:
-            if not chunk.choices:
-                continue
-            delta = chunk.choices[0].delta
-            if delta.content:
-                text.append(delta.content)
+        async for chunk in self._llm.stream(self.messages, self._specs if allow_tools else None, "auto"):
+            if chunk.content:
+                text.append(chunk.content)
                 if self.on_token is not None:
-                    self.on_token(delta.content)
-            for tc in delta.tool_calls or ():
+                    self.on_token(chunk.content)
+            for tc in chunk.tool_calls:
                 slot = calls.setdefault(tc.index, {"id": "", "name": "", "arguments": ""})
-                if tc.id:
-                    slot["id"] = tc.id
-                if tc.function is not None:
-                    slot["name"] += tc.function.name or ""
-                    slot["arguments"] += tc.function.arguments or ""
+                slot["id"] = slot["id"] or tc.id
+                slot["name"] += tc.name
+                slot["arguments"] += tc.arguments
         ordered = [calls[i] for i in sorted(calls)]
         for i, c in enumerate(ordered):
             c["id"] = c["id"] or f"call_{i}"

@@ -193,7 +193,7 @@ class RankingPreferences(_message.Message):
     def __init__(self, has_weights: _Optional[bool] = ..., relevancy_weight: _Optional[float] = ..., recency_weight: _Optional[float] = ..., richness_weight: _Optional[float] = ..., reputation_weight: _Optional[float] = ..., profile_name: _Optional[str] = ..., fusion_method: _Optional[_Union[FusionMethod, str]] = ..., recency_mode: _Optional[_Union[RecencyMode, str]] = ..., recency_half_life_days: _Optional[float] = ..., rerank: _Optional[bool] = ..., explain: _Optional[bool] = ...) -> None: ...
 
 class RankingProfile(_message.Message):
-    __slots__ = ("tenant_id", "persona_id", "name", "version", "relevancy_weight", "recency_weight", "richness_weight", "reputation_weight", "fusion_method", "dense_weight", "recency_mode", "recency_half_life_days", "reputation_prior_strength", "updated_unix", "is_default")
+    __slots__ = ("tenant_id", "persona_id", "name", "version", "relevancy_weight", "recency_weight", "richness_weight", "reputation_weight", "fusion_method", "dense_weight", "recency_mode", "recency_half_life_days", "reputation_prior_strength", "updated_unix", "is_default", "reranker", "rerank_top_n", "rerank_weight")
     TENANT_ID_FIELD_NUMBER: _ClassVar[int]
     PERSONA_ID_FIELD_NUMBER: _ClassVar[int]
     NAME_FIELD_NUMBER: _ClassVar[int]
@@ -209,6 +209,9 @@ class RankingProfile(_message.Message):
     REPUTATION_PRIOR_STRENGTH_FIELD_NUMBER: _ClassVar[int]
     UPDATED_UNIX_FIELD_NUMBER: _ClassVar[int]
     IS_DEFAULT_FIELD_NUMBER: _ClassVar[int]
+    RERANKER_FIELD_NUMBER: _ClassVar[int]
+    RERANK_TOP_N_FIELD_NUMBER: _ClassVar[int]
+    RERANK_WEIGHT_FIELD_NUMBER: _ClassVar[int]
     tenant_id: str
     persona_id: str
     name: str
@@ -224,7 +227,10 @@ class RankingProfile(_message.Message):
     reputation_prior_strength: float
     updated_unix: int
     is_default: bool
-    def __init__(self, tenant_id: _Optional[str] = ..., persona_id: _Optional[str] = ..., name: _Optional[str] = ..., version: _Optional[int] = ..., relevancy_weight: _Optional[float] = ..., recency_weight: _Optional[float] = ..., richness_weight: _Optional[float] = ..., reputation_weight: _Optional[float] = ..., fusion_method: _Optional[_Union[FusionMethod, str]] = ..., dense_weight: _Optional[float] = ..., recency_mode: _Optional[_Union[RecencyMode, str]] = ..., recency_half_life_days: _Optional[float] = ..., reputation_prior_strength: _Optional[float] = ..., updated_unix: _Optional[int] = ..., is_default: _Optional[bool] = ...) -> None: ...
+    reranker: str
+    rerank_top_n: int
+    rerank_weight: float
+    def __init__(self, tenant_id: _Optional[str] = ..., persona_id: _Optional[str] = ..., name: _Optional[str] = ..., version: _Optional[int] = ..., relevancy_weight: _Optional[float] = ..., recency_weight: _Optional[float] = ..., richness_weight: _Optional[float] = ..., reputation_weight: _Optional[float] = ..., fusion_method: _Optional[_Union[FusionMethod, str]] = ..., dense_weight: _Optional[float] = ..., recency_mode: _Optional[_Union[RecencyMode, str]] = ..., recency_half_life_days: _Optional[float] = ..., reputation_prior_strength: _Optional[float] = ..., updated_unix: _Optional[int] = ..., is_default: _Optional[bool] = ..., reranker: _Optional[str] = ..., rerank_top_n: _Optional[int] = ..., rerank_weight: _Optional[float] = ...) -> None: ...
 
 class Feedback(_message.Message):
     __slots__ = ("tenant_id", "target", "target_id", "helpful", "user_id", "comment", "search_id")

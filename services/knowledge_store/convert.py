@@ -250,7 +250,7 @@ def profile_to_pb(p: RankingProfile) -> pb.RankingProfile:
         fusion_method=fusion_to_pb(p.fusion_method), dense_weight=p.dense_weight,
         recency_mode=recency_to_pb(p.recency_mode), recency_half_life_days=p.recency_half_life_days,
         reputation_prior_strength=p.reputation_prior_strength, updated_unix=p.updated_unix,
-        is_default=p.is_default,
+        is_default=p.is_default, reranker=p.reranker, rerank_top_n=p.rerank_top_n, rerank_weight=p.rerank_weight,
     )
 
 
@@ -265,7 +265,9 @@ def profile_from_pb(p: pb.RankingProfile) -> RankingProfile:
         recency_mode=recency_from_pb(p.recency_mode) or defaults.recency_mode,
         recency_half_life_days=p.recency_half_life_days or defaults.recency_half_life_days,
         reputation_prior_strength=p.reputation_prior_strength or defaults.reputation_prior_strength,
-        updated_unix=p.updated_unix, is_default=p.is_default,
+        updated_unix=p.updated_unix, is_default=p.is_default, reranker=p.reranker,
+        rerank_top_n=p.rerank_top_n or defaults.rerank_top_n,
+        rerank_weight=p.rerank_weight if p.HasField("rerank_weight") else defaults.rerank_weight,
     )
 
 

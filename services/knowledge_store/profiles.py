@@ -4,7 +4,9 @@ A stored profile is one row per (persona, name, version):
 
     (persona_id, name, version, *PROFILE_FIELDS, is_default, updated_unix, seq)
 
-`seq` orders the stores (the later store is the larger). Every store of (persona, name)
+`seq` orders the stores (the later store is the larger). A row stored before the re-rank fields
+existed (`ADDED_FIELDS`: a qdrant point written then, or a SQLite table not yet migrated) reads
+with their defaults: `upgrade_row`, `select_columns`. Every store of (persona, name)
 appends the next version (`next_version`); reads see the latest unless a version is asked
 for. Each scope (the tenant, "", or one persona) has at most one default: among the scope's
 latest profiles the most recently stored one flagged `is_default`, else the one named
@@ -18,12 +20,15 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
 
-from ranking.profile import RankingProfile
+from ranking.profile import DEFAULT_RERANK_TOP_N, DEFAULT_RERANK_WEIGHT, RankingProfile
 
+#: Fields added to the stored row since its first layout, in order, with the value an older row reads as.
+ADDED_FIELDS = {"reranker": "", "rerank_top_n": DEFAULT_RERANK_TOP_N, "rerank_weight": DEFAULT_RERANK_WEIGHT}
 PROFILE_FIELDS = ("relevancy_weight", "recency_weight", "richness_weight", "reputation_weight",
                   "fusion_method", "dense_weight", "recency_mode", "recency_half_life_days",
-                  "reputation_prior_strength")
+                  "reputation_prior_strength", *ADDED_FIELDS)
 _DEFAULT = 3 + len(PROFILE_FIELDS)           # index of is_default in a row; updated_unix and seq follow
+_ROW_LENGTH = _DEFAULT + 3
 
 Row = Sequence
 
@@ -32,6 +37,31 @@ def row_of(p: RankingProfile, version: int, updated_unix: int, seq: int) -> tupl
     """`p` stored as `version` (a row as the module docstring lays it out)."""
     return (p.persona_id, p.name, version, *(getattr(p, f) for f in PROFILE_FIELDS), int(p.is_default),
             updated_unix, seq)
+
+
+def upgrade_row(row: Row) -> tuple:
+    """`row` in today's layout: a row stored before the last fields of `ADDED_FIELDS` existed
+    gets their defaults (re-ranking off), inserted where they now stand."""
+    missing = _ROW_LENGTH - len(row)
+    if missing <= 0:
+        return tuple(row)
+    if missing > len(ADDED_FIELDS):
+        raise ValueError(f"a stored profile row of {len(row)} values; expected {_ROW_LENGTH}")
+    cut = _DEFAULT - missing
+    return (*row[:cut], *list(ADDED_FIELDS.values())[-missing:], *row[cut:])
+
+
+def select_columns(have: Iterable[str]) -> str:
+    """The SQL select list of a profile row from a table with columns `have`: a field the table
+    does not have yet (a database served read-only, not migrated) is read as its default."""
+    have = set(have)
+    fields = (f if f in have or f not in ADDED_FIELDS else sql_literal(ADDED_FIELDS[f]) for f in PROFILE_FIELDS)
+    return ", ".join(["persona_id", "name", "version", *fields, "is_default", "updated_unix", "seq"])
+
+
+def sql_literal(value: object) -> str:
+    """A default of `ADDED_FIELDS` as an SQL literal."""
+    return f"'{value}'" if isinstance(value, str) else repr(value)
 
 
 def next_version(rows: Iterable[Row], persona_id: str, name: str) -> int:

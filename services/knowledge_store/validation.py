@@ -11,7 +11,7 @@ from collections.abc import Sequence
 import numpy as np
 
 from ranking.config import FUSIONS, RECENCY_MODES
-from ranking.profile import RankingProfile
+from ranking.profile import MAX_RERANK_TOP_N, RERANKERS, RankingProfile
 from shared.bounds import INT32_MAX, MAX_UNIX_TIME, check_int, check_unix_time, shown
 from shared.errors import InvalidArgument
 from shared.identity import TENANT_ID, TENANT_ID_RULE
@@ -190,6 +190,16 @@ def profile(p: RankingProfile) -> None:
     if not isinstance(p.reputation_prior_strength, (int, float)) or not (
             math.isfinite(p.reputation_prior_strength) and p.reputation_prior_strength >= 0):
         raise InvalidArgument("reputation_prior_strength", f"must be >= 0, got {p.reputation_prior_strength!r}")
+    # Which re-rankers the stack has configured only LlmOrchestration knows: the RAGPipeline checks
+    # that before it stores a profile (services/rag_pipeline/rerankers.py); here, the vocabulary.
+    if p.reranker not in ("", *RERANKERS):
+        raise InvalidArgument("reranker", f"{p.reranker!r} is not a re-ranker; accepted: '' (none), "
+                                          f"{', '.join(repr(r) for r in RERANKERS)}")
+    if isinstance(p.rerank_top_n, bool) or not isinstance(p.rerank_top_n, int) or not (
+            1 <= p.rerank_top_n <= MAX_RERANK_TOP_N):
+        raise InvalidArgument("rerank_top_n", f"must be an integer in 1..{MAX_RERANK_TOP_N}, got {p.rerank_top_n!r}")
+    if not isinstance(p.rerank_weight, (int, float)) or not (0.0 <= p.rerank_weight <= 1.0):
+        raise InvalidArgument("rerank_weight", f"must be in [0, 1], got {p.rerank_weight!r}")
 
 
 def feedback(target: str, target_id: str, user_id: str, comment: str) -> None:

@@ -81,5 +81,10 @@ class LlmOrchestrationClient:
         except grpc.RpcError as err:
             raise from_grpc_error(err, service=SERVICE) from None
 
+    async def rerankers(self, *, timeout_s: float | None = None) -> list[str]:
+        info = await call(self._stub.GetModelInfo, llm_pb.ModelInfoRequest(), timeout=timeout_s or self.timeout_s,
+                          service=SERVICE)
+        return list(info.rerankers)
+
     async def info(self) -> llm_pb.ModelInfo:
         return await call(self._stub.GetModelInfo, llm_pb.ModelInfoRequest(), timeout=self.timeout_s, service=SERVICE)

@@ -25,6 +25,7 @@ from typing import Any
 import numpy as np
 from opentelemetry import trace
 
+from ranking.profile import CROSS_ENCODER, RERANK_API
 from shared.bounds import INT32_MAX, check_int
 from shared.errors import InvalidArgument, NucleusError, Unavailable
 from shared.settings import LlmOrchestrationSettings
@@ -42,9 +43,6 @@ from .validation import check_ids, check_purpose, check_text, check_texts
 
 log = logging.getLogger(__name__)
 _tracer = trace.get_tracer(__name__)
-
-CROSS_ENCODER = "cross-encoder"         # re-rank method names a profile / request may choose
-RERANK_API = "rerank-api"
 
 
 def check_settings(settings: LlmOrchestrationSettings) -> None:

@@ -73,6 +73,10 @@ class InProcessLlmOrchestrationClient:
         async with self._call("Rerank", timeout_s):
             return await self._core.rerank(query, [(cid, text) for cid, text in candidates], method)
 
+    async def rerankers(self, *, timeout_s: float | None = None) -> list[str]:
+        async with self._call("GetModelInfo", timeout_s):
+            return list(self._core.rerankers)
+
     async def synthesize(self, query: str, passages: Sequence[tuple[str, str, str]], *, max_chars: int = 0,
                          style: str = "", timeout_s: float | None = None) -> Synthesis:
         async with self._call("Synthesize", timeout_s):

@@ -31,7 +31,7 @@ from ranking import Candidates, RankingConfig, rank
 from ranking.profile import BUILTIN_PROFILE, MAX_RERANK_TOP_N, RankingProfile
 from ranking.query_features import query_features
 from ranking.temporal import detect_temporal_intent
-from services.rag_pipeline import permissions
+from services.rag_pipeline import permissions, rerankers
 from services.rag_pipeline.access import AccessPolicy, Scope
 from services.rag_pipeline.federation.fanout import MAX_REMOTE_HITS, Federation, Plan, RemoteQuery
 from services.rag_pipeline.federation.hits import LOCAL, Caller
@@ -217,6 +217,7 @@ class RagPipeline:
             if principal is not None:
                 profile = replace(profile, tenant_id=self.tenant_for(profile.tenant_id, principal))
                 await permissions.check_profile_write(self._ks, profile, principal)
+            await rerankers.check_configured(self._llm, profile, timeout_s=self._settings.embed_timeout_s)
             stored = await self._ks.put_profile(profile)
         self._profiles.clear()
         return stored

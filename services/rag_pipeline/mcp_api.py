@@ -27,7 +27,7 @@ from ranking.config import (
     Fusion,
     RecencyMode,
 )
-from ranking.profile import RankingProfile
+from ranking.profile import DEFAULT_RERANK_TOP_N, DEFAULT_RERANK_WEIGHT, MAX_RERANK_TOP_N, RankingProfile
 from services.rag_pipeline.core import RagPipeline
 from services.rag_pipeline.federation.runtime import request_headers
 from services.rag_pipeline.models import (
@@ -152,6 +152,9 @@ class ProfileOut(BaseModel):
     reputation_prior_strength: float
     is_default: bool
     updated_unix: int
+    reranker: str
+    rerank_top_n: int
+    rerank_weight: float
 
 
 class ProfileListOut(BaseModel):
@@ -201,7 +204,8 @@ def profile_out(p: RankingProfile) -> ProfileOut:
         recency_weight=p.recency_weight, richness_weight=p.richness_weight, reputation_weight=p.reputation_weight,
         fusion_method=p.fusion_method, dense_weight=p.dense_weight, recency_mode=p.recency_mode,
         recency_half_life_days=p.recency_half_life_days, reputation_prior_strength=p.reputation_prior_strength,
-        is_default=p.is_default, updated_unix=p.updated_unix)
+        is_default=p.is_default, updated_unix=p.updated_unix, reranker=p.reranker, rerank_top_n=p.rerank_top_n,
+        rerank_weight=p.rerank_weight)
 
 
 def register_core_tools(mcp: MCPServer, pipeline: RagPipeline, principal: Callable[[Context], Principal]) -> None:
@@ -258,6 +262,14 @@ def register_core_tools(mcp: MCPServer, pipeline: RagPipeline, principal: Callab
         recency_half_life_days: Annotated[float, Field(gt=0)] = DEFAULT_HALF_LIFE_DAYS,
         reputation_prior_strength: Annotated[float, Field(gt=0)] = DEFAULT_PRIOR_STRENGTH,
         is_default: bool = False,
+        reranker: Annotated[str, Field(description=(
+            "Model re-ranking: '' = off (the default), else one the stack has configured: "
+            "'cross-encoder', 'rerank-api', 'llm' or 'embedding-cosine' (docs/RANKING.md)"))] = "",
+        rerank_top_n: Annotated[int, Field(ge=1, le=MAX_RERANK_TOP_N,
+                                           description="how many of the first ranking's best it re-scores")]
+        = DEFAULT_RERANK_TOP_N,
+        rerank_weight: Annotated[float, Field(ge=0, le=1, description="its weight in Relevancy")]
+        = DEFAULT_RERANK_WEIGHT,
         ctx: Context | None = None,
     ) -> ProfileOut:
         async def run() -> ProfileOut:
@@ -268,7 +280,7 @@ def register_core_tools(mcp: MCPServer, pipeline: RagPipeline, principal: Callab
                 richness_weight=weights.richness, reputation_weight=weights.reputation,
                 fusion_method=fusion_method, dense_weight=dense_weight, recency_mode=recency_mode,
                 recency_half_life_days=recency_half_life_days, reputation_prior_strength=reputation_prior_strength,
-                is_default=is_default)
+                is_default=is_default, reranker=reranker, rerank_top_n=rerank_top_n, rerank_weight=rerank_weight)
             return profile_out(await pipeline.put_profile(profile, who))
         return await guarded(run)
 

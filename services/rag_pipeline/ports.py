@@ -147,6 +147,11 @@ class LanguageModel(Protocol):
         re-ranker ("cross-encoder", "rerank-api")."""
         ...
 
+    async def rerankers(self, *, timeout_s: float | None = None) -> list[str]:
+        """The re-rank methods the stack has configured (GetModelInfo's `rerankers`): the default
+        method first, then the model re-rankers the operator set up."""
+        ...
+
     async def synthesize(self, query: str, passages: Sequence[tuple[str, str, str]], *, max_chars: int = 0,
                          style: str = "", timeout_s: float | None = None) -> Synthesis:
         """An answer from (id, title, text) passages."""

@@ -4,11 +4,13 @@ interceptor that signs every call.
 Server side, `AuthServerInterceptor(authenticate)` runs `authenticate(metadata)` for each call
 (health checks excepted: probes carry no credentials) and either aborts with UNAUTHENTICATED /
 PERMISSION_DENIED before the handler runs, or runs the handler with the verified principal as
-`shared.identity.verified_caller()`. Adapters only read that; the cores decide what it may do.
+`shared.identity.verified_caller()` (a streamed reply, RagPipeline.Chat, as well). Adapters
+only read that; the cores decide what it may do.
 
-Client side, `SigningInterceptor(signer, audience)` adds `authorization: Bearer <token>` to
-every call: an on-behalf-of assertion when the work is done for an end user
-(`shared.identity.on_behalf_of`: the user a request is served for), else the caller's own
+Client side, `signing_interceptors(signer, audience)` (unary calls and calls with a streamed
+reply) add `authorization: Bearer <token>` to every call: an on-behalf-of assertion when the
+work is done for an end user (`shared.identity.on_behalf_of`: the user a request is served
+for), else the caller's own
 service token (an operator's or a service's call stays the service's own).
 """
 from __future__ import annotations
@@ -21,7 +23,7 @@ import grpc
 from shared.auth.service_identity import ServiceSigner
 from shared.errors import NucleusError, Unauthenticated
 from shared.grpc_errors import grpc_status
-from shared.grpc_handlers import split_method, wrap_unary
+from shared.grpc_handlers import split_method, wrap_unary, wrap_unary_stream
 from shared.identity import OPERATOR, Principal, on_behalf_of, serving
 
 log = logging.getLogger(__name__)
@@ -62,7 +64,16 @@ class AuthServerInterceptor(grpc.aio.ServerInterceptor):
                     return await inner(request, context)
 
             return wrap_unary(handler, as_caller)
-        return handler     # streaming (reflection): authenticated above, needs no principal
+        if handler.unary_stream is not None:      # a streamed reply (RagPipeline.Chat) is served as the caller too
+            streamed = handler.unary_stream
+
+            async def stream_as_caller(request: Any, context: grpc.aio.ServicerContext) -> Any:
+                with serving(principal):
+                    async for response in streamed(request, context):
+                        yield response
+
+            return wrap_unary_stream(handler, stream_as_caller)
+        return handler     # client streaming (reflection): authenticated above, needs no principal
 
 
 def _refusal(handler: Any, code: grpc.StatusCode, message: str) -> Any:
@@ -79,12 +90,14 @@ def _refusal(handler: Any, code: grpc.StatusCode, message: str) -> Any:
     return grpc.stream_stream_rpc_method_handler(refuse, **kw)
 
 
-class SigningInterceptor(grpc.aio.UnaryUnaryClientInterceptor):
+class _Signing:
+    """Adds `authorization: Bearer <a token signed for audience>` (with the user asserted, if any)."""
+
     def __init__(self, signer: ServiceSigner, audience: str) -> None:
         self._signer = signer
         self._audience = audience
 
-    async def intercept_unary_unary(self, continuation, client_call_details, request):
+    def _signed(self, client_call_details: Any) -> Any:
         user = on_behalf_of()
         asserted = user is not None and bool(user.tenant_id) and user.auth_method not in ("service", OPERATOR)
         token = self._signer.token(self._audience, user if asserted else None)
@@ -93,7 +106,27 @@ class SigningInterceptor(grpc.aio.UnaryUnaryClientInterceptor):
             if key != "authorization":
                 metadata.add(key, value)
         metadata.add("authorization", f"Bearer {token}")
-        return await continuation(client_call_details._replace(metadata=metadata), request)
+        return client_call_details._replace(metadata=metadata)
+
+
+class SigningInterceptor(_Signing, grpc.aio.UnaryUnaryClientInterceptor):
+    """Signs every unary call (`signing_interceptors` adds its streamed-reply twin)."""
+
+    async def intercept_unary_unary(self, continuation, client_call_details, request):
+        return await continuation(self._signed(client_call_details), request)
+
+
+class StreamSigningInterceptor(_Signing, grpc.aio.UnaryStreamClientInterceptor):
+    """Signs every call with a streamed reply (GenerateChatCompletion). A channel files each
+    interceptor under one kind only (the first it is an instance of), hence a class of its own."""
+
+    async def intercept_unary_stream(self, continuation, client_call_details, request):
+        return await continuation(self._signed(client_call_details), request)
+
+
+def signing_interceptors(signer: ServiceSigner, audience: str) -> list[Any]:
+    """The client interceptors that sign every call to `audience`: unary and streamed replies."""
+    return [SigningInterceptor(signer, audience), StreamSigningInterceptor(signer, audience)]
 
 
 def require(principal: Principal | None, what: str) -> Principal:

@@ -18,7 +18,7 @@ from typing import Any, Callable, Mapping
 from mcp.server.auth.provider import AccessToken
 
 from shared.auth.api_keys import fingerprint
-from shared.auth.grpc_auth import AuthServerInterceptor, SigningInterceptor
+from shared.auth.grpc_auth import AuthServerInterceptor, signing_interceptors
 from shared.auth.service_identity import ServiceSigner, ServiceVerifier, bearer
 from shared.identity import OPERATOR
 from shared.errors import NucleusError
@@ -38,7 +38,7 @@ class ServiceAuth:
         return cls(name, ServiceSigner.load(identity_dir, name), ServiceVerifier(identity_dir, name))
 
     def client_interceptors(self, callee: str) -> list[Any]:
-        return [SigningInterceptor(self.signer, callee)]
+        return signing_interceptors(self.signer, callee)
 
     def authenticate(self, metadata: Mapping[str, str]) -> Principal:
         """A service, operator or on-behalf-of token from the trust bundle."""
@@ -80,7 +80,7 @@ def operator_interceptors(identity_dir: Path, callee: str) -> list[Any] | None:
 
     if not key_file(identity_dir, OPERATOR).exists():
         return None
-    return [SigningInterceptor(ServiceSigner.load(identity_dir, OPERATOR), callee)]
+    return signing_interceptors(ServiceSigner.load(identity_dir, OPERATOR), callee)
 
 
 __all__ = ["ServiceAuth", "ServiceTokenVerifier", "operator_interceptors"]

@@ -1,18 +1,24 @@
-"""The chat agent (cli/agent) against the loopback OpenAI-compatible server scripted to request
-tool calls, calling the real RAGPipeline MCP server of the authenticated stack as alice."""
+"""`nucleus chat` / `nucleus ask` (cli/agent) through the services: the agent's model is the stack's
+chat (RAGPipeline.Chat → LlmOrchestration.GenerateChatCompletion → the loopback OpenAI-compatible
+server, scripted to request tool calls), called with the user's own key, and its tools are the
+real RAGPipeline MCP server of an authenticated stack. The CLI holds no model key."""
 from __future__ import annotations
 
 import contextlib
+import json
 
 import httpx
 import pytest
 
-from cli.agent import AgentConfig, ChatAgent, McpToolbox, connect
+from benchmarks.secure_stack import corpus, ingest_corpus, start_secure_stack
+from cli.agent import AgentConfig, ChatAgent, McpToolbox, StackChat, connect
 from cli.agent.loop import NO_LLM, ROUND_LIMIT_NOTE
 from tests.integration.secure_stack import LEGAL_CANARY
 from tests.support.fake_openai import FakeOpenAI
+from tests.support.processes import run_cli
 
 pytestmark = pytest.mark.integration
+MODEL_KEY = "sk-test-secret-key-123456"          # the stack's (LlmOrchestration's), never the CLI's
 
 
 @pytest.fixture(scope="module")
@@ -21,106 +27,144 @@ def llm():
         yield server
 
 
+@pytest.fixture(scope="module")
+async def chat_stack(llm, tmp_path_factory):
+    """An authenticated stack whose LlmOrchestration has a chat model (the loopback server), in one
+    process (cheaper to start; the services' own streamed-call signing: tests/unit/shared/auth)."""
+    stack, supervisor = start_secure_stack(tmp_path_factory.mktemp("chat-stack"), mode="single", extra_env={
+        "NUCLEUS_LLM_OPENAI_BASE_URL": llm.base_url, "NUCLEUS_LLM_OPENAI_API_KEY": MODEL_KEY,
+        "NUCLEUS_LLM_CHAT_MODEL": "fake-model", "NUCLEUS_RAG_CHAT_BURST": "100"})
+    try:
+        await ingest_corpus(stack, {"acme": corpus()["acme"]})
+        yield stack
+    finally:
+        supervisor.stop()
+
+
 @contextlib.asynccontextmanager
-async def agent(stack, llm=None, *, rounds: int = 4, tokens: list[str] | None = None):
-    config = AgentConfig(base_url=llm.base_url if llm else "", api_key="sk-test-secret-key-123456",
-                         model="fake-model" if llm else "", max_tool_rounds=rounds)
-    async with connect(stack.mcp_url, stack.keys["alice"]) as client:
-        yield ChatAgent(config, McpToolbox(client), on_token=tokens.append if tokens is not None else None)
+async def agent(stack, *, who: str = "alice", rounds: int = 4, tokens: list[str] | None = None):
+    key = stack.keys[who] if who else ""
+    chat = StackChat(stack.addresses["rag_pipeline"]["grpc"], key)
+    try:
+        async with connect(stack.mcp_url, stack.keys["alice"]) as client:
+            yield ChatAgent(AgentConfig(max_tool_rounds=rounds), McpToolbox(client), llm=chat, secrets=(key,),
+                            on_token=tokens.append if tokens is not None else None)
+    finally:
+        await chat.close()
 
 
 def chat_requests(llm):
-    return [r.body for r in llm.requests if r.path.endswith("/chat/completions")]
+    return [r for r in llm.requests if r.path.endswith("/chat/completions")]
 
 
-async def test_a_single_tool_call_then_a_streamed_cited_answer(secure_corpus, llm):
+async def test_a_single_tool_call_then_a_streamed_cited_answer(chat_stack, llm):
     llm.clear()
     llm.reply_tool_calls_next([("rag_search", '{"search_phrases": ["hotel expense limits for travel"]}')])
     llm.reply_next("Hotel limits are set by the travel policy [1].")
     tokens: list[str] = []
-    async with agent(secure_corpus, llm, tokens=tokens) as bot:
+    async with agent(chat_stack, tokens=tokens) as bot:
         answer = await bot.ask("What are the hotel limits?")
     assert answer.mode == "llm" and answer.text == "Hotel limits are set by the travel policy [1]."
-    assert "".join(tokens) == answer.text and len(tokens) > 1            # streamed in pieces
+    assert "".join(tokens) == answer.text and len(tokens) > 1            # streamed in pieces, through gRPC
     assert [(c.name, c.ok) for c in answer.tool_calls] == [("rag_search", True)]
     assert [s.n for s in answer.sources] == [1] and answer.sources[0].title
     assert httpx.get(answer.sources[0].url, timeout=30).status_code == 200      # a working signed link
-    first, second = chat_requests(llm)
-    assert first["tool_choice"] == "auto" and first["stream"] is True
+    first, second = (r.body for r in chat_requests(llm))
+    assert first["model"] == "fake-model" and first["tool_choice"] == "auto" and first["stream"] is True
+    assert {r.headers["authorization"] for r in chat_requests(llm)} == {f"Bearer {MODEL_KEY}"}   # the stack's key
     offered = {t["function"]["name"] for t in first["tools"]}
     assert {"rag_search", "rag_topics", "rag_topic_evolution", "rag_recent_developments"} <= offered
     assert all("username" not in t["function"]["parameters"].get("properties", {}) for t in first["tools"])
     tool_msgs = [m for m in second["messages"] if m["role"] == "tool"]
-    assert len(tool_msgs) == 1 and tool_msgs[0]["content"].startswith(("1 passages", "2 passages", "3 passages",
-                                                                         "4 passages", "5 passages", "6 passages",
-                                                                         "7 passages", "8 passages"))
+    assert len(tool_msgs) == 1 and tool_msgs[0]["content"].split(" ", 1)[1].startswith("passages:")
     assert "[1]" in tool_msgs[0]["content"]
-    assert "sk-test-secret" not in str(second["messages"])               # the key never reaches a prompt
+    assert chat_stack.keys["alice"] not in json.dumps(second)            # the caller's key never reaches a prompt
 
 
-async def test_several_tool_calls_in_one_turn(secure_corpus, llm):
+async def test_several_tool_calls_in_one_turn(chat_stack, llm):
     llm.clear()
     llm.reply_tool_calls_next([("rag_topics", "{}"),
                                ("rag_recent_developments", '{"query": "Pallas firmware release", "limit": 3}')])
     llm.reply_next("The collection covers several themes; the newest firmware note is [1].")
-    async with agent(secure_corpus, llm) as bot:
+    async with agent(chat_stack) as bot:
         answer = await bot.ask("What are the main themes, and what is new on firmware?")
     assert [(c.name, c.ok) for c in answer.tool_calls] == [("rag_topics", True), ("rag_recent_developments", True)]
-    tool_msgs = [m for m in chat_requests(llm)[1]["messages"] if m["role"] == "tool"]
+    tool_msgs = [m for m in chat_requests(llm)[1].body["messages"] if m["role"] == "tool"]
     assert [m["tool_call_id"] for m in tool_msgs] == ["call_0", "call_1"]
     assert tool_msgs[0]["content"].count("\ntopic ") >= 2 or tool_msgs[0]["content"].startswith("The topics are")
     assert LEGAL_CANARY not in str(tool_msgs)
 
 
-async def test_a_failing_tool_and_malformed_arguments_go_back_to_the_model(secure_corpus, llm):
+async def test_a_failing_tool_and_malformed_arguments_go_back_to_the_model(chat_stack, llm):
     llm.clear()
     llm.reply_tool_calls_next([("rag_topics", '{"k": 99}'), ("rag_search", '{"search_phrases": ['),
                                ("rag_no_such_tool", "{}")])
     llm.reply_next("I could not use the tools.")
-    async with agent(secure_corpus, llm) as bot:
+    async with agent(chat_stack) as bot:
         answer = await bot.ask("Topics?")
     assert answer.text == "I could not use the tools."
     failing, malformed, unknown = answer.tool_calls
     assert not failing.ok and failing.result.startswith("error:") and "k" in failing.result
     assert malformed.arguments is None and "not valid JSON" in malformed.result
     assert not unknown.ok and "not available" in unknown.result
-    tool_msgs = [m["content"] for m in chat_requests(llm)[1]["messages"] if m["role"] == "tool"]
+    tool_msgs = [m["content"] for m in chat_requests(llm)[1].body["messages"] if m["role"] == "tool"]
     assert tool_msgs == [failing.result, malformed.result, unknown.result]
 
 
-async def test_the_round_limit_stops_tool_calls(secure_corpus, llm):
+async def test_the_round_limit_stops_tool_calls(chat_stack, llm):
     llm.clear()
     search = [("rag_search", '{"search_phrases": ["battery"]}')]
     llm.reply_tool_calls_next(search, search, search)
-    async with agent(secure_corpus, llm, rounds=2) as bot:
+    async with agent(chat_stack, rounds=2) as bot:
         answer = await bot.ask("Battery?")
     assert answer.rounds == 2 and len(answer.tool_calls) == 2
-    requests = chat_requests(llm)
+    requests = [r.body for r in chat_requests(llm)]
     assert len(requests) == 3 and "tools" in requests[1] and "tools" not in requests[2]
     assert requests[2]["messages"][-1]["content"] == ROUND_LIMIT_NOTE
     assert "past the round limit" in answer.text and "NUCLEUS_CHAT_MAX_TOOL_ROUNDS" in answer.note
 
 
-async def test_without_an_llm_the_answer_is_retrieval_only(secure_corpus):
+async def test_a_stack_without_a_chat_model_answers_retrieval_only(secure_corpus):
     async with agent(secure_corpus) as bot:
         answer = await bot.ask("current travel expense limits for hotels and meals")
-    assert answer.mode == "retrieval-only" and answer.text.startswith(NO_LLM)
+    assert answer.mode == "retrieval-only" and answer.text.startswith(NO_LLM) and not answer.note
     assert "Extractive synthesis:" in answer.text and "Ranked results:" in answer.text
     assert [c.name for c in answer.tool_calls] == ["rag_search", "rag_get_synthesized_results"]
     assert answer.sources and all(s.url.startswith("http") for s in answer.sources)
 
 
-async def test_an_unreachable_llm_degrades_to_retrieval_only(secure_corpus):
-    config = AgentConfig(base_url="http://127.0.0.1:9/v1", model="m", api_key="sk-unreachable-key-1234567")
-    async with connect(secure_corpus.mcp_url, secure_corpus.keys["alice"]) as client:
-        bot = ChatAgent(config, McpToolbox(client))
+async def test_a_failing_or_refused_chat_degrades_to_retrieval_only_and_keeps_no_half_turn(chat_stack, llm):
+    llm.clear()
+    llm.fail_next("500", n=3)                                   # every attempt of LlmOrchestration's retries
+    async with agent(chat_stack) as bot:
         answer = await bot.ask("hotel limits")
-    assert answer.mode == "retrieval-only" and "failed" in answer.note
-    assert "sk-unreachable" not in answer.note
-    assert len(bot.messages) == 1                      # the failed turn left no history
+        assert answer.mode == "retrieval-only" and "the stack's chat failed (Unavailable" in answer.note
+        assert len(bot.messages) == 1                          # the failed turn left no history
+    assert chat_stack.keys["alice"] not in answer.note and MODEL_KEY not in answer.note
+    llm.clear()
+    async with agent(chat_stack, who="") as bot:               # no key: RAGPipeline refuses, nothing is sent
+        answer = await bot.ask("hotel limits")
+    assert answer.mode == "retrieval-only" and "Unauthenticated" in answer.note
+    assert not [r for r in chat_requests(llm) if "tools" in r.body]   # only the fallback's synthesis reached it
 
 
-async def test_a_persona_sets_prompt_tools_and_model(secure_corpus, secure_rag, llm, monkeypatch):
+def test_nucleus_ask_goes_through_the_stack_as_the_user(chat_stack, llm):
+    llm.clear()
+    llm.reply_tool_calls_next([("rag_search", '{"search_phrases": ["hotel limits"]}')])
+    llm.reply_next("Hotels are capped by the travel policy [1].")
+    done = run_cli(["ask", "--url", chat_stack.mcp_url, "--rag-pipeline-target",
+                    chat_stack.addresses["rag_pipeline"]["grpc"], "--token", chat_stack.keys["alice"], "--json",
+                    "What are the hotel limits?"], env={"NUCLEUS_LLM_OPENAI_BASE_URL": "http://127.0.0.1:9/v1"},
+                   timeout_s=120)
+    assert done.returncode == 0, done.stderr
+    body = json.loads(done.stdout)
+    assert (body["mode"], body["answer"]) == ("llm", "Hotels are capped by the travel policy [1].")
+    assert [c["name"] for c in body["tool_calls"]] == ["rag_search"] and [s["n"] for s in body["sources"]] == [1]
+    assert len(chat_requests(llm)) == 2                        # the stack's model, not the CLI's environment
+    assert chat_stack.keys["alice"] not in done.stdout + done.stderr
+
+
+async def test_a_persona_sets_prompt_and_tools(chat_stack, llm):
     import argparse
 
     import grpc
@@ -133,38 +177,40 @@ async def test_a_persona_sets_prompt_tools_and_model(secure_corpus, secure_rag, 
     persona = pb.Persona(tenant_id="acme", persona_id="fleet-analyst", display_name="Fleet analyst",
                          system_prompt="You are the fleet analyst. PERSONA-MARK-77", allowed_tools=["rag_topics"],
                          llm_model="analyst-model")
-    async with grpc.aio.insecure_channel(secure_corpus.addresses["rag_pipeline"]["grpc"],
-                                         interceptors=secure_corpus.operator("rag_pipeline")) as channel:
-        stored = await rag_grpc.RagPipelineStub(channel).PutPersona(persona, timeout=30)
-    assert stored.updated_unix > 0 and list(stored.allowed_tools) == ["rag_topics"]
-    with pytest.raises(grpc.aio.AioRpcError) as err:           # a user without the admin role
-        await secure_rag.PutPersona(persona, metadata=bearer(secure_corpus, "alice"), timeout=30)
-    assert err.value.code() == grpc.StatusCode.PERMISSION_DENIED
-    with pytest.raises(grpc.aio.AioRpcError) as err:
-        bad = pb.Persona(tenant_id="acme", persona_id="x", allowed_tools=["no spaces please"])
-        async with grpc.aio.insecure_channel(secure_corpus.addresses["rag_pipeline"]["grpc"],
-                                             interceptors=secure_corpus.operator("rag_pipeline")) as channel:
-            await rag_grpc.RagPipelineStub(channel).PutPersona(bad, timeout=30)
-    assert err.value.code() == grpc.StatusCode.INVALID_ARGUMENT and "allowed_tools[0]" in err.value.details()
-    listed = await secure_rag.ListPersonas(pb.ListPersonasRequest(), metadata=bearer(secure_corpus, "alice"),
-                                           timeout=30)
-    assert [p.persona_id for p in listed.personas] == ["fleet-analyst"]
-    with pytest.raises(grpc.aio.AioRpcError) as err:           # another tenant has no such persona
-        await secure_rag.GetPersona(pb.GetPersonaRequest(persona_id="fleet-analyst"),
-                                    metadata=bearer(secure_corpus, "gina"), timeout=30)
-    assert err.value.code() == grpc.StatusCode.NOT_FOUND
+    async with grpc.aio.insecure_channel(chat_stack.addresses["rag_pipeline"]["grpc"],
+                                         interceptors=chat_stack.operator("rag_pipeline")) as channel:
+        rag = rag_grpc.RagPipelineStub(channel)
+        stored = await rag.PutPersona(persona, timeout=30)
+        assert stored.updated_unix > 0 and list(stored.allowed_tools) == ["rag_topics"]
+        with pytest.raises(grpc.aio.AioRpcError) as err:
+            await rag.PutPersona(pb.Persona(tenant_id="acme", persona_id="x", allowed_tools=["no spaces please"]),
+                                 timeout=30)
+        assert err.value.code() == grpc.StatusCode.INVALID_ARGUMENT and "allowed_tools[0]" in err.value.details()
+    async with grpc.aio.insecure_channel(chat_stack.addresses["rag_pipeline"]["grpc"]) as channel:
+        rag = rag_grpc.RagPipelineStub(channel)
+        with pytest.raises(grpc.aio.AioRpcError) as err:           # a user without the admin role
+            await rag.PutPersona(persona, metadata=bearer(chat_stack, "alice"), timeout=30)
+        assert err.value.code() == grpc.StatusCode.PERMISSION_DENIED
+        listed = await rag.ListPersonas(pb.ListPersonasRequest(), metadata=bearer(chat_stack, "alice"), timeout=30)
+        assert [p.persona_id for p in listed.personas] == ["fleet-analyst"]
+        with pytest.raises(grpc.aio.AioRpcError) as err:           # another tenant has no such persona
+            await rag.GetPersona(pb.GetPersonaRequest(persona_id="fleet-analyst"),
+                                 metadata=bearer(chat_stack, "gina"), timeout=30)
+        assert err.value.code() == grpc.StatusCode.NOT_FOUND
 
-    monkeypatch.setenv("NUCLEUS_LLM_OPENAI_BASE_URL", llm.base_url)
-    monkeypatch.setenv("NUCLEUS_LLM_CHAT_MODEL", "default-model")
     llm.clear()
     llm.reply_next("Here are the themes.")
-    args = argparse.Namespace(persona="fleet-analyst", token=secure_corpus.keys["alice"])
-    async with connect(secure_corpus.mcp_url, secure_corpus.keys["alice"]) as client:
-        bot, loaded = await _agent(client, args)
-        answer = await bot.ask("What are the themes?")
+    args = argparse.Namespace(persona="fleet-analyst", token=chat_stack.keys["alice"])
+    chat = StackChat(chat_stack.addresses["rag_pipeline"]["grpc"], chat_stack.keys["alice"])
+    try:
+        async with connect(chat_stack.mcp_url, chat_stack.keys["alice"]) as client:
+            bot, loaded = await _agent(client, args, chat)
+            answer = await bot.ask("What are the themes?")
+    finally:
+        await chat.close()
     assert loaded["display_name"] == "Fleet analyst" and answer.text == "Here are the themes."
-    request = chat_requests(llm)[0]
-    assert request["model"] == "analyst-model"
+    request = chat_requests(llm)[0].body
+    assert request["model"] == "fake-model"            # the stack's chat model (a persona's llm_model: not applied)
     assert "PERSONA-MARK-77" in request["messages"][0]["content"]
     assert [t["function"]["name"] for t in request["tools"]] == ["rag_topics"]
 
@@ -196,7 +242,9 @@ def test_nucleus_ask_for_scripts(secure_corpus):
 
     env = {k: v for k, v in os.environ.items() if not k.startswith("NUCLEUS_LLM_")}
     done = subprocess.run([sys.executable, "-m", "cli.main", "ask", "--url", secure_corpus.mcp_url, "--token",
-                           secure_corpus.keys["alice"], "--json", "current travel expense limits for hotels"],
+                           secure_corpus.keys["alice"], "--rag-pipeline-target",
+                           secure_corpus.addresses["rag_pipeline"]["grpc"], "--json",
+                           "current travel expense limits for hotels"],
                           cwd=ROOT, env=env, capture_output=True, text=True, timeout=120)
     assert done.returncode == 0, done.stderr
     body = json.loads(done.stdout)

@@ -212,3 +212,20 @@ async def test_bad_ranking_input_names_the_field(corpus, rag):
                                                       fusion_method=pb.FUSION_METHOD_CONVEX), timeout=10)
     assert err.value.code() == grpc.StatusCode.INVALID_ARGUMENT
     assert "relevancy_weight" in err.value.details()
+    for rerank, field in [(dict(reranker="cross-encoder"), "reranker"), (dict(rerank_top_n=51), "rerank_top_n"),
+                          (dict(rerank_weight=1.5), "rerank_weight")]:     # the stack has no cross-encoder
+        with pytest.raises(grpc.aio.AioRpcError) as err:
+            await rag.PutRankingProfile(pb.RankingProfile(tenant_id=TENANT, name="bad-rerank", relevancy_weight=1,
+                                                          **rerank), timeout=10)
+        assert err.value.code() == grpc.StatusCode.INVALID_ARGUMENT and field in err.value.details()
+
+
+async def test_profile_rerank_fields_travel_over_grpc_both_ways(corpus, rag):
+    info = await rag.PutRankingProfile(pb.RankingProfile(tenant_id=TENANT, name="rerank-fields", relevancy_weight=1,
+                                                         rerank_top_n=9, rerank_weight=0.0), timeout=10)
+    got = await rag.GetRankingProfile(pb.GetRankingProfileRequest(tenant_id=TENANT, name="rerank-fields"), timeout=10)
+    for p in (info, got):
+        assert (p.reranker, p.rerank_top_n, p.HasField("rerank_weight"), p.rerank_weight) == ("", 9, True, 0.0)
+    unset = await rag.PutRankingProfile(pb.RankingProfile(tenant_id=TENANT, name="rerank-unset", relevancy_weight=1),
+                                        timeout=10)
+    assert (unset.rerank_top_n, unset.rerank_weight) == (20, pytest.approx(0.5))      # the defaults

@@ -212,13 +212,15 @@ async def test_core_tools_still_work(secure_corpus, transport):
         assert titles and not SECURITY_TEAM_DOCS & set(titles)
         name = f"itest-{transport}"
         put = structured(await client.call_tool("put_ranking_profile", {
-            "name": name, "weights": {"relevancy": 0.7, "recency": 0.1, "richness": 0.1, "reputation": 0.1}}))
+            "name": name, "weights": {"relevancy": 0.7, "recency": 0.1, "richness": 0.1, "reputation": 0.1},
+            "rerank_top_n": 7, "rerank_weight": 0.25}))
         got = structured(await client.call_tool("get_ranking_profile", {"name": name}))
         listed = structured(await client.call_tool("list_ranking_profiles", {}))
         vote = structured(await client.call_tool("record_feedback", {
             "target_id": ranked["results"][0]["persona_knowledge_entry_id"], "helpful": True}))
         bad = await client.call_tool("search_and_rank", {"user_query_text": ""})
     assert put["name"] == got["name"] == name and name in {p["name"] for p in listed["profiles"]}
+    assert (got["reranker"], got["rerank_top_n"], got["rerank_weight"]) == ("", 7, 0.25)
     assert vote["feedback_helpful"] >= 1
     assert "user_query_text" in error_text(bad)
 

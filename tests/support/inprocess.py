@@ -241,6 +241,10 @@ class InProcessLanguageModel(_Port):
         unit = rerank_mod.cosine_to_unit(vectors[0], vectors[1:])
         return RerankResult(tuple(float(x) for x in unit), HASH_MODEL, "embedding-cosine")
 
+    async def rerankers(self, *, timeout_s: float | None = None) -> list[str]:
+        self._enter("rerankers")
+        return ["embedding-cosine"]                     # as LlmOrchestration without model re-rankers
+
     async def synthesize(self, query: str, passages: Sequence[tuple[str, str, str]], *, max_chars: int = 0,
                          style: str = "", timeout_s: float | None = None) -> Synthesis:
         self._enter("synthesize")

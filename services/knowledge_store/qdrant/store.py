@@ -107,7 +107,7 @@ class QdrantKnowledgeStore(Searches, Writes, FeedbackLog):
         if persona_id is not None:
             must.append(qm.FieldCondition(key="persona_id", match=qm.MatchValue(value=persona_id)))
         points = await self._scroll({"collection_name": self._names.profiles}, qm.Filter(must=must))
-        return [tuple(p.payload["row"]) for p in points]
+        return [profiles.upgrade_row(p.payload["row"]) for p in points]      # a point stored before: defaults
 
     async def put_profile(self, profile: RankingProfile) -> RankingProfile:
         validation.profile(profile)

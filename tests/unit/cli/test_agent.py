@@ -9,28 +9,33 @@ from cli.agent.tools import Sources, format_result
 from shared.errors import InvalidArgument
 
 
-def test_config_reads_the_llm_orchestration_names(tmp_path):
-    key = tmp_path / "key"
-    key.write_text("sk-from-file-123456\n")
-    config = AgentConfig.from_env({"NUCLEUS_LLM_OPENAI_BASE_URL": "http://127.0.0.1:1/v1",
-                                   "NUCLEUS_LLM_OPENAI_API_KEY_FILE": str(key), "NUCLEUS_LLM_CHAT_MODEL": "m",
-                                   "NUCLEUS_CHAT_MAX_TOOL_ROUNDS": "2"})
-    assert (config.base_url, config.api_key, config.model, config.max_tool_rounds) == \
-        ("http://127.0.0.1:1/v1", "sk-from-file-123456", "m", 2)
-    assert config.llm_configured
-    assert not AgentConfig.from_env({"NUCLEUS_LLM_CHAT_MODEL": "m"}).llm_configured       # no base URL
-    assert AgentConfig.from_env({"NUCLEUS_LLM_CHAT_MODEL": "m"}, model="persona-model").model == "persona-model"
+def test_config_holds_only_the_agents_limits_the_model_is_the_stacks():
+    assert AgentConfig.from_env({"NUCLEUS_CHAT_MAX_TOOL_ROUNDS": "2"}).max_tool_rounds == 2
+    assert AgentConfig.from_env({}).max_tool_rounds == 4
+    assert not hasattr(AgentConfig(), "api_key") and not hasattr(AgentConfig(), "base_url")   # no model client
 
 
-@pytest.mark.parametrize("env, field", [
-    ({"NUCLEUS_CHAT_MAX_TOOL_ROUNDS": "many"}, "NUCLEUS_CHAT_MAX_TOOL_ROUNDS"),
-    ({"NUCLEUS_CHAT_MAX_TOOL_ROUNDS": "21"}, "NUCLEUS_CHAT_MAX_TOOL_ROUNDS"),
-    ({"NUCLEUS_LLM_OPENAI_API_KEY_FILE": "/nonexistent/key"}, "NUCLEUS_LLM_OPENAI_API_KEY_FILE"),
-])
-def test_bad_settings_name_the_variable(env, field):
+@pytest.mark.parametrize("rounds", ["many", "21", "-1"])
+def test_bad_settings_name_the_variable(rounds):
     with pytest.raises(InvalidArgument) as err:
-        AgentConfig.from_env(env)
-    assert err.value.field == field
+        AgentConfig.from_env({"NUCLEUS_CHAT_MAX_TOOL_ROUNDS": rounds})
+    assert err.value.field == "NUCLEUS_CHAT_MAX_TOOL_ROUNDS"
+
+
+def test_openai_style_messages_and_tools_become_a_chat_request():
+    from cli.agent.stack_chat import chat_request
+    messages = [{"role": "system", "content": "be brief"}, {"role": "user", "content": "hi"},
+                {"role": "assistant", "content": None, "tool_calls": [
+                    {"id": "c1", "type": "function", "function": {"name": "rag_search", "arguments": '{"q": 1}'}}]},
+                {"role": "tool", "tool_call_id": "c1", "content": "1 passages: …"}]
+    tools = [{"type": "function", "function": {"name": "rag_search", "description": "search",
+                                               "parameters": {"type": "object"}}}]
+    request = chat_request(messages, tools, "auto")
+    assert [m.role for m in request.messages] == ["system", "user", "assistant", "tool"]
+    assert request.messages[2].content == "" and request.messages[2].tool_calls[0].arguments == '{"q": 1}'
+    assert request.messages[3].tool_call_id == "c1" and request.tool_choice == "auto"
+    assert request.tools[0].parameters_json == '{"type": "object"}'
+    assert chat_request(messages[:2], None, "auto").tool_choice == ""       # no tools: no tool choice
 
 
 def test_malformed_arguments_are_described():

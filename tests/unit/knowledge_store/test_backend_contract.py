@@ -327,6 +327,33 @@ async def test_source_votes_are_one_per_user_per_source_and_tenant(store):
     assert (votes.helpful, votes.unhelpful) == (2, 1)
 
 
+async def test_profile_rerank_fields_round_trip_and_are_checked_naming_the_field(store):
+    from dataclasses import replace
+    tenant = "rerank-fields"
+    stored = await store.put_profile(RankingProfile(tenant_id=tenant, name="ce", reranker="cross-encoder",
+                                                    rerank_top_n=7, rerank_weight=0.25))
+    got = await store.get_profile(tenant, "", "ce")
+    assert (stored.reranker, stored.rerank_top_n, stored.rerank_weight) == ("cross-encoder", 7, 0.25)
+    assert (got.reranker, got.rerank_top_n, got.rerank_weight) == ("cross-encoder", 7, 0.25)
+    plain = await store.put_profile(RankingProfile(tenant_id=tenant, name="plain"))
+    assert (plain.reranker, plain.rerank_top_n, plain.rerank_weight) == ("", 20, 0.5)        # off by default
+    bad = {"reranker": "bge-large", "rerank_top_n": 51, "rerank_weight": 1.5}
+    for field, value in [*bad.items(), ("rerank_top_n", 0), ("rerank_weight", -0.1)]:
+        with pytest.raises(InvalidArgument, match=field):
+            await store.put_profile(replace(plain, name="bad", **{field: value}))
+    assert [p.name for p in await store.list_profiles(tenant)] == ["ce", "plain"]         # nothing half-written
+    if store.status().data_dir.startswith("qdrant:"):       # a point stored before the fields existed
+        from qdrant_client import models as qm
+        from services.knowledge_store.qdrant import layout
+        old_row = ["", "old", 1, 1.0, 0.0, 0.0, 0.0, "convex", 0.5, "auto", 30.0, 5.0, 0, 1, 1]
+        await store._call("upsert", collection_name=store._names.profiles, wait=True, points=[qm.PointStruct(
+            id=layout.profile_point(tenant, "", "old", 1), vector={},
+            payload={"tenant_id": tenant, "persona_id": "", "name": "old", "version": 1, "row": old_row})])
+        old = await store.get_profile(tenant, "", "old")
+        assert (old.relevancy_weight, old.fusion_method, old.reputation_prior_strength) == (1.0, "convex", 5.0)
+        assert (old.reranker, old.rerank_top_n, old.rerank_weight, old.is_default) == ("", 20, 0.5, False)
+
+
 async def test_embedded_only_calls_name_the_backend(store):
     if store.status().data_dir.startswith("qdrant:"):
         with pytest.raises(Unimplemented, match="qdrant backend"):

@@ -14,7 +14,7 @@ from ranking.profile import BUILTIN_PROFILE, RankingProfile
 from services.llm_orchestration.results import RerankResult
 from services.rag_pipeline.core import RagPipeline
 from services.rag_pipeline.models import Preferences, SearchRequest
-from shared.errors import Unavailable
+from shared.errors import InvalidArgument, Unavailable
 from shared.settings import RagPipelineSettings
 from tests.support.inprocess import InProcessKnowledge, InProcessLanguageModel
 from tests.unit.knowledge_store.helpers import doc
@@ -39,6 +39,9 @@ class JudgedScorer(InProcessLanguageModel):
             raise self.error
         judged = CORPUS[JUDGED][1]
         return RerankResult(tuple(1.0 if text == judged else 0.0 for _, text in candidates), "judged", "cross-encoder")
+
+    async def rerankers(self, *, timeout_s=None) -> list[str]:
+        return ["embedding-cosine", "cross-encoder"]        # a stack with a cross-encoder, no rerank API
 
 
 @pytest.fixture
@@ -105,3 +108,29 @@ async def test_a_failing_reranker_degrades_to_todays_ranking_with_a_flag(setup):
     assert degraded.degraded and any(r.startswith("rerank unavailable") for r in degraded.degraded_reasons)
     assert [r.artifact.artifact_id for r in degraded.results] == [r.artifact.artifact_id for r in plain.results]
     assert all(by_id_degraded[a].scores[0] == pytest.approx(r.scores[0]) for a, r in by_id.items())
+
+
+async def test_a_stored_profile_with_a_reranker_moves_the_judged_document_by_exactly_its_blend(setup):
+    pipeline, llm = setup
+    before, by_id = await search(pipeline)                       # no profile stored: the built-in one
+    assert llm.reranked == []
+    stored = await pipeline.put_profile(RankingProfile(tenant_id=TENANT, name="ce", is_default=True,
+                                                       reranker="cross-encoder", rerank_top_n=3, rerank_weight=0.6))
+    assert (stored.reranker, stored.rerank_top_n, stored.rerank_weight) == ("cross-encoder", 3, 0.6)
+    after, by_id_after = await search(pipeline)                  # through the store, not a cached stand-in
+    assert after.profile_name == "ce" and llm.reranked == [("cross-encoder", 3)] and not after.degraded
+    first_three = [r.artifact.artifact_id for r in before.results][:3]     # the profile's rerank_top_n best
+    assert JUDGED in first_three and len(by_id) > 3
+    for aid, result in by_id.items():
+        relevancy = result.scores[0]
+        want = 0.4 * relevancy + 0.6 * (aid == JUDGED) if aid in first_three else relevancy
+        assert by_id_after[aid].scores[0] == pytest.approx(want, abs=1e-5)
+    assert [r.artifact.artifact_id for r in after.results].index(JUDGED) < \
+        [r.artifact.artifact_id for r in before.results].index(JUDGED)
+
+
+async def test_a_profile_naming_a_reranker_the_stack_lacks_is_refused_and_not_stored(setup):
+    pipeline, _ = setup
+    with pytest.raises(InvalidArgument, match="reranker.*'rerank-api' is not configured.*'cross-encoder'"):
+        await pipeline.put_profile(RankingProfile(tenant_id=TENANT, name="api", reranker="rerank-api"))
+    assert [p.name for p in await pipeline.list_profiles(TENANT)] == []

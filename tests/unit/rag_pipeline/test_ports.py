@@ -34,7 +34,7 @@ def test_the_ports_name_exactly_the_calls_the_pipeline_makes():
         "get_profile", "list_personas", "list_profiles", "put_persona", "put_profile", "record_feedback",
         "record_search", "record_source_feedback", "score_keywords", "search_by_filters", "source_votes", "stats",
         "store_status", "topics"]
-    assert port_methods(LanguageModel) == ["close", "embed", "expand", "rerank", "synthesize"]
+    assert port_methods(LanguageModel) == ["close", "embed", "expand", "rerank", "rerankers", "synthesize"]
 
 
 @pytest.mark.parametrize("port,implementation", [

@@ -36,7 +36,8 @@ from shared.errors import FailedPrecondition, NucleusError, Unavailable
 
 log = logging.getLogger(__name__)
 
-SCHEMA_VERSION = 3            # 2: `votes`, one vote per user per artifact; 3: row checksums (rowsums.py)
+SCHEMA_VERSION = 4            # 2: `votes`, one vote per user per artifact; 3: row checksums (rowsums.py);
+                              # 4: a profile's re-rank fields (ranking_inputs.add_rerank_columns)
 DB_FILE = "store.sqlite"
 
 _SCHEMA = """
@@ -105,6 +106,9 @@ CREATE TABLE IF NOT EXISTS profiles (
     recency_mode              TEXT NOT NULL,
     recency_half_life_days    REAL NOT NULL,
     reputation_prior_strength REAL NOT NULL,
+    reranker                  TEXT NOT NULL DEFAULT '',
+    rerank_top_n              INTEGER NOT NULL DEFAULT 20,
+    rerank_weight             REAL NOT NULL DEFAULT 0.5,
     is_default                INTEGER NOT NULL,
     updated_unix              INTEGER NOT NULL,
     UNIQUE (persona_id, name, version)
@@ -177,7 +181,8 @@ CREATE TABLE IF NOT EXISTS source_votes (
 """
 
 # Schema version -> the step that brings an older database up to it, keeping its data.
-_MIGRATIONS = {2: ranking_inputs.keep_one_vote_per_user, 3: rowsums.add_columns}
+_MIGRATIONS = {2: ranking_inputs.keep_one_vote_per_user, 3: rowsums.add_columns,
+               4: ranking_inputs.add_rerank_columns}
 
 
 # -- tenant directories ----------------------------------------------------------------------

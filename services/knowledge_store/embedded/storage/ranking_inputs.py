@@ -19,12 +19,22 @@ from services.knowledge_store.profiles import PROFILE_FIELDS
 # -- ranking profiles ------------------------------------------------------------------------
 # The rows as profiles.py lays them out; the version and default rules are profiles.py's.
 
-_PROFILE_COLUMNS = "persona_id, name, version, " + ", ".join(PROFILE_FIELDS) + ", is_default, updated_unix, seq"
-
-
 def profile_rows(conn: sqlite3.Connection) -> list[tuple]:
-    """Every stored profile row of the tenant (every version)."""
-    return conn.execute(f"SELECT {_PROFILE_COLUMNS} FROM profiles ORDER BY seq").fetchall()
+    """Every stored profile row of the tenant (every version); a table not migrated yet (served
+    read-only) reads the re-rank fields as their defaults."""
+    columns = profiles.select_columns(r[1] for r in conn.execute("PRAGMA table_info(profiles)"))
+    return conn.execute(f"SELECT {columns} FROM profiles ORDER BY seq").fetchall()
+
+
+def add_rerank_columns(conn: sqlite3.Connection) -> None:
+    """Schema 3 -> 4: a profile's re-rank fields, with the defaults every older profile keeps
+    (no re-ranker: re-ranking stays off)."""
+    have = {r[1] for r in conn.execute("PRAGMA table_info(profiles)")}
+    types = {"reranker": "TEXT", "rerank_top_n": "INTEGER", "rerank_weight": "REAL"}
+    for name, default in profiles.ADDED_FIELDS.items():
+        if name not in have:
+            conn.execute(f"ALTER TABLE profiles ADD COLUMN {name} {types[name]} NOT NULL "
+                         f"DEFAULT {profiles.sql_literal(default)}")
 
 
 def insert_profile(conn: sqlite3.Connection, p: RankingProfile, updated_unix: int) -> int:

@@ -19,8 +19,14 @@ def _echo_handler():
         p = verified_caller()
         return f"{p.auth_method}|{p.tenant_id}|{p.user_id}|{','.join(p.groups)}".encode()
 
+    async def who_streamed(request: bytes, context):
+        for _ in range(2):                          # the caller holds for the whole stream
+            yield (await who(request, context))
+
     return grpc.method_handlers_generic_handler("test.Echo", {
-        "Who": grpc.unary_unary_rpc_method_handler(who, request_deserializer=None, response_serializer=None)})
+        "Who": grpc.unary_unary_rpc_method_handler(who, request_deserializer=None, response_serializer=None),
+        "WhoStreamed": grpc.unary_stream_rpc_method_handler(who_streamed, request_deserializer=None,
+                                                            response_serializer=None)})
 
 
 @pytest.fixture
@@ -80,3 +86,17 @@ async def test_a_service_that_may_not_call_is_permission_denied(served):
     with pytest.raises(grpc.aio.AioRpcError) as err:
         await _who(target, llm.client_interceptors("knowledge_store"))
     assert err.value.code() == grpc.StatusCode.PERMISSION_DENIED
+
+
+async def test_a_call_with_a_streamed_reply_is_signed_and_served_as_the_caller(served):
+    ident, target = served
+    rag = ServiceAuth.load("rag_pipeline", ident)
+    async with grpc.aio.insecure_channel(target, interceptors=rag.client_interceptors("knowledge_store")) as channel:
+        call = channel.unary_stream("/test.Echo/WhoStreamed", request_serializer=None, response_deserializer=None)
+        replies = [r.decode() async for r in call(b"", timeout=5)]
+    assert replies == ["service||service:rag_pipeline|"] * 2
+    async with grpc.aio.insecure_channel(target) as channel:          # unsigned: refused before the handler
+        call = channel.unary_stream("/test.Echo/WhoStreamed", request_serializer=None, response_deserializer=None)
+        with pytest.raises(grpc.aio.AioRpcError) as err:
+            [r async for r in call(b"", timeout=5)]
+    assert err.value.code() == grpc.StatusCode.UNAUTHENTICATED
