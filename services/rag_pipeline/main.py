@@ -138,7 +138,8 @@ def build(settings: RagPipelineSettings, *, stdio: bool, knowledge: KnowledgeSou
     federation_runtime.start()
     telemetry = TelemetrySettings()       # the Traces page reads the services' local trace files
     console = Console(pipeline, _console_credentials(config, verifier, service_auth) if http_auth else None,
-                      limiter=limiter, trace_dir=telemetry.resolved_trace_dir() if telemetry.trace_file else None)
+                      limiter=limiter, trace_dir=telemetry.resolved_trace_dir() if telemetry.trace_file else None,
+                      federation=federation_runtime, topics=topic_tools)
 
     async def close() -> None:
         await federation_runtime.close()

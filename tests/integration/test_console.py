@@ -17,6 +17,7 @@ import httpx
 import pytest
 
 from services.knowledge_store.client import KnowledgeStoreClient
+from services.rag_pipeline.federation.admin import SourcesEditor
 from shared.auth.service_identity import ServiceSigner
 from shared.documents import iter_paths, load_document
 from shared.records import ArtifactMeta, DocumentIn
@@ -232,11 +233,20 @@ async def test_a_user_without_the_admin_role_gets_403_and_a_post_needs_the_csrf_
         browser.shot(page, "07-admin-forbidden")
         assert page.goto(f"{base}/console/traces").status == 403
         assert page.goto(f"{base}/console/admin/tenant").status == 403
+        for path in ("/console/admin/profile?name=" + PROFILE_A, "/console/admin/sources", "/console/admin/registries",
+                     "/console/topics?admin=1"):
+            expected = 200 if path.startswith("/console/topics") else 403
+            assert page.goto(f"{base}{path}").status == expected, path
         page.goto(f"{base}/console/search")
         csrf = page.locator('form[action="/console/logout"] input[name="csrf"]').get_attribute("value")
         form = {"csrf": csrf, "name": "alice-try", "relevancy": "1", "recency": "0", "richness": "0",
                 "reputation": "0", "fusion": ""}
         assert page.request.post(f"{base}/console/admin/profiles", form=form).status == 403      # role
+        for path, fields in (("/console/admin/profile", {"name": "alice-try", "relevancy_weight": "1"}),
+                             ("/console/admin/sources/disable", {"id": SOURCE}),
+                             ("/console/admin/sources/reload", {}),
+                             ("/console/admin/registries/import", {"registry": "x", "name": "y", "slug": "z"})):
+            assert page.request.post(f"{base}{path}", form={"csrf": csrf, **fields}).status == 403, path
         no_token = {k: v for k, v in form.items() if k != "csrf"}
         assert page.request.post(f"{base}/console/logout", form=no_token).status == 403         # CSRF
         assert page.request.post(f"{base}/console/logout", form={"csrf": "forged"}).status == 403
@@ -313,6 +323,151 @@ async def test_the_operator_reads_search_traces_across_services_and_the_admin_th
         assert page.locator("#tenant-sources tbody tr").count() >= 1
         assert "operator" in page.inner_text("#storage")      # the store's condition: operators, `nucleus status`
         browser.shot(page, "11-tenant")
+        ctx.close()
+
+    await browser.run(scenario)
+
+
+EDITED = "console-edited"
+
+
+async def test_the_profile_editor_shows_errors_field_by_field_then_stores_the_next_version_with_history(console):
+    stack, browser = console
+    base = stack.base_url
+    admin = stack.jwt(sub="carol-admin", roles=["admin"], groups=[GROUP])
+
+    def scenario():
+        ctx, page = login(browser, base, admin)
+        page.goto(f"{base}/console/admin/profile")
+        page.fill("#f-name", EDITED)
+        page.fill("#f-relevancy_weight", "lots")                  # not a number: refused by the form
+        page.fill("#f-dense_weight", "2")                         # a number, refused by the store's validation
+        with page.expect_navigation():
+            page.click("#save-profile")
+        assert page.inner_text("#err-relevancy_weight") == "must be a number"
+        assert page.locator(".field-error").count() == 1
+        assert page.input_value("#f-name") == EDITED and page.input_value("#f-dense_weight") == "2"   # kept
+        browser.shot(page, "12-profile-field-error")
+        page.fill("#f-relevancy_weight", "0.7")
+        with page.expect_navigation():
+            page.click("#save-profile")
+        assert "[0, 1]" in page.inner_text("#err-dense_weight") and page.locator(".field-error").count() == 1
+        page.fill("#f-dense_weight", "0.5")
+        with page.expect_navigation():
+            page.click("#save-profile")
+        first = int(re.search(r"v(\d+)", page.inner_text("#stored")).group(1))
+        page.fill("#f-recency_half_life_days", "30")
+        with page.expect_navigation():
+            page.click("#save-profile")
+        assert page.inner_text("#stored") == f"Stored {EDITED} v{first + 1}."
+        assert page.input_value("#f-recency_half_life_days") == "30.0"
+        newest = page.locator("#history tr.version").first
+        assert newest.get_attribute("data-version") == str(first + 1)
+        assert newest.locator("li[data-field]").evaluate_all("ls => ls.map(l => l.dataset.field)") == [
+            "recency_half_life_days"]
+        assert "180.0" in newest.locator("del").inner_text() and "30.0" in newest.locator("ins").inner_text()
+        assert page.locator("#history tr.version").count() == 2
+        browser.shot(page, "13-profile-history")
+        page.goto(f"{base}/console/admin/profiles")
+        with page.expect_navigation():
+            page.click(f'#profiles a.edit-profile:text-is("{EDITED}")')
+        assert page.input_value("#f-dense_weight") == "0.5"
+        ctx.close()
+
+    await browser.run(scenario)
+
+
+SOURCE = "console_remote"
+
+
+async def test_a_tenant_admin_enables_and_disables_its_source_and_nobody_else_can(console):
+    stack, browser = console
+    base = stack.base_url
+    admin = stack.jwt(sub="carol-admin", roles=["admin"], groups=[GROUP])
+    other_admin = stack.jwt(sub="gina-admin", tenant="globex", roles=["admin"])
+    operator = ServiceSigner.load(stack.identity_dir, "operator").token("rag_pipeline")
+    sources = SourcesEditor(stack.auth_config.parent / "sources.json")
+    sources.add(None, {"id": SOURCE, "url": "https://console-remote.invalid/mcp", "groups": [GROUP],
+                       "tenants": ["acme"], "enabled": False})
+
+    def scenario():
+        ctx, page = login(browser, base, admin)
+        page.goto(f"{base}/console/admin/sources")
+        row = page.locator(f'#sources tr[data-source="{SOURCE}"]')
+        assert row.locator("td.enabled").inner_text() == "no"
+        with page.expect_navigation():
+            row.locator("button.toggle").click()
+        assert f"enabled {SOURCE}" in page.inner_text("#done")
+        assert page.locator(f'#sources tr[data-source="{SOURCE}"] td.enabled').inner_text() == "yes"
+        browser.shot(page, "14-sources")
+        with page.expect_navigation():
+            page.locator(f'#sources tr[data-source="{SOURCE}"] button.toggle').click()
+        assert page.locator(f'#sources tr[data-source="{SOURCE}"] td.enabled').inner_text() == "no"
+        with page.expect_navigation():
+            page.click("#reload-sources")
+        assert "reloaded" in page.inner_text("#done")
+        for path in ("/console/admin/sources/reload", "/console/admin/profile"):      # no CSRF token: refused
+            assert page.request.post(f"{base}{path}", form={"name": "x"}).status == 403, path
+        assert page.goto(f"{base}/console/admin/registries").status == 403            # the operator's
+        ctx.close()
+
+        ctx, page = login(browser, base, other_admin)                 # another tenant's admin: not its source
+        page.goto(f"{base}/console/admin/sources")
+        assert page.locator(f'#sources tr[data-source="{SOURCE}"]').count() == 0
+        csrf = page.locator('form[action="/console/logout"] input[name="csrf"]').get_attribute("value")
+        refused = page.request.post(f"{base}/console/admin/sources/enable", form={"csrf": csrf, "id": SOURCE})
+        assert refused.status == 404 and SOURCE in refused.text()
+        ctx.close()
+
+        ctx, page = login(browser, base, operator)
+        page.goto(f"{base}/console/admin/sources")
+        assert page.locator(f'#sources tr[data-source="{SOURCE}"] td.enabled').inner_text() == "no"
+        assert page.goto(f"{base}/console/admin/registries").status == 200
+        assert page.locator("#registries tbody tr").count() >= 1
+        browser.shot(page, "15-registries")
+        ctx.close()
+
+    try:
+        await browser.run(scenario)
+    finally:
+        sources.remove(None, SOURCE)
+
+
+async def test_the_topic_map_shows_documents_on_hover_and_members_on_click_with_hostile_titles_as_text(console):
+    stack, browser = console
+    base = stack.base_url
+    admin = stack.jwt(sub="carol-admin", roles=["admin"], groups=[GROUP])
+
+    def scenario():
+        ctx, page = login(browser, base, admin)
+        dialogs: list[str] = []
+        page.on("dialog", lambda d: (dialogs.append(d.message), d.dismiss()))
+        deadline = time.monotonic() + 30                   # the tenant's clusters are computed on first use
+        while True:
+            response = page.goto(f"{base}/console/topics")
+            assert response.status == 200 and response.headers["content-security-policy"] == CSP
+            if page.locator("#topic-map").count() or time.monotonic() > deadline:
+                break
+            time.sleep(1)
+        points = page.locator("#topic-map circle.pt")
+        assert points.count() > 10 and page.locator("#topics tr.topic").count() >= 2
+        hostile = page.locator('#topic-map circle.pt[data-artifact="console-xss-memo"]')
+        assert hostile.count() == 1 and hostile.get_attribute("data-title") == XSS_TITLE
+        hostile.hover()
+        assert page.inner_text("#point-info").startswith(XSS_TITLE)          # the script's hover, as text
+        browser.shot(page, "16-topics")
+        with page.expect_navigation():
+            hostile.click()                                                   # its topic's members
+        assert re.search(r"/console/topics\?topic=\d+", page.url)
+        member = page.locator('#members li[data-artifact="console-xss-memo"] .title')
+        assert member.is_visible() and member.inner_text() == XSS_TITLE
+        topic = hostile.get_attribute("data-topic")
+        assert page.locator("#members li").count() == page.locator(
+            f'#topic-map circle.pt[data-topic="{topic}"]').count()
+        browser.shot(page, "17-topic-members")
+        page.wait_for_load_state("load")
+        assert page.evaluate("typeof window.__xss") == "undefined" and dialogs == []
+        assert page.locator("main img").count() == 0
         ctx.close()
 
     await browser.run(scenario)

@@ -36,15 +36,17 @@ from starlette.routing import Mount, Route
 from starlette.staticfiles import StaticFiles
 
 from services.rag_pipeline.console import traces, views
+from services.rag_pipeline.console.admin import admin_routes
 from services.rag_pipeline.console.evaluation import MAX_QUERY_SET_BYTES, parse_query_set
 from services.rag_pipeline.console.login import Credentials
 from services.rag_pipeline.console.security import (COOKIE, HEADERS, PRELOGIN_COOKIE, SecurityHeaders,
                                                     clear_session_cookie, client_address, csrf_ok,
                                                     login_transport_ok, set_session_cookie)
 from services.rag_pipeline.console.sessions import LoginLimiter, Session, SessionStore
+from services.rag_pipeline.console.topic_map import topic_map
 from services.rag_pipeline.core import RagPipeline
 from shared.errors import (InvalidArgument, NotFound, NucleusError, PermissionDenied, ResourceExhausted,
-                           Unauthenticated)
+                           Unauthenticated, Unavailable)
 from shared.identity import ADMIN, OPERATOR, Principal, local_principal
 from shared.ratelimit import RateLimiter, rate_key
 
@@ -64,6 +66,8 @@ class Console:
     credentials: Credentials | None          # None: authentication is off, the local principal is used
     limiter: RateLimiter | None = None       # the service's per-caller limiter (searches count)
     trace_dir: Path | None = None            # the services' local trace files (None: not written)
+    federation: Any = None                   # the FederationRuntime (sources pages; None: no federation)
+    topics: Any = None                       # the TopicTools (topics page; None: not offered)
     sessions: SessionStore = field(default_factory=SessionStore)
     logins: LoginLimiter = field(default_factory=LoginLimiter)
 
@@ -73,7 +77,7 @@ class Console:
 
 
 _STATUS = ((InvalidArgument, 400), (Unauthenticated, 401), (PermissionDenied, 403), (NotFound, 404),
-           (ResourceExhausted, 429))
+           (ResourceExhausted, 429), (Unavailable, 503))
 
 
 def _env() -> Environment:
@@ -81,6 +85,7 @@ def _env() -> Environment:
                       autoescape=select_autoescape(default=True, default_for_string=True))
     env.filters["num"] = lambda v, d=3: "-" if v is None or (isinstance(v, float) and math.isnan(v)) else f"{v:.{d}f}"
     env.filters["signed"] = lambda v, d=3: f"{v:+.{d}f}"
+    env.filters["when"] = views.when
     return env
 
 
@@ -294,13 +299,26 @@ class ConsoleApp:
                                fusions=FUSIONS, stored=stored)
         return await self.page(request, run, admin=True, post=True)
 
-
     async def tenant_page(self, request: Request) -> Response:
         async def run(req: Request, session: Session) -> Response:
             tenant = self.tenant(session, req.query_params) or session.principal.tenant_id
             shown = await views.tenant(self.c.pipeline, session.principal, tenant) if tenant else None
             return self.render(req, "tenant.html", session=session, tenant=tenant, shown=shown)
         return await self.page(request, run, admin=True)
+
+    async def topics(self, request: Request) -> Response:
+        async def run(req: Request, session: Session) -> Response:
+            if self.c.topics is None:
+                raise Unavailable("this RAGPipeline serves no topics")
+            p = req.query_params
+            tenant = self.tenant(session, p)
+            topic = _topic_id(p.get("topic", ""))
+            shown = None
+            if tenant or not _needs_tenant(session.principal):
+                shown = await topic_map(self.c.topics, session.principal, tenant, topic)
+            return self.render(req, "topics.html", session=session, tenant=tenant or session.principal.tenant_id,
+                               shown=shown, form={"tenant": tenant})
+        return await self.page(request, run)
 
     async def traces(self, request: Request) -> Response:
         async def run(req: Request, session: Session) -> Response:
@@ -333,6 +351,15 @@ def _top_k(raw: str) -> int:
     return k
 
 
+def _topic_id(raw: str) -> int | None:
+    if not raw.strip():
+        return None
+    try:
+        return int(raw)
+    except ValueError:
+        raise InvalidArgument("topic", "must be a topic id (a whole number) from the topic table") from None
+
+
 def _weight(form: FormData, name: str) -> float:
     try:
         value = float(str(form.get(name, "")))
@@ -357,6 +384,8 @@ def console_routes(console: Console) -> list[Any]:
         Route("/admin/profiles", app.profiles, methods=["GET"]),
         Route("/admin/profiles", app.put_profile, methods=["POST"]),
         Route("/admin/tenant", app.tenant_page, methods=["GET"]),
+        *admin_routes(app),
+        Route("/topics", app.topics, methods=["GET"]),
         Route("/traces", app.traces, methods=["GET"]),
         Route("/traces/{trace_id}", app.trace, methods=["GET"]),
         Mount("/static", app=StaticFiles(directory=STATIC), name="static"),

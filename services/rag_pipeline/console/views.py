@@ -137,10 +137,10 @@ async def tenant(pipeline: RagPipeline, principal: Principal, tenant_id: str) ->
                      "repaired_rows": status.repaired_rows}
     sources = sorted(stats.sources, key=lambda s: (-s.entries, s.source_id))
     return {"stats": stats, "sources": sources, "condition": condition, "refused": refused,
-            "last_indexed": _when(stats.last_indexed_unix)}
+            "last_indexed": when(stats.last_indexed_unix)}
 
 
-def _when(unix: int) -> str:
+def when(unix: float) -> str:
     return time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(unix)) if unix > 0 else "never"
 
 
