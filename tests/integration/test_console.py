@@ -6,6 +6,7 @@ role, CSRF, escaped titles (no script runs), logout revoked server-side, the ope
 test's artifact directory (printed)."""
 from __future__ import annotations
 
+import argparse
 import asyncio
 import json
 import re
@@ -16,6 +17,9 @@ from pathlib import Path
 import httpx
 import pytest
 
+from rich.console import Console
+
+from cli import ingest as cli_ingest
 from services.knowledge_store.client import KnowledgeStoreClient
 from services.rag_pipeline.federation.admin import SourcesEditor
 from shared.auth.service_identity import ServiceSigner
@@ -278,11 +282,24 @@ async def test_logout_ends_the_session_server_side(console):
     assert bad.status_code == 403 and bad.headers["content-security-policy"] == CSP     # no login CSRF token
 
 
-async def test_the_operator_reads_search_traces_across_services_and_the_admin_the_tenant_page(console):
+async def test_the_operator_reads_search_traces_across_services_and_the_admin_the_tenant_page(console, tmp_path):
     stack, browser = console
     base = stack.base_url
     operator = ServiceSigner.load(stack.identity_dir, "operator").token("rag_pipeline")
     admin = stack.jwt(sub="carol-admin", roles=["admin"], groups=[GROUP])
+    folder = tmp_path / "handbook"                     # `nucleus ingest --sync` records the run for the page
+    folder.mkdir()
+    (folder / "console-sync-note.md").write_text("---\nid: console-sync-note\n---\n# Console sync note\n\n"
+                                                 "The console sync note is ingested.\n")
+    (folder / "empty.md").write_text("")
+    client = KnowledgeStoreClient(stack.addresses["knowledge_store"]["grpc"],
+                                  interceptors=stack.operator("knowledge_store"))
+    args = argparse.Namespace(path=str(folder), tenant="acme", persona="", batch=32, strict=False, sync=True,
+                              watch=False, no_manifest=True, base_url=None)
+    try:
+        assert await cli_ingest.run(args, client, stack.auth_config.parent, Console(quiet=True)) == 2
+    finally:
+        await client.close()
 
     def scenario():
         ctx, page = login(browser, base, operator)
@@ -321,11 +338,25 @@ async def test_the_operator_reads_search_traces_across_services_and_the_admin_th
         assert response.status == 200
         assert "acme" in page.inner_text("h1") and int(page.inner_text("#stat-entries")) > 0
         assert page.locator("#tenant-sources tbody tr").count() >= 1
-        assert "operator" in page.inner_text("#storage")      # the store's condition: operators, `nucleus status`
+        assert page.inner_text("#storage").startswith("storage ok")        # its tenant's view of the store
+        assert page.inner_text("#tenant-open").startswith("open in memory")
+        run = page.locator("details.run").first
+        assert "of folder handbook" in run.locator("summary").inner_text()
+        outcomes = dict(zip(run.locator("tr.file td:first-child").all_inner_texts(),
+                            run.locator("tr.file td.outcome").all_inner_texts()))
+        assert outcomes == {"empty.md": "failed", "console-sync-note.md": "ingested"}
         browser.shot(page, "11-tenant")
         ctx.close()
 
-    await browser.run(scenario)
+    try:
+        await browser.run(scenario)
+    finally:
+        client = KnowledgeStoreClient(stack.addresses["knowledge_store"]["grpc"],
+                                      interceptors=stack.operator("knowledge_store"))
+        try:
+            await client.delete("acme", ["console-sync-note"])          # the session stack as it was
+        finally:
+            await client.close()
 
 
 EDITED = "console-edited"

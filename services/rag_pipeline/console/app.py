@@ -68,6 +68,7 @@ class Console:
     trace_dir: Path | None = None            # the services' local trace files (None: not written)
     federation: Any = None                   # the FederationRuntime (sources pages; None: no federation)
     topics: Any = None                       # the TopicTools (topics page; None: not offered)
+    data_dir: Path | None = None             # where `nucleus ingest` records each tenant's last runs (None: not read)
     sessions: SessionStore = field(default_factory=SessionStore)
     logins: LoginLimiter = field(default_factory=LoginLimiter)
 
@@ -302,7 +303,7 @@ class ConsoleApp:
     async def tenant_page(self, request: Request) -> Response:
         async def run(req: Request, session: Session) -> Response:
             tenant = self.tenant(session, req.query_params) or session.principal.tenant_id
-            shown = await views.tenant(self.c.pipeline, session.principal, tenant) if tenant else None
+            shown = await views.tenant(self.c.pipeline, session.principal, tenant, self.c.data_dir) if tenant else None
             return self.render(req, "tenant.html", session=session, tenant=tenant, shown=shown)
         return await self.page(request, run, admin=True)
 
