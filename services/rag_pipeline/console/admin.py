@@ -33,6 +33,7 @@ from services.rag_pipeline.federation.source_config import SourcesFileError
 from shared.errors import InvalidArgument, NotFound, Unavailable
 
 MAX_FORM_BYTES = 64 * 1024
+MAX_FORM_FIELDS = 64                 # the editor has a field per RankingProfile field, and more may come
 REGISTRY_TIMEOUT_S = 10.0
 BROWSE_LIMIT = 30
 SOURCE_ACTIONS = ("enable", "disable", "reload")
@@ -52,7 +53,7 @@ class AdminPages:
         return self.app.tenant(session, params) or session.principal.tenant_id
 
     async def _form(self, request: Request) -> Response | None:
-        request.state.form = await self.app.read_form(request, MAX_FORM_BYTES)
+        request.state.form = await self.app.read_form(request, MAX_FORM_BYTES, MAX_FORM_FIELDS)
         if request.state.form is None:
             return self.app.error(request, 413, "the form is too large", self.app.session_of(request))
         return None

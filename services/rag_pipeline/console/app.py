@@ -9,10 +9,12 @@
     GET  /console/compare            one query under two profiles, side by side, RBO
     POST /console/compare/set        an uploaded JSONL query set (<= 1 MiB): nDCG@10 / recall@10 deltas
     GET  /console/admin/profiles, POST   the tenant's ranking profiles (role admin or operator)
-    GET  /console/admin/tenant       the tenant's stats and the store's condition (role admin or operator)
+    GET  /console/admin/tenant       stats, the store's condition, the last folder runs (role admin or operator)
+    ...  /console/admin/profile, /admin/sources..., /admin/registries...   admin.py (editor, sources, registries)
+    GET  /console/topics             the interactive topic map and a topic's members
     GET  /console/traces             recent SearchAndRank traces, slowest first (operators)
     GET  /console/traces/<trace id>  one trace as a waterfall across the services (operators)
-    GET  /console/static/...         the stylesheet (shipped in the package)
+    GET  /console/static/...         the stylesheet and topics.js (shipped in the package)
 
 Every POST carries the session's CSRF token (403 without it); every response carries the
 strict CSP of security.py. docs/CONSOLE.md has the security model.
@@ -141,8 +143,8 @@ class ConsoleApp:
             set_session_cookie(response, request, COOKIE, new_cookie.session_id, int(self.c.sessions.idle_s))
         return response
 
-    async def read_form(self, request: Request, limit: int) -> FormData | None:
-        """The request's form, read up to `limit` bytes (None: larger than that)."""
+    async def read_form(self, request: Request, limit: int, max_fields: int = 16) -> FormData | None:
+        """The request's form, read up to `limit` bytes and `max_fields` fields (None: larger than that)."""
         body = bytearray()
         async for chunk in request.stream():
             body += chunk
@@ -156,7 +158,7 @@ class ConsoleApp:
             return {"type": "http.request", "body": chunk, "more_body": False}
 
         parsed = Request(request.scope, receive)
-        return await parsed.form(max_files=1, max_fields=16, max_part_size=limit)
+        return await parsed.form(max_files=1, max_fields=max_fields, max_part_size=limit)
 
     def tenant(self, session: Session, params: Any) -> str:
         """The principal's tenant; only an operator credential naming none picks one (the core checks)."""
