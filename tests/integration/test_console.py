@@ -209,6 +209,7 @@ async def test_compare_two_profiles_on_a_query_and_on_a_judged_set(console):
         page.fill("#set-b", PROFILE_B)
         page.set_input_files("#query_set", files=[{"name": "judged.jsonl", "mimeType": "application/jsonl",
                                                    "buffer": judged_set()}])
+        page.check("#store")                                      # kept for the tenant, run again below
         page.click("#evaluate")
         page.wait_for_selector("#deltas")
         browser.shot(page, "05-query-set")
@@ -220,6 +221,25 @@ async def test_compare_two_profiles_on_a_query_and_on_a_judged_set(console):
         assert re.search(r"20 queries: B wins \d+, loses \d+, ties \d+", wins), wins
         summary = page.inner_text("#set-summary")
         assert "mean nDCG@10" in summary and "mean recall@10" in summary
+        first = page.inner_text("#deltas tbody tr:first-child td:nth-child(4)")
+
+        page.goto(f"{base}/console/compare?a={PROFILE_A}&b={PROFILE_B}")          # the stored set, in the background
+        assert "judged.jsonl · 20 queries · carol-admin" in page.inner_text("#stored-set")
+        page.check("#background")
+        with page.expect_navigation():
+            page.click("#evaluate-stored")
+        assert re.search(r"/console/compare/runs/[A-Za-z0-9_-]{16,}$", page.url)
+        run_url = page.url
+        page.wait_for_selector("#deltas", timeout=60_000)           # the page reloads itself until done
+        assert page.locator("#deltas tbody tr").count() == 20
+        assert page.inner_text("#deltas tbody tr:first-child td:nth-child(4)") == first
+        browser.shot(page, "05b-query-set-background")
+        with page.expect_navigation():
+            page.locator("#deltas a.side-by-side").first.click()      # one click to the query's side-by-side
+        assert page.locator("#side-a .result").count() > 0 and page.locator("#side-b .marker").count() > 0
+        ctx.close()
+        ctx, page = login(browser, base, stack.keys["alice"])          # another user of acme: not hers
+        assert page.goto(run_url).status == 404
         ctx.close()
 
     await browser.run(scenario)

@@ -21,6 +21,7 @@ strict CSP of security.py. docs/CONSOLE.md has the security model.
 """
 from __future__ import annotations
 
+import asyncio
 import logging
 import math
 import secrets
@@ -41,6 +42,7 @@ from services.rag_pipeline.console import traces, views
 from services.rag_pipeline.console.admin import admin_routes
 from services.rag_pipeline.console.evaluation import MAX_QUERY_SET_BYTES, parse_query_set
 from services.rag_pipeline.console.login import Credentials
+from services.rag_pipeline.console.query_sets import EvalRuns, QuerySets
 from services.rag_pipeline.console.security import (COOKIE, HEADERS, PRELOGIN_COOKIE, SecurityHeaders,
                                                     clear_session_cookie, client_address, csrf_ok,
                                                     login_transport_ok, set_session_cookie)
@@ -58,6 +60,7 @@ STATIC = Path(__file__).parent / "static"
 MAX_FORM_BYTES = 64 * 1024
 MULTIPART_OVERHEAD = 64 * 1024
 FUSIONS = ("", "convex", "convex_minmax", "rrf")
+INLINE_QUERIES = 25                 # a longer query set runs in the background, with progress
 
 
 @dataclass
@@ -71,6 +74,7 @@ class Console:
     federation: Any = None                   # the FederationRuntime (sources pages; None: no federation)
     topics: Any = None                       # the TopicTools (topics page; None: not offered)
     data_dir: Path | None = None             # where `nucleus ingest` records each tenant's last runs (None: not read)
+    runs: EvalRuns = field(default_factory=EvalRuns)     # query-set evaluations in the background
     sessions: SessionStore = field(default_factory=SessionStore)
     logins: LoginLimiter = field(default_factory=LoginLimiter)
 
@@ -252,7 +256,10 @@ class ConsoleApp:
                 result = await views.compare(self.c.pipeline, session.principal, query=form["q"],
                                              top_k=_top_k(form["k"]), profile_a=form["a"].strip(),
                                              profile_b=form["b"].strip(), tenant=self.tenant(session, p))
-            return self.render(req, "compare.html", session=session, form=form, result=result)
+            stored = []
+            if self.c.data_dir is not None and (session.principal.tenant_id or form["tenant"]):
+                stored = await asyncio.to_thread(self.query_sets().listed, self.set_tenant(session, p))
+            return self.render(req, "compare.html", session=session, form=form, result=result, stored=stored)
         return await self.page(request, run)
 
     async def compare_set(self, request: Request) -> Response:
@@ -266,14 +273,62 @@ class ConsoleApp:
             upload = form.get("query_set")
             if upload is None or isinstance(upload, str):
                 raise InvalidArgument("query_set", "choose a JSONL file to upload")
-            queries = parse_query_set(await upload.read())
-            self.rate(session)
-            fields = {"a": str(form.get("a", "")).strip(), "b": str(form.get("b", "")).strip(),
-                      "tenant": str(form.get("tenant", ""))}
-            result = await views.evaluate(self.c.pipeline, session.principal, queries, profile_a=fields["a"],
-                                          profile_b=fields["b"], tenant=self.tenant(session, form))
-            return self.render(req, "compare_set.html", session=session, form=fields, result=result)
+            raw = await upload.read()
+            queries = parse_query_set(raw)
+            if form.get("store"):
+                await asyncio.to_thread(self.query_sets().save, self.set_tenant(session, form),
+                                        str(upload.filename or ""), raw, session.principal.user_id)
+            return await self.evaluate_set(req, session, form, queries)
         return await self.page(request, run, post=True)
+
+    async def stored_set(self, request: Request) -> Response:
+        request.state.form = await self.read_form(request, MAX_FORM_BYTES)
+        if request.state.form is None:
+            return self.error(request, 413, "the form is too large", self.session_of(request))
+
+        async def run(req: Request, session: Session) -> Response:
+            form = req.state.form
+            _, queries = await asyncio.to_thread(self.query_sets().load, self.set_tenant(session, form),
+                                                 str(form.get("set", "")))
+            return await self.evaluate_set(req, session, form, queries)
+        return await self.page(request, run, post=True)
+
+    async def evaluate_set(self, req: Request, session: Session, form: Any, queries: list) -> Response:
+        """A set of at most INLINE_QUERIES while the request waits; a longer one (or with
+        `background`) as a run of the caller's, whose page shows its progress."""
+        self.rate(session)
+        fields = {"a": str(form.get("a", "")).strip(), "b": str(form.get("b", "")).strip(),
+                  "tenant": str(form.get("tenant", ""))}
+
+        def work(progress: Callable[[int], None] | None = None) -> Awaitable[dict[str, Any]]:
+            return views.evaluate(self.c.pipeline, session.principal, queries, profile_a=fields["a"],
+                                  profile_b=fields["b"], tenant=self.tenant(session, form), progress=progress)
+
+        if len(queries) > INLINE_QUERIES or form.get("background"):
+            started = self.c.runs.start(_owner(session), len(queries), fields, work)
+            return RedirectResponse(f"/console/compare/runs/{started.run_id}", status_code=303)
+        return self.render(req, "compare_set.html", session=session, form=fields, result=await work())
+
+    async def set_run(self, request: Request) -> Response:
+        async def run(req: Request, session: Session) -> Response:
+            shown = self.c.runs.get(_owner(session), str(req.path_params.get("run_id", "")))
+            if shown.status == "failed":
+                raise InvalidArgument("query_set", f"the evaluation failed: {shown.error}")
+            return self.render(req, "compare_set.html", session=session, form=shown.form, result=shown.result,
+                               running=shown)
+        return await self.page(request, run)
+
+    def query_sets(self) -> QuerySets:
+        if self.c.data_dir is None:
+            raise Unavailable("this RAGPipeline keeps no query sets (no data directory)")
+        return QuerySets(self.c.data_dir)
+
+    def set_tenant(self, session: Session, params: Any) -> str:
+        """The verified tenant whose stored query sets a caller uses."""
+        tenant = self.c.pipeline.tenant_for(self.tenant(session, params), session.principal)
+        if not tenant:
+            raise InvalidArgument("tenant", "name the tenant whose query sets to use")
+        return tenant
 
     async def profiles(self, request: Request) -> Response:
         async def run(req: Request, session: Session) -> Response:
@@ -336,6 +391,10 @@ class ConsoleApp:
         return await self.page(request, run, operator=True)
 
 
+def _owner(session: Session) -> tuple[str, str]:
+    return session.principal.tenant_id, session.principal.user_id
+
+
 def _is_admin(principal: Principal | None) -> bool:
     return principal is not None and (principal.has_role(ADMIN) or principal.has_role(OPERATOR))
 
@@ -384,6 +443,8 @@ def console_routes(console: Console) -> list[Any]:
         Route("/search", app.search, methods=["GET"]),
         Route("/compare", app.compare, methods=["GET"]),
         Route("/compare/set", app.compare_set, methods=["POST"]),
+        Route("/compare/stored", app.stored_set, methods=["POST"]),
+        Route("/compare/runs/{run_id}", app.set_run, methods=["GET"]),
         Route("/admin/profiles", app.profiles, methods=["GET"]),
         Route("/admin/profiles", app.put_profile, methods=["POST"]),
         Route("/admin/tenant", app.tenant_page, methods=["GET"]),

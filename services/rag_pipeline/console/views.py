@@ -11,7 +11,7 @@ import time
 from dataclasses import replace
 from pathlib import Path
 from statistics import fmean
-from typing import Any
+from typing import Any, Callable
 
 from services.rag_pipeline.console.evaluation import JudgedQuery, distinct, movements, ndcg_at, rbo, recall_at
 from services.rag_pipeline.core import RagPipeline
@@ -77,16 +77,21 @@ async def compare(pipeline: RagPipeline, principal: Principal, *, query: str, to
 
 
 async def evaluate(pipeline: RagPipeline, principal: Principal, queries: list[JudgedQuery], *, profile_a: str,
-                   profile_b: str, tenant: str = "") -> dict[str, Any]:
+                   profile_b: str, tenant: str = "", progress: Callable[[int], None] | None = None
+                   ) -> dict[str, Any]:
     """nDCG@10 and recall@10 of each query under both profiles (over distinct artifacts), the rows
-    sorted by the nDCG change (largest first), and the summary."""
+    sorted by the nDCG change (largest first), and the summary; `progress(n)` after each query."""
     gate = asyncio.Semaphore(EVAL_CONCURRENCY)
+    searched = [0]
 
     async def ranked(query: str, profile: str) -> list[str]:
         async with gate:
             request = SearchRequest(tenant_id=tenant, query=query, top_k_final=MAX_TOP_K,
                                     prefs=Preferences(profile_name=profile))
             response = await pipeline.search(request, principal)
+        searched[0] += 1
+        if progress is not None:
+            progress(searched[0] // 2)
         return distinct([r.artifact.artifact_id for r in response.results])
 
     lists = await asyncio.gather(*(ranked(q.query, p) for q in queries for p in (profile_a, profile_b)))
