@@ -12,6 +12,8 @@ the section "admin pages"):
                   page shows acme's folder runs only, never globex's; the topic map of acme's
                   users (and with tenant=globex in the URL) holds nothing of globex's
     stored XSS    the topic map and a topic's members show the hostile title as escaped text
+    query sets    globex's stored query set and its background run, by id, from acme's user: 404,
+                  never listed, nothing of globex's shown
 """
 from __future__ import annotations
 
@@ -166,11 +168,39 @@ def _cross_tenant(p: Any, creds: dict[str, str], editor: SourcesEditor, canary_f
     p.check("acme's admin's tenant page (tenant=globex) shows acme's, never globex's folder runs", ok,
             f"HTTP {r.status_code}; globex run shown: {canary_file in r.text}")
     p.leak_free("acme's admin's tenant page", r.text)
+    _query_sets(p, g)
     alice = p.browser()
     alice.login(p.stack.keys["alice"])
     for params in ({}, {"tenant": "globex"}, {"tenant_id": "globex", "topic": "0"}):
         r = alice.get("/topics", **params)
         p.leak_free(f"acme's user's topic map {params or ''}", r.text, refused=int(r.status_code >= 400))
+
+
+def _query_sets(p: Any, g: Any) -> None:
+    """globex's stored query set and background run, reached for by acme's users."""
+    name = f"globex-set-{secrets.token_hex(4)}.jsonl"
+    raw = b'{"query": "Globex travel hotel expense limits", "relevant": ["globex-travel"]}\n'
+    r = g.post("/compare/set", {"csrf": g.csrf(), "a": "", "b": "", "store": "1", "background": "1"},
+               files={"query_set": (name, raw, "application/jsonl")})
+    run_url = r.headers.get("location", "")
+    page = g.get("/compare").text
+    set_id = page.split(f">{name}", 1)[0].rsplit('value="', 1)[-1].split('"', 1)[0] if name in page else ""
+    p.check("control: globex's user stores a query set and starts a background run",
+            r.status_code == 303 and "/console/compare/runs/" in run_url and len(set_id) == 16,
+            f"HTTP {r.status_code}, set id {set_id!r}")
+    alice = p.browser()
+    alice.login(p.stack.keys["alice"])
+    listed = alice.get("/compare", tenant="globex").text
+    p.check("acme's user's Compare page (tenant=globex) lists no globex set", name not in listed, "not listed")
+    r = alice.post("/compare/stored", {"csrf": alice.csrf(), "set": set_id or "0" * 16, "a": "", "b": "",
+                                       "tenant": "globex", "tenant_id": "globex"})
+    p.check("acme's user running globex's stored set by id (tenant=globex): not found", r.status_code == 404,
+            f"HTTP {r.status_code}", refused=int(r.status_code >= 400))
+    p.leak_free("... and nothing of globex's in the answer", r.text)
+    r = alice.get(run_url.removeprefix("/console")) if run_url else alice.get("/compare/runs/x")
+    p.check("acme's user opening globex's background run: not found", r.status_code == 404, f"HTTP {r.status_code}",
+            refused=int(r.status_code >= 400))
+    p.leak_free("... and nothing of globex's in the answer", r.text)
 
 
 def _topics(p: Any, creds: dict[str, str], markup: Any, xss_id: str) -> None:
