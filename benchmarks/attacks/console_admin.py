@@ -80,8 +80,8 @@ def admin_pages(p: Any, creds: dict[str, str], markup: Any, xss_id: str) -> None
 def _roles(p: Any, creds: dict[str, str]) -> None:
     alice = p.browser()
     alice.login(p.stack.keys["alice"])
-    for path in ("/admin/profile", "/admin/sources", "/admin/registries", "/admin/tenant"):
-        r = alice.get(path, role="admin", tenant="acme")
+    for path in ("/admin/profile", "/admin/sources", "/admin/sources/edit", "/admin/registries", "/admin/tenant"):
+        r = alice.get(path, role="admin", tenant="acme", id=GLOBEX_SOURCE)
         p.check(f"a user's GET of {path}: 403", r.status_code == 403, f"HTTP {r.status_code}", refused=1)
     token = alice.csrf()
     name = f"attack-editor-role-{secrets.token_hex(4)}"
@@ -89,7 +89,7 @@ def _roles(p: Any, creds: dict[str, str]) -> None:
     ok = r.status_code == 403 and name not in p.profiles("alice")
     p.check("a user's POST of the profile editor (own CSRF token, forged roles): 403, nothing stored", ok,
             f"HTTP {r.status_code}", refused=1)
-    for action in ("enable", "disable", "reload"):
+    for action in ("enable", "disable", "reload", "edit"):
         r = alice.post(f"/admin/sources/{action}", {"csrf": token, "id": GLOBEX_SOURCE, "role": "admin"})
         p.check(f"a user's POST of the source action {action}: 403", r.status_code == 403, f"HTTP {r.status_code}",
                 refused=1)
@@ -162,6 +162,14 @@ def _cross_tenant(p: Any, creds: dict[str, str], editor: SourcesEditor, canary_f
     r = admin.post("/admin/sources/enable", {"csrf": admin.csrf(), "id": GLOBEX_SOURCE, "tenant": "globex"})
     ok = r.status_code == 404 and _enabled(editor, GLOBEX_SOURCE) is False
     p.check("acme's admin enabling globex's source: unknown id, still disabled", ok, f"HTTP {r.status_code}",
+            refused=int(r.status_code >= 400))
+    r = admin.get("/admin/sources/edit", id=GLOBEX_SOURCE, tenant="globex")
+    p.check("acme's admin opening globex's source in the editor: not found", r.status_code == 404,
+            f"HTTP {r.status_code}", refused=int(r.status_code >= 400))
+    r = admin.post("/admin/sources/edit", {"csrf": admin.csrf(), "id": GLOBEX_SOURCE, "tenant": "globex",
+                                           "reputation": "0.99", "groups": "everyone"})
+    ok = r.status_code == 404 and "0.99" not in editor.path.read_text()
+    p.check("acme's admin editing globex's source: unknown id, the file unchanged", ok, f"HTTP {r.status_code}",
             refused=int(r.status_code >= 400))
     r = admin.get("/admin/tenant", tenant="globex")
     ok = r.status_code == 200 and canary_file not in r.text and "Tenant acme" in r.text

@@ -480,6 +480,18 @@ async def test_a_tenant_admin_enables_and_disables_its_source_and_nobody_else_ca
         with page.expect_navigation():
             page.locator(f'#sources tr[data-source="{SOURCE}"] button.toggle').click()
         assert page.locator(f'#sources tr[data-source="{SOURCE}"] td.enabled').inner_text() == "no"
+        with page.expect_navigation():
+            page.locator(f'#sources tr[data-source="{SOURCE}"] a.edit-source').click()
+        page.fill("#s-url", "http://console-remote.invalid/mcp")         # a tenant admin: https only
+        page.fill("#s-reputation", "0.8")
+        with page.expect_navigation():
+            page.click("#save-source")
+        assert "https" in page.inner_text("#err-url") and page.input_value("#s-reputation") == "0.8"
+        browser.shot(page, "14b-source-edit-error")
+        page.fill("#s-url", "https://console-remote.invalid/mcp")
+        with page.expect_navigation():
+            page.click("#save-source")
+        assert page.inner_text("#done").startswith(f"edited {SOURCE}: reputation")
         for path in ("/console/admin/sources/reload", "/console/admin/profile"):      # no CSRF token: refused
             assert page.request.post(f"{base}{path}", form={"name": "x"}).status == 403, path
         assert page.goto(f"{base}/console/admin/registries").status == 403            # the operator's

@@ -3,7 +3,8 @@
     GET  /console/admin/profile?persona=&name=    one profile: the editor (every field) and its history
     POST /console/admin/profile                   save: the next version, or the errors field by field
     GET  /console/admin/sources                   the tenant's remote sources: state, contract, last probe, errors
-    POST /console/admin/sources/enable|disable    one source (the federation editor's rules, audited)
+    GET  /console/admin/sources/edit?id=          one source's editable fields (source_form.py)
+    POST /console/admin/sources/enable|disable|edit   one source (the federation editor's rules, audited)
     POST /console/admin/sources/reload            the sources file read again now
     GET  /console/admin/registries                the MCP registries' servers (operators)
     POST /console/admin/registries/import         one registry server added as a source (operators)
@@ -26,6 +27,7 @@ from starlette.routing import Route
 from services.rag_pipeline.console import admin_views, views
 from services.rag_pipeline.console.profile_form import editable_fields, form_values
 from services.rag_pipeline.console.sessions import Session
+from services.rag_pipeline.console.source_form import EDIT_FIELDS, changes_of, values_of
 from services.rag_pipeline.federation.admin import runtime_editor
 from services.rag_pipeline.federation.registry import (RegistryClient, RegistryError, import_server,
                                                        load_registries, registries_path)
@@ -36,7 +38,7 @@ MAX_FORM_BYTES = 64 * 1024
 MAX_FORM_FIELDS = 64                 # the editor has a field per RankingProfile field, and more may come
 REGISTRY_TIMEOUT_S = 10.0
 BROWSE_LIMIT = 30
-SOURCE_ACTIONS = ("enable", "disable", "reload")
+SOURCE_ACTIONS = ("enable", "disable", "reload", "edit")
 
 
 class AdminPages:
@@ -122,6 +124,45 @@ class AdminPages:
             return await self._sources_page(req, session)
         return await self.app.page(request, run, admin=True)
 
+    def _managed_source(self, session: Session, source_id: str) -> Any:
+        """The source as the caller manages it (another tenant's is unknown, as in the editor)."""
+        config = self._runtime().registry.current()
+        found = next((s for s in config.of_tenant(session.principal) if s.id == source_id), None)
+        if found is None:
+            raise NotFound(f"no source {source_id!r} among the sources you manage")
+        return found
+
+    async def _edit_page(self, req: Request, session: Session, source_id: str, *, values: dict[str, str] | None = None,
+                         errors: dict[str, str] | None = None, status: int = 200) -> Response:
+        source = self._managed_source(session, source_id)
+        entry = runtime_editor(self._runtime()).readable(session.principal, source)
+        return self.app.render(req, "source_edit.html", status=status, session=session, source_id=source_id,
+                               entry=entry, fields=EDIT_FIELDS, values=values or values_of(entry), errors=errors or {})
+
+    async def source_edit(self, request: Request) -> Response:
+        async def run(req: Request, session: Session) -> Response:
+            return await self._edit_page(req, session, req.query_params.get("id", "").strip())
+        return await self.app.page(request, run, admin=True)
+
+    async def _save_source(self, req: Request, session: Session, source_id: str) -> Response:
+        form = req.state.form
+        editor = runtime_editor(self._runtime())
+        entry = editor.readable(session.principal, self._managed_source(session, source_id))
+        try:
+            changes, cleared = changes_of(entry, form)
+            if changes or cleared:
+                await asyncio.to_thread(editor.edit, session.principal, source_id, changes, cleared,
+                                        tool="console sources edit")
+        except InvalidArgument as err:
+            named = err.field if err.field in dict(EDIT_FIELDS) else "_form"
+            values = {name: str(form.get(name, "")) for name, _ in EDIT_FIELDS}
+            return await self._edit_page(req, session, source_id, values=values, status=400,
+                                         errors={named: str(err).partition(": ")[2] or str(err)})
+        result = await self._runtime().reload(session.principal)
+        what = ", ".join([*changes, *cleared]) or "nothing"
+        return await self._sources_page(req, session, done=f"edited {source_id}: {what} (configuration "
+                                                            f"v{result.version})")
+
     async def source_change(self, request: Request) -> Response:
         refused = await self._form(request)
         if refused is not None:
@@ -141,6 +182,8 @@ class AdminPages:
             source_id = str(req.state.form.get("id", "")).strip()
             if not source_id:
                 raise InvalidArgument("id", "name the source to change")
+            if action == "edit":
+                return await self._save_source(req, session, source_id)
             editor = runtime_editor(runtime)
             try:
                 await asyncio.to_thread(editor.set_enabled, who, source_id, action == "enable",
@@ -217,6 +260,7 @@ def admin_routes(app: Any) -> list[Route]:
         Route("/admin/profile", pages.profile, methods=["GET"]),
         Route("/admin/profile", pages.save_profile, methods=["POST"]),
         Route("/admin/sources", pages.sources, methods=["GET"]),
+        Route("/admin/sources/edit", pages.source_edit, methods=["GET"]),
         Route("/admin/sources/{action:str}", pages.source_change, methods=["POST"]),
         Route("/admin/registries", pages.registries, methods=["GET"]),
         Route("/admin/registries/import", pages.registry_import, methods=["POST"]),
