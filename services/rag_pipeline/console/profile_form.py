@@ -98,20 +98,26 @@ def field_of(err: NucleusError) -> str:
     return named if named in names else ""
 
 
+def shown(value: Any) -> Any:
+    """A stored value as a person reads it: weights travel as float32, so 0.7 comes back as
+    0.699999988…; six significant digits give 0.7 again (and hide no real change)."""
+    return float(f"{value:.6g}") if isinstance(value, float) else value
+
+
 def form_values(profile: RankingProfile | None) -> dict[str, Any]:
     """The form's values: the profile's, else every field's default."""
-    return {f.name: getattr(profile, f.name) if profile is not None else f.default for f in editable_fields()}
+    return {f.name: shown(getattr(profile, f.name) if profile is not None else f.default) for f in editable_fields()}
 
 
 def diff(older: RankingProfile | None, newer: RankingProfile) -> list[tuple[str, Any, Any]]:
     """(field, old value, new value) of every edited field that differs (all of them against None)."""
     rows = []
     for field in editable_fields():
-        new = getattr(newer, field.name)
-        old = getattr(older, field.name) if older is not None else None
+        new = shown(getattr(newer, field.name))
+        old = shown(getattr(older, field.name)) if older is not None else None
         if older is None or old != new:
             rows.append((field.name, old, new))
     return rows
 
 
-__all__ = ["FormField", "editable_fields", "parse_profile", "field_of", "form_values", "diff", "NOT_EDITED"]
+__all__ = ["FormField", "editable_fields", "parse_profile", "field_of", "form_values", "diff", "shown", "NOT_EDITED"]

@@ -52,3 +52,9 @@ def test_the_diff_lists_only_changed_fields_and_everything_for_a_first_version()
     assert diff(v1, v2) == [("dense_weight", v1.dense_weight, 0.3), ("recency_mode", "auto", "never")]
     assert diff(v1, replace(v1, version=3)) == []
     assert {name for name, _, _ in diff(None, v1)} == {f.name for f in editable_fields()}
+
+
+def test_float32_noise_is_neither_shown_nor_a_change():
+    v1 = RankingProfile(tenant_id="acme", name="p", version=1, relevancy_weight=0.699999988079071)
+    assert form_values(v1)["relevancy_weight"] == 0.7
+    assert diff(replace(v1, relevancy_weight=0.7), v1) == []
