@@ -24,6 +24,7 @@ from services.knowledge_store.client import KnowledgeStoreClient
 from shared.documents import iter_files
 from shared.documents.manifest import Manifest, manifest_path
 from shared.errors import InvalidArgument
+from shared.ingest_runs import record_run
 
 FAILED_EXIT = InvalidArgument.exit_code
 
@@ -92,8 +93,12 @@ async def run(args: argparse.Namespace, store, state_dir: Path, console: Console
                             strict=getattr(args, "strict", False), sync=sync and use_manifest,
                             batch_docs=args.batch, progress=progress, base_url=getattr(args, "base_url", None))
 
+    def record(summary: RunSummary, mode: str) -> None:     # the console's tenant page reads the last runs
+        record_run(state_dir, args.tenant, root, mode, summary.outcomes, summary.seconds)
+
     if getattr(args, "watch", False):
         def on_pass(summary: RunSummary) -> None:
+            record(summary, "watch")
             for line in watch_lines(summary, root):
                 console.print(line)
 
@@ -113,6 +118,7 @@ async def run(args: argparse.Namespace, store, state_dir: Path, console: Console
             bar.update(task, advance=outcome.size, description=f"{done['files']} files")
 
         summary = await make_run(progress).run()
+    record(summary, "sync" if sync and use_manifest else "ingest")
     print_summary(console, summary, args.tenant)
     return FAILED_EXIT if summary.failed else 0
 

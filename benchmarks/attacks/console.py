@@ -24,6 +24,8 @@ as a browser on the same host, or a page it visits, could (docs/CONSOLE.md has t
                       session; more than the limit of attempts from one address: 429, even for the
                       right credential, while another address still logs in
     logout            the old cookie is dead afterwards (redirect to login, 403 on a POST)
+    admin pages       the profile editor, sources, registries, tenant page and topic map: roles, CSRF,
+                      cross-tenant fields and stored XSS (benchmarks/attacks/console_admin.py)
 
 Every client has a loopback address of its own (127.x.y.z), so the per-address login limit
 (services/rag_pipeline/console/login.py, sessions.LoginLimiter: 10 a minute) hits only the
@@ -42,6 +44,7 @@ from urllib.parse import urlsplit
 
 import httpx
 
+from benchmarks.attacks.console_admin import admin_pages
 from benchmarks.attacks.tally import Family
 from benchmarks.attacks.wire import Forge, McpHttp
 from benchmarks.secure_stack import AUDIENCE, GLOBEX_CANARY, ISSUER, RETIRED, SecureStack
@@ -56,10 +59,13 @@ XSS_BODY = ('# Okapi narwhal memo\n\nThe okapi narwhal memo <script>alert(2)</sc
             'onerror=alert(3)> <a href="javascript:alert(4)">click</a> javascript:alert(5) explains the rules.')
 XSS_QUERY = 'okapi narwhal memo "><img src=x onerror=alert(6)><script>alert(7)</script>'
 CSRF_FIELD = re.compile(r'name="csrf" value="([^"]+)"')
+OWN_SCRIPT = '<script src="/console/static/topics.js" defer></script>'       # the Topics page's, shipped
 
 
 def _markup(html: str) -> list[str]:
-    """Injected markup in a console page (the console itself has no script, img or javascript: URL)."""
+    """Injected markup in a console page (the console itself has no script but its own static file,
+    no img or javascript: URL)."""
+    html = html.replace(OWN_SCRIPT, "")
     return [m for m in ("<script", "<img", "href=\"javascript:", "src=\"javascript:") if m in html]
 
 
@@ -554,6 +560,7 @@ def run(fam: Family, stack: SecureStack) -> None:
         asyncio.run(_knowledge_store(stack, "ingest"))
         for section, step in (("controls", controls), ("session fixation", fixation), ("CSRF", csrf),
                               ("stored XSS", xss), ("cross-tenant", cross_tenant), ("role escalation", roles),
+                              ("admin pages", lambda p, c: admin_pages(p, c, _markup, XSS_ID)),
                               ("login", logins), ("logout", logout), ("headers", lambda p, c: headers(p))):
             fam.section = section
             try:

@@ -82,10 +82,16 @@ def profile_write(p: Principal | None, requested: str, is_default: bool, name: s
     return tenant(p, requested)
 
 
-def store_status(p: Principal | None) -> None:
-    """The store's status names every tenant's problems: operators only (or authentication off)."""
-    if p is not None and not p.has_role(OPERATOR):
-        raise PermissionDenied("the store's status needs an operator credential")
+def store_status(p: Principal | None) -> str | None:
+    """The store's status names every tenant's problems: the whole of it for operators (or with
+    authentication off: None); a user with the admin role of a tenant gets that tenant's view
+    (`StoreStatus.for_tenant`: the tenant id is returned); anybody else is refused."""
+    if p is None or p.has_role(OPERATOR):
+        return None
+    if _is_user(p) and p.has_role(ADMIN) and p.tenant_id:
+        return p.tenant_id
+    raise PermissionDenied("the store's status needs an operator credential, or the admin role of a tenant "
+                           "(its own tenant's condition)")
 
 
 def operator_only(p: Principal | None, what: str) -> None:

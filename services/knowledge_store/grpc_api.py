@@ -167,8 +167,9 @@ class KnowledgeStoreServicer(ks_grpc.KnowledgeStoreServicer):
 
     @translate_errors
     async def GetStoreStatus(self, request, context):
-        policy.store_status(verified_caller())
-        return convert.store_status_to_pb(self._store.status())
+        tenant = policy.store_status(verified_caller())
+        status = self._store.status()
+        return convert.store_status_to_pb(status if tenant is None else status.for_tenant(tenant))
 
     @translate_errors
     async def CheckTenant(self, request, context):

@@ -128,10 +128,11 @@ class InProcessKnowledgeStoreClient:
             return await self._store.stats(policy.metadata_read(p, tenant_id))
 
     async def store_status(self) -> StoreStatus:
-        """The store's condition (GetStoreStatus): operators only, as over gRPC."""
+        """The store's condition (GetStoreStatus): all of it for operators, one tenant's for its admin."""
         async with self._call("GetStoreStatus", None) as p:
-            policy.store_status(p)
-            return self._store.status()
+            tenant = policy.store_status(p)
+            status = self._store.status()
+            return status if tenant is None else status.for_tenant(tenant)
 
     async def put_profile(self, profile: RankingProfile) -> RankingProfile:
         async with self._call("PutRankingProfile", None) as p:

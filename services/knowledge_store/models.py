@@ -47,6 +47,18 @@ class StoreStatus:
     tenants: tuple[tuple[str, int], ...] = ()  # (tenant, estimated bytes), most recently used first
     scrub: str = ""                            # the background scrub's last pass ("" = none, embedded)
 
+    def for_tenant(self, tenant_id: str) -> "StoreStatus":
+        """The condition as one tenant's admin may read it: its own problems and memory only, the
+        state they make, the data directory's space and the read-only switch (shared by every
+        tenant), nothing of another tenant (no data directory path, repair count or scrub)."""
+        problems = tuple(p for p in self.problems if p.tenant_id == tenant_id)
+        mine = tuple((t, b) for t, b in self.tenants if t == tenant_id)
+        return StoreStatus(state="degraded" if problems or self.read_only else "ok", data_dir="",
+                           read_only=self.read_only, free_bytes=self.free_bytes, total_bytes=self.total_bytes,
+                           problems=problems, repaired_rows=0, open_tenants=len(mine),
+                           open_tenant_bytes=sum(b for _, b in mine), memory_budget_bytes=self.memory_budget_bytes,
+                           tenants=mine)
+
 
 @dataclass(frozen=True, slots=True)
 class TenantCheck:

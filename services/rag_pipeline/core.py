@@ -237,9 +237,9 @@ class RagPipeline:
             return await self._ks.stats(tenant_id)
 
     async def store_status(self, principal: Principal | None) -> StoreStatus:
-        """The store's storage condition, asked for `principal`: the store answers operator
-        credentials only and the pipeline never asserts the operator role, so with authentication
-        on this is PermissionDenied (operators read it with `nucleus status`)."""
+        """The store's storage condition, asked for `principal`: the pipeline never asserts the
+        operator role, so the store answers an admin with its own tenant's view
+        (`StoreStatus.for_tenant`) and anybody else with PermissionDenied."""
         with acting_for(principal):
             return await self._ks.store_status()
 

@@ -50,7 +50,7 @@ from shared.service_main import apply_overrides, parse_args
 from shared.ratelimit import RateLimiter
 from shared.ratelimit_adapters import RateLimitInterceptor
 from shared.service_runner import ServiceSpec, serve
-from shared.settings import RagPipelineSettings
+from shared.settings import RagPipelineSettings, default_data_dir
 from shared.telemetry.settings import TelemetrySettings
 from shared.signing import LinkSigner
 
@@ -138,7 +138,8 @@ def build(settings: RagPipelineSettings, *, stdio: bool, knowledge: KnowledgeSou
     federation_runtime.start()
     telemetry = TelemetrySettings()       # the Traces page reads the services' local trace files
     console = Console(pipeline, _console_credentials(config, verifier, service_auth) if http_auth else None,
-                      limiter=limiter, trace_dir=telemetry.resolved_trace_dir() if telemetry.trace_file else None)
+                      limiter=limiter, trace_dir=telemetry.resolved_trace_dir() if telemetry.trace_file else None,
+                      federation=federation_runtime, topics=topic_tools, data_dir=default_data_dir())
 
     async def close() -> None:
         await federation_runtime.close()

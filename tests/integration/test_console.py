@@ -6,7 +6,9 @@ role, CSRF, escaped titles (no script runs), logout revoked server-side, the ope
 test's artifact directory (printed)."""
 from __future__ import annotations
 
+import argparse
 import asyncio
+import base64
 import json
 import re
 import time
@@ -16,7 +18,11 @@ from pathlib import Path
 import httpx
 import pytest
 
+from rich.console import Console
+
+from cli import ingest as cli_ingest
 from services.knowledge_store.client import KnowledgeStoreClient
+from services.rag_pipeline.federation.admin import SourcesEditor
 from shared.auth.service_identity import ServiceSigner
 from shared.documents import iter_paths, load_document
 from shared.records import ArtifactMeta, DocumentIn
@@ -60,6 +66,7 @@ class Browser:
     def __init__(self, shots: Path) -> None:
         self.pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="chromium")
         self.shots = shots
+        self.sessions: dict[str, dict] = {}          # identity -> the storage state of its session
         self._pw = self._browser = None
 
     async def run(self, fn, *args):
@@ -72,8 +79,8 @@ class Browser:
         self._pw = sync_playwright().start()
         self._browser = self._pw.chromium.launch(executable_path=str(CHROMIUM), args=ARGS, headless=True)
 
-    def context(self):
-        ctx = self._browser.new_context(viewport={"width": 1280, "height": 900})
+    def context(self, state: dict | None = None):
+        ctx = self._browser.new_context(viewport={"width": 1280, "height": 900}, storage_state=state)
         ctx.set_default_timeout(20_000)
         return ctx
 
@@ -106,7 +113,26 @@ async def console(secure_corpus, tmp_path_factory):
         await client.close()
 
 
-def login(browser: Browser, base: str, credential: str, shot: str | None = None):
+def _identity(credential: str) -> str:
+    """Who a credential names (a JWT made again for the same person is the same identity)."""
+    parts = credential.split(".")
+    if len(parts) != 3:
+        return credential
+    claims = json.loads(base64.urlsafe_b64decode(parts[1] + "=" * (-len(parts[1]) % 4)))
+    return json.dumps({k: claims.get(k) for k in ("sub", "tenant", "roles", "groups")}, sort_keys=True)
+
+
+def login(browser: Browser, base: str, credential: str, shot: str | None = None, *, fresh: bool = False):
+    """A logged-in browser context. Each identity logs in once per module and its later contexts
+    reuse that session's cookie: all the browser's logins come from 127.0.0.1, which the console
+    allows 10 login attempts a minute."""
+    key = _identity(credential)
+    if not fresh and key in browser.sessions:
+        ctx = browser.context(browser.sessions[key])
+        page = ctx.new_page()
+        page.goto(f"{base}/console/search")
+        assert page.url.endswith("/console/search"), page.url
+        return ctx, page
     ctx = browser.context()
     page = ctx.new_page()
     page.goto(f"{base}/console/login")
@@ -116,6 +142,8 @@ def login(browser: Browser, base: str, credential: str, shot: str | None = None)
     with page.expect_navigation():
         page.click("#login")
     assert page.url.endswith("/console/search"), (page.url, page.content()[:2000])
+    if not fresh:
+        browser.sessions[key] = ctx.storage_state()
     return ctx, page
 
 
@@ -181,6 +209,7 @@ async def test_compare_two_profiles_on_a_query_and_on_a_judged_set(console):
         page.fill("#set-b", PROFILE_B)
         page.set_input_files("#query_set", files=[{"name": "judged.jsonl", "mimeType": "application/jsonl",
                                                    "buffer": judged_set()}])
+        page.check("#store")                                      # kept for the tenant, run again below
         page.click("#evaluate")
         page.wait_for_selector("#deltas")
         browser.shot(page, "05-query-set")
@@ -192,6 +221,25 @@ async def test_compare_two_profiles_on_a_query_and_on_a_judged_set(console):
         assert re.search(r"20 queries: B wins \d+, loses \d+, ties \d+", wins), wins
         summary = page.inner_text("#set-summary")
         assert "mean nDCG@10" in summary and "mean recall@10" in summary
+        first = page.inner_text("#deltas tbody tr:first-child td:nth-child(4)")
+
+        page.goto(f"{base}/console/compare?a={PROFILE_A}&b={PROFILE_B}")          # the stored set, in the background
+        assert "judged.jsonl · 20 queries · carol-admin" in page.inner_text("#stored-set")
+        page.check("#background")
+        with page.expect_navigation():
+            page.click("#evaluate-stored")
+        assert re.search(r"/console/compare/runs/[A-Za-z0-9_-]{16,}$", page.url)
+        run_url = page.url
+        page.wait_for_selector("#deltas", timeout=60_000)           # the page reloads itself until done
+        assert page.locator("#deltas tbody tr").count() == 20
+        assert page.inner_text("#deltas tbody tr:first-child td:nth-child(4)") == first
+        browser.shot(page, "05b-query-set-background")
+        with page.expect_navigation():
+            page.locator("#deltas a.side-by-side").first.click()      # one click to the query's side-by-side
+        assert page.locator("#side-a .result").count() > 0 and page.locator("#side-b .marker").count() > 0
+        ctx.close()
+        ctx, page = login(browser, base, stack.keys["alice"])          # another user of acme: not hers
+        assert page.goto(run_url).status == 404
         ctx.close()
 
     await browser.run(scenario)
@@ -232,11 +280,20 @@ async def test_a_user_without_the_admin_role_gets_403_and_a_post_needs_the_csrf_
         browser.shot(page, "07-admin-forbidden")
         assert page.goto(f"{base}/console/traces").status == 403
         assert page.goto(f"{base}/console/admin/tenant").status == 403
+        for path in ("/console/admin/profile?name=" + PROFILE_A, "/console/admin/sources", "/console/admin/registries",
+                     "/console/topics?admin=1"):
+            expected = 200 if path.startswith("/console/topics") else 403
+            assert page.goto(f"{base}{path}").status == expected, path
         page.goto(f"{base}/console/search")
         csrf = page.locator('form[action="/console/logout"] input[name="csrf"]').get_attribute("value")
         form = {"csrf": csrf, "name": "alice-try", "relevancy": "1", "recency": "0", "richness": "0",
                 "reputation": "0", "fusion": ""}
         assert page.request.post(f"{base}/console/admin/profiles", form=form).status == 403      # role
+        for path, fields in (("/console/admin/profile", {"name": "alice-try", "relevancy_weight": "1"}),
+                             ("/console/admin/sources/disable", {"id": SOURCE}),
+                             ("/console/admin/sources/reload", {}),
+                             ("/console/admin/registries/import", {"registry": "x", "name": "y", "slug": "z"})):
+            assert page.request.post(f"{base}{path}", form={"csrf": csrf, **fields}).status == 403, path
         no_token = {k: v for k, v in form.items() if k != "csrf"}
         assert page.request.post(f"{base}/console/logout", form=no_token).status == 403         # CSRF
         assert page.request.post(f"{base}/console/logout", form={"csrf": "forged"}).status == 403
@@ -251,7 +308,7 @@ async def test_logout_ends_the_session_server_side(console):
     base = stack.base_url
 
     def scenario():
-        ctx, page = login(browser, base, stack.keys["eng"])
+        ctx, page = login(browser, base, stack.keys["eng"], fresh=True)
         cookie = next(c for c in ctx.cookies() if c["name"] == "nucleus_console")
         assert cookie["httpOnly"] and cookie["sameSite"] == "Strict"
         page.click("#logout")
@@ -268,11 +325,24 @@ async def test_logout_ends_the_session_server_side(console):
     assert bad.status_code == 403 and bad.headers["content-security-policy"] == CSP     # no login CSRF token
 
 
-async def test_the_operator_reads_search_traces_across_services_and_the_admin_the_tenant_page(console):
+async def test_the_operator_reads_search_traces_across_services_and_the_admin_the_tenant_page(console, tmp_path):
     stack, browser = console
     base = stack.base_url
     operator = ServiceSigner.load(stack.identity_dir, "operator").token("rag_pipeline")
     admin = stack.jwt(sub="carol-admin", roles=["admin"], groups=[GROUP])
+    folder = tmp_path / "handbook"                     # `nucleus ingest --sync` records the run for the page
+    folder.mkdir()
+    (folder / "console-sync-note.md").write_text("---\nid: console-sync-note\n---\n# Console sync note\n\n"
+                                                 "The console sync note is ingested.\n")
+    (folder / "empty.md").write_text("")
+    client = KnowledgeStoreClient(stack.addresses["knowledge_store"]["grpc"],
+                                  interceptors=stack.operator("knowledge_store"))
+    args = argparse.Namespace(path=str(folder), tenant="acme", persona="", batch=32, strict=False, sync=True,
+                              watch=False, no_manifest=True, base_url=None)
+    try:
+        assert await cli_ingest.run(args, client, stack.auth_config.parent, Console(quiet=True)) == 2
+    finally:
+        await client.close()
 
     def scenario():
         ctx, page = login(browser, base, operator)
@@ -311,8 +381,179 @@ async def test_the_operator_reads_search_traces_across_services_and_the_admin_th
         assert response.status == 200
         assert "acme" in page.inner_text("h1") and int(page.inner_text("#stat-entries")) > 0
         assert page.locator("#tenant-sources tbody tr").count() >= 1
-        assert "operator" in page.inner_text("#storage")      # the store's condition: operators, `nucleus status`
+        assert page.inner_text("#storage").startswith("storage ok")        # its tenant's view of the store
+        assert page.inner_text("#tenant-open").startswith("open in memory")
+        run = page.locator("details.run").first
+        assert "of folder handbook" in run.locator("summary").inner_text()
+        outcomes = dict(zip(run.locator("tr.file td:first-child").all_inner_texts(),
+                            run.locator("tr.file td.outcome").all_inner_texts()))
+        assert outcomes == {"empty.md": "failed", "console-sync-note.md": "ingested"}
         browser.shot(page, "11-tenant")
+        ctx.close()
+
+    try:
+        await browser.run(scenario)
+    finally:
+        client = KnowledgeStoreClient(stack.addresses["knowledge_store"]["grpc"],
+                                      interceptors=stack.operator("knowledge_store"))
+        try:
+            await client.delete("acme", ["console-sync-note"])          # the session stack as it was
+        finally:
+            await client.close()
+
+
+EDITED = "console-edited"
+
+
+async def test_the_profile_editor_shows_errors_field_by_field_then_stores_the_next_version_with_history(console):
+    stack, browser = console
+    base = stack.base_url
+    admin = stack.jwt(sub="carol-admin", roles=["admin"], groups=[GROUP])
+
+    def scenario():
+        ctx, page = login(browser, base, admin)
+        page.goto(f"{base}/console/admin/profile")
+        page.fill("#f-name", EDITED)
+        page.fill("#f-relevancy_weight", "lots")                  # not a number: refused by the form
+        page.fill("#f-dense_weight", "2")                         # a number, refused by the store's validation
+        with page.expect_navigation():
+            page.click("#save-profile")
+        assert page.inner_text("#err-relevancy_weight") == "must be a number"
+        assert page.locator(".field-error").count() == 1
+        assert page.input_value("#f-name") == EDITED and page.input_value("#f-dense_weight") == "2"   # kept
+        browser.shot(page, "12-profile-field-error")
+        page.fill("#f-relevancy_weight", "0.7")
+        with page.expect_navigation():
+            page.click("#save-profile")
+        assert "[0, 1]" in page.inner_text("#err-dense_weight") and page.locator(".field-error").count() == 1
+        page.fill("#f-dense_weight", "0.5")
+        with page.expect_navigation():
+            page.click("#save-profile")
+        first = int(re.search(r"v(\d+)", page.inner_text("#stored")).group(1))
+        page.fill("#f-recency_half_life_days", "30")
+        with page.expect_navigation():
+            page.click("#save-profile")
+        assert page.inner_text("#stored") == f"Stored {EDITED} v{first + 1}."
+        assert page.input_value("#f-recency_half_life_days") == "30.0"
+        newest = page.locator("#history tr.version").first
+        assert newest.get_attribute("data-version") == str(first + 1)
+        assert newest.locator("li[data-field]").evaluate_all("ls => ls.map(l => l.dataset.field)") == [
+            "recency_half_life_days"]
+        assert "180.0" in newest.locator("del").inner_text() and "30.0" in newest.locator("ins").inner_text()
+        assert page.locator("#history tr.version").count() == 2
+        browser.shot(page, "13-profile-history")
+        page.goto(f"{base}/console/admin/profiles")
+        with page.expect_navigation():
+            page.click(f'#profiles a.edit-profile:text-is("{EDITED}")')
+        assert page.input_value("#f-dense_weight") == "0.5"
+        ctx.close()
+
+    await browser.run(scenario)
+
+
+SOURCE = "console_remote"
+
+
+async def test_a_tenant_admin_enables_and_disables_its_source_and_nobody_else_can(console):
+    stack, browser = console
+    base = stack.base_url
+    admin = stack.jwt(sub="carol-admin", roles=["admin"], groups=[GROUP])
+    other_admin = stack.jwt(sub="gina-admin", tenant="globex", roles=["admin"])
+    operator = ServiceSigner.load(stack.identity_dir, "operator").token("rag_pipeline")
+    sources = SourcesEditor(stack.auth_config.parent / "sources.json")
+    sources.add(None, {"id": SOURCE, "url": "https://console-remote.invalid/mcp", "groups": [GROUP],
+                       "tenants": ["acme"], "enabled": False})
+
+    def scenario():
+        ctx, page = login(browser, base, admin)
+        page.goto(f"{base}/console/admin/sources")
+        with page.expect_navigation():
+            page.click("#reload-sources")                 # the file was just written: read it now
+        assert "reloaded" in page.inner_text("#done")
+        row = page.locator(f'#sources tr[data-source="{SOURCE}"]')
+        assert row.locator("td.enabled").inner_text() == "no"
+        with page.expect_navigation():
+            row.locator("button.toggle").click()
+        assert f"enabled {SOURCE}" in page.inner_text("#done")
+        assert page.locator(f'#sources tr[data-source="{SOURCE}"] td.enabled').inner_text() == "yes"
+        browser.shot(page, "14-sources")
+        with page.expect_navigation():
+            page.locator(f'#sources tr[data-source="{SOURCE}"] button.toggle').click()
+        assert page.locator(f'#sources tr[data-source="{SOURCE}"] td.enabled').inner_text() == "no"
+        with page.expect_navigation():
+            page.locator(f'#sources tr[data-source="{SOURCE}"] a.edit-source').click()
+        page.fill("#s-url", "http://console-remote.invalid/mcp")         # a tenant admin: https only
+        page.fill("#s-reputation", "0.8")
+        with page.expect_navigation():
+            page.click("#save-source")
+        assert "https" in page.inner_text("#err-url") and page.input_value("#s-reputation") == "0.8"
+        browser.shot(page, "14b-source-edit-error")
+        page.fill("#s-url", "https://console-remote.invalid/mcp")
+        with page.expect_navigation():
+            page.click("#save-source")
+        assert page.inner_text("#done").startswith(f"edited {SOURCE}: reputation")
+        for path in ("/console/admin/sources/reload", "/console/admin/profile"):      # no CSRF token: refused
+            assert page.request.post(f"{base}{path}", form={"name": "x"}).status == 403, path
+        assert page.goto(f"{base}/console/admin/registries").status == 403            # the operator's
+        ctx.close()
+
+        ctx, page = login(browser, base, other_admin)                 # another tenant's admin: not its source
+        page.goto(f"{base}/console/admin/sources")
+        assert page.locator(f'#sources tr[data-source="{SOURCE}"]').count() == 0
+        csrf = page.locator('form[action="/console/logout"] input[name="csrf"]').get_attribute("value")
+        refused = page.request.post(f"{base}/console/admin/sources/enable", form={"csrf": csrf, "id": SOURCE})
+        assert refused.status == 404 and SOURCE in refused.text()
+        ctx.close()
+
+        ctx, page = login(browser, base, operator)
+        page.goto(f"{base}/console/admin/sources")
+        assert page.locator(f'#sources tr[data-source="{SOURCE}"] td.enabled').inner_text() == "no"
+        assert page.goto(f"{base}/console/admin/registries").status == 200
+        assert page.locator("#registries tbody tr").count() >= 1
+        browser.shot(page, "15-registries")
+        ctx.close()
+
+    try:
+        await browser.run(scenario)
+    finally:
+        sources.remove(None, SOURCE)
+
+
+async def test_the_topic_map_shows_documents_on_hover_and_members_on_click_with_hostile_titles_as_text(console):
+    stack, browser = console
+    base = stack.base_url
+    admin = stack.jwt(sub="carol-admin", roles=["admin"], groups=[GROUP])
+
+    def scenario():
+        ctx, page = login(browser, base, admin)
+        dialogs: list[str] = []
+        page.on("dialog", lambda d: (dialogs.append(d.message), d.dismiss()))
+        deadline = time.monotonic() + 30                   # the tenant's clusters are computed on first use
+        while True:
+            response = page.goto(f"{base}/console/topics")
+            assert response.status == 200 and response.headers["content-security-policy"] == CSP
+            if page.locator("#topic-map").count() or time.monotonic() > deadline:
+                break
+            time.sleep(1)
+        points = page.locator("#topic-map circle.pt")
+        assert points.count() > 10 and page.locator("#topics tr.topic").count() >= 2
+        hostile = page.locator('#topic-map circle.pt[data-artifact="console-xss-memo"]')
+        assert hostile.count() == 1 and hostile.get_attribute("data-title") == XSS_TITLE
+        hostile.hover()
+        assert page.inner_text("#point-info").startswith(XSS_TITLE)          # the script's hover, as text
+        browser.shot(page, "16-topics")
+        with page.expect_navigation():
+            hostile.click()                                                   # its topic's members
+        assert re.search(r"/console/topics\?topic=\d+", page.url)
+        member = page.locator('#members li[data-artifact="console-xss-memo"] .title')
+        assert member.is_visible() and member.inner_text() == XSS_TITLE
+        topic = hostile.get_attribute("data-topic")
+        assert page.locator("#members li").count() == page.locator(
+            f'#topic-map circle.pt[data-topic="{topic}"]').count()
+        browser.shot(page, "17-topic-members")
+        page.wait_for_load_state("load")
+        assert page.evaluate("typeof window.__xss") == "undefined" and dialogs == []
+        assert page.locator("main img").count() == 0
         ctx.close()
 
     await browser.run(scenario)

@@ -30,5 +30,5 @@ async def test_the_console_attack_family_passes(secure_corpus):
     assert fam.ok, text
     assert fam.calls >= MIN_CALLS and fam.counts["refused"] >= 40, text
     assert len(fam.checks) >= 60 and all(c.passed for c in fam.checks), text
-    assert {"controls", "session fixation", "CSRF", "stored XSS", "cross-tenant", "role escalation", "login",
-            "logout", "headers"} <= set(fam.rows), text
+    assert {"controls", "session fixation", "CSRF", "stored XSS", "cross-tenant", "role escalation", "admin pages",
+            "login", "logout", "headers"} <= set(fam.rows), text

@@ -9,16 +9,19 @@
     GET  /console/compare            one query under two profiles, side by side, RBO
     POST /console/compare/set        an uploaded JSONL query set (<= 1 MiB): nDCG@10 / recall@10 deltas
     GET  /console/admin/profiles, POST   the tenant's ranking profiles (role admin or operator)
-    GET  /console/admin/tenant       the tenant's stats and the store's condition (role admin or operator)
+    GET  /console/admin/tenant       stats, the store's condition, the last folder runs (role admin or operator)
+    ...  /console/admin/profile, /admin/sources..., /admin/registries...   admin.py (editor, sources, registries)
+    GET  /console/topics             the interactive topic map and a topic's members
     GET  /console/traces             recent SearchAndRank traces, slowest first (operators)
     GET  /console/traces/<trace id>  one trace as a waterfall across the services (operators)
-    GET  /console/static/...         the stylesheet (shipped in the package)
+    GET  /console/static/...         the stylesheet and topics.js (shipped in the package)
 
 Every POST carries the session's CSRF token (403 without it); every response carries the
 strict CSP of security.py. docs/CONSOLE.md has the security model.
 """
 from __future__ import annotations
 
+import asyncio
 import logging
 import math
 import secrets
@@ -36,15 +39,18 @@ from starlette.routing import Mount, Route
 from starlette.staticfiles import StaticFiles
 
 from services.rag_pipeline.console import traces, views
+from services.rag_pipeline.console.admin import admin_routes
 from services.rag_pipeline.console.evaluation import MAX_QUERY_SET_BYTES, parse_query_set
 from services.rag_pipeline.console.login import Credentials
+from services.rag_pipeline.console.query_sets import EvalRuns, QuerySets
 from services.rag_pipeline.console.security import (COOKIE, HEADERS, PRELOGIN_COOKIE, SecurityHeaders,
                                                     clear_session_cookie, client_address, csrf_ok,
                                                     login_transport_ok, set_session_cookie)
 from services.rag_pipeline.console.sessions import LoginLimiter, Session, SessionStore
+from services.rag_pipeline.console.topic_map import topic_map
 from services.rag_pipeline.core import RagPipeline
 from shared.errors import (InvalidArgument, NotFound, NucleusError, PermissionDenied, ResourceExhausted,
-                           Unauthenticated)
+                           Unauthenticated, Unavailable)
 from shared.identity import ADMIN, OPERATOR, Principal, local_principal
 from shared.ratelimit import RateLimiter, rate_key
 
@@ -54,6 +60,7 @@ STATIC = Path(__file__).parent / "static"
 MAX_FORM_BYTES = 64 * 1024
 MULTIPART_OVERHEAD = 64 * 1024
 FUSIONS = ("", "convex", "convex_minmax", "rrf")
+INLINE_QUERIES = 25                 # a longer query set runs in the background, with progress
 
 
 @dataclass
@@ -64,6 +71,10 @@ class Console:
     credentials: Credentials | None          # None: authentication is off, the local principal is used
     limiter: RateLimiter | None = None       # the service's per-caller limiter (searches count)
     trace_dir: Path | None = None            # the services' local trace files (None: not written)
+    federation: Any = None                   # the FederationRuntime (sources pages; None: no federation)
+    topics: Any = None                       # the TopicTools (topics page; None: not offered)
+    data_dir: Path | None = None             # where `nucleus ingest` records each tenant's last runs (None: not read)
+    runs: EvalRuns = field(default_factory=EvalRuns)     # query-set evaluations in the background
     sessions: SessionStore = field(default_factory=SessionStore)
     logins: LoginLimiter = field(default_factory=LoginLimiter)
 
@@ -73,7 +84,7 @@ class Console:
 
 
 _STATUS = ((InvalidArgument, 400), (Unauthenticated, 401), (PermissionDenied, 403), (NotFound, 404),
-           (ResourceExhausted, 429))
+           (ResourceExhausted, 429), (Unavailable, 503))
 
 
 def _env() -> Environment:
@@ -81,6 +92,7 @@ def _env() -> Environment:
                       autoescape=select_autoescape(default=True, default_for_string=True))
     env.filters["num"] = lambda v, d=3: "-" if v is None or (isinstance(v, float) and math.isnan(v)) else f"{v:.{d}f}"
     env.filters["signed"] = lambda v, d=3: f"{v:+.{d}f}"
+    env.filters["when"] = views.when
     return env
 
 
@@ -135,8 +147,8 @@ class ConsoleApp:
             set_session_cookie(response, request, COOKIE, new_cookie.session_id, int(self.c.sessions.idle_s))
         return response
 
-    async def read_form(self, request: Request, limit: int) -> FormData | None:
-        """The request's form, read up to `limit` bytes (None: larger than that)."""
+    async def read_form(self, request: Request, limit: int, max_fields: int = 16) -> FormData | None:
+        """The request's form, read up to `limit` bytes and `max_fields` fields (None: larger than that)."""
         body = bytearray()
         async for chunk in request.stream():
             body += chunk
@@ -150,7 +162,7 @@ class ConsoleApp:
             return {"type": "http.request", "body": chunk, "more_body": False}
 
         parsed = Request(request.scope, receive)
-        return await parsed.form(max_files=1, max_fields=16, max_part_size=limit)
+        return await parsed.form(max_files=1, max_fields=max_fields, max_part_size=limit)
 
     def tenant(self, session: Session, params: Any) -> str:
         """The principal's tenant; only an operator credential naming none picks one (the core checks)."""
@@ -244,7 +256,10 @@ class ConsoleApp:
                 result = await views.compare(self.c.pipeline, session.principal, query=form["q"],
                                              top_k=_top_k(form["k"]), profile_a=form["a"].strip(),
                                              profile_b=form["b"].strip(), tenant=self.tenant(session, p))
-            return self.render(req, "compare.html", session=session, form=form, result=result)
+            stored = []
+            if self.c.data_dir is not None and (session.principal.tenant_id or form["tenant"]):
+                stored = await asyncio.to_thread(self.query_sets().listed, self.set_tenant(session, p))
+            return self.render(req, "compare.html", session=session, form=form, result=result, stored=stored)
         return await self.page(request, run)
 
     async def compare_set(self, request: Request) -> Response:
@@ -258,14 +273,62 @@ class ConsoleApp:
             upload = form.get("query_set")
             if upload is None or isinstance(upload, str):
                 raise InvalidArgument("query_set", "choose a JSONL file to upload")
-            queries = parse_query_set(await upload.read())
-            self.rate(session)
-            fields = {"a": str(form.get("a", "")).strip(), "b": str(form.get("b", "")).strip(),
-                      "tenant": str(form.get("tenant", ""))}
-            result = await views.evaluate(self.c.pipeline, session.principal, queries, profile_a=fields["a"],
-                                          profile_b=fields["b"], tenant=self.tenant(session, form))
-            return self.render(req, "compare_set.html", session=session, form=fields, result=result)
+            raw = await upload.read()
+            queries = parse_query_set(raw)
+            if form.get("store"):
+                await asyncio.to_thread(self.query_sets().save, self.set_tenant(session, form),
+                                        str(upload.filename or ""), raw, session.principal.user_id)
+            return await self.evaluate_set(req, session, form, queries)
         return await self.page(request, run, post=True)
+
+    async def stored_set(self, request: Request) -> Response:
+        request.state.form = await self.read_form(request, MAX_FORM_BYTES)
+        if request.state.form is None:
+            return self.error(request, 413, "the form is too large", self.session_of(request))
+
+        async def run(req: Request, session: Session) -> Response:
+            form = req.state.form
+            _, queries = await asyncio.to_thread(self.query_sets().load, self.set_tenant(session, form),
+                                                 str(form.get("set", "")))
+            return await self.evaluate_set(req, session, form, queries)
+        return await self.page(request, run, post=True)
+
+    async def evaluate_set(self, req: Request, session: Session, form: Any, queries: list) -> Response:
+        """A set of at most INLINE_QUERIES while the request waits; a longer one (or with
+        `background`) as a run of the caller's, whose page shows its progress."""
+        self.rate(session)
+        fields = {"a": str(form.get("a", "")).strip(), "b": str(form.get("b", "")).strip(),
+                  "tenant": str(form.get("tenant", ""))}
+
+        def work(progress: Callable[[int], None] | None = None) -> Awaitable[dict[str, Any]]:
+            return views.evaluate(self.c.pipeline, session.principal, queries, profile_a=fields["a"],
+                                  profile_b=fields["b"], tenant=self.tenant(session, form), progress=progress)
+
+        if len(queries) > INLINE_QUERIES or form.get("background"):
+            started = self.c.runs.start(_owner(session), len(queries), fields, work)
+            return RedirectResponse(f"/console/compare/runs/{started.run_id}", status_code=303)
+        return self.render(req, "compare_set.html", session=session, form=fields, result=await work())
+
+    async def set_run(self, request: Request) -> Response:
+        async def run(req: Request, session: Session) -> Response:
+            shown = self.c.runs.get(_owner(session), str(req.path_params.get("run_id", "")))
+            if shown.status == "failed":
+                raise InvalidArgument("query_set", f"the evaluation failed: {shown.error}")
+            return self.render(req, "compare_set.html", session=session, form=shown.form, result=shown.result,
+                               running=shown)
+        return await self.page(request, run)
+
+    def query_sets(self) -> QuerySets:
+        if self.c.data_dir is None:
+            raise Unavailable("this RAGPipeline keeps no query sets (no data directory)")
+        return QuerySets(self.c.data_dir)
+
+    def set_tenant(self, session: Session, params: Any) -> str:
+        """The verified tenant whose stored query sets a caller uses."""
+        tenant = self.c.pipeline.tenant_for(self.tenant(session, params), session.principal)
+        if not tenant:
+            raise InvalidArgument("tenant", "name the tenant whose query sets to use")
+        return tenant
 
     async def profiles(self, request: Request) -> Response:
         async def run(req: Request, session: Session) -> Response:
@@ -294,13 +357,26 @@ class ConsoleApp:
                                fusions=FUSIONS, stored=stored)
         return await self.page(request, run, admin=True, post=True)
 
-
     async def tenant_page(self, request: Request) -> Response:
         async def run(req: Request, session: Session) -> Response:
             tenant = self.tenant(session, req.query_params) or session.principal.tenant_id
-            shown = await views.tenant(self.c.pipeline, session.principal, tenant) if tenant else None
+            shown = await views.tenant(self.c.pipeline, session.principal, tenant, self.c.data_dir) if tenant else None
             return self.render(req, "tenant.html", session=session, tenant=tenant, shown=shown)
         return await self.page(request, run, admin=True)
+
+    async def topics(self, request: Request) -> Response:
+        async def run(req: Request, session: Session) -> Response:
+            if self.c.topics is None:
+                raise Unavailable("this RAGPipeline serves no topics")
+            p = req.query_params
+            tenant = self.tenant(session, p)
+            topic = _topic_id(p.get("topic", ""))
+            shown = None
+            if tenant or not _needs_tenant(session.principal):
+                shown = await topic_map(self.c.topics, session.principal, tenant, topic)
+            return self.render(req, "topics.html", session=session, tenant=tenant or session.principal.tenant_id,
+                               shown=shown, form={"tenant": tenant})
+        return await self.page(request, run)
 
     async def traces(self, request: Request) -> Response:
         async def run(req: Request, session: Session) -> Response:
@@ -313,6 +389,10 @@ class ConsoleApp:
             shown = await traces.one_trace(self.c.trace_dir, str(req.path_params.get("trace_id", "")))
             return self.render(req, "trace.html", session=session, trace=shown)
         return await self.page(request, run, operator=True)
+
+
+def _owner(session: Session) -> tuple[str, str]:
+    return session.principal.tenant_id, session.principal.user_id
 
 
 def _is_admin(principal: Principal | None) -> bool:
@@ -331,6 +411,15 @@ def _top_k(raw: str) -> int:
     if not 1 <= k <= views.MAX_TOP_K:
         raise InvalidArgument("k", f"must be a whole number from 1 to {views.MAX_TOP_K}")
     return k
+
+
+def _topic_id(raw: str) -> int | None:
+    if not raw.strip():
+        return None
+    try:
+        return int(raw)
+    except ValueError:
+        raise InvalidArgument("topic", "must be a topic id (a whole number) from the topic table") from None
 
 
 def _weight(form: FormData, name: str) -> float:
@@ -354,9 +443,13 @@ def console_routes(console: Console) -> list[Any]:
         Route("/search", app.search, methods=["GET"]),
         Route("/compare", app.compare, methods=["GET"]),
         Route("/compare/set", app.compare_set, methods=["POST"]),
+        Route("/compare/stored", app.stored_set, methods=["POST"]),
+        Route("/compare/runs/{run_id}", app.set_run, methods=["GET"]),
         Route("/admin/profiles", app.profiles, methods=["GET"]),
         Route("/admin/profiles", app.put_profile, methods=["POST"]),
         Route("/admin/tenant", app.tenant_page, methods=["GET"]),
+        *admin_routes(app),
+        Route("/topics", app.topics, methods=["GET"]),
         Route("/traces", app.traces, methods=["GET"]),
         Route("/traces/{trace_id}", app.trace, methods=["GET"]),
         Mount("/static", app=StaticFiles(directory=STATIC), name="static"),

@@ -9,8 +9,9 @@ from __future__ import annotations
 import asyncio
 import time
 from dataclasses import replace
+from pathlib import Path
 from statistics import fmean
-from typing import Any
+from typing import Any, Callable
 
 from services.rag_pipeline.console.evaluation import JudgedQuery, distinct, movements, ndcg_at, rbo, recall_at
 from services.rag_pipeline.core import RagPipeline
@@ -18,6 +19,7 @@ from services.rag_pipeline.models import FACTORS, Preferences, RankedResult, Sea
 from ranking.profile import RankingProfile
 from shared.errors import PermissionDenied
 from shared.identity import OPERATOR, Principal
+from shared.ingest_runs import read_runs
 
 EVAL_K = 10
 EVAL_CONCURRENCY = 4
@@ -75,16 +77,21 @@ async def compare(pipeline: RagPipeline, principal: Principal, *, query: str, to
 
 
 async def evaluate(pipeline: RagPipeline, principal: Principal, queries: list[JudgedQuery], *, profile_a: str,
-                   profile_b: str, tenant: str = "") -> dict[str, Any]:
+                   profile_b: str, tenant: str = "", progress: Callable[[int], None] | None = None
+                   ) -> dict[str, Any]:
     """nDCG@10 and recall@10 of each query under both profiles (over distinct artifacts), the rows
-    sorted by the nDCG change (largest first), and the summary."""
+    sorted by the nDCG change (largest first), and the summary; `progress(n)` after each query."""
     gate = asyncio.Semaphore(EVAL_CONCURRENCY)
+    searched = [0]
 
     async def ranked(query: str, profile: str) -> list[str]:
         async with gate:
             request = SearchRequest(tenant_id=tenant, query=query, top_k_final=MAX_TOP_K,
                                     prefs=Preferences(profile_name=profile))
             response = await pipeline.search(request, principal)
+        searched[0] += 1
+        if progress is not None:
+            progress(searched[0] // 2)
         return distinct([r.artifact.artifact_id for r in response.results])
 
     lists = await asyncio.gather(*(ranked(q.query, p) for q in queries for p in (profile_a, profile_b)))
@@ -120,10 +127,12 @@ async def put_profile(pipeline: RagPipeline, principal: Principal, *, tenant: st
     return await pipeline.put_profile(profile, principal)
 
 
-async def tenant(pipeline: RagPipeline, principal: Principal, tenant_id: str) -> dict[str, Any]:
+async def tenant(pipeline: RagPipeline, principal: Principal, tenant_id: str,
+                 data_dir: Path | None = None) -> dict[str, Any]:
     """The tenant's stats (GetTenantStats through the core, asked for the principal) and the store's
-    condition when the store gives it (operators only: with authentication on, the pipeline never
-    asserts that role, so the page says where to read it). A non-operator sees only its tenant's problems."""
+    condition as the store gives it to the principal (an admin: its tenant's view; with the operator's
+    credential the pipeline asks as the operator's user, which the store refuses: the page says where
+    to read it). Only the tenant's problems are shown, and whether the tenant is open or evicted."""
     stats = await pipeline.tenant_stats(tenant_id, principal)
     condition, refused = None, ""
     try:
@@ -132,15 +141,18 @@ async def tenant(pipeline: RagPipeline, principal: Principal, tenant_id: str) ->
         refused = "the store gives its storage condition to operator credentials only: run `nucleus status`"
     else:
         problems = [p for p in status.problems if p.tenant_id == stats.tenant_id or principal.has_role(OPERATOR)]
+        memory = dict(status.tenants)
         condition = {"state": status.state, "read_only": status.read_only, "free_bytes": status.free_bytes,
                      "total_bytes": status.total_bytes, "problems": problems, "open_tenants": status.open_tenants,
-                     "repaired_rows": status.repaired_rows}
+                     "repaired_rows": status.repaired_rows, "open": stats.tenant_id in memory,
+                     "memory_bytes": memory.get(stats.tenant_id, 0), "budget_bytes": status.memory_budget_bytes}
     sources = sorted(stats.sources, key=lambda s: (-s.entries, s.source_id))
+    runs = await asyncio.to_thread(read_runs, data_dir, stats.tenant_id)        # the verified tenant's only
     return {"stats": stats, "sources": sources, "condition": condition, "refused": refused,
-            "last_indexed": _when(stats.last_indexed_unix)}
+            "last_indexed": when(stats.last_indexed_unix), "runs": runs}
 
 
-def _when(unix: int) -> str:
+def when(unix: float) -> str:
     return time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(unix)) if unix > 0 else "never"
 
 

@@ -350,12 +350,17 @@ class SourceChangeOut(BaseModel):
     error: str = ""
 
 
+def runtime_editor(runtime: Any) -> SourcesEditor:
+    """The editor of a running federation's sources file (the admin MCP tools' and the console's)."""
+    registry = runtime.registry
+    return SourcesEditor(registry.path, stack_tenants=registry.stack_tenants,
+                         audit=getattr(runtime.pool, "audit", None))
+
+
 def register_admin_tools(mcp: Any, runtime: Any, principal_of: Callable[[Any], Principal]) -> None:
     """`rag_sources_add|edit|remove|enable|disable` on RAGPipeline's MCP server (admins only)."""
     def editor() -> SourcesEditor:
-        registry = runtime.registry
-        return SourcesEditor(registry.path, stack_tenants=registry.stack_tenants,
-                             audit=getattr(runtime.pool, "audit", None))
+        return runtime_editor(runtime)
 
     async def apply(ctx: Any, action: str, work: Callable[[SourcesEditor, Principal], Source]) -> SourceChangeOut:
         who = principal_of(ctx)

@@ -69,9 +69,24 @@ def test_a_vote_is_the_asserted_users_never_the_name_in_the_request():
     assert policy.feedback_user(OPERATOR, "bob") == "bob"
 
 
-def test_only_an_operator_reads_the_store_status():
-    for caller in (ALICE, ADMIN, RAG):
+def test_an_operator_reads_the_whole_store_status_and_a_tenant_admin_its_tenants_view():
+    for caller in (ALICE, RAG, Principal("acme", "ada", roles=("admin",), auth_method="api_key")):
         with pytest.raises(PermissionDenied, match="operator credential"):
             policy.store_status(caller)
-    policy.store_status(OPERATOR)
-    policy.store_status(None)                # authentication off
+    assert policy.store_status(ADMIN) == "acme"           # an admin user, asserted by the pipeline
+    assert policy.store_status(OPERATOR) is None
+    assert policy.store_status(None) is None              # authentication off
+
+
+def test_a_tenants_view_of_the_store_status_holds_nothing_of_another_tenant():
+    from services.knowledge_store.models import Problem, StoreStatus
+
+    theirs = Problem(tenant_id="globex", kind="corrupt", message="/data/globex broken", since_unix=1)
+    status = StoreStatus(state="degraded", data_dir="/data", read_only=False, free_bytes=5, total_bytes=9,
+                         problems=(theirs,), repaired_rows=3, open_tenants=2, open_tenant_bytes=30,
+                         tenants=(("globex", 20), ("acme", 10)), scrub="pass 4")
+    mine = status.for_tenant("acme")
+    assert (mine.state, mine.problems, mine.tenants, mine.open_tenants, mine.open_tenant_bytes) == (
+        "ok", (), (("acme", 10),), 1, 10)
+    assert (mine.data_dir, mine.repaired_rows, mine.scrub, mine.free_bytes) == ("", 0, "", 5)
+    assert status.for_tenant("globex").state == "degraded" and status.for_tenant("globex").open_tenants == 1

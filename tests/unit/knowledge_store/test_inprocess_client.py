@@ -166,11 +166,16 @@ async def test_each_call_is_an_internal_span_named_and_coded_as_the_rpc(both):
     assert not any("battery" in str(v) for s in (ok, refused) for v in s.attributes.values())
 
 
-async def test_the_store_status_is_for_operators_only_the_pipeline_never_acts_as_one(both):
-    _, local, store, _ = both
-    for who in ("admin", "an operator asking the pipeline", "the service, for no user"):
+async def test_the_store_status_is_for_operators_and_tenant_admins_the_pipeline_never_acts_as_an_operator(both):
+    grpc_client, local, store, _ = both
+    for who in ("an operator asking the pipeline", "the service, for no user", "lab member"):
         with acting_for(USERS[who]), pytest.raises(PermissionDenied, match="operator"):
             await local.store_status()
+    for client in (grpc_client, local):                    # a tenant admin: its own tenant's condition only
+        with acting_for(USERS["admin"]):
+            mine = await client.store_status()
+        assert mine.data_dir == "" and all(p.tenant_id == TENANT for p in mine.problems)
+        assert {t for t, _ in mine.tenants} <= {TENANT}
     open_client = InProcessKnowledgeStoreClient(store, InProcessCaller(None, "knowledge_store", False))
     status = await open_client.store_status()
     assert status.state == "ok" and status.problems == ()

@@ -1,0 +1,162 @@
+"""Query sets stored per tenant, and evaluations of long sets run in the background with progress.
+
+    QuerySets(data_dir)        save(tenant, name, raw, who) / listed(tenant) / load(tenant, set_id)
+    EvalRuns()                 start(owner, total, work) / get(owner, run_id)
+
+A stored set is the uploaded JSONL as sent (checked by `parse_query_set` first), in
+`<data dir>/console/query_sets/<tenant>/<id>.jsonl` with a small `<id>.json` beside it (name,
+queries, who uploaded it, when); the id is the content's hash, so an upload stored twice is one
+set. A tenant keeps its newest MAX_SETS sets. Every user of the tenant may list and run them; no
+path is ever read from a form (an id is 16 hex digits, a tenant a safe name).
+
+A background run belongs to the session's caller (tenant and user): its results are ranked for
+that caller's visibility, so nobody else may read them (another caller's run id is answered as
+unknown). Runs live in the process's memory: at most MAX_RUNNING at once (MAX_RUNNING_PER_OWNER
+per caller), the newest KEEP_RUNS kept for RUN_TTL_S.
+"""
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import json
+import logging
+import os
+import re
+import secrets
+import tempfile
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Awaitable, Callable
+
+from services.rag_pipeline.console.evaluation import JudgedQuery, parse_query_set
+from shared.errors import InvalidArgument, NotFound, NucleusError, ResourceExhausted
+
+log = logging.getLogger(__name__)
+
+MAX_SETS = 20
+SET_ID = re.compile(r"^[0-9a-f]{16}$")
+TENANT = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_.:-]{0,63}$")
+NAME = re.compile(r"[^A-Za-z0-9 _.,:()-]+")
+MAX_RUNNING, MAX_RUNNING_PER_OWNER, KEEP_RUNS, RUN_TTL_S = 8, 2, 100, 3600.0
+RUN_ID = re.compile(r"^[A-Za-z0-9_-]{16,64}$")
+
+
+class QuerySets:
+    def __init__(self, data_dir: Path) -> None:
+        self.root = Path(data_dir) / "console" / "query_sets"
+
+    def _dir(self, tenant: str) -> Path:
+        if not TENANT.match(tenant):
+            raise InvalidArgument("tenant", "is not a tenant id")
+        return self.root / tenant
+
+    def save(self, tenant: str, name: str, raw: bytes, who: str) -> dict[str, Any]:
+        """Store `raw` (a valid query set) for the tenant; the newest MAX_SETS are kept."""
+        queries = parse_query_set(raw)
+        folder = self._dir(tenant)
+        folder.mkdir(parents=True, exist_ok=True)
+        set_id = hashlib.sha256(raw).hexdigest()[:16]
+        meta = {"id": set_id, "name": NAME.sub("_", name or "query set").strip()[:64] or "query set",
+                "queries": len(queries), "uploaded_by": who, "uploaded_unix": int(time.time())}
+        _write(folder / f"{set_id}.jsonl", raw)
+        _write(folder / f"{set_id}.json", json.dumps(meta).encode())
+        for old in self.listed(tenant)[MAX_SETS:]:
+            for suffix in (".jsonl", ".json"):
+                (folder / f"{old['id']}{suffix}").unlink(missing_ok=True)
+        return meta
+
+    def listed(self, tenant: str) -> list[dict[str, Any]]:
+        """The tenant's stored sets, newest first."""
+        folder = self._dir(tenant)
+        out = []
+        for path in folder.glob("*.json") if folder.is_dir() else ():
+            try:
+                meta = json.loads(path.read_text(encoding="utf-8"))
+            except (OSError, ValueError):
+                continue
+            if isinstance(meta, dict) and SET_ID.match(str(meta.get("id", ""))):
+                out.append(meta)
+        return sorted(out, key=lambda m: (-int(m.get("uploaded_unix", 0)), m["id"]))
+
+    def load(self, tenant: str, set_id: str) -> tuple[dict[str, Any], list[JudgedQuery]]:
+        if not SET_ID.match(set_id):
+            raise InvalidArgument("set", "is not a stored query set's id (16 hex digits)")
+        folder = self._dir(tenant)
+        try:
+            meta = json.loads((folder / f"{set_id}.json").read_text(encoding="utf-8"))
+            raw = (folder / f"{set_id}.jsonl").read_bytes()
+        except (OSError, ValueError):
+            raise NotFound(f"no stored query set {set_id} in tenant '{tenant}'") from None
+        return meta, parse_query_set(raw)
+
+
+def _write(path: Path, data: bytes) -> None:
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.")
+    with os.fdopen(fd, "wb") as out:
+        out.write(data)
+    os.replace(tmp, path)
+
+
+@dataclass
+class EvalRun:
+    run_id: str
+    owner: tuple[str, str]
+    total: int
+    form: dict[str, str]
+    done: int = 0
+    status: str = "running"              # running | done | failed
+    result: dict[str, Any] | None = None
+    error: str = ""
+    started: float = field(default_factory=time.monotonic)
+    task: asyncio.Task | None = None
+
+    def progress(self, done: int) -> None:
+        self.done = done
+
+
+class EvalRuns:
+    def __init__(self) -> None:
+        self._runs: dict[str, EvalRun] = {}
+
+    def _expire(self) -> None:
+        now = time.monotonic()
+        for run_id, run in list(self._runs.items()):
+            if run.status != "running" and now - run.started > RUN_TTL_S:
+                del self._runs[run_id]
+        finished = [r for r in self._runs.values() if r.status != "running"]
+        for run in sorted(finished, key=lambda r: r.started)[:max(0, len(self._runs) - KEEP_RUNS)]:
+            del self._runs[run.run_id]
+
+    def start(self, owner: tuple[str, str], total: int, form: dict[str, str],
+              work: Callable[[Callable[[int], None]], Awaitable[dict[str, Any]]]) -> EvalRun:
+        """Run `work(progress)` in the background for `owner`; ResourceExhausted when too many run."""
+        self._expire()
+        running = [r for r in self._runs.values() if r.status == "running"]
+        if len(running) >= MAX_RUNNING or sum(r.owner == owner for r in running) >= MAX_RUNNING_PER_OWNER:
+            raise ResourceExhausted("too many query-set evaluations are running; wait for yours to finish")
+        run = EvalRun(secrets.token_urlsafe(16), owner, total, form)
+
+        async def body() -> None:
+            try:
+                run.result = await work(run.progress)
+                run.done, run.status = run.total, "done"
+            except NucleusError as err:
+                run.status, run.error = "failed", str(err)[:500]
+            except Exception:  # noqa: BLE001 - the run's page says it failed; the log says why
+                log.exception("query-set run %s failed", run.run_id)
+                run.status, run.error = "failed", "internal error (see the RAGPipeline's log)"
+
+        self._runs[run.run_id] = run
+        run.task = asyncio.get_running_loop().create_task(body())
+        return run
+
+    def get(self, owner: tuple[str, str], run_id: str) -> EvalRun:
+        """The caller's run; another caller's (or an unknown) id is NotFound alike."""
+        run = self._runs.get(run_id) if RUN_ID.match(run_id) else None
+        if run is None or run.owner != owner:
+            raise NotFound("no such query-set run of yours (runs are kept for an hour)")
+        return run
+
+
+__all__ = ["QuerySets", "EvalRuns", "EvalRun", "MAX_SETS"]
