@@ -89,6 +89,7 @@ async def _chat(args: argparse.Namespace) -> int:
         sys.stdout.write(text)
         sys.stdout.flush()
 
+    AgentConfig.from_env()                  # a bad setting fails here, before any connection is made
     chat, why_not = _stack_chat(args, token)
     try:
         async with connect(url, token) as client:
@@ -132,6 +133,7 @@ async def _ask(args: argparse.Namespace) -> int:
         sys.stdout.write(text)
         sys.stdout.flush()
 
+    AgentConfig.from_env()                  # a bad setting fails here, before any connection is made
     chat, why_not = _stack_chat(args, token)
     try:
         async with connect(url, token) as client:

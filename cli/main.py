@@ -16,6 +16,7 @@
     nucleus ask "question"           one answer of that agent (--json for scripts)
     nucleus topics [list|evolution|recent|map]   topics of your documents (map --png FILE)
     nucleus persona put|get|list     persona agents' settings (system prompt, tools, sources, model)
+    nucleus profile put|get|list     ranking profiles (weights, fusion, model re-ranking)
     nucleus top [--once]             live requests, errors and latency per service, method and stage
                                      (from the services' /metrics)
 
@@ -32,7 +33,8 @@ from rich.markup import escape
 
 from benchmarks.attacks.cli import register as register_attack
 from benchmarks.cli import register as register_bench
-from cli import backup, chat, demo, identity, ingest, lifecycle, migrate, persona, search, sources, status, top, traces
+from cli import (backup, chat, demo, identity, ingest, lifecycle, migrate, persona, profile, search, sources, status,
+                 top, traces)
 from cli.stack import err_console
 from shared.errors import NucleusError
 
@@ -54,6 +56,7 @@ def build_parser() -> argparse.ArgumentParser:
     identity.register(sub)   # nucleus identity
     chat.register(sub)       # nucleus chat, nucleus ask, nucleus topics
     persona.register(sub)    # nucleus persona
+    profile.register(sub)    # nucleus profile
     sources.register(sub)    # nucleus sources
     migrate.register(sub)    # nucleus migrate
     backup.register(sub)     # nucleus backup, nucleus restore

@@ -414,7 +414,8 @@ class RagPipeline:
             raise Unavailable("both retrieval legs failed: " + "; ".join(reasons))
 
         with tracer.start_as_current_span("rag.merge") as span:
-            merged = merge(dense_hits or [], keyword_hits, collapse=s.collapse_by_artifact, completion=completion)
+            collapse = s.collapse_by_artifact if request.collapse is None else request.collapse
+            merged = merge(dense_hits or [], keyword_hits, collapse=collapse, completion=completion)
             span.set_attribute("nucleus.candidates", len(merged))
         t = mark("merge", t)
         final_k, reports = request.top_k_final, ()

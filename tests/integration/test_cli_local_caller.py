@@ -150,3 +150,16 @@ def test_a_bad_max_tool_rounds_is_one_line_without_a_traceback(stack, capsys, mo
     assert code == 2
     assert "Traceback" not in err and len(err.strip().splitlines()) <= 2      # one line (wrapped at most once)
     assert "invalid_argument: NUCLEUS_CHAT_MAX_TOOL_ROUNDS: must be an integer from 0 to 20, got '21'" in one_line(err)
+
+
+def test_cli_profile_stores_re_rank_fields_and_refuses_a_reranker_the_stack_lacks(stack, tmp_path):
+    base = ["--data-dir", str(tmp_path), "profile", "put", "cli-rerank", "--tenant", TENANT,
+            "--rag-pipeline-target", stack["rag_pipeline"]["grpc"], "--weights", "0.7,0.1,0.1,0.1"]
+    done = cli_run([*base, "--reranker", "embedding-cosine", "--rerank-top-n", "12", "--rerank-weight", "0.25"])
+    assert done.returncode == 0, done.stderr
+    stored = json.loads(done.stdout)
+    assert (stored["reranker"], stored["rerank_top_n"], stored["rerank_weight"]) == ("embedding-cosine", 12, 0.25)
+    assert stored["weights"]["relevancy"] == pytest.approx(0.7) and stored["version"] >= 1
+    refused = cli_run([*base, "--reranker", "cross-encoder"])          # the session stack has no cross-encoder
+    assert refused.returncode != 0 and "Traceback" not in refused.stderr
+    assert "reranker: 'cross-encoder' is not configured on this stack" in one_line(refused.stderr)

@@ -191,11 +191,12 @@ class RagTools:
     # -- searching -------------------------------------------------------------------------
     async def _search(self, who: Principal, query: str, scope: Scope, top_k: int, *,
                       extra_phrases: tuple[str, ...] = (), rerank: bool = False, sources: tuple[str, ...] = (),
-                      resources: tuple[tuple[str, tuple[str, ...]], ...] = ()
+                      resources: tuple[tuple[str, tuple[str, ...]], ...] = (), collapse: bool | None = None
                       ) -> tuple[SearchResponse, list[RankedResult]]:
         request = SearchRequest(tenant_id=who.tenant_id, query=query, top_k_final=top_k,
                                 prefs=Preferences(rerank=rerank, explain=True), filters=scope.filters,
-                                extra_phrases=extra_phrases, sources=sources, remote_resources=resources)
+                                extra_phrases=extra_phrases, sources=sources, remote_resources=resources,
+                                collapse=collapse)
         response = await self.pipeline.search(request, who, scope=scope)
         return response, list(response.results)
 
@@ -464,8 +465,10 @@ class RagTools:
                     selection = servers + ((LOCAL_SOURCE,) if allowed else ()) if remote else (
                         (LOCAL_SOURCE,) if allowed else ())
                     try:
+                        # the best chunks, not one per document: the answer's sentence may not be in
+                        # its document's best chunk (docs/BENCHMARKS.md, "Extractive answers")
                         response, passages = await self._search(who, query, scope, top_k, sources=selection,
-                                                                resources=restrict)
+                                                                resources=restrict, collapse=False)
                     except NotFound:
                         response, passages = None, []
                     if response is not None:
