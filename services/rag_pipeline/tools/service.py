@@ -249,10 +249,9 @@ class RagTools:
                 call.notes.append("degraded: " + "; ".join(response.degraded_reasons)[:300])
             self._audit(call, "allow", resources=sorted({r.artifact.source_id for r in kept}),
                         entries=[s.segment_uid for s in segments])
-            if not response.sources:
-                return RagSearchOut(segments=segments, search_id=response.search_id or None)
-            return RagSearchOut(segments=segments, sources=source_status_out(response.sources),
-                                degraded=response.degraded, search_id=response.search_id or None)
+            federated = {"sources": source_status_out(response.sources), "degraded": response.degraded}
+            return RagSearchOut(segments=segments, search_id=response.search_id or None,
+                                **(federated if response.sources else {}))
         except NucleusError as err:
             self._audit(call, "deny", f"{err.kind}: {err.message}")
             raise jsonrpc_error(err) from None
