@@ -26,10 +26,16 @@ Rankings compared (nDCG@10 against the dataset's qrels):
   raw_sort   atlas-ui-3's merge: local results by their overall score and every remote's hits
              by the remote's own score, all sorted by that number
   rrf        reciprocal-rank fusion of the per-source rankings (k = 60)
+  vectors    Nucleus to Nucleus: `unified`, the Nucleus remotes' hits carrying their stored vectors
+             (read from each remote's KnowledgeStore with GetEntries include_vectors, through the
+             float16 wire format of federation/peer_vectors.py): scored with no embedding; the foreign
+             server's hits are re-embedded as in `unified`. (The MCP `_meta` hop and the peer
+             assertion it needs are covered by tests/integration/test_federation_trust.py.)
   ceiling    the best any merge could do with what the sources returned: every relevant document
              among the local store's first 50 and each remote's hits, ranked first
 Also: federated latency (p50 of the whole call, the slowest source, the re-scoring) and the
-re-scoring of 20 snippet-length remote hits, first seen (cold) and seen before (warm).
+re-scoring of 20 snippet-length remote hits, first seen (cold) and seen before (warm), and of 20
+hits sent with their vectors (a trusted Nucleus remote of the same model): embedding calls and ms.
 """
 from __future__ import annotations
 
@@ -98,6 +104,37 @@ def start_foreign(corpus: Path, scale: str, workdir: Path) -> tuple[subprocess.P
     return proc, json.loads(ready.read_text())["url"]
 
 
+class WithStoredVectors:
+    """A RemoteSearch whose Nucleus sources' hits carry their stored vectors, as a trusted remote
+    Nucleus of the same model sends them: read from the remote's KnowledgeStore (GetEntries
+    include_vectors) and passed through the wire format (float16, checked by `decode`)."""
+
+    def __init__(self, inner, stores: dict, digest: str, dimension: int) -> None:
+        self.inner, self.stores, self.digest, self.dimension = inner, stores, digest, dimension
+
+    async def __call__(self, source, query, deadline_s):
+        from services.rag_pipeline.federation.peer_vectors import VECTORS_META, decode, encode, with_vectors
+        hits = await self.inner(source, query, deadline_s)
+        if source.id not in self.stores or not hits:
+            return hits
+        ks, tenant = self.stores[source.id]
+        found, vectors = await ks.get_entries_with_vectors(tenant, [h.id for h in hits])
+        pairs = [(h.entry.id, v) for h, v in zip(found, vectors) if v is not None]
+        sent, refused = decode({VECTORS_META: encode([i for i, _ in pairs], [v for _, v in pairs], self.digest)},
+                               self.digest, self.dimension, {h.id for h in hits})
+        if refused:
+            raise RuntimeError(refused)
+        return with_vectors(hits, sent)
+
+
+def _note(debug: str, name: str) -> int:
+    """A `name=N` note of a SearchResponse's debug line."""
+    for part in debug.replace(";", " ").split():
+        if part.startswith(name + "="):
+            return int(part.split("=", 1)[1])
+    return 0
+
+
 class Recorder:
     """A RemoteSearch that keeps what each source answered for the current query."""
 
@@ -129,6 +166,7 @@ async def run(args: argparse.Namespace) -> dict:
     from services.llm_orchestration.client import LlmOrchestrationClient
     from services.rag_pipeline.core import RagPipeline
     from services.rag_pipeline.federation.fanout import Federation, McpRemoteSearch
+    from services.rag_pipeline.federation.peer_vectors import LocalFingerprint
     from services.rag_pipeline.federation.remote import RemotePool
     from services.rag_pipeline.federation.sources import Source, SourcesConfig
     from services.rag_pipeline.models import SearchRequest
@@ -189,6 +227,12 @@ async def run(args: argparse.Namespace) -> dict:
         settings = RagPipelineSettings(deadline_s=max(10.0, args.timeout))
         pipeline = RagPipeline(settings, ks, llm, federation=Federation(lambda: config, recorder))
         pipeline.remote_hits = args.remote_hits
+        fingerprint = await LocalFingerprint(llm).get()
+        stores = {sid: (client, tenant) for (tenant, _s, sid), client in zip(remotes, remote_ks)}
+        with_vectors = WithStoredVectors(McpRemoteSearch(pool), stores, fingerprint.digest, fingerprint.dimension)
+        peer_pipeline = RagPipeline(settings, ks, llm, federation=Federation(lambda: config, with_vectors))
+        peer_pipeline.remote_hits = args.remote_hits
+        peer_ms, peer_rescore_ms, peer_carried, peer_embedded = [], [], [], []
 
         def request(tenant: str, query: str) -> SearchRequest:
             return SearchRequest(tenant_id=tenant, query=query, top_k_final=10, top_k_initial=args.top_k_initial)
@@ -196,7 +240,7 @@ async def run(args: argparse.Namespace) -> dict:
         for w in ("warm up the federation", "how are sources merged"):           # sessions, resources, caches
             await pipeline.search_and_rank(request(local_tenant, w))
         runs: dict[str, dict[str, list[str]]] = {m: {} for m in ("single", "unified", "raw_sort", "rrf", "local_only",
-                                                                 "ceiling")}
+                                                                 "ceiling", "vectors")}
         total_ms, slowest_ms, rescore_ms, failures = [], [], [], 0
         degraded: dict[str, list[str]] = {}
         for qi, qid in enumerate(qids):
@@ -214,6 +258,13 @@ async def run(args: argparse.Namespace) -> dict:
             if unified.degraded:
                 degraded[qid] = list(unified.degraded_reasons)
             runs["unified"][qid] = [doc_of(r.artifact.artifact_id) for r in unified.results]
+            t = time.perf_counter()
+            peer = await peer_pipeline.search_and_rank(request(local_tenant, query))
+            peer_ms.append((time.perf_counter() - t) * 1000.0)
+            peer_rescore_ms.append(dict(peer.timings).get("rescore", 0.0))
+            peer_carried.append(_note(peer.debug, "remote_vectors"))
+            peer_embedded.append(_note(peer.debug, "remote_embedded"))
+            runs["vectors"][qid] = [doc_of(r.artifact.artifact_id) for r in peer.results]
             local_only = await pipeline.search_and_rank(replace_k(request(local_tenant, query), CEILING_LOCAL_K),
                                                         plan=None)
             local_all = [(r.artifact.artifact_id, r.overall) for r in local_only.results]
@@ -233,6 +284,8 @@ async def run(args: argparse.Namespace) -> dict:
         quality = {m: float(np.mean([ndcg_at_k(run[q], ds.qrels[q], 10) for q in qids])) for m, run in runs.items()}
 
         cold, warm = await measure_rescoring(ks, llm, ds, rows, qids, local_tenant, args.rescore_rounds, args.timeout)
+        carried_ms, carried_calls = await measure_carried(ks, llm, ds, rows, qids, local_tenant, args.rescore_rounds,
+                                                          args.timeout)
         await pool.close()
         for client in [ks, llm, *remote_ks]:
             await client.close()
@@ -247,6 +300,13 @@ async def run(args: argparse.Namespace) -> dict:
             "rescore_ms": latency_summary(rescore_ms), "source_failures": failures,
             "degraded_queries": len(degraded), "degraded_reasons": degraded,
             "rescore_20_hits_cold_ms": latency_summary(cold), "rescore_20_hits_seen_ms": latency_summary(warm),
+            "nucleus_vectors": {
+                "ndcg@10": round(quality["vectors"], 4),
+                "vs_single": round(quality["vectors"] / quality["single"], 4) if quality["single"] else None,
+                "federated_ms": latency_summary(peer_ms), "rescore_ms": latency_summary(peer_rescore_ms),
+                "remote_hits_with_vectors_per_query": round(float(np.mean(peer_carried)), 1),
+                "remote_texts_embedded_per_query": round(float(np.mean(peer_embedded)), 1),
+                "rescore_20_hits_ms": latency_summary(carried_ms), "rescore_20_hits_embed_calls": carried_calls},
             "per_query": {q: {m: run[q] for m, run in runs.items()} for q in qids},
             "qrels": {q: ds.qrels[q] for q in qids},
         }
@@ -294,6 +354,58 @@ async def measure_rescoring(ks, llm, ds: BeirDataset, rows: Sequence[int], qids:
     return cold, warm
 
 
+async def measure_carried(ks, llm, ds: BeirDataset, rows: Sequence[int], qids: Sequence[str], tenant: str,
+                          rounds: int, timeout_s: float, parts: dict[str, list[float]] | None = None
+                          ) -> tuple[list[float], int]:
+    """Re-scoring 20 hits sent with their vectors (a trusted Nucleus remote of the same model;
+    the vectors are the local share's own, through the float16 wire format), ms per round, and
+    the embedding calls it made (0 expected)."""
+    from services.rag_pipeline.federation.hits import RemoteHit
+    from services.rag_pipeline.federation.peer_vectors import VECTORS_META, LocalFingerprint, decode, encode
+    from services.rag_pipeline.federation.rescore import Rescorer
+
+    fp = await LocalFingerprint(llm).get()
+    counting = _CountingModel(llm)
+    rescorer = Rescorer(ks, counting, keyword_cache=False)
+    ids = [f"{ds.corpus[r].id}#0" for r in rows]
+    held: list = []                             # (hit, vector) of the tenant's entries, as a remote sends them
+    for i in range(0, len(ids), 200):
+        found, vectors = await ks.get_entries_with_vectors(tenant, ids[i:i + 200])
+        held += [(h, v) for h, v in zip(found, vectors) if v is not None]
+    if len(held) < RESCORE_HITS:
+        raise RuntimeError(f"the tenant holds {len(held)} of the entries, {RESCORE_HITS} needed")
+    out: list[float] = []
+    for rnd in range(rounds):
+        pick = [held[(rnd * RESCORE_HITS + j) % len(held)] for j in range(RESCORE_HITS)]
+        found, vectors = [h for h, _ in pick], [v for _, v in pick]
+        entry_ids = [h.entry.id for h in found]
+        sent, _ = decode({VECTORS_META: encode(entry_ids, vectors, fp.digest)}, fp.digest, fp.dimension, set(entry_ids))
+        hits = [RemoteHit("bench", h.entry.id, h.entry.text, title=h.artifact.title, context=h.entry.headline,
+                          vector=sent[h.entry.id]) for h in found]
+        query = ds.queries[qids[rnd % len(qids)]]
+        qv = await llm.embed([query])
+        t = time.perf_counter()
+        got = await rescorer.rescore(tenant, [query], qv, hits, timeout_s=timeout_s)
+        out.append((time.perf_counter() - t) * 1000.0)
+        if parts is not None:
+            parts.setdefault("keywords_ms", []).append(got.keywords_ms)       # the ScoreKeywords call
+            parts.setdefault("local_ms", []).append(got.total_ms - got.keywords_ms)   # dense + bookkeeping
+        if got.carried != RESCORE_HITS:
+            raise RuntimeError(f"{got.carried} of {RESCORE_HITS} hits scored with their vectors")
+    return out, counting.embed_calls
+
+
+class _CountingModel:
+    """The LanguageModel, counting embed calls."""
+
+    def __init__(self, llm) -> None:
+        self._llm, self.embed_calls = llm, 0
+
+    async def embed(self, texts, **kw):
+        self.embed_calls += 1
+        return await self._llm.embed(texts, **kw)
+
+
 async def run_rescore_only(args: argparse.Namespace) -> dict:
     """Only the re-scoring measurement, on the local stack's share (ingested by a full run)."""
     from services.knowledge_store.client import KnowledgeStoreClient
@@ -312,10 +424,15 @@ async def run_rescore_only(args: argparse.Namespace) -> dict:
         parts: dict[str, list[float]] = {}
         cold, warm = await measure_rescoring(ks, llm, ds, rows, qids, tenant, args.rescore_rounds, args.timeout,
                                              parts)
+        carried_parts: dict[str, list[float]] = {}
+        carried, calls = await measure_carried(ks, llm, ds, rows, qids, tenant, args.rescore_rounds, args.timeout,
+                                               carried_parts)
         await ks.close()
         await llm.close()
         return {"rescore_20_hits_cold_ms": latency_summary(cold), "rescore_20_hits_seen_ms": latency_summary(warm),
-                **{f"rescore_20_hits_{k}": latency_summary(v) for k, v in parts.items()}}
+                **{f"rescore_20_hits_{k}": latency_summary(v) for k, v in parts.items()},
+                "vectors_20_hits_ms": latency_summary(carried), "vectors_20_hits_embed_calls": calls,
+                **{f"vectors_20_hits_{k}": latency_summary(v) for k, v in carried_parts.items()}}
     finally:
         stack.stop()
 
@@ -357,6 +474,12 @@ def print_report(r: dict) -> None:
     c, w = r["rescore_20_hits_cold_ms"], r["rescore_20_hits_seen_ms"]
     print(f"  re-scoring {RESCORE_HITS} snippet-length hits: first seen p50 {c['p50']:.1f} ms, "
           f"seen before p50 {w['p50']:.2f} ms")
+    v = r["nucleus_vectors"]
+    print(f"  Nucleus->Nucleus with vectors: nDCG@10 {v['ndcg@10']:.4f} (vs single {v['vs_single']}); "
+          f"{v['remote_hits_with_vectors_per_query']} remote hits/query with vectors, "
+          f"{v['remote_texts_embedded_per_query']} remote texts embedded/query (the foreign server's); "
+          f"re-scoring p50 {v['rescore_ms']['p50']:.1f} ms; {RESCORE_HITS} hits with vectors: p50 "
+          f"{v['rescore_20_hits_ms']['p50']:.2f} ms, {v['rescore_20_hits_embed_calls']} embedding calls")
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
@@ -369,7 +492,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--remote-hits", type=int, default=20, help="hits asked of each remote source (default 20)")
     p.add_argument("--rescore-rounds", type=int, default=20, help="rounds of the 20-hit re-scoring measurement")
     p.add_argument("--rescore-only", action="store_true",
-                   help="only the 20-hit re-scoring measurement, on the local stack (after a full run)")
+                   help="only the 20-hit re-scoring measurements (re-embedded, and sent with vectors), on the local "
+                        "stack (after a full run)")
     p.add_argument("--federate-tenant", dest="tenant", default="fed", help="tenant prefix (default fed)")
 
 
@@ -384,6 +508,11 @@ def run_federate(args: argparse.Namespace) -> int:
         print(f"re-scoring {RESCORE_HITS} snippet-length hits ({args.rescore_rounds} rounds): first seen p50 "
               f"{c['p50']:.1f} ms (p95 {c['p95']:.1f}; of which the embed call p50 {e['p50']:.1f} ms, ScoreKeywords "
               f"p50 {k['p50']:.1f} ms), seen before p50 {w['p50']:.2f} ms")
+        v, vk, vl = (result[f"vectors_20_hits_{x}"] for x in ("ms", "keywords_ms", "local_ms"))
+        print(f"re-scoring {RESCORE_HITS} hits sent with their vectors (a trusted Nucleus remote): "
+              f"p50 {v['p50']:.2f} ms "
+              f"(p95 {v['p95']:.2f}; ScoreKeywords p50 {vk['p50']:.2f} ms, the rest p50 {vl['p50']:.3f} ms), "
+              f"{result['vectors_20_hits_embed_calls']} embedding calls")
         return 0
     result = asyncio.run(run(args))
     print_report(result)

@@ -8,7 +8,10 @@ argument); `rag_get_raw_results` answers only for the caller's resources and ref
 in-band (`results.error` = `unauthorized_source`), with scores on a foreign scale (×37);
 `verify_document_access` answers per user. seed002: `rag_search` records the platform headers
 it receives (`x-user-id`, `x-session-tags`) and answers per `x-user-id`. Both modes record every
-request's identity (argument and headers) and show them through the `seen` tool.
+request's identity (argument and headers) and show them through the `seen` tool. seed000 also
+offers `nucleus_model_fingerprint`, the fingerprint of *another* embedding model (random probe
+vectors): a stack that trusts it as a remote Nucleus must find the mismatch and re-embed its hits
+(`seen` records whether a call asked for vectors).
 hostile: a seed-002 `rag_search` that misbehaves by its first phrase — `oversize` (10 MB),
 `drip` (answers after 30 s), `badjson` (text that is not JSON), `inject` (a segment telling the
 model to ignore its instructions), `error` (a JSON-RPC error); anything else answers normally.
@@ -17,10 +20,13 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import base64
+import hashlib
 import os
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 from mcp.server.mcpserver import Context, MCPServer
 
 from benchmarks.foreign_rag import serve_app
@@ -78,7 +84,8 @@ def build_server(mode: str) -> MCPServer:
         meta = ctx.request_context.meta or {}
         seen.append({"tool": tool, "username": username, "x-user-id": h.get("x-user-id"),
                      "x-session-tags": h.get("x-session-tags"), "authorization": bool(h.get("authorization")),
-                     "path": (meta.get("io.nucleus/federation") or {}).get("path")})
+                     "path": (meta.get("io.nucleus/federation") or {}).get("path"),
+                     "vectors_asked": bool(meta.get("io.nucleus/vectors"))})
         del seen[:-200]
         return h
 
@@ -115,6 +122,13 @@ def build_server(mode: str) -> MCPServer:
                                                           "message": f"user {username} may not read {foreign[0]}"}},
                         "meta_data": {"username": username}}
             return {"results": {"hits": hits_for(asked, query, top_k)}, "meta_data": {"username": username}}
+
+        @mcp.tool(name="nucleus_model_fingerprint", description="Another model's fingerprint (random vectors).")
+        async def nucleus_model_fingerprint() -> dict[str, Any]:
+            probes = np.random.default_rng(7).standard_normal((4, 384)).astype(np.float32)
+            probes /= np.linalg.norm(probes, axis=1, keepdims=True)
+            return {"dimension": 384, "digest": hashlib.sha256(probes.tobytes()).hexdigest()[:32], "probe_texts": 4,
+                    "probe_vectors": base64.b64encode(probes.astype(np.float16).tobytes()).decode("ascii")}
 
         @mcp.tool(name="rag_get_synthesized_results", description="Concatenated passages.")
         async def rag_get_synthesized_results(ctx: Context, query: str, username: str = "",

@@ -109,6 +109,8 @@ def cmd_show(args: argparse.Namespace) -> int:
     table.add_row("tools", escape(", ".join(status.get("tools", []))))
     table.add_row("last probe", ago(status.get("last_probe", 0.0)))
     table.add_row("last error", escape(status.get("last_error", "")))
+    if status.get("vectors"):                  # a trusted remote Nucleus: its model fingerprint compared
+        table.add_row("vectors", escape(status["vectors"]))
     console.print(table)
     return 0
 

@@ -332,6 +332,11 @@ class TenantStats:
     last_indexed_unix: int
     index_kind: str           # the kind serving searches ("flat" while IVF waits for data)
     dimension: int
+    # HNSW (embedded store): the efSearch searches use, chosen for a recall target on the index's
+    # own vectors, and the recall@10 measured at it (0 / 0.0: not HNSW, or not measured). In-process
+    # only for now: the gRPC TenantStats message has no field for them yet.
+    hnsw_ef_search: int = 0
+    hnsw_recall: float = 0.0
 
 
 @dataclass(frozen=True, slots=True)

@@ -69,6 +69,10 @@ class KnowledgeStoreSettings(ServiceSettings):
     default_index_kind: Literal["auto", "flat", "hnsw", "ivf"] = "auto"
     hnsw_threshold: int = Field(default=20_000, ge=1)
     hnsw_ef_search: int = Field(default=768, ge=1)
+    # The recall@10 each HNSW index's efSearch is chosen for, measured on its own vectors at
+    # build time (services/knowledge_store/embedded/search_depth.py); `hnsw_ef_search` is then
+    # the most it may be. 0 = always `hnsw_ef_search`.
+    hnsw_recall_target: float = Field(default=0.99, ge=0.0, le=1.0)
     hnsw_m: int = Field(default=48, ge=4, le=256)
     hnsw_ef_construction: int = Field(default=120, ge=8, le=4_096)
     # Derived indexes (FAISS, BM25) saved next to each tenant's SQLite and loaded on open

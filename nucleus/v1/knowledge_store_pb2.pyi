@@ -342,18 +342,22 @@ class ConfigureTenantIndexResponse(_message.Message):
     def __init__(self, index_kind: _Optional[str] = ..., vectors: _Optional[int] = ...) -> None: ...
 
 class GetEntriesRequest(_message.Message):
-    __slots__ = ("tenant_id", "entry_ids")
+    __slots__ = ("tenant_id", "entry_ids", "include_vectors")
     TENANT_ID_FIELD_NUMBER: _ClassVar[int]
     ENTRY_IDS_FIELD_NUMBER: _ClassVar[int]
+    INCLUDE_VECTORS_FIELD_NUMBER: _ClassVar[int]
     tenant_id: str
     entry_ids: _containers.RepeatedScalarFieldContainer[str]
-    def __init__(self, tenant_id: _Optional[str] = ..., entry_ids: _Optional[_Iterable[str]] = ...) -> None: ...
+    include_vectors: bool
+    def __init__(self, tenant_id: _Optional[str] = ..., entry_ids: _Optional[_Iterable[str]] = ..., include_vectors: _Optional[bool] = ...) -> None: ...
 
 class GetEntriesResponse(_message.Message):
-    __slots__ = ("entries",)
+    __slots__ = ("entries", "vectors")
     ENTRIES_FIELD_NUMBER: _ClassVar[int]
+    VECTORS_FIELD_NUMBER: _ClassVar[int]
     entries: _containers.RepeatedCompositeFieldContainer[ScoredEntry]
-    def __init__(self, entries: _Optional[_Iterable[_Union[ScoredEntry, _Mapping]]] = ...) -> None: ...
+    vectors: _containers.RepeatedCompositeFieldContainer[FloatVector]
+    def __init__(self, entries: _Optional[_Iterable[_Union[ScoredEntry, _Mapping]]] = ..., vectors: _Optional[_Iterable[_Union[FloatVector, _Mapping]]] = ...) -> None: ...
 
 class StoreStatusRequest(_message.Message):
     __slots__ = ()

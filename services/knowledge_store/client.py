@@ -145,6 +145,15 @@ class KnowledgeStoreClient:
             tenant_id=tenant_id, entry_ids=list(entry_ids)), timeout=timeout_s or self.timeout_s, service=SERVICE)
         return [convert.hit_from_pb(h) for h in response.entries]
 
+    async def get_entries_with_vectors(self, tenant_id: str, entry_ids: Sequence[str], *,
+                                       timeout_s: float | None = None) -> tuple[list[m.Hit], list[np.ndarray | None]]:
+        """`get_entries`, and each entry's stored unit vector (None when the index holds none)."""
+        response = await call(self._stub.GetEntries, ks_pb.GetEntriesRequest(
+            tenant_id=tenant_id, entry_ids=list(entry_ids), include_vectors=True),
+            timeout=timeout_s or self.timeout_s, service=SERVICE)
+        vectors = [np.asarray(v.values, np.float32) if len(v.values) else None for v in response.vectors]
+        return [convert.hit_from_pb(h) for h in response.entries], vectors
+
     async def score_keywords(self, tenant_id: str, keywords: Keywords, extra_keywords: Sequence[str],
                              texts: Sequence[tuple[str, str]], *, timeout_s: float | None = None) -> m.KeywordScores:
         """BM25 of the keyword phrases for (title, text) pairs the store does not hold, with the

@@ -101,7 +101,12 @@ class KnowledgeStoreServicer(ks_grpc.KnowledgeStoreServicer):
         caller = verified_caller()
         tenant = policy.read_tenant(caller, request.tenant_id)
         hits = policy.visible(caller, await self._store.get_entries(tenant, list(request.entry_ids)))
-        return ks_pb.GetEntriesResponse(entries=[convert.hit_to_pb(h) for h in hits])
+        response = ks_pb.GetEntriesResponse(entries=[convert.hit_to_pb(h) for h in hits])
+        if request.include_vectors and hits:    # the vectors of exactly the entries the caller may see
+            found = await self._store.entry_vectors(tenant, [h.entry.id for h in hits])
+            response.vectors.extend(ks_pb.FloatVector(values=found[h.entry.id].tolist() if h.entry.id in found else [])
+                                    for h in hits)
+        return response
 
     @translate_errors
     async def ScoreKeywords(self, request, context):

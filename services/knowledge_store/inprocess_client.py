@@ -103,6 +103,14 @@ class InProcessKnowledgeStoreClient:
             tenant = policy.read_tenant(p, tenant_id)
             return policy.visible(p, await self._store.get_entries(tenant, list(entry_ids)))
 
+    async def get_entries_with_vectors(self, tenant_id: str, entry_ids: Sequence[str], *,
+                                       timeout_s: float | None = None) -> tuple[list[m.Hit], list[np.ndarray | None]]:
+        async with self._call("GetEntries", timeout_s) as p:
+            tenant = policy.read_tenant(p, tenant_id)
+            hits = policy.visible(p, await self._store.get_entries(tenant, list(entry_ids)))
+            found = await self._store.entry_vectors(tenant, [h.entry.id for h in hits]) if hits else {}
+            return hits, [found.get(h.entry.id) for h in hits]
+
     async def score_keywords(self, tenant_id: str, keywords: Keywords, extra_keywords: Sequence[str],
                              texts: Sequence[tuple[str, str]], *, timeout_s: float | None = None) -> m.KeywordScores:
         async with self._call("ScoreKeywords", timeout_s) as p:

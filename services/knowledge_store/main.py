@@ -10,7 +10,7 @@ import numpy as np
 
 from nucleus.v1 import knowledge_store_pb2_grpc as ks_grpc
 from services.knowledge_store.backend import StoreBackend, open_store
-from services.knowledge_store.embedded import vector_index
+from services.knowledge_store.embedded import search_depth, vector_index
 from services.knowledge_store import metrics as ks_metrics
 from services.knowledge_store.grpc_api import KnowledgeStoreServicer
 from services.knowledge_store.mcp_api import build_mcp
@@ -43,6 +43,7 @@ def compose(settings: KnowledgeStoreSettings, *, stdio: bool, llm: Any = None) -
     """The service and its store. `llm`: LlmOrchestration's client (anything with `embed` and
     `close`, e.g. the in-process one of `nucleus up --mode single`); None: the gRPC client."""
     vector_index.set_threads(settings.faiss_threads)
+    search_depth.set_recall_target(settings.hnsw_recall_target)
     auth = ServiceAuth.load("knowledge_store", settings.identity_dir)   # None: authentication off
     if llm is None:
         llm = LlmOrchestrationClient(settings.llm_target, timeout_s=settings.rpc_timeout_s,

@@ -105,6 +105,8 @@ class StatsOut(BaseModel):
     last_indexed_unix: int
     index_kind: str
     sources: list[SourceOut]
+    hnsw_ef_search: int = 0          # HNSW: the efSearch chosen for the recall target (0: not HNSW / not measured)
+    hnsw_recall: float = 0.0         # the recall@10 measured at it on the index's own vectors
 
 
 def _filters(f: KnowledgeFiltersIn | None, who: Principal) -> m.SearchFilters:
@@ -186,7 +188,7 @@ def build_mcp(store: StoreBackend, *, allow_local_identity: bool, token_verifier
             s = await store.stats(who().tenant_id)
             return StatsOut(tenant_id=s.tenant_id, artifacts=s.artifacts, entries=s.entries, vectors=s.vectors,
                             keyword_docs=s.keyword_docs, last_indexed_unix=s.last_indexed_unix,
-                            index_kind=s.index_kind,
+                            index_kind=s.index_kind, hnsw_ef_search=s.hnsw_ef_search, hnsw_recall=s.hnsw_recall,
                             sources=[SourceOut(source_id=x.source_id, source_type=x.source_type, artifacts=x.artifacts,
                                                entries=x.entries, last_indexed_unix=x.last_indexed_unix)
                                      for x in s.sources])

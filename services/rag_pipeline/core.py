@@ -435,8 +435,7 @@ class RagPipeline:
                 # Room for remote results that repeat a local one, dropped after the fetch.
                 final_k += min(len(remote_rows), request.top_k_final)
                 timings += [("slowest_source", fed.timings.slowest_source_ms), ("rescore", fed.timings.rescore_ms)]
-                if fed.dropped_duplicates:
-                    notes.append(f"remote_duplicates={fed.dropped_duplicates}")
+                notes += fed.notes()            # remote_embedded, remote_vectors, remote_duplicates
                 t = mark("federate", t)
             reports = tuple(r for r in ([local_report] if local_report else []) + (fed.reports if fed else
                                                                                    list(plan.skipped)))

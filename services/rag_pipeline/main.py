@@ -27,6 +27,7 @@ from services.rag_pipeline.console.app import Console, console_routes
 from services.rag_pipeline.console.login import Credentials
 from services.rag_pipeline.core import RagPipeline
 from services.rag_pipeline.federation.fanout import Federation, McpRemoteSearch
+from services.rag_pipeline.federation.peer_vectors import fingerprint_of
 from services.rag_pipeline.federation.runtime import FederationRuntime, request_headers
 from services.rag_pipeline.federation import metrics as federation_metrics
 from services.rag_pipeline.federation.sources import default_sources_path
@@ -112,9 +113,11 @@ def build(settings: RagPipelineSettings, *, stdio: bool, knowledge: KnowledgeSou
     federation_runtime = FederationRuntime.create(default_sources_path(), audit=audit,
                                                   stack_tenants=stack_tenants(config, http_auth))
     registry = federation_runtime.registry
+    federation_runtime.prober.fingerprint = fingerprint_of(llm)      # trusted peers' vectors (peer_vectors.py)
     federation = Federation(registry.current, McpRemoteSearch(
         federation_runtime.pool, stack_id=federation_runtime.stack_id, signer=federation_runtime.signer,
-        tenants_of=lambda source: registry.current().tenants_of(source)), stack_id=federation_runtime.stack_id)
+        tenants_of=lambda source: registry.current().tenants_of(source),
+        vectors_of=federation_runtime.prober.vectors_of), stack_id=federation_runtime.stack_id)
     pipeline = RagPipeline(settings, knowledge, llm, access=access, federation=federation)
     verifier = NucleusTokenVerifier(config, audit) if config is not None else None
     identity = RequestIdentity(config, allow_local=not http_auth, verifier=verifier,

@@ -38,14 +38,18 @@ class Merged:
     origin: str = ""            # "" = the local store; else the remote source (federation/unify.py)
     remote_score: float = math.nan   # a remote hit's own score, on its own scale (explanations only)
     prior_note: str = ""        # a remote hit's prior when not the source's alone (federation/unify.py `prior`)
+    carried: bool = False       # a remote hit scored with the vector its remote Nucleus sent (not re-embedded)
 
     def source(self, leg: str) -> str:
         """How this candidate got the `leg` ("dense" | "bm25") signal: retrieved, completed,
-        rescored (a remote hit's, on the local scale) or absent."""
+        rescored (a remote hit's, on the local scale), vectors (a remote hit's dense cosine from the
+        vector its remote Nucleus sent, federation/peer_vectors.py) or absent."""
         score, rank_ = (self.dense, self.dense_rank) if leg == "dense" else (self.bm25, self.bm25_rank)
         if math.isnan(score):
             return "absent"
-        return "rescored" if self.origin else "retrieved" if rank_ else "completed"
+        if self.origin:
+            return "vectors" if leg == "dense" and self.carried else "rescored"
+        return "retrieved" if rank_ else "completed"
 
 
 def merge(dense: list[CandidateColumns], keyword: CandidateColumns, *, collapse: bool = True,

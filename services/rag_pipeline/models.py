@@ -59,7 +59,7 @@ class Explanation:
     fusion_method: str
     recency_applied: bool
     age_days: float
-    dense_source: str = "retrieved"   # "retrieved" | "completed" | "absent" (see merge.py)
+    dense_source: str = "retrieved"   # "retrieved" | "completed" | "rescored" | "vectors" | "absent" (merge.py)
     bm25_source: str = "retrieved"
     dense_weight: float = 0.0          # the fusion's dense weight for this query
     query_profile: str = ""            # the query features behind it (ranking/query_features.py)

@@ -76,6 +76,12 @@ class KnowledgeSource(Protocol):
         """The entries with these ids, in request order; unknown ids are skipped."""
         ...
 
+    async def get_entries_with_vectors(self, tenant_id: str, entry_ids: Sequence[str], *,
+                                       timeout_s: float | None = None) -> tuple[list[Hit], list[np.ndarray | None]]:
+        """`get_entries`, and each entry's stored unit vector, parallel (None: the index holds none)
+        — for a peer stack that scores the hits without re-embedding them (federation/peer_vectors.py)."""
+        ...
+
     async def score_keywords(self, tenant_id: str, keywords: Keywords, extra_keywords: Sequence[str],
                              texts: Sequence[tuple[str, str]], *,
                              timeout_s: float | None = None) -> KeywordScores:

@@ -8,7 +8,10 @@ LlmOrchestration), federating:
   * `common`   — the same server as a source of both tenants (users travel tenant-qualified);
   * `hdr`      — a seed-002 server trusted with the platform headers, recording what it receives;
   * `frozen`   — a seed-000 server stopped with SIGSTOP mid-test;
-  * `peer`     — a second Nucleus stack (B, the same store and model) that federates A back;
+  * `peer`     — a second Nucleus stack (B, the same store and model) that federates A back, trusted:
+                 its hits come with their vectors and are not re-embedded;
+  * `impostor` — the seed-000 server trusted as a remote Nucleus, whose model fingerprint is another
+                 model's: its hits are re-embedded;
   * `hostile`  — a server answering oversized, dripping, invalid JSON, errors or prompt injection.
 """
 from __future__ import annotations
@@ -140,7 +143,10 @@ async def fed(stack, tmp_path_factory):
             {"id": "frozen", "url": url["frozen"], "tenants": ["t1"], "groups": ["eng"],
              "timeout_s": FROZEN_TIMEOUT_S},
             {"id": "peer", "url": f.peer_url, "tenants": ["t1"], "groups": ["eng", "sales"], "timeout_s": 20,
-             "credential_env": "NUCLEUS_ITEST_KEY_FOR_B", "identity": "assertion", "audience": "stack-b"},
+             "credential_env": "NUCLEUS_ITEST_KEY_FOR_B", "identity": "assertion", "audience": "stack-b",
+             "trusted": True},
+            {"id": "impostor", "url": url["peruser"], "tenants": ["t1"], "groups": ["eng"], "timeout_s": 10,
+             "identity": "assertion", "audience": "stack-x", "trusted": True},
             {"id": "hostile", "url": url["hostile"], "tenants": ["t1"], "groups": ["eng"], "timeout_s": HOSTILE_TIMEOUT_S,
              "max_response_bytes": 1_000_000}]
         (data / "a" / "sources.json").write_text(json.dumps({"sources": a_sources}))
@@ -246,7 +252,7 @@ async def test_another_tenant_neither_sees_nor_searches_nor_administers_t1_sourc
     t2 = await call(fed, "admin2", "rag_sources_status", {})
     t1 = await call(fed, "admin1", "rag_sources_status", {})
     assert {s["id"] for s in t2["sources"]} == {"common"}
-    assert {s["id"] for s in t1["sources"]} == {"peruser", "common", "hdr", "frozen", "peer", "hostile"}
+    assert {s["id"] for s in t1["sources"]} == {"peruser", "common", "hdr", "frozen", "peer", "hostile", "impostor"}
 
 
 async def test_a_frozen_source_never_holds_the_answer_past_its_deadline(fed):
@@ -374,3 +380,73 @@ async def test_a_remote_nucleus_serves_each_user_by_a_signed_assertion_limited_t
         out = structured(await client.call_tool("rag_get_raw_results", {"username": "root", "query": "battery",
                                                                         "sources": ["handbook"]}))
     assert out["meta_data"]["username"] == "erin"                      # an ordinary key: the assertion is ignored
+
+
+def _sources_status(f: Fed, source: str, want: str = "") -> dict:
+    """A's published status of `source` (once its `vectors` field starts with `want`, within 30 s)."""
+    end = time.monotonic() + 30
+    while True:
+        status = {s["id"]: s["status"] for s in (read_status_file(f.data / "a" / "sources.json") or {}).get(
+            "sources", [])}
+        found = status.get(source, {})
+        if (found.get("vectors", "").startswith(want) and found.get("last_probe")) or time.monotonic() > end:
+            return found
+        time.sleep(0.1)
+
+
+def _set_peer_trusted(f: Fed, trusted: bool) -> None:
+    """Edit A's sources file (atomically) and wait until A serves the new version."""
+    path = f.data / "a" / "sources.json"
+    before = (read_status_file(path) or {}).get("version")
+    config = json.loads(path.read_text())
+    for source in config["sources"]:
+        if source["id"] == "peer":
+            source["trusted"] = trusted
+    path.with_suffix(".tmp").write_text(json.dumps(config))
+    os.replace(path.with_suffix(".tmp"), path)
+    end = time.monotonic() + 30
+    while (read_status_file(path) or {}).get("version") == before and time.monotonic() < end:
+        time.sleep(0.1)
+
+
+def _dense(out: dict, source: str) -> dict[str, tuple[float, str]]:
+    return {r["persona_knowledge_entry_id"]: (r["explanation"]["dense_cosine"], r["explanation"]["dense_source"])
+            for r in out["results"] if r["source_id"] == source}
+
+
+async def test_a_trusted_peer_with_the_same_model_sends_vectors_and_its_hits_are_not_re_embedded(fed):
+    assert _sources_status(fed, "peer", "matched")["vectors"] == "matched"
+    args = {"user_query_text": "peer battery controller handbook memo", "sources": ["peer"], "top_k_final_rank": 5}
+    carried = await call(fed, "alice", "search_and_rank", args)
+    with_vectors = _dense(carried, "peer")
+    assert len(with_vectors) == 2 and {s for _, s in with_vectors.values()} == {"vectors"}, carried["results"]
+    assert "remote_embedded=0" in carried["debug_information"]            # no model call for the remote hits
+    assert "remote_vectors=2" in carried["debug_information"]
+    _set_peer_trusted(fed, False)                                          # untrusted: today's re-scoring
+    try:
+        rescored = _dense(await call(fed, "alice", "search_and_rank", args), "peer")
+    finally:
+        _set_peer_trusted(fed, True)
+    assert rescored.keys() == with_vectors.keys() and {s for _, s in rescored.values()} == {"rescored"}
+    for key, (dense, _) in with_vectors.items():                          # the same cosine, within fp16
+        assert dense == pytest.approx(rescored[key][0], abs=2e-3), key
+    # B sends vectors only to a verified peer stack: erin, a user of B's own, asking with B's
+    # fingerprint, gets the hits and no vectors
+    async with http_client(fed.peer_url, {"Authorization": f"Bearer {fed.peer_keys['erin']}"}) as client:
+        digest = structured(await client.call_tool("nucleus_model_fingerprint", {}))["digest"]
+        plain = await client.call_tool("rag_get_raw_results", {"username": "erin", "query": "battery handbook",
+                                                               "sources": ["handbook"]},
+                                       meta={"io.nucleus/vectors": {"fingerprint": digest}})
+    assert structured(plain)["results"]["hits"] and not (plain.meta or {}).get("io.nucleus/vectors")
+
+
+async def test_a_trusted_source_with_another_models_fingerprint_is_re_embedded(fed):
+    status = _sources_status(fed, "impostor", "mismatch")
+    assert status["vectors"].startswith("mismatch: another embedding model"), status
+    out = await call(fed, "alice", "search_and_rank", {"user_query_text": "battery controller reset",
+                                                       "sources": ["impostor"], "top_k_final_rank": 5})
+    dense = _dense(out, "impostor")
+    assert dense and {s for _, s in dense.values()} == {"rescored"}
+    assert "remote_vectors=0" in out["debug_information"]
+    asked = [s for s in await seen(fed, "peruser") if s["tool"] == "rag_get_raw_results"]
+    assert asked and not any(s["vectors_asked"] for s in asked)           # never asked for its vectors

@@ -129,6 +129,13 @@ class InProcessKnowledge(_Port):
         self._enter("get_entries")
         return await self._within(self.store.get_entries(tenant_id, entry_ids), timeout_s)
 
+    async def get_entries_with_vectors(self, tenant_id: str, entry_ids: Sequence[str], *,
+                                       timeout_s: float | None = None):
+        self._enter("get_entries_with_vectors")
+        hits = await self._within(self.store.get_entries(tenant_id, entry_ids), timeout_s)
+        found = await self.store.entry_vectors(tenant_id, [h.entry.id for h in hits]) if hits else {}
+        return hits, [found.get(h.entry.id) for h in hits]
+
     async def score_keywords(self, tenant_id: str, keywords: str, extra_keywords: Sequence[str],
                              texts: Sequence[tuple[str, str]], *, timeout_s: float | None = None) -> KeywordScores:
         self._enter("score_keywords")

@@ -165,6 +165,10 @@ class KnowledgeStore:
         """The entries with these ids, in request order (unknown ids are skipped), score 0."""
         return await self._searcher.get_entries(tenant_id, entry_ids)
 
+    async def entry_vectors(self, tenant_id: str, entry_ids: Sequence[str]) -> dict[str, np.ndarray]:
+        """The stored unit vectors of these entries by entry id (unknown ids are left out)."""
+        return await self._searcher.entry_vectors(tenant_id, entry_ids)
+
     # -- topics ------------------------------------------------------------------------------
 
     async def topics(self, tenant_id: str, filters: SearchFilters, kind: str, **params) -> dict:

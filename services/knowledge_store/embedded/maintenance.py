@@ -30,7 +30,8 @@ async def stats(tenants: Tenants, tenant_id: str) -> TenantStats:
             return TenantStats(tenant_id=tenant_id, artifacts=c["artifacts"], entries=c["records"],
                                vectors=index.ntotal, keyword_docs=c["keyword_docs"], sources=tuple(sources),
                                last_indexed_unix=c["last_indexed_unix"], index_kind=index.kind,
-                               dimension=index.dimension)
+                               dimension=index.dimension, hnsw_ef_search=index.ef_search if index.kind == "hnsw" else 0,
+                               hnsw_recall=index.depth.recall if index.depth is not None else 0.0)
 
     return await asyncio.to_thread(read)
 

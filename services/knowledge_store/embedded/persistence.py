@@ -211,7 +211,7 @@ def load(tenant_dir: Path, *, stamp: Stamp, dimension: int, config: IndexConfig,
         index = VectorIndex.restore(dimension, config, str(directory / files["vectors"]["name"]),
                                     kind=state["kind"], tombstones=state["tombstones"],
                                     trained_on=state["trained_on"], auto_threshold=auto_threshold,
-                                    mapped="vectors" in deferred)
+                                    mapped="vectors" in deferred, depth=state.get("depth"))
         keywords = KeywordIndex.from_arrays(read_npz(directory / files["keywords"]["name"],
                                                      mapped="keywords" in deferred))
         if keywords.weights != tuple(float(w) for w in weights):

@@ -282,6 +282,17 @@ class Searcher:
 
         return await self._read(len(unique) <= INLINE_MAX_K, read)
 
+    async def entry_vectors(self, tenant_id: str, entry_ids: Sequence[str]) -> dict[str, NDArray[np.float32]]:
+        validation.tenant_id(tenant_id)
+        unique = validation.entry_ids(entry_ids, self._settings.max_top_k)
+        tenant = await self._tenants.get(tenant_id)
+
+        def read(*, wait: bool) -> dict[str, NDArray[np.float32]]:
+            with tenant.db.read() as conn:
+                return storage.entries.vectors_by_entry_id(conn, unique, tenant.index.dimension)
+
+        return await self._read(len(unique) <= INLINE_MAX_K, read)
+
 
 def _phrase_rids(query: KeywordQuery, conn) -> list[NDArray[np.int64]]:
     """Per phrase, the entries holding it, read in the search's snapshot: those whose text has

@@ -15,6 +15,10 @@ products of L2-normalised vectors (= cosine).
            flat one crosses it, back to flat below half of it): the default (settings
            `default_index_kind`, `hnsw_threshold`); `kind` names the structure serving now.
 
+HNSW's efSearch is chosen per index from a recall target, measured on its own vectors when it
+is built and when it has doubled since (search_depth.py); the configured efSearch is the most it
+may be. `ef_search` is the one searches use, `depth` what was measured.
+
 Persistence (persistence.py): `save` writes the FAISS index with `faiss.write_index`;
 `restore` reads one back with the state FAISS does not keep (kind, tombstones, training size).
 
@@ -32,6 +36,9 @@ from dataclasses import asdict, dataclass
 import faiss
 import numpy as np
 from numpy.typing import NDArray
+
+from services.knowledge_store.embedded import search_depth
+from services.knowledge_store.embedded.search_depth import Depth
 
 MIN_IVF_VECTORS = 1_024
 IVF_POINTS_PER_LIST = 39
@@ -89,11 +96,14 @@ class VectorIndex:
         self._tombstones: set[int] = set()
         self._trained_on = 0
         self._mapped = False
+        self.depth: Depth | None = None
         self._index, self.kind = self._build(ids, vectors)
+        self._measure()
 
     @classmethod
     def restore(cls, dimension: int, config: IndexConfig, path: str, *, kind: str, tombstones: list[int],
-                trained_on: int, auto_threshold: int = AUTO_HNSW_THRESHOLD, mapped: bool = False) -> VectorIndex:
+                trained_on: int, auto_threshold: int = AUTO_HNSW_THRESHOLD, mapped: bool = False,
+                depth: object = None) -> VectorIndex:
         """An index written by `save` (the caller has checked its file and header). `mapped`:
         flat and HNSW codes stay memory-mapped from the file (read-only) until the first write
         makes the index an owned copy (`_own`)."""
@@ -101,6 +111,7 @@ class VectorIndex:
         index.dimension, index.config, index.auto_threshold = dimension, config, auto_threshold
         index._tombstones = set(int(t) for t in tombstones)
         index._trained_on = int(trained_on)
+        index.depth = Depth.from_json(depth) if kind == "hnsw" else None
         index._mapped = mapped and kind in ("flat", "hnsw")
         flags = faiss.IO_FLAG_MMAP_IFC if index._mapped else 0
         index._index, index.kind = faiss.read_index(path, flags), kind
@@ -111,7 +122,8 @@ class VectorIndex:
     def save(self, path: str) -> dict:
         """Write the FAISS index to `path`; returns the state `restore` needs besides it."""
         faiss.write_index(self._index, path)
-        return {"kind": self.kind, "tombstones": sorted(self._tombstones), "trained_on": self._trained_on}
+        return {"kind": self.kind, "tombstones": sorted(self._tombstones), "trained_on": self._trained_on,
+                **({"depth": self.depth.to_json()} if self.depth is not None else {})}
 
     def _own(self) -> None:
         """Before a write: a memory-mapped index becomes an owned copy (FAISS cannot grow or
@@ -135,7 +147,7 @@ class VectorIndex:
         if cfg.kind == "hnsw" or (cfg.kind == "auto" and n >= self.auto_threshold):
             hnsw = faiss.IndexHNSWFlat(d, cfg.hnsw_m, faiss.METRIC_INNER_PRODUCT)
             hnsw.hnsw.efConstruction = max(cfg.hnsw_ef_construction, cfg.hnsw_m)
-            hnsw.hnsw.efSearch = cfg.hnsw_ef_search
+            hnsw.hnsw.efSearch = cfg.hnsw_ef_search      # the cap; searches pass `ef_search`
             index, kind = faiss.IndexIDMap2(hnsw), "hnsw"
         elif cfg.kind == "ivf" and self._ivf_trainable(n):
             nlist = cfg.ivf_nlist or auto_nlist(n)
@@ -156,6 +168,21 @@ class VectorIndex:
         if self.config.ivf_nlist:
             return n >= IVF_POINTS_PER_LIST * self.config.ivf_nlist
         return n >= MIN_IVF_VECTORS
+
+    # -- search depth ------------------------------------------------------------------------
+
+    @property
+    def ef_search(self) -> int:
+        """HNSW's efSearch for searches: the measured choice, at most the configured value (which
+        it is until measured)."""
+        cap = self.config.hnsw_ef_search
+        return min(self.depth.ef_search, cap) if self.depth is not None else cap
+
+    def _measure(self) -> None:
+        """Choose efSearch for the recall target on the index's own vectors (search_depth.py)."""
+        if self.kind == "hnsw" and int(self._index.ntotal) >= search_depth.MIN_VECTORS:
+            _apply_threads()
+            self.depth = search_depth.choose(self._index, self.config.hnsw_ef_search)
 
     # -- state -------------------------------------------------------------------------------
 
@@ -189,6 +216,9 @@ class VectorIndex:
             _apply_threads()
             self._index.add_with_ids(np.ascontiguousarray(vectors, dtype=np.float32),
                                      np.ascontiguousarray(ids, dtype=np.int64))
+            grown = self.depth is None or self._index.ntotal >= search_depth.GROWTH * max(self.depth.measured_at, 1)
+            if self.kind == "hnsw" and grown:
+                self._measure()
 
     def remove(self, ids: NDArray[np.int64], *, only_present: bool = False) -> None:
         """Remove `ids`; with `only_present`, some may not be in the index (a replay)."""
@@ -229,7 +259,7 @@ class VectorIndex:
             sel = faiss.IDSelectorNot(inner)
             keep += [inner, sel]
         if self.kind == "hnsw":
-            params = faiss.SearchParametersHNSW(efSearch=max(self.config.hnsw_ef_search, k_eff))
+            params = faiss.SearchParametersHNSW(efSearch=max(self.ef_search, k_eff))
         elif self.kind == "ivf":
             params = faiss.SearchParametersIVF(nprobe=self._index.nprobe)
         else:

@@ -300,6 +300,18 @@ class Searches(TermStatistics):
         found = {p.payload["entry_id"]: p for p in points}
         return await self._hits(tenant_id, [(found[e], 0.0) for e in unique if e in found])
 
+    async def entry_vectors(self, tenant_id: str, entry_ids: Sequence[str]) -> dict[str, np.ndarray]:
+        """The stored unit vectors of these entries by entry id (unknown ids are left out)."""
+        validation.tenant_id(tenant_id)
+        unique = validation.entry_ids(entry_ids, self._settings.max_top_k)
+        await self._ensure()
+        await self._require_tenant(tenant_id)
+        if not unique:
+            return {}
+        points = await self._scroll(self._chunk_args(tenant_id), qf.scope(tenant_id, None, qm.FieldCondition(
+            key="entry_id", match=qm.MatchAny(any=unique))), payload=["entry_id"], vectors=[layout.DENSE])
+        return {p.payload["entry_id"]: np.asarray(p.vector[layout.DENSE], np.float32) for p in points}
+
 
 class _PhraseHolders(dict):
     """The entries holding one quoted phrase (row id -> document length), with its idf and the

@@ -43,6 +43,7 @@ from services.rag_pipeline.federation.hits import (
 from services.rag_pipeline.federation.identity import INCOMING_PATH, loop_reason, outgoing
 from services.rag_pipeline.federation.filters import apply as apply_filters
 from services.rag_pipeline.federation.filters import seed000_filters
+from services.rag_pipeline.federation.peer_vectors import VECTORS_META, decode, with_vectors
 from services.rag_pipeline.federation.sources import Source, SourcesConfig
 from shared.records import SearchFilters
 from shared.errors import InvalidArgument
@@ -351,11 +352,15 @@ class McpRemoteSearch:
     shared per source (remote.py caches it). What it answers for a caller — its resources, its
     hits — is per caller: resource lists are cached under the source's connection and the
     caller's `Caller.key` (tenant, user, groups, session tags), never shared between callers.
-    The caller's identity goes out per request (identity.py), never fixed on the pooled session."""
+    The caller's identity goes out per request (identity.py), never fixed on the pooled session.
+    A trusted remote Nucleus whose model fingerprint matched at the probe (`vectors_of`: its
+    digest and dimension, else None) is asked for its hits' vectors (peer_vectors.py)."""
 
     def __init__(self, pool: Any, *, stack_id: str = "",
-                 tenants_of: Callable[[Source], frozenset[str]] | None = None, signer: Any = None) -> None:
+                 tenants_of: Callable[[Source], frozenset[str]] | None = None, signer: Any = None,
+                 vectors_of: Callable[[Source], tuple[str, int] | None] | None = None) -> None:
         self._pool = pool
+        self._vectors_of = vectors_of or (lambda source: None)
         self.stack_id = stack_id          # this stack's id, added to the path of every outgoing query
         self._tenants_of = tenants_of or (lambda source: source.tenants)
         self._signer = signer             # this stack's assertion key (assertion.py), for remote Nucleus stacks
@@ -387,10 +392,18 @@ class McpRemoteSearch:
                 remote_filters = seed000_filters(query.filters)
                 if remote_filters and _takes(tools, "rag_get_raw_results", "filters"):
                     arguments["filters"] = remote_filters
+                peer = self._vectors_of(source) if source.trusted and source.identity == "assertion" else None
+                meta = {**send.meta, VECTORS_META: {"fingerprint": peer[0]}} if peer else send.meta
                 result = await remote.call_tool("rag_get_raw_results", arguments,
                                                 deadline_s=max(0.001, end - time.monotonic()),
-                                                headers=send.headers, meta=send.meta)
-                return _with_note(hits_from_raw_results(source.id, result.data), result.data)
+                                                headers=send.headers, meta=meta)
+                hits = _with_note(hits_from_raw_results(source.id, result.data), result.data)
+                if peer is None:
+                    return hits
+                vectors, refused = decode(result.meta, peer[0], peer[1], {h.id for h in hits})
+                out = Hits(with_vectors(hits, vectors))
+                out.note = hits.note or refused
+                return out
         if found.seed002:
             result = await remote.call_tool("rag_search", {
                 "search_phrases": list(query.phrases[:5]) or [query.query],

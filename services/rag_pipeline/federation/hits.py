@@ -2,7 +2,7 @@
 the re-scoring and the ranking pass between them (no I/O here)."""
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 LOCAL = "local"                       # the source id of the local KnowledgeStore
 
@@ -50,6 +50,9 @@ class RemoteHit:
     source_type: str = ""             # the remote's source type of the document, if it says
     tags: tuple[str, ...] | None = None     # the document's tags, if the remote says (None: unknown)
     owners: tuple[str, ...] | None = None   # the document's owners, if the remote says (None: unknown)
+    # The remote's stored unit vector of the hit (float32 bytes), sent by a trusted remote Nucleus
+    # with this stack's model fingerprint (peer_vectors.py); b"" = re-embedded here.
+    vector: bytes = field(default=b"", compare=False, repr=False)
 
     @property
     def title_line(self) -> str:

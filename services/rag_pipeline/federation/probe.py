@@ -6,6 +6,11 @@ contract, and record the result as the source's status in the registry.
     locked           disabled in the sources file, or its address is refused by the safety rules
     error            unreachable, timed out, or a "rag" source without rag_search / the seed-000 trio
 
+A source marked `trusted` with `identity: assertion` (a remote Nucleus) is also asked for its
+embedding model's fingerprint (`nucleus_model_fingerprint`), compared with this stack's own
+(peer_vectors.py): `vectors` in its status says "matched" (its hits' vectors are then asked for
+and used without re-embedding) or why not.
+
 Probes run after each reload (for new or changed sources) and every `interval_s` seconds;
 `probe_now()` forces one (the admin tool, tests). Each probe's tool list is handed to
 `on_tools(source_id, tools)` (the proxy tools follow it).
@@ -18,6 +23,7 @@ import time
 from collections.abc import Callable
 from typing import Any
 
+from services.rag_pipeline.federation.peer_vectors import FINGERPRINT_TOOL, LocalFingerprint
 from services.rag_pipeline.federation.remote import RemoteError, RemotePool, ToolInfo, detect_contract
 from services.rag_pipeline.federation.sources import Source, SourcesConfig, SourcesRegistry
 
@@ -34,6 +40,7 @@ class SourceProber:
         self.pool = pool
         self.interval_s = interval_s
         self.on_tools = on_tools
+        self.fingerprint: LocalFingerprint | None = None     # this stack's model (set by main)
         self._task: asyncio.Task | None = None
         self._wake = asyncio.Event()
         self._unsubscribe = registry.subscribe(self._changed)
@@ -67,7 +74,35 @@ class SourceProber:
             source.id, state="error" if problem else "connected", contract=contract.label,
             tools=tuple(t.name for t in tools), last_error=problem, last_probe=time.time(),
             latency_ms=(time.perf_counter() - started) * 1000)
+        if not problem and source.trusted and source.identity == "assertion":
+            vectors, digest = await self._fingerprint(source, {t.name for t in tools})
+            self.registry.set_status(source.id, vectors=vectors, fingerprint=digest)
         self._tools(source.id, tools)
+
+    async def _fingerprint(self, source: Source, tools: set[str]) -> tuple[str, str]:
+        """("matched", the remote's digest) when the remote Nucleus embeds with this stack's
+        model, else (why not, "")."""
+        if self.fingerprint is None:
+            return "not compared: this stack has no model fingerprint", ""
+        if FINGERPRINT_TOOL not in tools:
+            return f"not offered: the source has no {FINGERPRINT_TOOL} tool", ""
+        try:
+            mine = await self.fingerprint.get()
+            result = await self.pool.get(source).call_tool(FINGERPRINT_TOOL, {},
+                                                           deadline_s=max(source.timeout_s, 5.0))
+        except Exception as err:          # the model or the remote failing: re-scoring, retried next probe
+            return f"unavailable: {getattr(err, 'message', '') or type(err).__name__}", ""
+        digest, why = mine.compare(result.data)
+        return ("matched", digest) if digest else (f"mismatch: {why}", "")
+
+    def vectors_of(self, source: Source) -> tuple[str, int] | None:
+        """(the remote's digest, the dimension) of a source whose fingerprint matched at its
+        last probe; None otherwise (its hits are re-embedded)."""
+        status = self.registry.status(source.id)
+        mine = self.fingerprint.value if self.fingerprint is not None else None
+        if status.vectors != "matched" or not status.fingerprint or mine is None:
+            return None
+        return status.fingerprint, mine.dimension
 
     def _tools(self, source_id: str, tools: list[ToolInfo] | None) -> None:
         if self.on_tools is not None:

@@ -50,6 +50,7 @@ class RemoteResult:
     text: str = ""                      # the text content joined
     latency_ms: float = 0.0
     size_bytes: int = 0
+    meta: dict[str, Any] | None = None    # the result's `_meta` (a remote Nucleus's vectors: peer_vectors.py)
 
 
 @dataclass(frozen=True)
@@ -87,6 +88,10 @@ def parse_result(source: Source, name: str, result: Any, latency_ms: float) -> R
     size = len(text.encode("utf-8"))
     if structured is not None:
         size += len(json.dumps(structured, ensure_ascii=False, default=str).encode("utf-8"))
+    meta = getattr(result, "meta", None)
+    meta = dict(meta) if isinstance(meta, dict) and meta else None
+    if meta is not None:
+        size += len(json.dumps(meta, ensure_ascii=False, default=str).encode("utf-8"))
     if size > source.max_response_bytes:
         raise RemoteError(source.id, "oversize", f"response of {size} bytes is larger than "
                           f"{source.max_response_bytes}")
@@ -102,7 +107,7 @@ def parse_result(source: Source, name: str, result: Any, latency_ms: float) -> R
                 raise RemoteError(source.id, "bad_json", f"{name}: the result is not valid JSON ({err.msg})") \
                     from None
     return RemoteResult(source_id=source.id, tool=name, data=data, text=text, latency_ms=latency_ms,
-                        size_bytes=size)
+                        size_bytes=size, meta=meta)
 
 
 def tool_info(tool: Any) -> ToolInfo:

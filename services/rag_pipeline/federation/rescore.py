@@ -18,6 +18,10 @@ candidate has, computed here exactly as for a local entry:
             together (keyword_index.score_documents), not ignored. The answer also gives each
             hit the richness the store gives an entry.
 
+A hit a trusted remote Nucleus sent with its stored vector (the same embedding model, checked
+by fingerprint: peer_vectors.py) is not embedded: its dense cosine is that vector's with the
+query's, here; its BM25 is computed as above. Such hits cost no model call at all.
+
 A text longer than one chunk is scored as the store would chunk it at ingest: the store
 returns its chunks (ScoreKeywords), each is embedded, and the best chunk's cosine and BM25
 count (MaxP, as the pipeline pools a local document's chunks). So the keyword call comes
@@ -118,6 +122,7 @@ class Rescored:
     richness: np.ndarray                        # (n,) float32
     vectors: np.ndarray | None                  # (n, d) float32 unit vectors, None when embedding failed
     embedded: int = 0                           # texts sent to the model (the rest came from the cache)
+    carried: int = 0                            # hits scored with the vector their remote sent (no embedding)
     texts: int = 0                              # distinct texts the hits needed embedded
     embed_ms: float = 0.0
     keywords_ms: float = 0.0
@@ -144,7 +149,8 @@ class Rescorer:
         with tracer.start_as_current_span("rag.federation.rescore") as span:
             rescored = await self._rescore(tenant_id, phrases, query_vectors, hits, timeout_s=timeout_s)
             span.set_attributes({"nucleus.rescore.hits": len(hits), "nucleus.rescore.texts": rescored.texts,
-                                 "nucleus.rescore.embedded": rescored.embedded})
+                                 "nucleus.rescore.embedded": rescored.embedded,
+                                 "nucleus.rescore.carried": rescored.carried})
             return rescored
 
     async def _rescore(self, tenant_id: str, phrases: QueryPhrases | Sequence[str], query_vectors: np.ndarray | None,
@@ -160,7 +166,8 @@ class Rescorer:
         # best one counts, as the pipeline pools a local document's chunks); ~1 ms.
         bm25, richness, pieces, keywords_ms, kw_reason = await self._keyword_scores(
             tenant_id, phrases, hits, keys, timeout_s)
-        vectors, piece_vectors, embedded, embed_ms, embed_reason = await self._vectors(pieces, timeout_s)
+        carried = [h.vector for h in hits]
+        vectors, piece_vectors, embedded, embed_ms, embed_reason = await self._vectors(pieces, timeout_s, carried)
         dense = nan.copy()
         if piece_vectors is not None and query_vectors is not None and len(query_vectors):
             q = np.asarray(query_vectors, np.float32)
@@ -171,18 +178,23 @@ class Rescorer:
                                 f"with {q.shape[1]}")
         reasons = [r for r in (embed_reason, kw_reason) if r]
         return Rescored(dense=dense, bm25=bm25, richness=richness, vectors=vectors, embedded=embedded,
-                        texts=len({text for texts in pieces for text in texts}), embed_ms=embed_ms,
+                        carried=sum(1 for c in carried if c),
+                        texts=len({text for texts, c in zip(pieces, carried) if not c for text in texts}),
+                        embed_ms=embed_ms,
                         keywords_ms=keywords_ms,
                         total_ms=(time.perf_counter() - t0) * 1000.0, reasons=reasons)
 
-    async def _vectors(self, pieces: list[tuple[str, ...]], timeout_s: float
+    async def _vectors(self, pieces: list[tuple[str, ...]], timeout_s: float, carried: Sequence[bytes] = ()
                        ) -> tuple[np.ndarray | None, list[np.ndarray] | None, int, float, str]:
         """(one vector per hit: its first piece's, each hit's piece vectors, texts embedded now,
-        ms, reason): every piece not in the cache embedded in one call."""
+        ms, reason): every piece not in the cache embedded in one call; a hit with a `carried`
+        vector (its remote's) is not embedded, that vector is its one piece."""
         t0 = time.perf_counter()
+        carried = list(carried) or [b""] * len(pieces)
         found: dict[bytes, np.ndarray] = {}
         missing: dict[bytes, str] = {}
-        piece_keys = [[_text_key(text) for text in texts] for texts in pieces]     # each text hashed once
+        piece_keys = [[] if c else [_text_key(text) for text in texts]      # each text hashed once
+                      for texts, c in zip(pieces, carried)]
         for texts, keys in zip(pieces, piece_keys):
             for text, key in zip(texts, keys):
                 if key in found or key in missing:
@@ -203,7 +215,8 @@ class Rescorer:
             for key, vector in zip(missing, got):
                 self.cache.put(key, vector)
                 found[key] = vector
-        per_hit = [np.vstack([found[key] for key in keys]) for keys in piece_keys]
+        per_hit = [np.frombuffer(c, np.float32).reshape(1, -1) if c else np.vstack([found[key] for key in keys])
+                   for keys, c in zip(piece_keys, carried)]
         return (np.vstack([v[0] for v in per_hit]), per_hit, len(missing), (time.perf_counter() - t0) * 1000.0, "")
 
     async def _keyword_scores(self, tenant_id: str, phrases: QueryPhrases, hits: Sequence[RemoteHit],

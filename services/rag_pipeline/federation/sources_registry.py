@@ -33,10 +33,13 @@ class SourceStatus:
     tools: tuple[str, ...] = ()
     last_error: str = ""
     latency_ms: float = 0.0
+    vectors: str = ""                   # a trusted remote Nucleus: "matched", or why its vectors are not used
+    fingerprint: str = ""               # its model fingerprint's digest, when matched (peer_vectors.py)
 
     def to_json(self) -> dict[str, Any]:
         return {"state": self.state, "last_probe": self.last_probe, "contract": self.contract,
-                "tools": list(self.tools), "last_error": self.last_error, "latency_ms": round(self.latency_ms, 1)}
+                "tools": list(self.tools), "last_error": self.last_error, "latency_ms": round(self.latency_ms, 1),
+                **({"vectors": self.vectors} if self.vectors else {})}
 
 
 @dataclass(frozen=True)

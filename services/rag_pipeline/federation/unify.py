@@ -43,6 +43,7 @@ class FederatedTimings:
     slowest_source_ms: float = 0.0
     rescore_ms: float = 0.0
     embedded: int = 0                 # remote texts sent to the model (the others came from the cache)
+    carried: int = 0                  # remote hits scored with the vector their remote sent (peer_vectors.py)
 
 
 @dataclass(slots=True)
@@ -87,6 +88,7 @@ class FederatedSearch:
         rescored = await self.rescorer.rescore(tenant_id, phrases, query_vectors, hits, timeout_s=timeout_s)
         self.timings.rescore_ms = rescored.total_ms
         self.timings.embedded = rescored.embedded
+        self.timings.carried = rescored.carried
         reasons += rescored.reasons
         reputation = {s.id: s.reputation for s in self.plan.remotes}
         kept, self.dropped_duplicates = dedupe_remote(hits, rescored.vectors, reputation,
@@ -94,6 +96,12 @@ class FederatedSearch:
         votes = await self._votes if self._votes is not None else {}
         return [remote_candidate(hits[i], rescored, i, prior(hits[i], reputation.get(hits[i].source_id, 0.5)),
                                  tenant_for_hits, votes.get(hits[i].source_id)) for i in kept], reasons
+
+    def notes(self) -> list[str]:
+        """The answer's notes about the federated part: remote texts embedded here, remote hits
+        scored with their remote's vectors, remote duplicates dropped."""
+        notes = [f"remote_embedded={self.timings.embedded}", f"remote_vectors={self.timings.carried}"]
+        return notes + ([f"remote_duplicates={self.dropped_duplicates}"] if self.dropped_duplicates else [])
 
     @staticmethod
     def local_report(ok: bool, latency_ms: float, count: int, error: str = "") -> SourceReport:
@@ -129,7 +137,8 @@ def remote_candidate(h: RemoteHit, rescored: Rescored, i: int, reputation: float
                                                              "source's prior)",
                   dense=float(rescored.dense[i]), bm25=float(rescored.bm25[i]),
                   hit=Hit(entry=entry, artifact=artifact, score=h.score if h.score is not None else 0.0, rank=h.rank),
-                  origin=h.source_id, remote_score=h.score if h.score is not None else math.nan)
+                  origin=h.source_id, remote_score=h.score if h.score is not None else math.nan,
+                  carried=bool(h.vector))
 
 
 def without_local_repeats(results: Sequence[RankedResult], k: int) -> tuple[tuple[RankedResult, ...], int]:

@@ -12,6 +12,7 @@
     convert.py       between those models and the core's types
     documents.py     the signed document route
     registration.py  the tools' names, descriptions and argument schemas on an MCPServer
+    peer.py          nucleus_model_fingerprint, and the hits' vectors sent to a verified peer stack
 
 Errors are translated into MCP by shared/mcp_errors.py.
 """

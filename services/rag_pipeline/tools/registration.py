@@ -6,7 +6,11 @@ from __future__ import annotations
 from typing import Annotated
 
 from mcp.server.mcpserver import Context, MCPServer
+from mcp_types import CallToolResult
 from pydantic import Field
+
+from services.rag_pipeline.federation.peer_vectors import fingerprint_of
+from services.rag_pipeline.tools.peer import PeerVectors, register_fingerprint_tool
 
 from services.rag_pipeline.tools.schemas import (
     DEFAULT_SEGMENTS,
@@ -36,7 +40,8 @@ from shared.signing import DOCUMENT_PREFIX
 
 def register_rag_tools(mcp: MCPServer, tools: RagTools) -> None:
     """Add rag_search, verify_document_access, rag_discover_resources, rag_get_raw_results,
-    rag_get_synthesized_results and GET /documents/{entry_id} to `mcp`."""
+    rag_get_synthesized_results, nucleus_model_fingerprint and GET /documents/{entry_id} to `mcp`."""
+    peer = PeerVectors(tools, fingerprint_of(tools.llm))       # a peer stack's vectors (tools/peer.py)
 
     @mcp.tool(name="rag_search", description=(
         "Searches the knowledge base for relevant information using semantic search. Give 1-5 search "
@@ -74,9 +79,10 @@ def register_rag_tools(mcp: MCPServer, tools: RagTools) -> None:
             username: Username, query: Annotated[str, Field(min_length=1, max_length=4_000)],
             sources: Annotated[list[SourceId], Field(min_length=1, max_length=MAX_SOURCES)], ctx: Context,
             top_k: Annotated[int, Field(ge=1, le=MAX_TOP_K)] = 8, filters: RawFiltersIn | None = None,
-            ranking: RankingIn | None = None, user_token: UserToken = None) -> RawOut:
-        return await guarded(lambda: tools.raw_results(ctx, username, query, sources, top_k, filters, ranking,
-                                                       user_token))
+            ranking: RankingIn | None = None, user_token: UserToken = None) -> Annotated[CallToolResult, RawOut]:
+        out = await guarded(lambda: tools.raw_results(ctx, username, query, sources, top_k, filters, ranking,
+                                                      user_token))
+        return await peer.answer(ctx, out)
 
     @mcp.tool(name="rag_get_synthesized_results", description=(
         "An answer to the query synthesized only from passages the user may see, with citations "
@@ -90,6 +96,7 @@ def register_rag_tools(mcp: MCPServer, tools: RagTools) -> None:
         return await guarded(lambda: tools.synthesized_results(
             ctx, username, query, sources, top_k, synthesis_params, provided_context, user_token))
 
+    register_fingerprint_tool(mcp, peer)
     mcp.custom_route(DOCUMENT_PREFIX + "{entry_id:path}", methods=["GET"], name="document",
                      include_in_schema=False)(tools.documents.open_document)
     mcp.middleware.append(invalid_params_middleware(JSONRPC_ARGUMENTS))

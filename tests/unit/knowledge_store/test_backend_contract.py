@@ -226,6 +226,18 @@ async def test_candidates_and_score_completion(store):
     assert completion.keyword_stats.document_frequency == (2,) and completion.keyword_stats.entries == 6
 
 
+async def test_entry_vectors_are_the_stored_vectors_of_the_tenants_own_entries(store):
+    tenant = "vectors"
+    await _fill(store, tenant)
+    [cols] = await store.candidates_by_vector(tenant, await HashEmbedder().embed(["volcanic ash"]), 2,
+                                              SearchFilters(), top_hits=2)
+    got = await store.entry_vectors(tenant, [*cols.entry_ids, "nope#0", "secret-a#0"])
+    assert set(got) == set(cols.entry_ids)                       # unknown and other tenants' ids left out
+    q = (await HashEmbedder().embed(["volcanic ash"]))[0]
+    for entry_id, score in zip(cols.entry_ids, cols.scores.tolist()):   # exactly the vectors searched
+        assert float(got[entry_id] @ q) == pytest.approx(score, abs=1e-5)
+
+
 async def test_score_keywords_for_texts_not_held(store):
     tenant = "external"
     await _fill(store, tenant)

@@ -110,6 +110,16 @@ def load_vectors(conn: sqlite3.Connection, dimension: int) -> tuple[NDArray[np.i
     return np.asarray(ids, dtype=np.int64), vectors.reshape(len(ids), dimension).copy()
 
 
+def vectors_by_entry_id(conn: sqlite3.Connection, entry_ids: Sequence[str],
+                        dimension: int) -> dict[str, NDArray[np.float32]]:
+    """The stored vectors of these entries (the system of record); a blob of the wrong size is
+    left out."""
+    rows = conn.execute("SELECT e.entry_id, v.vector FROM entries e JOIN entry_vectors v ON v.rid = e.rid "
+                        "WHERE e.entry_id IN (SELECT value FROM json_each(?))", (json_list(entry_ids),))
+    return {eid: np.frombuffer(blob, dtype=np.float32).copy() for eid, blob in rows
+            if isinstance(blob, bytes) and len(blob) == dimension * 4}
+
+
 def keyword_rows(conn: sqlite3.Connection) -> Iterator[tuple[int, str, str]]:
     """Every (rid, analysed title terms, analysed body terms) of entries_fts, in rid order."""
     yield from conn.execute("SELECT rowid, title, body FROM entries_fts ORDER BY rowid")

@@ -1,0 +1,194 @@
+"""Nucleus to Nucleus without re-embedding: the model fingerprint and the vectors sent with hits.
+
+A remote Nucleus that embeds with the same model as this stack can send its hits' stored
+vectors with its answer, and this stack then scores them (dense cosine with its own query
+vectors) without embedding a word of them; BM25 is still computed here with the local
+tenant's statistics (rescore.py). Both sides must agree, and say so:
+
+    fingerprint   each stack's embedding model, identified by its own output: the unit vectors
+                  of PROBE_TEXTS (a few fixed texts), their dimension, and a digest of the vectors
+                  rounded to two decimals. Served by the MCP tool `nucleus_model_fingerprint`.
+    probe         this stack asks every source marked `trusted` with `identity: assertion` (a
+                  remote Nucleus) for its fingerprint at each probe (probe.py) and compares it
+                  with its own: same dimension and every probe vector's cosine >= MATCH_COSINE.
+                  A match records the remote's digest in the source's status (`vectors: matched`).
+    request       a query to a matched source asks for vectors in the call's `_meta`
+                  (VECTORS_META: {"fingerprint": <the remote's digest>}).
+    answer        the remote sends them only when the caller is a verified peer stack (its
+                  assertion verified: shared/auth/principals.py) and the digest asked for is its
+                  own now; only for its own hits, read from its KnowledgeStore with the caller's
+                  access checks (GetEntries include_vectors): the vectors of tenant content are
+                  tenant data. They travel in the result's `_meta`, float16, base64 (`encode`).
+    check         this stack accepts them only with the digest it matched, the dimension it
+                  embeds with, at most MAX_VECTORS, finite and non-zero, for hits of the answer
+                  (`decode`); anything else is refused whole and the hits are re-scored as today.
+
+A source that is not trusted, or whose fingerprint does not match, keeps today's re-scoring.
+"""
+from __future__ import annotations
+
+import asyncio
+import base64
+import binascii
+import hashlib
+import logging
+import math
+import weakref
+from dataclasses import dataclass, replace
+from typing import Any, Sequence
+
+import numpy as np
+
+from services.rag_pipeline.federation.hits import RemoteHit
+
+log = logging.getLogger(__name__)
+
+VECTORS_META = "io.nucleus/vectors"
+FINGERPRINT_TOOL = "nucleus_model_fingerprint"
+PROBE_TEXTS = (
+    "The quick brown fox jumps over the lazy dog.",
+    "Reset the battery controller before replacing the module.",
+    "Quarterly revenue grew 12 percent, driven by subscriptions in Europe.",
+    "def add(a, b):\n    return a + b",
+)
+MATCH_COSINE = 0.999          # every probe vector at least this close: the same model (fp noise allowed)
+MAX_VECTORS = 50              # at most one per hit a remote may send (rag_get_raw_results top_k <= 50)
+MAX_DIMENSION = 4_096
+MIN_NORM = 0.5                # a stored unit vector, sent as float16: its norm is ~1
+
+
+@dataclass(frozen=True, slots=True)
+class Fingerprint:
+    dimension: int
+    digest: str
+    probes: np.ndarray        # (len(PROBE_TEXTS), dimension) float32 unit vectors
+
+    @classmethod
+    def of(cls, vectors: np.ndarray) -> Fingerprint:
+        v = np.asarray(vectors, np.float32)
+        v = v / np.maximum(np.linalg.norm(v, axis=1, keepdims=True), 1e-12)
+        rounded = np.round(v * 100).astype(np.int8)
+        digest = hashlib.sha256(f"{v.shape[1]}:".encode() + rounded.tobytes()).hexdigest()[:32]
+        return cls(int(v.shape[1]), digest, v)
+
+    def to_json(self) -> dict[str, Any]:
+        return {"dimension": self.dimension, "digest": self.digest, "probe_texts": len(PROBE_TEXTS),
+                "probe_vectors": base64.b64encode(self.probes.astype(np.float16).tobytes()).decode("ascii")}
+
+    def compare(self, remote: Any) -> tuple[str, str]:
+        """(the remote's digest, "") when its fingerprint (`to_json`) is this model's; else
+        ("", why not)."""
+        if not isinstance(remote, dict):
+            return "", "the fingerprint is not an object"
+        dim, digest, data = remote.get("dimension"), remote.get("digest"), remote.get("probe_vectors")
+        if dim != self.dimension:
+            return "", f"{dim!r}-dimensional vectors, this stack's are {self.dimension}-dimensional"
+        if not isinstance(digest, str) or not 0 < len(digest) <= 64 or not isinstance(data, str):
+            return "", "the fingerprint has no digest or probe vectors"
+        vectors, why = _floats(data, len(PROBE_TEXTS), self.dimension)
+        if vectors is None:
+            return "", f"probe vectors: {why}"
+        cosines = np.sum(vectors * self.probes, axis=1)
+        if float(cosines.min()) < MATCH_COSINE:
+            return "", f"another embedding model (probe cosine {float(cosines.min()):.3f} < {MATCH_COSINE})"
+        return digest, ""
+
+
+class LocalFingerprint:
+    """This stack's fingerprint, computed once by its own LanguageModel (one embed call of the
+    probe texts), then kept; a failure is retried at the next use."""
+
+    def __init__(self, llm: Any) -> None:
+        self._llm = llm
+        self._value: Fingerprint | None = None
+        self._lock = asyncio.Lock()
+
+    @property
+    def value(self) -> Fingerprint | None:
+        """The fingerprint if computed already (no model call)."""
+        return self._value
+
+    async def get(self, timeout_s: float = 10.0) -> Fingerprint:
+        if self._value is None:
+            async with self._lock:
+                if self._value is None:
+                    vectors = await self._llm.embed(list(PROBE_TEXTS), purpose="document", timeout_s=timeout_s)
+                    self._value = Fingerprint.of(np.asarray(vectors, np.float32))
+        return self._value
+
+
+_BY_MODEL: "weakref.WeakKeyDictionary[Any, LocalFingerprint]" = weakref.WeakKeyDictionary()
+
+
+def fingerprint_of(llm: Any) -> LocalFingerprint:
+    """The one `LocalFingerprint` of this LanguageModel adapter (the tool that serves it and the
+    probe that compares with it share one model call)."""
+    found = _BY_MODEL.get(llm)
+    if found is None:
+        found = _BY_MODEL[llm] = LocalFingerprint(llm)
+    return found
+
+
+# ---------------------------------------------------------------------------- the wire format
+def encode(ids: Sequence[str], vectors: Sequence[np.ndarray], digest: str) -> dict[str, Any]:
+    """The `_meta` entry carrying `vectors` (unit, one per id) with the sender's digest."""
+    matrix = np.vstack([np.asarray(v, np.float32) for v in vectors]) if len(vectors) else np.zeros((0, 0))
+    return {"fingerprint": digest, "dimension": int(matrix.shape[1]) if len(vectors) else 0, "dtype": "float16",
+            "ids": list(ids), "data": base64.b64encode(matrix.astype(np.float16).tobytes()).decode("ascii")}
+
+
+def decode(meta: Any, digest: str, dimension: int, hit_ids: set[str]) -> tuple[dict[str, bytes], str]:
+    """The vectors of a remote's answer by hit id (float32 unit vectors as bytes), or ({}, why
+    they were refused). Nothing sent: ({}, "")."""
+    payload = meta.get(VECTORS_META) if isinstance(meta, dict) else None
+    if payload is None:
+        return {}, ""
+    if not isinstance(payload, dict):
+        return {}, "vectors refused: not an object"
+    if payload.get("fingerprint") != digest:
+        return {}, "vectors refused: sent for another model fingerprint"
+    if payload.get("dtype") != "float16" or payload.get("dimension") != dimension:
+        return {}, f"vectors refused: expected float16 of dimension {dimension}"
+    ids, data = payload.get("ids"), payload.get("data")
+    if not isinstance(ids, list) or not 0 < len(ids) <= MAX_VECTORS or not isinstance(data, str):
+        return {}, f"vectors refused: 1-{MAX_VECTORS} ids and their data expected"
+    if not all(isinstance(i, str) and i in hit_ids for i in ids) or len(set(ids)) != len(ids):
+        return {}, "vectors refused: an id is not a hit of the answer (or repeated)"
+    vectors, why = _floats(data, len(ids), dimension)
+    if vectors is None:
+        return {}, f"vectors refused: {why}"
+    return {i: v.astype(np.float32).tobytes() for i, v in zip(ids, vectors)}, ""
+
+
+def _floats(data: str, rows: int, dimension: int) -> tuple[np.ndarray | None, str]:
+    """`rows` float16 unit vectors from base64, renormalised; (None, why) when malformed."""
+    if not 0 < dimension <= MAX_DIMENSION:
+        return None, f"dimension must be 1-{MAX_DIMENSION}"
+    expected = rows * dimension * 2
+    if len(data) > 4 * math.ceil(expected / 3) + 4:
+        return None, f"larger than {rows} x {dimension} float16 values"
+    try:
+        raw = base64.b64decode(data.encode("ascii"), validate=True)
+    except (binascii.Error, UnicodeEncodeError, ValueError):
+        return None, "not base64"
+    if len(raw) != expected:
+        return None, f"{len(raw)} bytes, {rows} x {dimension} float16 values are {expected}"
+    v = np.frombuffer(raw, np.float16).astype(np.float32).reshape(rows, dimension)
+    norms = np.linalg.norm(v, axis=1, keepdims=True)
+    if not np.isfinite(v).all() or float(norms.min()) < MIN_NORM:
+        return None, "not finite unit vectors"
+    return v / norms, ""
+
+
+def with_vectors(hits: Sequence[RemoteHit], vectors: dict[str, bytes]) -> list[RemoteHit]:
+    """The hits, each with the vector sent for it (if any)."""
+    return [replace(h, vector=vectors[h.id]) if h.id in vectors else h for h in hits]
+
+
+def wanted(meta: Any) -> str:
+    """The fingerprint digest an incoming call asks vectors for ("" = none asked)."""
+    if meta is not None and not isinstance(meta, dict):
+        meta = getattr(meta, "model_extra", None) or {}
+    value = meta.get(VECTORS_META) if isinstance(meta, dict) else None
+    digest = value.get("fingerprint") if isinstance(value, dict) else None
+    return digest if isinstance(digest, str) and 0 < len(digest) <= 64 else ""
