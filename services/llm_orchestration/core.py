@@ -173,6 +173,11 @@ class LlmOrchestrator:
         return bool(self._settings.chat_model and self._gateway is not None)
 
     @property
+    def chat_models(self) -> tuple[str, ...]:
+        """The models a chat completion may ask for (the operator's allow-list and the chat model)."""
+        return chat_mod.allowed_chat_models(self._settings.chat_model, self._settings.chat_models_allowed)
+
+    @property
     def cache(self) -> EmbeddingCache:
         return self._cache
 
@@ -383,10 +388,11 @@ class LlmOrchestrator:
         if not self.chat_configured:
             raise Unavailable("no chat model is configured (NUCLEUS_LLM_OPENAI_BASE_URL and NUCLEUS_LLM_CHAT_MODEL)")
         assert self._gateway is not None
+        model = chat_mod.chat_model_for(request, self._settings.chat_model, self.chat_models)
         text: list[str] = []
-        with chat_mod.chat_span(self._settings.chat_model, request, tracer_provider=self.tracer_provider) as span:
+        with chat_mod.chat_span(model, request, tracer_provider=self.tracer_provider) as span:
             async for delta in self._gateway.chat_stream(
-                    chat_mod.wire_messages(request.messages),
+                    chat_mod.wire_messages(request.messages), model=model,
                     tools=chat_mod.wire_tools(request.tools) or None,
                     tool_choice=chat_mod.wire_tool_choice(request.tool_choice) if request.tools else None,
                     max_tokens=request.max_tokens, task="chat completion"):

@@ -139,3 +139,25 @@ async def test_without_a_chat_model_chat_is_unavailable(server):
     async with running(server, chat_model="", embedding_provider="openai") as orch:
         with pytest.raises(Unavailable, match="no chat model"):
             await collect(orch.chat_completion(request()))
+
+
+async def test_a_request_may_name_only_a_model_the_operator_allows(server, spans):
+    provider, exporter = spans
+    async with running(server, chat_models_allowed="analyst-model, big-model") as orch:
+        orch.tracer_provider = provider
+        assert orch.chat_models == (CHAT_MODEL, "analyst-model", "big-model")
+        server.reply_next("from the analyst model")
+        await collect(orch.chat_completion(request(model="analyst-model")))
+        assert server.requests[-1].body["model"] == "analyst-model"
+        await collect(orch.chat_completion(request()))                   # "" = the configured chat model
+        assert server.requests[-1].body["model"] == CHAT_MODEL
+        sent = len(server.requests)
+        with pytest.raises(InvalidArgument, match="analyst-model, big-model") as caught:
+            await collect(orch.chat_completion(request(model="gpt-expensive")))
+        assert caught.value.field == "model" and len(server.requests) == sent
+    assert [s.attributes["gen_ai.request.model"] for s in exporter.get_finished_spans()
+            if s.name.startswith("chat ")] == ["analyst-model", CHAT_MODEL]
+    async with running(server) as orch:                                  # default: only the chat model
+        with pytest.raises(InvalidArgument, match=f"accepted: {CHAT_MODEL} "):
+            await collect(orch.chat_completion(request(model="analyst-model")))
+        assert not server.requests
