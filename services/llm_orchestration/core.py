@@ -51,6 +51,8 @@ def check_settings(settings: LlmOrchestrationSettings) -> None:
     if needs_endpoint and not settings.openai_base_url:
         raise InvalidArgument("openai_base_url", "required when embedding_provider is 'openai' or "
                               "chat_model is set (e.g. https://api.openai.com/v1)")
+    if any(any(c.isspace() for c in m) for m in chat_mod.allowed_chat_models("", settings.chat_models_allowed)):
+        raise InvalidArgument("chat_models_allowed", "comma-separated model names without spaces")
     positive = {"max_texts_per_request": settings.max_texts_per_request,
                 "max_embed_texts": settings.max_embed_texts,
                 "max_text_chars": settings.max_text_chars,

@@ -11,11 +11,12 @@ from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanE
 from nucleus.v1 import llm_orchestration_pb2_grpc as llm_grpc
 from services.llm_orchestration.chat import ChatRequest, Message, Tool
 from services.llm_orchestration.client import LlmOrchestrationClient
+from services.llm_orchestration.core import LlmOrchestrator
 from services.llm_orchestration.grpc_api import LlmOrchestrationServicer
 from shared.errors import InvalidArgument, Unavailable, UpstreamFailed
 from shared.telemetry import content
 
-from .conftest import API_KEY, CHAT_MODEL, running
+from .conftest import API_KEY, CHAT_MODEL, fake_settings, running
 
 SECRET_TEXT = "my private question about the payroll"
 TOOL = Tool("rag_search", "Search the documents", '{"type": "object", "properties": {"q": {"type": "string"}}}')
@@ -157,6 +158,9 @@ async def test_a_request_may_name_only_a_model_the_operator_allows(server, spans
         assert caught.value.field == "model" and len(server.requests) == sent
     assert [s.attributes["gen_ai.request.model"] for s in exporter.get_finished_spans()
             if s.name.startswith("chat ")] == ["analyst-model", CHAT_MODEL]
+    with pytest.raises(InvalidArgument) as caught:
+        LlmOrchestrator(fake_settings(server, chat_models_allowed="good, two words"))
+    assert caught.value.field == "chat_models_allowed"
     async with running(server) as orch:                                  # default: only the chat model
         with pytest.raises(InvalidArgument, match=f"accepted: {CHAT_MODEL} "):
             await collect(orch.chat_completion(request(model="analyst-model")))
