@@ -50,6 +50,8 @@ async def _agent(client: Any, args: argparse.Namespace, chat: StackChat | None, 
     persona: dict[str, Any] = {}
     if args.persona:
         persona = await load_persona(client, args.persona)
+        if chat is not None:
+            chat.persona_id = args.persona              # the stack applies the persona's llm_model
     token = args.token or os.environ.get("NUCLEUS_API_KEY", "")
     allowed = () if persona.get("tools_disabled") else (tuple(persona.get("allowed_tools") or ()) or None)
     toolbox = McpToolbox(client, allowed, secrets=(token,), sources=tuple(persona.get("allowed_sources") or ()))

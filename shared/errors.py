@@ -100,6 +100,12 @@ class Unavailable(NucleusError):
     kind = "unavailable"
     exit_code = 6
 
+    def __init__(self, message: str, *, field: str | None = None, retries_spent: bool = False) -> None:
+        super().__init__(message, field=field)
+        # True: the service already retried the dependency as often as its policy allows (or its
+        # breaker is open); a client must not retry on top (gRPC: server pushback, grpc_errors.py).
+        self.retries_spent = retries_spent
+
 
 class Unimplemented(NucleusError):
     kind = "unimplemented"

@@ -77,15 +77,22 @@ def grpc_status(err: NucleusError) -> grpc.StatusCode:
 
 
 RETRY_AFTER_METADATA = "retry-after"
+#: gRPC's server pushback (gRFC A6): a negative value means "do not retry this call".
+RETRY_PUSHBACK_METADATA = "grpc-retry-pushback-ms"
 
 
 def error_metadata(err: NucleusError) -> tuple[tuple[str, str], ...]:
-    """The trailing metadata an abort for `err` carries: its kind, and for a rate limit that
-    knows when a retry can succeed, `retry-after` in whole seconds (as HTTP's Retry-After)."""
+    """The trailing metadata an abort for `err` carries: its kind; for a rate limit that
+    knows when a retry can succeed, `retry-after` in whole seconds (as HTTP's Retry-After); for
+    an Unavailable whose dependency was already retried (`retries_spent`), gRPC's server
+    pushback `grpc-retry-pushback-ms: -1`, which tells the caller's channel not to retry
+    (shared/grpc_client.py retries UNAVAILABLE; without it the attempts would multiply)."""
     metadata = [(KIND_METADATA, err.kind)]
     retry_after = getattr(err, "retry_after_s", None)
     if retry_after is not None:
         metadata.append((RETRY_AFTER_METADATA, str(retry_after_seconds(retry_after))))
+    if getattr(err, "retries_spent", False):
+        metadata.append((RETRY_PUSHBACK_METADATA, "-1"))
     return tuple(metadata)
 
 
@@ -143,4 +150,4 @@ def _kind(err: grpc.RpcError) -> str:
 
 
 __all__ = ["grpc_status", "translate_errors", "from_grpc_error", "abort_for", "error_metadata",
-           "RETRY_AFTER_METADATA"]
+           "RETRY_AFTER_METADATA", "RETRY_PUSHBACK_METADATA"]

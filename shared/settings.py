@@ -158,6 +158,9 @@ class LlmOrchestrationSettings(ServiceSettings):
     openai_embedding_model: str = "text-embedding-3-small"
     openai_embedding_dimension: int = 0     # 0 = as returned
     chat_model: str = ""                    # "" = no chat model: no LLM expansion/rerank/synthesis
+    # More models GenerateChatCompletion may run on (comma-separated; a persona's llm_model must be
+    # one of them or chat_model): an end user cannot pick another (docs/MODELS.md).
+    chat_models_allowed: str = ""
     request_timeout_s: float = 20.0
     max_attempts: int = 3
     breaker_failure_threshold: int = 5

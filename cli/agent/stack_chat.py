@@ -18,6 +18,7 @@ from typing import Any
 
 import grpc
 
+from nucleus.v1 import rag_pipeline_pb2 as rag_pb
 from nucleus.v1 import rag_pipeline_pb2_grpc as rag_grpc
 from services.llm_orchestration import convert
 from services.llm_orchestration.chat import ChatChunk, ChatRequest, Message, Tool, ToolCall
@@ -45,11 +46,13 @@ def chat_request(messages: Sequence[dict[str, Any]], tools: Sequence[dict[str, A
 
 
 class StackChat:
-    """RAGPipeline.Chat at `target`, as the holder of `token` (none: the local principal)."""
+    """RAGPipeline.Chat at `target`, as the holder of `token` (none: the local principal); with
+    `persona_id`, as that persona of the caller's tenant (the stack applies its `llm_model`)."""
 
     def __init__(self, target: str, token: str = "", *, tls_ca_file: Path | None = None,
-                 timeout_s: float = 120.0) -> None:
+                 timeout_s: float = 120.0, persona_id: str = "") -> None:
         self.target = target
+        self.persona_id = persona_id
         # No channel retries: LlmOrchestration retries the model call under its breaker (one policy).
         self._channel = aio_channel(target, None, tls_ca_file=tls_ca_file, retries=False)
         self._stub = rag_grpc.RagPipelineStub(self._channel)
@@ -62,8 +65,9 @@ class StackChat:
     async def stream(self, messages: Sequence[dict[str, Any]], tools: Sequence[dict[str, Any]] | None = None,
                      tool_choice: str = "auto") -> AsyncIterator[ChatChunk]:
         """The reply's chunks as they arrive; errors as `shared.errors` (the deadline covers the stream)."""
-        call = self._stub.Chat(convert.chat_request_to_pb(chat_request(messages, tools, tool_choice)),
-                               timeout=self.timeout_s, metadata=self._metadata)
+        completion = convert.chat_request_to_pb(chat_request(messages, tools, tool_choice))
+        request = rag_pb.ChatRequest(completion=completion, persona_id=self.persona_id)
+        call = self._stub.Chat(request, timeout=self.timeout_s, metadata=self._metadata)
         try:
             async for chunk in call:
                 yield convert.chat_chunk_from_pb(chunk)

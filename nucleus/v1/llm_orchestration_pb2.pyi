@@ -203,16 +203,18 @@ class ChatTool(_message.Message):
     def __init__(self, name: _Optional[str] = ..., description: _Optional[str] = ..., parameters_json: _Optional[str] = ...) -> None: ...
 
 class ChatCompletionRequest(_message.Message):
-    __slots__ = ("messages", "tools", "tool_choice", "max_tokens")
+    __slots__ = ("messages", "tools", "tool_choice", "max_tokens", "model")
     MESSAGES_FIELD_NUMBER: _ClassVar[int]
     TOOLS_FIELD_NUMBER: _ClassVar[int]
     TOOL_CHOICE_FIELD_NUMBER: _ClassVar[int]
     MAX_TOKENS_FIELD_NUMBER: _ClassVar[int]
+    MODEL_FIELD_NUMBER: _ClassVar[int]
     messages: _containers.RepeatedCompositeFieldContainer[ChatMessage]
     tools: _containers.RepeatedCompositeFieldContainer[ChatTool]
     tool_choice: str
     max_tokens: int
-    def __init__(self, messages: _Optional[_Iterable[_Union[ChatMessage, _Mapping]]] = ..., tools: _Optional[_Iterable[_Union[ChatTool, _Mapping]]] = ..., tool_choice: _Optional[str] = ..., max_tokens: _Optional[int] = ...) -> None: ...
+    model: str
+    def __init__(self, messages: _Optional[_Iterable[_Union[ChatMessage, _Mapping]]] = ..., tools: _Optional[_Iterable[_Union[ChatTool, _Mapping]]] = ..., tool_choice: _Optional[str] = ..., max_tokens: _Optional[int] = ..., model: _Optional[str] = ...) -> None: ...
 
 class ChatUsage(_message.Message):
     __slots__ = ("input_tokens", "output_tokens")

@@ -8,6 +8,14 @@ from typing import ClassVar as _ClassVar, Optional as _Optional, Union as _Union
 
 DESCRIPTOR: _descriptor.FileDescriptor
 
+class ChatRequest(_message.Message):
+    __slots__ = ("completion", "persona_id")
+    COMPLETION_FIELD_NUMBER: _ClassVar[int]
+    PERSONA_ID_FIELD_NUMBER: _ClassVar[int]
+    completion: _llm_orchestration_pb2.ChatCompletionRequest
+    persona_id: str
+    def __init__(self, completion: _Optional[_Union[_llm_orchestration_pb2.ChatCompletionRequest, _Mapping]] = ..., persona_id: _Optional[str] = ...) -> None: ...
+
 class SearchAndRankRequest(_message.Message):
     __slots__ = ("tenant_id", "persona_id", "user_query_text", "user_query_vector", "top_k_initial_retrieve", "top_k_final_rank", "ranking_prefs", "filters", "expand_query_with_llm", "extra_query_phrases", "sources")
     TENANT_ID_FIELD_NUMBER: _ClassVar[int]

@@ -83,7 +83,7 @@ class RagPipelineStub:
                 _registered_method=True)
         self.Chat = channel.unary_stream(
                 '/nucleus.v1.RagPipeline/Chat',
-                request_serializer=nucleus_dot_v1_dot_llm__orchestration__pb2.ChatCompletionRequest.SerializeToString,
+                request_serializer=nucleus_dot_v1_dot_rag__pipeline__pb2.ChatRequest.SerializeToString,
                 response_deserializer=nucleus_dot_v1_dot_llm__orchestration__pb2.ChatCompletionChunk.FromString,
                 _registered_method=True)
 
@@ -206,7 +206,7 @@ def add_RagPipelineServicer_to_server(servicer, server):
             ),
             'Chat': grpc.unary_stream_rpc_method_handler(
                     servicer.Chat,
-                    request_deserializer=nucleus_dot_v1_dot_llm__orchestration__pb2.ChatCompletionRequest.FromString,
+                    request_deserializer=nucleus_dot_v1_dot_rag__pipeline__pb2.ChatRequest.FromString,
                     response_serializer=nucleus_dot_v1_dot_llm__orchestration__pb2.ChatCompletionChunk.SerializeToString,
             ),
     }
@@ -478,7 +478,7 @@ class RagPipeline:
             request,
             target,
             '/nucleus.v1.RagPipeline/Chat',
-            nucleus_dot_v1_dot_llm__orchestration__pb2.ChatCompletionRequest.SerializeToString,
+            nucleus_dot_v1_dot_rag__pipeline__pb2.ChatRequest.SerializeToString,
             nucleus_dot_v1_dot_llm__orchestration__pb2.ChatCompletionChunk.FromString,
             options,
             channel_credentials,

@@ -1,8 +1,11 @@
 """GenerateChatCompletion's request: checked, bounded, and turned into the OpenAI wire shape.
 
-    ChatRequest(messages, tools, tool_choice, max_tokens)   plain Python, from any adapter
+    ChatRequest(messages, tools, tool_choice, max_tokens, model)   plain Python, from any adapter
     check_request()      roles, sizes, tool names and schemas, tool_choice — InvalidArgument
                          naming the field and what is accepted
+    chat_model_for()     the model a request runs on: "" = the configured chat model, else one
+                         of the operator's allowed models (`chat_models_allowed`); any other is
+                         InvalidArgument naming `model` — a caller cannot pick an arbitrary model
     wire_messages() / wire_tools() / wire_tool_choice()      what the OpenAI-compatible client sends
 
 The span (`chat_span`) follows the GenAI semantic conventions: `chat {model}`, CLIENT, with
@@ -64,6 +67,7 @@ class ChatRequest:
     tools: tuple[Tool, ...] = ()
     tool_choice: str = ""
     max_tokens: int = 0
+    model: str = ""                     # "" = the configured chat model; else an allowed one
 
 
 @dataclass(frozen=True, slots=True)
@@ -118,6 +122,22 @@ def check_request(request: ChatRequest, *, max_text_chars: int) -> None:
                                              "name of a listed tool")
     if not 0 <= request.max_tokens <= MAX_TOKENS:
         raise InvalidArgument("max_tokens", f"{request.max_tokens}; 0 (the model's default) to {MAX_TOKENS}")
+
+
+def allowed_chat_models(chat_model: str, allowed: str) -> tuple[str, ...]:
+    """The models chat may run on: the configured chat model and the operator's comma-separated
+    `chat_models_allowed` (none configured: only the chat model)."""
+    extra = tuple(m.strip() for m in allowed.split(",") if m.strip())
+    return tuple(dict.fromkeys(((chat_model,) if chat_model else ()) + extra))
+
+
+def chat_model_for(request: ChatRequest, chat_model: str, allowed: Sequence[str]) -> str:
+    if not request.model:
+        return chat_model
+    if request.model not in allowed:
+        raise InvalidArgument("model", f"{request.model!r} is not allowed on this stack; accepted: "
+                                       f"{', '.join(allowed) or 'none'} (NUCLEUS_LLM_CHAT_MODELS_ALLOWED)")
+    return request.model
 
 
 def wire_messages(messages: Sequence[Message]) -> list[dict[str, Any]]:

@@ -39,7 +39,7 @@ def chat_request_from_pb(r: llm_pb.ChatCompletionRequest) -> chat.ChatRequest:
                                     tuple(chat.ToolCall(c.index, c.id, c.name, c.arguments) for c in m.tool_calls))
                        for m in r.messages),
         tools=tuple(chat.Tool(t.name, t.description, t.parameters_json) for t in r.tools),
-        tool_choice=r.tool_choice, max_tokens=r.max_tokens)
+        tool_choice=r.tool_choice, max_tokens=r.max_tokens, model=r.model)
 
 
 def chat_request_to_pb(r: chat.ChatRequest) -> llm_pb.ChatCompletionRequest:
@@ -48,7 +48,7 @@ def chat_request_to_pb(r: chat.ChatRequest) -> llm_pb.ChatCompletionRequest:
                                      tool_calls=[_call_to_pb(c) for c in m.tool_calls]) for m in r.messages],
         tools=[llm_pb.ChatTool(name=t.name, description=t.description, parameters_json=t.parameters_json)
                for t in r.tools],
-        tool_choice=r.tool_choice, max_tokens=r.max_tokens)
+        tool_choice=r.tool_choice, max_tokens=r.max_tokens, model=r.model)
 
 
 def _call_to_pb(c: chat.ToolCall) -> llm_pb.ChatToolCall:

@@ -51,6 +51,8 @@ def check_settings(settings: LlmOrchestrationSettings) -> None:
     if needs_endpoint and not settings.openai_base_url:
         raise InvalidArgument("openai_base_url", "required when embedding_provider is 'openai' or "
                               "chat_model is set (e.g. https://api.openai.com/v1)")
+    if any(any(c.isspace() for c in m) for m in chat_mod.allowed_chat_models("", settings.chat_models_allowed)):
+        raise InvalidArgument("chat_models_allowed", "comma-separated model names without spaces")
     positive = {"max_texts_per_request": settings.max_texts_per_request,
                 "max_embed_texts": settings.max_embed_texts,
                 "max_text_chars": settings.max_text_chars,
@@ -171,6 +173,11 @@ class LlmOrchestrator:
     @property
     def chat_configured(self) -> bool:
         return bool(self._settings.chat_model and self._gateway is not None)
+
+    @property
+    def chat_models(self) -> tuple[str, ...]:
+        """The models a chat completion may ask for (the operator's allow-list and the chat model)."""
+        return chat_mod.allowed_chat_models(self._settings.chat_model, self._settings.chat_models_allowed)
 
     @property
     def cache(self) -> EmbeddingCache:
@@ -383,10 +390,11 @@ class LlmOrchestrator:
         if not self.chat_configured:
             raise Unavailable("no chat model is configured (NUCLEUS_LLM_OPENAI_BASE_URL and NUCLEUS_LLM_CHAT_MODEL)")
         assert self._gateway is not None
+        model = chat_mod.chat_model_for(request, self._settings.chat_model, self.chat_models)
         text: list[str] = []
-        with chat_mod.chat_span(self._settings.chat_model, request, tracer_provider=self.tracer_provider) as span:
+        with chat_mod.chat_span(model, request, tracer_provider=self.tracer_provider) as span:
             async for delta in self._gateway.chat_stream(
-                    chat_mod.wire_messages(request.messages),
+                    chat_mod.wire_messages(request.messages), model=model,
                     tools=chat_mod.wire_tools(request.tools) or None,
                     tool_choice=chat_mod.wire_tool_choice(request.tool_choice) if request.tools else None,
                     max_tokens=request.max_tokens, task="chat completion"):

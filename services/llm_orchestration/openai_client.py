@@ -182,7 +182,7 @@ class OpenAIGateway:
         return content
 
     async def chat_stream(self, messages: list[dict[str, Any]], *, tools: list[dict[str, Any]] | None = None,
-                          tool_choice: Any = None, max_tokens: int = 0,
+                          tool_choice: Any = None, max_tokens: int = 0, model: str = "",
                           task: str = "chat") -> AsyncIterator[ChatDelta]:
         """A streamed chat completion, piece by piece; the last delta has `finish_reason` and
         the usage (when the endpoint reports it). Opening the stream is retried and guarded by
@@ -193,13 +193,13 @@ class OpenAIGateway:
             extra.update(tools=tools, tool_choice=tool_choice or "auto")
         if max_tokens > 0:
             extra["max_tokens"] = max_tokens
+        model = model or self._chat_model
         stream = await self._call(task, lambda: self._client.chat.completions.create(
-            model=self._chat_model, messages=messages, stream=True, stream_options={"include_usage": True},
+            model=model, messages=messages, stream=True, stream_options={"include_usage": True},
             **extra))
         iterator = stream.__aiter__()
         finish = ""
         usage = (0, 0)
-        model = self._chat_model
         try:
             while True:
                 try:

@@ -24,7 +24,7 @@ from opentelemetry import trace
 from tenacity import AsyncRetrying, RetryCallState, retry_if_exception, stop_after_attempt
 from tenacity.wait import wait_exponential_jitter
 
-from shared.errors import NucleusError
+from shared.errors import NucleusError, Unavailable
 from shared.redaction import Redactor
 
 from .breaker import CircuitBreaker
@@ -68,9 +68,10 @@ class UpstreamRetries:
             except NucleusError as err:        # the circuit open, or raised on purpose: already ours
                 span.set_attribute("llm.attempts", attempts)
                 span.set_status(trace.StatusCode.ERROR, type(err).__name__)
+                _spent(err)
                 raise
             except Exception as err:
-                translated = translate(err, attempts)
+                translated = _spent(translate(err, attempts))
                 span.set_attribute("llm.attempts", attempts)
                 span.set_status(trace.StatusCode.ERROR, type(translated).__name__)
                 raise translated from None    # the upstream's error may carry the request; drop it
@@ -89,3 +90,12 @@ class UpstreamRetries:
         wait = state.next_action.sleep if state.next_action else 0.0
         log.warning("%s attempt %d/%d failed (%s); retrying in %.2fs", self.upstream, state.attempt_number,
                     self.max_attempts, self._redactor.redact(self._describe(err)), wait)
+
+
+def _spent(err: NucleusError) -> NucleusError:
+    """This policy's attempts are the only ones: an Unavailable leaving here tells a gRPC caller
+    not to retry on top (shared.grpc_errors: `grpc-retry-pushback-ms: -1`), so one failing call
+    reaches the upstream at most `max_attempts` times, however many hops retry UNAVAILABLE."""
+    if isinstance(err, Unavailable):
+        err.retries_spent = True
+    return err

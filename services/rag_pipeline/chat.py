@@ -12,6 +12,12 @@ replies), which decides per call:
                  per user per rolling `chat_budget_window_s`; a request is refused once the
                  budget is spent, and its `max_tokens` is capped at what is left
                  (ResourceExhausted saying when tokens free up)
+    which model  the persona's: `persona_id` names a persona of the caller's tenant (read as
+                 GetPersona reads it: the tenant is the verified caller's; another tenant's
+                 persona is NotFound) and its `llm_model` is asked of LlmOrchestration, which
+                 runs only models its operator allows (InvalidArgument naming `model` otherwise).
+                 No persona, or one without a model: the stack's chat model. The caller never
+                 names a model itself (a request with `model` set is InvalidArgument).
 
 Operators and the stack's own services are not limited (`shared.ratelimit.rate_key`). What the
 model returns streams through unchanged; usage is charged when the reply's last chunk arrives
@@ -21,16 +27,18 @@ from __future__ import annotations
 
 import time
 from collections import OrderedDict, deque
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import replace
 from typing import Any
 
 from services.llm_orchestration.chat import ChatChunk, ChatRequest
-from shared.errors import ResourceExhausted, Unauthenticated, retry_after_seconds
+from shared.errors import InvalidArgument, ResourceExhausted, Unauthenticated, retry_after_seconds
 from shared.identity import Principal
 from shared.ratelimit import RateLimiter, rate_key
 
 MAX_TRACKED_USERS = 100_000
+#: `persona_model(persona_id, caller)`: the persona's `llm_model` ("" = the stack's chat model).
+PersonaModel = Callable[[str, Principal | None], Awaitable[str]]
 
 
 class TokenBudget:
@@ -81,22 +89,28 @@ class ChatGate:
     """Checks the caller, applies their rate and token budget, streams the model's reply."""
 
     def __init__(self, llm: Any, *, rate_per_s: float, burst: int, token_budget: int, window_s: float,
-                 require_caller: bool, clock: Callable[[], float] = time.monotonic) -> None:
+                 require_caller: bool, clock: Callable[[], float] = time.monotonic,
+                 persona_model: PersonaModel | None = None) -> None:
         self._llm = llm                        # a LanguageModel port with `chat(request)` (ports.py)
+        self._persona_model = persona_model
         self._rate = RateLimiter(rate_per_s, burst, clock=clock)
         self.budget = TokenBudget(token_budget, window_s, clock=clock)
         self._require_caller = require_caller
 
     @classmethod
-    def from_settings(cls, llm: Any, settings: Any, *, require_caller: bool) -> ChatGate:
+    def from_settings(cls, llm: Any, settings: Any, *, require_caller: bool,
+                      persona_model: PersonaModel | None = None) -> ChatGate:
         return cls(llm, rate_per_s=settings.chat_rate_per_s, burst=settings.chat_burst,
                    token_budget=settings.chat_token_budget, window_s=settings.chat_budget_window_s,
-                   require_caller=require_caller)
+                   require_caller=require_caller, persona_model=persona_model)
 
-    async def chat(self, request: ChatRequest, caller: Principal | None, *,
+    async def chat(self, request: ChatRequest, caller: Principal | None, *, persona_id: str = "",
                    timeout_s: float | None = None) -> AsyncIterator[ChatChunk]:
         if caller is None and self._require_caller:
             raise Unauthenticated("chat needs a verified caller (an API key or token)")
+        if request.model:
+            raise InvalidArgument("model", "is chosen by the persona (persona_id) and the operator, not by the "
+                                           "caller; leave it empty")
         key = rate_key(caller)
         if key is not None:
             self._rate.check(key, what="chat requests")
@@ -104,6 +118,10 @@ class ChatGate:
                 left = self.budget.check(key)
                 if request.max_tokens == 0 or request.max_tokens > left:
                     request = replace(request, max_tokens=min(left, 32_768))
+        if persona_id:
+            if self._persona_model is None:
+                raise InvalidArgument("persona_id", "personas are not served by this process; leave it empty")
+            request = replace(request, model=await self._persona_model(persona_id, caller))
         async for chunk in self._llm.chat(request, timeout_s=timeout_s):
             if chunk.done and key is not None:
                 self.budget.charge(key, chunk.input_tokens + chunk.output_tokens)

@@ -59,14 +59,16 @@ def register_chat_tool(mcp: MCPServer, gate: ChatGate, principal_of: Callable[[C
 
     @mcp.tool(name="rag_chat", description=(
         "One chat completion from the stack's chat model for the authenticated user (OpenAI-style messages, "
-        "optional function tools and tool_choice). Subject to the user's request rate and token budget."))
+        "optional function tools and tool_choice; persona_id: a persona of the user's tenant, whose model is "
+        "used). Subject to the user's request rate and token budget."))
     async def rag_chat(messages: Annotated[list[MessageIn], Field(min_length=1, max_length=chat_mod.MAX_MESSAGES)],
                        ctx: Context,
                        tools: Annotated[list[ToolIn] | None, Field(max_length=chat_mod.MAX_TOOLS)] = None,
                        tool_choice: str = "",
-                       max_tokens: Annotated[int, Field(ge=0, le=chat_mod.MAX_TOKENS)] = 0) -> ChatOut:
+                       max_tokens: Annotated[int, Field(ge=0, le=chat_mod.MAX_TOKENS)] = 0,
+                       persona_id: Annotated[str, Field(max_length=200)] = "") -> ChatOut:
         request = chat_request(messages, tools, tool_choice, max_tokens)
 
         async def run() -> ChatOut:
-            return ChatOut(**await whole_reply(gate.chat(request, principal_of(ctx))))
+            return ChatOut(**await whole_reply(gate.chat(request, principal_of(ctx), persona_id=persona_id)))
         return await guarded(run)

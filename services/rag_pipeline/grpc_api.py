@@ -55,7 +55,8 @@ class RagPipelineServicer(rag_grpc.RagPipelineServicer):
         try:
             if self._chat is None:
                 raise Unavailable("chat is not served by this process")
-            async for chunk in self._chat.chat(llm_convert.chat_request_from_pb(request), verified_caller()):
+            async for chunk in self._chat.chat(llm_convert.chat_request_from_pb(request.completion),
+                                               verified_caller(), persona_id=request.persona_id):
                 yield llm_convert.chat_chunk_to_pb(chunk)
         except NucleusError as err:
             await abort_for(context, err)

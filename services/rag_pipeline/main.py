@@ -20,6 +20,7 @@ from urllib.parse import urlsplit
 from nucleus.v1 import rag_pipeline_pb2_grpc as rag_grpc
 from services.knowledge_store.client import KnowledgeStoreClient
 from services.llm_orchestration.client import LlmOrchestrationClient
+from services.rag_pipeline import personas
 from services.rag_pipeline.access import AccessPolicy
 from services.rag_pipeline.chat import ChatGate
 from services.rag_pipeline.chat_mcp import register_chat_tool
@@ -136,7 +137,9 @@ def build(settings: RagPipelineSettings, *, stdio: bool, knowledge: KnowledgeSou
     mcp = build_mcp(pipeline, tools, token_verifier=verifier if http_auth else None, auth=auth, limiter=limiter,
                     topic_tools=topic_tools)
     federation_runtime.attach(mcp, lambda ctx: identity.principal(request_headers(ctx)))
-    chat_gate = ChatGate.from_settings(llm, settings, require_caller=settings.require_auth)   # docs/MODELS.md
+    chat_gate = ChatGate.from_settings(                                                      # docs/MODELS.md
+        llm, settings, require_caller=settings.require_auth,
+        persona_model=lambda persona_id, who: personas.persona_model(pipeline, knowledge, persona_id, who))
     register_chat_tool(mcp, chat_gate, lambda ctx: identity.principal(request_headers(ctx)))
     federation_runtime.start()
     telemetry = TelemetrySettings()       # the Traces page reads the services' local trace files

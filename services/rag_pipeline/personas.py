@@ -31,6 +31,12 @@ async def get_persona(pipeline: RagPipeline, ks, tenant_id: str, persona_id: str
         return await ks.get_persona(tenant, persona_id)
 
 
+async def persona_model(pipeline: RagPipeline, ks, persona_id: str, principal: Principal | None) -> str:
+    """The chat model of `persona_id` in the caller's tenant ("" = the stack's): chat (chat.py)
+    resolves the persona as GetPersona does — the verified caller decides the tenant."""
+    return (await get_persona(pipeline, ks, "", persona_id, principal)).llm_model
+
+
 async def list_personas(pipeline: RagPipeline, ks, tenant_id: str, principal: Principal | None) -> list[Persona]:
     tenant = pipeline.tenant_for(tenant_id, principal)
     with acting_for(_in(principal, tenant)):

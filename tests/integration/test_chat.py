@@ -36,7 +36,8 @@ async def chat_stack(llm, tmp_path_factory):
     process (cheaper to start; the services' own streamed-call signing: tests/unit/shared/auth)."""
     stack, supervisor = start_secure_stack(tmp_path_factory.mktemp("chat-stack"), mode="single", extra_env={
         "NUCLEUS_LLM_OPENAI_BASE_URL": llm.base_url, "NUCLEUS_LLM_OPENAI_API_KEY": MODEL_KEY,
-        "NUCLEUS_LLM_CHAT_MODEL": "fake-model", "NUCLEUS_RAG_CHAT_BURST": "100"})
+        "NUCLEUS_LLM_CHAT_MODEL": "fake-model", "NUCLEUS_LLM_CHAT_MODELS_ALLOWED": "analyst-model",
+        "NUCLEUS_RAG_CHAT_BURST": "100"})
     try:
         await ingest_corpus(stack, {"acme": [d for d in corpus()["acme"]
                                              if d.artifact.artifact_id.startswith(CHAT_DOCS)]})
@@ -214,9 +215,42 @@ async def test_a_persona_sets_prompt_and_tools(chat_stack, llm):
         await chat.close()
     assert loaded["display_name"] == "Fleet analyst" and answer.text == "Here are the themes."
     request = chat_requests(llm)[0].body
-    assert request["model"] == "fake-model"            # the stack's chat model (a persona's llm_model: not applied)
+    assert request["model"] == "analyst-model"         # the persona's llm_model, allowed by the operator
     assert "PERSONA-MARK-77" in request["messages"][0]["content"]
     assert [t["function"]["name"] for t in request["tools"]] == ["rag_topics"]
+
+
+async def test_chat_uses_only_a_persona_of_the_caller_s_tenant_and_a_model_the_operator_allows(chat_stack, llm):
+    import grpc
+
+    from nucleus.v1 import common_pb2 as pb
+    from nucleus.v1 import llm_orchestration_pb2 as llm_pb
+    from nucleus.v1 import rag_pipeline_pb2 as rag_pb
+    from nucleus.v1 import rag_pipeline_pb2_grpc as rag_grpc
+    from tests.integration.secure_stack import bearer
+
+    async with grpc.aio.insecure_channel(chat_stack.addresses["rag_pipeline"]["grpc"],
+                                         interceptors=chat_stack.operator("rag_pipeline")) as channel:
+        await rag_grpc.RagPipelineStub(channel).PutPersona(pb.Persona(
+            tenant_id="acme", persona_id="big-spender", llm_model="gpt-expensive"), timeout=30)
+    hi = llm_pb.ChatCompletionRequest(messages=[llm_pb.ChatMessage(role="user", content="hi")])
+    llm.clear()
+    async with grpc.aio.insecure_channel(chat_stack.addresses["rag_pipeline"]["grpc"]) as channel:
+        rag = rag_grpc.RagPipelineStub(channel)
+
+        async def refused(who: str, request) -> grpc.aio.AioRpcError:
+            with pytest.raises(grpc.aio.AioRpcError) as err:
+                async for _ in rag.Chat(request, metadata=bearer(chat_stack, who), timeout=30):
+                    pass
+            return err.value
+        err = await refused("alice", rag_pb.ChatRequest(completion=hi, persona_id="big-spender"))
+        assert err.code() == grpc.StatusCode.INVALID_ARGUMENT and err.details().startswith("model: 'gpt-expensive'")
+        err = await refused("gina", rag_pb.ChatRequest(completion=hi, persona_id="big-spender"))   # another tenant
+        assert err.code() == grpc.StatusCode.NOT_FOUND
+        err = await refused("alice", rag_pb.ChatRequest(completion=llm_pb.ChatCompletionRequest(
+            messages=hi.messages, model="analyst-model")))                  # the caller never names a model
+        assert err.code() == grpc.StatusCode.INVALID_ARGUMENT and err.details().startswith("model:")
+    assert not chat_requests(llm)                                          # nothing reached the model
 
 
 async def test_a_persona_s_sources_restrict_the_synthesis(secure_corpus):

@@ -11,11 +11,12 @@ from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanE
 from nucleus.v1 import llm_orchestration_pb2_grpc as llm_grpc
 from services.llm_orchestration.chat import ChatRequest, Message, Tool
 from services.llm_orchestration.client import LlmOrchestrationClient
+from services.llm_orchestration.core import LlmOrchestrator
 from services.llm_orchestration.grpc_api import LlmOrchestrationServicer
 from shared.errors import InvalidArgument, Unavailable, UpstreamFailed
 from shared.telemetry import content
 
-from .conftest import API_KEY, CHAT_MODEL, running
+from .conftest import API_KEY, CHAT_MODEL, fake_settings, running
 
 SECRET_TEXT = "my private question about the payroll"
 TOOL = Tool("rag_search", "Search the documents", '{"type": "object", "properties": {"q": {"type": "string"}}}')
@@ -139,3 +140,28 @@ async def test_without_a_chat_model_chat_is_unavailable(server):
     async with running(server, chat_model="", embedding_provider="openai") as orch:
         with pytest.raises(Unavailable, match="no chat model"):
             await collect(orch.chat_completion(request()))
+
+
+async def test_a_request_may_name_only_a_model_the_operator_allows(server, spans):
+    provider, exporter = spans
+    async with running(server, chat_models_allowed="analyst-model, big-model") as orch:
+        orch.tracer_provider = provider
+        assert orch.chat_models == (CHAT_MODEL, "analyst-model", "big-model")
+        server.reply_next("from the analyst model")
+        await collect(orch.chat_completion(request(model="analyst-model")))
+        assert server.requests[-1].body["model"] == "analyst-model"
+        await collect(orch.chat_completion(request()))                   # "" = the configured chat model
+        assert server.requests[-1].body["model"] == CHAT_MODEL
+        sent = len(server.requests)
+        with pytest.raises(InvalidArgument, match="analyst-model, big-model") as caught:
+            await collect(orch.chat_completion(request(model="gpt-expensive")))
+        assert caught.value.field == "model" and len(server.requests) == sent
+    assert [s.attributes["gen_ai.request.model"] for s in exporter.get_finished_spans()
+            if s.name.startswith("chat ")] == ["analyst-model", CHAT_MODEL]
+    with pytest.raises(InvalidArgument) as caught:
+        LlmOrchestrator(fake_settings(server, chat_models_allowed="good, two words"))
+    assert caught.value.field == "chat_models_allowed"
+    async with running(server) as orch:                                  # default: only the chat model
+        with pytest.raises(InvalidArgument, match=f"accepted: {CHAT_MODEL} "):
+            await collect(orch.chat_completion(request(model="analyst-model")))
+        assert not server.requests

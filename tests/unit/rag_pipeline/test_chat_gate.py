@@ -13,7 +13,7 @@ from services.llm_orchestration.chat import ChatChunk, ChatRequest, Message, Too
 from services.llm_orchestration.client import LlmOrchestrationClient
 from services.llm_orchestration.grpc_api import LlmOrchestrationServicer
 from services.rag_pipeline.chat import ChatGate, whole_reply
-from shared.errors import ResourceExhausted, Unauthenticated
+from shared.errors import InvalidArgument, NotFound, ResourceExhausted, Unauthenticated, Unavailable
 from shared.identity import OPERATOR, Principal
 from tests.support.fake_openai import FakeOpenAI
 from tests.unit.llm_orchestration.conftest import Clock, running
@@ -125,6 +125,7 @@ async def test_rag_chat_mcp_tool_answers_whole_replies_and_reports_a_spent_budge
 
 async def test_rag_pipeline_grpc_chat_streams_the_reply(fake):
     from nucleus.v1 import llm_orchestration_pb2 as llm_pb
+    from nucleus.v1 import rag_pipeline_pb2 as rag_pb
     from nucleus.v1 import rag_pipeline_pb2_grpc as rag_grpc
     from services.rag_pipeline.grpc_api import RagPipelineServicer
 
@@ -137,12 +138,49 @@ async def test_rag_pipeline_grpc_chat_streams_the_reply(fake):
         try:
             async with grpc.aio.insecure_channel(f"127.0.0.1:{port}") as channel:
                 stub = rag_grpc.RagPipelineStub(channel)
-                chunks = [c async for c in stub.Chat(llm_pb.ChatCompletionRequest(
-                    messages=[llm_pb.ChatMessage(role="user", content="hi")]), timeout=10)]
+                chunks = [c async for c in stub.Chat(rag_pb.ChatRequest(completion=llm_pb.ChatCompletionRequest(
+                    messages=[llm_pb.ChatMessage(role="user", content="hi")])), timeout=10)]
                 assert "".join(c.content for c in chunks) == "I am a fake model." and chunks[-1].done
                 with pytest.raises(grpc.aio.AioRpcError) as caught:
-                    async for _ in stub.Chat(llm_pb.ChatCompletionRequest(), timeout=10):
+                    async for _ in stub.Chat(rag_pb.ChatRequest(), timeout=10):
                         pass
                 assert caught.value.code() == grpc.StatusCode.INVALID_ARGUMENT
         finally:
             await server.stop(None)
+
+
+async def test_a_failing_model_is_attempted_only_by_llm_orchestration_not_again_by_the_channel(fake):
+    """Split mode: the pipeline's channel retries UNAVAILABLE (shared/grpc_client.py), but an
+    Unavailable LlmOrchestration answers after its own attempts carries server pushback -1."""
+    async with llm_over_grpc(fake) as llm:
+        fake.fail_next("500", n=50)                              # the model fails every time
+        with pytest.raises(Unavailable, match="HTTP 500, after 3 attempts"):
+            await whole_reply(gate(llm, Clock()).chat(ASK, ALICE))
+        assert len(fake.requests) == 3                           # LlmOrchestration's max_attempts, not 3 x 3
+        with pytest.raises(Unavailable, match="after 3 attempts"):
+            await llm.synthesize("q", [("p1", "t", "some passage text")])
+        assert len(fake.requests) == 6                           # synthesis: the same, 3
+        fake.clear()
+
+
+async def test_the_persona_decides_the_model_and_the_caller_cannot(fake):
+    asked: list[tuple[str, str]] = []
+
+    async def persona_model(persona_id: str, caller) -> str:      # stands in for the persona store lookup
+        asked.append((persona_id, caller.user_id))
+        if persona_id != "analyst":
+            raise NotFound(f"persona '{persona_id}' does not exist")
+        return "fake-chat-1"
+
+    async with llm_over_grpc(fake) as llm:
+        g = gate(llm, Clock(), persona_model=persona_model)
+        reply = await whole_reply(g.chat(ASK, ALICE, persona_id="analyst"))
+        assert fake.requests[-1].body["model"] == "fake-chat-1" and reply["model"] == "fake-chat-1"
+        with pytest.raises(NotFound):
+            await whole_reply(g.chat(ASK, ALICE, persona_id="someone-else"))
+        with pytest.raises(InvalidArgument) as caught:
+            await whole_reply(g.chat(ChatRequest(messages=ASK.messages, model="gpt-expensive"), ALICE))
+        assert caught.value.field == "model" and asked == [("analyst", "alice"), ("someone-else", "alice")]
+        with pytest.raises(InvalidArgument) as caught:           # a gate without personas says so
+            await whole_reply(gate(llm, Clock()).chat(ASK, ALICE, persona_id="analyst"))
+        assert caught.value.field == "persona_id" and len(fake.requests) == 1
