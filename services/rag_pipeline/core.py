@@ -28,7 +28,7 @@ import numpy as np
 from opentelemetry import trace
 
 from ranking import Candidates, RankingConfig, rank
-from ranking.profile import BUILTIN_PROFILE, MAX_RERANK_TOP_N, RankingProfile
+from ranking.profile import BUILTIN_PROFILE, MAX_RERANK_TOP_N, RankingProfile, refuse_model_fields
 from ranking.query_features import query_features
 from ranking.temporal import detect_temporal_intent
 from services.rag_pipeline import permissions, rerankers
@@ -213,6 +213,7 @@ class RagPipeline:
         """Stored (and validated, naming the field) by the KnowledgeStore, the system of record.
         For a verified `principal`: in its tenant, and a change of a default profile needs the
         admin role (permissions.py). None = authentication is off: stored as sent."""
+        refuse_model_fields(profile)             # only `nucleus tune` names a model (the store checks again)
         with acting_for(principal):              # the store checks the same user again
             if principal is not None:
                 profile = replace(profile, tenant_id=self.tenant_for(profile.tenant_id, principal))
