@@ -33,6 +33,7 @@ from rich.markup import escape
 from benchmarks.attacks.cli import register as register_attack
 from benchmarks.cli import register as register_bench
 from cli import backup, chat, demo, identity, ingest, lifecycle, migrate, persona, search, sources, status, top, traces
+from cli import tune
 from cli.stack import err_console
 from shared.errors import NucleusError
 
@@ -57,6 +58,7 @@ def build_parser() -> argparse.ArgumentParser:
     sources.register(sub)    # nucleus sources
     migrate.register(sub)    # nucleus migrate
     backup.register(sub)     # nucleus backup, nucleus restore
+    tune.register(sub)       # nucleus tune
     return parser
 
 

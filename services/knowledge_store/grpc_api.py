@@ -137,7 +137,8 @@ class KnowledgeStoreServicer(ks_grpc.KnowledgeStoreServicer):
         tenant = policy.write(verified_caller(), request.tenant_id, "storing a ranking model")
         profile = convert.profile_from_pb(request.profile) if request.HasField("profile") else None
         sha, stored = await self._store.put_ranking_model(tenant, request.model, profile)
-        return ks_pb.PutRankingModelResponse(model_sha256=sha, profile=convert.profile_to_pb(stored) if stored else None)
+        return ks_pb.PutRankingModelResponse(model_sha256=sha,
+                                             profile=convert.profile_to_pb(stored) if stored else None)
 
     @translate_errors
     async def GetRankingModel(self, request, context):

@@ -5,12 +5,13 @@ A stored profile is one row per (persona, name, version):
     (persona_id, name, version, *PROFILE_FIELDS, is_default, updated_unix, seq)
 
 `seq` orders the stores (the later store is the larger). A row stored before the re-rank or
-the learned-ranking fields existed (`ADDED_FIELDS`: a qdrant point written then, or a SQLite table not yet migrated) reads
-with their defaults: `upgrade_row`, `select_columns`. Every store of (persona, name)
-appends the next version (`next_version`); reads see the latest unless a version is asked
-for. Each scope (the tenant, "", or one persona) has at most one default: among the scope's
-latest profiles the most recently stored one flagged `is_default`, else the one named
-"default". A persona without its own profile of a name falls back to the tenant's.
+the learned-ranking fields existed (`ADDED_FIELDS`: a qdrant point written then, or a SQLite
+table not yet migrated) reads with their defaults: `upgrade_row`, `select_columns`. Every
+store of (persona, name) appends the next version (`next_version`); reads see the latest
+unless a version is asked for. A store through put_ranking_profile keeps the model fields of
+the version before (`keep_model`). Each scope (the tenant, "", or one persona) has at most
+one default: among the scope's latest profiles the most recently stored one flagged
+`is_default`, else the one named "default". A persona without its own profile of a name falls back to the tenant's.
 
 Each backend keeps the rows its own way (the embedded backend in SQLite,
 embedded/storage/ranking_inputs.py; the qdrant backend as points, qdrant/store.py) and

@@ -458,9 +458,9 @@ class RagPipeline:
             # With a re-rank, this first ranking picks the rows the model scores (_rerank).
             k = min(max(1, min(profile.rerank_top_n, MAX_RERANK_TOP_N)), len(merged)) if rerank else final_k
             ranked = rank(candidates, config, k) if merged else None
-            if merged and (profile.model_sha256 or profile.feedback_expansion):
-                ranked, candidates = await self.learned.apply(request.tenant_id, request.query, profile, candidates,
-                                                              config, ranked, k, reasons, notes)
+            if merged and self.learned.wanted(profile):
+                ranked, candidates = await self.learned.apply(request.tenant_id, request.query, profile, merged,
+                                                              candidates, config, ranked, k, reasons, notes)
             span.set_attribute("nucleus.candidates", len(merged))
         t = mark("rank", t)
 

@@ -11,6 +11,10 @@
     feedback_expansion "rm3"   not applied when serving yet (the store's keyword leg takes no term
                                weights): the response's debug says so
 
+`capture` (set by `nucleus tune`, cli/tune.py, in its own pipeline over the running stack's
+services): every query's untrained candidates, their artifact ids and ranking config are handed
+to it before any model applies — the candidates and features tune trains on are the ones served.
+
 The explanation of each result shows the learned Relevancy as its `rerank_score` (the ranking's
 rerank column, weight 1). Per-result feature contributions are not built.
 """
@@ -18,6 +22,7 @@ from __future__ import annotations
 
 import hashlib
 from collections import OrderedDict
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from ranking import Candidates, RankingConfig
@@ -43,6 +48,11 @@ class LearnedRanking:
     def __init__(self, knowledge: KnowledgeSource) -> None:
         self._ks = knowledge
         self._models: OrderedDict[tuple[str, str], RankerModel] = OrderedDict()
+        # (query, artifact ids, candidates, config) of every query, before any model (cli/tune.py)
+        self.capture: Callable[[str, list[str], Candidates, RankingConfig], None] | None = None
+
+    def wanted(self, profile: RankingProfile) -> bool:
+        return bool(profile.model_sha256 or profile.feedback_expansion or self.capture is not None)
 
     async def model(self, tenant_id: str, profile: RankingProfile) -> tuple[RankerModel | None, str]:
         """(the profile's model, "") or (None, why it is not used); (None, "") without a model."""
@@ -73,10 +83,12 @@ class LearnedRanking:
             self._models.popitem(last=False)
         return parsed, ""
 
-    async def apply(self, tenant_id: str, query: str, profile: RankingProfile, candidates: Candidates,
-                    config: RankingConfig, ranked: Any, k: int, reasons: list[str],
+    async def apply(self, tenant_id: str, query: str, profile: RankingProfile, merged: Sequence[Any],
+                    candidates: Candidates, config: RankingConfig, ranked: Any, k: int, reasons: list[str],
                     notes: list[str]) -> tuple[Any, Candidates]:
         """(ranked, candidates): re-ordered by the profile's model, else as given (a reason flagged)."""
+        if self.capture is not None:
+            self.capture(query, [m.artifact_id for m in merged], candidates, config)
         if profile.feedback_expansion:
             notes.append(f"feedback_expansion={profile.feedback_expansion} not applied (not served yet)")
         model, why = await self.model(tenant_id, profile)
