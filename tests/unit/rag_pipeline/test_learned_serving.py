@@ -71,3 +71,14 @@ async def test_a_missing_or_mismatched_model_falls_back_to_the_untrained_ranking
     response = await pipeline.search_and_rank(SearchRequest(tenant_id=TENANT, query=QUERY))
     assert response.degraded and any(r.startswith(flag) for r in response.degraded_reasons)
     assert [r.artifact.artifact_id for r in response.results] == today
+
+
+async def test_put_ranking_profile_naming_a_model_is_refused_naming_the_field_and_an_edit_keeps_the_model(setup):
+    from shared.errors import InvalidArgument
+    pipeline, knowledge = setup
+    sha, tuned = await knowledge.store.put_ranking_model(TENANT, REVERSING, RELEVANCY_ONLY)
+    for field, value in (("model_sha256", sha), ("feature_version", 1)):     # what the MCP tool and gRPC pass on
+        with pytest.raises(InvalidArgument, match=field):
+            await pipeline.put_profile(replace(RELEVANCY_ONLY, **{field: value}))
+    edited = await pipeline.put_profile(replace(RELEVANCY_ONLY, richness_weight=0.3))
+    assert (edited.version, edited.model_sha256, edited.feature_version) == (tuned.version + 1, sha, 1)
