@@ -34,7 +34,7 @@ from rich.markup import escape
 from benchmarks.attacks.cli import register as register_attack
 from benchmarks.cli import register as register_bench
 from cli import (backup, chat, demo, identity, ingest, lifecycle, migrate, persona, profile, search, sources, status,
-                 top, traces)
+                 top, traces, tune)
 from cli.stack import err_console
 from shared.errors import NucleusError
 
@@ -60,6 +60,7 @@ def build_parser() -> argparse.ArgumentParser:
     sources.register(sub)    # nucleus sources
     migrate.register(sub)    # nucleus migrate
     backup.register(sub)     # nucleus backup, nucleus restore
+    tune.register(sub)       # nucleus tune
     return parser
 
 

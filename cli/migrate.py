@@ -181,6 +181,10 @@ async def _copy_profiles_and_votes(conn: sqlite3.Connection, target: QdrantKnowl
                                       "row": list(r)}) for r in profiles]
     if points:
         await target._call("upsert", collection_name=target._names.profiles, points=points, wait=True)
+    tables = {r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
+    if "ranking_models" in tables:           # the models the profiles name, checked again, stored once by hash
+        for (raw,) in conn.execute("SELECT model FROM ranking_models ORDER BY sha256").fetchall():
+            await target.put_ranking_model(tenant_id, bytes(raw))
     votes = conn.execute("SELECT artifact_id, user_id, helpful, target, target_id, updated_unix FROM votes").fetchall()
     points = [qm.PointStruct(id=layout.vote_point(tenant_id, v[0], v[1]), vector={}, payload={
         "tenant_id": tenant_id, "artifact_id": v[0], "user_id": v[1], "helpful": bool(v[2]), "target": v[3],

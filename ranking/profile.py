@@ -16,6 +16,7 @@ from ranking.config import (
     DEFAULT_RECENCY_MODE,
     DEFAULT_WEIGHTS,
 )
+from shared.errors import InvalidArgument
 
 DEFAULT_RERANK_TOP_N = 20
 MAX_RERANK_TOP_N = 50
@@ -27,6 +28,10 @@ DEFAULT_RERANK_WEIGHT = 0.5
 CROSS_ENCODER = "cross-encoder"
 RERANK_API = "rerank-api"
 RERANKERS = ("llm", "embedding-cosine", CROSS_ENCODER, RERANK_API)
+#: A profile's keyword feedback expansion values ("" = off; ranking/feedback.py).
+FEEDBACK_EXPANSIONS = ("", "rm3")
+#: The profile fields only `nucleus tune` sets (PutRankingModel), never put_ranking_profile.
+MODEL_FIELDS = ("model_sha256", "feature_version")
 
 
 @dataclass(frozen=True, slots=True)
@@ -51,8 +56,24 @@ class RankingProfile:
     reranker: str = ""
     rerank_top_n: int = DEFAULT_RERANK_TOP_N
     rerank_weight: float = DEFAULT_RERANK_WEIGHT
+    # The learned ranking (docs/RANKING.md "Learned ranking"): the sha256 of a stored ranking
+    # model and the feature version it was trained on — set only by `nucleus tune` through
+    # PutRankingModel, never by put_ranking_profile; a new version of the profile keeps them.
+    # Keyword feedback expansion of the keyword leg: "" = off, or FEEDBACK_EXPANSIONS.
+    model_sha256: str = ""
+    feature_version: int = 0
+    feedback_expansion: str = ""
     updated_unix: int = 0
     is_default: bool = False
+
+
+def refuse_model_fields(p: RankingProfile) -> None:
+    """put_ranking_profile (MCP, gRPC, the console) never names a model: InvalidArgument naming the
+    field. Only `nucleus tune` sets one (KnowledgeStore PutRankingModel)."""
+    for name in MODEL_FIELDS:
+        if getattr(p, name):
+            raise InvalidArgument(name, "is set only by `nucleus tune` (PutRankingModel), never by "
+                                        "put_ranking_profile; a new version of a tuned profile keeps its model")
 
 
 #: The profile used when neither the request, the persona nor the tenant sets one.

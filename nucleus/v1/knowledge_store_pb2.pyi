@@ -606,3 +606,37 @@ class GetSourceVotesResponse(_message.Message):
     SOURCES_FIELD_NUMBER: _ClassVar[int]
     sources: _containers.RepeatedCompositeFieldContainer[SourceVotes]
     def __init__(self, sources: _Optional[_Iterable[_Union[SourceVotes, _Mapping]]] = ...) -> None: ...
+
+class PutRankingModelRequest(_message.Message):
+    __slots__ = ("tenant_id", "model", "profile")
+    TENANT_ID_FIELD_NUMBER: _ClassVar[int]
+    MODEL_FIELD_NUMBER: _ClassVar[int]
+    PROFILE_FIELD_NUMBER: _ClassVar[int]
+    tenant_id: str
+    model: bytes
+    profile: _common_pb2.RankingProfile
+    def __init__(self, tenant_id: _Optional[str] = ..., model: _Optional[bytes] = ..., profile: _Optional[_Union[_common_pb2.RankingProfile, _Mapping]] = ...) -> None: ...
+
+class PutRankingModelResponse(_message.Message):
+    __slots__ = ("model_sha256", "profile")
+    MODEL_SHA256_FIELD_NUMBER: _ClassVar[int]
+    PROFILE_FIELD_NUMBER: _ClassVar[int]
+    model_sha256: str
+    profile: _common_pb2.RankingProfile
+    def __init__(self, model_sha256: _Optional[str] = ..., profile: _Optional[_Union[_common_pb2.RankingProfile, _Mapping]] = ...) -> None: ...
+
+class GetRankingModelRequest(_message.Message):
+    __slots__ = ("tenant_id", "model_sha256")
+    TENANT_ID_FIELD_NUMBER: _ClassVar[int]
+    MODEL_SHA256_FIELD_NUMBER: _ClassVar[int]
+    tenant_id: str
+    model_sha256: str
+    def __init__(self, tenant_id: _Optional[str] = ..., model_sha256: _Optional[str] = ...) -> None: ...
+
+class RankingModel(_message.Message):
+    __slots__ = ("model_sha256", "model")
+    MODEL_SHA256_FIELD_NUMBER: _ClassVar[int]
+    MODEL_FIELD_NUMBER: _ClassVar[int]
+    model_sha256: str
+    model: bytes
+    def __init__(self, model_sha256: _Optional[str] = ..., model: _Optional[bytes] = ...) -> None: ...

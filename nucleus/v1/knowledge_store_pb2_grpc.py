@@ -85,6 +85,16 @@ class KnowledgeStoreStub:
                 request_serializer=nucleus_dot_v1_dot_common__pb2.ListRankingProfilesRequest.SerializeToString,
                 response_deserializer=nucleus_dot_v1_dot_common__pb2.ListRankingProfilesResponse.FromString,
                 _registered_method=True)
+        self.PutRankingModel = channel.unary_unary(
+                '/nucleus.v1.KnowledgeStore/PutRankingModel',
+                request_serializer=nucleus_dot_v1_dot_knowledge__store__pb2.PutRankingModelRequest.SerializeToString,
+                response_deserializer=nucleus_dot_v1_dot_knowledge__store__pb2.PutRankingModelResponse.FromString,
+                _registered_method=True)
+        self.GetRankingModel = channel.unary_unary(
+                '/nucleus.v1.KnowledgeStore/GetRankingModel',
+                request_serializer=nucleus_dot_v1_dot_knowledge__store__pb2.GetRankingModelRequest.SerializeToString,
+                response_deserializer=nucleus_dot_v1_dot_knowledge__store__pb2.RankingModel.FromString,
+                _registered_method=True)
         self.RecordFeedback = channel.unary_unary(
                 '/nucleus.v1.KnowledgeStore/RecordFeedback',
                 request_serializer=nucleus_dot_v1_dot_common__pb2.Feedback.SerializeToString,
@@ -213,6 +223,21 @@ class KnowledgeStoreServicer:
         raise NotImplementedError('Method not implemented!')
 
     def ListRankingProfiles(self, request, context):
+        """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def PutRankingModel(self, request, context):
+        """A learned ranking model, stored once by its sha256 after its bounds are checked; with a
+        profile, also that profile's next version naming the model (the only way a profile gets
+        one). Tenant admins of the tenant and operators only.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def GetRankingModel(self, request, context):
         """Missing associated documentation comment in .proto file."""
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
@@ -367,6 +392,16 @@ def add_KnowledgeStoreServicer_to_server(servicer, server):
                     servicer.ListRankingProfiles,
                     request_deserializer=nucleus_dot_v1_dot_common__pb2.ListRankingProfilesRequest.FromString,
                     response_serializer=nucleus_dot_v1_dot_common__pb2.ListRankingProfilesResponse.SerializeToString,
+            ),
+            'PutRankingModel': grpc.unary_unary_rpc_method_handler(
+                    servicer.PutRankingModel,
+                    request_deserializer=nucleus_dot_v1_dot_knowledge__store__pb2.PutRankingModelRequest.FromString,
+                    response_serializer=nucleus_dot_v1_dot_knowledge__store__pb2.PutRankingModelResponse.SerializeToString,
+            ),
+            'GetRankingModel': grpc.unary_unary_rpc_method_handler(
+                    servicer.GetRankingModel,
+                    request_deserializer=nucleus_dot_v1_dot_knowledge__store__pb2.GetRankingModelRequest.FromString,
+                    response_serializer=nucleus_dot_v1_dot_knowledge__store__pb2.RankingModel.SerializeToString,
             ),
             'RecordFeedback': grpc.unary_unary_rpc_method_handler(
                     servicer.RecordFeedback,
@@ -704,6 +739,60 @@ class KnowledgeStore:
             '/nucleus.v1.KnowledgeStore/ListRankingProfiles',
             nucleus_dot_v1_dot_common__pb2.ListRankingProfilesRequest.SerializeToString,
             nucleus_dot_v1_dot_common__pb2.ListRankingProfilesResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def PutRankingModel(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/nucleus.v1.KnowledgeStore/PutRankingModel',
+            nucleus_dot_v1_dot_knowledge__store__pb2.PutRankingModelRequest.SerializeToString,
+            nucleus_dot_v1_dot_knowledge__store__pb2.PutRankingModelResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def GetRankingModel(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/nucleus.v1.KnowledgeStore/GetRankingModel',
+            nucleus_dot_v1_dot_knowledge__store__pb2.GetRankingModelRequest.SerializeToString,
+            nucleus_dot_v1_dot_knowledge__store__pb2.RankingModel.FromString,
             options,
             channel_credentials,
             insecure,

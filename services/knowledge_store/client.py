@@ -139,6 +139,20 @@ class KnowledgeStoreClient:
                               timeout=self.ingest_timeout_s, service=SERVICE)
         return response.index_kind, response.vectors
 
+    async def put_ranking_model(self, tenant_id: str, raw: bytes,
+                                profile: RankingProfile | None = None) -> tuple[str, RankingProfile | None]:
+        response = await call(self._stub.PutRankingModel, ks_pb.PutRankingModelRequest(
+            tenant_id=tenant_id, model=raw, profile=convert.profile_to_pb(profile) if profile else None),
+            timeout=self.timeout_s, service=SERVICE)
+        return response.model_sha256, (convert.profile_from_pb(response.profile)
+                                       if response.HasField("profile") else None)
+
+    async def get_ranking_model(self, tenant_id: str, sha256: str) -> bytes:
+        """The model's bytes; NotFound when the tenant has no model of that hash."""
+        response = await call(self._stub.GetRankingModel, ks_pb.GetRankingModelRequest(
+            tenant_id=tenant_id, model_sha256=sha256), timeout=self.timeout_s, service=SERVICE)
+        return bytes(response.model)
+
     async def get_entries(self, tenant_id: str, entry_ids: Sequence[str], *,
                           timeout_s: float | None = None) -> list[m.Hit]:
         response = await call(self._stub.GetEntries, ks_pb.GetEntriesRequest(

@@ -251,6 +251,7 @@ def profile_to_pb(p: RankingProfile) -> pb.RankingProfile:
         recency_mode=recency_to_pb(p.recency_mode), recency_half_life_days=p.recency_half_life_days,
         reputation_prior_strength=p.reputation_prior_strength, updated_unix=p.updated_unix,
         is_default=p.is_default, reranker=p.reranker, rerank_top_n=p.rerank_top_n, rerank_weight=p.rerank_weight,
+        model_sha256=p.model_sha256, feature_version=p.feature_version, feedback_expansion=p.feedback_expansion,
     )
 
 
@@ -268,6 +269,7 @@ def profile_from_pb(p: pb.RankingProfile) -> RankingProfile:
         updated_unix=p.updated_unix, is_default=p.is_default, reranker=p.reranker,
         rerank_top_n=p.rerank_top_n or defaults.rerank_top_n,
         rerank_weight=p.rerank_weight if p.HasField("rerank_weight") else defaults.rerank_weight,
+        model_sha256=p.model_sha256, feature_version=p.feature_version, feedback_expansion=p.feedback_expansion,
     )
 
 

@@ -138,6 +138,22 @@ class KnowledgeStoreServicer(ks_grpc.KnowledgeStoreServicer):
         return pb.ListRankingProfilesResponse(profiles=[convert.profile_to_pb(p) for p in profiles])
 
     @translate_errors
+    async def PutRankingModel(self, request, context):
+        tenant = policy.write(verified_caller(), request.tenant_id, "storing a ranking model")
+        profile = convert.profile_from_pb(request.profile) if request.HasField("profile") else None
+        sha, stored = await self._store.put_ranking_model(tenant, request.model, profile)
+        return ks_pb.PutRankingModelResponse(model_sha256=sha,
+                                             profile=convert.profile_to_pb(stored) if stored else None)
+
+    @translate_errors
+    async def GetRankingModel(self, request, context):
+        tenant = policy.metadata_read(verified_caller(), request.tenant_id)
+        raw = await self._store.get_ranking_model(tenant, request.model_sha256)
+        if raw is None:
+            raise NotFound(f"no ranking model {request.model_sha256} in tenant '{tenant}'")
+        return ks_pb.RankingModel(model_sha256=request.model_sha256, model=raw)
+
+    @translate_errors
     async def RecordFeedback(self, request, context):
         target = _TARGETS.get(request.target)
         if target is None:

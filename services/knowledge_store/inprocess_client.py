@@ -160,6 +160,20 @@ class InProcessKnowledgeStoreClient:
         async with self._call("ListRankingProfiles", None) as p:
             return await self._store.list_profiles(policy.metadata_read(p, tenant_id), persona_id)
 
+    async def put_ranking_model(self, tenant_id: str, raw: bytes,
+                                profile: RankingProfile | None = None) -> tuple[str, RankingProfile | None]:
+        async with self._call("PutRankingModel", None) as p:
+            return await self._store.put_ranking_model(policy.write(p, tenant_id, "storing a ranking model"),
+                                                       raw, profile)
+
+    async def get_ranking_model(self, tenant_id: str, sha256: str) -> bytes:
+        async with self._call("GetRankingModel", None) as p:
+            tenant = policy.metadata_read(p, tenant_id)
+            raw = await self._store.get_ranking_model(tenant, sha256)
+            if raw is None:
+                raise NotFound(f"no ranking model {sha256} in tenant '{tenant}'")
+            return raw
+
     async def put_persona(self, persona: Persona) -> Persona:
         async with self._call("PutPersona", None) as p:
             tenant = policy.write(p, persona.tenant_id, "changing a persona")

@@ -4,13 +4,14 @@ A stored profile is one row per (persona, name, version):
 
     (persona_id, name, version, *PROFILE_FIELDS, is_default, updated_unix, seq)
 
-`seq` orders the stores (the later store is the larger). A row stored before the re-rank fields
-existed (`ADDED_FIELDS`: a qdrant point written then, or a SQLite table not yet migrated) reads
-with their defaults: `upgrade_row`, `select_columns`. Every store of (persona, name)
-appends the next version (`next_version`); reads see the latest unless a version is asked
-for. Each scope (the tenant, "", or one persona) has at most one default: among the scope's
-latest profiles the most recently stored one flagged `is_default`, else the one named
-"default". A persona without its own profile of a name falls back to the tenant's.
+`seq` orders the stores (the later store is the larger). A row stored before the re-rank or
+the learned-ranking fields existed (`ADDED_FIELDS`: a qdrant point written then, or a SQLite
+table not yet migrated) reads with their defaults: `upgrade_row`, `select_columns`. Every
+store of (persona, name) appends the next version (`next_version`); reads see the latest
+unless a version is asked for. A store through put_ranking_profile keeps the model fields of
+the version before (`keep_model`). Each scope (the tenant, "", or one persona) has at most
+one default: among the scope's latest profiles the most recently stored one flagged
+`is_default`, else the one named "default". A persona without its own profile of a name falls back to the tenant's.
 
 Each backend keeps the rows its own way (the embedded backend in SQLite,
 embedded/storage/ranking_inputs.py; the qdrant backend as points, qdrant/store.py) and
@@ -19,11 +20,16 @@ answers reads with `get_profile` / `list_profiles` over the tenant's rows.
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
+from dataclasses import replace
 
-from ranking.profile import DEFAULT_RERANK_TOP_N, DEFAULT_RERANK_WEIGHT, RankingProfile
+from ranking.profile import DEFAULT_RERANK_TOP_N, DEFAULT_RERANK_WEIGHT, MODEL_FIELDS, RankingProfile
 
 #: Fields added to the stored row since its first layout, in order, with the value an older row reads as.
-ADDED_FIELDS = {"reranker": "", "rerank_top_n": DEFAULT_RERANK_TOP_N, "rerank_weight": DEFAULT_RERANK_WEIGHT}
+ADDED_FIELDS = {"reranker": "", "rerank_top_n": DEFAULT_RERANK_TOP_N, "rerank_weight": DEFAULT_RERANK_WEIGHT,
+                "model_sha256": "", "feature_version": 0, "feedback_expansion": ""}
+#: SQLite column types of `ADDED_FIELDS` (the embedded backend's migrations add them).
+ADDED_TYPES = {"reranker": "TEXT", "rerank_top_n": "INTEGER", "rerank_weight": "REAL",
+               "model_sha256": "TEXT", "feature_version": "INTEGER", "feedback_expansion": "TEXT"}
 PROFILE_FIELDS = ("relevancy_weight", "recency_weight", "richness_weight", "reputation_weight",
                   "fusion_method", "dense_weight", "recency_mode", "recency_half_life_days",
                   "reputation_prior_strength", *ADDED_FIELDS)
@@ -41,7 +47,7 @@ def row_of(p: RankingProfile, version: int, updated_unix: int, seq: int) -> tupl
 
 def upgrade_row(row: Row) -> tuple:
     """`row` in today's layout: a row stored before the last fields of `ADDED_FIELDS` existed
-    gets their defaults (re-ranking off), inserted where they now stand."""
+    gets their defaults (re-ranking off, no model), inserted where they now stand."""
     missing = _ROW_LENGTH - len(row)
     if missing <= 0:
         return tuple(row)
@@ -133,3 +139,13 @@ def list_profiles(rows: Sequence[Row], tenant_id: str, persona_id: str) -> list[
     """Latest version of every profile (of one persona when `persona_id` is set)."""
     defaults = default_keys(rows)
     return [profile_of(r, tenant_id, defaults) for r in latest(rows, persona_id or None)]
+
+
+def keep_model(rows: Iterable[Row], p: RankingProfile) -> RankingProfile:
+    """`p` (put_ranking_profile's, which names no model) with the model fields of the latest
+    stored version of its (persona, name): editing a tuned profile's weights keeps its model."""
+    mine = [r for r in rows if r[0] == p.persona_id and r[1] == p.name]
+    if not mine:
+        return p
+    last = dict(zip(PROFILE_FIELDS, max(mine, key=lambda r: r[2])[3:_DEFAULT]))
+    return replace(p, **{f: last[f] for f in MODEL_FIELDS})

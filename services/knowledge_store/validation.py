@@ -11,7 +11,7 @@ from collections.abc import Sequence
 import numpy as np
 
 from ranking.config import FUSIONS, RECENCY_MODES
-from ranking.profile import MAX_RERANK_TOP_N, RERANKERS, RankingProfile
+from ranking.profile import FEEDBACK_EXPANSIONS, MAX_RERANK_TOP_N, RERANKERS, RankingProfile
 from shared.bounds import INT32_MAX, MAX_UNIX_TIME, check_int, check_unix_time, shown
 from shared.errors import InvalidArgument
 from shared.identity import TENANT_ID, TENANT_ID_RULE
@@ -200,6 +200,17 @@ def profile(p: RankingProfile) -> None:
         raise InvalidArgument("rerank_top_n", f"must be an integer in 1..{MAX_RERANK_TOP_N}, got {p.rerank_top_n!r}")
     if not isinstance(p.rerank_weight, (int, float)) or not (0.0 <= p.rerank_weight <= 1.0):
         raise InvalidArgument("rerank_weight", f"must be in [0, 1], got {p.rerank_weight!r}")
+    if p.feedback_expansion not in FEEDBACK_EXPANSIONS:
+        raise InvalidArgument("feedback_expansion", f"{p.feedback_expansion!r} is not a feedback expansion; accepted: "
+                                                    f"{', '.join(repr(f) for f in FEEDBACK_EXPANSIONS)}")
+    if p.model_sha256 and not _SHA256.match(p.model_sha256):
+        raise InvalidArgument("model_sha256", "must be '' (no model) or 64 lowercase hex digits")
+    if isinstance(p.feature_version, bool) or not isinstance(p.feature_version, int) or not (
+            0 <= p.feature_version <= INT32_MAX) or bool(p.feature_version) != bool(p.model_sha256):
+        raise InvalidArgument("feature_version", f"must be > 0 with a model and 0 without, got {p.feature_version!r}")
+
+
+_SHA256 = re.compile(r"^[0-9a-f]{64}$")
 
 
 def feedback(target: str, target_id: str, user_id: str, comment: str) -> None:

@@ -28,7 +28,7 @@ import numpy as np
 from opentelemetry import trace
 
 from ranking import Candidates, RankingConfig, rank
-from ranking.profile import BUILTIN_PROFILE, MAX_RERANK_TOP_N, RankingProfile
+from ranking.profile import BUILTIN_PROFILE, MAX_RERANK_TOP_N, RankingProfile, refuse_model_fields
 from ranking.query_features import query_features
 from ranking.temporal import detect_temporal_intent
 from services.rag_pipeline import permissions, rerankers
@@ -41,6 +41,7 @@ from services.rag_pipeline.federation.rescore import Rescorer
 from services.rag_pipeline.federation.unify import FederatedSearch, without_local_repeats
 from services.rag_pipeline.feedback import SearchLog, SourceVoteCache, record_feedback
 from services.rag_pipeline.fetch import load_hits, load_results
+from services.rag_pipeline.learned import LearnedRanking
 from services.rag_pipeline.merge import Merged, merge, ranking_candidates
 from services.rag_pipeline.models import (
     NO_VISIBLE_SOURCES,
@@ -112,6 +113,7 @@ class RagPipeline:
         self.search_log, self.source_votes = SearchLog(knowledge, clock), SourceVoteCache(knowledge)   # feedback.py
         self._searching = 0      # searches in flight (the combined legs call is for concurrent ones)
         self._profiles: dict[tuple[str, str, str], tuple[float, RankingProfile | None]] = {}
+        self.learned = LearnedRanking(knowledge)       # a profile's learned model (learned.py)
 
     async def close(self) -> None:
         await self.search_log.close()
@@ -213,6 +215,7 @@ class RagPipeline:
         """Stored (and validated, naming the field) by the KnowledgeStore, the system of record.
         For a verified `principal`: in its tenant, and a change of a default profile needs the
         admin role (permissions.py). None = authentication is off: stored as sent."""
+        refuse_model_fields(profile)             # only `nucleus tune` names a model (the store checks again)
         with acting_for(principal):              # the store checks the same user again
             if principal is not None:
                 profile = replace(profile, tenant_id=self.tenant_for(profile.tenant_id, principal))
@@ -455,6 +458,9 @@ class RagPipeline:
             # With a re-rank, this first ranking picks the rows the model scores (_rerank).
             k = min(max(1, min(profile.rerank_top_n, MAX_RERANK_TOP_N)), len(merged)) if rerank else final_k
             ranked = rank(candidates, config, k) if merged else None
+            if merged and self.learned.wanted(profile):
+                ranked, candidates = await self.learned.apply(request.tenant_id, request.query, profile, merged,
+                                                              candidates, config, ranked, k, reasons, notes)
             span.set_attribute("nucleus.candidates", len(merged))
         t = mark("rank", t)
 

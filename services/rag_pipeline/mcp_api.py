@@ -155,6 +155,9 @@ class ProfileOut(BaseModel):
     reranker: str
     rerank_top_n: int
     rerank_weight: float
+    model_sha256: str = ""
+    feature_version: int = 0
+    feedback_expansion: str = ""
 
 
 class ProfileListOut(BaseModel):
@@ -205,7 +208,8 @@ def profile_out(p: RankingProfile) -> ProfileOut:
         fusion_method=p.fusion_method, dense_weight=p.dense_weight, recency_mode=p.recency_mode,
         recency_half_life_days=p.recency_half_life_days, reputation_prior_strength=p.reputation_prior_strength,
         is_default=p.is_default, updated_unix=p.updated_unix, reranker=p.reranker, rerank_top_n=p.rerank_top_n,
-        rerank_weight=p.rerank_weight)
+        rerank_weight=p.rerank_weight, model_sha256=p.model_sha256, feature_version=p.feature_version,
+        feedback_expansion=p.feedback_expansion)
 
 
 def register_core_tools(mcp: MCPServer, pipeline: RagPipeline, principal: Callable[[Context], Principal]) -> None:
@@ -270,6 +274,12 @@ def register_core_tools(mcp: MCPServer, pipeline: RagPipeline, principal: Callab
         = DEFAULT_RERANK_TOP_N,
         rerank_weight: Annotated[float, Field(ge=0, le=1, description="its weight in Relevancy")]
         = DEFAULT_RERANK_WEIGHT,
+        feedback_expansion: Annotated[Literal["", "rm3"], Field(description=(
+            "keyword feedback expansion: '' = off, 'rm3' (docs/RANKING.md)"))] = "",
+        model_sha256: Annotated[str, Field(description=(
+            "not accepted here (a non-empty value is refused): only `nucleus tune` names a model; "
+            "a new version of a tuned profile keeps its model"))] = "",
+        feature_version: Annotated[int, Field(description="not accepted here, as model_sha256")] = 0,
         ctx: Context | None = None,
     ) -> ProfileOut:
         async def run() -> ProfileOut:
@@ -280,7 +290,8 @@ def register_core_tools(mcp: MCPServer, pipeline: RagPipeline, principal: Callab
                 richness_weight=weights.richness, reputation_weight=weights.reputation,
                 fusion_method=fusion_method, dense_weight=dense_weight, recency_mode=recency_mode,
                 recency_half_life_days=recency_half_life_days, reputation_prior_strength=reputation_prior_strength,
-                is_default=is_default, reranker=reranker, rerank_top_n=rerank_top_n, rerank_weight=rerank_weight)
+                is_default=is_default, reranker=reranker, rerank_top_n=rerank_top_n, rerank_weight=rerank_weight,
+                feedback_expansion=feedback_expansion, model_sha256=model_sha256, feature_version=feature_version)
             return profile_out(await pipeline.put_profile(profile, who))
         return await guarded(run)
 

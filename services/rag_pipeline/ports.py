@@ -121,6 +121,10 @@ class KnowledgeSource(Protocol):
 
     async def list_profiles(self, tenant_id: str, persona_id: str = "") -> list[RankingProfile]: ...
 
+    async def get_ranking_model(self, tenant_id: str, sha256: str) -> bytes:
+        """A stored ranking model's bytes by its sha256; NotFound when there is none."""
+        ...
+
     async def record_feedback(self, tenant_id: str, target: str, target_id: str, helpful: bool,
                               user_id: str, *, search_id: str = "") -> FeedbackAck: ...
 

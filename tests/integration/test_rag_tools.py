@@ -219,6 +219,10 @@ async def test_core_tools_still_work(secure_corpus, transport):
         vote = structured(await client.call_tool("record_feedback", {
             "target_id": ranked["results"][0]["persona_knowledge_entry_id"], "helpful": True}))
         bad = await client.call_tool("search_and_rank", {"user_query_text": ""})
+        tuned_by_hand = await client.call_tool("put_ranking_profile", {      # only `nucleus tune` names a model
+            "name": name, "weights": {"relevancy": 1, "recency": 0, "richness": 0, "reputation": 0},
+            "model_sha256": "ab" * 32})
+    assert "model_sha256" in error_text(tuned_by_hand) and "nucleus tune" in error_text(tuned_by_hand)
     assert put["name"] == got["name"] == name and name in {p["name"] for p in listed["profiles"]}
     assert (got["reranker"], got["rerank_top_n"], got["rerank_weight"]) == ("", 7, 0.25)
     assert vote["feedback_helpful"] >= 1

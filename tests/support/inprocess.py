@@ -187,6 +187,13 @@ class InProcessKnowledge(_Port):
         self._enter("list_profiles")
         return await self._within(self.store.list_profiles(tenant_id, persona_id), None)
 
+    async def get_ranking_model(self, tenant_id: str, sha256: str) -> bytes:
+        self._enter("get_ranking_model")
+        raw = await self._within(self.store.get_ranking_model(tenant_id, sha256), None)
+        if raw is None:
+            raise NotFound(f"no ranking model {sha256} in tenant '{tenant_id}'")
+        return raw
+
     async def record_feedback(self, tenant_id: str, target: str, target_id: str, helpful: bool,
                               user_id: str, *, search_id: str = "") -> FeedbackAck:
         self._enter("record_feedback")

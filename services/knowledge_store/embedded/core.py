@@ -293,6 +293,16 @@ class KnowledgeStore:
         """Latest version of every profile of the tenant (of one persona when given)."""
         return await ranking_inputs.list_profiles(self._tenants, tenant_id, persona_id)
 
+    async def put_ranking_model(self, tenant_id: str, raw: bytes,
+                                profile: RankingProfile | None = None) -> tuple[str, RankingProfile | None]:
+        """Store a checked ranking model once by its sha256; given `profile`, also its next
+        version naming the model (services/knowledge_store/ranking_models.py)."""
+        return await ranking_inputs.put_ranking_model(self._tenants, tenant_id, raw, profile)
+
+    async def get_ranking_model(self, tenant_id: str, sha256: str) -> bytes | None:
+        """A stored model's bytes by its sha256, None when the tenant has no such model."""
+        return await ranking_inputs.get_ranking_model(self._tenants, tenant_id, sha256)
+
     # -- personas ----------------------------------------------------------------------------
 
     async def put_persona(self, persona: Persona) -> Persona:

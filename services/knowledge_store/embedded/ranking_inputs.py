@@ -11,10 +11,11 @@ from __future__ import annotations
 
 import asyncio
 import time
+from dataclasses import replace
 from typing import Literal
 
 from ranking.profile import RankingProfile
-from services.knowledge_store import search_log, validation
+from services.knowledge_store import ranking_models, search_log, validation
 from services.knowledge_store.embedded import storage
 from services.knowledge_store.embedded.tenants import Tenants
 from services.knowledge_store.embedded.writes import NO_CHANGE, IndexChange, write
@@ -26,17 +27,61 @@ from shared.records import FeedbackAck
 # -- ranking profiles ------------------------------------------------------------------------
 
 async def put_profile(tenants: Tenants, profile: RankingProfile) -> RankingProfile:
+    """put_ranking_profile: no model fields; the new version keeps the model of the one before."""
+    ranking_models.refuse_model_fields(profile)
+    return await _put_profile(tenants, profile, tuned=False)
+
+
+async def _put_profile(tenants: Tenants, profile: RankingProfile, *, tuned: bool,
+                       model: tuple[str, int, bytes] | None = None) -> RankingProfile:
     validation.profile(profile)
     now = int(time.time())
 
     def work(conn) -> tuple[RankingProfile, IndexChange]:
-        version = storage.ranking_inputs.insert_profile(conn, profile, now)
+        if model is not None:        # the model and the profile version naming it: one transaction
+            storage.ranking_inputs.put_model(conn, model[0], model[1], model[2], now)
+        version = storage.ranking_inputs.insert_profile(conn, profile, now, tuned=tuned)
         stored = storage.ranking_inputs.get_profile(conn, profile.tenant_id, profile.persona_id, profile.name,
                                                     version)
         assert stored is not None and stored.persona_id == profile.persona_id
         return stored, NO_CHANGE
 
     return await write(tenants, profile.tenant_id, work, create=True)
+
+
+async def put_ranking_model(tenants: Tenants, tenant_id: str, raw: bytes,
+                            profile: RankingProfile | None) -> tuple[str, RankingProfile | None]:
+    """Store a checked model once by its sha256 and, given `profile`, a new version of it naming
+    the model (ranking_models.py); returns (sha256, the stored profile version or None)."""
+    validation.tenant_id(tenant_id)
+    sha, version = ranking_models.check_model(raw)
+    if profile is not None:
+        stored = await _put_profile(tenants, ranking_models.tuned(replace(profile, tenant_id=tenant_id), sha, version),
+                                    tuned=True, model=(sha, version, bytes(raw)))
+        return sha, stored
+    now = int(time.time())
+
+    def work(conn) -> tuple[None, IndexChange]:
+        storage.ranking_inputs.put_model(conn, sha, version, bytes(raw), now)
+        return None, NO_CHANGE
+
+    await write(tenants, tenant_id, work, create=True)
+    return sha, None
+
+
+async def get_ranking_model(tenants: Tenants, tenant_id: str, sha256: str) -> bytes | None:
+    validation.tenant_id(tenant_id)
+    ranking_models.model_sha256(sha256)
+    try:
+        tenant = await tenants.get(tenant_id)
+    except NotFound:
+        return None
+
+    def read() -> bytes | None:
+        with tenant.db.read() as conn:
+            return storage.ranking_inputs.get_model(conn, sha256)
+
+    return await asyncio.to_thread(read)
 
 
 async def get_profile(tenants: Tenants, tenant_id: str, persona_id: str, name: str,

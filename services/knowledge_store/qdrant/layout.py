@@ -18,6 +18,7 @@ is sent can be inspected: local mode ignores payload indexes and shard keys).
     <prefix>_personas    payload only: persona agents' settings, one point per persona
     <prefix>_searches    payload only: the search log (../search_log.py), one point per search
     <prefix>_source_votes payload only: each user's current vote per federated source
+    <prefix>_models      payload only: ranking models (base64 JSON), one point per (tenant, sha256)
 
 Every collection has a `tenant_id` keyword payload index marked `is_tenant` (Qdrant co-locates
 a tenant's points and plans filtered searches per tenant). On a cluster the chunks collection
@@ -72,6 +73,10 @@ def term_bucket_point(tenant_id: str, bucket: int) -> str:
 
 def profile_point(tenant_id: str, persona_id: str, name: str, version: int) -> str:
     return point_id("profile", tenant_id, persona_id, name, version)
+
+
+def model_point(tenant_id: str, sha256: str) -> str:
+    return point_id("model", tenant_id, sha256)
 
 
 def persona_point(tenant_id: str, persona_id: str) -> str:
@@ -143,9 +148,13 @@ class Collections:
     def source_votes(self) -> str:
         return f"{self.prefix}_source_votes"
 
+    @property
+    def models(self) -> str:
+        return f"{self.prefix}_models"
+
     def payload_only(self) -> tuple[str, ...]:
         return (self.artifacts, self.term_stats, self.profiles, self.votes, self.feedback, self.personas,
-                self.searches, self.source_votes)
+                self.searches, self.source_votes, self.models)
 
 
 @dataclass(frozen=True)

@@ -19,6 +19,7 @@ n+1 (the last wins).
 """
 from __future__ import annotations
 
+import base64
 import time
 from dataclasses import replace
 from typing import Literal
@@ -26,7 +27,7 @@ from typing import Literal
 from qdrant_client import models as qm
 
 from ranking.profile import RankingProfile
-from services.knowledge_store import personas, profiles, validation
+from services.knowledge_store import personas, profiles, ranking_models, validation
 from services.knowledge_store.keywords import DEFAULT_BM25_WEIGHTS
 from services.knowledge_store.models import Embedder, StoreStatus, TenantCheck
 from services.knowledge_store.personas import Persona
@@ -110,10 +111,17 @@ class QdrantKnowledgeStore(Searches, Writes, FeedbackLog):
         return [profiles.upgrade_row(p.payload["row"]) for p in points]      # a point stored before: defaults
 
     async def put_profile(self, profile: RankingProfile) -> RankingProfile:
+        """put_ranking_profile: no model fields; the new version keeps the model of the one before."""
+        ranking_models.refuse_model_fields(profile)
+        return await self._put_profile(profile, tuned=False)
+
+    async def _put_profile(self, profile: RankingProfile, *, tuned: bool) -> RankingProfile:
         validation.profile(profile)
         await self._ensure()
         tenant_id = profile.tenant_id
         rows = await self._profile_rows(tenant_id, profile.persona_id)
+        if not tuned:
+            profile = profiles.keep_model(rows, profile)
         version = profiles.next_version(rows, profile.persona_id, profile.name)
         row = profiles.row_of(profile, version, int(time.time()), time.time_ns())
         await self._call("upsert", collection_name=self._names.profiles, wait=True, points=[qm.PointStruct(
@@ -140,6 +148,32 @@ class QdrantKnowledgeStore(Searches, Writes, FeedbackLog):
         await self._ensure()
         rows = await self._profile_rows(tenant_id)
         return profiles.list_profiles(rows, tenant_id, persona_id)
+
+    async def put_ranking_model(self, tenant_id: str, raw: bytes,
+                                profile: RankingProfile | None = None) -> tuple[str, RankingProfile | None]:
+        """The embedded backend's contract: the model once by its sha256 (a deterministic point:
+        storing it again rewrites the same point), written before the profile version naming it."""
+        validation.tenant_id(tenant_id)
+        sha, version = ranking_models.check_model(raw)
+        await self._ensure()
+        await self._call("upsert", collection_name=self._names.models, wait=True, points=[qm.PointStruct(
+            id=layout.model_point(tenant_id, sha), vector={},
+            payload={"tenant_id": tenant_id, "sha256": sha, "feature_version": version,
+                     "model": base64.b64encode(bytes(raw)).decode("ascii"), "created_unix": int(time.time())})])
+        if profile is None:
+            return sha, None
+        return sha, await self._put_profile(ranking_models.tuned(replace(profile, tenant_id=tenant_id), sha, version),
+                                            tuned=True)
+
+    async def get_ranking_model(self, tenant_id: str, sha256: str) -> bytes | None:
+        validation.tenant_id(tenant_id)
+        ranking_models.model_sha256(sha256)
+        await self._ensure()
+        points = await self._call("retrieve", collection_name=self._names.models,
+                                  ids=[layout.model_point(tenant_id, sha256)], with_payload=True)
+        if not points or points[0].payload.get("tenant_id") != tenant_id:
+            return None
+        return base64.b64decode(points[0].payload["model"])
 
     # -- personas ----------------------------------------------------------------------------
 

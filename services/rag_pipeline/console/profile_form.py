@@ -17,13 +17,14 @@ from dataclasses import dataclass, fields
 from typing import Any, Mapping
 
 from ranking.config import FUSIONS, RECENCY_MODES
-from ranking.profile import RankingProfile
+from ranking.profile import FEEDBACK_EXPANSIONS, MODEL_FIELDS, RankingProfile
 from shared.errors import NucleusError
 
 #: Fields the store sets (or the session decides), never the form.
-NOT_EDITED = ("tenant_id", "version", "updated_unix")
+NOT_EDITED = ("tenant_id", "version", "updated_unix", *MODEL_FIELDS)
 #: Fields whose values are one of a list (the rest are free text, numbers or flags).
-CHOICES: dict[str, tuple[str, ...]] = {"fusion_method": FUSIONS, "recency_mode": RECENCY_MODES}
+CHOICES: dict[str, tuple[str, ...]] = {"fusion_method": FUSIONS, "recency_mode": RECENCY_MODES,
+                                       "feedback_expansion": FEEDBACK_EXPANSIONS}
 MAX_TEXT = 128
 
 
@@ -85,6 +86,9 @@ def parse_profile(tenant: str, form: Mapping[str, Any]) -> tuple[RankingProfile 
             values[field.name] = _value(field, None if raw is None else str(raw))
         except ValueError as err:
             errors[field.name] = str(err)
+    for name in MODEL_FIELDS:          # a model is named only by `nucleus tune`; an edit keeps it
+        if str(form.get(name) or "").strip() not in ("", "0"):
+            errors[name] = "is set only by `nucleus tune`, never by the profile editor"
     if errors:
         return None, errors
     return RankingProfile(tenant_id=tenant, **values), {}

@@ -459,3 +459,38 @@ async def test_quoted_phrase_scores_alike_on_both_backends(tmp_path):
     finally:
         for store in stores.values():
             store.close()
+
+
+async def test_a_ranking_model_is_stored_once_by_hash_and_named_only_through_put_ranking_model(store):
+    import hashlib as _hashlib
+    import pickle
+
+    from ranking.trees import MAX_MODEL_BYTES
+    from tests.support.ranking_models import linear_model
+    tenant = "models"
+    raw = linear_model(0.25)
+    sha = _hashlib.sha256(raw).hexdigest()
+    base = await store.put_profile(RankingProfile(tenant_id=tenant, name="default", recency_weight=0.3))
+    again, stored = await store.put_ranking_model(tenant, raw, replace(base, feedback_expansion="rm3"))
+    assert again == sha and (stored.model_sha256, stored.feature_version, stored.version) == (sha, 1, 2)
+    assert stored.feedback_expansion == "rm3"
+    assert await store.put_ranking_model(tenant, raw) == (sha, None)                  # stored once: same hash
+    assert await store.get_ranking_model(tenant, sha) == raw                          # round trip by hash
+    assert await store.get_ranking_model("models-other", sha) is None                 # per tenant
+    assert await store.get_ranking_model(tenant, "0" * 64) is None
+    # a weight edit through put_profile keeps the model; put_profile naming a model is refused
+    edited = await store.put_profile(RankingProfile(tenant_id=tenant, name="default", recency_weight=0.6))
+    assert (edited.version, edited.model_sha256, edited.feature_version) == (3, sha, 1)
+    for field, value in (("model_sha256", sha), ("feature_version", 1)):
+        with pytest.raises(InvalidArgument, match=field):
+            await store.put_profile(RankingProfile(tenant_id=tenant, name="default", **{field: value}))
+    listed = await store.list_profiles(tenant)
+    assert [(p.version, p.model_sha256) for p in listed] == [(3, sha)]               # the hash, not the bytes
+    # tampered, oversized and pickled models are refused, nothing written
+    for bad, why in ((raw.replace(b'"top_n": 30', b'"top_n": 300'), "top_n"),
+                     (b"{" + b" " * MAX_MODEL_BYTES + b"}", "bytes"),
+                     (pickle.dumps({"format": "nucleus-ranker"}), "pickle"),
+                     (linear_model(feature_version=99), "feature_version")):
+        with pytest.raises(InvalidArgument, match=why):
+            await store.put_ranking_model(tenant, bad, edited)
+    assert (await store.get_profile(tenant, "", "default")).version == 3

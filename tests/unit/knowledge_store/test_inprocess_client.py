@@ -25,6 +25,7 @@ from shared.auth.service_identity import ensure_identities
 from shared.errors import NucleusError, PermissionDenied, Unauthenticated
 from shared.identity import ADMIN, OPERATOR, Principal, acting_for
 from shared.records import SearchFilters
+from tests.support.ranking_models import linear_model
 from tests.unit.knowledge_store.helpers import HashEmbedder, doc, settings_for
 
 TENANT = "acme"
@@ -87,6 +88,7 @@ def _calls(client) -> dict[str, object]:
         "default profile": lambda: client.put_profile(RankingProfile(tenant_id=TENANT, name="default",
                                                                      is_default=True)),
         "feedback": lambda: client.record_feedback(TENANT, "artifact", "public", True, "someone-else"),
+        "ranking model": lambda: client.put_ranking_model(TENANT, linear_model()),
     }
 
 
@@ -131,6 +133,18 @@ async def test_the_policy_is_applied_in_process_not_just_mirrored(both):
         with pytest.raises(PermissionDenied, match="tenant"):
             await local.stats("globex")
     assert sorted(h.artifact.artifact_id for h in hits) == ["lab-only", "public"]
+
+
+async def test_only_a_tenant_admin_or_an_operator_stores_a_ranking_model(both):
+    remote, _, _, _ = both
+    answers = {}
+    for who in USERS:
+        with acting_for(USERS[who]):
+            answers[who] = await _outcome(lambda: remote.put_ranking_model(TENANT, linear_model()))
+    refused = {who for who, a in answers.items() if a == "PermissionDenied"}
+    assert set(answers) - refused == {"admin"}, answers         # as for any tenant-wide write (delete)
+    with acting_for(USERS["no groups"]):                 # any user of the tenant reads it (to be served)
+        assert await remote.get_ranking_model(TENANT, answers["admin"][0]) == linear_model()
 
 
 async def test_with_authentication_on_a_call_without_a_caller_is_refused(both):

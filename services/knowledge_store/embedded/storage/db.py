@@ -36,8 +36,9 @@ from shared.errors import FailedPrecondition, NucleusError, Unavailable
 
 log = logging.getLogger(__name__)
 
-SCHEMA_VERSION = 4            # 2: `votes`, one vote per user per artifact; 3: row checksums (rowsums.py);
-                              # 4: a profile's re-rank fields (ranking_inputs.add_rerank_columns)
+SCHEMA_VERSION = 5            # 2: `votes`, one vote per user per artifact; 3: row checksums (rowsums.py);
+                              # 4: a profile's re-rank fields (ranking_inputs.add_rerank_columns);
+                              # 5: a profile's learned-ranking fields (add_model_columns), `ranking_models`
 DB_FILE = "store.sqlite"
 
 _SCHEMA = """
@@ -109,10 +110,20 @@ CREATE TABLE IF NOT EXISTS profiles (
     reranker                  TEXT NOT NULL DEFAULT '',
     rerank_top_n              INTEGER NOT NULL DEFAULT 20,
     rerank_weight             REAL NOT NULL DEFAULT 0.5,
+    model_sha256              TEXT NOT NULL DEFAULT '',
+    feature_version           INTEGER NOT NULL DEFAULT 0,
+    feedback_expansion        TEXT NOT NULL DEFAULT '',
     is_default                INTEGER NOT NULL,
     updated_unix              INTEGER NOT NULL,
     UNIQUE (persona_id, name, version)
 );
+
+CREATE TABLE IF NOT EXISTS ranking_models (
+    sha256          TEXT PRIMARY KEY,
+    feature_version INTEGER NOT NULL,
+    model           BLOB NOT NULL,
+    created_unix    INTEGER NOT NULL
+) WITHOUT ROWID;
 
 CREATE TABLE IF NOT EXISTS feedback (
     id           INTEGER PRIMARY KEY AUTOINCREMENT,
@@ -182,7 +193,7 @@ CREATE TABLE IF NOT EXISTS source_votes (
 
 # Schema version -> the step that brings an older database up to it, keeping its data.
 _MIGRATIONS = {2: ranking_inputs.keep_one_vote_per_user, 3: rowsums.add_columns,
-               4: ranking_inputs.add_rerank_columns}
+               4: ranking_inputs.add_rerank_columns, 5: ranking_inputs.add_model_columns}
 
 
 # -- tenant directories ----------------------------------------------------------------------

@@ -29,16 +29,28 @@ def profile_rows(conn: sqlite3.Connection) -> list[tuple]:
 def add_rerank_columns(conn: sqlite3.Connection) -> None:
     """Schema 3 -> 4: a profile's re-rank fields, with the defaults every older profile keeps
     (no re-ranker: re-ranking stays off)."""
+    _add_columns(conn, ("reranker", "rerank_top_n", "rerank_weight"))
+
+
+def add_model_columns(conn: sqlite3.Connection) -> None:
+    """Schema 4 -> 5: a profile's learned-ranking fields, with the defaults every older profile
+    keeps (no model, no feedback expansion); the `ranking_models` table is made by the schema."""
+    _add_columns(conn, ("model_sha256", "feature_version", "feedback_expansion"))
+
+
+def _add_columns(conn: sqlite3.Connection, names: tuple[str, ...]) -> None:
     have = {r[1] for r in conn.execute("PRAGMA table_info(profiles)")}
-    types = {"reranker": "TEXT", "rerank_top_n": "INTEGER", "rerank_weight": "REAL"}
-    for name, default in profiles.ADDED_FIELDS.items():
+    for name in names:
         if name not in have:
-            conn.execute(f"ALTER TABLE profiles ADD COLUMN {name} {types[name]} NOT NULL "
-                         f"DEFAULT {profiles.sql_literal(default)}")
+            conn.execute(f"ALTER TABLE profiles ADD COLUMN {name} {profiles.ADDED_TYPES[name]} NOT NULL "
+                         f"DEFAULT {profiles.sql_literal(profiles.ADDED_FIELDS[name])}")
 
 
-def insert_profile(conn: sqlite3.Connection, p: RankingProfile, updated_unix: int) -> int:
-    """Store `p` as the next version of (persona, name); returns that version."""
+def insert_profile(conn: sqlite3.Connection, p: RankingProfile, updated_unix: int, *, tuned: bool = False) -> int:
+    """Store `p` as the next version of (persona, name); returns that version. Not `tuned` (put_ranking_profile):
+    the version keeps the model fields of the one before (profiles.keep_model)."""
+    if not tuned:
+        p = profiles.keep_model(profile_rows(conn), p)
     version = profiles.next_version(conn.execute("SELECT persona_id, name, version FROM profiles WHERE "
                                                  "persona_id = ? AND name = ?", (p.persona_id, p.name)),
                                     p.persona_id, p.name)
@@ -59,6 +71,21 @@ def get_profile(conn: sqlite3.Connection, tenant_id: str, persona_id: str, name:
 def list_profiles(conn: sqlite3.Connection, tenant_id: str, persona_id: str) -> list[RankingProfile]:
     """Latest version of every profile (of one persona when `persona_id` is set)."""
     return profiles.list_profiles(profile_rows(conn), tenant_id, persona_id)
+
+
+def put_model(conn: sqlite3.Connection, sha256: str, feature_version: int, raw: bytes, now: int) -> bool:
+    """Store a checked model once by its hash; True when it was not stored before."""
+    cur = conn.execute("INSERT OR IGNORE INTO ranking_models(sha256, feature_version, model, created_unix) "
+                       "VALUES (?, ?, ?, ?)", (sha256, feature_version, bytes(raw), now))
+    return cur.rowcount == 1
+
+
+def get_model(conn: sqlite3.Connection, sha256: str) -> bytes | None:
+    try:
+        row = conn.execute("SELECT model FROM ranking_models WHERE sha256 = ?", (sha256,)).fetchone()
+    except sqlite3.OperationalError:          # a database served read-only, not migrated: no models
+        return None
+    return bytes(row[0]) if row else None
 
 
 # -- feedback --------------------------------------------------------------------------------

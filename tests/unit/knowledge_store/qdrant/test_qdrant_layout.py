@@ -53,7 +53,7 @@ def test_cluster_plan_marks_tenants_and_creates_shard_keys(cluster_store):
                       and c.kwargs["field_schema"].is_tenant}
     assert tenant_indexes == {"nucleus_chunks", "nucleus_artifacts", "nucleus_term_stats", "nucleus_profiles",
                               "nucleus_votes", "nucleus_feedback", "nucleus_personas",
-                              "nucleus_searches", "nucleus_source_votes"}
+                              "nucleus_searches", "nucleus_source_votes", "nucleus_models"}
     assert cluster_store._shard("big-co") == "big-co" and cluster_store._shard("small") == "default"
     [text] = [c.kwargs for c in plan if c.method == "create_payload_index" and c.kwargs["field_name"] == "text"]
     assert text["collection_name"] == "nucleus_chunks"                  # quoted phrases' candidates

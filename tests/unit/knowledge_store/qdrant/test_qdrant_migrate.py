@@ -12,6 +12,7 @@ from ranking.profile import RankingProfile
 from services.knowledge_store.embedded.core import KnowledgeStore
 from services.knowledge_store.qdrant import QdrantKnowledgeStore
 from shared.records import SearchFilters, SearchLogItem, SearchLogRecord
+from tests.support.ranking_models import linear_model
 from tests.unit.knowledge_store.helpers import HashEmbedder, doc, settings_for
 
 TEXTS = ["Volcanic eruptions release sulfur dioxide that cools the climate.",
@@ -27,6 +28,7 @@ async def test_migrate_resumes_then_copies_everything_and_agrees(tmp_path, capsy
     await source.ingest("acme", "", [doc(f"d{i}", t, title=f"Doc {i}", tags=("t",) if i % 2 else ())
                                      for i, t in enumerate(TEXTS)])
     await source.put_profile(RankingProfile(tenant_id="acme", name="fresh", recency_weight=0.4))
+    sha, _ = await source.put_ranking_model("acme", linear_model(), RankingProfile(tenant_id="acme", name="tuned"))
     await source.record_feedback("acme", "artifact", "d1", True, "u1")
     await source.record_source_feedback("acme", "legal", "legal:x", False, "u1")
     search = SearchLogRecord("acme", "s" * 24, "u2", int(time.time()), "0" * 64, (SearchLogItem("d2#0", "d2", 1),))
@@ -61,6 +63,8 @@ async def test_migrate_resumes_then_copies_everything_and_agrees(tmp_path, capsy
         assert [h.entry.id for h in got] == [h.entry.id for h in want]
         assert [h.score for h in got] == pytest.approx([h.score for h in want], rel=1e-5)
         assert (await target.get_profile("acme", "", "fresh")).recency_weight == 0.4
+        assert (await target.get_profile("acme", "", "tuned")).model_sha256 == sha         # and the model it names
+        assert await target.get_ranking_model("acme", sha) == linear_model()
         d1 = [h for h in got if h.entry.artifact_id == "d1"]
         assert d1 and d1[0].artifact.feedback_helpful == 1
         ack = await target.record_feedback("acme", "artifact", "d1", False, "u1")        # the copied vote counts

@@ -58,3 +58,13 @@ def test_float32_noise_is_neither_shown_nor_a_change():
     v1 = RankingProfile(tenant_id="acme", name="p", version=1, relevancy_weight=0.699999988079071)
     assert form_values(v1)["relevancy_weight"] == 0.7
     assert diff(replace(v1, relevancy_weight=0.7), v1) == []
+
+
+def test_the_editor_never_sets_a_model_and_a_form_naming_one_is_refused_on_that_field():
+    listed = {f.name: f for f in editable_fields()}
+    assert "model_sha256" not in listed and "feature_version" not in listed
+    assert listed["feedback_expansion"].kind == "choice" and listed["feedback_expansion"].choices == ("", "rm3")
+    form = {k: str(v) for k, v in form_values(None).items() if k != "is_default"}
+    for field, value in (("model_sha256", "ab" * 32), ("feature_version", "1")):
+        profile, errors = parse_profile("acme", {**form, field: value})
+        assert profile is None and "nucleus tune" in errors[field]

@@ -1,0 +1,107 @@
+"""What a profile's learned model costs a SearchAndRank through the running stack (issue 32).
+
+    python -m lab.learned_serving --data-dir DIR --tenant scifact --dataset ../shared/data/scifact
+
+On a stack that already holds the dataset's corpus (e.g. a copy of `nucleus bench`'s
+.bench-cache/stack-data, started with `nucleus --data-dir DIR up --detach --ephemeral-ports`):
+the judged queries are captured through the serving code as `nucleus tune` does (cli/tune.py),
+a LambdaMART model of 100 trees over the top 100 is trained on all of them and stored with
+PutRankingModel as the profile "learned-cost" (a copy of the default profile naming it) — this
+WRITES to the stack: use a copy. Then every query is sent to the RAGPipeline (gRPC, operator)
+with the default profile and with "learned-cost", alternating, each timing the best of ROUNDS;
+printed: p50 of each, p50 of the per-query difference, and whether every learned answer was
+served by the model (not degraded). The model's quality is not measured here (it has seen the
+queries): `nucleus tune` reports that, held out.
+"""
+from __future__ import annotations
+
+import argparse
+import asyncio
+import time
+from dataclasses import replace
+from pathlib import Path
+
+import numpy as np
+
+from benchmarks.beir import load_dataset
+from cli.stack import credentials, target, tls_ca
+from cli.tune import _prepare
+from nucleus.v1 import common_pb2 as pb
+from nucleus.v1 import rag_pipeline_pb2 as rag_pb
+from nucleus.v1 import rag_pipeline_pb2_grpc as rag_grpc
+from services.knowledge_store.client import KnowledgeStoreClient
+from services.rag_pipeline.learning.crossval import Learner, Setting
+from services.rag_pipeline.learning.train import fit
+from shared.grpc_client import aio_channel
+
+ROUNDS = 3
+PROFILE = "learned-cost"
+
+
+async def _store(args, raw: bytes, current) -> str:
+    ks = KnowledgeStoreClient(target(args, "knowledge_store"), timeout_s=30.0,
+                              interceptors=credentials(args, "knowledge_store"), tls_ca_file=tls_ca(args))
+    try:
+        profile = replace(current, name=PROFILE, version=0, is_default=False, model_sha256="", feature_version=0)
+        sha, stored = await ks.put_ranking_model(args.tenant, raw, profile)
+        print(f"stored model {sha[:12]} ({len(raw)} B) as profile '{stored.name}' v{stored.version}")
+        return sha
+    finally:
+        await ks.close()
+
+
+async def _time(args, queries: list[str]) -> None:
+    async with aio_channel(target(args, "rag_pipeline"), credentials(args, "rag_pipeline"),
+                           tls_ca_file=tls_ca(args)) as channel:
+        stub = rag_grpc.RagPipelineStub(channel)
+
+        async def one(text: str, profile: str) -> tuple[float, rag_pb.SearchAndRankResponse]:
+            t0 = time.perf_counter()
+            r = await stub.SearchAndRank(rag_pb.SearchAndRankRequest(
+                tenant_id=args.tenant, user_query_text=text, top_k_initial_retrieve=100, top_k_final_rank=10,
+                ranking_prefs=pb.RankingPreferences(profile_name=profile)), timeout=30)
+            return time.perf_counter() - t0, r
+
+        for text in queries[:5]:                         # warm up: the model is read and cached once
+            await one(text, PROFILE)
+            await one(text, "")
+        base, learned, served = [], [], 0
+        for text in queries:
+            best = [float("inf"), float("inf")]
+            for _ in range(ROUNDS):
+                for profile in (("", PROFILE) if len(base) % 2 == 0 else (PROFILE, "")):
+                    seconds, r = await one(text, profile)
+                    slot = 0 if profile == "" else 1
+                    best[slot] = min(best[slot], seconds)
+                    if slot == 1 and not r.degraded and "learned=trees" in r.debug_information:
+                        served += 1
+            base.append(best[0])
+            learned.append(best[1])
+    ms = lambda v: float(np.median(v) * 1000.0)  # noqa: E731
+    diff = np.asarray(learned) - np.asarray(base)
+    print(f"{len(queries)} queries, best of {ROUNDS}: SearchAndRank p50 default {ms(base):.2f} ms, "
+          f"learned {ms(learned):.2f} ms, per-query difference p50 {ms(diff):+.2f} ms; "
+          f"served by the model {served}/{len(queries) * ROUNDS}")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--data-dir", required=True)
+    parser.add_argument("--tenant", required=True)
+    parser.add_argument("--dataset", type=Path, required=True)
+    parser.add_argument("--split", default="test")
+    args = parser.parse_args()
+    args.profile, args.knowledge_store_target, args.llm_orchestration_target = "", None, None
+    args.rag_pipeline_target = None
+    dataset = load_dataset(args.dataset, args.split)
+    qids = [q for q in sorted(dataset.qrels) if q in dataset.queries]
+    current, prepared = asyncio.run(_prepare(args, dataset, qids))
+    learner = Learner(lambda qid, feedback: prepared[qid], dataset.qrels, [Setting("trees", 100)])
+    raw, model, _ = fit("trees", learner.rows(qids, Setting("trees", 100)), 100, rounds=100)
+    print(f"trained: {len(model.forest.roots)} trees over the top {model.top_n}")
+    asyncio.run(_store(args, raw, current))
+    asyncio.run(_time(args, [dataset.queries[q] for q in qids]))
+
+
+if __name__ == "__main__":
+    main()
