@@ -165,7 +165,12 @@ async def test_concurrent_deletes_and_upserts_never_surface_a_vanished_entry(pip
             i += 1
 
     async def reader() -> list[SearchResponse]:
-        return [await search(pipeline, k=4) for _ in range(25)]
+        # At least 25 searches each, and on until the writers have interleaved enough writes (a
+        # loaded machine, or searches that also log, can otherwise finish before the writers run).
+        answers: list[SearchResponse] = []
+        while len(answers) < 25 or (writes <= 20 and len(answers) < 500):
+            answers.append(await search(pipeline, k=4))
+        return answers
 
     writers = [asyncio.create_task(writer(n)) for n in range(4)]
     try:
