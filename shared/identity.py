@@ -45,6 +45,21 @@ class Principal:
 ADMIN = "admin"
 #: The stack's operator (the `nucleus` CLI's own key): its principal name, role and auth method.
 OPERATOR = "operator"
+#: A service's call made for a verified operator (the RAGPipeline serving the operator's console
+#: session) says so: the service token's claim and the callee's `Principal.extra` key. It grants no
+#: role: the callee still sees the calling service, and only a policy that names it honours it
+#: (the KnowledgeStore's storage condition, `caller_policy.store_status`).
+FOR_OPERATOR = "for_operator"
+
+
+def is_verified_operator(principal: Principal | None) -> bool:
+    """The operator's own token verified it (only the operator's key gives the operator role)."""
+    return principal is not None and principal.auth_method == OPERATOR and principal.has_role(OPERATOR)
+
+
+def relays_operator(principal: Principal | None) -> bool:
+    """A calling service that verified the operator and works for it (never a user's assertion)."""
+    return principal is not None and principal.auth_method == "service" and principal.extra.get(FOR_OPERATOR) == "1"
 
 
 def local_principal() -> Principal:

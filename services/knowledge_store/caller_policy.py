@@ -4,6 +4,9 @@ rules and session tags; the store only holds every call to its caller's tenant a
 
     no verified caller       authentication is off (development stack): served as sent
     operator                 any call; an operator token that names a tenant is held to it
+    service for the operator the RAGPipeline serving the verified operator (`for_operator`): a
+                             service in every respect except the store's condition, which it
+                             reads whole as the operator would (`nucleus status`)
     service (rag_pipeline)   stats and ranking profiles; reads for no user see only what every
                              user of the tenant sees (artifacts without visibility groups)
     on behalf of a user      searches and entries of the user's tenant, filtered to the user's
@@ -19,7 +22,7 @@ from __future__ import annotations
 from dataclasses import replace
 
 from shared.errors import PermissionDenied
-from shared.identity import ADMIN, OPERATOR, Principal
+from shared.identity import ADMIN, OPERATOR, Principal, relays_operator
 from shared.records import Hit, SearchFilters
 
 
@@ -84,9 +87,10 @@ def profile_write(p: Principal | None, requested: str, is_default: bool, name: s
 
 def store_status(p: Principal | None) -> str | None:
     """The store's status names every tenant's problems: the whole of it for operators (or with
-    authentication off: None); a user with the admin role of a tenant gets that tenant's view
+    authentication off: None), and for a service calling for the operator it verified (the
+    console's tenant page); a user with the admin role of a tenant gets that tenant's view
     (`StoreStatus.for_tenant`: the tenant id is returned); anybody else is refused."""
-    if p is None or p.has_role(OPERATOR):
+    if p is None or p.has_role(OPERATOR) or relays_operator(p):
         return None
     if _is_user(p) and p.has_role(ADMIN) and p.tenant_id:
         return p.tenant_id

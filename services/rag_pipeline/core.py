@@ -240,9 +240,9 @@ class RagPipeline:
             return await self._ks.stats(tenant_id)
 
     async def store_status(self, principal: Principal | None) -> StoreStatus:
-        """The store's storage condition, asked for `principal`: the pipeline never asserts the
-        operator role, so the store answers an admin with its own tenant's view
-        (`StoreStatus.for_tenant`) and anybody else with PermissionDenied."""
+        """The store's storage condition, asked for `principal`: the whole of it for the verified
+        operator (the call says `for_operator`, never the role), an admin its own tenant's view
+        (`StoreStatus.for_tenant`), anybody else PermissionDenied."""
         with acting_for(principal):
             return await self._ks.store_status()
 

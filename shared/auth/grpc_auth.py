@@ -11,7 +11,8 @@ Client side, `signing_interceptors(signer, audience)` (unary calls and calls wit
 reply) add `authorization: Bearer <token>` to every call: an on-behalf-of assertion when the
 work is done for an end user (`shared.identity.on_behalf_of`: the user a request is served
 for), else the caller's own
-service token (an operator's or a service's call stays the service's own).
+service token (an operator's or a service's call stays the service's own; for a verified operator
+it says `for_operator`, which grants no role: `shared.identity.FOR_OPERATOR`).
 """
 from __future__ import annotations
 
@@ -24,7 +25,7 @@ from shared.auth.service_identity import ServiceSigner
 from shared.errors import NucleusError, Unauthenticated
 from shared.grpc_errors import grpc_status
 from shared.grpc_handlers import split_method, wrap_unary, wrap_unary_stream
-from shared.identity import OPERATOR, Principal, on_behalf_of, serving
+from shared.identity import OPERATOR, Principal, is_verified_operator, on_behalf_of, serving
 
 log = logging.getLogger(__name__)
 
@@ -100,7 +101,8 @@ class _Signing:
     def _signed(self, client_call_details: Any) -> Any:
         user = on_behalf_of()
         asserted = user is not None and bool(user.tenant_id) and user.auth_method not in ("service", OPERATOR)
-        token = self._signer.token(self._audience, user if asserted else None)
+        token = self._signer.token(self._audience, user if asserted else None,
+                                   for_operator=is_verified_operator(user))
         metadata = grpc.aio.Metadata()
         for key, value in client_call_details.metadata or ():
             if key != "authorization":

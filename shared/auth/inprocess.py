@@ -12,7 +12,9 @@ policy, so `InProcessCaller.principal()` makes the principal the verifier would 
     work done for an end user              the on-behalf-of principal: the user's tenant,
                                            groups, session tags and roles (never the operator
                                            role), auth_method "on_behalf_of"
-    otherwise                              the calling service itself ("service:<name>")
+    otherwise                              the calling service itself ("service:<name>"),
+                                           marked `for_operator` when the work is for the
+                                           verified operator (as the signed token's claim)
 
 `serving_as(principal)` then runs the callee's code with that principal as
 `shared.identity.verified_caller()` (and as the user its own outgoing calls act for), exactly as
@@ -29,7 +31,7 @@ from typing import Any
 
 from shared.auth.service_identity import CALLERS
 from shared.errors import DeadlineExceeded, PermissionDenied, Unauthenticated
-from shared.identity import OPERATOR, Principal, acting_for, on_behalf_of, serving
+from shared.identity import FOR_OPERATOR, OPERATOR, Principal, acting_for, is_verified_operator, on_behalf_of, serving
 
 
 @dataclass(frozen=True, slots=True)
@@ -55,8 +57,11 @@ class InProcessCaller:
                              session_tags=user.session_tags, roles=tuple(r for r in user.roles if r != OPERATOR),
                              auth_method="on_behalf_of", key_id=f"in-process:{self.service}",
                              extra={"service": self.service})
+        extra = {"service": self.service}
+        if is_verified_operator(user):
+            extra[FOR_OPERATOR] = "1"           # as the signed token's claim: no role, a marker
         return Principal(tenant_id="", user_id=f"service:{self.service}", auth_method="service",
-                         key_id=f"in-process:{self.service}", extra={"service": self.service})
+                         key_id=f"in-process:{self.service}", extra=extra)
 
 
 @contextmanager

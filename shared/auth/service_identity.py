@@ -10,6 +10,9 @@ caller, one of:
     on-behalf-of     iss = the caller, aud = the callee, sub = the end user, with    (2 minutes)
                      tenant, groups, session_tags, roles and act = {"sub": caller}
     operator token   iss = sub = "operator", aud = the callee, optionally a tenant   (1 hour)
+    for the operator a service token with `for_operator: true`: the caller verified the operator's
+                     own token and works for it; the callee sees the calling service (no role),
+                     marked `extra["for_operator"]`, which only a policy naming it honours
 
 The end user's own credential never travels (no token passthrough): RAGPipeline verifies it
 and then asserts the user with its own key. The callee accepts a token only if its key id is
@@ -40,7 +43,7 @@ from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey,
 
 from shared.auth.verifier import TokenRejected
 from shared.errors import InvalidArgument, PermissionDenied, Unauthenticated
-from shared.identity import ADMIN, OPERATOR, TENANT_ID, Principal
+from shared.identity import ADMIN, FOR_OPERATOR, OPERATOR, TENANT_ID, Principal
 from shared.telemetry.prometheus import count_refusal
 
 log = logging.getLogger(__name__)
@@ -173,14 +176,17 @@ class ServiceSigner:
             raise InvalidArgument("identity_dir", f"{path} is not an Ed25519 key of {name!r}")
         return cls(name, key, str(meta["kid"]), **kw)
 
-    def token(self, audience: str, acting_for: Principal | None = None, *, tenant: str = "") -> str:
-        """The bearer token for one call to `audience`, as this principal or for `acting_for`."""
+    def token(self, audience: str, acting_for: Principal | None = None, *, tenant: str = "",
+              for_operator: bool = False) -> str:
+        """The bearer token for one call to `audience`, as this principal or for `acting_for`;
+        `for_operator`: a service's call for the operator it verified (module docstring)."""
+        for_operator = for_operator and acting_for is None and self.name != OPERATOR
         if acting_for is not None:
             ident = (audience, acting_for.tenant_id, acting_for.user_id, acting_for.groups,
                      acting_for.session_tags, acting_for.roles)
             ttl = OBO_TTL_S
         else:
-            ident = (audience, tenant)
+            ident = (audience, tenant, for_operator)
             ttl = OPERATOR_TTL_S if self.name == OPERATOR else SERVICE_TTL_S
         now = self._now()
         with self._lock:
@@ -197,6 +203,8 @@ class ServiceSigner:
             claims["sub"] = self.name
             if tenant:
                 claims["tenant"] = tenant
+            if for_operator:
+                claims[FOR_OPERATOR] = True
         token = jwt.encode(claims, self._key, algorithm=ALGORITHM, headers={"kid": self.kid})
         with self._lock:
             self._cache[ident] = (token, now + ttl)
@@ -337,8 +345,12 @@ def _principal(claims: dict[str, Any], owner: str, kid: str) -> Principal:
     if owner == OPERATOR:
         return Principal(tenant_id=tenant, user_id=OPERATOR, roles=(ADMIN, OPERATOR), auth_method=OPERATOR,
                          key_id=kid, extra={"service": OPERATOR})
-    return Principal(tenant_id="", user_id=f"service:{owner}", auth_method="service", key_id=kid,
-                     extra={"service": owner})
+    extra = {"service": owner}
+    if FOR_OPERATOR in claims:
+        if claims[FOR_OPERATOR] is not True:
+            raise TokenRejected("claims", f"the service token's {FOR_OPERATOR} claim must be true when present")
+        extra[FOR_OPERATOR] = "1"               # the caller verified the operator; grants no role
+    return Principal(tenant_id="", user_id=f"service:{owner}", auth_method="service", key_id=kid, extra=extra)
 
 
 def bearer(metadata: dict[str, str]) -> str:

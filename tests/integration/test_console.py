@@ -374,6 +374,9 @@ async def test_the_operator_reads_search_traces_across_services_and_the_admin_th
         assert bars.count() == len(names) and float(bars.first.get_attribute("width")) > 0
         browser.shot(page, "10-trace-waterfall")
         assert page.goto(f"{base}/console/traces/not-a-trace").status == 400
+        assert page.goto(f"{base}/console/admin/tenant?tenant=acme").status == 200
+        assert page.inner_text("#storage").startswith("storage ")      # the store answered the operator ...
+        assert page.inner_text("#data-dir").strip()                    # ... with the whole condition
         ctx.close()
 
         ctx, page = login(browser, base, admin)

@@ -130,19 +130,20 @@ async def put_profile(pipeline: RagPipeline, principal: Principal, *, tenant: st
 async def tenant(pipeline: RagPipeline, principal: Principal, tenant_id: str,
                  data_dir: Path | None = None) -> dict[str, Any]:
     """The tenant's stats (GetTenantStats through the core, asked for the principal) and the store's
-    condition as the store gives it to the principal (an admin: its tenant's view; with the operator's
-    credential the pipeline asks as the operator's user, which the store refuses: the page says where
-    to read it). Only the tenant's problems are shown, and whether the tenant is open or evicted."""
+    condition as the store gives it to the principal (an admin: its tenant's view; the operator: the
+    whole of it, every tenant's problems; a refusal: the page says where to read it), and whether the
+    tenant is open or evicted."""
     stats = await pipeline.tenant_stats(tenant_id, principal)
     condition, refused = None, ""
     try:
         status = await pipeline.store_status(principal)
     except PermissionDenied:
-        refused = "the store gives its storage condition to operator credentials only: run `nucleus status`"
+        refused = "the store gives its storage condition to the operator and tenant admins only: run `nucleus status`"
     else:
         problems = [p for p in status.problems if p.tenant_id == stats.tenant_id or principal.has_role(OPERATOR)]
         memory = dict(status.tenants)
         condition = {"state": status.state, "read_only": status.read_only, "free_bytes": status.free_bytes,
+                     "data_dir": status.data_dir, "scrub": status.scrub,       # "" in a tenant admin's view
                      "total_bytes": status.total_bytes, "problems": problems, "open_tenants": status.open_tenants,
                      "repaired_rows": status.repaired_rows, "open": stats.tenant_id in memory,
                      "memory_bytes": memory.get(stats.tenant_id, 0), "budget_bytes": status.memory_budget_bytes}

@@ -2,11 +2,13 @@
 and groups itself (defence in depth behind the RAGPipeline's access decisions)."""
 from __future__ import annotations
 
+from dataclasses import replace
+
 import pytest
 
 from services.knowledge_store import caller_policy as policy
 from shared.errors import PermissionDenied
-from shared.identity import Principal
+from shared.identity import FOR_OPERATOR, Principal
 from shared.records import ArtifactSummary, Entry, Hit, SearchFilters
 
 ALICE = Principal(tenant_id="acme", user_id="alice", groups=("eng",), auth_method="on_behalf_of")
@@ -76,6 +78,20 @@ def test_an_operator_reads_the_whole_store_status_and_a_tenant_admin_its_tenants
     assert policy.store_status(ADMIN) == "acme"           # an admin user, asserted by the pipeline
     assert policy.store_status(OPERATOR) is None
     assert policy.store_status(None) is None              # authentication off
+
+
+def test_the_pipeline_working_for_the_verified_operator_reads_the_whole_store_status_and_nothing_more():
+    relayed = Principal("", "service:rag_pipeline", auth_method="service",
+                        extra={"service": "rag_pipeline", FOR_OPERATOR: "1"})
+    assert policy.store_status(relayed) is None                              # the whole condition
+    assert policy.store_status(replace(ADMIN, extra={FOR_OPERATOR: "1"})) == "acme"     # still its tenant's view
+    with pytest.raises(PermissionDenied):                  # a user's assertion never relays the operator
+        policy.store_status(replace(ALICE, extra={FOR_OPERATOR: "1"}))
+    with pytest.raises(PermissionDenied, match="admin"):   # no role comes with it
+        policy.write(relayed, "acme", "ingest")
+    _, filters = policy.read_scope(relayed, "acme", SearchFilters(visibility_groups=("hr",)))
+    assert filters.enforce_visibility and filters.visibility_groups == ()
+    assert [h.artifact.artifact_id for h in policy.visible(relayed, [hit("pub", ()), hit("hr", ("hr",))])] == ["pub"]
 
 
 def test_a_tenants_view_of_the_store_status_holds_nothing_of_another_tenant():

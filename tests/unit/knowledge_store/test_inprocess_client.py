@@ -182,9 +182,16 @@ async def test_each_call_is_an_internal_span_named_and_coded_as_the_rpc(both):
 
 async def test_the_store_status_is_for_operators_and_tenant_admins_the_pipeline_never_acts_as_an_operator(both):
     grpc_client, local, store, _ = both
-    for who in ("an operator asking the pipeline", "the service, for no user", "lab member"):
-        with acting_for(USERS[who]), pytest.raises(PermissionDenied, match="operator"):
-            await local.store_status()
+    claims_operator = Principal(TENANT, "mallory", roles=(OPERATOR,), auth_method="api_key")   # not verified
+    for client in (grpc_client, local):
+        for who in (USERS["the service, for no user"], USERS["lab member"], claims_operator):
+            with acting_for(who), pytest.raises(PermissionDenied, match="operator"):
+                await client.store_status()
+        with acting_for(USERS["an operator asking the pipeline"]):     # the whole condition, no role given
+            whole = await client.store_status()
+            with pytest.raises(PermissionDenied, match="admin"):
+                await client.delete(TENANT, ["public"])
+        assert whole.data_dir != ""                         # the operator's view (a tenant's has no path)
     for client in (grpc_client, local):                    # a tenant admin: its own tenant's condition only
         with acting_for(USERS["admin"]):
             mine = await client.store_status()

@@ -126,12 +126,13 @@ def test_the_tenant_page_is_for_admins_of_their_tenant_and_operators(trace_dir):
     page = _client(trace_dir, pipeline, ADMIN_P).get("/console/admin/tenant?tenant=globex")
     assert page.status_code == 200 and '<td class="num" id="stat-entries">42</td>' in page.text
     assert pipeline.asked == [("acme", ADMIN_P)]                 # the admin's own tenant, whatever the URL says
-    assert "operator credentials only" in page.text and 'href="/console/traces"' not in page.text
+    assert "the operator and tenant admins only" in page.text and 'href="/console/traces"' not in page.text
     op_pipeline = StubPipeline(status_refused=False)
     op = _client(trace_dir, op_pipeline, OPERATOR_P)
     assert 'id="tenant"' in op.get("/console/admin/tenant").text and op_pipeline.asked == []   # types the tenant
     page = op.get("/console/admin/tenant?tenant=acme")
     assert "storage degraded" in page.text and "globex broke" in page.text and op_pipeline.asked[0][0] == "acme"
+    assert '<code id="data-dir">/srv/data</code>' in page.text                  # the whole condition
 
 
 def test_with_authentication_off_the_local_admin_sees_only_its_tenants_problems(trace_dir):

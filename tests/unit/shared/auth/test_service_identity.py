@@ -20,7 +20,7 @@ from shared.auth.service_identity import (
 )
 from shared.auth.verifier import TokenRejected
 from shared.errors import PermissionDenied
-from shared.identity import OPERATOR, Principal
+from shared.identity import OPERATOR, Principal, is_verified_operator, relays_operator
 
 NOW = 1_800_000_000.0
 
@@ -74,6 +74,22 @@ def test_an_on_behalf_of_assertion_carries_the_user_but_never_operator_powers(id
 def test_the_operator_token_has_the_operator_role(ident):
     p = verifier(ident, "knowledge_store").verify(signer(ident, OPERATOR).token("knowledge_store", tenant="acme"))
     assert p.has_role(OPERATOR) and p.tenant_id == "acme"
+
+
+def test_a_service_working_for_the_verified_operator_says_so_without_any_role(ident):
+    operator = Principal("", OPERATOR, roles=("admin", OPERATOR), auth_method=OPERATOR)
+    rag, ks = signer(ident, "rag_pipeline"), verifier(ident, "knowledge_store")
+    p = ks.verify(rag.token("knowledge_store", for_operator=is_verified_operator(operator)))
+    assert relays_operator(p) and p.roles == () and p.auth_method == "service" and p.user_id == "service:rag_pipeline"
+    assert not relays_operator(ks.verify(rag.token("knowledge_store")))          # an ordinary service token
+    claims_it = Principal("acme", "mallory", roles=(OPERATOR,), auth_method="api_key")
+    assert not is_verified_operator(claims_it)
+    assert not relays_operator(ks.verify(rag.token("knowledge_store", claims_it)))    # a user's assertion: never
+    key = ServiceSigner.load(ident, "rag_pipeline")._key
+    forged = jwt.encode({"iss": "rag_pipeline", "sub": "rag_pipeline", "aud": "knowledge_store", "exp": NOW + 60,
+                         "for_operator": "yes"}, key, algorithm="EdDSA", headers={"kid": rag.kid})
+    with pytest.raises(TokenRejected, match="for_operator"):
+        ks.verify(forged)
 
 
 def test_a_token_for_another_service_is_refused(ident):
