@@ -141,3 +141,21 @@ def test_with_authentication_off_the_local_admin_sees_only_its_tenants_problems(
     page = client.get("/console/admin/tenant")
     assert "acme is full" in page.text and "globex" not in page.text
     assert client.get("/console/traces").status_code == 200          # the owner of a local stack
+
+
+async def test_a_run_interrupted_by_a_restart_shows_as_interrupted_to_its_caller_only(tmp_path):
+    from services.rag_pipeline.console.query_sets import EvalRun, EvalRuns
+
+    before = EvalRuns(tmp_path)
+    cut = EvalRun("r" * 22, (ADMIN_P.tenant_id, ADMIN_P.user_id), 30, {"a": "x", "b": "y", "tenant": ""}, done=12)
+    before._save(cut)                                          # as written mid-run, then the process died
+    console = Console(StubPipeline(status_refused=True), object(), runs=EvalRuns(tmp_path))  # type: ignore[arg-type]
+    client = TestClient(Starlette(routes=console_routes(console)), base_url="http://127.0.0.1")
+    for who, status in ((ADMIN_P, 200), (USER, 404)):
+        client.cookies.set("nucleus_console", console.sessions.create(who).session_id, path="/console")
+        page = client.get(f"/console/compare/runs/{cut.run_id}")
+        assert page.status_code == status
+    client.cookies.set("nucleus_console", console.sessions.create(ADMIN_P).session_id, path="/console")
+    page = client.get(f"/console/compare/runs/{cut.run_id}")
+    assert 'id="set-interrupted"' in page.text and "after 12 of" in page.text and 'id="set-summary"' not in page.text
+    assert 'http-equiv="refresh"' not in page.text

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import asyncio
 import json
+import os
+import time
 
 import pytest
 
@@ -81,3 +83,62 @@ async def test_a_failed_run_says_why_without_internals():
     await asyncio.gather(one.task, two.task)
     assert one.status == "failed" and "no such profile" in one.error
     assert two.status == "failed" and "secret" not in two.error
+
+
+async def _finished(runs: EvalRuns, owner, i: int):
+    async def work(progress):
+        progress(1)
+        return {"rows": [{"query": f"q{i}", "ndcg_delta": 0.5}], "summary": {"queries": 1}}
+
+    run = runs.start(owner, 1, {"a": "x", "b": "y", "tenant": ""}, work)
+    await asyncio.wait_for(run.task, 5)
+    return run
+
+
+async def test_a_finished_run_reads_the_same_after_a_restart_and_stays_its_callers(tmp_path):
+    run = await _finished(EvalRuns(tmp_path), ("acme", "carol"), 1)
+    again = EvalRuns(tmp_path).get(("acme", "carol"), run.run_id)            # a new process, same data dir
+    assert (again.status, again.done, again.total, again.form) == ("done", 1, 1, run.form)
+    assert again.result == run.result
+    restarted = EvalRuns(tmp_path)
+    for other in (("acme", "alice"), ("globex", "carol"), ("", "carol")):
+        with pytest.raises(NotFound):
+            restarted.get(other, run.run_id)
+    folder = tmp_path / "console" / "query_runs" / "acme"
+    assert [p.name for p in folder.iterdir()] == [f"{run.run_id}.json"]      # no temporary file left
+
+
+async def test_a_run_cut_by_a_restart_reads_as_interrupted_never_as_finished(tmp_path):
+    runs = EvalRuns(tmp_path)
+    gate = asyncio.Event()
+
+    async def work(progress):
+        progress(1)
+        await gate.wait()
+        return {"rows": [], "summary": {"queries": 2}}
+
+    run = runs.start(("", "operator"), 2, {"a": "x"}, work)              # the operator names no tenant
+    await asyncio.sleep(0)
+    run.task.cancel()                                                     # the process dies mid-run
+    with pytest.raises(asyncio.CancelledError):
+        await run.task
+    after = EvalRuns(tmp_path).get(("", "operator"), run.run_id)
+    assert after.status == "interrupted" and after.result is None and after.total == 2
+    assert (tmp_path / "console" / "query_runs" / "-" / f"{run.run_id}.json").is_file()
+
+
+async def test_a_tenant_keeps_its_newest_runs_on_disk_only(tmp_path, monkeypatch):
+    monkeypatch.setattr(query_sets, "RUNS_PER_TENANT", 3)
+    runs = EvalRuns(tmp_path)
+    folder = tmp_path / "console" / "query_runs" / "acme"
+    done = [await _finished(runs, ("acme", "carol"), i) for i in range(3)]
+    now = time.time()
+    for age, run in zip((30, 20, 10), done):                              # the first the oldest
+        os.utime(folder / f"{run.run_id}.json", (now - age, now - age))
+    os.utime(folder / f"{done[1].run_id}.json", (now - query_sets.RUN_KEEP_S - 60,) * 2)    # past the keeping time
+    await _finished(runs, ("globex", "gil"), 9)
+    one = await _finished(runs, ("acme", "carol"), 7)
+    assert {p.stem for p in folder.glob("*.json")} == {one.run_id, done[2].run_id, done[0].run_id}
+    two = await _finished(runs, ("acme", "carol"), 8)                       # the oldest goes
+    assert {p.stem for p in folder.glob("*.json")} == {two.run_id, one.run_id, done[2].run_id}
+    assert len(list((tmp_path / "console" / "query_runs" / "globex").glob("*.json"))) == 1
