@@ -213,6 +213,9 @@ class RagPipelineSettings(ServiceSettings):
     link_ttl_s: int = 900
     public_base_url: str = "http://127.0.0.1:8063"
     audit_log: Path = Field(default_factory=lambda: default_data_dir() / "audit.jsonl")
+    # The judged datasets (BEIR folders) the console's Compare page offers by name, per tenant: a
+    # JSON file the operator writes (services/rag_pipeline/console/datasets.py, docs/CONSOLE.md).
+    console_datasets: Path | None = None
     # Per-principal rate limit, a token bucket shared by a caller's MCP tool calls and gRPC
     # calls (shared/ratelimit.py): `rate_limit_per_s` sustained, bursts of `rate_limit_burst`.
     # 0 turns it off. Operators and the stack's own services are never limited.

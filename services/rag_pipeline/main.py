@@ -25,6 +25,7 @@ from services.rag_pipeline.access import AccessPolicy
 from services.rag_pipeline.chat import ChatGate
 from services.rag_pipeline.chat_mcp import register_chat_tool
 from services.rag_pipeline.console.app import Console, console_routes
+from services.rag_pipeline.console.datasets import ConsoleDatasets
 from services.rag_pipeline.console.login import Credentials
 from services.rag_pipeline.console.query_sets import EvalRuns
 from services.rag_pipeline.core import RagPipeline
@@ -147,7 +148,8 @@ def build(settings: RagPipelineSettings, *, stdio: bool, knowledge: KnowledgeSou
     console = Console(pipeline, _console_credentials(config, verifier, service_auth) if http_auth else None,
                       limiter=limiter, trace_dir=telemetry.resolved_trace_dir() if telemetry.trace_file else None,
                       federation=federation_runtime, topics=topic_tools, data_dir=default_data_dir(),
-                      runs=EvalRuns(default_data_dir()))       # background query-set runs outlive a restart
+                      runs=EvalRuns(default_data_dir()),       # background query-set runs outlive a restart
+                      datasets=ConsoleDatasets.load(settings.console_datasets) if settings.console_datasets else None)
 
     async def close() -> None:
         await federation_runtime.close()

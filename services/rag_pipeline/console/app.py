@@ -8,6 +8,8 @@
     GET  /console/search             query, top k, profile: explained results, timings
     GET  /console/compare            one query under two profiles, side by side, RBO
     POST /console/compare/set        an uploaded JSONL query set (<= 1 MiB): nDCG@10 / recall@10 deltas
+    POST /console/compare/stored, /compare/stored/delete, /compare/dataset   a stored set, its deletion,
+                                     a dataset the operator lists (compare_pages.py)
     GET  /console/admin/profiles, POST   the tenant's ranking profiles (role admin or operator)
     GET  /console/admin/tenant       stats, the store's condition, the last folder runs (role admin or operator)
     ...  /console/admin/profile, /admin/sources..., /admin/registries...   admin.py (editor, sources, registries)
@@ -40,6 +42,8 @@ from starlette.staticfiles import StaticFiles
 
 from services.rag_pipeline.console import traces, views
 from services.rag_pipeline.console.admin import admin_routes
+from services.rag_pipeline.console.compare_pages import compare_routes
+from services.rag_pipeline.console.datasets import ConsoleDatasets
 from services.rag_pipeline.console.evaluation import MAX_QUERY_SET_BYTES, parse_query_set
 from services.rag_pipeline.console.login import Credentials
 from services.rag_pipeline.console.query_sets import EvalRuns, QuerySets
@@ -74,6 +78,7 @@ class Console:
     federation: Any = None                   # the FederationRuntime (sources pages; None: no federation)
     topics: Any = None                       # the TopicTools (topics page; None: not offered)
     data_dir: Path | None = None             # where `nucleus ingest` records each tenant's last runs (None: not read)
+    datasets: ConsoleDatasets | None = None  # the judged datasets the operator lists (None: none)
     runs: EvalRuns = field(default_factory=EvalRuns)     # query-set evaluations in the background
     sessions: SessionStore = field(default_factory=SessionStore)
     logins: LoginLimiter = field(default_factory=LoginLimiter)
@@ -256,10 +261,16 @@ class ConsoleApp:
                 result = await views.compare(self.c.pipeline, session.principal, query=form["q"],
                                              top_k=_top_k(form["k"]), profile_a=form["a"].strip(),
                                              profile_b=form["b"].strip(), tenant=self.tenant(session, p))
-            stored = []
-            if self.c.data_dir is not None and (session.principal.tenant_id or form["tenant"]):
-                stored = await asyncio.to_thread(self.query_sets().listed, self.set_tenant(session, p))
-            return self.render(req, "compare.html", session=session, form=form, result=result, stored=stored)
+            stored, datasets = [], []
+            if session.principal.tenant_id or form["tenant"]:
+                tenant = self.set_tenant(session, p)
+                if self.c.data_dir is not None:
+                    stored = await asyncio.to_thread(self.query_sets().listed, tenant)
+                datasets = self.c.datasets.names_for(tenant) if self.c.datasets is not None else []
+            who = session.principal
+            mine = [q for q in stored if self.is_admin(who) or q.get("uploaded_by") == who.user_id]
+            return self.render(req, "compare.html", session=session, form=form, result=result, stored=stored,
+                               deletable=mine, datasets=datasets)
         return await self.page(request, run)
 
     async def compare_set(self, request: Request) -> Response:
@@ -317,6 +328,10 @@ class ConsoleApp:
             return self.render(req, "compare_set.html", session=session, form=shown.form, result=shown.result,
                                running=shown)
         return await self.page(request, run)
+
+    @staticmethod
+    def is_admin(principal: Principal | None) -> bool:
+        return _is_admin(principal)
 
     def query_sets(self) -> QuerySets:
         if self.c.data_dir is None:
@@ -449,6 +464,7 @@ def console_routes(console: Console) -> list[Any]:
         Route("/admin/profiles", app.put_profile, methods=["POST"]),
         Route("/admin/tenant", app.tenant_page, methods=["GET"]),
         *admin_routes(app),
+        *compare_routes(app),
         Route("/topics", app.topics, methods=["GET"]),
         Route("/traces", app.traces, methods=["GET"]),
         Route("/traces/{trace_id}", app.trace, methods=["GET"]),

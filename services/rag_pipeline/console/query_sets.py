@@ -1,13 +1,15 @@
 """Query sets stored per tenant, and evaluations of long sets run in the background with progress.
 
-    QuerySets(data_dir)        save(tenant, name, raw, who) / listed(tenant) / load(tenant, set_id)
+    QuerySets(data_dir)        save(tenant, name, raw, who) / listed(tenant) / load(tenant, set_id) /
+                               delete(tenant, set_id, who, admin=...)
     EvalRuns(data_dir)         start(owner, total, work) / get(owner, run_id)
 
 A stored set is the uploaded JSONL as sent (checked by `parse_query_set` first), in
 `<data dir>/console/query_sets/<tenant>/<id>.jsonl` with a small `<id>.json` beside it (name,
 queries, who uploaded it, when); the id is the content's hash, so an upload stored twice is one
-set. A tenant keeps its newest MAX_SETS sets. Every user of the tenant may list and run them; no
-path is ever read from a form (an id is 16 hex digits, a tenant a safe name).
+set. A tenant keeps its newest MAX_SETS sets. Every user of the tenant may list and run them; the
+user who stored a set, or the tenant's admin, may delete it; no path is ever read from a form
+(an id is 16 hex digits, a tenant a safe name).
 
 A background run belongs to the session's caller (tenant and user): its results are ranked for
 that caller's visibility, so nobody else may read them (another caller's run id is answered as
@@ -32,7 +34,7 @@ from pathlib import Path
 from typing import Any, Awaitable, Callable
 
 from services.rag_pipeline.console.evaluation import JudgedQuery, parse_query_set
-from shared.errors import InvalidArgument, NotFound, NucleusError, ResourceExhausted
+from shared.errors import InvalidArgument, NotFound, NucleusError, PermissionDenied, ResourceExhausted
 
 log = logging.getLogger(__name__)
 
@@ -82,6 +84,23 @@ class QuerySets:
             if isinstance(meta, dict) and SET_ID.match(str(meta.get("id", ""))):
                 out.append(meta)
         return sorted(out, key=lambda m: (-int(m.get("uploaded_unix", 0)), m["id"]))
+
+    def delete(self, tenant: str, set_id: str, who: str, *, admin: bool) -> dict[str, Any]:
+        """Remove a stored set: its uploader or the tenant's admin (PermissionDenied for anybody
+        else, NotFound for an id the tenant does not hold). The listing entry goes first, so a
+        half-done delete leaves no set that lists but does not load."""
+        if not SET_ID.match(set_id):
+            raise InvalidArgument("set", "is not a stored query set's id (16 hex digits)")
+        folder = self._dir(tenant)
+        try:
+            meta = json.loads((folder / f"{set_id}.json").read_text(encoding="utf-8"))
+        except (OSError, ValueError):
+            raise NotFound(f"no stored query set {set_id} in tenant '{tenant}'") from None
+        if not admin and meta.get("uploaded_by") != who:
+            raise PermissionDenied("a stored query set is deleted by whoever stored it or the tenant's admin")
+        (folder / f"{set_id}.json").unlink(missing_ok=True)
+        (folder / f"{set_id}.jsonl").unlink(missing_ok=True)
+        return meta
 
     def load(self, tenant: str, set_id: str) -> tuple[dict[str, Any], list[JudgedQuery]]:
         if not SET_ID.match(set_id):

@@ -13,6 +13,7 @@ from starlette.testclient import TestClient
 from services.rag_pipeline.console.app import Console, console_routes
 from services.rag_pipeline.console.security import CSP
 from services.rag_pipeline.console.traces import one_trace, search_traces
+from services.rag_pipeline.core import RagPipeline
 from shared.errors import InvalidArgument, NotFound, PermissionDenied
 from shared.identity import ADMIN, OPERATOR, Principal
 from shared.records import SourceStats, TenantStats
@@ -73,6 +74,8 @@ async def test_a_bad_or_unknown_trace_id_is_refused(trace_dir):
 
 
 class StubPipeline:
+    tenant_for = staticmethod(RagPipeline.tenant_for)               # the core's own tenant rule
+
     def __init__(self, *, status_refused: bool) -> None:
         self.refused = status_refused
         self.asked: list[tuple[str, Principal]] = []
@@ -159,3 +162,37 @@ async def test_a_run_interrupted_by_a_restart_shows_as_interrupted_to_its_caller
     page = client.get(f"/console/compare/runs/{cut.run_id}")
     assert 'id="set-interrupted"' in page.text and "after 12 of" in page.text and 'id="set-summary"' not in page.text
     assert 'http-equiv="refresh"' not in page.text
+
+
+def test_deleting_a_stored_set_needs_csrf_and_its_uploader_or_an_admin_and_datasets_are_names_only(tmp_path):
+    from services.rag_pipeline.console.datasets import ConsoleDatasets
+    from services.rag_pipeline.console.query_sets import QuerySets
+
+    raw = json.dumps({"query": "q", "relevant": ["d"]}).encode()
+    set_id = QuerySets(tmp_path).save("acme", "carol's", raw, "carol")["id"]
+    (tmp_path / "datasets.json").write_text(json.dumps({"datasets": [{"name": "tiny", "folder": "x",
+                                                                       "tenants": ["acme"]}]}))
+    console = Console(StubPipeline(status_refused=True), object(), data_dir=tmp_path,   # type: ignore[arg-type]
+                      datasets=ConsoleDatasets.load(tmp_path / "datasets.json"))
+    client = TestClient(Starlette(routes=console_routes(console)), base_url="http://127.0.0.1")
+
+    def as_(who: Principal) -> str:
+        session = console.sessions.create(who)
+        client.cookies.set("nucleus_console", session.session_id, path="/console")
+        return session.csrf
+
+    csrf = as_(USER)                                                   # alice, a user who did not store it
+    page = client.get("/console/compare")
+    assert 'id="delete-form"' not in page.text and '<option value="tiny">tiny</option>' in page.text
+    assert client.post("/console/compare/stored/delete", data={"set": set_id}).status_code == 403      # no CSRF
+    assert client.post("/console/compare/stored/delete", data={"set": set_id, "csrf": csrf}).status_code == 403
+    for typed in ("/etc/passwd", "../x", "other"):
+        answer = client.post("/console/compare/dataset", data={"dataset": typed, "csrf": csrf})
+        assert answer.status_code == 400 and "dataset: " in answer.text and "tiny" in answer.text    # what is accepted
+    csrf = as_(Principal("globex", "gil", roles=(ADMIN,), auth_method="jwt"))          # another tenant's admin
+    assert client.post("/console/compare/stored/delete", data={"set": set_id, "csrf": csrf}).status_code == 404
+    assert '<option value="tiny">' not in client.get("/console/compare").text
+    csrf = as_(ADMIN_P)                                                # the tenant's admin
+    assert f'<option value="{set_id}">' in client.get("/console/compare").text
+    done = client.post("/console/compare/stored/delete", data={"set": set_id, "csrf": csrf}, follow_redirects=False)
+    assert done.status_code == 303 and QuerySets(tmp_path).listed("acme") == []

@@ -11,7 +11,7 @@ import pytest
 
 from services.rag_pipeline.console import query_sets
 from services.rag_pipeline.console.query_sets import MAX_SETS, EvalRuns, QuerySets
-from shared.errors import InvalidArgument, NotFound, ResourceExhausted
+from shared.errors import InvalidArgument, NotFound, PermissionDenied, ResourceExhausted
 
 
 def _raw(i: int) -> bytes:
@@ -142,3 +142,20 @@ async def test_a_tenant_keeps_its_newest_runs_on_disk_only(tmp_path, monkeypatch
     two = await _finished(runs, ("acme", "carol"), 8)                       # the oldest goes
     assert {p.stem for p in folder.glob("*.json")} == {two.run_id, one.run_id, done[2].run_id}
     assert len(list((tmp_path / "console" / "query_runs" / "globex").glob("*.json"))) == 1
+
+
+def test_a_stored_set_is_deleted_by_its_uploader_or_the_tenants_admin_only(tmp_path):
+    sets = QuerySets(tmp_path)
+    mine, theirs = sets.save("acme", "mine", _raw(1), "carol"), sets.save("acme", "theirs", _raw(2), "dave")
+    with pytest.raises(PermissionDenied):
+        sets.delete("acme", theirs["id"], "carol", admin=False)
+    with pytest.raises(NotFound):
+        sets.delete("globex", mine["id"], "carol", admin=True)           # another tenant holds no such set
+    for bad in ("../acme", "x" * 16):
+        with pytest.raises(InvalidArgument):
+            sets.delete("acme", bad, "carol", admin=True)
+    assert sets.delete("acme", mine["id"], "carol", admin=False)["name"] == "mine"
+    assert sets.delete("acme", theirs["id"], "ada", admin=True)["name"] == "theirs"
+    assert sets.listed("acme") == [] and not list((tmp_path / "console" / "query_sets" / "acme").iterdir())
+    with pytest.raises(NotFound):
+        sets.load("acme", mine["id"])
