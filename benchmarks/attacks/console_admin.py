@@ -209,6 +209,17 @@ def _query_sets(p: Any, g: Any) -> None:
     p.check("acme's user opening globex's background run: not found", r.status_code == 404, f"HTTP {r.status_code}",
             refused=int(r.status_code >= 400))
     p.leak_free("... and nothing of globex's in the answer", r.text)
+    r = alice.post("/compare/stored/delete", {"csrf": alice.csrf(), "set": set_id or "0" * 16, "tenant": "globex"})
+    p.check("acme's user deleting globex's stored set by id (tenant=globex): not found", r.status_code == 404,
+            f"HTTP {r.status_code}", refused=int(r.status_code >= 400))
+    r2 = g.post("/compare/stored/delete", {"set": set_id or "0" * 16})
+    p.check("globex's user deleting its own set without the CSRF token: 403", r2.status_code == 403,
+            f"HTTP {r2.status_code}", refused=int(r2.status_code >= 400))
+    p.check("... globex's set is still stored after both", name in g.get("/compare").text, "listed")
+    r = alice.post("/compare/dataset", {"csrf": alice.csrf(), "dataset": "../../../etc/passwd", "a": "", "b": ""})
+    p.check("a server path typed as the dataset of a query set: refused, nothing of the file shown",
+            r.status_code in (400, 503) and "root:" not in r.text, f"HTTP {r.status_code}",
+            refused=int(r.status_code >= 400))
 
 
 def _topics(p: Any, creds: dict[str, str], markup: Any, xss_id: str) -> None:

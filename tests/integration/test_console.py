@@ -240,6 +240,16 @@ async def test_compare_two_profiles_on_a_query_and_on_a_judged_set(console):
         ctx.close()
         ctx, page = login(browser, base, stack.keys["alice"])          # another user of acme: not hers
         assert page.goto(run_url).status == 404
+        page.goto(f"{base}/console/compare")
+        assert page.locator("#delete-form").count() == 0               # nor is the set hers to delete
+        ctx.close()
+        ctx, page = login(browser, base, admin)                        # carol stored it: she deletes it
+        page.goto(f"{base}/console/compare")
+        set_id = page.locator("#delete-set option", has_text="judged.jsonl").first.get_attribute("value")
+        page.select_option("#delete-set", set_id)
+        with page.expect_navigation():
+            page.click("#delete-stored")
+        assert page.locator(f'#stored-set option[value="{set_id}"]').count() == 0
         ctx.close()
 
     await browser.run(scenario)

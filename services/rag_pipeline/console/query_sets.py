@@ -154,11 +154,13 @@ class EvalRun:
     @classmethod
     def of_record(cls, rec: dict[str, Any]) -> EvalRun:
         """A run read back from its file: one recorded as running did not finish in this process."""
-        status = str(rec["status"])
+        status, result, error = str(rec["status"]), rec.get("result"), str(rec.get("error", ""))[:500]
+        if status == "done" and not (isinstance(result, dict) and "rows" in result and "summary" in result):
+            status, error = "failed", "its saved results cannot be read; evaluate the set again"
         return cls(str(rec["run_id"]), (str(rec["owner"][0]), str(rec["owner"][1])), int(rec["total"]),
                    {str(k): str(v) for k, v in dict(rec["form"]).items()}, done=int(rec["done"]),
-                   status="interrupted" if status == "running" else status,
-                   result=rec.get("result") if status == "done" else None, error=str(rec.get("error", ""))[:500],
+                   status=status if status in ("done", "failed") else "interrupted",
+                   result=result if status == "done" else None, error=error,
                    started=0.0, started_unix=float(rec.get("started_unix", 0)))
 
 
