@@ -1,6 +1,6 @@
-"""`nucleus bench` end to end: a tiny BEIR-format dataset written here, the harness starting
-its own stack (ephemeral ports, temp data dir), two tenant slices, the in-process baseline,
-and the report files."""
+"""`nucleus bench` end to end: a tiny BEIR-format dataset written here, the benchmark's own stack
+(ephemeral ports, temp data dir; started once, found running by both runs), two tenant slices, the
+in-process baseline, and the report files."""
 from __future__ import annotations
 
 import json
@@ -93,12 +93,25 @@ def bench(options: BenchOptions, work: Path) -> dict:
 
 
 @pytest.fixture(scope="module")
-def bench_result(tmp_path_factory):
+def bench_stack(tmp_path_factory):
+    """The benchmark stack, started as the harness starts its own (benchmarks/stack.py `own_stack`) and
+    kept for both runs: each run finds it healthy and uses it, so the module starts one stack, not two."""
+    from benchmarks.stack import own_stack
+
+    stack_dir = tmp_path_factory.mktemp("bench-stack")
+    stack = own_stack(stack_dir)
+    yield stack_dir
+    stack.stop()
+
+
+@pytest.fixture(scope="module")
+def bench_result(tmp_path_factory, bench_stack):
     tmp = tmp_path_factory.mktemp("bench")
     dataset = write_dataset(tmp / "tiny")
     options = BenchOptions(
-        datasets=[dataset], tenants=["tiny"], tenant_slices=2, cache_dir=tmp / "cache", stack_dir=tmp / "stack",
-        out_dir=tmp / "out", concurrency=(1, 4), throughput_queries=3, warmup=1)
+        datasets=[dataset], tenants=["tiny"], tenant_slices=2, cache_dir=tmp / "cache", stack_dir=bench_stack,
+        out_dir=tmp / "out", concurrency=(1, 4), throughput_queries=3, warmup=1, needle_tokens=12, needle_phrases=6,
+        top_k_initial=50, top_k_final=10)
     return bench(options, tmp), options
 
 
@@ -154,7 +167,8 @@ def test_a_second_run_skips_the_ingest_and_reuses_the_embedding_cache(bench_resu
     options = BenchOptions(
         datasets=first.datasets, tenants=first.tenants, tenant_slices=2, cache_dir=first.cache_dir,
         stack_dir=first.stack_dir, out_dir=tmp_path / "out2", concurrency=(1,), throughput_queries=1, warmup=0,
-        dense_weights=(0.5,), plots=False)
+        dense_weights=(0.5,), plots=False, needle_tokens=0, needle_phrases=0, completion_queries=0,
+        top_k_initial=50, top_k_final=10)
     result = bench(options, tmp_path)
     for i in result["ingest"]:
         assert i["ingested_now"] == 0 and i["skipped"] == i["documents"] and not i["measured_now"]
