@@ -19,23 +19,13 @@ from __future__ import annotations
 
 import secrets
 import time
-from dataclasses import dataclass
 from typing import Any
 
+from cli.folder_ingest import FileOutcome
 from services.rag_pipeline.federation.admin import SourcesEditor
 from shared.ingest_runs import log_path, record_run
 
 GLOBEX_SOURCE = "attack_globex_src"
-
-
-@dataclass
-class _Outcome:
-    path: str
-    status: str
-    reason: str = ""
-    detail: str = ""
-    documents: int = 0
-    entries: int = 0
 
 
 def _editor_form(name: str, csrf: str | None, **extra: str) -> dict[str, str]:
@@ -65,7 +55,7 @@ def admin_pages(p: Any, creds: dict[str, str], markup: Any, xss_id: str) -> None
     canary_file = f"globex-runs-canary-{secrets.token_hex(4)}.md"
     runs = log_path(data_dir, "globex")
     before = runs.read_bytes() if runs is not None and runs.exists() else None
-    record_run(data_dir, "globex", data_dir, "sync", [_Outcome(f"/x/{canary_file}", "ingested")], 0.1)
+    record_run(data_dir, "globex", data_dir, "sync", [FileOutcome(f"/x/{canary_file}", "ingested")], 0.1)
     try:
         _roles(p, creds)
         _csrf(p, creds)

@@ -2,20 +2,9 @@
 the folder (never the host's layout), written whole (a reader never sees a torn file)."""
 from __future__ import annotations
 
-from dataclasses import dataclass
-
+from cli.folder_ingest import FileOutcome as Outcome
 from shared import ingest_runs
 from shared.ingest_runs import MAX_FILES, MAX_RUNS, log_path, read_runs, record_run
-
-
-@dataclass
-class Outcome:
-    path: str
-    status: str
-    reason: str = ""
-    detail: str = ""
-    documents: int = 0
-    entries: int = 0
 
 
 def test_a_run_is_kept_with_relative_paths_failed_files_first_and_counts(tmp_path):
