@@ -179,15 +179,18 @@ async def _run(fam: Family, stack: SecureStack, urls: dict[str, str]) -> None:
         fam.section = "vectors"
         ok, fp = await eng.call("nucleus_model_fingerprint", {})
         digest = fp.get("digest", "") if ok and isinstance(fp, dict) else ""
+        _, found = await eng.call("rag_discover_resources", {"username": "eng"})
+        local = sorted(_remote_ids(found, "local"))            # the stack's own resources
         for label, asked in (("this stack's own", digest), ("a wrong", "0" * 32)):
-            got = await eng.raw("rag_get_raw_results", {"username": "eng", "query": "hotel expense limits travel",
-                                                        "sources": ["local"]},
+            got = await eng.raw("rag_get_raw_results", {"username": "eng", "query": "battery", "sources": local},
                                 {"io.nucleus/vectors": {"fingerprint": asked}})
             hits = ((got.structured_content or {}).get("results") or {}).get("hits", []) if not got.is_error else []
             sent = (got.meta or {}).get("io.nucleus/vectors")
+            error = " ".join(getattr(c, "text", "") for c in got.content)[:200] if got.is_error else ""
             fam.check(f"a caller that is not a peer stack, asking vectors with {label} fingerprint, gets hits "
                       "and no vectors", bool(digest) and bool(hits) and sent is None,
-                      f"{len(hits)} hits, vectors {'sent' if sent else 'none'}", refused=1)
+                      f"{len(hits)} hits, vectors {'sent' if sent else 'none'}{', ' + error if error else ''}"
+                      f"{'' if digest else ', no fingerprint: ' + str(fp)[:200]}", calls=2, refused=1)
         fam.section = "destinations"
         for sid in ("metadata", "linklocal"):
             ok, out = await eng.call("rag_search", {"search_phrases": ["battery"], "sources": [sid]})
