@@ -362,8 +362,11 @@ async def measure_carried(ks, llm, ds: BeirDataset, rows: Sequence[int], qids: S
     the embedding calls it made (0 expected)."""
     from services.rag_pipeline.federation.hits import RemoteHit
     from services.rag_pipeline.federation.peer_vectors import VECTORS_META, LocalFingerprint, decode, encode
-    from services.rag_pipeline.federation.rescore import Rescorer
+    from services.knowledge_store.external_texts import prepare
+    from services.rag_pipeline.federation.rescore import MAX_REMOTE_TEXT_CHARS, Rescorer
+    from shared.settings import KnowledgeStoreSettings
 
+    store = KnowledgeStoreSettings()                # the stack's chunk sizes (defaults)
     fp = await LocalFingerprint(llm).get()
     counting = _CountingModel(llm)
     rescorer = Rescorer(ks, counting, keyword_cache=False)
@@ -390,6 +393,10 @@ async def measure_carried(ks, llm, ds: BeirDataset, rows: Sequence[int], qids: S
         if parts is not None:
             parts.setdefault("keywords_ms", []).append(got.keywords_ms)       # the ScoreKeywords call
             parts.setdefault("local_ms", []).append(got.total_ms - got.keywords_ms)   # dense + bookkeeping
+            t = time.perf_counter()                                           # of which the texts' preparation
+            prepare([(h.title_line, h.text[:MAX_REMOTE_TEXT_CHARS]) for h in hits], chunk_tokens=store.chunk_tokens,
+                    overlap_tokens=store.chunk_overlap_tokens)
+            parts.setdefault("prepare_ms", []).append((time.perf_counter() - t) * 1000.0)
         if got.carried != RESCORE_HITS:
             raise RuntimeError(f"{got.carried} of {RESCORE_HITS} hits scored with their vectors")
     return out, counting.embed_calls
@@ -508,11 +515,12 @@ def run_federate(args: argparse.Namespace) -> int:
         print(f"re-scoring {RESCORE_HITS} snippet-length hits ({args.rescore_rounds} rounds): first seen p50 "
               f"{c['p50']:.1f} ms (p95 {c['p95']:.1f}; of which the embed call p50 {e['p50']:.1f} ms, ScoreKeywords "
               f"p50 {k['p50']:.1f} ms), seen before p50 {w['p50']:.2f} ms")
-        v, vk, vl = (result[f"vectors_20_hits_{x}"] for x in ("ms", "keywords_ms", "local_ms"))
+        v, vk, vl, vp = (result[f"vectors_20_hits_{x}"] for x in ("ms", "keywords_ms", "local_ms", "prepare_ms"))
         print(f"re-scoring {RESCORE_HITS} hits sent with their vectors (a trusted Nucleus remote): "
               f"p50 {v['p50']:.2f} ms "
               f"(p95 {v['p95']:.2f}; ScoreKeywords p50 {vk['p50']:.2f} ms, the rest p50 {vl['p50']:.3f} ms), "
-              f"{result['vectors_20_hits_embed_calls']} embedding calls")
+              f"{result['vectors_20_hits_embed_calls']} embedding calls; the texts' preparation alone (analyser, "
+              f"richness, chunk check: external_texts.prepare, timed here) p50 {vp['p50']:.2f} ms")
         return 0
     result = asyncio.run(run(args))
     print_report(result)

@@ -56,7 +56,12 @@ def words(text: str) -> list[str]:
 
 def analyse(text: str) -> list[str]:
     """The BM25 terms of `text`, in order, duplicates kept (term frequency matters)."""
-    kept = [w for w in words(text) if w not in STOPWORDS and len(w) <= _MAX_TERM_CHARS]
+    return analyse_words(words(text))
+
+
+def analyse_words(text_words: list[str]) -> list[str]:
+    """`analyse` of a text whose `words` are at hand (a caller that needs both reads them once)."""
+    kept = [w for w in text_words if w not in STOPWORDS and len(w) <= _MAX_TERM_CHARS]
     return _stemmer().stemWords(kept) if kept else []
 
 

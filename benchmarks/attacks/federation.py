@@ -9,6 +9,8 @@ depend on who asks (benchmarks/peruser_rag.py), itself, and hostile remotes.
                     trusted platform, and a proxy call's `username` never reach a remote as sent
     refusals        a resource that is not the caller's is asked for and reported `refused`
     cycles          a source that is the stack itself answers, with the loop reported
+    vectors         a caller that is not a verified peer stack asks for its hits' vectors (`_meta`
+                    io.nucleus/vectors) with the stack's fingerprint, or a wrong one: hits, no vectors
     destinations    link-local and cloud-metadata sources are refused before any connection
     hostile remotes oversized, dripping, invalid JSON and failing answers are bounded and
                     reported; prompt-injection text is returned as data and nothing is done
@@ -76,6 +78,10 @@ class _Mcp:
         if result.is_error:
             return False, " ".join(getattr(c, "text", "") for c in result.content)
         return True, result.structured_content
+
+    async def raw(self, tool: str, args: dict, meta: dict) -> Any:
+        """The whole tool result (its `_meta` included) of a call carrying `meta`."""
+        return await self._client.call_tool(tool, args, meta=meta)
 
     async def tools(self) -> set[str]:
         return {t.name for t in (await self._client.list_tools()).tools}
@@ -170,6 +176,21 @@ async def _run(fam: Family, stack: SecureStack, urls: dict[str, str]) -> None:
         rep = _reports(out).get("self", {})
         fam.check("a stack federating itself answers and reports the loop",
                   ok and rep.get("status") == "ok" and "federation loop" in (rep.get("note") or ""), f"report {rep}")
+        fam.section = "vectors"
+        ok, fp = await eng.call("nucleus_model_fingerprint", {})
+        digest = fp.get("digest", "") if ok and isinstance(fp, dict) else ""
+        _, found = await eng.call("rag_discover_resources", {"username": "eng"})
+        local = sorted(_remote_ids(found, "local"))            # the stack's own resources
+        for label, asked in (("this stack's own", digest), ("a wrong", "0" * 32)):
+            got = await eng.raw("rag_get_raw_results", {"username": "eng", "query": "battery", "sources": local},
+                                {"io.nucleus/vectors": {"fingerprint": asked}})
+            hits = ((got.structured_content or {}).get("results") or {}).get("hits", []) if not got.is_error else []
+            sent = (got.meta or {}).get("io.nucleus/vectors")
+            error = " ".join(getattr(c, "text", "") for c in got.content)[:200] if got.is_error else ""
+            fam.check(f"a caller that is not a peer stack, asking vectors with {label} fingerprint, gets hits "
+                      "and no vectors", bool(digest) and bool(hits) and sent is None,
+                      f"{len(hits)} hits, vectors {'sent' if sent else 'none'}{', ' + error if error else ''}"
+                      f"{'' if digest else ', no fingerprint: ' + str(fp)[:200]}", calls=2, refused=1)
         fam.section = "destinations"
         for sid in ("metadata", "linklocal"):
             ok, out = await eng.call("rag_search", {"search_phrases": ["battery"], "sources": [sid]})

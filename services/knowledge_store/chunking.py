@@ -195,6 +195,18 @@ def _tail(units: list[_Unit], overlap: int) -> list[_Unit]:
     return [_Unit(" ".join(kept), total, last.block, last.path, last.sep)] if kept else []
 
 
+def is_one_chunk(text: str, *, title: str, chunk_tokens: int, tokens: int) -> bool:
+    """True when `chunk_document(text, markdown=False, title=title, chunk_tokens=...)` surely
+    gives at most one chunk, without parsing it: `tokens` is estimate_tokens(text). Exact as a
+    sufficient test: without Markdown every block sits under no heading, a block is whole lines
+    of `text` and no token spans a line break, so the blocks' tokens sum to `tokens`, and there
+    are at most as many blocks as lines; the short-document rule then holds. False means "ask
+    chunk_document", not "several chunks"."""
+    floor = max(16, chunk_tokens // 4)
+    budget = max(floor, chunk_tokens - 2 - estimate_tokens(context_line(title, ())))
+    return tokens + 2 * text.count("\n") <= budget
+
+
 def chunk_document(text: str, *, markdown: bool, title: str, chunk_tokens: int,
                    overlap_tokens: int, split_sections: bool = False) -> list[Chunk]:
     """Chunks of `text` (empty list when it holds no words)."""

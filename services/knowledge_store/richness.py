@@ -35,8 +35,8 @@ def length_saturation(tokens: int) -> float:
     return 1.0 - math.exp(-tokens / LENGTH_SCALE_TOKENS)
 
 
-def lexical_density(text: str) -> float:
-    ws = words(text)
+def lexical_density(text: str, text_words: list[str] | None = None) -> float:
+    ws = words(text) if text_words is None else text_words
     if not ws:
         return 0.0
     content = {w for w in ws if w not in STOPWORDS and not w.isdigit()}
@@ -51,8 +51,11 @@ def structure(text: str, *, under_heading: bool) -> float:
     return min(1.0, 0.35 * has_list + 0.35 * has_table + 0.35 * has_code + 0.15 * has_heading)
 
 
-def richness(text: str, *, under_heading: bool = False) -> float:
-    """The richness of an entry body (see the module docstring for the formula)."""
-    score = (0.8 * length_saturation(estimate_tokens(text)) * lexical_density(text)
+def richness(text: str, *, under_heading: bool = False, tokens: int | None = None,
+             text_words: list[str] | None = None) -> float:
+    """The richness of an entry body (see the module docstring for the formula). `tokens`
+    (estimate_tokens) and `text_words` (analysis.words) of `text`, when the caller has them."""
+    tokens = estimate_tokens(text) if tokens is None else tokens
+    score = (0.8 * length_saturation(tokens) * lexical_density(text, text_words)
              + 0.2 * structure(text, under_heading=under_heading))
     return float(min(1.0, max(0.0, score)))

@@ -42,8 +42,8 @@ from numpy.typing import NDArray
 from opentelemetry import trace
 
 from services.knowledge_store import validation
-from shared.analysis import analyse, query_terms
-from services.knowledge_store.chunking import chunk_document, context_line
+from shared.analysis import query_terms
+from services.knowledge_store.external_texts import prepare as prepare_texts
 from services.knowledge_store.embedded import storage
 from services.knowledge_store.embedded.locking import Busy
 from services.knowledge_store.embedded.tenants import Tenant, Tenants
@@ -54,7 +54,6 @@ from services.knowledge_store.keywords import (
     is_listing,
     keyword_phrases,
 )
-from services.knowledge_store.richness import richness as text_richness
 from shared.errors import InvalidArgument
 from shared.records import (
     ArtifactSummary,
@@ -235,25 +234,9 @@ class Searcher:
         terms = query_terms(phrases)
         # A text longer than one chunk is scored as ingest would chunk it: its best chunk (MaxP,
         # as the pipeline pools an artifact's chunks), and its chunks are returned to be embedded.
-        owners: list[int] = []
-        pieces: list[tuple[str, str]] = []          # (context line, chunk text)
-        chunked: list[tuple[str, ...]] = []
         s = self._settings
-        for i, (title, text) in enumerate(texts):
-            parts = chunk_document(text, markdown=False, title=title, chunk_tokens=s.chunk_tokens,
-                                   overlap_tokens=s.chunk_overlap_tokens) if text.strip() else []
-            if len(parts) <= 1:
-                owners.append(i)
-                pieces.append((title, text))
-                chunked.append(())
-                continue
-            mine = [(context_line(title, c.path), c.text) for c in parts]
-            owners += [i] * len(mine)
-            pieces += mine
-            chunked.append(tuple(f"{ctx}\n{body}" if ctx else body for ctx, body in mine))
-        docs = [(" ".join(analyse(title)), " ".join(analyse(text))) for title, text in pieces]
-        piece_richness = np.asarray([text_richness(text) for _, text in pieces], np.float32)
-        owner = np.asarray(owners, np.intp)
+        prepared = prepare_texts(texts, chunk_tokens=s.chunk_tokens, overlap_tokens=s.chunk_overlap_tokens)
+        docs, piece_richness, owner = prepared.docs, prepared.richness, prepared.owners
 
         def read(*, wait: bool) -> KeywordScores:
             with tenant.rw.read(wait=wait):
@@ -264,8 +247,7 @@ class Searcher:
             richness = np.zeros(len(texts), np.float32)
             np.maximum.at(bm25, owner, scores)
             np.maximum.at(richness, owner, piece_richness)
-            return KeywordScores(bm25=bm25, richness=richness, keyword_stats=stats,
-                                 chunks=tuple(chunked) if any(chunked) else ())
+            return KeywordScores(bm25=bm25, richness=richness, keyword_stats=stats, chunks=prepared.chunks)
 
         return await self._read(len(docs) <= INLINE_MAX_K, read)
 

@@ -30,11 +30,11 @@ from services.knowledge_store.keywords import (
     keyword_phrases,
     phrase_score,
 )
+from services.knowledge_store.external_texts import prepare as prepare_texts
 from services.knowledge_store.qdrant import bm25, layout
 from services.knowledge_store.qdrant import filters as qf
 from services.knowledge_store.qdrant.base import sparse_of
 from services.knowledge_store.qdrant.statistics import TermStatistics
-from services.knowledge_store.richness import richness as text_richness
 from shared.errors import InvalidArgument
 from shared.records import (
     ARTIFACT_FIELDS,
@@ -282,10 +282,11 @@ class Searches(TermStatistics):
         dfs = await self._dfs(tenant_id, [layout.term_index(t) for t in terms])
         avgdl = total / n if n and total > 0 else 1.0
         query = bm25.query_vector(terms, dfs, n)
-        scores = np.asarray([bm25.score_text(query, " ".join(analyse(title)), " ".join(analyse(text)), self._weights,
-                                             avgdl) if n else 0.0 for title, text in texts], np.float32)
-        richness = np.asarray([text_richness(text) for _, text in texts], np.float32)
-        return KeywordScores(bm25=scores, richness=richness, keyword_stats=KeywordStats(
+        prepared = prepare_texts(texts, chunk_tokens=self._settings.chunk_tokens,
+                                 overlap_tokens=self._settings.chunk_overlap_tokens, chunk=False)
+        scores = np.asarray([bm25.score_text(query, title_terms, body_terms, self._weights, avgdl) if n else 0.0
+                             for title_terms, body_terms in prepared.docs], np.float32)
+        return KeywordScores(bm25=scores, richness=prepared.richness, keyword_stats=KeywordStats(
             tuple(terms), tuple(dfs.get(layout.term_index(t), 0) for t in terms), n))
 
     async def get_entries(self, tenant_id: str, entry_ids: Sequence[str]) -> list[Hit]:
