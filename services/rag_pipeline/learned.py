@@ -23,6 +23,7 @@ from __future__ import annotations
 import hashlib
 from collections import OrderedDict
 from collections.abc import Callable, Sequence
+from dataclasses import replace
 from typing import Any
 
 from ranking import Candidates, RankingConfig
@@ -99,7 +100,6 @@ class LearnedRanking:
         t = query_terms(query)
         rows, column = learned_rerank(candidates, config, model, k,
                                       lambda rs, fused: served_features(candidates, config, t, rs, fused))
-        updated = Candidates(**{**{f: getattr(candidates, f) for f in Candidates.__dataclass_fields__},
-                                "rerank": column})
+        updated = replace(candidates, rerank=column)
         notes.append(f"learned={model.kind} N{model.top_n} model {profile.model_sha256[:12]}")
         return ranked_in_order(updated, config, rows), updated
