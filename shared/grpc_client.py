@@ -33,9 +33,7 @@ _SERVICE_CONFIG = json.dumps({
     }]
 })
 
-CHANNEL_OPTIONS = [
-    ("grpc.enable_retries", 1),
-    ("grpc.service_config", _SERVICE_CONFIG),
+_TRANSPORT_OPTIONS = [
     ("grpc.max_send_message_length", MAX_MESSAGE_BYTES),
     ("grpc.max_receive_message_length", MAX_MESSAGE_BYTES),
     ("grpc.keepalive_time_ms", 30_000),
@@ -45,6 +43,8 @@ CHANNEL_OPTIONS = [
     ("grpc.initial_reconnect_backoff_ms", 250),
     ("grpc.max_reconnect_backoff_ms", 2_000),
 ]
+CHANNEL_OPTIONS = [("grpc.enable_retries", 1), ("grpc.service_config", _SERVICE_CONFIG), *_TRANSPORT_OPTIONS]
+_NO_RETRY_OPTIONS = [("grpc.enable_retries", 0), *_TRANSPORT_OPTIONS]
 
 
 def aio_channel(target: str, interceptors: list[Any] | None = None, *,
@@ -56,7 +56,7 @@ def aio_channel(target: str, interceptors: list[Any] | None = None, *,
     Every call gets a CLIENT span and carries the W3C trace context
     (shared.telemetry.client_interceptor)."""
     traced = [ClientTracingInterceptor(target), *(interceptors or [])]  # telemetry hook
-    options = CHANNEL_OPTIONS if retries else [("grpc.enable_retries", 0), *CHANNEL_OPTIONS[2:]]
+    options = CHANNEL_OPTIONS if retries else _NO_RETRY_OPTIONS
     if tls_ca_file is not None:
         return grpc.aio.secure_channel(target, channel_credentials(tls_ca_file), options=options,
                                        interceptors=traced)
