@@ -102,3 +102,28 @@ async def test_votes_on_federated_results_move_the_sources_reputation_by_the_smo
         assert local.scores[3] == next(r for r in before.results if r.entry.id == local.entry.id).scores[3]
     finally:
         await knowledge.close()
+
+
+async def test_the_search_log_write_is_not_on_the_answers_path_and_a_vote_naming_it_waits_for_it(tmp_path):
+    import asyncio
+    knowledge = await store_with(tmp_path, "local", LOCAL)
+    release, write = asyncio.Event(), knowledge.record_search
+
+    async def slow_record_search(record):          # the store's log write held until released
+        await release.wait()
+        await write(record)
+
+    knowledge.record_search = slow_record_search
+    try:
+        p = pipeline(knowledge)
+        answer = await asyncio.wait_for(p.search(request(top_k_final=2), ALICE), 10.0)   # answered, write held
+        assert answer.search_id and "record_search" not in knowledge.calls
+        vote = asyncio.create_task(p.record_feedback(TENANT, "entry", answer.results[0].entry.id, True, "",
+                                                     principal=ALICE, search_id=answer.search_id))
+        await asyncio.sleep(0.05)
+        assert not vote.done()                     # the vote waits for its search's log entry
+        release.set()
+        ack, _ = await asyncio.wait_for(vote, 10.0)
+        assert (ack.feedback_helpful, ack.feedback_unhelpful) == (1, 0)
+    finally:
+        await knowledge.close()
