@@ -322,6 +322,19 @@ async def run(args: argparse.Namespace) -> dict:
             stack.stop()
 
 
+async def _round_query(llm, ds: BeirDataset, qids: Sequence[str], rnd: int):
+    """The query of round `rnd` (the evaluated queries in turn) and its vectors."""
+    query = ds.queries[qids[rnd % len(qids)]]
+    return query, await llm.embed([query])
+
+
+async def _timed_rescore(rescorer, tenant: str, query: str, qv, hits, timeout_s: float):
+    """One re-scoring of `hits` for the query: (its result, wall ms)."""
+    t = time.perf_counter()
+    got = await rescorer.rescore(tenant, [query], qv, hits, timeout_s=timeout_s)
+    return got, (time.perf_counter() - t) * 1000.0
+
+
 async def measure_rescoring(ks, llm, ds: BeirDataset, rows: Sequence[int], qids: Sequence[str], tenant: str,
                             rounds: int, timeout_s: float, parts: dict[str, list[float]] | None = None
                             ) -> tuple[list[float], list[float]]:
@@ -338,17 +351,14 @@ async def measure_rescoring(ks, llm, ds: BeirDataset, rows: Sequence[int], qids:
             break
         hits = [RemoteHit("bench", ds.corpus[r].id, ds.corpus[r].text[:SNIPPET_CHARS], title=ds.corpus[r].title)
                 for r in chunk]
-        query = ds.queries[qids[rnd % len(qids)]]
-        qv = await llm.embed([query])
-        t = time.perf_counter()
-        first = await rescorer.rescore(tenant, [query], qv, hits, timeout_s=timeout_s)
-        cold.append((time.perf_counter() - t) * 1000.0)
+        query, qv = await _round_query(llm, ds, qids, rnd)
+        first, ms = await _timed_rescore(rescorer, tenant, query, qv, hits, timeout_s)
+        cold.append(ms)
         if parts is not None:
             parts.setdefault("embed_ms", []).append(first.embed_ms)
             parts.setdefault("keywords_ms", []).append(first.keywords_ms)
-        t = time.perf_counter()
-        again = await rescorer.rescore(tenant, [query], qv, hits, timeout_s=timeout_s)
-        warm.append((time.perf_counter() - t) * 1000.0)
+        again, ms = await _timed_rescore(rescorer, tenant, query, qv, hits, timeout_s)
+        warm.append(ms)
         if again.embedded:
             raise RuntimeError("hits seen before were embedded again")
     return cold, warm
@@ -385,11 +395,9 @@ async def measure_carried(ks, llm, ds: BeirDataset, rows: Sequence[int], qids: S
         sent, _ = decode({VECTORS_META: encode(entry_ids, vectors, fp.digest)}, fp.digest, fp.dimension, set(entry_ids))
         hits = [RemoteHit("bench", h.entry.id, h.entry.text, title=h.artifact.title, context=h.entry.headline,
                           vector=sent[h.entry.id]) for h in found]
-        query = ds.queries[qids[rnd % len(qids)]]
-        qv = await llm.embed([query])
-        t = time.perf_counter()
-        got = await rescorer.rescore(tenant, [query], qv, hits, timeout_s=timeout_s)
-        out.append((time.perf_counter() - t) * 1000.0)
+        query, qv = await _round_query(llm, ds, qids, rnd)
+        got, ms = await _timed_rescore(rescorer, tenant, query, qv, hits, timeout_s)
+        out.append(ms)
         if parts is not None:
             parts.setdefault("keywords_ms", []).append(got.keywords_ms)       # the ScoreKeywords call
             parts.setdefault("local_ms", []).append(got.total_ms - got.keywords_ms)   # dense + bookkeeping

@@ -31,9 +31,8 @@ from benchmarks.beir import BeirDataset
 from ranking import Candidates, RankingConfig
 from ranking.feedback import FEEDBACK_DOCS, rm3
 from ranking.profile import BUILTIN_PROFILE
-from ranking.features import MAX_POSITIONS, FeatureInputs, FieldTerms, features
+from ranking.features import MAX_POSITIONS, FeatureInputs, FieldTerms, bm25, features
 from ranking.query_features import query_features
-from services.knowledge_store.keywords import B, K1
 from services.knowledge_store.richness import richness
 from shared.analysis import analyse
 
@@ -104,9 +103,8 @@ class FieldIndex:
         if ids.size == 0:
             return np.zeros(self.n, dtype=_F32)
         tf = self.tf_doc[:, ids].toarray().astype(_F32)
-        norm = K1 * (1.0 - B + B * self.len_doc / self.len_doc.mean())
         idf = self.idf[ids] * (1.0 if weights is None else weights.astype(_F32))
-        return ((tf * (K1 + 1.0) / (tf + norm[:, None])) @ idf).astype(_F32)
+        return bm25(FieldTerms(tf=tf, length=self.len_doc, avg_length=float(self.len_doc.mean())), idf)
 
     def expanded(self, ids: NDArray[np.intp], scores: NDArray[np.float32]) -> tuple[NDArray[np.intp], NDArray]:
         top = np.lexsort((np.arange(self.n), -scores))[:FEEDBACK_DOCS]
