@@ -64,9 +64,14 @@ FEATURE_NAMES: tuple[str, ...] = (
 
 #: +1: the score may only rise with the feature; −1: only fall; 0: either (LightGBM's
 #: monotone constraints, in FEATURE_NAMES order). Set where the direction is known.
+#: The falling ones are named first: "bm25_rank" and "bm25_gap" share the "bm25_" prefix of the
+#: per-field BM25 scores, and the absent flags have no known direction.
+_FALLING = ("min_window", "dense_rank", "bm25_rank", "dense_gap", "bm25_gap")
+_FREE = ("dense_absent", "bm25_absent")
 MONOTONE: tuple[int, ...] = tuple(
-    1 if name.startswith(("bm25_", "cover_", "idf_cover_", "dense_title", "dense_doc", "phrase_", "fused"))
-    else -1 if name in ("min_window", "dense_rank", "bm25_rank", "dense_gap", "bm25_gap")
+    -1 if name in _FALLING
+    else 0 if name in _FREE
+    else 1 if name.startswith(("bm25_", "cover_", "idf_cover_", "dense_title", "dense_doc", "phrase_", "fused"))
     else 0
     for name in FEATURE_NAMES
 )

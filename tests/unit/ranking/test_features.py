@@ -114,6 +114,13 @@ def test_monotone_constraints_name_a_direction_for_each_feature() -> None:
     assert MONOTONE[FEATURE_NAMES.index("bm25_title")] == 1
     assert MONOTONE[FEATURE_NAMES.index("min_window")] == -1
     assert MONOTONE[FEATURE_NAMES.index("richness")] == 0
+    # The whole table: every rising and falling feature by name, everything else free.
+    rising = {f"{kind}_{field}" for field in ("title", "body", "doc") for kind in ("bm25", "cover", "idf_cover")}
+    rising |= {"dense_title", "dense_doc", "phrase_body", "phrase_title", "fused"}
+    falling = {"min_window", "dense_rank", "bm25_rank", "dense_gap", "bm25_gap"}
+    table = dict(zip(FEATURE_NAMES, MONOTONE))
+    assert {n for n, m in table.items() if m == 1} == rising
+    assert {n for n, m in table.items() if m == -1} == falling
 
 
 def test_inputs_of_the_wrong_shape_are_refused_naming_the_field() -> None:
