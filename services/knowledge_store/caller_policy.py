@@ -19,8 +19,10 @@ out of the answer exactly as a missing one is.
 """
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import replace
 
+from services.knowledge_store.models import StoreStatus
 from shared.errors import PermissionDenied
 from shared.identity import ADMIN, OPERATOR, Principal, relays_operator
 from shared.records import Hit, SearchFilters
@@ -98,6 +100,14 @@ def store_status(p: Principal | None) -> str | None:
                            "(its own tenant's condition)")
 
 
+def status_view(p: Principal | None, status: Callable[[], StoreStatus]) -> StoreStatus:
+    """GetStoreStatus for this caller: `store_status` checked first, then the store's condition
+    read whole or as the caller's tenant's view (`StoreStatus.for_tenant`)."""
+    tenant = store_status(p)
+    whole = status()
+    return whole if tenant is None else whole.for_tenant(tenant)
+
+
 def operator_only(p: Principal | None, what: str) -> None:
     """Backups and restores: the operator (or a stack without authentication) only."""
     if p is not None and not p.has_role(OPERATOR):
@@ -121,5 +131,5 @@ def search_log_user(p: Principal | None, requested_user: str) -> str:
 
 
 __all__ = ["feedback_user", "search_log_user", "metadata_read", "profile_write", "read_scope", "read_tenant",
-           "store_status", "tenant",
+           "status_view", "store_status", "tenant",
            "visible", "write"]

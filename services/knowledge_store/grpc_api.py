@@ -188,9 +188,7 @@ class KnowledgeStoreServicer(ks_grpc.KnowledgeStoreServicer):
 
     @translate_errors
     async def GetStoreStatus(self, request, context):
-        tenant = policy.store_status(verified_caller())
-        status = self._store.status()
-        return convert.store_status_to_pb(status if tenant is None else status.for_tenant(tenant))
+        return convert.store_status_to_pb(policy.status_view(verified_caller(), self._store.status))
 
     @translate_errors
     async def CheckTenant(self, request, context):

@@ -138,9 +138,7 @@ class InProcessKnowledgeStoreClient:
     async def store_status(self) -> StoreStatus:
         """The store's condition (GetStoreStatus): all of it for operators, one tenant's for its admin."""
         async with self._call("GetStoreStatus", None) as p:
-            tenant = policy.store_status(p)
-            status = self._store.status()
-            return status if tenant is None else status.for_tenant(tenant)
+            return policy.status_view(p, self._store.status)
 
     async def put_profile(self, profile: RankingProfile) -> RankingProfile:
         async with self._call("PutRankingProfile", None) as p:
