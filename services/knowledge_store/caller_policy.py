@@ -25,7 +25,7 @@ from dataclasses import replace
 from services.knowledge_store.models import StoreStatus
 from shared.errors import PermissionDenied
 from shared.identity import ADMIN, OPERATOR, Principal, relays_operator
-from shared.records import Hit, SearchFilters
+from shared.records import Hit, SearchFilters, SearchLogRecord
 
 
 def _is_user(p: Principal) -> bool:
@@ -123,13 +123,13 @@ def feedback_user(p: Principal | None, requested_user: str) -> str:
     return requested_user
 
 
-def search_log_user(p: Principal | None, requested_user: str) -> str:
-    """Whose search is logged: the asserted user's; a service or an operator names the user."""
-    if p is not None and _is_user(p):
-        return p.user_id
-    return requested_user
+def search_record(p: Principal | None, r: SearchLogRecord) -> SearchLogRecord:
+    """The search to log (RecordSearch): held to the caller's tenant, and logged as the asserted
+    user's; a service or an operator names the user."""
+    user = p.user_id if p is not None and _is_user(p) else r.user_id
+    return replace(r, tenant_id=read_tenant(p, r.tenant_id), user_id=user)
 
 
-__all__ = ["feedback_user", "search_log_user", "metadata_read", "profile_write", "read_scope", "read_tenant",
+__all__ = ["feedback_user", "search_record", "metadata_read", "profile_write", "read_scope", "read_tenant",
            "status_view", "store_status", "tenant",
            "visible", "write"]

@@ -167,10 +167,7 @@ class KnowledgeStoreServicer(ks_grpc.KnowledgeStoreServicer):
 
     @translate_errors
     async def RecordSearch(self, request, context):
-        caller = verified_caller()
-        record = convert.search_log_from_pb(request)
-        await self._store.record_search(replace(record, tenant_id=policy.read_tenant(caller, request.tenant_id),
-                                                user_id=policy.search_log_user(caller, request.user_id)))
+        await self._store.record_search(policy.search_record(verified_caller(), convert.search_log_from_pb(request)))
         return ks_pb.RecordSearchResponse()
 
     @translate_errors

@@ -196,8 +196,7 @@ class InProcessKnowledgeStoreClient:
 
     async def record_search(self, record: m.SearchLogRecord) -> None:
         async with self._call("RecordSearch", None) as p:
-            await self._store.record_search(replace(record, tenant_id=policy.read_tenant(p, record.tenant_id),
-                                                    user_id=policy.search_log_user(p, record.user_id)))
+            await self._store.record_search(policy.search_record(p, record))
 
     async def record_source_feedback(self, tenant_id: str, source_id: str, target_id: str, helpful: bool,
                                      user_id: str, *, search_id: str = "") -> m.SourceVotes:
