@@ -11,7 +11,7 @@ from nucleus.v1 import common_pb2 as pb
 from nucleus.v1 import knowledge_store_pb2 as ks_pb
 from nucleus.v1 import knowledge_store_pb2_grpc as ks_grpc
 from services.knowledge_store import caller_policy as policy
-from services.knowledge_store import convert
+from services.knowledge_store import convert, ranking_models
 from services.knowledge_store.backend import StoreBackend, candidates_by_both_legs
 from shared.errors import InvalidArgument, NotFound, Unimplemented
 from shared.grpc_errors import translate_errors
@@ -148,9 +148,8 @@ class KnowledgeStoreServicer(ks_grpc.KnowledgeStoreServicer):
     @translate_errors
     async def GetRankingModel(self, request, context):
         tenant = policy.metadata_read(verified_caller(), request.tenant_id)
-        raw = await self._store.get_ranking_model(tenant, request.model_sha256)
-        if raw is None:
-            raise NotFound(f"no ranking model {request.model_sha256} in tenant '{tenant}'")
+        raw = ranking_models.served(await self._store.get_ranking_model(tenant, request.model_sha256), tenant,
+                                    request.model_sha256)
         return ks_pb.RankingModel(model_sha256=request.model_sha256, model=raw)
 
     @translate_errors

@@ -19,6 +19,7 @@ from opentelemetry.trace import TracerProvider
 
 from ranking.profile import RankingProfile
 from services.knowledge_store import caller_policy as policy
+from services.knowledge_store import ranking_models
 from services.knowledge_store.backend import StoreBackend, candidates_by_both_legs
 from services.knowledge_store.models import StoreStatus
 from services.knowledge_store.personas import Persona
@@ -167,10 +168,7 @@ class InProcessKnowledgeStoreClient:
     async def get_ranking_model(self, tenant_id: str, sha256: str) -> bytes:
         async with self._call("GetRankingModel", None) as p:
             tenant = policy.metadata_read(p, tenant_id)
-            raw = await self._store.get_ranking_model(tenant, sha256)
-            if raw is None:
-                raise NotFound(f"no ranking model {sha256} in tenant '{tenant}'")
-            return raw
+            return ranking_models.served(await self._store.get_ranking_model(tenant, sha256), tenant, sha256)
 
     async def put_persona(self, persona: Persona) -> Persona:
         async with self._call("PutPersona", None) as p:

@@ -22,7 +22,7 @@ from services.knowledge_store.inprocess_client import InProcessKnowledgeStoreCli
 from shared.auth.inprocess import InProcessCaller
 from shared.auth.service_auth import ServiceAuth
 from shared.auth.service_identity import ensure_identities
-from shared.errors import NucleusError, PermissionDenied, Unauthenticated
+from shared.errors import NotFound, NucleusError, PermissionDenied, Unauthenticated
 from shared.identity import ADMIN, OPERATOR, Principal, acting_for
 from shared.records import SearchFilters
 from tests.support.ranking_models import linear_model
@@ -145,6 +145,9 @@ async def test_only_a_tenant_admin_or_an_operator_stores_a_ranking_model(both):
     assert set(answers) - refused == {"admin"}, answers         # as for any tenant-wide write (delete)
     with acting_for(USERS["no groups"]):                 # any user of the tenant reads it (to be served)
         assert await remote.get_ranking_model(TENANT, answers["admin"][0]) == linear_model()
+        for client in both[:2]:                          # a hash the tenant lacks: NotFound over both
+            with pytest.raises(NotFound, match="no ranking model"):
+                await client.get_ranking_model(TENANT, "0" * 64)
 
 
 async def test_with_authentication_on_a_call_without_a_caller_is_refused(both):
