@@ -15,15 +15,14 @@ no-op. Profile listings carry the hash, never the bytes; GetRankingModel reads t
 from __future__ import annotations
 
 import hashlib
-import re
 from dataclasses import replace
 
 from ranking.features import FEATURE_NAMES, FEATURE_VERSION
 from ranking.profile import RankingProfile, refuse_model_fields
 from ranking.trees import load_model
+from services.knowledge_store import validation
 from shared.errors import InvalidArgument, NotFound
 
-_SHA256 = re.compile(r"^[0-9a-f]{64}$")
 __all__ = ["check_model", "model_sha256", "refuse_model_fields", "served", "tuned"]
 
 
@@ -36,7 +35,7 @@ def check_model(raw: bytes) -> tuple[str, int]:
 
 
 def model_sha256(value: str) -> str:
-    if not isinstance(value, str) or not _SHA256.match(value):
+    if not isinstance(value, str) or not validation.SHA256_HEX.match(value):
         raise InvalidArgument("model_sha256", f"{value!r} is not a sha256: 64 lowercase hex digits")
     return value
 
