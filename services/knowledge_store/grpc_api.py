@@ -12,7 +12,7 @@ from nucleus.v1 import knowledge_store_pb2 as ks_pb
 from nucleus.v1 import knowledge_store_pb2_grpc as ks_grpc
 from services.knowledge_store import caller_policy as policy
 from services.knowledge_store import convert, ranking_models
-from services.knowledge_store.backend import StoreBackend, candidates_by_both_legs
+from services.knowledge_store.backend import StoreBackend, candidates_by_both_legs, vectors_of
 from shared.errors import InvalidArgument, NotFound, Unimplemented
 from shared.grpc_errors import translate_errors
 from shared.identity import verified_caller
@@ -103,9 +103,8 @@ class KnowledgeStoreServicer(ks_grpc.KnowledgeStoreServicer):
         hits = policy.visible(caller, await self._store.get_entries(tenant, list(request.entry_ids)))
         response = ks_pb.GetEntriesResponse(entries=[convert.hit_to_pb(h) for h in hits])
         if request.include_vectors and hits:    # the vectors of exactly the entries the caller may see
-            found = await self._store.entry_vectors(tenant, [h.entry.id for h in hits])
-            response.vectors.extend(ks_pb.FloatVector(values=found[h.entry.id].tolist() if h.entry.id in found else [])
-                                    for h in hits)
+            response.vectors.extend(ks_pb.FloatVector(values=v.tolist() if v is not None else [])
+                                    for v in await vectors_of(self._store, tenant, hits))
         return response
 
     @translate_errors

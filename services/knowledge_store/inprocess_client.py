@@ -20,7 +20,7 @@ from opentelemetry.trace import TracerProvider
 from ranking.profile import RankingProfile
 from services.knowledge_store import caller_policy as policy
 from services.knowledge_store import ranking_models
-from services.knowledge_store.backend import StoreBackend, candidates_by_both_legs
+from services.knowledge_store.backend import StoreBackend, candidates_by_both_legs, vectors_of
 from services.knowledge_store.models import StoreStatus
 from services.knowledge_store.personas import Persona
 from shared import records as m
@@ -109,8 +109,7 @@ class InProcessKnowledgeStoreClient:
         async with self._call("GetEntries", timeout_s) as p:
             tenant = policy.read_tenant(p, tenant_id)
             hits = policy.visible(p, await self._store.get_entries(tenant, list(entry_ids)))
-            found = await self._store.entry_vectors(tenant, [h.entry.id for h in hits]) if hits else {}
-            return hits, [found.get(h.entry.id) for h in hits]
+            return hits, await vectors_of(self._store, tenant, hits)
 
     async def score_keywords(self, tenant_id: str, keywords: Keywords, extra_keywords: Sequence[str],
                              texts: Sequence[tuple[str, str]], *, timeout_s: float | None = None) -> m.KeywordScores:

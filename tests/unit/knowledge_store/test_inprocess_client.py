@@ -7,6 +7,7 @@ the RPC, with the status code the RPC would have had."""
 from __future__ import annotations
 
 import grpc
+import numpy as np
 import pytest
 from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
@@ -203,3 +204,16 @@ async def test_the_store_status_is_for_operators_and_tenant_admins_the_pipeline_
     open_client = InProcessKnowledgeStoreClient(store, InProcessCaller(None, "knowledge_store", False))
     status = await open_client.store_status()
     assert status.state == "ok" and status.problems == ()
+
+
+async def test_entries_with_vectors_answer_alike_over_both_and_only_for_entries_the_user_sees(both):
+    remote, local, _, _ = both
+    ids = ["public#0", "lab-only#0", "nowhere#0"]
+    answers = []
+    with acting_for(USERS["no groups"]):
+        for client in (remote, local):
+            hits, vectors = await client.get_entries_with_vectors(TENANT, ids)
+            answers.append(([h.entry.id for h in hits], vectors))
+    for found, vectors in answers:
+        assert found == ["public#0"] and len(vectors) == 1 and vectors[0] is not None
+    np.testing.assert_allclose(answers[0][1][0], answers[1][1][0], rtol=1e-6)
