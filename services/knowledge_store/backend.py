@@ -149,6 +149,13 @@ async def candidates_by_both_legs(
     return keyword, terms, dense, completion
 
 
+async def vectors_of(store: StoreBackend, tenant_id: str, hits: Sequence[Hit]) -> list[np.ndarray | None]:
+    """GetEntries' `include_vectors`: each hit's stored unit vector, in order (None when the index
+    holds none); the caller passes only the hits its caller may see."""
+    found = await store.entry_vectors(tenant_id, [h.entry.id for h in hits]) if hits else {}
+    return [found.get(h.entry.id) for h in hits]
+
+
 def open_store(settings: KnowledgeStoreSettings, embedder: Embedder) -> StoreBackend:
     """The backend `settings.backend` names, over `embedder`."""
     if settings.backend == "qdrant":

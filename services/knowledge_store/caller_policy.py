@@ -19,11 +19,13 @@ out of the answer exactly as a missing one is.
 """
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import replace
 
+from services.knowledge_store.models import StoreStatus
 from shared.errors import PermissionDenied
 from shared.identity import ADMIN, OPERATOR, Principal, relays_operator
-from shared.records import Hit, SearchFilters
+from shared.records import Hit, SearchFilters, SearchLogRecord
 
 
 def _is_user(p: Principal) -> bool:
@@ -98,6 +100,14 @@ def store_status(p: Principal | None) -> str | None:
                            "(its own tenant's condition)")
 
 
+def status_view(p: Principal | None, status: Callable[[], StoreStatus]) -> StoreStatus:
+    """GetStoreStatus for this caller: `store_status` checked first, then the store's condition
+    read whole or as the caller's tenant's view (`StoreStatus.for_tenant`)."""
+    tenant = store_status(p)
+    whole = status()
+    return whole if tenant is None else whole.for_tenant(tenant)
+
+
 def operator_only(p: Principal | None, what: str) -> None:
     """Backups and restores: the operator (or a stack without authentication) only."""
     if p is not None and not p.has_role(OPERATOR):
@@ -113,13 +123,13 @@ def feedback_user(p: Principal | None, requested_user: str) -> str:
     return requested_user
 
 
-def search_log_user(p: Principal | None, requested_user: str) -> str:
-    """Whose search is logged: the asserted user's; a service or an operator names the user."""
-    if p is not None and _is_user(p):
-        return p.user_id
-    return requested_user
+def search_record(p: Principal | None, r: SearchLogRecord) -> SearchLogRecord:
+    """The search to log (RecordSearch): held to the caller's tenant, and logged as the asserted
+    user's; a service or an operator names the user."""
+    user = p.user_id if p is not None and _is_user(p) else r.user_id
+    return replace(r, tenant_id=read_tenant(p, r.tenant_id), user_id=user)
 
 
-__all__ = ["feedback_user", "search_log_user", "metadata_read", "profile_write", "read_scope", "read_tenant",
-           "store_status", "tenant",
+__all__ = ["feedback_user", "search_record", "metadata_read", "profile_write", "read_scope", "read_tenant",
+           "status_view", "store_status", "tenant",
            "visible", "write"]

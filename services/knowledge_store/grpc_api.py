@@ -11,8 +11,8 @@ from nucleus.v1 import common_pb2 as pb
 from nucleus.v1 import knowledge_store_pb2 as ks_pb
 from nucleus.v1 import knowledge_store_pb2_grpc as ks_grpc
 from services.knowledge_store import caller_policy as policy
-from services.knowledge_store import convert
-from services.knowledge_store.backend import StoreBackend, candidates_by_both_legs
+from services.knowledge_store import convert, ranking_models
+from services.knowledge_store.backend import StoreBackend, candidates_by_both_legs, vectors_of
 from shared.errors import InvalidArgument, NotFound, Unimplemented
 from shared.grpc_errors import translate_errors
 from shared.identity import verified_caller
@@ -103,9 +103,8 @@ class KnowledgeStoreServicer(ks_grpc.KnowledgeStoreServicer):
         hits = policy.visible(caller, await self._store.get_entries(tenant, list(request.entry_ids)))
         response = ks_pb.GetEntriesResponse(entries=[convert.hit_to_pb(h) for h in hits])
         if request.include_vectors and hits:    # the vectors of exactly the entries the caller may see
-            found = await self._store.entry_vectors(tenant, [h.entry.id for h in hits])
-            response.vectors.extend(ks_pb.FloatVector(values=found[h.entry.id].tolist() if h.entry.id in found else [])
-                                    for h in hits)
+            response.vectors.extend(ks_pb.FloatVector(values=v.tolist() if v is not None else [])
+                                    for v in await vectors_of(self._store, tenant, hits))
         return response
 
     @translate_errors
@@ -148,9 +147,8 @@ class KnowledgeStoreServicer(ks_grpc.KnowledgeStoreServicer):
     @translate_errors
     async def GetRankingModel(self, request, context):
         tenant = policy.metadata_read(verified_caller(), request.tenant_id)
-        raw = await self._store.get_ranking_model(tenant, request.model_sha256)
-        if raw is None:
-            raise NotFound(f"no ranking model {request.model_sha256} in tenant '{tenant}'")
+        raw = ranking_models.served(await self._store.get_ranking_model(tenant, request.model_sha256), tenant,
+                                    request.model_sha256)
         return ks_pb.RankingModel(model_sha256=request.model_sha256, model=raw)
 
     @translate_errors
@@ -167,10 +165,7 @@ class KnowledgeStoreServicer(ks_grpc.KnowledgeStoreServicer):
 
     @translate_errors
     async def RecordSearch(self, request, context):
-        caller = verified_caller()
-        record = convert.search_log_from_pb(request)
-        await self._store.record_search(replace(record, tenant_id=policy.read_tenant(caller, request.tenant_id),
-                                                user_id=policy.search_log_user(caller, request.user_id)))
+        await self._store.record_search(policy.search_record(verified_caller(), convert.search_log_from_pb(request)))
         return ks_pb.RecordSearchResponse()
 
     @translate_errors
@@ -188,9 +183,7 @@ class KnowledgeStoreServicer(ks_grpc.KnowledgeStoreServicer):
 
     @translate_errors
     async def GetStoreStatus(self, request, context):
-        tenant = policy.store_status(verified_caller())
-        status = self._store.status()
-        return convert.store_status_to_pb(status if tenant is None else status.for_tenant(tenant))
+        return convert.store_status_to_pb(policy.status_view(verified_caller(), self._store.status))
 
     @translate_errors
     async def CheckTenant(self, request, context):

@@ -19,7 +19,8 @@ from opentelemetry.trace import TracerProvider
 
 from ranking.profile import RankingProfile
 from services.knowledge_store import caller_policy as policy
-from services.knowledge_store.backend import StoreBackend, candidates_by_both_legs
+from services.knowledge_store import ranking_models
+from services.knowledge_store.backend import StoreBackend, candidates_by_both_legs, vectors_of
 from services.knowledge_store.models import StoreStatus
 from services.knowledge_store.personas import Persona
 from shared import records as m
@@ -108,8 +109,7 @@ class InProcessKnowledgeStoreClient:
         async with self._call("GetEntries", timeout_s) as p:
             tenant = policy.read_tenant(p, tenant_id)
             hits = policy.visible(p, await self._store.get_entries(tenant, list(entry_ids)))
-            found = await self._store.entry_vectors(tenant, [h.entry.id for h in hits]) if hits else {}
-            return hits, [found.get(h.entry.id) for h in hits]
+            return hits, await vectors_of(self._store, tenant, hits)
 
     async def score_keywords(self, tenant_id: str, keywords: Keywords, extra_keywords: Sequence[str],
                              texts: Sequence[tuple[str, str]], *, timeout_s: float | None = None) -> m.KeywordScores:
@@ -138,9 +138,7 @@ class InProcessKnowledgeStoreClient:
     async def store_status(self) -> StoreStatus:
         """The store's condition (GetStoreStatus): all of it for operators, one tenant's for its admin."""
         async with self._call("GetStoreStatus", None) as p:
-            tenant = policy.store_status(p)
-            status = self._store.status()
-            return status if tenant is None else status.for_tenant(tenant)
+            return policy.status_view(p, self._store.status)
 
     async def put_profile(self, profile: RankingProfile) -> RankingProfile:
         async with self._call("PutRankingProfile", None) as p:
@@ -169,10 +167,7 @@ class InProcessKnowledgeStoreClient:
     async def get_ranking_model(self, tenant_id: str, sha256: str) -> bytes:
         async with self._call("GetRankingModel", None) as p:
             tenant = policy.metadata_read(p, tenant_id)
-            raw = await self._store.get_ranking_model(tenant, sha256)
-            if raw is None:
-                raise NotFound(f"no ranking model {sha256} in tenant '{tenant}'")
-            return raw
+            return ranking_models.served(await self._store.get_ranking_model(tenant, sha256), tenant, sha256)
 
     async def put_persona(self, persona: Persona) -> Persona:
         async with self._call("PutPersona", None) as p:
@@ -198,8 +193,7 @@ class InProcessKnowledgeStoreClient:
 
     async def record_search(self, record: m.SearchLogRecord) -> None:
         async with self._call("RecordSearch", None) as p:
-            await self._store.record_search(replace(record, tenant_id=policy.read_tenant(p, record.tenant_id),
-                                                    user_id=policy.search_log_user(p, record.user_id)))
+            await self._store.record_search(policy.search_record(p, record))
 
     async def record_source_feedback(self, tenant_id: str, source_id: str, target_id: str, helpful: bool,
                                      user_id: str, *, search_id: str = "") -> m.SourceVotes:

@@ -30,7 +30,7 @@ MAX_SEARCH_ITEMS = 200                 # results of one logged search (RAGPipeli
 PRUNE_EVERY = 64                       # a write prunes the tenant's log once in this many
 SEARCH_ID_RULE = "16-64 characters: letters, digits, '-' and '_' (as SearchAndRank returned it)"
 _SEARCH_ID = re.compile(r"^[A-Za-z0-9_-]{16,64}$")
-_SHA256 = re.compile(r"^[0-9a-f]{64}$")
+MAX_RESULT_ID_CHARS = validation.MAX_ARTIFACT_ID_CHARS + 16   # an entry id (`<artifact>#<chunk>`), a source result
 
 
 def search_id(value: str) -> str:
@@ -45,7 +45,7 @@ def record(r: SearchLogRecord) -> SearchLogRecord:
     search_id(r.search_id)
     if r.user_id:
         validation.label(r.user_id, "user_id")
-    if not _SHA256.match(r.query_sha256):
+    if not validation.SHA256_HEX.match(r.query_sha256):
         raise InvalidArgument("query_sha256", "must be the 64 hex digits (lower case) of the query's SHA-256")
     if r.created_unix <= 0:
         raise InvalidArgument("created_unix", f"must be a positive unix time, got {r.created_unix}")
@@ -53,9 +53,8 @@ def record(r: SearchLogRecord) -> SearchLogRecord:
         raise InvalidArgument("items", f"{len(r.items)} results, at most {MAX_SEARCH_ITEMS} accepted")
     for i, item in enumerate(r.items):
         for name, value in (("entry_id", item.entry_id), ("artifact_id", item.artifact_id)):
-            if not value or len(value) > validation.MAX_ARTIFACT_ID_CHARS + 16:
-                raise InvalidArgument(f"items[{i}].{name}", "must be 1 to "
-                                                            f"{validation.MAX_ARTIFACT_ID_CHARS + 16} characters")
+            if not value or len(value) > MAX_RESULT_ID_CHARS:
+                raise InvalidArgument(f"items[{i}].{name}", f"must be 1 to {MAX_RESULT_ID_CHARS} characters")
         if item.rank < 1:
             raise InvalidArgument(f"items[{i}].rank", f"must be >= 1, got {item.rank}")
     return r
@@ -84,9 +83,8 @@ def source_vote(source_id: str, target_id: str, user_id: str) -> None:
     if not target_id.startswith(f"{source_id}:") or len(target_id) <= len(source_id) + 1:
         raise InvalidArgument("target_id", f"{shown(target_id)} is not a result of source "
                                            f"'{source_id}' ('{source_id}:<remote id>')")
-    if len(target_id) > validation.MAX_ARTIFACT_ID_CHARS + 16:
-        raise InvalidArgument("target_id", f"is {len(target_id)} characters, at most "
-                                           f"{validation.MAX_ARTIFACT_ID_CHARS + 16} accepted")
+    if len(target_id) > MAX_RESULT_ID_CHARS:
+        raise InvalidArgument("target_id", f"is {len(target_id)} characters, at most {MAX_RESULT_ID_CHARS} accepted")
     if not user_id.strip():
         raise InvalidArgument("user_id", "is required: each user has one vote per source")
     validation.label(user_id, "user_id")

@@ -203,14 +203,14 @@ def profile(p: RankingProfile) -> None:
     if p.feedback_expansion not in FEEDBACK_EXPANSIONS:
         raise InvalidArgument("feedback_expansion", f"{p.feedback_expansion!r} is not a feedback expansion; accepted: "
                                                     f"{', '.join(repr(f) for f in FEEDBACK_EXPANSIONS)}")
-    if p.model_sha256 and not _SHA256.match(p.model_sha256):
+    if p.model_sha256 and not SHA256_HEX.match(p.model_sha256):
         raise InvalidArgument("model_sha256", "must be '' (no model) or 64 lowercase hex digits")
     if isinstance(p.feature_version, bool) or not isinstance(p.feature_version, int) or not (
             0 <= p.feature_version <= INT32_MAX) or bool(p.feature_version) != bool(p.model_sha256):
         raise InvalidArgument("feature_version", f"must be > 0 with a model and 0 without, got {p.feature_version!r}")
 
 
-_SHA256 = re.compile(r"^[0-9a-f]{64}$")
+SHA256_HEX = re.compile(r"^[0-9a-f]{64}$")         # a hex SHA-256 (models, query hashes)
 
 
 def feedback(target: str, target_id: str, user_id: str, comment: str) -> None:

@@ -10,9 +10,9 @@ only read that; the cores decide what it may do.
 Client side, `signing_interceptors(signer, audience)` (unary calls and calls with a streamed
 reply) add `authorization: Bearer <token>` to every call: an on-behalf-of assertion when the
 work is done for an end user (`shared.identity.on_behalf_of`: the user a request is served
-for), else the caller's own
-service token (an operator's or a service's call stays the service's own; for a verified operator
-it says `for_operator`, which grants no role: `shared.identity.FOR_OPERATOR`).
+for), else the caller's own service token (an operator's or a service's call stays the
+service's own; for a verified operator it says `for_operator`, which grants no role:
+`shared.identity.FOR_OPERATOR`).
 """
 from __future__ import annotations
 

@@ -1,8 +1,9 @@
 """HNSW search depth (efSearch) chosen per index from a recall target, on the index's own vectors.
 
 One efSearch for every size wastes time on small indexes: 768 was chosen at 1M chunks, where
-it is needed for recall@10 0.95; at 100k chunks 128 already gives 0.994 in a sixth of the time.
-So when an HNSW index is built (or rebuilt), it is measured on its own vectors:
+it is needed for recall@10 0.95; at 100k chunks the chosen 256 gave 0.997 in 1.3 ms p50 where
+768 took 2.8 ms (docs/BENCHMARKS.md, "HNSW search depth by size", with the command). So when
+an HNSW index is built (or rebuilt), it is measured on its own vectors:
 
     queries   SAMPLE_QUERIES query-like points: the normalised midpoint of two random stored
               vectors (a stored vector itself would be its own nearest neighbour, found at any

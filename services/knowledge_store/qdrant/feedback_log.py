@@ -81,14 +81,20 @@ class FeedbackLog(QdrantBase):
             await self._call("upsert", collection_name=self._names.feedback, wait=True, points=[qm.PointStruct(
                 id=layout.point_id("feedback", tenant_id, target_id, user_id, time.time_ns()), vector={},
                 payload={**vote, "target": "source", "search_id": search_id, "comment": "", "created_unix": now})])
-        return next((v for v in await self.source_votes(tenant_id) if v.source_id == source_id),
-                    SourceVotes(source_id, 0, 0))
+        return next(iter(await self._source_counts(tenant_id, source_id)), SourceVotes(source_id, 0, 0))
 
     async def source_votes(self, tenant_id: str) -> list[SourceVotes]:
         validation.tenant_id(tenant_id)
         await self._ensure()
-        points = await self._scroll({"collection_name": self._names.source_votes},
-                                    qm.Filter(must=[qf.tenant(tenant_id)]), payload=["source_id", "helpful"])
+        return await self._source_counts(tenant_id)
+
+    async def _source_counts(self, tenant_id: str, source_id: str | None = None) -> list[SourceVotes]:
+        """Each source's votes in the tenant; of `source_id` only when given (its indexed field)."""
+        must = [qf.tenant(tenant_id)]
+        if source_id is not None:
+            must.append(qm.FieldCondition(key="source_id", match=qm.MatchValue(value=source_id)))
+        points = await self._scroll({"collection_name": self._names.source_votes}, qm.Filter(must=must),
+                                    payload=["source_id", "helpful"])
         counts: dict[str, list[int]] = {}
         for p in points:
             counts.setdefault(p.payload["source_id"], [0, 0])[0 if p.payload.get("helpful") else 1] += 1

@@ -322,7 +322,8 @@ async def test_source_votes_are_one_per_user_per_source_and_tenant(store):
     assert (votes.helpful, votes.unhelpful) == (0, 1)
     votes = await store.record_source_feedback(tenant, "legal", "legal:d1", True, "bob")
     assert (votes.helpful, votes.unhelpful) == (1, 1)
-    await store.record_source_feedback(tenant, "wiki", "wiki:x", True, "bob")
+    votes = await store.record_source_feedback(tenant, "wiki", "wiki:x", True, "bob")
+    assert (votes.source_id, votes.helpful, votes.unhelpful) == ("wiki", 1, 0)          # the voted source's only
     assert [(v.source_id, v.helpful, v.unhelpful) for v in await store.source_votes(tenant)] == [
         ("legal", 1, 1), ("wiki", 1, 0)]
     assert await store.source_votes("source-votes-other") == []
@@ -336,7 +337,7 @@ async def test_source_votes_are_one_per_user_per_source_and_tenant(store):
     assert err.value.field == "search_id"
     votes = await store.record_source_feedback(tenant, "legal", "legal:d1", True, "carol",
                                                search_id=search.search_id)
-    assert (votes.helpful, votes.unhelpful) == (2, 1)
+    assert (votes.source_id, votes.helpful, votes.unhelpful) == ("legal", 2, 1)
 
 
 async def test_profile_rerank_fields_round_trip_and_are_checked_naming_the_field(store):

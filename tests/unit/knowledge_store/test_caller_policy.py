@@ -9,7 +9,7 @@ import pytest
 from services.knowledge_store import caller_policy as policy
 from shared.errors import PermissionDenied
 from shared.identity import FOR_OPERATOR, Principal
-from shared.records import ArtifactSummary, Entry, Hit, SearchFilters
+from shared.records import ArtifactSummary, Entry, Hit, SearchFilters, SearchLogItem, SearchLogRecord
 
 ALICE = Principal(tenant_id="acme", user_id="alice", groups=("eng",), auth_method="on_behalf_of")
 ADMIN = Principal(tenant_id="acme", user_id="ada", roles=("admin",), auth_method="on_behalf_of")
@@ -69,6 +69,15 @@ def test_a_vote_is_the_asserted_users_never_the_name_in_the_request():
     with pytest.raises(PermissionDenied):
         policy.feedback_user(RAG, "mallory")
     assert policy.feedback_user(OPERATOR, "bob") == "bob"
+
+
+def test_a_logged_search_is_held_to_the_callers_tenant_and_is_the_asserted_users():
+    sent = SearchLogRecord("", "s" * 16, "mallory", 1, "0" * 64, (SearchLogItem("a#0", "a", 1),))
+    mine = policy.search_record(ALICE, sent)
+    assert (mine.tenant_id, mine.user_id, mine.items) == ("acme", "alice", sent.items)
+    with pytest.raises(PermissionDenied):
+        policy.search_record(ALICE, replace(sent, tenant_id="globex"))
+    assert policy.search_record(RAG, replace(sent, tenant_id="acme")).user_id == "mallory"   # a service names it
 
 
 def test_an_operator_reads_the_whole_store_status_and_a_tenant_admin_its_tenants_view():

@@ -7,6 +7,7 @@ the RPC, with the status code the RPC would have had."""
 from __future__ import annotations
 
 import grpc
+import numpy as np
 import pytest
 from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
@@ -22,7 +23,7 @@ from services.knowledge_store.inprocess_client import InProcessKnowledgeStoreCli
 from shared.auth.inprocess import InProcessCaller
 from shared.auth.service_auth import ServiceAuth
 from shared.auth.service_identity import ensure_identities
-from shared.errors import NucleusError, PermissionDenied, Unauthenticated
+from shared.errors import NotFound, NucleusError, PermissionDenied, Unauthenticated
 from shared.identity import ADMIN, OPERATOR, Principal, acting_for
 from shared.records import SearchFilters
 from tests.support.ranking_models import linear_model
@@ -145,6 +146,9 @@ async def test_only_a_tenant_admin_or_an_operator_stores_a_ranking_model(both):
     assert set(answers) - refused == {"admin"}, answers         # as for any tenant-wide write (delete)
     with acting_for(USERS["no groups"]):                 # any user of the tenant reads it (to be served)
         assert await remote.get_ranking_model(TENANT, answers["admin"][0]) == linear_model()
+        for client in both[:2]:                          # a hash the tenant lacks: NotFound over both
+            with pytest.raises(NotFound, match="no ranking model"):
+                await client.get_ranking_model(TENANT, "0" * 64)
 
 
 async def test_with_authentication_on_a_call_without_a_caller_is_refused(both):
@@ -200,3 +204,16 @@ async def test_the_store_status_is_for_operators_and_tenant_admins_the_pipeline_
     open_client = InProcessKnowledgeStoreClient(store, InProcessCaller(None, "knowledge_store", False))
     status = await open_client.store_status()
     assert status.state == "ok" and status.problems == ()
+
+
+async def test_entries_with_vectors_answer_alike_over_both_and_only_for_entries_the_user_sees(both):
+    remote, local, _, _ = both
+    ids = ["public#0", "lab-only#0", "nowhere#0"]
+    answers = []
+    with acting_for(USERS["no groups"]):
+        for client in (remote, local):
+            hits, vectors = await client.get_entries_with_vectors(TENANT, ids)
+            answers.append(([h.entry.id for h in hits], vectors))
+    for found, vectors in answers:
+        assert found == ["public#0"] and len(vectors) == 1 and vectors[0] is not None
+    np.testing.assert_allclose(answers[0][1][0], answers[1][1][0], rtol=1e-6)
