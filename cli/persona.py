@@ -14,28 +14,16 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
-import os
 import time
 from pathlib import Path
 
-from cli.stack import credentials, target, tls_ca
+from cli.stack import call_pipeline
 from nucleus.v1 import common_pb2 as pb
-from nucleus.v1 import rag_pipeline_pb2_grpc as rag_grpc
 from shared.errors import InvalidArgument
-from shared.grpc_client import aio_channel, call
 
 
 def _list(text: str) -> list[str]:
     return [x.strip() for x in text.split(",") if x.strip()] if text else []
-
-
-async def _call(args: argparse.Namespace, method: str, request):
-    key = os.environ.get("NUCLEUS_API_KEY", "")
-    signing = None if key else credentials(args, "rag_pipeline")
-    async with aio_channel(target(args, "rag_pipeline"), signing, tls_ca_file=tls_ca(args)) as channel:
-        stub = rag_grpc.RagPipelineStub(channel)
-        return await call(getattr(stub, method), request, timeout=30.0, service="RAGPipeline",
-                          metadata=(("authorization", f"Bearer {key}"),) if key else None)
 
 
 def _show(p) -> dict:
@@ -56,15 +44,15 @@ def cmd_persona(args: argparse.Namespace) -> int:
         request = pb.Persona(tenant_id=args.tenant, persona_id=args.persona_id, display_name=args.name,
                              system_prompt=prompt, allowed_tools=_list(args.tools), tools_disabled=args.no_tools,
                              allowed_sources=_list(args.sources), llm_model=args.model)
-        print(json.dumps(_show(asyncio.run(_call(args, "PutPersona", request))), indent=2))
+        print(json.dumps(_show(asyncio.run(call_pipeline(args, "PutPersona", request))), indent=2))
     elif args.action == "get":
         if not args.persona_id:
             raise InvalidArgument("persona_id", "is required: nucleus persona get ID --tenant T")
-        found = asyncio.run(_call(args, "GetPersona", pb.GetPersonaRequest(tenant_id=args.tenant,
-                                                                         persona_id=args.persona_id)))
+        found = asyncio.run(call_pipeline(args, "GetPersona", pb.GetPersonaRequest(tenant_id=args.tenant,
+                                                                                 persona_id=args.persona_id)))
         print(json.dumps(_show(found), indent=2))
     else:
-        found = asyncio.run(_call(args, "ListPersonas", pb.ListPersonasRequest(tenant_id=args.tenant)))
+        found = asyncio.run(call_pipeline(args, "ListPersonas", pb.ListPersonasRequest(tenant_id=args.tenant)))
         print(json.dumps([_show(p) for p in found.personas], indent=2))
     return 0
 

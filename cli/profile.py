@@ -17,7 +17,7 @@ import argparse
 import asyncio
 import json
 
-from cli.persona import _call
+from cli.stack import call_pipeline
 from nucleus.v1 import common_pb2 as pb
 from ranking.profile import DEFAULT_RERANK_TOP_N, DEFAULT_RERANK_WEIGHT, RankingProfile
 from services.knowledge_store.convert import profile_from_pb, profile_to_pb
@@ -58,14 +58,14 @@ def cmd_profile(args: argparse.Namespace) -> int:
             fusion_method=args.fusion or base.fusion_method, recency_mode=args.recency_mode or base.recency_mode,
             is_default=args.default, reranker=args.reranker, rerank_top_n=args.rerank_top_n,
             rerank_weight=args.rerank_weight)
-        stored = asyncio.run(_call(args, "PutRankingProfile", profile_to_pb(profile)))
+        stored = asyncio.run(call_pipeline(args, "PutRankingProfile", profile_to_pb(profile)))
         print(json.dumps(_show(profile_from_pb(stored)), indent=2))
     elif args.action == "get":
-        found = asyncio.run(_call(args, "GetRankingProfile", pb.GetRankingProfileRequest(
+        found = asyncio.run(call_pipeline(args, "GetRankingProfile", pb.GetRankingProfileRequest(
             tenant_id=args.tenant, persona_id=args.persona, name=args.name, version=args.version)))
         print(json.dumps(_show(profile_from_pb(found)), indent=2))
     else:
-        found = asyncio.run(_call(args, "ListRankingProfiles", pb.ListRankingProfilesRequest(
+        found = asyncio.run(call_pipeline(args, "ListRankingProfiles", pb.ListRankingProfilesRequest(
             tenant_id=args.tenant, persona_id=args.persona)))
         print(json.dumps([_show(profile_from_pb(p)) for p in found.profiles], indent=2))
     return 0

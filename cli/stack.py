@@ -7,11 +7,13 @@ state (<data dir>/run/stack.json), and how to reach and sign calls to its servic
     credentials             the operator's signing interceptors for a service (auth on), else None
     tls_ca                  the CA of a stack started with NUCLEUS_TLS=1, else None
     target                  a service's gRPC address: --<service>-target, else stack.json
+    call_pipeline           one RAGPipeline call as $NUCLEUS_API_KEY's user, else as the operator
 """
 from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 from pathlib import Path
 
@@ -59,3 +61,15 @@ def target(args: argparse.Namespace, service: str) -> str:
     if explicit:
         return explicit
     return stack_state(args)["services"][service]["grpc"]
+
+
+async def call_pipeline(args: argparse.Namespace, method: str, request):
+    """One RAGPipeline unary call: as the user of $NUCLEUS_API_KEY when set, else signed as the operator."""
+    from nucleus.v1 import rag_pipeline_pb2_grpc as rag_grpc
+    from shared.grpc_client import aio_channel, call
+    key = os.environ.get("NUCLEUS_API_KEY", "")
+    signing = None if key else credentials(args, "rag_pipeline")
+    async with aio_channel(target(args, "rag_pipeline"), signing, tls_ca_file=tls_ca(args)) as channel:
+        stub = rag_grpc.RagPipelineStub(channel)
+        return await call(getattr(stub, method), request, timeout=30.0, service="RAGPipeline",
+                          metadata=(("authorization", f"Bearer {key}"),) if key else None)

@@ -47,20 +47,25 @@ def _settings():
     return tuple(s for s in SETTINGS if not s.feedback)
 
 
+def _store(args: argparse.Namespace):
+    """The running stack's KnowledgeStore, as its operator."""
+    from services.knowledge_store.client import KnowledgeStoreClient
+
+    return KnowledgeStoreClient(target(args, "knowledge_store"), timeout_s=30.0,
+                                interceptors=credentials(args, "knowledge_store"), tls_ca_file=tls_ca(args))
+
+
 async def _prepare(args: argparse.Namespace, dataset, qids: list[str]):
     """query id -> Prepared, each query searched through the serving code (module docstring, 2)."""
-    from services.knowledge_store.client import KnowledgeStoreClient
     from services.llm_orchestration.client import LlmOrchestrationClient
     from services.rag_pipeline.core import RagPipeline
     from services.rag_pipeline.learning.crossval import Prepared
     from services.rag_pipeline.models import Preferences, SearchRequest
     from shared.settings import RagPipelineSettings
 
-    ca = tls_ca(args)
-    ks = KnowledgeStoreClient(target(args, "knowledge_store"), timeout_s=30.0,
-                              interceptors=credentials(args, "knowledge_store"), tls_ca_file=ca)
+    ks = _store(args)
     llm = LlmOrchestrationClient(target(args, "llm_orchestration"), timeout_s=30.0,
-                                 interceptors=credentials(args, "llm_orchestration"), tls_ca_file=ca)
+                                 interceptors=credentials(args, "llm_orchestration"), tls_ca_file=tls_ca(args))
     pipeline = RagPipeline(RagPipelineSettings(), ks, llm)
     captured: list[tuple[str, list[str], Candidates, RankingConfig]] = []
     pipeline.learned.capture = lambda q, ids, c, cfg: captured.append((q, ids, c, cfg))
@@ -99,7 +104,8 @@ def _report(args: argparse.Namespace, dataset, prepared) -> tuple[object, object
     learner = Learner(lambda qid, feedback: prepared[qid], dataset.qrels, _settings(), groups=groups)
     current, tuned = [], []
     for i, held in enumerate(f for f in folds(qids, groups, args.folds) if f):
-        tune = [q for q in qids if q not in set(held)]
+        held_ids = set(held)
+        tune = [q for q in qids if q not in held_ids]
         chosen = learner.choose(tune)
         current += learner.scores(held, Setting(), None)
         tuned += learner.scores(held, chosen.setting, chosen.model)
@@ -111,10 +117,7 @@ def _report(args: argparse.Namespace, dataset, prepared) -> tuple[object, object
 
 
 async def _save(args: argparse.Namespace, current: RankingProfile, chosen) -> RankingProfile:
-    from services.knowledge_store.client import KnowledgeStoreClient
-
-    ks = KnowledgeStoreClient(target(args, "knowledge_store"), timeout_s=30.0,
-                              interceptors=credentials(args, "knowledge_store"), tls_ca_file=tls_ca(args))
+    ks = _store(args)
     try:
         profile = replace(current, tenant_id=args.tenant, version=0, updated_unix=0, model_sha256="",
                           feature_version=0)

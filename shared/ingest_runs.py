@@ -17,12 +17,13 @@ import fcntl
 import json
 import logging
 import os
-import re
 import tempfile
 import time
 from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import Any
+
+from shared.identity import TENANT_ID
 
 log = logging.getLogger(__name__)
 
@@ -31,12 +32,11 @@ MAX_RUNS = 20
 MAX_FILES = 200
 MAX_FILE_BYTES = 4 * 1024 * 1024
 MAX_TEXT = 300
-TENANT_FILE = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_.:-]{0,63}$")
 
 
 def log_path(data_dir: Path, tenant: str) -> Path | None:
-    """The tenant's file (None for a tenant id that cannot name a file safely)."""
-    if not TENANT_FILE.match(tenant):
+    """The tenant's file (None for what is not a tenant id, `shared.identity.TENANT_ID`)."""
+    if not TENANT_ID.match(tenant):
         return None
     return Path(data_dir) / DIR_NAME / f"{tenant}.json"
 

@@ -147,6 +147,20 @@ def login(browser: Browser, base: str, credential: str, shot: str | None = None,
     return ctx, page
 
 
+def watch_dialogs(page) -> list[str]:
+    """The messages of every dialog (alert, confirm) the page opens from now on, each dismissed."""
+    dialogs: list[str] = []
+    page.on("dialog", lambda d: (dialogs.append(d.message), d.dismiss()))
+    return dialogs
+
+
+def assert_no_script_ran(page, dialogs: list[str]) -> None:
+    """XSS_TITLE's script and its onerror image did nothing: no global set, no image, no dialog."""
+    page.wait_for_load_state("load")
+    assert page.evaluate("typeof window.__xss") == "undefined"
+    assert page.locator("main img").count() == 0 and dialogs == []
+
+
 async def test_admin_logs_in_stores_profiles_and_reads_the_4r_bars(console):
     stack, browser = console
     base = stack.base_url
@@ -262,16 +276,13 @@ async def test_a_title_with_script_shows_as_text_and_no_script_runs(console):
 
     def scenario():
         ctx, page = login(browser, base, admin)
-        dialogs: list[str] = []
-        page.on("dialog", lambda d: (dialogs.append(d.message), d.dismiss()))
+        dialogs = watch_dialogs(page)
         page.goto(f"{base}/console/search?q=zebra+quokka+memo&k=3")
         title = page.locator('.result[data-artifact="console-xss-memo"] .title')
         assert title.is_visible()
         assert title.inner_text() == XSS_TITLE
         browser.shot(page, "06-hostile-title")
-        page.wait_for_load_state("load")
-        assert page.evaluate("typeof window.__xss") == "undefined"
-        assert page.locator("main img").count() == 0 and dialogs == []
+        assert_no_script_ran(page, dialogs)
         ctx.close()
 
     await browser.run(scenario)
@@ -539,8 +550,7 @@ async def test_the_topic_map_shows_documents_on_hover_and_members_on_click_with_
 
     def scenario():
         ctx, page = login(browser, base, admin)
-        dialogs: list[str] = []
-        page.on("dialog", lambda d: (dialogs.append(d.message), d.dismiss()))
+        dialogs = watch_dialogs(page)
         deadline = time.monotonic() + 30                   # the tenant's clusters are computed on first use
         while True:
             response = page.goto(f"{base}/console/topics")
@@ -564,9 +574,7 @@ async def test_the_topic_map_shows_documents_on_hover_and_members_on_click_with_
         assert page.locator("#members li").count() == page.locator(
             f'#topic-map circle.pt[data-topic="{topic}"]').count()
         browser.shot(page, "17-topic-members")
-        page.wait_for_load_state("load")
-        assert page.evaluate("typeof window.__xss") == "undefined" and dialogs == []
-        assert page.locator("main img").count() == 0
+        assert_no_script_ran(page, dialogs)
         ctx.close()
 
     await browser.run(scenario)

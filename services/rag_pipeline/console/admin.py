@@ -34,7 +34,6 @@ from services.rag_pipeline.federation.registry import (RegistryClient, RegistryE
 from services.rag_pipeline.federation.source_config import SourcesFileError
 from shared.errors import InvalidArgument, NotFound, Unavailable
 
-MAX_FORM_BYTES = 64 * 1024
 MAX_FORM_FIELDS = 64                 # the editor has a field per RankingProfile field, and more may come
 REGISTRY_TIMEOUT_S = 10.0
 BROWSE_LIMIT = 30
@@ -53,12 +52,6 @@ class AdminPages:
 
     def _tenant(self, session: Session, params: Any) -> str:
         return self.app.tenant(session, params) or session.principal.tenant_id
-
-    async def _form(self, request: Request) -> Response | None:
-        request.state.form = await self.app.read_form(request, MAX_FORM_BYTES, MAX_FORM_FIELDS)
-        if request.state.form is None:
-            return self.app.error(request, 413, "the form is too large", self.app.session_of(request))
-        return None
 
     # ------------------------------------------------------------------ profiles
     async def _profile_page(self, req: Request, session: Session, tenant: str, persona: str, name: str, *,
@@ -86,10 +79,6 @@ class AdminPages:
         return await self.app.page(request, run, admin=True)
 
     async def save_profile(self, request: Request) -> Response:
-        refused = await self._form(request)
-        if refused is not None:
-            return refused
-
         async def run(req: Request, session: Session) -> Response:
             form = req.state.form
             tenant = self._tenant(session, form)
@@ -103,7 +92,7 @@ class AdminPages:
                 return await self._profile_page(req, session, tenant, persona, name, values=values, errors=errors,
                                                 status=400)
             return await self._profile_page(req, session, tenant, stored.persona_id, stored.name, stored=stored)
-        return await self.app.page(request, run, admin=True, post=True)
+        return await self.app.form_page(request, run, max_fields=MAX_FORM_FIELDS, admin=True)
 
     # ------------------------------------------------------------------ sources
     def _runtime(self) -> Any:
@@ -164,9 +153,6 @@ class AdminPages:
                                                             f"v{result.version})")
 
     async def source_change(self, request: Request) -> Response:
-        refused = await self._form(request)
-        if refused is not None:
-            return refused
         action = request.path_params["action"]
 
         async def run(req: Request, session: Session) -> Response:
@@ -193,7 +179,7 @@ class AdminPages:
             result = await runtime.reload(who)
             return await self._sources_page(req, session, done=f"{action}d {source_id} (configuration "
                                                                 f"v{result.version})")
-        return await self.app.page(request, run, admin=True, post=True)
+        return await self.app.form_page(request, run, max_fields=MAX_FORM_FIELDS, admin=True)
 
     # ------------------------------------------------------------------ registries (operator)
     def _registries(self) -> tuple[Any, list[Any]]:
@@ -224,10 +210,6 @@ class AdminPages:
         return await self.app.page(request, run, operator=True)
 
     async def registry_import(self, request: Request) -> Response:
-        refused = await self._form(request)
-        if refused is not None:
-            return refused
-
         async def run(req: Request, session: Session) -> Response:
             f = req.state.form
             path, registries = self._registries()
@@ -251,7 +233,7 @@ class AdminPages:
             result = await self._runtime().reload(session.principal)
             return await self._sources_page(req, session, done=f"imported {server.name} {server.version} as "
                                                                 f"{source.id} (configuration v{result.version})")
-        return await self.app.page(request, run, operator=True, post=True)
+        return await self.app.form_page(request, run, max_fields=MAX_FORM_FIELDS, operator=True)
 
 
 def admin_routes(app: Any) -> list[Route]:

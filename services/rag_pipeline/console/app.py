@@ -152,6 +152,14 @@ class ConsoleApp:
             set_session_cookie(response, request, COOKIE, new_cookie.session_id, int(self.c.sessions.idle_s))
         return response
 
+    async def form_page(self, request: Request, handler: Callable[[Request, Session], Awaitable[Response]], *,
+                        max_fields: int = 16, admin: bool = False, operator: bool = False) -> Response:
+        """A form POST: its form read into `request.state.form` (413 when too large), then `page(post=True)`."""
+        request.state.form = await self.read_form(request, MAX_FORM_BYTES, max_fields)
+        if request.state.form is None:
+            return self.error(request, 413, "the form is too large", self.session_of(request))
+        return await self.page(request, handler, admin=admin, operator=operator, post=True)
+
     async def read_form(self, request: Request, limit: int, max_fields: int = 16) -> FormData | None:
         """The request's form, read up to `limit` bytes and `max_fields` fields (None: larger than that)."""
         body = bytearray()
@@ -293,16 +301,12 @@ class ConsoleApp:
         return await self.page(request, run, post=True)
 
     async def stored_set(self, request: Request) -> Response:
-        request.state.form = await self.read_form(request, MAX_FORM_BYTES)
-        if request.state.form is None:
-            return self.error(request, 413, "the form is too large", self.session_of(request))
-
         async def run(req: Request, session: Session) -> Response:
             form = req.state.form
             _, queries = await asyncio.to_thread(self.query_sets().load, self.set_tenant(session, form),
                                                  str(form.get("set", "")))
             return await self.evaluate_set(req, session, form, queries)
-        return await self.page(request, run, post=True)
+        return await self.form_page(request, run)
 
     async def evaluate_set(self, req: Request, session: Session, form: Any, queries: list) -> Response:
         """A set of at most INLINE_QUERIES while the request waits; a longer one (or with
@@ -354,10 +358,6 @@ class ConsoleApp:
         return await self.page(request, run, admin=True)
 
     async def put_profile(self, request: Request) -> Response:
-        request.state.form = await self.read_form(request, MAX_FORM_BYTES)
-        if request.state.form is None:
-            return self.error(request, 413, "the form is too large", self.session_of(request))
-
         async def run(req: Request, session: Session) -> Response:
             form = req.state.form
             tenant = self.tenant(session, form) or session.principal.tenant_id
@@ -370,7 +370,7 @@ class ConsoleApp:
             listed = await views.profiles(self.c.pipeline, tenant)
             return self.render(req, "profiles.html", session=session, profiles=listed, tenant=tenant,
                                fusions=FUSIONS, stored=stored)
-        return await self.page(request, run, admin=True, post=True)
+        return await self.form_page(request, run, admin=True)
 
     async def tenant_page(self, request: Request) -> Response:
         async def run(req: Request, session: Session) -> Response:

@@ -22,8 +22,6 @@ from starlette.routing import Route
 from services.rag_pipeline.console.sessions import Session
 from shared.errors import Unavailable
 
-MAX_FORM_BYTES = 64 * 1024
-
 
 class ComparePages:
     """Handlers over a `ConsoleApp` (its session, role and CSRF checks, rendering, evaluation)."""
@@ -31,16 +29,7 @@ class ComparePages:
     def __init__(self, app: Any) -> None:
         self.app = app
 
-    async def _form(self, request: Request) -> Response | None:
-        request.state.form = await self.app.read_form(request, MAX_FORM_BYTES)
-        if request.state.form is None:
-            return self.app.error(request, 413, "the form is too large", self.app.session_of(request))
-        return None
-
     async def delete_stored(self, request: Request) -> Response:
-        if (too_large := await self._form(request)) is not None:
-            return too_large
-
         async def run(req: Request, session: Session) -> Response:
             form = req.state.form
             tenant = self.app.set_tenant(session, form)
@@ -48,12 +37,9 @@ class ComparePages:
                                     session.principal.user_id, admin=self.app.is_admin(session.principal))
             query = f"?{urlencode({'tenant': tenant})}" if self.app.tenant(session, form) else ""
             return RedirectResponse(f"/console/compare{query}", status_code=303)
-        return await self.app.page(request, run, post=True)
+        return await self.app.form_page(request, run)
 
     async def dataset(self, request: Request) -> Response:
-        if (too_large := await self._form(request)) is not None:
-            return too_large
-
         async def run(req: Request, session: Session) -> Response:
             form = req.state.form
             if self.app.c.datasets is None:
@@ -62,7 +48,7 @@ class ComparePages:
             _, queries, _ = await asyncio.to_thread(self.app.c.datasets.queries, tenant,
                                                     str(form.get("dataset", "")).strip())
             return await self.app.evaluate_set(req, session, form, queries)
-        return await self.app.page(request, run, post=True)
+        return await self.app.form_page(request, run)
 
 
 def compare_routes(app: Any) -> list[Route]:

@@ -35,12 +35,12 @@ from typing import Any, Awaitable, Callable
 
 from services.rag_pipeline.console.evaluation import JudgedQuery, parse_query_set
 from shared.errors import InvalidArgument, NotFound, NucleusError, PermissionDenied, ResourceExhausted
+from shared.identity import TENANT_ID
 
 log = logging.getLogger(__name__)
 
 MAX_SETS = 20
 SET_ID = re.compile(r"^[0-9a-f]{16}$")
-TENANT = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_.:-]{0,63}$")
 NAME = re.compile(r"[^A-Za-z0-9 _.,:()-]+")
 MAX_RUNNING, MAX_RUNNING_PER_OWNER, KEEP_RUNS, RUN_TTL_S = 8, 2, 100, 3600.0
 RUNS_PER_TENANT, RUN_KEEP_S, SAVE_EVERY_S = 20, 7 * 86400.0, 1.0
@@ -53,7 +53,7 @@ class QuerySets:
         self.root = Path(data_dir) / "console" / "query_sets"
 
     def _dir(self, tenant: str) -> Path:
-        if not TENANT.match(tenant):
+        if not TENANT_ID.match(tenant):
             raise InvalidArgument("tenant", "is not a tenant id")
         return self.root / tenant
 
@@ -188,7 +188,7 @@ class EvalRuns:
         if self.root is None:
             return None
         tenant = owner[0] or NO_TENANT                       # the operator's credential names no tenant
-        if tenant != NO_TENANT and not TENANT.match(tenant) or not RUN_ID.match(run_id):
+        if tenant != NO_TENANT and not TENANT_ID.match(tenant) or not RUN_ID.match(run_id):
             raise InvalidArgument("run", "is not a query-set run of a tenant")
         return self.root / tenant / f"{run_id}.json"
 

@@ -196,3 +196,16 @@ def test_deleting_a_stored_set_needs_csrf_and_its_uploader_or_an_admin_and_datas
     assert f'<option value="{set_id}">' in client.get("/console/compare").text
     done = client.post("/console/compare/stored/delete", data={"set": set_id, "csrf": csrf}, follow_redirects=False)
     assert done.status_code == 303 and QuerySets(tmp_path).listed("acme") == []
+
+
+def test_every_form_post_larger_than_the_limit_is_refused_with_413_before_its_handler_runs(trace_dir):
+    pipeline = StubPipeline(status_refused=True)
+    client = _client(trace_dir, pipeline, ADMIN_P)
+    huge = {"name": "x" * (65 * 1024)}
+    for path in ("/console/admin/profile", "/console/admin/profiles", "/console/admin/sources/reload",
+                 "/console/admin/registries/import", "/console/compare/dataset", "/console/compare/stored/delete",
+                 "/console/compare/stored"):
+        answer = client.post(path, data=huge)
+        assert answer.status_code == 413 and "the form is too large" in answer.text, path
+    assert client.post("/console/compare/dataset", data={"dataset": "x"}).status_code == 403   # small: CSRF next
+    assert pipeline.asked == []
