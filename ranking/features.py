@@ -198,8 +198,10 @@ def phrase_hits(positions: NDArray[np.int32], t: int) -> NDArray[np.float32]:
     return (pair.sum(axis=1) / np.float32(t - 1)).astype(_F32)
 
 
-def _leg(score: NDArray[np.float32], ranks: NDArray[np.int32], relative: bool
-         ) -> tuple[NDArray[np.float32], NDArray[np.float32]]:
+def leg_features(score: NDArray[np.float32], ranks: NDArray[np.int32], relative: bool
+                 ) -> tuple[NDArray[np.float32], NDArray[np.float32]]:
+    """(rank, gap) of one leg: log2(1 + rank) and the best score of these rows − each one's (a
+    share of the best when `relative`); NaN where the leg is absent."""
     absent = np.isnan(score)
     rank = np.log2(1.0 + ranks.astype(_F32)).astype(_F32)
     rank[absent | (ranks <= 0)] = np.nan
@@ -220,8 +222,8 @@ def features(x: FeatureInputs) -> NDArray[np.float32]:
     for field in (x.title, x.body, x.doc):
         cover, idf_cover = coverage(field, x.idf)
         columns += [bm25(field, x.idf), cover, idf_cover]
-    dense_rank, dense_gap = _leg(x.dense, x.dense_rank, relative=False)
-    bm25_rank, bm25_gap = _leg(x.bm25, x.bm25_rank, relative=True)
+    dense_rank, dense_gap = leg_features(x.dense, x.dense_rank, relative=False)
+    bm25_rank, bm25_gap = leg_features(x.bm25, x.bm25_rank, relative=True)
     columns += [x.dense_title, x.dense, min_window(x.body_positions, t), phrase_hits(x.body_positions, t),
                 phrase_hits(x.title_positions, t), x.fused, dense_rank, bm25_rank, dense_gap, bm25_gap,
                 np.log2(1.0 + x.chunk_position), np.log2(1.0 + x.body.length), x.richness, x.recency,

@@ -24,6 +24,7 @@ from ranking.candidates import Candidates
 from ranking.config import RankingConfig
 from ranking.factors import (
     NEUTRAL_RECENCY,
+    FusionTrace,
     recency,
     relevance_probability,
     relevancy,
@@ -78,56 +79,98 @@ def top_k(scores: NDArray[np.float32], k: int) -> NDArray[np.intp]:
     return part[np.lexsort((part, -part_scores))].astype(np.intp, copy=False)
 
 
-def rank(c: Candidates, cfg: RankingConfig, k: int) -> Ranked:
-    """Score every candidate with the 4R factors and return the best `k`, explained."""
-    if isinstance(k, bool) or not isinstance(k, numbers.Integral):
-        raise InvalidArgument("k", f"expected a positive integer, got {k!r}")
-    if k <= 0:
-        raise InvalidArgument("k", f"must be a positive integer, got {k}")
-    weights = effective_weights(cfg)
-    n = len(c)
-    if n == 0:
-        empty = np.zeros(0, dtype=_F32)
-        return Ranked(rows=np.zeros(0, dtype=np.intp), overall=empty,
-                      factors=np.zeros((0, 4), dtype=_F32),
-                      contributions=np.zeros((0, 4), dtype=_F32), weights=weights,
-                      dense_norm=empty, bm25_norm=empty, confidence=0.0)
+@dataclass(frozen=True, slots=True)
+class Blend:
+    """Every candidate's overall score and what `explain` reports its rows with (one pass)."""
 
+    overall: NDArray[np.float32]        # (n,) the weighted blend, capped at 1
+    relevancy: NDArray[np.float32]      # (n,)
+    trace: FusionTrace                  # the fusion behind relevancy
+    weights: NDArray[np.float32]        # (4,) normalised
+    recency: NDArray[np.float32] | None     # (n,) when its weight is > 0, else None (computed per row)
+    richness: NDArray[np.float32] | None
+    reputation: NDArray[np.float32] | None
+
+
+def blend(c: Candidates, cfg: RankingConfig) -> Blend:
+    """The 4R blend of every candidate (module docstring); no selection."""
+    weights = effective_weights(cfg)
     w_rel, w_rec, w_rich, w_rep = (float(w) for w in weights)
     rel, trace = relevancy(c, cfg)
-    now = cfg.now_unix if cfg.apply_recency else 0.0
-
-    def rec_of(rows: slice | NDArray[np.intp]) -> NDArray[np.float32]:
-        if not cfg.apply_recency:
-            return np.full(c.timestamp[rows].shape[0], NEUTRAL_RECENCY, dtype=_F32)
-        return recency(c.timestamp[rows], now, cfg.half_life_days)
-
-    def rep_of(rows: slice | NDArray[np.intp]) -> NDArray[np.float32]:
-        return reputation(c.reputation_prior[rows], c.helpful[rows], c.unhelpful[rows],
-                          cfg.default_reputation, cfg.prior_strength)
-
     everything = slice(None)
     overall = np.multiply(rel, w_rel)
     rec = rich = rep = None
     if w_rec > 0.0:
-        rec = rec_of(everything)
+        rec = _recency_of(c, cfg, everything)
         overall += np.multiply(rec, w_rec)
     if w_rich > 0.0:
         rich = richness(c.richness)
         overall += np.multiply(rich, w_rich)
     if w_rep > 0.0:
-        rep = rep_of(everything)
+        rep = _reputation_of(c, cfg, everything)
         overall += np.multiply(rep, w_rep)
     np.minimum(overall, 1.0, out=overall)  # weights summing to 1 may round a hair above
+    return Blend(overall=overall, relevancy=rel, trace=trace, weights=weights, recency=rec, richness=rich,
+                 reputation=rep)
 
-    rows = top_k(overall, k)
+
+def reblend(b: Blend, rows: NDArray[np.intp], rel: NDArray[np.float32]) -> NDArray[np.float32]:
+    """The overall score of `rows` with Relevancy `rel` instead (the same float32 operations as
+    `blend`, so a row's score is bit for bit what `blend` gives it with that relevancy)."""
+    w_rel, w_rec, w_rich, w_rep = (float(w) for w in b.weights)
+    overall = np.multiply(rel, w_rel)
+    for column, w in ((b.recency, w_rec), (b.richness, w_rich), (b.reputation, w_rep)):
+        if w > 0.0:
+            overall += np.multiply(column[rows], w)
+    np.minimum(overall, 1.0, out=overall)
+    return overall
+
+
+def explain(c: Candidates, cfg: RankingConfig, b: Blend, rows: NDArray[np.intp],
+            rel: NDArray[np.float32] | None = None, overall: NDArray[np.float32] | None = None) -> Ranked:
+    """The `Ranked` of `rows` in that order; `rel` / `overall` (per row) replace the blend's."""
     factors = np.empty((rows.shape[0], 4), dtype=_F32)
-    factors[:, 0] = rel[rows]
-    factors[:, 1] = rec[rows] if rec is not None else rec_of(rows)
-    factors[:, 2] = rich[rows] if rich is not None else richness(c.richness[rows])
-    factors[:, 3] = rep[rows] if rep is not None else rep_of(rows)
-    return Ranked(rows=rows, overall=overall[rows], factors=factors,
-                  contributions=factors * weights, weights=weights,
+    factors[:, 0] = b.relevancy[rows] if rel is None else rel
+    factors[:, 1] = b.recency[rows] if b.recency is not None else _recency_of(c, cfg, rows)
+    factors[:, 2] = b.richness[rows] if b.richness is not None else richness(c.richness[rows])
+    factors[:, 3] = b.reputation[rows] if b.reputation is not None else _reputation_of(c, cfg, rows)
+    trace = b.trace
+    return Ranked(rows=rows, overall=b.overall[rows] if overall is None else overall, factors=factors,
+                  contributions=factors * b.weights, weights=b.weights,
                   dense_norm=trace.dense_norm[rows], bm25_norm=trace.bm25_norm[rows],
                   confidence=trace.confidence, dense_weight=trace.dense_weight,
                   probability=relevance_probability(trace.fused[rows], trace.confidence, cfg.probability_calibration))
+
+
+def _recency_of(c: Candidates, cfg: RankingConfig, rows: slice | NDArray[np.intp]) -> NDArray[np.float32]:
+    if not cfg.apply_recency:
+        return np.full(c.timestamp[rows].shape[0], NEUTRAL_RECENCY, dtype=_F32)
+    return recency(c.timestamp[rows], cfg.now_unix, cfg.half_life_days)
+
+
+def _reputation_of(c: Candidates, cfg: RankingConfig, rows: slice | NDArray[np.intp]) -> NDArray[np.float32]:
+    return reputation(c.reputation_prior[rows], c.helpful[rows], c.unhelpful[rows], cfg.default_reputation,
+                      cfg.prior_strength)
+
+
+def check_k(k: object) -> None:
+    if isinstance(k, bool) or not isinstance(k, numbers.Integral):
+        raise InvalidArgument("k", f"expected a positive integer, got {k!r}")
+    if k <= 0:
+        raise InvalidArgument("k", f"must be a positive integer, got {k}")
+
+
+def empty_ranked(cfg: RankingConfig) -> Ranked:
+    empty = np.zeros(0, dtype=_F32)
+    return Ranked(rows=np.zeros(0, dtype=np.intp), overall=empty, factors=np.zeros((0, 4), dtype=_F32),
+                  contributions=np.zeros((0, 4), dtype=_F32), weights=effective_weights(cfg),
+                  dense_norm=empty, bm25_norm=empty, confidence=0.0)
+
+
+def rank(c: Candidates, cfg: RankingConfig, k: int) -> Ranked:
+    """Score every candidate with the 4R factors and return the best `k`, explained."""
+    check_k(k)
+    if len(c) == 0:
+        return empty_ranked(cfg)
+    b = blend(c, cfg)
+    return explain(c, cfg, b, top_k(b.overall, k))

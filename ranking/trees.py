@@ -23,7 +23,15 @@ linear trees are refused. A violation raises InvalidArgument("model", why).
 Tree evaluation follows LightGBM's numerical decision exactly (tree.h, NumericalDecision):
 a NaN value is taken as 0.0 unless the split's missing type is NaN; then, if the missing type
 is Zero and |x| ≤ 1e-35, or NaN and x is NaN, the split's default direction is taken; else
-x ≤ threshold goes left. All rows and all trees advance together, one level per step.
+x ≤ threshold goes left. All rows and all trees are evaluated at once (`Forest`: QuickScorer's
+leaf bitmasks, no walk).
+
+Feature contributions (`RankerModel.contributions`, for explanations): a tree's are Saabas' —
+each split on the row's path moves the prediction from the mean of the leaves below it to the
+mean below the child taken (means weighted by the leaves' training rows, LightGBM's
+`leaf_count`), and the move is the split feature's; the tree's base is its mean, so over all
+trees base (LightGBM's `pred_contrib` bias column) + the contributions = the prediction. A
+linear model's are weight × (x − centre) / scale. Both add init_scale · fused to the base.
 """
 from __future__ import annotations
 
@@ -68,46 +76,68 @@ def check_bytes(raw: bytes) -> None:
 
 @dataclass(frozen=True, slots=True)
 class Forest:
-    """All trees flattened: node arrays, children < 0 are leaves (~child = leaf index)."""
+    """All trees, compiled for evaluating every tree on every row at once (QuickScorer).
 
-    feature: NDArray[np.intp]
-    threshold: NDArray[np.float64]
-    default_left: NDArray[np.bool_]
-    missing: NDArray[np.int8]
-    left: NDArray[np.intp]
-    right: NDArray[np.intp]
-    leaf_value: NDArray[np.float64]
-    roots: NDArray[np.intp]          # per tree: node index, or ~leaf for a single-leaf tree
-    depth: int
-    # the walk's table: splits are nodes 0..S-1, leaves S..; next_node[node, went_left], a leaf
-    # pointing at itself, so every row of every tree takes `depth` steps without a mask
-    next_node: NDArray[np.intp]
-    node_value: NDArray[np.float64]
-    start: NDArray[np.intp]
+    A tree's leaves are bits, numbered left to right; a split a row does not take left rules out
+    its left subtree's leaves (`slot_mask` keeps the other bits); the leaf the row reaches is the
+    lowest bit left. Each tree with a split has `slots` split slots (padding keeps every bit), so
+    one reduction over the slots serves all trees. A slot reads column feature + F · v of
+    [x with NaN → 0 | NaN → −inf | NaN → +inf]: v sends a NaN where its split sends it."""
+
+    roots: NDArray[np.intp]              # per tree: its root split, or ~leaf for a one-leaf tree
+    leaf_value: NDArray[np.float64]      # every leaf, tree by tree, left to right
+    slots: int
+    slot_column: NDArray[np.intp]        # (trees with a split · slots,)
+    slot_threshold: NDArray[np.float64]  # (trees with a split · slots, 1)
+    slot_mask: NDArray[np.unsignedinteger]   # (trees with a split · slots, 1), as wide as the widest tree
+    zero_slots: NDArray[np.intp]         # the slots of missing type Zero (|x| <= 1e-35 → default)
+    zero_left: NDArray[np.bool_]         # (len(zero_slots), 1) their default direction
+    tree_leaf_start: NDArray[np.intp]    # (trees with a split, 1): each one's first leaf
+    constant: float                      # the sum of the one-leaf trees
+    n_features: int
+    # Saabas: per leaf, the splits on its path — (leaves, depth) feature and the change of the
+    # count-weighted mean of the leaves below, from the split's node to the next (0-padded)
+    path_feature: NDArray[np.intp]
+    path_delta: NDArray[np.float64]
+    expected: float                      # Σ of each tree's count-weighted leaf mean (pred_contrib's bias)
+
+    def leaves(self, x: NDArray[np.floating]) -> NDArray[np.intp]:
+        """(trees with a split, n): the leaf each row reaches in each tree (module docstring: the rule)."""
+        n = x.shape[0]
+        xt = np.asarray(x, dtype=np.float64).T
+        nan = np.isnan(xt)
+        sent = np.concatenate([np.where(nan, 0.0, xt), np.where(nan, -np.inf, xt), np.where(nan, np.inf, xt)])
+        value = sent[self.slot_column]                                  # (trees · slots, n)
+        left = value <= self.slot_threshold
+        if self.zero_slots.size:
+            z = self.zero_slots
+            left[z] = np.where(np.abs(value[z]) <= _ZERO, self.zero_left, left[z])
+        mask = self.slot_mask
+        keep = mask | (left.view(np.uint8).astype(mask.dtype) * mask.dtype.type(np.iinfo(mask.dtype).max))
+        bits = np.bitwise_and.reduce(keep.reshape(-1, self.slots, n), axis=1)    # (trees, n)
+        lowest = bits & (~bits + mask.dtype.type(1))
+        return self.tree_leaf_start + (np.frexp(lowest.astype(np.float64))[1] - 1)   # the bit's index, exactly
 
     def predict(self, x: NDArray[np.floating]) -> NDArray[np.float64]:
         """Sum of the trees' leaf values for each row of x (n, features)."""
-        x = np.asarray(x, dtype=np.float64)
-        n, trees = x.shape[0], self.roots.shape[0]
-        if trees == 0 or n == 0:
-            return np.zeros(n)
-        # every split's decision for every row at once: (n, splits)
-        value = x[:, self.feature]
-        isnan = np.isnan(value)
-        value[isnan & (self.missing != 2)] = 0.0
-        use_default = ((self.missing == 1) & (np.abs(value) <= _ZERO)) | ((self.missing == 2) & isnan)
-        with np.errstate(invalid="ignore"):
-            go_left = np.where(use_default, self.default_left, value <= self.threshold)
-        # then walk all trees one level per step: the next node is a lookup
-        splits = self.feature.shape[0]
-        went = np.zeros((n, splits + self.leaf_value.shape[0]), dtype=np.intp)
-        went[:, :splits] = go_left
-        went = went.ravel()
-        offset = (np.arange(n, dtype=np.intp) * (splits + self.leaf_value.shape[0]))[:, None]
-        node = np.broadcast_to(self.start, (n, trees))
-        for _ in range(self.depth):
-            node = self.next_node.take(2 * node + went.take(offset + node))
-        return self.node_value.take(node).sum(axis=1)
+        n = x.shape[0]
+        if self.tree_leaf_start.shape[0] == 0 or n == 0:
+            return np.full(n, self.constant)
+        out = self.leaf_value.take(self.leaves(x)).sum(axis=0)
+        return out + self.constant if self.constant else out
+
+    def contributions(self, x: NDArray[np.floating]) -> NDArray[np.float64]:
+        """(n, features): each split on a row's path moves the prediction from its node's mean to
+        the child's (Saabas); the move is its feature's. `expected` + a row's sum = `predict`."""
+        n = x.shape[0]
+        if self.tree_leaf_start.shape[0] == 0 or n == 0 or self.path_feature.shape[1] == 0:
+            return np.zeros((n, self.n_features))
+        reached = self.leaves(x)                                        # (trees, n)
+        row = np.broadcast_to(np.arange(n, dtype=np.intp)[None, :, None] * self.n_features,
+                              reached.shape + (1,))
+        index = row + self.path_feature[reached]                        # (trees, n, depth)
+        return np.bincount(index.ravel(), weights=self.path_delta[reached].ravel(),
+                           minlength=n * self.n_features).reshape(n, self.n_features)
 
 
 def forest_from_dump(dump: dict, n_features: int) -> Forest:
@@ -127,8 +157,12 @@ def forest_from_dump(dump: dict, n_features: int) -> Forest:
         if info.get("num_cat", 0):
             raise _refuse("categorical splits are not accepted")
     feature, threshold, default_left, missing, left, right, leaves, roots = [], [], [], [], [], [], [], []
+    leaf_counts: list[float] = []
     max_depth = 0
+    split_starts, leaf_starts = [], []
     for info in infos:
+        split_starts.append(len(feature))
+        leaf_starts.append(len(leaves))
         stack = [(info["tree_structure"], 0, None, False)]   # (node, depth, parent index, is left)
         root = None
         leaf_count = 0
@@ -147,6 +181,7 @@ def forest_from_dump(dump: dict, n_features: int) -> Forest:
                     raise _refuse("linear trees are not accepted")
                 ref = ~len(leaves)
                 leaves.append(_number(node["leaf_value"]))
+                leaf_counts.append(_count(node.get("leaf_count", 1)))
             else:
                 f = node.get("split_feature")
                 if not isinstance(f, int) or not 0 <= f < n_features:
@@ -173,20 +208,69 @@ def forest_from_dump(dump: dict, n_features: int) -> Forest:
         roots.append(root)
     splits = len(feature)
 
-    def node_of(ref: int) -> int:
+    def node_of(ref: int) -> int:        # splits are nodes 0..S-1, leaves S..
         return ref if ref >= 0 else splits + ~ref
 
-    next_node = np.empty((splits + len(leaves), 2), dtype=np.intp)
+    node_mean = np.concatenate([np.zeros(splits), np.asarray(leaves, dtype=np.float64)])
+    count = np.concatenate([np.zeros(splits), np.asarray(leaf_counts)])
+    # a split's leaves are a run (left to right): [first, last]; children come after their parent
+    # in the node order, so a reverse sweep sees them first; so does the count-weighted mean
+    first = np.arange(splits + len(leaves)) - splits
+    last = first.copy()
+    for i in range(splits - 1, -1, -1):
+        lo, hi = node_of(left[i]), node_of(right[i])
+        first[i], last[i] = first[lo], last[hi]
+        total = count[lo] + count[hi]
+        node_mean[i] = ((count[lo] * node_mean[lo] + count[hi] * node_mean[hi]) / total if total > 0
+                        else 0.5 * (node_mean[lo] + node_mean[hi]))
+        count[i] = total
+    # every leaf's path: (feature, change of the mean) per split on it, parents first
+    paths: dict[int, list[tuple[int, float]]] = {node_of(r): [] for r in roots}
     for i in range(splits):
-        next_node[i] = (node_of(right[i]), node_of(left[i]))
-    next_node[splits:] = np.arange(splits, splits + len(leaves))[:, None]
-    node_value = np.concatenate([np.zeros(splits), np.asarray(leaves, dtype=np.float64)])
-    return Forest(feature=np.asarray(feature, dtype=np.intp), threshold=np.asarray(threshold, dtype=np.float64),
-                  default_left=np.asarray(default_left, dtype=bool), missing=np.asarray(missing, dtype=np.int8),
-                  left=np.asarray(left, dtype=np.intp), right=np.asarray(right, dtype=np.intp),
-                  leaf_value=np.asarray(leaves, dtype=np.float64), roots=np.asarray(roots, dtype=np.intp),
-                  depth=max_depth, next_node=next_node.ravel(), node_value=node_value,
-                  start=np.asarray([node_of(r) for r in roots], dtype=np.intp))
+        for child in (node_of(left[i]), node_of(right[i])):
+            paths[child] = paths[i] + [(feature[i], float(node_mean[child] - node_mean[i]))]
+    path_feature = np.zeros((len(leaves), max_depth), dtype=np.intp)
+    path_delta = np.zeros((len(leaves), max_depth))
+    for leaf in range(len(leaves)):
+        for d, (f, delta) in enumerate(paths[splits + leaf]):
+            path_feature[leaf, d], path_delta[leaf, d] = f, delta
+
+    threshold_ = np.asarray(threshold, dtype=np.float64)
+    default_left_ = np.asarray(default_left, dtype=bool)
+    missing_ = np.asarray(missing, dtype=np.int8)
+    with_split = [t for t in range(len(infos)) if roots[t] >= 0]
+    ends = split_starts[1:] + [splits]
+    slots = max([ends[t] - split_starts[t] for t in with_split], default=1)
+    widest = max([e - b for b, e in zip(leaf_starts, leaf_starts[1:] + [len(leaves)])], default=1)
+    dtype = next(d for d in (np.uint8, np.uint16, np.uint32, np.uint64) if np.iinfo(d).bits >= widest)
+    ones = (1 << np.iinfo(dtype).bits) - 1
+    slot_split = np.full((len(with_split), slots), -1, dtype=np.intp)
+    for row, t in enumerate(with_split):
+        slot_split[row, :ends[t] - split_starts[t]] = np.arange(split_starts[t], ends[t])
+    slot_split = slot_split.ravel()
+    slot_mask = np.full(slot_split.shape[0], ones, dtype=dtype)
+    for at, i in enumerate(slot_split.tolist()):
+        if i >= 0:
+            lo, hi = int(first[node_of(left[i])]), int(last[node_of(left[i])])
+            slot_mask[at] = ones ^ (((1 << (hi - lo + 1)) - 1) << (lo - leaf_starts[with_split[at // slots]]))
+    real = np.maximum(slot_split, 0)
+    variant = np.where(missing_ == 0, 0, np.where(default_left_, 1, 2))   # None: NaN is 0.0; else the default
+    zero_slots = np.flatnonzero((slot_split >= 0) & (missing_[real] == 1))
+    return Forest(
+        roots=np.asarray(roots, dtype=np.intp), leaf_value=np.asarray(leaves, dtype=np.float64), slots=slots,
+        slot_column=np.where(slot_split >= 0, np.asarray(feature, dtype=np.intp)[real] + n_features * variant[real], 0),
+        slot_threshold=np.where(slot_split >= 0, threshold_[real], 0.0)[:, None], slot_mask=slot_mask[:, None],
+        zero_slots=zero_slots, zero_left=default_left_[real[zero_slots]][:, None],
+        tree_leaf_start=np.asarray([leaf_starts[t] for t in with_split], dtype=np.intp)[:, None],
+        constant=float(sum(leaves[~roots[t]] for t in range(len(infos)) if roots[t] < 0)), n_features=n_features,
+        path_feature=path_feature, path_delta=path_delta,
+        expected=float(sum(node_mean[node_of(r)] for r in roots)))
+
+
+def _count(value: object) -> float:
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not value >= 0:
+        raise _refuse(f"a leaf_count must be a number >= 0, got {value!r}")
+    return float(value)
 
 
 def _number(value: object) -> float:
@@ -219,6 +303,17 @@ class RankerModel:
 
     def score(self, x: NDArray[np.floating], fused: NDArray[np.floating]) -> NDArray[np.float64]:
         return self.init_scale * np.asarray(fused, dtype=np.float64) + self.residual(x)
+
+    def contributions(self, x: NDArray[np.floating], fused: NDArray[np.floating]
+                      ) -> tuple[NDArray[np.float64], NDArray[np.float64]]:
+        """(base (n,), contributions (n, features)) with base + a row's sum = `score`: the base is
+        init_scale · fused + the model's expected residual; a tree's contributions are Saabas'
+        (`Forest.contributions`), a linear model's weight × (x − centre) / scale (0 when missing)."""
+        base = self.init_scale * np.asarray(fused, dtype=np.float64)
+        if self.forest is not None:
+            return base + self.forest.expected, self.forest.contributions(x)
+        z = (np.asarray(x, dtype=np.float64) - self.center) / self.scale
+        return base, np.nan_to_num(z) * self.weights
 
     def probability(self, score: NDArray[np.floating]) -> NDArray[np.float32]:
         """P(relevant) = sigmoid(a · score + b), the calibration fitted on the training rows."""

@@ -43,7 +43,7 @@ class SearchAndRankRequest(_message.Message):
     def __init__(self, tenant_id: _Optional[str] = ..., persona_id: _Optional[str] = ..., user_query_text: _Optional[str] = ..., user_query_vector: _Optional[_Iterable[float]] = ..., top_k_initial_retrieve: _Optional[int] = ..., top_k_final_rank: _Optional[int] = ..., ranking_prefs: _Optional[_Union[_common_pb2.RankingPreferences, _Mapping]] = ..., filters: _Optional[_Union[_common_pb2.KnowledgeSearchFilters, _Mapping]] = ..., expand_query_with_llm: _Optional[bool] = ..., extra_query_phrases: _Optional[_Iterable[str]] = ..., sources: _Optional[_Iterable[str]] = ...) -> None: ...
 
 class ScoreExplanation(_message.Message):
-    __slots__ = ("weights", "contributions", "dense_cosine", "bm25", "dense_rank", "bm25_rank", "dense_norm", "bm25_norm", "rerank_score", "fusion_method", "recency_applied", "age_days", "dense_source", "bm25_source", "dense_weight", "query_profile", "source_id", "remote_score", "reputation_basis")
+    __slots__ = ("weights", "contributions", "dense_cosine", "bm25", "dense_rank", "bm25_rank", "dense_norm", "bm25_norm", "rerank_score", "fusion_method", "recency_applied", "age_days", "dense_source", "bm25_source", "dense_weight", "query_profile", "source_id", "remote_score", "reputation_basis", "feature_contributions", "learned_base")
     WEIGHTS_FIELD_NUMBER: _ClassVar[int]
     CONTRIBUTIONS_FIELD_NUMBER: _ClassVar[int]
     DENSE_COSINE_FIELD_NUMBER: _ClassVar[int]
@@ -63,6 +63,8 @@ class ScoreExplanation(_message.Message):
     SOURCE_ID_FIELD_NUMBER: _ClassVar[int]
     REMOTE_SCORE_FIELD_NUMBER: _ClassVar[int]
     REPUTATION_BASIS_FIELD_NUMBER: _ClassVar[int]
+    FEATURE_CONTRIBUTIONS_FIELD_NUMBER: _ClassVar[int]
+    LEARNED_BASE_FIELD_NUMBER: _ClassVar[int]
     weights: _common_pb2.FourRScores
     contributions: _common_pb2.FourRScores
     dense_cosine: float
@@ -82,7 +84,19 @@ class ScoreExplanation(_message.Message):
     source_id: str
     remote_score: float
     reputation_basis: str
-    def __init__(self, weights: _Optional[_Union[_common_pb2.FourRScores, _Mapping]] = ..., contributions: _Optional[_Union[_common_pb2.FourRScores, _Mapping]] = ..., dense_cosine: _Optional[float] = ..., bm25: _Optional[float] = ..., dense_rank: _Optional[int] = ..., bm25_rank: _Optional[int] = ..., dense_norm: _Optional[float] = ..., bm25_norm: _Optional[float] = ..., rerank_score: _Optional[float] = ..., fusion_method: _Optional[str] = ..., recency_applied: _Optional[bool] = ..., age_days: _Optional[float] = ..., dense_source: _Optional[str] = ..., bm25_source: _Optional[str] = ..., dense_weight: _Optional[float] = ..., query_profile: _Optional[str] = ..., source_id: _Optional[str] = ..., remote_score: _Optional[float] = ..., reputation_basis: _Optional[str] = ...) -> None: ...
+    feature_contributions: _containers.RepeatedCompositeFieldContainer[FeatureContribution]
+    learned_base: float
+    def __init__(self, weights: _Optional[_Union[_common_pb2.FourRScores, _Mapping]] = ..., contributions: _Optional[_Union[_common_pb2.FourRScores, _Mapping]] = ..., dense_cosine: _Optional[float] = ..., bm25: _Optional[float] = ..., dense_rank: _Optional[int] = ..., bm25_rank: _Optional[int] = ..., dense_norm: _Optional[float] = ..., bm25_norm: _Optional[float] = ..., rerank_score: _Optional[float] = ..., fusion_method: _Optional[str] = ..., recency_applied: _Optional[bool] = ..., age_days: _Optional[float] = ..., dense_source: _Optional[str] = ..., bm25_source: _Optional[str] = ..., dense_weight: _Optional[float] = ..., query_profile: _Optional[str] = ..., source_id: _Optional[str] = ..., remote_score: _Optional[float] = ..., reputation_basis: _Optional[str] = ..., feature_contributions: _Optional[_Iterable[_Union[FeatureContribution, _Mapping]]] = ..., learned_base: _Optional[float] = ...) -> None: ...
+
+class FeatureContribution(_message.Message):
+    __slots__ = ("name", "value", "contribution")
+    NAME_FIELD_NUMBER: _ClassVar[int]
+    VALUE_FIELD_NUMBER: _ClassVar[int]
+    CONTRIBUTION_FIELD_NUMBER: _ClassVar[int]
+    name: str
+    value: float
+    contribution: float
+    def __init__(self, name: _Optional[str] = ..., value: _Optional[float] = ..., contribution: _Optional[float] = ...) -> None: ...
 
 class RankedKnowledgeResult(_message.Message):
     __slots__ = ("persona_knowledge_entry_id", "associated_artifact", "snippet", "overall_rank_score", "individual_scores", "explanation", "headline", "text", "timestamp_unix", "relevance_probability", "source_id")

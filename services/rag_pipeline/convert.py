@@ -8,6 +8,7 @@ from nucleus.v1 import rag_pipeline_pb2 as rag_pb
 from services.knowledge_store import convert as ks_convert
 from services.rag_pipeline.models import (
     Explanation,
+    FeatureContribution,
     FourR,
     Preferences,
     RankedResult,
@@ -16,8 +17,18 @@ from services.rag_pipeline.models import (
     explanation_values,
 )
 
-# The explanation's per-factor fields (FourRScores messages on the wire).
+# The explanation's per-factor fields (FourRScores messages on the wire) and its lists of feature contributions.
 _FOUR_R_FIELDS = frozenset(name for name, hint in get_type_hints(Explanation).items() if hint == FourR)
+_CONTRIBUTION_FIELDS = frozenset(name for name, hint in get_type_hints(Explanation).items()
+                                 if hint == tuple[FeatureContribution, ...])
+
+
+def _explanation_field(name: str, value):
+    if name in _FOUR_R_FIELDS:
+        return _four(value)
+    if name in _CONTRIBUTION_FIELDS:
+        return [rag_pb.FeatureContribution(name=c.name, value=c.value, contribution=c.contribution) for c in value]
+    return value
 
 
 def prefs_from_pb(p: pb.RankingPreferences) -> Preferences:
@@ -55,7 +66,7 @@ def result_to_pb(r: RankedResult) -> rag_pb.RankedKnowledgeResult:
     e = r.explanation
     if e is not None:
         msg.explanation.CopyFrom(rag_pb.ScoreExplanation(**{
-            name: _four(v) if name in _FOUR_R_FIELDS else v for name, v in explanation_values(e).items()}))
+            name: _explanation_field(name, v) for name, v in explanation_values(e).items()}))
     return msg
 
 

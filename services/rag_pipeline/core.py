@@ -457,10 +457,11 @@ class RagPipeline:
             candidates = ranking_candidates(merged)
             # With a re-rank, this first ranking picks the rows the model scores (_rerank).
             k = min(max(1, min(profile.rerank_top_n, MAX_RERANK_TOP_N)), len(merged)) if rerank else final_k
-            ranked = rank(candidates, config, k) if merged else None
-            if merged and self.learned.wanted(profile):
-                ranked, candidates = await self.learned.apply(request.tenant_id, request.query, profile, merged,
-                                                              candidates, config, ranked, k, reasons, notes)
+            if merged and self.learned.wanted(profile):      # ranks once, with the model if there is one
+                ranked, candidates, learned = await self.learned.apply(request.tenant_id, request.query, profile,
+                                                                       merged, candidates, config, k, reasons, notes)
+            else:
+                ranked, learned = (rank(candidates, config, k) if merged else None), None
             span.set_attribute("nucleus.candidates", len(merged))
         t = mark("rank", t)
 
@@ -471,6 +472,7 @@ class RagPipeline:
                                                                        method=profile.reranker)
                 if rerank_reason:
                     reasons.append(rerank_reason)
+                learned = None                          # the re-ranker's score replaced the model's
             t = mark("rerank", t)
 
         results: tuple[RankedResult, ...] = ()
@@ -488,7 +490,7 @@ class RagPipeline:
                 notes.append(f"vanished={len(vanished)} (deleted during the search, refilled)")
             if ranked is not None:
                 results = build_results(kept, ranked, kept_candidates, config, request.query, request.prefs.explain,
-                                        now_unix=now)
+                                        now_unix=now, learned=learned)
                 if fed is not None:
                     results, repeats = without_local_repeats(results, request.top_k_final)
                     if repeats:

@@ -2,9 +2,10 @@
 
     profile.model_sha256 set   the model is read from the KnowledgeStore (GetRankingModel) once,
                                checked and parsed (ranking/trees.py load_model) and cached by
-                               (tenant, sha256); `ranking.learned.learned_rerank` re-scores today's
+                               (tenant, sha256); `ranking.learned.learned_ranking` re-scores today's
                                top N with features from what the stack serves
-                               (`ranking.learned.served_features`: per-field signals missing)
+                               (`ranking.learned.served_features`: per-field signals missing), in
+                               one pass of the ranking core
     model missing / refused    the untrained ranking, flagged in the response's degraded reasons:
     / feature version differs  "learned_model_missing: …", "learned_model_refused: …",
                                "learned_model_mismatch: …", "learned_model_unavailable: …"
@@ -16,7 +17,10 @@ services): every query's untrained candidates, their artifact ids and ranking co
 to it before any model applies — the candidates and features tune trains on are the ones served.
 
 The explanation of each result shows the learned Relevancy as its `rerank_score` (the ranking's
-rerank column, weight 1). Per-result feature contributions are not built.
+rerank column, weight 1) and, for a result the model scored, its feature contributions
+(`LearnedExplainer`: computed when the results are built, for the returned rows only): the
+MAX_LISTED largest by |contribution|, the rest summed as one "other features" entry, so that
+`learned_base` + Σ contribution = the model's score of the result.
 """
 from __future__ import annotations
 
@@ -24,18 +28,23 @@ import hashlib
 from collections import OrderedDict
 from collections.abc import Callable, Sequence
 from dataclasses import replace
-from typing import Any
+
+import numpy as np
 
 from ranking import Candidates, RankingConfig
 from ranking.features import FEATURE_NAMES, FEATURE_VERSION
-from ranking.learned import learned_rerank, ranked_in_order, served_features
+from ranking.learned import Learned, learned_ranking, served_features
 from ranking.profile import RankingProfile
+from ranking.rank import Ranked, rank
 from ranking.trees import RankerModel, load_model
+from services.rag_pipeline.merge import Merged
+from services.rag_pipeline.models import OTHER_FEATURES, FeatureContribution
 from services.rag_pipeline.ports import KnowledgeSource
 from shared.analysis import analyse
 from shared.errors import InvalidArgument, NotFound, NucleusError
 
 MAX_CACHED_MODELS = 32
+MAX_LISTED = 8           # feature contributions listed per result (the rest: one "other features" entry)
 
 
 def query_terms(query: str) -> int:
@@ -84,10 +93,11 @@ class LearnedRanking:
             self._models.popitem(last=False)
         return parsed, ""
 
-    async def apply(self, tenant_id: str, query: str, profile: RankingProfile, merged: Sequence[Any],
-                    candidates: Candidates, config: RankingConfig, ranked: Any, k: int, reasons: list[str],
-                    notes: list[str]) -> tuple[Any, Candidates]:
-        """(ranked, candidates): re-ordered by the profile's model, else as given (a reason flagged)."""
+    async def apply(self, tenant_id: str, query: str, profile: RankingProfile, merged: Sequence[Merged],
+                    candidates: Candidates, config: RankingConfig, k: int, reasons: list[str],
+                    notes: list[str]) -> tuple[Ranked, Candidates, LearnedExplainer | None]:
+        """(ranked, candidates, explainer): the best k re-ordered by the profile's model, else
+        today's ranking (a reason flagged, no explainer)."""
         if self.capture is not None:
             self.capture(query, [m.artifact_id for m in merged], candidates, config)
         if profile.feedback_expansion:
@@ -96,10 +106,50 @@ class LearnedRanking:
         if why:
             reasons.append(why)
         if model is None or not len(candidates):
-            return ranked, candidates
+            return rank(candidates, config, k), candidates, None
         t = query_terms(query)
-        rows, column = learned_rerank(candidates, config, model, k,
-                                      lambda rs, fused: served_features(candidates, config, t, rs, fused))
-        updated = replace(candidates, rerank=column)
+        learned = learned_ranking(candidates, config, model, k,
+                                  lambda rs, fused: served_features(candidates, config, t, rs, fused))
         notes.append(f"learned={model.kind} N{model.top_n} model {profile.model_sha256[:12]}")
-        return ranked_in_order(updated, config, rows), updated
+        return learned.ranked, replace(candidates, rerank=learned.column), LearnedExplainer(model, learned, merged)
+
+
+class LearnedExplainer:
+    """The feature contributions of the results a query's model scored, computed for the
+    results returned only (they are known once the results are fetched: a vanished entry's
+    place is refilled, so candidates are named by their Merged record, not by row)."""
+
+    def __init__(self, model: RankerModel, learned: Learned, merged: Sequence[Merged]) -> None:
+        self._model, self._learned = model, learned
+        # the Merged records outlive the request's ranking: their identity names a candidate
+        self._row = {id(merged[r]): i for i, r in enumerate(learned.top.tolist())}
+
+    def explain(self, chosen: Sequence[Merged]) -> list[tuple[float, tuple[FeatureContribution, ...]] | None]:
+        """Per chosen candidate: (learned_base, its largest contributions), None if not scored."""
+        at = [self._row.get(id(m), -1) for m in chosen]
+        rows = np.asarray([i for i in at if i >= 0], dtype=np.intp)
+        if rows.size == 0:
+            return [None] * len(chosen)
+        x = self._learned.x[rows]
+        base, contributions = self._model.contributions(x, self._learned.fused[rows])
+        scored = iter(zip(base.tolist(), contributions, x))
+        out: list[tuple[float, tuple[FeatureContribution, ...]] | None] = []
+        for i in at:
+            if i < 0:
+                out.append(None)
+                continue
+            b, c, values = next(scored)
+            out.append((b, listed(c, values)))
+        return out
+
+
+def listed(contributions: np.ndarray, values: np.ndarray) -> tuple[FeatureContribution, ...]:
+    """The MAX_LISTED largest non-zero contributions by magnitude, then the rest summed."""
+    nonzero = np.flatnonzero(contributions)
+    order = nonzero[np.argsort(-np.abs(contributions[nonzero]), kind="stable")]
+    out = [FeatureContribution(name=FEATURE_NAMES[j], value=None if np.isnan(values[j]) else float(values[j]),
+                               contribution=float(contributions[j])) for j in order[:MAX_LISTED].tolist()]
+    if order.size > MAX_LISTED:
+        out.append(FeatureContribution(name=OTHER_FEATURES, value=None,
+                                       contribution=float(contributions[order[MAX_LISTED:]].sum())))
+    return tuple(out)

@@ -43,6 +43,18 @@ class SearchRequest:
 
 
 @dataclass(frozen=True, slots=True)
+class FeatureContribution:
+    """One feature's share of a learned model's score of a result (services/rag_pipeline/learned.py)."""
+
+    name: str                          # a ranking feature (ranking/features.py), or OTHER_FEATURES
+    value: float | None                # the feature's value for the result; None = missing
+    contribution: float
+
+
+OTHER_FEATURES = "other features"      # the contributions beyond the largest ones listed, summed
+
+
+@dataclass(frozen=True, slots=True)
 class Explanation:
     """Why a result ranks where it does: the source of the explanation's fields (the gRPC
     ScoreExplanation message and the MCP ExplanationOut carry exactly these, in this order)."""
@@ -66,6 +78,9 @@ class Explanation:
     source_id: str = "local"           # "local" or the remote source the result comes from
     remote_score: float = 0.0          # a remote result's own score, on its own scale (not ranked on)
     reputation_basis: str = ""         # where Reputation came from: the artifact's or the source's prior and votes
+    # a learned model's score of the result = learned_base + Σ contribution (empty: not scored by one)
+    feature_contributions: tuple[FeatureContribution, ...] = ()
+    learned_base: float = 0.0
 
 
 FourR = tuple[float, float, float, float]

@@ -11,15 +11,18 @@ from ranking import Candidates, RankingConfig
 from ranking.profile import RankingProfile
 from ranking.query_features import QueryFeatures
 from services.rag_pipeline.federation.hits import LOCAL
+from services.rag_pipeline.learned import LearnedExplainer
 from services.rag_pipeline.merge import Merged
 from services.rag_pipeline.models import Explanation, Preferences, RankedResult
 from services.rag_pipeline.snippets import make_snippet
 
 
 def build_results(merged: list[Merged], ranked: Any, candidates: Candidates, config: RankingConfig, query: str,
-                  explain: bool, *, now_unix: float) -> tuple[RankedResult, ...]:
+                  explain: bool, *, now_unix: float, learned: LearnedExplainer | None = None
+                  ) -> tuple[RankedResult, ...]:
     """One result per ranked row, best first; every chosen candidate must have its `hit` loaded.
-    Ages in the explanations are measured from `now_unix`."""
+    Ages in the explanations are measured from `now_unix`; `learned` (a profile's model scored
+    the candidates) adds each returned result's feature contributions."""
     out = []
     weights = tuple(ranked.weights.tolist())
     now = now_unix
@@ -31,6 +34,7 @@ def build_results(merged: list[Merged], ranked: Any, candidates: Candidates, con
         dense_norm, bm25_norm = ranked.dense_norm.tolist(), ranked.bm25_norm.tolist()
         rerank = np.nan_to_num(candidates.rerank[ranked.rows], nan=0.0).tolist()
         query_profile = config.query.describe() if config.query is not None else ""
+        scored = learned.explain([merged[r] for r in rows]) if learned is not None else [None] * len(rows)
     for pos, row in enumerate(rows):
         m = merged[row]
         source_id = m.origin or LOCAL
@@ -52,6 +56,8 @@ def build_results(merged: list[Merged], ranked: Any, candidates: Candidates, con
                 source_id=source_id,
                 remote_score=0.0 if math.isnan(m.remote_score) else m.remote_score,
                 reputation_basis=reputation_basis(m, config.prior_strength),
+                **({} if scored[pos] is None else {"learned_base": scored[pos][0],
+                                                   "feature_contributions": scored[pos][1]}),
             )
         out.append(RankedResult(entry=m.hit.entry, artifact=m.hit.artifact,
                                 snippet=make_snippet(m.hit.entry.text, query),

@@ -81,3 +81,47 @@ async def test_put_ranking_profile_naming_a_model_is_refused_naming_the_field_an
             await pipeline.put_profile(replace(RELEVANCY_ONLY, **{field: value}))
     edited = await pipeline.put_profile(replace(RELEVANCY_ONLY, richness_weight=0.3))
     assert (edited.version, edited.model_sha256, edited.feature_version) == (tuned.version + 1, sha, 1)
+
+
+async def test_each_result_the_model_scored_lists_feature_contributions_summing_with_the_base_to_its_score(setup):
+    pipeline, knowledge = setup
+    # score = 10 · fused − 100 · (fused − 0.5) over the top 2 of the 4 results: the last two are not scored
+    two = linear_model(0.0, top_n=2, weights=[-100.0 if n == "fused" else 0.0 for n in FEATURE_NAMES],
+                       center=[0.5 if n == "fused" else 0.0 for n in FEATURE_NAMES])
+    await knowledge.store.put_profile(RELEVANCY_ONLY)
+    await knowledge.store.put_ranking_model(TENANT, two, RELEVANCY_ONLY)
+    response, order = await search(pipeline)
+    assert len(order) == 4 and "learned=linear N2" in response.debug
+    for r in response.results[:2]:
+        e = r.explanation
+        fused = next(c for c in e.feature_contributions if c.name == "fused")
+        assert [c.name for c in e.feature_contributions] == ["fused"]           # the one non-zero weight
+        assert e.learned_base == pytest.approx(10.0 * fused.value, rel=1e-6)
+        assert e.learned_base + sum(c.contribution for c in e.feature_contributions) == pytest.approx(
+            10.0 * fused.value - 100.0 * (fused.value - 0.5), rel=1e-6)         # the model's score
+    for r in response.results[2:]:
+        assert r.explanation.feature_contributions == () and r.explanation.learned_base == 0.0
+    untrained = replace(RELEVANCY_ONLY, name="plain")
+    await knowledge.store.put_profile(untrained)
+    pipeline._profiles.clear()
+    plain = await pipeline.search_and_rank(SearchRequest(tenant_id=TENANT, query=QUERY,
+                                                         prefs=Preferences(explain=True, profile_name="plain")))
+    assert all(r.explanation.feature_contributions == () for r in plain.results)
+
+
+def test_the_largest_contributions_are_listed_and_the_rest_summed_as_other_features():
+    import numpy as np
+
+    from services.rag_pipeline.learned import MAX_LISTED, listed
+    from services.rag_pipeline.models import OTHER_FEATURES
+    rng = np.random.default_rng(4)
+    c = rng.normal(size=len(FEATURE_NAMES))
+    c[[0, 5]] = 0.0
+    values = rng.normal(size=len(FEATURE_NAMES)).astype(np.float32)
+    values[1] = np.nan
+    out = listed(c, values)
+    assert len(out) == MAX_LISTED + 1 and out[-1].name == OTHER_FEATURES and out[-1].value is None
+    shown = [abs(x.contribution) for x in out[:-1]]
+    assert shown == sorted(shown, reverse=True) and min(shown) >= np.sort(np.abs(c))[-MAX_LISTED]
+    assert sum(x.contribution for x in out) == pytest.approx(c.sum())
+    assert all(x.value is None for x in out if x.name == FEATURE_NAMES[1])

@@ -69,7 +69,7 @@ def test_without_a_model_the_order_is_todays_and_a_model_reorders_only_its_top_n
 
 def test_the_served_ranking_explains_the_learned_order_and_its_features_mark_unserved_signals_missing() -> None:
     from ranking.factors import reputation, richness
-    from ranking.learned import SERVED_MISSING, fused_scores, learned_rerank, ranked_in_order, served_features
+    from ranking.learned import SERVED_MISSING, fused_scores, learned_ranking, served_features
     rng = np.random.default_rng(2)
     dense = rng.uniform(0, 1, 40)
     dense[[3, 7]] = np.nan                                         # absent dense leg for two rows
@@ -78,13 +78,11 @@ def test_the_served_ranking_explains_the_learned_order_and_its_features_mark_uns
     cfg = RankingConfig(fusion="convex", weights=(0.7, 0.0, 0.2, 0.1))
     features_of = lambda rows, fused: served_features(c, cfg, 3, rows, fused)  # noqa: E731
     model = _model([0.0] * FEATURE_NAMES.index("richness") + [5.0], top_n=15)   # residual on richness
-    rows, column = learned_rerank(c, cfg, model, 10, features_of)
-    assert rows.tolist() == learned_order(c, cfg, model, 10, features_of).tolist()
+    learned = learned_ranking(c, cfg, model, 10, features_of)
+    column, ranked = learned.column, learned.ranked
+    assert ranked.rows.tolist() == learned_order(c, cfg, model, 10, features_of).tolist()
     assert np.isfinite(column).sum() == 15 and np.all((column[np.isfinite(column)] >= 0) & (column[np.isfinite(column)] <= 1))
-    ranked = ranked_in_order(Candidates(**{**{f: getattr(c, f) for f in Candidates.__dataclass_fields__},
-                                           "rerank": column}), cfg, rows)
-    assert ranked.rows.tolist() == rows.tolist()
-    np.testing.assert_allclose(ranked.factors[:, 0], column[rows], rtol=1e-6)   # Relevancy = the learned one
+    np.testing.assert_allclose(ranked.factors[:, 0], column[ranked.rows], rtol=1e-6)   # Relevancy = the learned one
     x = features_of(np.arange(40), fused_scores(c, cfg))
     names = list(FEATURE_NAMES)
     assert np.isnan(x[:, [names.index(n) for n in SERVED_MISSING]]).all()

@@ -3,6 +3,7 @@ is checked before it is parsed (size, pickle, nesting, trees, leaves, depth, fea
 from __future__ import annotations
 
 import json
+import math
 import pickle
 
 import numpy as np
@@ -22,23 +23,85 @@ def _data(rng: np.random.Generator, n: int, m: int) -> np.ndarray:
     return x
 
 
-@pytest.mark.parametrize("zero_as_missing,objective", [(False, "regression"), (True, "regression"),
-                                                       (False, "lambdarank")])
-def test_numpy_trees_equal_lightgbm_predict_on_random_inputs_with_missing_values(zero_as_missing, objective):
+def _booster(zero_as_missing: bool, objective: str, leaves: int = 7):
     rng = np.random.default_rng(3)
     x = _data(rng, 1000, 6)
     y = np.nan_to_num(x[:, 0]) + np.isnan(x[:, 1]) - (x[:, 2] == 0) + rng.normal(scale=0.2, size=1000)
-    params = dict(objective=objective, num_leaves=7, min_data_in_leaf=20, verbose=-1, deterministic=True,
-                  num_threads=1, seed=1, zero_as_missing=zero_as_missing)
+    params = dict(objective=objective, num_leaves=leaves, min_data_in_leaf=20 if leaves < 20 else 5, verbose=-1,
+                  deterministic=True, num_threads=1, seed=1, zero_as_missing=zero_as_missing)
     if objective == "lambdarank":
         y = np.clip(np.round(y), 0, 3).astype(int)
         data = lgb.Dataset(x, y, group=[50] * 20)
     else:
         data = lgb.Dataset(x, y)
     booster = lgb.train(params, data, num_boost_round=25)
-    forest = forest_from_dump(json.loads(json.dumps(booster.dump_model())), 6)
-    test = _data(rng, 1000, 6)
+    return booster, forest_from_dump(json.loads(json.dumps(booster.dump_model())), 6), _data(rng, 1000, 6)
+
+
+@pytest.mark.parametrize("zero_as_missing,objective,leaves", [
+    (False, "regression", 7), (True, "regression", 7), (False, "lambdarank", 7),
+    (True, "regression", 12), (False, "regression", 40)])   # leaf masks of 8, 16 and 64 bits
+def test_numpy_trees_equal_lightgbm_predict_on_random_inputs_with_missing_values(zero_as_missing, objective, leaves):
+    booster, forest, test = _booster(zero_as_missing, objective, leaves)
     np.testing.assert_allclose(forest.predict(test), booster.predict(test, raw_score=True), rtol=0, atol=1e-9)
+
+
+def _naive_saabas(dump: dict, row: np.ndarray, n_features: int) -> tuple[float, np.ndarray]:
+    """(Σ tree means, contributions) by walking each tree of the dump for one row, in Python."""
+    def count(node):
+        return node["leaf_count"] if "leaf_value" in node else count(node["left_child"]) + count(node["right_child"])
+
+    def mean(node):
+        if "leaf_value" in node:
+            return node["leaf_value"]
+        lo, hi = node["left_child"], node["right_child"]
+        return (count(lo) * mean(lo) + count(hi) * mean(hi)) / (count(lo) + count(hi))
+
+    def goes_left(node, v):
+        kind = node["missing_type"]
+        if math.isnan(v) and kind != "NaN":
+            v = 0.0
+        if (kind == "Zero" and abs(v) <= 1e-35) or (kind == "NaN" and math.isnan(v)):
+            return node["default_left"]
+        return v <= node["threshold"]
+
+    base, out = 0.0, np.zeros(n_features)
+    for info in dump["tree_info"]:
+        node = info["tree_structure"]
+        base += mean(node)
+        while "leaf_value" not in node:
+            child = node["left_child"] if goes_left(node, float(row[node["split_feature"]])) else node["right_child"]
+            out[node["split_feature"]] += mean(child) - mean(node)
+            node = child
+    return base, out
+
+
+@pytest.mark.parametrize("zero_as_missing,objective", [(True, "regression"), (False, "lambdarank")])
+def test_tree_contributions_are_saabas_along_each_path_and_sum_with_lightgbms_bias_to_its_prediction(
+        zero_as_missing, objective):
+    booster, forest, test = _booster(zero_as_missing, objective)
+    dump = booster.dump_model()
+    contributions = forest.contributions(test[:40])
+    for row, got in zip(test[:40], contributions):
+        base, want = _naive_saabas(dump, row, 6)
+        assert forest.expected == pytest.approx(base, abs=1e-12)
+        np.testing.assert_allclose(got, want, rtol=0, atol=1e-12)
+    assert forest.expected == pytest.approx(booster.predict(test[:1], pred_contrib=True)[0, -1], abs=1e-12)
+    np.testing.assert_allclose(forest.expected + contributions.sum(axis=1),
+                               booster.predict(test[:40], raw_score=True), rtol=0, atol=1e-9)
+
+
+def test_a_model_s_contributions_plus_its_base_are_its_score_trees_and_linear() -> None:
+    trees = {"tree_info": [_tree(0), {**_tree(2, feature=3), "num_leaves": 3}, _tree(0)]}   # one-leaf trees too
+    x = np.array([[0.0] * len(FEATURE_NAMES)] * 3)
+    x[:, 3] = [-1.0, np.nan, 2.0]
+    fused = np.array([0.2, 0.5, 0.9])
+    for model in (_load(_envelope(kind="trees", lightgbm=trees)),
+                  _load(_envelope(center=[0.5] * len(FEATURE_NAMES), scale=[2.0] * len(FEATURE_NAMES)))):
+        base, contributions = model.contributions(x, fused)
+        np.testing.assert_allclose(base + contributions.sum(axis=1), model.score(x, fused), rtol=0, atol=1e-12)
+    np.testing.assert_allclose(contributions[:, 0], 0.5 * (0.0 - 0.5) / 2.0)     # weight × (x − centre) / scale
+    np.testing.assert_allclose(base, 10.0 * fused)
 
 
 def _envelope(**over) -> dict:
