@@ -90,6 +90,9 @@ async def _search(args: argparse.Namespace) -> int:
     if response.results:
         top = response.results[0]
         console.print(f"[bold]top snippet[/bold] ({top.persona_knowledge_entry_id}): {top.snippet}")
+        learned = learned_line(top.explanation)
+        if learned:
+            console.print(learned)
     if response.search_id:
         console.print(f"search id {response.search_id} (name it when voting on these results: record_feedback)")
     if response.degraded:
@@ -99,6 +102,15 @@ async def _search(args: argparse.Namespace) -> int:
     console.print(f"answered as {escape(answered)}" + (" — --as-operator: every document of the tenant"
                                                        if answered.startswith("local principal") else ""))
     return 0
+
+
+def learned_line(e: rag_pb.ScoreExplanation) -> str:
+    """The top result's feature contributions to a learned model's score, one line ("" without)."""
+    if not e.feature_contributions:
+        return ""
+    parts = [f"{escape(c.name)} {f'{c.value:.3g}' if c.HasField('value') else '-'} {c.contribution:+.3f}"
+             for c in e.feature_contributions]
+    return f"[bold]learned model[/bold] on the top result: base {e.learned_base:.3f}; " + ", ".join(parts)
 
 
 def register(sub: argparse._SubParsersAction) -> None:

@@ -12,12 +12,21 @@ with the default profile and with "learned-cost", alternating, each timing the b
 printed: p50 of each, p50 of the per-query difference, and whether every learned answer was
 served by the model (not degraded). The model's quality is not measured here (it has seen the
 queries): `nucleus tune` reports that, held out.
+
+    python -m lab.learned_serving ... --other-data-dir DIR2 [--timing-only]
+
+`--other-data-dir`: a second running stack (e.g. another revision's code on another copy, after
+this command ran there once to store its "learned-cost"), timed in the same loop — each query on
+one stack then the other, alternating which goes first — so two revisions are compared at the
+same moment of the shared machine's load. `--timing-only` skips the training (the profile must
+exist on every stack timed).
 """
 from __future__ import annotations
 
 import argparse
 import asyncio
 import time
+from contextlib import AsyncExitStack
 from dataclasses import replace
 from pathlib import Path
 
@@ -51,37 +60,53 @@ async def _store(args, raw: bytes, current) -> str:
 
 
 async def _time(args, queries: list[str]) -> None:
-    async with aio_channel(target(args, "rag_pipeline"), credentials(args, "rag_pipeline"),
-                           tls_ca_file=tls_ca(args)) as channel:
-        stub = rag_grpc.RagPipelineStub(channel)
+    stacks = [args] + ([replace_dir(args, args.other_data_dir)] if args.other_data_dir else [])
+    async with AsyncExitStack() as exit_stack:
+        stubs = []
+        for a in stacks:
+            channel = await exit_stack.enter_async_context(
+                aio_channel(target(a, "rag_pipeline"), credentials(a, "rag_pipeline"), tls_ca_file=tls_ca(a)))
+            stubs.append(rag_grpc.RagPipelineStub(channel))
 
-        async def one(text: str, profile: str) -> tuple[float, rag_pb.SearchAndRankResponse]:
+        async def one(stub, text: str, profile: str) -> tuple[float, rag_pb.SearchAndRankResponse]:
             t0 = time.perf_counter()
             r = await stub.SearchAndRank(rag_pb.SearchAndRankRequest(
                 tenant_id=args.tenant, user_query_text=text, top_k_initial_retrieve=100, top_k_final_rank=10,
                 ranking_prefs=pb.RankingPreferences(profile_name=profile)), timeout=30)
             return time.perf_counter() - t0, r
 
-        for text in queries[:5]:                         # warm up: the model is read and cached once
-            await one(text, PROFILE)
-            await one(text, "")
-        base, learned, served = [], [], 0
-        for text in queries:
-            best = [float("inf"), float("inf")]
-            for _ in range(ROUNDS):
-                for profile in (("", PROFILE) if len(base) % 2 == 0 else (PROFILE, "")):
-                    seconds, r = await one(text, profile)
-                    slot = 0 if profile == "" else 1
-                    best[slot] = min(best[slot], seconds)
-                    if slot == 1 and not r.degraded and "learned=trees" in r.debug_information:
-                        served += 1
-            base.append(best[0])
-            learned.append(best[1])
+        for stub in stubs:
+            for text in queries[:5]:                     # warm up: the model is read and cached once
+                await one(stub, text, PROFILE)
+                await one(stub, text, "")
+        base = [[] for _ in stubs]
+        learned = [[] for _ in stubs]
+        served = [0 for _ in stubs]
+        for q, text in enumerate(queries):
+            order = list(range(len(stubs))) if q % 2 == 0 else list(reversed(range(len(stubs))))
+            for s in order:
+                best = [float("inf"), float("inf")]
+                for _ in range(ROUNDS):
+                    for profile in (("", PROFILE) if q % 2 == 0 else (PROFILE, "")):
+                        seconds, r = await one(stubs[s], text, profile)
+                        slot = 0 if profile == "" else 1
+                        best[slot] = min(best[slot], seconds)
+                        if slot == 1 and not r.degraded and "learned=trees" in r.debug_information:
+                            served[s] += 1
+                base[s].append(best[0])
+                learned[s].append(best[1])
     ms = lambda v: float(np.median(v) * 1000.0)  # noqa: E731
-    diff = np.asarray(learned) - np.asarray(base)
-    print(f"{len(queries)} queries, best of {ROUNDS}: SearchAndRank p50 default {ms(base):.2f} ms, "
-          f"learned {ms(learned):.2f} ms, per-query difference p50 {ms(diff):+.2f} ms; "
-          f"served by the model {served}/{len(queries) * ROUNDS}")
+    for s, a in enumerate(stacks):
+        diff = np.asarray(learned[s]) - np.asarray(base[s])
+        print(f"{a.data_dir}: {len(queries)} queries, best of {ROUNDS}: SearchAndRank p50 default "
+              f"{ms(base[s]):.2f} ms, learned {ms(learned[s]):.2f} ms, per-query difference p50 {ms(diff):+.2f} ms; "
+              f"served by the model {served[s]}/{len(queries) * ROUNDS}")
+
+
+def replace_dir(args, data_dir: str):
+    other = argparse.Namespace(**vars(args))
+    other.data_dir = data_dir
+    return other
 
 
 def main() -> None:
@@ -90,11 +115,16 @@ def main() -> None:
     parser.add_argument("--tenant", required=True)
     parser.add_argument("--dataset", type=Path, required=True)
     parser.add_argument("--split", default="test")
+    parser.add_argument("--other-data-dir", default="", help="a second running stack, timed in the same loop")
+    parser.add_argument("--timing-only", action="store_true", help="no training: the profile exists already")
     args = parser.parse_args()
     args.profile, args.knowledge_store_target, args.llm_orchestration_target = "", None, None
     args.rag_pipeline_target = None
     dataset = load_dataset(args.dataset, args.split)
     qids = [q for q in sorted(dataset.qrels) if q in dataset.queries]
+    if args.timing_only:
+        asyncio.run(_time(args, [dataset.queries[q] for q in qids]))
+        return
     current, prepared = asyncio.run(_prepare(args, dataset, qids))
     learner = Learner(lambda qid, feedback: prepared[qid], dataset.qrels, [Setting("trees", 100)])
     raw, model, _ = fit("trees", learner.rows(qids, Setting("trees", 100)), 100, rounds=100)

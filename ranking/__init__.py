@@ -5,10 +5,11 @@
     factors.py     relevancy (fusion + confidence), relevance probability, recency, reputation, richness
     query_features.py  query_features, adaptive_dense_weight — the adaptive fusion's per-query weight
     temporal.py    detect_temporal_intent — does the query ask for fresh information?
-    rank.py        rank — blend the factors, keep the top k, explain each
+    rank.py        rank — blend the factors, keep the top k, explain each (blend / explain: the two steps)
     features.py    the learned re-ranker's features (FEATURE_VERSION, FEATURE_NAMES)
-    trees.py       load_model — a stored ranking model checked, parsed and evaluated in numpy
-    learned.py     learned_order — a model re-orders today's top N
+    trees.py       load_model — a stored ranking model checked, parsed and evaluated in numpy, its
+                   feature contributions (RankerModel.contributions)
+    learned.py     learned_ranking — a model re-orders today's top N, in one pass
     feedback.py    rm3 — keyword feedback expansion weights
 
 Typical use by the RAG pipeline::

@@ -11,6 +11,10 @@ k <= 0 raises InvalidArgument("k", ...); no candidates give an empty `Ranked`.
 
 A factor whose weight is 0 does not change the order, so it is only evaluated for the k
 rows that are returned (it is still reported there).
+
+`rank` is `blend` (every candidate's overall score, and what explains it) then `top_k` then
+`explain` (the `Ranked` of the chosen rows); the learned re-ranker (ranking/learned.py) uses the
+steps apart, to blend once and re-blend only the rows its model re-scores (`reblend`).
 """
 from __future__ import annotations
 

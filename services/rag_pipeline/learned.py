@@ -27,7 +27,6 @@ from __future__ import annotations
 import hashlib
 from collections import OrderedDict
 from collections.abc import Callable, Sequence
-from dataclasses import replace
 
 import numpy as np
 
@@ -111,7 +110,7 @@ class LearnedRanking:
         learned = learned_ranking(candidates, config, model, k,
                                   lambda rs, fused: served_features(candidates, config, t, rs, fused))
         notes.append(f"learned={model.kind} N{model.top_n} model {profile.model_sha256[:12]}")
-        return learned.ranked, replace(candidates, rerank=learned.column), LearnedExplainer(model, learned, merged)
+        return learned.ranked, candidates.with_rerank(learned.column), LearnedExplainer(model, learned, merged)
 
 
 class LearnedExplainer:

@@ -186,7 +186,8 @@ def search_response_out(r: SearchResponse) -> SearchAndRankOut:
             snippet=x.snippet, headline=x.entry.headline, overall_rank_score=x.overall,
             individual_scores=four(x.scores), relevance_probability=x.probability,
             explanation=None if e is None else ExplanationOut(**{
-                name: four(v) if _EXPLANATION_HINTS[name] == FourR else v for name, v in explanation_values(e).items()}),
+                name: four(v) if _EXPLANATION_HINTS[name] == FourR else v
+                for name, v in explanation_values(e).items()}),
             source_id=x.source_id,
         ))
     return SearchAndRankOut(

@@ -14,6 +14,7 @@ from nucleus.v1 import knowledge_store_pb2 as ks_pb
 from nucleus.v1 import knowledge_store_pb2_grpc as ks_grpc
 from nucleus.v1 import rag_pipeline_pb2 as rag_pb
 from nucleus.v1 import rag_pipeline_pb2_grpc as rag_grpc
+from ranking.features import FEATURE_NAMES
 from services.knowledge_store.client import KnowledgeStoreClient
 from shared.records import ArtifactMeta, DocumentIn
 from tests.integration.test_bench import QUERIES, TOPICS, write_dataset
@@ -76,7 +77,7 @@ async def test_tune_prints_the_paired_report_and_refuses_a_non_significant_resul
 
 async def test_a_stored_model_is_served_and_put_ranking_profile_naming_one_is_refused(stack, judged, stubs):
     ks, rag = stubs
-    raw = linear_model(0.0)
+    raw = linear_model(0.0, weights=[1.0 if n == "fused" else 0.0 for n in FEATURE_NAMES])   # 11 · fused: today's order
     put = await ks.PutRankingModel(ks_pb.PutRankingModelRequest(
         tenant_id=TENANT, model=raw, profile=pb.RankingProfile(tenant_id=TENANT, name="learned", relevancy_weight=1)),
         timeout=10)
@@ -86,8 +87,12 @@ async def test_a_stored_model_is_served_and_put_ranking_profile_naming_one_is_re
     assert got.model == raw
     response = await rag.SearchAndRank(rag_pb.SearchAndRankRequest(
         tenant_id=TENANT, user_query_text="chess openings sicilian defence",
-        ranking_prefs=pb.RankingPreferences(profile_name="learned")), timeout=30)
+        ranking_prefs=pb.RankingPreferences(profile_name="learned", explain=True)), timeout=30)
     assert not response.degraded and response.results[0].associated_artifact.artifact_id == "chess"
+    e = response.results[0].explanation                  # the model's score: learned_base + the contributions
+    assert [c.name for c in e.feature_contributions] == ["fused"] and e.feature_contributions[0].HasField("value")
+    fused = e.feature_contributions[0]
+    assert e.learned_base + fused.contribution == pytest.approx(11.0 * fused.value, rel=1e-5)
     for field, value in (("model_sha256", put.model_sha256), ("feature_version", 1)):
         with pytest.raises(grpc.aio.AioRpcError) as err:
             await rag.PutRankingProfile(pb.RankingProfile(tenant_id=TENANT, name="learned", relevancy_weight=1,

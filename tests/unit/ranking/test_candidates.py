@@ -95,3 +95,14 @@ def test_candidates_are_frozen() -> None:
     c = Candidates.build(dense=[0.1])
     with pytest.raises(AttributeError):
         c.dense = np.zeros(1, np.float32)  # type: ignore[misc]
+
+
+def test_with_rerank_swaps_the_rerank_column_alone_and_checks_it_naming_the_column():
+    c = Candidates.build(dense=[0.5, 0.1, np.nan], bm25=[1.0, np.nan, 2.0])
+    column = np.array([0.25, np.nan, 1.0], dtype=np.float32)
+    swapped = c.with_rerank(column)
+    assert swapped.rerank is column and swapped.dense is c.dense and np.isnan(c.rerank).all()
+    for bad in (np.array([0.5, 1.5, np.nan], dtype=np.float32), np.array([0.5, 0.5], dtype=np.float32),
+                np.array([0.5, 0.5, 0.5])):
+        with pytest.raises(InvalidArgument, match="rerank"):
+            c.with_rerank(bad)

@@ -209,3 +209,19 @@ def test_every_form_post_larger_than_the_limit_is_refused_with_413_before_its_ha
         assert answer.status_code == 413 and "the form is too large" in answer.text, path
     assert client.post("/console/compare/dataset", data={"dataset": "x"}).status_code == 403   # small: CSRF next
     assert pipeline.asked == []
+
+
+def test_a_result_page_shows_a_learned_model_s_feature_contributions():
+    from services.rag_pipeline.console.app import _env
+    from services.rag_pipeline.console.views import _result_view
+    from services.rag_pipeline.models import Explanation, FeatureContribution, RankedResult
+    from shared.records import ArtifactSummary, Entry
+
+    listed = (FeatureContribution("fused", 0.75, -2.5), FeatureContribution("other features", None, 0.25))
+    e = Explanation(weights=(1.0, 0.0, 0.0, 0.0), contributions=(0.5, 0.0, 0.0, 0.0), dense_cosine=0.1, bm25=1.0,
+                    dense_rank=1, bm25_rank=1, dense_norm=1.0, bm25_norm=1.0, rerank_score=0.5, fusion_method="convex",
+                    recency_applied=False, age_days=-1.0, feature_contributions=listed, learned_base=7.5)
+    r = RankedResult(entry=Entry("e", "t", "", "a", 0, "text", "h", "s", 0, 0.5), artifact=ArtifactSummary("a"),
+                     snippet="s", overall=0.5, scores=(0.5, 0.5, 0.5, 0.5), explanation=e)
+    html = " ".join(_env().get_template("_result.html").render(row=_result_view(1, r), full=True).split())
+    assert "learned model</dt><dd>base 7.500; fused 0.750 (-2.500), other features – (+0.250)" in html
