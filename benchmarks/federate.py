@@ -53,6 +53,14 @@ from typing import Sequence
 import numpy as np
 
 from benchmarks.beir import BeirDataset, load_dataset
+from benchmarks.federate_rescore import (
+    RESCORE_HITS,
+    measure_carried,
+    measure_rescoring,
+    peer_hits,
+    print_rescore_only,
+    run_rescore_only,
+)
 from benchmarks.metrics import latency_summary, ndcg_at_k
 from benchmarks.stack import Stack, own_stack
 from benchmarks.tenants import TenantPlan, ingest_plan
@@ -60,8 +68,6 @@ from benchmarks.tenants import TenantPlan, ingest_plan
 ROOT = Path(__file__).resolve().parent.parent
 DEFAULT_CACHE = ROOT / ".bench-cache"
 RRF_K = 60
-SNIPPET_CHARS = 300
-RESCORE_HITS = 20
 CEILING_LOCAL_K = 50          # the local store's candidates counted as "returned" for the ceiling
 
 
@@ -105,26 +111,20 @@ def start_foreign(corpus: Path, scale: str, workdir: Path) -> tuple[subprocess.P
 
 
 class WithStoredVectors:
-    """A RemoteSearch whose Nucleus sources' hits carry their stored vectors, as a trusted remote
-    Nucleus of the same model sends them: read from the remote's KnowledgeStore (GetEntries
-    include_vectors) and passed through the wire format (float16, checked by `decode`)."""
+    """A RemoteSearch whose Nucleus sources' hits carry their stored vectors and analysed terms, as
+    a trusted remote Nucleus of the same model sends them: read from the remote's KnowledgeStore
+    (GetEntries include_vectors, include_terms) and passed through the wire format and its checks
+    (federate_rescore.peer_hits)."""
 
     def __init__(self, inner, stores: dict, digest: str, dimension: int) -> None:
         self.inner, self.stores, self.digest, self.dimension = inner, stores, digest, dimension
 
     async def __call__(self, source, query, deadline_s):
-        from services.rag_pipeline.federation.peer_vectors import VECTORS_META, decode, encode, with_vectors
         hits = await self.inner(source, query, deadline_s)
         if source.id not in self.stores or not hits:
             return hits
         ks, tenant = self.stores[source.id]
-        found, vectors = await ks.get_entries_with_vectors(tenant, [h.id for h in hits])
-        pairs = [(h.entry.id, v) for h, v in zip(found, vectors) if v is not None]
-        sent, refused = decode({VECTORS_META: encode([i for i, _ in pairs], [v for _, v in pairs], self.digest)},
-                               self.digest, self.dimension, {h.id for h in hits})
-        if refused:
-            raise RuntimeError(refused)
-        return with_vectors(hits, sent)
+        return await peer_hits(ks, tenant, hits, self.digest, self.dimension)
 
 
 def _note(debug: str, name: str) -> int:
@@ -322,136 +322,6 @@ async def run(args: argparse.Namespace) -> dict:
             stack.stop()
 
 
-async def _round_query(llm, ds: BeirDataset, qids: Sequence[str], rnd: int):
-    """The query of round `rnd` (the evaluated queries in turn) and its vectors."""
-    query = ds.queries[qids[rnd % len(qids)]]
-    return query, await llm.embed([query])
-
-
-async def _timed_rescore(rescorer, tenant: str, query: str, qv, hits, timeout_s: float):
-    """One re-scoring of `hits` for the query: (its result, wall ms)."""
-    t = time.perf_counter()
-    got = await rescorer.rescore(tenant, [query], qv, hits, timeout_s=timeout_s)
-    return got, (time.perf_counter() - t) * 1000.0
-
-
-async def measure_rescoring(ks, llm, ds: BeirDataset, rows: Sequence[int], qids: Sequence[str], tenant: str,
-                            rounds: int, timeout_s: float, parts: dict[str, list[float]] | None = None
-                            ) -> tuple[list[float], list[float]]:
-    """Re-scoring 20 snippet-length remote hits, ms per round: first seen (a fresh cache, texts
-    new to the model), then the same hits again."""
-    from services.rag_pipeline.federation.hits import RemoteHit
-    from services.rag_pipeline.federation.rescore import Rescorer
-
-    rescorer = Rescorer(ks, llm)
-    cold, warm = [], []
-    for rnd in range(rounds):
-        chunk = list(rows[rnd * RESCORE_HITS:(rnd + 1) * RESCORE_HITS])
-        if len(chunk) < RESCORE_HITS:
-            break
-        hits = [RemoteHit("bench", ds.corpus[r].id, ds.corpus[r].text[:SNIPPET_CHARS], title=ds.corpus[r].title)
-                for r in chunk]
-        query, qv = await _round_query(llm, ds, qids, rnd)
-        first, ms = await _timed_rescore(rescorer, tenant, query, qv, hits, timeout_s)
-        cold.append(ms)
-        if parts is not None:
-            parts.setdefault("embed_ms", []).append(first.embed_ms)
-            parts.setdefault("keywords_ms", []).append(first.keywords_ms)
-        again, ms = await _timed_rescore(rescorer, tenant, query, qv, hits, timeout_s)
-        warm.append(ms)
-        if again.embedded:
-            raise RuntimeError("hits seen before were embedded again")
-    return cold, warm
-
-
-async def measure_carried(ks, llm, ds: BeirDataset, rows: Sequence[int], qids: Sequence[str], tenant: str,
-                          rounds: int, timeout_s: float, parts: dict[str, list[float]] | None = None
-                          ) -> tuple[list[float], int]:
-    """Re-scoring 20 hits sent with their vectors (a trusted Nucleus remote of the same model;
-    the vectors are the local share's own, through the float16 wire format), ms per round, and
-    the embedding calls it made (0 expected)."""
-    from services.rag_pipeline.federation.hits import RemoteHit
-    from services.rag_pipeline.federation.peer_vectors import VECTORS_META, LocalFingerprint, decode, encode
-    from services.knowledge_store.external_texts import prepare
-    from services.rag_pipeline.federation.rescore import MAX_REMOTE_TEXT_CHARS, Rescorer
-    from shared.settings import KnowledgeStoreSettings
-
-    store = KnowledgeStoreSettings()                # the stack's chunk sizes (defaults)
-    fp = await LocalFingerprint(llm).get()
-    counting = _CountingModel(llm)
-    rescorer = Rescorer(ks, counting, keyword_cache=False)
-    ids = [f"{ds.corpus[r].id}#0" for r in rows]
-    held: list = []                             # (hit, vector) of the tenant's entries, as a remote sends them
-    for i in range(0, len(ids), 200):
-        found, vectors = await ks.get_entries_with_vectors(tenant, ids[i:i + 200])
-        held += [(h, v) for h, v in zip(found, vectors) if v is not None]
-    if len(held) < RESCORE_HITS:
-        raise RuntimeError(f"the tenant holds {len(held)} of the entries, {RESCORE_HITS} needed")
-    out: list[float] = []
-    for rnd in range(rounds):
-        pick = [held[(rnd * RESCORE_HITS + j) % len(held)] for j in range(RESCORE_HITS)]
-        found, vectors = [h for h, _ in pick], [v for _, v in pick]
-        entry_ids = [h.entry.id for h in found]
-        sent, _ = decode({VECTORS_META: encode(entry_ids, vectors, fp.digest)}, fp.digest, fp.dimension, set(entry_ids))
-        hits = [RemoteHit("bench", h.entry.id, h.entry.text, title=h.artifact.title, context=h.entry.headline,
-                          vector=sent[h.entry.id]) for h in found]
-        query, qv = await _round_query(llm, ds, qids, rnd)
-        got, ms = await _timed_rescore(rescorer, tenant, query, qv, hits, timeout_s)
-        out.append(ms)
-        if parts is not None:
-            parts.setdefault("keywords_ms", []).append(got.keywords_ms)       # the ScoreKeywords call
-            parts.setdefault("local_ms", []).append(got.total_ms - got.keywords_ms)   # dense + bookkeeping
-            t = time.perf_counter()                                           # of which the texts' preparation
-            prepare([(h.title_line, h.text[:MAX_REMOTE_TEXT_CHARS]) for h in hits], chunk_tokens=store.chunk_tokens,
-                    overlap_tokens=store.chunk_overlap_tokens)
-            parts.setdefault("prepare_ms", []).append((time.perf_counter() - t) * 1000.0)
-        if got.carried != RESCORE_HITS:
-            raise RuntimeError(f"{got.carried} of {RESCORE_HITS} hits scored with their vectors")
-    return out, counting.embed_calls
-
-
-class _CountingModel:
-    """The LanguageModel, counting embed calls."""
-
-    def __init__(self, llm) -> None:
-        self._llm, self.embed_calls = llm, 0
-
-    async def embed(self, texts, **kw):
-        self.embed_calls += 1
-        return await self._llm.embed(texts, **kw)
-
-
-async def run_rescore_only(args: argparse.Namespace) -> dict:
-    """Only the re-scoring measurement, on the local stack's share (ingested by a full run)."""
-    from services.knowledge_store.client import KnowledgeStoreClient
-    from services.llm_orchestration.client import LlmOrchestrationClient
-
-    ds = load_dataset(args.dataset, args.split)
-    qids, rows = evaluated_rows(ds, args.queries, args.docs)
-    tenant = f"{args.tenant}-p1of{args.sources}"
-    stack = own_stack(args.cache_dir / "federate" / "local")
-    try:
-        ks = KnowledgeStoreClient(stack.grpc("knowledge_store"), timeout_s=args.timeout)
-        llm = LlmOrchestrationClient(stack.grpc("llm_orchestration"), timeout_s=args.timeout)
-        await ingest_plan(ks, TenantPlan(tenant, ds, tuple(rows[0::args.sources])),
-                          args.cache_dir / "federate" / "local" / "bench")
-        await measure_rescoring(ks, llm, ds, rows[::-1], qids, tenant, 3, args.timeout)     # warm-up: other texts
-        parts: dict[str, list[float]] = {}
-        cold, warm = await measure_rescoring(ks, llm, ds, rows, qids, tenant, args.rescore_rounds, args.timeout,
-                                             parts)
-        carried_parts: dict[str, list[float]] = {}
-        carried, calls = await measure_carried(ks, llm, ds, rows, qids, tenant, args.rescore_rounds, args.timeout,
-                                               carried_parts)
-        await ks.close()
-        await llm.close()
-        return {"rescore_20_hits_cold_ms": latency_summary(cold), "rescore_20_hits_seen_ms": latency_summary(warm),
-                **{f"rescore_20_hits_{k}": latency_summary(v) for k, v in parts.items()},
-                "vectors_20_hits_ms": latency_summary(carried), "vectors_20_hits_embed_calls": calls,
-                **{f"vectors_20_hits_{k}": latency_summary(v) for k, v in carried_parts.items()}}
-    finally:
-        stack.stop()
-
-
 def ceiling_ranking(returned: Sequence[str], qrels: dict[str, int]) -> list[str]:
     """The best ranking any merge could make of what the sources returned: every relevant
     document among them (the local store's first CEILING_LOCAL_K, each remote's hits), by grade."""
@@ -509,6 +379,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--rescore-only", action="store_true",
                    help="only the 20-hit re-scoring measurements (re-embedded, and sent with vectors), on the local "
                         "stack (after a full run)")
+    p.add_argument("--in-process", action="store_true",
+                   help="with --rescore-only: the KnowledgeStore in this process, through the in-process client "
+                        "single mode uses (else the stack's, over gRPC)")
     p.add_argument("--federate-tenant", dest="tenant", default="fed", help="tenant prefix (default fed)")
 
 
@@ -517,18 +390,9 @@ def run_federate(args: argparse.Namespace) -> int:
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
     os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
     if getattr(args, "rescore_only", False):
-        result = asyncio.run(run_rescore_only(args))
-        c, w = result["rescore_20_hits_cold_ms"], result["rescore_20_hits_seen_ms"]
-        e, k = result["rescore_20_hits_embed_ms"], result["rescore_20_hits_keywords_ms"]
-        print(f"re-scoring {RESCORE_HITS} snippet-length hits ({args.rescore_rounds} rounds): first seen p50 "
-              f"{c['p50']:.1f} ms (p95 {c['p95']:.1f}; of which the embed call p50 {e['p50']:.1f} ms, ScoreKeywords "
-              f"p50 {k['p50']:.1f} ms), seen before p50 {w['p50']:.2f} ms")
-        v, vk, vl, vp = (result[f"vectors_20_hits_{x}"] for x in ("ms", "keywords_ms", "local_ms", "prepare_ms"))
-        print(f"re-scoring {RESCORE_HITS} hits sent with their vectors (a trusted Nucleus remote): "
-              f"p50 {v['p50']:.2f} ms "
-              f"(p95 {v['p95']:.2f}; ScoreKeywords p50 {vk['p50']:.2f} ms, the rest p50 {vl['p50']:.3f} ms), "
-              f"{result['vectors_20_hits_embed_calls']} embedding calls; the texts' preparation alone (analyser, "
-              f"richness, chunk check: external_texts.prepare, timed here) p50 {vp['p50']:.2f} ms")
+        ds = load_dataset(args.dataset, args.split)
+        print_rescore_only(asyncio.run(run_rescore_only(args, ds, *evaluated_rows(ds, args.queries, args.docs))),
+                           args.rescore_rounds)
         return 0
     result = asyncio.run(run(args))
     print_report(result)

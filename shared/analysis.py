@@ -16,6 +16,7 @@ baselines) plus a few function words that carry no topical signal.
 """
 from __future__ import annotations
 
+import hashlib
 import re
 import threading
 from collections.abc import Iterable
@@ -37,6 +38,11 @@ STOPWORDS: frozenset[str] = frozenset(
 )
 
 _MAX_TERM_CHARS = 64          # longer "words" are noise (base64, hashes)
+
+# Names this analyser: its steps, stopwords and limits. Terms analysed elsewhere (a peer stack's
+# stored terms) are used only when they name the same analyser; a change to any step must change it.
+_STEPS = " ".join(sorted(STOPWORDS)) + f"|{_MAX_TERM_CHARS}|{_WORD.pattern}|{_POSSESSIVE.pattern}"
+ANALYSER_ID = "snowball-english-1:" + hashlib.sha256(_STEPS.encode()).hexdigest()[:12]
 
 _local = threading.local()   # Stemmer objects are not thread-safe; one per thread
 

@@ -156,6 +156,27 @@ EMPTY_COMPLETION = ScoreCompletion(np.zeros(0, np.int64), np.zeros(0, np.float32
 
 
 @dataclass(frozen=True, slots=True)
+class AnalysedText:
+    """A text the store does not hold, already analysed (a trusted peer stack's stored terms for
+    one of its entries): scored by ScoreKeywords as it is, not read again. `analyser` must be
+    the store's own (shared/analysis.ANALYSER_ID)."""
+    analyser: str
+    title_terms: str                # space-separated analysed terms
+    body_terms: str
+    richness: float
+
+
+@dataclass(frozen=True, slots=True)
+class PeerEntries:
+    """What a peer stack sends of its own hits (GetEntries with vectors and terms): the entries
+    the caller may see, each one's stored unit vector and analysed (title, body) terms, parallel
+    (None where the store holds none)."""
+    hits: list[Hit]
+    vectors: list[np.ndarray | None]
+    terms: list[tuple[str, str] | None]
+
+
+@dataclass(frozen=True, slots=True)
 class KeywordScores:
     """Texts the store does not hold (a remote source's hits) scored as if they were the
     tenant's entries: BM25 of the keyword phrases with the tenant's own term statistics, and

@@ -342,22 +342,34 @@ class ConfigureTenantIndexResponse(_message.Message):
     def __init__(self, index_kind: _Optional[str] = ..., vectors: _Optional[int] = ...) -> None: ...
 
 class GetEntriesRequest(_message.Message):
-    __slots__ = ("tenant_id", "entry_ids", "include_vectors")
+    __slots__ = ("tenant_id", "entry_ids", "include_vectors", "include_terms")
     TENANT_ID_FIELD_NUMBER: _ClassVar[int]
     ENTRY_IDS_FIELD_NUMBER: _ClassVar[int]
     INCLUDE_VECTORS_FIELD_NUMBER: _ClassVar[int]
+    INCLUDE_TERMS_FIELD_NUMBER: _ClassVar[int]
     tenant_id: str
     entry_ids: _containers.RepeatedScalarFieldContainer[str]
     include_vectors: bool
-    def __init__(self, tenant_id: _Optional[str] = ..., entry_ids: _Optional[_Iterable[str]] = ..., include_vectors: _Optional[bool] = ...) -> None: ...
+    include_terms: bool
+    def __init__(self, tenant_id: _Optional[str] = ..., entry_ids: _Optional[_Iterable[str]] = ..., include_vectors: _Optional[bool] = ..., include_terms: _Optional[bool] = ...) -> None: ...
 
 class GetEntriesResponse(_message.Message):
-    __slots__ = ("entries", "vectors")
+    __slots__ = ("entries", "vectors", "terms")
     ENTRIES_FIELD_NUMBER: _ClassVar[int]
     VECTORS_FIELD_NUMBER: _ClassVar[int]
+    TERMS_FIELD_NUMBER: _ClassVar[int]
     entries: _containers.RepeatedCompositeFieldContainer[ScoredEntry]
     vectors: _containers.RepeatedCompositeFieldContainer[FloatVector]
-    def __init__(self, entries: _Optional[_Iterable[_Union[ScoredEntry, _Mapping]]] = ..., vectors: _Optional[_Iterable[_Union[FloatVector, _Mapping]]] = ...) -> None: ...
+    terms: _containers.RepeatedCompositeFieldContainer[EntryTerms]
+    def __init__(self, entries: _Optional[_Iterable[_Union[ScoredEntry, _Mapping]]] = ..., vectors: _Optional[_Iterable[_Union[FloatVector, _Mapping]]] = ..., terms: _Optional[_Iterable[_Union[EntryTerms, _Mapping]]] = ...) -> None: ...
+
+class EntryTerms(_message.Message):
+    __slots__ = ("title", "body")
+    TITLE_FIELD_NUMBER: _ClassVar[int]
+    BODY_FIELD_NUMBER: _ClassVar[int]
+    title: str
+    body: str
+    def __init__(self, title: _Optional[str] = ..., body: _Optional[str] = ...) -> None: ...
 
 class StoreStatusRequest(_message.Message):
     __slots__ = ()
@@ -464,12 +476,20 @@ class TenantCheck(_message.Message):
     def __init__(self, tenant_id: _Optional[str] = ..., entries: _Optional[int] = ..., vectors: _Optional[int] = ..., keyword_rows: _Optional[int] = ..., vectors_indexed: _Optional[int] = ..., keyword_rows_indexed: _Optional[int] = ..., missing_vectors: _Optional[int] = ..., malformed_vectors: _Optional[int] = ..., missing_keyword_rows: _Optional[int] = ..., orphan_vectors: _Optional[int] = ..., orphan_keyword_rows: _Optional[int] = ..., entries_without_artifact: _Optional[int] = ..., integrity_errors: _Optional[_Iterable[str]] = ..., repaired_vectors: _Optional[int] = ..., repaired_keyword_rows: _Optional[int] = ..., removed_orphans: _Optional[int] = ..., deferred: _Optional[str] = ..., consistent: _Optional[bool] = ..., corrupt_rows: _Optional[int] = ..., unverified_rows: _Optional[int] = ...) -> None: ...
 
 class ExternalText(_message.Message):
-    __slots__ = ("title", "text")
+    __slots__ = ("title", "text", "analyser", "title_terms", "body_terms", "richness")
     TITLE_FIELD_NUMBER: _ClassVar[int]
     TEXT_FIELD_NUMBER: _ClassVar[int]
+    ANALYSER_FIELD_NUMBER: _ClassVar[int]
+    TITLE_TERMS_FIELD_NUMBER: _ClassVar[int]
+    BODY_TERMS_FIELD_NUMBER: _ClassVar[int]
+    RICHNESS_FIELD_NUMBER: _ClassVar[int]
     title: str
     text: str
-    def __init__(self, title: _Optional[str] = ..., text: _Optional[str] = ...) -> None: ...
+    analyser: str
+    title_terms: str
+    body_terms: str
+    richness: float
+    def __init__(self, title: _Optional[str] = ..., text: _Optional[str] = ..., analyser: _Optional[str] = ..., title_terms: _Optional[str] = ..., body_terms: _Optional[str] = ..., richness: _Optional[float] = ...) -> None: ...
 
 class ScoreKeywordsRequest(_message.Message):
     __slots__ = ("tenant_id", "keywords", "extra_keywords", "texts")

@@ -87,6 +87,11 @@ class StoreBackend(Protocol):
         """The stored unit vectors of these entries by entry id (unknown ids are left out)."""
         ...
 
+    async def entry_terms(self, tenant_id: str, entry_ids: Sequence[str]) -> dict[str, tuple[str, str]]:
+        """The analysed (title terms, body terms) of these entries as their keyword leg scores
+        them, by entry id (unknown ids are left out)."""
+        ...
+
     async def stats(self, tenant_id: str) -> TenantStats: ...
 
     async def verify_integrity(self, tenant_id: str) -> dict[str, int]: ...
@@ -153,6 +158,13 @@ async def vectors_of(store: StoreBackend, tenant_id: str, hits: Sequence[Hit]) -
     """GetEntries' `include_vectors`: each hit's stored unit vector, in order (None when the index
     holds none); the caller passes only the hits its caller may see."""
     found = await store.entry_vectors(tenant_id, [h.entry.id for h in hits]) if hits else {}
+    return [found.get(h.entry.id) for h in hits]
+
+
+async def terms_of(store: StoreBackend, tenant_id: str, hits: Sequence[Hit]) -> list[tuple[str, str] | None]:
+    """GetEntries' `include_terms`: each hit's analysed (title terms, body terms), in order (None
+    when the keyword leg holds none); the caller passes only the hits its caller may see."""
+    found = await store.entry_terms(tenant_id, [h.entry.id for h in hits]) if hits else {}
     return [found.get(h.entry.id) for h in hits]
 
 

@@ -168,12 +168,22 @@ class KnowledgeStoreClient:
         vectors = [np.asarray(v.values, np.float32) if len(v.values) else None for v in response.vectors]
         return [convert.hit_from_pb(h) for h in response.entries], vectors
 
+    async def get_peer_entries(self, tenant_id: str, entry_ids: Sequence[str], *,
+                               timeout_s: float | None = None) -> m.PeerEntries:
+        """`get_entries`, each entry's stored unit vector and its analysed terms (one GetEntries)."""
+        response = await call(self._stub.GetEntries, ks_pb.GetEntriesRequest(
+            tenant_id=tenant_id, entry_ids=list(entry_ids), include_vectors=True, include_terms=True),
+            timeout=timeout_s or self.timeout_s, service=SERVICE)
+        return convert.peer_entries_from_pb(response)
+
     async def score_keywords(self, tenant_id: str, keywords: Keywords, extra_keywords: Sequence[str],
-                             texts: Sequence[tuple[str, str]], *, timeout_s: float | None = None) -> m.KeywordScores:
-        """BM25 of the keyword phrases for (title, text) pairs the store does not hold, with the
-        tenant's term statistics, and their richness (remote hits on the local scale)."""
+                             texts: Sequence[tuple[str, str] | m.AnalysedText], *,
+                             timeout_s: float | None = None) -> m.KeywordScores:
+        """BM25 of the keyword phrases for (title, text) pairs the store does not hold (or such
+        texts already analysed), with the tenant's term statistics, and their richness (remote
+        hits on the local scale)."""
         request = ks_pb.ScoreKeywordsRequest(tenant_id=tenant_id, **convert.phrases_to_pb(keywords, extra_keywords),
-                                             texts=[ks_pb.ExternalText(title=t, text=x) for t, x in texts])
+                                             texts=[convert.external_text_to_pb(t) for t in texts])
         response = await call(self._stub.ScoreKeywords, request, timeout=timeout_s or self.timeout_s, service=SERVICE)
         return convert.keyword_scores_from_pb(response, len(texts))
 

@@ -172,6 +172,29 @@ def completion_from_pb(c: ks_pb.ScoreCompletion) -> m.ScoreCompletion:
         keyword_stats=m.KeywordStats(tuple(c.query_terms), tuple(c.document_frequency), c.keyword_entries))
 
 
+def external_text_to_pb(t: tuple[str, str] | m.AnalysedText) -> ks_pb.ExternalText:
+    if isinstance(t, m.AnalysedText):
+        return ks_pb.ExternalText(analyser=t.analyser, title_terms=t.title_terms, body_terms=t.body_terms,
+                                  richness=t.richness)
+    title, text = t
+    return ks_pb.ExternalText(title=title, text=text)
+
+
+def external_text_from_pb(t: ks_pb.ExternalText) -> tuple[str, str] | m.AnalysedText:
+    """A text to score: analysed when it names an analyser (the store checks it is its own)."""
+    if t.analyser:
+        return m.AnalysedText(t.analyser, t.title_terms, t.body_terms, float(t.richness))
+    return (t.title, t.text)
+
+
+def peer_entries_from_pb(r: ks_pb.GetEntriesResponse) -> m.PeerEntries:
+    hits = [hit_from_pb(h) for h in r.entries]
+    if len(r.vectors) != len(hits) or len(r.terms) != len(hits):
+        raise UpstreamFailed(f"entries {len(hits)}, vectors {len(r.vectors)} and terms {len(r.terms)} differ")
+    return m.PeerEntries(hits, [np.asarray(v.values, np.float32) if len(v.values) else None for v in r.vectors],
+                         [(t.title, t.body) if t.title or t.body else None for t in r.terms])
+
+
 def keyword_scores_to_pb(k: m.KeywordScores) -> ks_pb.ScoreKeywordsResponse:
     stats = k.keyword_stats
     owners = [i for i, pieces in enumerate(k.chunks) for _ in pieces]

@@ -6,7 +6,10 @@ Each text is read once: its words (analysis.words) serve both the BM25 analyser 
 richness' lexical density, and its token estimate both the richness' length and the chunk
 check. A text that surely fits one chunk (chunking.is_one_chunk, from that estimate) is not
 parsed by the chunker at all — the common case, a remote Nucleus's hit being one stored chunk;
-any other text goes through `chunk_document` exactly as before. The result is the same as
+any other text goes through `chunk_document` exactly as before. A text already analysed
+(`AnalysedText`: a trusted peer stack's stored terms and richness for one of its entries, with
+this analyser, checked by validation.external_texts) is one piece, used as it is, not read at
+all. The result is the same as
 analysing, chunking and scoring richness text by text (tests/unit/knowledge_store/
 test_external_texts.py compares them); only the repeated work is gone.
 """
@@ -21,6 +24,7 @@ from numpy.typing import NDArray
 from services.knowledge_store.chunking import chunk_document, context_line, estimate_tokens, is_one_chunk
 from services.knowledge_store.richness import richness
 from shared.analysis import analyse, analyse_words, words
+from shared.records import AnalysedText
 
 
 @dataclass(frozen=True, slots=True)
@@ -31,15 +35,22 @@ class PreparedTexts:
     chunks: tuple[tuple[str, ...], ...]         # per text: its chunks ("context\\ntext"), () for one chunk
 
 
-def prepare(texts: Sequence[tuple[str, str]], *, chunk_tokens: int, overlap_tokens: int,
+def prepare(texts: Sequence[tuple[str, str] | AnalysedText], *, chunk_tokens: int, overlap_tokens: int,
             chunk: bool = True) -> PreparedTexts:
-    """`texts` as (title, text) pairs; `chunk`: cut a long text as ingest would (else every
-    text is one piece, as the qdrant backend scores them)."""
+    """`texts` as (title, text) pairs or AnalysedText; `chunk`: cut a long text as ingest would
+    (else every text is one piece, as the qdrant backend scores them)."""
     owners: list[int] = []
     docs: list[tuple[str, str]] = []
     piece_richness: list[float] = []
     chunked: list[tuple[str, ...]] = []
-    for i, (title, text) in enumerate(texts):
+    for i, item in enumerate(texts):
+        if isinstance(item, AnalysedText):
+            owners.append(i)
+            docs.append((item.title_terms, item.body_terms))
+            piece_richness.append(float(item.richness))
+            chunked.append(())
+            continue
+        title, text = item
         tokens = estimate_tokens(text)
         parts = []
         if chunk and text.strip() and not is_one_chunk(text, title=title, chunk_tokens=chunk_tokens, tokens=tokens):

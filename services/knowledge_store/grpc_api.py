@@ -12,7 +12,7 @@ from nucleus.v1 import knowledge_store_pb2 as ks_pb
 from nucleus.v1 import knowledge_store_pb2_grpc as ks_grpc
 from services.knowledge_store import caller_policy as policy
 from services.knowledge_store import convert, ranking_models
-from services.knowledge_store.backend import StoreBackend, candidates_by_both_legs, vectors_of
+from services.knowledge_store.backend import StoreBackend, candidates_by_both_legs, terms_of, vectors_of
 from shared.errors import InvalidArgument, NotFound, Unimplemented
 from shared.grpc_errors import translate_errors
 from shared.identity import verified_caller
@@ -105,13 +105,16 @@ class KnowledgeStoreServicer(ks_grpc.KnowledgeStoreServicer):
         if request.include_vectors and hits:    # the vectors of exactly the entries the caller may see
             response.vectors.extend(ks_pb.FloatVector(values=v.tolist() if v is not None else [])
                                     for v in await vectors_of(self._store, tenant, hits))
+        if request.include_terms and hits:      # and their analysed terms
+            response.terms.extend(ks_pb.EntryTerms(title=t[0], body=t[1]) if t else ks_pb.EntryTerms()
+                                  for t in await terms_of(self._store, tenant, hits))
         return response
 
     @translate_errors
     async def ScoreKeywords(self, request, context):
         tenant = policy.read_tenant(verified_caller(), request.tenant_id)
         scores = await self._store.score_keywords(tenant, convert.phrases_from_pb(request), (),
-                                                  [(t.title, t.text) for t in request.texts])
+                                                  [convert.external_text_from_pb(t) for t in request.texts])
         return convert.keyword_scores_to_pb(scores)
 
     @translate_errors

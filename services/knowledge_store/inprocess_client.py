@@ -20,7 +20,7 @@ from opentelemetry.trace import TracerProvider
 from ranking.profile import RankingProfile
 from services.knowledge_store import caller_policy as policy
 from services.knowledge_store import ranking_models
-from services.knowledge_store.backend import StoreBackend, candidates_by_both_legs, vectors_of
+from services.knowledge_store.backend import StoreBackend, candidates_by_both_legs, terms_of, vectors_of
 from services.knowledge_store.models import StoreStatus
 from services.knowledge_store.personas import Persona
 from shared import records as m
@@ -111,11 +111,21 @@ class InProcessKnowledgeStoreClient:
             hits = policy.visible(p, await self._store.get_entries(tenant, list(entry_ids)))
             return hits, await vectors_of(self._store, tenant, hits)
 
+    async def get_peer_entries(self, tenant_id: str, entry_ids: Sequence[str], *,
+                               timeout_s: float | None = None) -> m.PeerEntries:
+        async with self._call("GetEntries", timeout_s) as p:
+            tenant = policy.read_tenant(p, tenant_id)
+            hits = policy.visible(p, await self._store.get_entries(tenant, list(entry_ids)))
+            return m.PeerEntries(hits, await vectors_of(self._store, tenant, hits),
+                                 await terms_of(self._store, tenant, hits))
+
     async def score_keywords(self, tenant_id: str, keywords: Keywords, extra_keywords: Sequence[str],
-                             texts: Sequence[tuple[str, str]], *, timeout_s: float | None = None) -> m.KeywordScores:
+                             texts: Sequence[tuple[str, str] | m.AnalysedText], *,
+                             timeout_s: float | None = None) -> m.KeywordScores:
         async with self._call("ScoreKeywords", timeout_s) as p:
             return await self._store.score_keywords(policy.read_tenant(p, tenant_id), keywords, list(extra_keywords),
-                                                    [(title, text) for title, text in texts])
+                                                    [t if isinstance(t, m.AnalysedText) else (t[0], t[1])
+                                                     for t in texts])
 
     async def topics(self, tenant_id: str, filters: m.SearchFilters, kind: str, *, k: int = 0, max_terms: int = 0,
                      examples: int = 0, period: str = "", date_field: str = "", topic_id: int | None = None,

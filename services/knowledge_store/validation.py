@@ -15,7 +15,8 @@ from ranking.profile import FEEDBACK_EXPANSIONS, MAX_RERANK_TOP_N, RERANKERS, Ra
 from shared.bounds import INT32_MAX, MAX_UNIX_TIME, check_int, check_unix_time, shown
 from shared.errors import InvalidArgument
 from shared.identity import TENANT_ID, TENANT_ID_RULE
-from shared.records import ArtifactMeta, SearchFilters
+from shared.analysis import ANALYSER_ID
+from shared.records import AnalysedText, ArtifactMeta, SearchFilters
 
 _PERSONA = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.:@-]{0,127}$")
 _NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.:-]{0,63}$")
@@ -230,12 +231,23 @@ def feedback(target: str, target_id: str, user_id: str, comment: str) -> None:
                                          f"{MAX_FEEDBACK_COMMENT_CHARS} accepted")
 
 
-def external_texts(texts: Sequence[tuple[str, str]], maximum: int) -> None:
-    """(title, text) pairs the store does not hold, to be scored with a tenant's statistics."""
+def external_texts(texts: Sequence[tuple[str, str] | AnalysedText], maximum: int) -> None:
+    """(title, text) pairs the store does not hold, to be scored with a tenant's statistics, or
+    such texts already analysed (AnalysedText: this store's analyser, richness in [0, 1])."""
     if len(texts) > maximum:
         raise InvalidArgument("texts", f"{len(texts)} texts, at most {maximum} accepted")
     for i, pair in enumerate(texts):
-        for name, value in zip(("title", "text"), pair):
+        if isinstance(pair, AnalysedText):
+            if pair.analyser != ANALYSER_ID:
+                raise InvalidArgument(f"texts[{i}].analyser", f"{shown(pair.analyser)} is not this store's "
+                                                              f"analyser ({ANALYSER_ID}): send the text instead")
+            if not (isinstance(pair.richness, (int, float)) and 0.0 <= pair.richness <= 1.0):
+                raise InvalidArgument(f"texts[{i}].richness", f"must be a number in [0, 1], got {pair.richness!r}")
+            pair = (pair.title_terms, pair.body_terms)
+            names = ("title_terms", "body_terms")
+        else:
+            names = ("title", "text")
+        for name, value in zip(names, pair):
             if not isinstance(value, str):
                 raise InvalidArgument(f"texts[{i}].{name}", f"must be a string, got {type(value).__name__}")
             if len(value) > MAX_EXTERNAL_TEXT_CHARS:

@@ -23,6 +23,7 @@ from services.knowledge_store.personas import Persona
 from services.llm_orchestration.chat import ChatChunk, ChatRequest
 from services.llm_orchestration.results import Expansion, RerankResult, Synthesis
 from shared.records import (
+    AnalysedText,
     CandidateColumns,
     FeedbackAck,
     SearchLogRecord,
@@ -30,6 +31,7 @@ from shared.records import (
     Hit,
     KeywordScores,
     Keywords,
+    PeerEntries,
     ScoreCompletion,
     SearchFilters,
     TenantStats,
@@ -82,11 +84,18 @@ class KnowledgeSource(Protocol):
         — for a peer stack that scores the hits without re-embedding them (federation/peer_vectors.py)."""
         ...
 
+    async def get_peer_entries(self, tenant_id: str, entry_ids: Sequence[str], *,
+                               timeout_s: float | None = None) -> PeerEntries:
+        """`get_entries`, each entry's stored unit vector and its analysed keyword terms, parallel
+        — what this stack sends a peer stack with its own hits (federation/peer_vectors.py)."""
+        ...
+
     async def score_keywords(self, tenant_id: str, keywords: Keywords, extra_keywords: Sequence[str],
-                             texts: Sequence[tuple[str, str]], *,
+                             texts: Sequence[tuple[str, str] | AnalysedText], *,
                              timeout_s: float | None = None) -> KeywordScores:
         """BM25 of the keyword phrases for (title, text) pairs the store does not hold (remote
-        hits), with the tenant's own term statistics, and their richness."""
+        hits), or such texts already analysed (a peer's stored terms), with the tenant's own
+        term statistics, and their richness."""
         ...
 
     async def stats(self, tenant_id: str) -> TenantStats: ...

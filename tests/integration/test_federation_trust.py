@@ -422,14 +422,22 @@ async def test_a_trusted_peer_with_the_same_model_sends_vectors_and_its_hits_are
     assert len(with_vectors) == 2 and {s for _, s in with_vectors.values()} == {"vectors"}, carried["results"]
     assert "remote_embedded=0" in carried["debug_information"]            # no model call for the remote hits
     assert "remote_vectors=2" in carried["debug_information"]
+    assert "remote_terms=2" in carried["debug_information"]               # BM25 from B's stored terms
     _set_peer_trusted(fed, False)                                          # untrusted: today's re-scoring
     try:
-        rescored = _dense(await call(fed, "alice", "search_and_rank", args), "peer")
+        rescored_out = await call(fed, "alice", "search_and_rank", args)
+        rescored = _dense(rescored_out, "peer")
     finally:
         _set_peer_trusted(fed, True)
     assert rescored.keys() == with_vectors.keys() and {s for _, s in rescored.values()} == {"rescored"}
+    assert "remote_terms=0" in rescored_out["debug_information"]
     for key, (dense, _) in with_vectors.items():                          # the same cosine, within fp16
         assert dense == pytest.approx(rescored[key][0], abs=2e-3), key
+    bm25 = [{r["persona_knowledge_entry_id"]: r["explanation"]["bm25"] for r in out["results"]
+             if r["source_id"] == "peer"} for out in (carried, rescored_out)]
+    assert bm25[0].keys() == bm25[1].keys()           # the same BM25 from B's terms (A's tenant is empty
+    # here, so both are 0: tests/unit/rag_pipeline/federation/test_peer_vectors.py compares non-zero ones)
+    assert all(bm25[0][k] == pytest.approx(v, rel=1e-4) for k, v in bm25[1].items()), bm25
     # B sends vectors only to a verified peer stack: erin, a user of B's own, asking with B's
     # fingerprint, gets the hits and no vectors
     async with http_client(fed.peer_url, {"Authorization": f"Bearer {fed.peer_keys['erin']}"}) as client:

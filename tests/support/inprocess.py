@@ -136,6 +136,15 @@ class InProcessKnowledge(_Port):
         found = await self.store.entry_vectors(tenant_id, [h.entry.id for h in hits]) if hits else {}
         return hits, [found.get(h.entry.id) for h in hits]
 
+    async def get_peer_entries(self, tenant_id: str, entry_ids: Sequence[str], *, timeout_s: float | None = None):
+        from shared.records import PeerEntries
+        self._enter("get_peer_entries")
+        hits = await self._within(self.store.get_entries(tenant_id, entry_ids), timeout_s)
+        ids = [h.entry.id for h in hits]
+        vectors = await self.store.entry_vectors(tenant_id, ids) if hits else {}
+        terms = await self.store.entry_terms(tenant_id, ids) if hits else {}
+        return PeerEntries(hits, [vectors.get(i) for i in ids], [terms.get(i) for i in ids])
+
     async def score_keywords(self, tenant_id: str, keywords: str, extra_keywords: Sequence[str],
                              texts: Sequence[tuple[str, str]], *, timeout_s: float | None = None) -> KeywordScores:
         self._enter("score_keywords")

@@ -169,6 +169,10 @@ class KnowledgeStore:
         """The stored unit vectors of these entries by entry id (unknown ids are left out)."""
         return await self._searcher.entry_vectors(tenant_id, entry_ids)
 
+    async def entry_terms(self, tenant_id: str, entry_ids: Sequence[str]) -> dict[str, tuple[str, str]]:
+        """The analysed (title terms, body terms) of these entries as the keyword index holds them."""
+        return await self._searcher.entry_terms(tenant_id, entry_ids)
+
     # -- topics ------------------------------------------------------------------------------
 
     async def topics(self, tenant_id: str, filters: SearchFilters, kind: str, **params) -> dict:

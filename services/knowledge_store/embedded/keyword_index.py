@@ -464,12 +464,11 @@ class KeywordIndex:
             return out
         for i, (t_terms, b_terms) in enumerate(split):
             length = len(t_terms) + len(b_terms)
-            t_count, b_count = Counter(t_terms), Counter(b_terms)
             total = 0.0
             for stats, dl in ((idf, avgdl), (unseen_idf, batch_avgdl)):
                 norm = K1 * (1.0 - B + B * (length / dl))
-                for term, term_idf in stats.items():
-                    tf = w_body * b_count.get(term, 0) + w_title * t_count.get(term, 0)
+                for term, term_idf in stats.items():     # a few query terms: list.count beats a Counter
+                    tf = w_body * b_terms.count(term) + w_title * t_terms.count(term)
                     if tf > 0:
                         total += term_idf * (tf * (K1 + 1.0)) / (tf + norm)
             out[i] = total

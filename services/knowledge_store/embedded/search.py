@@ -276,6 +276,17 @@ class Searcher:
         return await self._read(len(unique) <= INLINE_MAX_K, read)
 
 
+    async def entry_terms(self, tenant_id: str, entry_ids: Sequence[str]) -> dict[str, tuple[str, str]]:
+        validation.tenant_id(tenant_id)
+        unique = validation.entry_ids(entry_ids, self._settings.max_top_k)
+        tenant = await self._tenants.get(tenant_id)
+
+        def read(*, wait: bool) -> dict[str, tuple[str, str]]:
+            with tenant.db.read() as conn:
+                return storage.entries.terms_by_entry_id(conn, unique)
+
+        return await self._read(len(unique) <= INLINE_MAX_K, read)
+
 def _phrase_rids(query: KeywordQuery, conn) -> list[NDArray[np.int64]]:
     """Per phrase, the entries holding it, read in the search's snapshot: those whose text has
     its words in a row; if none has, those whose analysed title or body has its terms in a

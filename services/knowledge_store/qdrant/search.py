@@ -31,6 +31,7 @@ from services.knowledge_store.keywords import (
     phrase_score,
 )
 from services.knowledge_store.external_texts import prepare as prepare_texts
+from services.knowledge_store.preparation import derived_rows
 from services.knowledge_store.qdrant import bm25, layout
 from services.knowledge_store.qdrant import filters as qf
 from services.knowledge_store.qdrant.base import sparse_of
@@ -313,6 +314,12 @@ class Searches(TermStatistics):
             key="entry_id", match=qm.MatchAny(any=unique))), payload=["entry_id"], vectors=[layout.DENSE])
         return {p.payload["entry_id"]: np.asarray(p.vector[layout.DENSE], np.float32) for p in points}
 
+
+    async def entry_terms(self, tenant_id: str, entry_ids: Sequence[str]) -> dict[str, tuple[str, str]]:
+        """The analysed (title terms, body terms) of these entries, derived from the stored entry
+        as ingest derived the terms of its sparse vector (preparation.derived_rows)."""
+        hits = await self.get_entries(tenant_id, entry_ids)
+        return {h.entry.id: derived_rows(h.artifact.title, h.entry.headline, h.entry.text)[:2] for h in hits}
 
 class _PhraseHolders(dict):
     """The entries holding one quoted phrase (row id -> document length), with its idf and the

@@ -43,7 +43,7 @@ from services.rag_pipeline.federation.hits import (
 from services.rag_pipeline.federation.identity import INCOMING_PATH, loop_reason, outgoing
 from services.rag_pipeline.federation.filters import apply as apply_filters
 from services.rag_pipeline.federation.filters import seed000_filters
-from services.rag_pipeline.federation.peer_vectors import VECTORS_META, decode, with_vectors
+from services.rag_pipeline.federation.peer_vectors import VECTORS_META, decode, keyword_facts, with_vectors
 from services.rag_pipeline.federation.sources import Source, SourcesConfig
 from shared.records import SearchFilters
 from shared.errors import InvalidArgument
@@ -401,7 +401,7 @@ class McpRemoteSearch:
                 if peer is None:
                     return hits
                 vectors, refused = decode(result.meta, peer[0], peer[1], {h.id for h in hits})
-                out = Hits(with_vectors(hits, vectors))
+                out = Hits(with_vectors(hits, vectors, keyword_facts(result.meta, vectors)))
                 out.note = hits.note or refused
                 return out
         if found.seed002:

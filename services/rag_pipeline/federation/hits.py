@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from shared.records import AnalysedText
+
 LOCAL = "local"                       # the source id of the local KnowledgeStore
 
 OK, ERROR, TIMEOUT, SKIPPED, REFUSED = "ok", "error", "timeout", "skipped", "refused"
@@ -53,6 +55,9 @@ class RemoteHit:
     # The remote's stored unit vector of the hit (float32 bytes), sent by a trusted remote Nucleus
     # with this stack's model fingerprint (peer_vectors.py); b"" = re-embedded here.
     vector: bytes = field(default=b"", compare=False, repr=False)
+    # With the vector: the remote's analysed keyword terms of the hit and its richness (same
+    # analyser, checked); None = the text is analysed here.
+    terms: AnalysedText | None = field(default=None, compare=False, repr=False)
 
     @property
     def title_line(self) -> str:

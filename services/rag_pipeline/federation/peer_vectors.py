@@ -19,9 +19,16 @@ tenant's statistics (rescore.py). Both sides must agree, and say so:
                   own now; only for its own hits, read from its KnowledgeStore with the caller's
                   access checks (GetEntries include_vectors): the vectors of tenant content are
                   tenant data. They travel in the result's `_meta`, float16, base64 (`encode`).
+                  With them, each hit's analysed keyword terms as the remote's keyword leg holds
+                  them (title and body, shared/analysis.py) and its richness, naming the analyser
+                  (ANALYSER_ID): this stack computes BM25 from them with its own tenant's
+                  statistics without reading the texts again (rescore.py).
     check         this stack accepts them only with the digest it matched, the dimension it
                   embeds with, at most MAX_VECTORS, finite and non-zero, for hits of the answer
                   (`decode`); anything else is refused whole and the hits are re-scored as today.
+                  The terms are used only with the vectors, only when they name this stack's
+                  analyser, bounded (MAX_TERMS_CHARS a field) and with richness in [0, 1]
+                  (`keyword_facts`); else that hit's text is analysed here as for any remote.
 
 A source that is not trusted, or whose fingerprint does not match, keeps today's re-scoring.
 """
@@ -40,6 +47,8 @@ from typing import Any, Sequence
 import numpy as np
 
 from services.rag_pipeline.federation.hits import RemoteHit
+from shared.analysis import ANALYSER_ID
+from shared.records import AnalysedText
 
 log = logging.getLogger(__name__)
 
@@ -55,6 +64,7 @@ MATCH_COSINE = 0.999          # every probe vector at least this close: the same
 MAX_VECTORS = 50              # at most one per hit a remote may send (rag_get_raw_results top_k <= 50)
 MAX_DIMENSION = 4_096
 MIN_NORM = 0.5                # a stored unit vector, sent as float16: its norm is ~1
+MAX_TERMS_CHARS = 20_000      # a hit's analysed title or body terms (a stored chunk's are ~1-2 KB)
 
 
 @dataclass(frozen=True, slots=True)
@@ -130,11 +140,37 @@ def fingerprint_of(llm: Any) -> LocalFingerprint:
 
 
 # ---------------------------------------------------------------------------- the wire format
-def encode(ids: Sequence[str], vectors: Sequence[np.ndarray], digest: str) -> dict[str, Any]:
-    """The `_meta` entry carrying `vectors` (unit, one per id) with the sender's digest."""
+def encode(ids: Sequence[str], vectors: Sequence[np.ndarray], digest: str,
+           terms: Sequence[tuple[str, str] | None] = (), richness: Sequence[float] = ()) -> dict[str, Any]:
+    """The `_meta` entry carrying `vectors` (unit, one per id) with the sender's digest, and, when
+    given, each id's analysed (title, body) terms ([] where none) and richness."""
     matrix = np.vstack([np.asarray(v, np.float32) for v in vectors]) if len(vectors) else np.zeros((0, 0))
-    return {"fingerprint": digest, "dimension": int(matrix.shape[1]) if len(vectors) else 0, "dtype": "float16",
-            "ids": list(ids), "data": base64.b64encode(matrix.astype(np.float16).tobytes()).decode("ascii")}
+    out = {"fingerprint": digest, "dimension": int(matrix.shape[1]) if len(vectors) else 0, "dtype": "float16",
+           "ids": list(ids), "data": base64.b64encode(matrix.astype(np.float16).tobytes()).decode("ascii")}
+    if terms:
+        out.update(analyser=ANALYSER_ID, terms=[list(t) if t else [] for t in terms],
+                   richness=[round(float(r), 6) for r in richness])
+    return out
+
+
+def keyword_facts(meta: Any, vectors: dict[str, bytes]) -> dict[str, AnalysedText]:
+    """The analysed terms and richness sent with accepted `vectors` (`decode`), by hit id: only
+    with this stack's analyser, bounded, richness in [0, 1]; a malformed entry is left out (that
+    hit's text is analysed here), a wrong analyser or shape leaves them all out."""
+    payload = meta.get(VECTORS_META) if isinstance(meta, dict) and vectors else None
+    if not isinstance(payload, dict) or payload.get("analyser") != ANALYSER_ID:
+        return {}
+    ids, terms, richness = payload.get("ids"), payload.get("terms"), payload.get("richness")
+    if not (isinstance(ids, list) and isinstance(terms, list) and isinstance(richness, list)
+            and len(ids) == len(terms) == len(richness)):
+        return {}
+    out: dict[str, AnalysedText] = {}
+    for hit_id, pair, rich in zip(ids, terms, richness):
+        if (hit_id in vectors and isinstance(pair, list) and len(pair) == 2
+                and all(isinstance(t, str) and len(t) <= MAX_TERMS_CHARS for t in pair)
+                and isinstance(rich, (int, float)) and not isinstance(rich, bool) and 0.0 <= rich <= 1.0):
+            out[hit_id] = AnalysedText(ANALYSER_ID, pair[0], pair[1], float(rich))
+    return out
 
 
 def decode(meta: Any, digest: str, dimension: int, hit_ids: set[str]) -> tuple[dict[str, bytes], str]:
@@ -180,9 +216,11 @@ def _floats(data: str, rows: int, dimension: int) -> tuple[np.ndarray | None, st
     return v / norms, ""
 
 
-def with_vectors(hits: Sequence[RemoteHit], vectors: dict[str, bytes]) -> list[RemoteHit]:
-    """The hits, each with the vector sent for it (if any)."""
-    return [replace(h, vector=vectors[h.id]) if h.id in vectors else h for h in hits]
+def with_vectors(hits: Sequence[RemoteHit], vectors: dict[str, bytes],
+                 facts: dict[str, AnalysedText] | None = None) -> list[RemoteHit]:
+    """The hits, each with the vector (and analysed terms) sent for it (if any)."""
+    facts = facts or {}
+    return [replace(h, vector=vectors[h.id], terms=facts.get(h.id)) if h.id in vectors else h for h in hits]
 
 
 def wanted(meta: Any) -> str:

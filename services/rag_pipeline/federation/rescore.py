@@ -20,7 +20,10 @@ candidate has, computed here exactly as for a local entry:
 
 A hit a trusted remote Nucleus sent with its stored vector (the same embedding model, checked
 by fingerprint: peer_vectors.py) is not embedded: its dense cosine is that vector's with the
-query's, here; its BM25 is computed as above. Such hits cost no model call at all.
+query's, here; its BM25 is computed as above, from the analysed terms (and richness) the
+remote sent with the vector when it names the same analyser: the store scores them with the
+tenant's statistics without reading the text again. Such hits cost no model call and no text
+analysis at all.
 
 A text longer than one chunk is scored as the store would chunk it at ingest: the store
 returns its chunks (ScoreKeywords), each is embedded, and the best chunk's cosine and BM25
@@ -123,6 +126,7 @@ class Rescored:
     vectors: np.ndarray | None                  # (n, d) float32 unit vectors, None when embedding failed
     embedded: int = 0                           # texts sent to the model (the rest came from the cache)
     carried: int = 0                            # hits scored with the vector their remote sent (no embedding)
+    analysed: int = 0                           # hits whose BM25 came from the terms their remote sent
     texts: int = 0                              # distinct texts the hits needed embedded
     embed_ms: float = 0.0
     keywords_ms: float = 0.0
@@ -178,7 +182,7 @@ class Rescorer:
                                 f"with {q.shape[1]}")
         reasons = [r for r in (embed_reason, kw_reason) if r]
         return Rescored(dense=dense, bm25=bm25, richness=richness, vectors=vectors, embedded=embedded,
-                        carried=sum(1 for c in carried if c),
+                        carried=sum(1 for c in carried if c), analysed=sum(1 for h in hits if h.terms is not None),
                         texts=len({text for texts, c in zip(pieces, carried) if not c for text in texts}),
                         embed_ms=embed_ms,
                         keywords_ms=keywords_ms,
@@ -242,7 +246,8 @@ class Rescorer:
             try:
                 scores = await self._ks.score_keywords(
                     tenant_id, phrases, (),
-                    [(hits[i].title_line, hits[i].text[:MAX_REMOTE_TEXT_CHARS]) for i in todo.values()],
+                    [hits[i].terms or (hits[i].title_line, hits[i].text[:MAX_REMOTE_TEXT_CHARS])
+                     for i in todo.values()],
                     timeout_s=timeout_s)
                 chunks = scores.chunks or ((),) * len(todo)
                 by_key = {key: (float(b), float(r), c) for key, b, r, c in zip(todo, scores.bm25, scores.richness,

@@ -44,6 +44,7 @@ class FederatedTimings:
     rescore_ms: float = 0.0
     embedded: int = 0                 # remote texts sent to the model (the others came from the cache)
     carried: int = 0                  # remote hits scored with the vector their remote sent (peer_vectors.py)
+    analysed: int = 0                 # of those, BM25 from the analysed terms the remote sent (no text read)
 
 
 @dataclass(slots=True)
@@ -89,6 +90,7 @@ class FederatedSearch:
         self.timings.rescore_ms = rescored.total_ms
         self.timings.embedded = rescored.embedded
         self.timings.carried = rescored.carried
+        self.timings.analysed = rescored.analysed
         reasons += rescored.reasons
         reputation = {s.id: s.reputation for s in self.plan.remotes}
         kept, self.dropped_duplicates = dedupe_remote(hits, rescored.vectors, reputation,
@@ -99,8 +101,10 @@ class FederatedSearch:
 
     def notes(self) -> list[str]:
         """The answer's notes about the federated part: remote texts embedded here, remote hits
-        scored with their remote's vectors, remote duplicates dropped."""
-        notes = [f"remote_embedded={self.timings.embedded}", f"remote_vectors={self.timings.carried}"]
+        scored with their remote's vectors (and of those, from its analysed terms), remote duplicates
+        dropped."""
+        notes = [f"remote_embedded={self.timings.embedded}", f"remote_vectors={self.timings.carried}",
+                 f"remote_terms={self.timings.analysed}"]
         return notes + ([f"remote_duplicates={self.dropped_duplicates}"] if self.dropped_duplicates else [])
 
     @staticmethod

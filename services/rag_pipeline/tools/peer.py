@@ -10,7 +10,9 @@ them (`_meta` io.nucleus/vectors, with a fingerprint digest), the digest is this
 now, and the caller is a verified peer stack (a peer key with a verified assertion, so the
 caller is `<user>@<peer stack>`: shared/auth/principals.py). Only this stack's own hits get one
 (a hit it federated from elsewhere does not), read from the KnowledgeStore as that caller
-(GetEntries include_vectors): the store checks tenant and groups again, exactly as for the hits.
+(GetEntries include_vectors and include_terms): the store checks tenant and groups again,
+exactly as for the hits. With the vectors go each hit's analysed keyword terms and richness, so
+the peer computes BM25 with its own statistics without analysing the texts.
 """
 from __future__ import annotations
 
@@ -57,17 +59,19 @@ class PeerVectors:
             mine = await self.fingerprint.get()
             if digest != mine.digest:
                 return out                # another model (or this one changed since the caller's probe)
-            found, vectors = await self._tools.ks.get_entries_with_vectors(who.tenant_id, [h.id for h in hits])
+            got = await self._tools.ks.get_peer_entries(who.tenant_id, [h.id for h in hits])
         except NucleusError as err:       # the answer stands without vectors: the peer re-scores
             log.info("vectors not sent with the answer: %s", err)
             return out
-        pairs = [(h.entry.id, v) for h, v in zip(found, vectors) if v is not None and len(v) == mine.dimension]
-        if not pairs:
+        rows = [(h.entry.id, v, t, h.entry.richness) for h, v, t in zip(got.hits, got.vectors, got.terms)
+                if v is not None and len(v) == mine.dimension]
+        if not rows:
             return out
         structured = out.model_dump(mode="json", by_alias=True)
+        ids, vectors, terms, richness = zip(*rows)
         return CallToolResult(content=[TextContent(type="text", text=json.dumps(structured))],
                               structured_content=structured,
-                              _meta={VECTORS_META: encode([i for i, _ in pairs], [v for _, v in pairs], mine.digest)})
+                              _meta={VECTORS_META: encode(ids, vectors, mine.digest, terms, richness)})
 
 
 def register_fingerprint_tool(mcp: MCPServer, peer: PeerVectors) -> None:

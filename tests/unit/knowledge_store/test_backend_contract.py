@@ -20,7 +20,8 @@ import pytest
 from ranking.profile import RankingProfile
 from services.knowledge_store.backend import StoreBackend, open_store
 from shared.errors import InvalidArgument, NotFound, Unimplemented
-from shared.records import SearchFilters, SearchLogItem, SearchLogRecord
+from shared.analysis import ANALYSER_ID
+from shared.records import AnalysedText, SearchFilters, SearchLogItem, SearchLogRecord
 from tests.unit.knowledge_store.helpers import HashEmbedder, doc, settings_for
 
 QDRANT_URL = os.environ.get("NUCLEUS_TEST_QDRANT_URL", "")
@@ -245,6 +246,31 @@ async def test_score_keywords_for_texts_not_held(store):
                                                            ("", "glaciers melt in spring")])
     assert got.bm25[0] > 0 and got.bm25[1] == 0.0
     assert got.keyword_stats.document_frequency == (2,) and got.keyword_stats.entries == 6
+
+
+async def test_entry_terms_score_as_the_entries_themselves_and_a_foreign_analyser_is_refused(store):
+    """A peer stack's stored terms (GetEntries include_terms) scored as analysed texts give the
+    BM25 and richness of the same texts sent whole; another analyser's terms are refused."""
+    tenant = "terms"
+    await _fill(store, tenant)
+    hits = await store.get_entries(tenant, [f"{d.artifact.artifact_id}#0" for d in CORPUS])
+    terms = await store.entry_terms(tenant, [*(h.entry.id for h in hits), "nope#0"])
+    assert set(terms) == {h.entry.id for h in hits} and all(t[1] for t in terms.values())
+    query = "volcanic ash yeast glaciers"
+    whole = await store.score_keywords(tenant, query, [], [(h.artifact.title, h.entry.text) for h in hits])
+    analysed = await store.score_keywords(tenant, query, [], [
+        AnalysedText(ANALYSER_ID, *terms[h.entry.id], h.entry.richness) for h in hits])
+    assert whole.bm25.max() > 0
+    assert analysed.bm25.tolist() == pytest.approx(whole.bm25.tolist(), rel=1e-5)
+    assert analysed.richness.tolist() == pytest.approx([h.entry.richness for h in hits], abs=1e-6)
+    swapped = await store.score_keywords(tenant, query, [], [AnalysedText(ANALYSER_ID, "", "yeast yeast", 0.5)])
+    assert swapped.bm25[0] > 0                                   # the terms are what is scored, not a text
+    for bad, field in ((AnalysedText("porter-1:x", "", "yeast", 0.5), "texts[0].analyser"),
+                       (AnalysedText(ANALYSER_ID, "", "yeast", float("nan")), "texts[0].richness"),
+                       (AnalysedText(ANALYSER_ID, "", "y " * 60_000, 0.5), "texts[0].body_terms")):
+        with pytest.raises(InvalidArgument) as err:
+            await store.score_keywords(tenant, query, [], [bad])
+        assert err.value.field == field
 
 
 async def test_profiles_and_feedback(store):

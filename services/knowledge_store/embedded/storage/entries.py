@@ -120,6 +120,13 @@ def vectors_by_entry_id(conn: sqlite3.Connection, entry_ids: Sequence[str],
             if isinstance(blob, bytes) and len(blob) == dimension * 4}
 
 
+def terms_by_entry_id(conn: sqlite3.Connection, entry_ids: Sequence[str]) -> dict[str, tuple[str, str]]:
+    """The analysed (title terms, body terms) the keyword index holds for these entries."""
+    rows = conn.execute("SELECT e.entry_id, f.title, f.body FROM entries e JOIN entries_fts f ON f.rowid = e.rid "
+                        "WHERE e.entry_id IN (SELECT value FROM json_each(?))", (json_list(entry_ids),))
+    return {eid: (title or "", body or "") for eid, title, body in rows}
+
+
 def keyword_rows(conn: sqlite3.Connection) -> Iterator[tuple[int, str, str]]:
     """Every (rid, analysed title terms, analysed body terms) of entries_fts, in rid order."""
     yield from conn.execute("SELECT rowid, title, body FROM entries_fts ORDER BY rowid")

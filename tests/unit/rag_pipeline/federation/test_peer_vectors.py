@@ -17,10 +17,13 @@ from services.rag_pipeline.federation.peer_vectors import (
     LocalFingerprint,
     decode,
     encode,
+    keyword_facts,
     wanted,
     with_vectors,
 )
 from services.rag_pipeline.federation.rescore import Rescorer
+from shared.analysis import ANALYSER_ID
+from shared.records import AnalysedText
 from tests.support.inprocess import InProcessKnowledge, InProcessLanguageModel
 from tests.unit.knowledge_store.helpers import doc
 
@@ -97,3 +100,38 @@ async def test_hits_sent_with_the_remotes_stored_vectors_are_scored_with_no_mode
     np.testing.assert_allclose(carried.dense, re_embedded.dense, atol=2e-3)          # fp16 on the wire
     np.testing.assert_allclose(carried.bm25, re_embedded.bm25, rtol=1e-6)            # BM25 still local
     assert carried.dense[0] > carried.dense[1]
+
+
+async def test_the_terms_a_peer_sends_give_the_same_bm25_with_no_text_read_and_bad_ones_are_left_out(ports):
+    knowledge, llm = ports
+    entries = [f"{a}#0" for a in CORPUS]
+    got = await knowledge.get_peer_entries(TENANT, entries)                          # what a remote sends
+    assert [h.entry.id for h in got.hits] == entries and all(t and t[1] for t in got.terms)
+    fp = await LocalFingerprint(llm).get()
+    meta = {VECTORS_META: encode(entries, got.vectors, fp.digest, got.terms, [h.entry.richness for h in got.hits])}
+    sent, _ = decode(meta, fp.digest, fp.dimension, set(entries))
+    facts = keyword_facts(meta, sent)
+    assert set(facts) == set(entries) and facts[entries[0]].analyser == ANALYSER_ID
+    hits = [RemoteHit("peer", h.entry.id, h.entry.text, title=h.artifact.title, context=h.entry.headline)
+            for h in got.hits]
+    query = await llm.embed([QUERY])
+    from_text = await Rescorer(knowledge, llm).rescore(TENANT, [QUERY], query, hits, timeout_s=5.0)
+    carried = await Rescorer(knowledge, llm).rescore(TENANT, [QUERY], query, with_vectors(hits, sent, facts),
+                                                     timeout_s=5.0)
+    np.testing.assert_allclose(carried.bm25, from_text.bm25, rtol=1e-5)              # the local statistics
+    np.testing.assert_allclose(carried.richness, [h.entry.richness for h in got.hits], atol=1e-6)
+    # The terms are what is scored (not the text): a peer's terms for the turbine hit that hold
+    # the query's words give it the BM25 its text does not have.
+    forged = {**facts, entries[1]: AnalysedText(ANALYSER_ID, "", "reset batteri control", 0.5)}
+    swapped = await Rescorer(knowledge, llm).rescore(TENANT, [QUERY], query, with_vectors(hits, sent, forged),
+                                                     timeout_s=5.0)
+    assert from_text.bm25[1] == 0.0 and swapped.bm25[1] > 0
+    payload = meta[VECTORS_META]
+    bad = {"another analyser": {**payload, "analyser": "porter-1:x"},
+           "terms of another length": {**payload, "terms": payload["terms"][:1]},
+           "richness out of range": {**payload, "richness": [1.5, -0.1]},
+           "oversized terms": {**payload, "terms": [["", "x " * 20_000]] * 2},
+           "not strings": {**payload, "terms": [[1, 2], None]}}
+    for reason, p in bad.items():
+        assert keyword_facts({VECTORS_META: p}, sent) == {}, reason
+    assert keyword_facts(meta, {}) == {}                                             # never without the vectors
