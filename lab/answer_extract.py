@@ -2,9 +2,11 @@
 
     .venv/bin/python -m lab.answer_extract                  # own stack in .bench-cache/answer-stack
     .venv/bin/python -m lab.answer_extract --use-running D  # a stack started with `nucleus up` on D
+    .venv/bin/python -m lab.answer_extract --pairs lab/answer_pairs_heldout.json   # the held-out pairs
 
 Ingests demo/corpus into the local principal's tenant (`demo`; no groups, so restricted
-documents stay hidden), then asks every question of lab/answer_pairs.json exactly as
+documents stay hidden), then asks every question of lab/answer_pairs.json (or `--pairs FILE`,
+e.g. the held-out lab/answer_pairs_heldout.json) exactly as
 `nucleus ask` does without an LLM: the RAGPipeline MCP tool `rag_get_synthesized_results`
 with `top_k` 5, no synthesis parameters, so the stack has no chat model and LlmOrchestration
 answers extractively. A pair is a hit when its answer phrase appears in the answer
@@ -47,6 +49,17 @@ def is_hit(answer: str, phrase: str) -> bool:
     return normalise(phrase) in normalise(answer)
 
 
+def load_pairs(path: Path = PAIRS) -> list[dict[str, Any]]:
+    """The pairs of a file in lab/answer_pairs.json's format; each needs id, kind, doc, question, answer."""
+    pairs = json.loads(path.read_text(encoding="utf-8"))["pairs"]
+    for p in pairs:
+        missing = {"id", "kind", "doc", "question", "answer"} - set(p)
+        if missing or p["kind"] not in ("literal", "paraphrased"):
+            raise SystemExit(f"{path}: pair {p.get('id', '?')} lacks {sorted(missing)} or has a kind other than "
+                             "literal / paraphrased")
+    return pairs
+
+
 async def _ingest(ks_target: str) -> int:
     from services.knowledge_store.client import KnowledgeStoreClient
 
@@ -59,14 +72,14 @@ async def _ingest(ks_target: str) -> int:
     return len(docs)
 
 
-async def run(mcp_url: str, ks_target: str, *, ingest: bool) -> dict[str, Any]:
+async def run(mcp_url: str, ks_target: str, *, ingest: bool, pairs_file: Path = PAIRS) -> dict[str, Any]:
     from mcp import Client
     from mcp.client.streamable_http import streamable_http_client
     from mcp.shared._httpx_utils import create_mcp_http_client
 
     if ingest:
         await _ingest(ks_target)
-    pairs = json.loads(PAIRS.read_text(encoding="utf-8"))["pairs"]
+    pairs = load_pairs(pairs_file)
     rows: list[dict[str, Any]] = []
     async with Client(streamable_http_client(mcp_url, http_client=create_mcp_http_client())) as client:
         for p in pairs:
@@ -101,6 +114,7 @@ def summarise(rows: list[dict[str, Any]]) -> dict[str, Any]:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--pairs", type=Path, default=PAIRS, help="question -> answer-phrase pairs (JSON)")
     parser.add_argument("--use-running", type=Path, metavar="DATA_DIR", help="data dir of a running stack")
     parser.add_argument("--stack-dir", type=Path, default=ROOT / ".bench-cache" / "answer-stack")
     parser.add_argument("--no-ingest", action="store_true", help="the tenant already holds the corpus")
@@ -116,7 +130,7 @@ def main() -> None:
                                                      "NUCLEUS_LLM_CHAT_MODEL": ""})
     try:
         result = asyncio.run(run(stack.services["rag_pipeline"]["mcp"], stack.grpc("knowledge_store"),
-                                 ingest=not args.no_ingest))
+                                 ingest=not args.no_ingest, pairs_file=args.pairs))
     finally:
         if stack.started_here:
             stack.stop()

@@ -21,22 +21,24 @@ import json
 from pathlib import Path
 from typing import Any
 
-from lab.answer_extract import PAIRS, ROOT, is_hit, summarise
+from lab.answer_extract import PAIRS, ROOT, is_hit, load_pairs, summarise
 
 CAPTURED = ROOT / ".bench-cache" / "answer_passages.json"
 CAPTURE_K = 10
 
 
-def captured_file(chunks: bool) -> Path:
-    return CAPTURED.with_name("answer_passages_chunks.json") if chunks else CAPTURED
+def captured_file(chunks: bool, pairs_file: Path = PAIRS) -> Path:
+    """Where the passages of `pairs_file`'s questions are kept (one file per pairs file)."""
+    stem = "" if pairs_file.resolve() == PAIRS else f"_{pairs_file.stem}"
+    return CAPTURED.with_name(f"answer_passages{'_chunks' if chunks else ''}{stem}.json")
 
 
-async def capture(mcp_url: str) -> dict[str, Any]:
+async def capture(mcp_url: str, pairs_file: Path = PAIRS) -> dict[str, Any]:
     from mcp import Client
     from mcp.client.streamable_http import streamable_http_client
     from mcp.shared._httpx_utils import create_mcp_http_client
 
-    pairs = json.loads(PAIRS.read_text(encoding="utf-8"))["pairs"]
+    pairs = load_pairs(pairs_file)
     out: dict[str, Any] = {}
     async with Client(streamable_http_client(mcp_url, http_client=create_mcp_http_client())) as client:
         found = await client.call_tool("rag_discover_resources", {"username": ""})
@@ -49,7 +51,7 @@ async def capture(mcp_url: str) -> dict[str, Any]:
     return out
 
 
-async def replay(passages: dict[str, Any], top_k: int) -> dict[str, Any]:
+async def replay(passages: dict[str, Any], top_k: int, pairs_file: Path = PAIRS) -> dict[str, Any]:
     from services.llm_orchestration.core import LlmOrchestrator
     from shared.settings import LlmOrchestrationSettings
 
@@ -57,7 +59,7 @@ async def replay(passages: dict[str, Any], top_k: int) -> dict[str, Any]:
     await orch.start()
     rows: list[dict[str, Any]] = []
     try:
-        for p in json.loads(PAIRS.read_text(encoding="utf-8"))["pairs"]:
+        for p in load_pairs(pairs_file):
             shown = passages[p["id"]][:top_k]
             answer = (await orch.synthesize(p["question"], [(f"S{i + 1}", h["title"], h["text"])
                                                             for i, h in enumerate(shown)])).answer
@@ -74,6 +76,7 @@ async def replay(passages: dict[str, Any], top_k: int) -> dict[str, Any]:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--capture", action="store_true")
+    parser.add_argument("--pairs", type=Path, default=PAIRS, help="question -> answer-phrase pairs (JSON)")
     parser.add_argument("--use-running", type=Path, metavar="DATA_DIR")
     parser.add_argument("--stack-dir", type=Path, default=ROOT / ".bench-cache" / "answer-stack",
                         help="lab.answer_extract's stack (the corpus already ingested)")
@@ -90,16 +93,17 @@ def main() -> None:
                                        "NUCLEUS_LLM_CHAT_MODEL": "",
                                        "NUCLEUS_RAG_COLLAPSE_BY_ARTIFACT": "false" if args.chunks else "true"})
         try:
-            captured = asyncio.run(capture(stack.services["rag_pipeline"]["mcp"]))
+            captured = asyncio.run(capture(stack.services["rag_pipeline"]["mcp"], args.pairs.resolve()))
         finally:
             if stack.started_here:
                 stack.stop()
-        target = captured_file(args.chunks)
+        target = captured_file(args.chunks, args.pairs.resolve())
         target.parent.mkdir(parents=True, exist_ok=True)
         target.write_text(json.dumps(captured, indent=1))
         print(f"wrote {target}")
         return
-    result = asyncio.run(replay(json.loads(captured_file(args.chunks).read_text()), args.top_k))
+    result = asyncio.run(replay(json.loads(captured_file(args.chunks, args.pairs.resolve()).read_text()), args.top_k,
+                                args.pairs.resolve()))
     for r in result["pairs"]:
         if args.show or not r["hit"]:
             why = "" if r["hit"] else (" (answer not in the passages shown)" if not r["in_passages"] else "")
