@@ -131,6 +131,7 @@ def main() -> None:
                         "(default: all)")
     parser.add_argument("--force", action="append", default=[], help="also cross-fit this setting as it is")
     parser.add_argument("--blends", default="0.25,0.5,0.75,1", help="λ values of the blend run")
+    parser.add_argument("--no-cost", action="store_true", help="skip timing the signals")
     args = parser.parse_args()
     runs = {r.strip() for r in args.runs.split(",") if r.strip()}
     if not runs <= {"learned", "blend"}:
@@ -175,7 +176,8 @@ def main() -> None:
             one = Learner(learner.source, dataset.qrels, forced, groups=groups, shared=learner,
                           feature_set=WITH_SENTENCES)
             cross_fit(one, dataset, split, f"with sentence signals, forced: {name}")
-    print("\nsentence signals added per query:", signal_cost(index, sentences, dataset, qvecs, list(split.heldout)))
+    if not args.no_cost:
+        print("\nsentence signals added per query:", signal_cost(index, sentences, dataset, qvecs, list(split.heldout)))
 
 
 if __name__ == "__main__":
