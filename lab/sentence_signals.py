@@ -91,7 +91,8 @@ class SentenceIndex:
         valid = slots >= 0
         cos = np.full(slots.shape, -np.inf, dtype=_F32)
         used = slots[valid]
-        cos[valid] = self.vectors[used] @ qvec
+        # einsum, not BLAS: for ~10^3 rows OpenBLAS's threads cost more than the product (4 vs 0.35 ms)
+        cos[valid] = np.einsum("ij,j->i", self.vectors[used], qvec)
         n = rows.shape[0]
         out = np.full((n, len(SIGNAL_NAMES)), np.nan, dtype=_F32)
         if n == 0:
