@@ -115,14 +115,16 @@ class FieldIndex:
         return rm3(ids, dense, self.len_doc[top], scores[top], terms)
 
     def candidates(self, text: str, qvec: NDArray[np.float32], *, feedback: bool = False,
-                   dense_weight: float | None = None) -> QueryCandidates:
+                   dense_weight: float | None = None, dense_all: NDArray[np.float32] | None = None) -> QueryCandidates:
         """The query's candidates (union of both legs' best `depth`, complete scores), its
-        default config, and the feature inputs of every candidate."""
+        default config, and the feature inputs of every candidate. `dense_all`: the dense leg's
+        score of every document instead of the document-vector cosine (an experiment's)."""
         ids = self.query_ids(text)
         bm25_all = self.bm25_doc(ids)
         if feedback and ids.size:
             bm25_all = self.bm25_doc(*self.expanded(ids, bm25_all))
-        dense_all = np.clip(self.doc_vectors @ qvec, -1.0, 1.0).astype(_F32)
+        if dense_all is None:
+            dense_all = np.clip(self.doc_vectors @ qvec, -1.0, 1.0).astype(_F32)
         k = min(self.depth, self.n)
         dense_top = np.argpartition(-dense_all, k - 1)[:k]
         hits = np.flatnonzero(bm25_all > 0)

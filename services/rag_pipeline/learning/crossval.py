@@ -32,7 +32,7 @@ from ranking import Candidates, RankingConfig, rank
 from ranking.learned import fused_scores, learned_order
 from ranking.trees import RankerModel
 from services.rag_pipeline.learning.report import ndcg_at_10
-from services.rag_pipeline.learning.train import TrainRows, fit
+from services.rag_pipeline.learning.train import PRODUCTION, FeatureSet, TrainRows, fit
 from shared.analysis import analyse
 
 NEAR_DUPLICATE = 0.6
@@ -131,8 +131,10 @@ class Learner:
 
     def __init__(self, source: Callable[[str, bool], Prepared], qrels: Mapping[str, Mapping[str, int]],
                  settings: Sequence[Setting] = SETTINGS, inner_folds: int = INNER_FOLDS,
-                 groups: Mapping[str, str] | None = None, shared: Learner | None = None) -> None:
+                 groups: Mapping[str, str] | None = None, shared: Learner | None = None,
+                 feature_set: FeatureSet = PRODUCTION) -> None:
         self.source = source
+        self.feature_set = feature_set          # the columns `Prepared.features_of` gives
         self.qrels = qrels
         self.settings = tuple(settings)
         self.inner_folds = inner_folds
@@ -194,7 +196,8 @@ class Learner:
                     per_query += self.scores(held, s, None)
                     continue
                 train = [q for i, f in enumerate(inner) if i != j for q in f]
-                _, model, n = fit(s.kind, self.rows(train, s), s.top_n, valid=self.rows(held, s))
+                _, model, n = fit(s.kind, self.rows(train, s), s.top_n, valid=self.rows(held, s),
+                                  feature_set=self.feature_set)
                 used.append(n)
                 per_query += self.scores(held, s, model)
             table[s.name] = float(np.mean(per_query)) if per_query else 0.0
@@ -202,5 +205,6 @@ class Learner:
         best = max(self.settings, key=lambda s: (table[s.name], -self.settings.index(s)))
         if best.kind == "off":
             return Chosen(best, table, None, b"", 0)
-        raw, model, n = fit(best.kind, self.rows(tune, best), best.top_n, rounds=max(rounds[best.name], 1))
+        raw, model, n = fit(best.kind, self.rows(tune, best), best.top_n, rounds=max(rounds[best.name], 1),
+                            feature_set=self.feature_set)
         return Chosen(best, table, model, raw, n)

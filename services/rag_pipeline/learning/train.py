@@ -10,7 +10,9 @@
             features centred and scaled on the training rows (a missing value sits at the
             centre), L2 LINEAR_L2, L-BFGS; the same residual form
 
-Both are then calibrated: relevancy = sigmoid(a · score + b), (a, b) by logistic regression of
+Both train over a `FeatureSet` (names, monotone constraints, version): PRODUCTION, the
+ranking's own (ranking/features.py), unless an experiment passes a wider one (lab/). Both are
+then calibrated: relevancy = sigmoid(a · score + b), (a, b) by logistic regression of
 "judged relevant" on the score over the training rows, a > 0 (the order is kept). The result is
 the JSON envelope ranking/trees.py reads — never a pickle.
 """
@@ -39,6 +41,22 @@ TREE_PARAMS: dict = {
 
 
 @dataclass(frozen=True, slots=True)
+class FeatureSet:
+    """The columns a model is trained on: names, LightGBM monotone constraints, feature version."""
+
+    names: tuple[str, ...]
+    monotone: tuple[int, ...]
+    version: int
+
+    def __post_init__(self) -> None:
+        if len(self.monotone) != len(self.names):
+            raise ValueError(f"{len(self.monotone)} monotone constraints for {len(self.names)} features")
+
+
+PRODUCTION = FeatureSet(FEATURE_NAMES, MONOTONE, FEATURE_VERSION)
+
+
+@dataclass(frozen=True, slots=True)
 class TrainRows:
     """Candidate rows of several queries, each query's rows contiguous (`groups` = their counts)."""
 
@@ -56,13 +74,14 @@ class TrainRows:
                    groups=np.asarray([len(p[2]) for p in parts], dtype=np.int32))
 
 
-def train_trees(train: TrainRows, valid: TrainRows | None = None, rounds: int | None = None) -> tuple[dict, int]:
+def train_trees(train: TrainRows, valid: TrainRows | None = None, rounds: int | None = None,
+                feature_set: FeatureSet = PRODUCTION) -> tuple[dict, int]:
     """(LightGBM dump_model() dict, rounds used): early stopping on `valid`, else `rounds`."""
     import lightgbm as lgb
 
     def dataset(rows: TrainRows, reference=None):
         return lgb.Dataset(rows.x, label=rows.labels, group=rows.groups, init_score=INIT_SCALE * rows.fused,
-                           feature_name=list(FEATURE_NAMES), reference=reference, free_raw_data=False,
+                           feature_name=list(feature_set.names), reference=reference, free_raw_data=False,
                            params={"max_bin": TREE_PARAMS["max_bin"], "verbose": -1})
 
     train_set = dataset(train)
@@ -70,7 +89,7 @@ def train_trees(train: TrainRows, valid: TrainRows | None = None, rounds: int | 
     if valid is not None and rounds is None:
         kwargs["valid_sets"] = [dataset(valid, reference=train_set)]
         kwargs["callbacks"] = [lgb.early_stopping(PATIENCE, first_metric_only=True, verbose=False)]
-    booster = lgb.train(dict(TREE_PARAMS), train_set, **kwargs)
+    booster = lgb.train({**TREE_PARAMS, "monotone_constraints": list(feature_set.monotone)}, train_set, **kwargs)
     used = booster.best_iteration if booster.best_iteration > 0 else booster.current_iteration()
     return booster.dump_model(num_iteration=used), int(used)
 
@@ -130,23 +149,24 @@ def calibrate(score: NDArray[np.floating], labels: NDArray[np.integer]) -> tuple
 
 
 def fit(kind: str, train: TrainRows, top_n: int, *, valid: TrainRows | None = None,
-        rounds: int | None = None) -> tuple[bytes, RankerModel, int]:
+        rounds: int | None = None, feature_set: FeatureSet = PRODUCTION) -> tuple[bytes, RankerModel, int]:
     """Train a `kind` ("trees" | "linear") model: (stored JSON bytes, parsed model, rounds)."""
-    doc: dict = {"format": MODEL_FORMAT, "kind": kind, "feature_version": FEATURE_VERSION,
-                 "feature_names": list(FEATURE_NAMES), "init_scale": INIT_SCALE, "top_n": int(top_n),
+    fs = feature_set
+    doc: dict = {"format": MODEL_FORMAT, "kind": kind, "feature_version": fs.version,
+                 "feature_names": list(fs.names), "init_scale": INIT_SCALE, "top_n": int(top_n),
                  "calibration": [1.0, 0.0]}
     used = 0
     if kind == "trees":
-        doc["lightgbm"], used = train_trees(train, valid, rounds)
+        doc["lightgbm"], used = train_trees(train, valid, rounds, fs)
     elif kind == "linear":
         center, scale, weights = train_linear(train)
         doc.update(center=center.tolist(), scale=scale.tolist(), weights=weights.tolist())
     else:
         raise ValueError(f"kind must be 'trees' or 'linear', got {kind!r}")
-    uncalibrated = load_model(_dump(doc), FEATURE_NAMES, FEATURE_VERSION)
+    uncalibrated = load_model(_dump(doc), fs.names, fs.version)
     doc["calibration"] = list(calibrate(uncalibrated.score(train.x, train.fused), train.labels))
     raw = _dump(doc)
-    return raw, load_model(raw, FEATURE_NAMES, FEATURE_VERSION), used
+    return raw, load_model(raw, fs.names, fs.version), used
 
 
 def _dump(doc: dict) -> bytes:
