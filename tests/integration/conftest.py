@@ -24,9 +24,15 @@ if MODE not in ("single", "split"):
 
 
 @pytest.fixture(scope="session")
-def stack(tmp_path_factory):
+def stack_data_dir(tmp_path_factory) -> Path:
+    """The data directory of the session `stack` (its run/stack.json is what `--use-running` reads)."""
+    return tmp_path_factory.mktemp("stack")
+
+
+@pytest.fixture(scope="session")
+def stack(stack_data_dir):
     """The three services, started once for the integration session (in NUCLEUS_TEST_MODE)."""
-    data_dir = tmp_path_factory.mktemp("stack")
+    data_dir = stack_data_dir
     supervisor = Supervisor(data_dir, ephemeral_ports=True, extra_env={"NUCLEUS_LOCAL_TENANT": "itest"}, mode=MODE)
     addresses = supervisor.start(timeout_s=240)
     yield addresses
