@@ -7,6 +7,7 @@ from pathlib import Path
 import pytest
 
 from cli.supervisor import Supervisor
+from tests.support.processes import stop_stack
 
 ROOT = Path(__file__).resolve().parents[2]
 DEMO = ROOT / "demo" / "corpus"
@@ -36,7 +37,7 @@ def stack(stack_data_dir):
     supervisor = Supervisor(data_dir, ephemeral_ports=True, extra_env={"NUCLEUS_LOCAL_TENANT": "itest"}, mode=MODE)
     addresses = supervisor.start(timeout_s=240)
     yield addresses
-    supervisor.stop()
+    stop_stack(supervisor)
 
 
 @pytest.fixture(scope="session")
@@ -48,3 +49,14 @@ def demo_docs():
 
 # The authenticated stack of the RAG tool / security / Inspector tests (tests/integration/secure_stack.py).
 from tests.integration.secure_stack import secure_corpus, secure_rag, secure_stack  # noqa: E402,F401
+from tests.integration.secure_stack import begin_secure_stack, stop_unused_secure_stack  # noqa: E402
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _secure_stack_in_the_background(request, tmp_path_factory):
+    """If any test of the session needs the secure stack, begin starting it at the first integration
+    test, in the background; its first user waits for the rest of the start, not all of it."""
+    if any("secure_stack" in item.fixturenames for item in request.session.items):
+        begin_secure_stack(tmp_path_factory)
+    yield
+    stop_unused_secure_stack()

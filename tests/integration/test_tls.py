@@ -14,6 +14,7 @@ from nucleus.v1 import rag_pipeline_pb2 as rag_pb
 from nucleus.v1 import rag_pipeline_pb2_grpc as rag_grpc
 from services.knowledge_store.client import KnowledgeStoreClient
 from shared.records import ArtifactMeta, DocumentIn
+from tests.support.processes import stop_stack
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
 
@@ -24,7 +25,7 @@ def tls_stack(tmp_path_factory):
     supervisor = Supervisor(data_dir, ephemeral_ports=True, extra_env={"NUCLEUS_TLS": "1"})
     addresses = supervisor.start(timeout_s=240)
     yield addresses, supervisor.tls_dir / "ca.pem"
-    supervisor.stop()
+    stop_stack(supervisor)
 
 
 async def test_the_stack_works_end_to_end_over_tls(tls_stack):
