@@ -49,14 +49,24 @@ def demo_docs():
 
 # The authenticated stack of the RAG tool / security / Inspector tests (tests/integration/secure_stack.py).
 from tests.integration.secure_stack import secure_corpus, secure_rag, secure_stack  # noqa: E402,F401
-from tests.integration.secure_stack import begin_secure_stack, stop_unused_secure_stack  # noqa: E402
+from tests.integration.secure_stack import begin_secure_stack  # noqa: E402
+from tests.support import background  # noqa: E402
 
 
 @pytest.fixture(scope="session", autouse=True)
-def _secure_stack_in_the_background(request, tmp_path_factory):
-    """If any test of the session needs the secure stack, begin starting it at the first integration
-    test, in the background; its first user waits for the rest of the start, not all of it."""
-    if any("secure_stack" in item.fixturenames for item in request.session.items):
-        begin_secure_stack(tmp_path_factory)
+def _stacks_in_the_background(request, tmp_path_factory):
+    """At the first integration test, begin in the background (one at a time, in the order the
+    session's tests first use them) the stacks its later modules need: the secure stack, and each
+    module's own stack where the module defines `begin_in_background(tmp_path_factory)`. Each
+    first user waits for the rest of its stack's start, not all of it (tests/support/background.py)."""
+    begun: set[object] = set()
+    for item in request.session.items:
+        module = getattr(item, "module", None)
+        if module is not None and module not in begun and hasattr(module, "begin_in_background"):
+            begun.add(module)
+            module.begin_in_background(tmp_path_factory)
+        if "secure_stack" in item.fixturenames and "secure_stack" not in begun:
+            begun.add("secure_stack")
+            begin_secure_stack(tmp_path_factory)
     yield
-    stop_unused_secure_stack()
+    background.stop_untaken()

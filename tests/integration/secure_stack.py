@@ -4,9 +4,6 @@ principals, auth config, canary documents and the supervisor are made there; see
 for the principal table and the auth config rules."""
 from __future__ import annotations
 
-import threading
-from concurrent.futures import Future
-
 import grpc
 import httpx
 import pytest
@@ -28,52 +25,26 @@ from benchmarks.secure_stack import (  # noqa: F401 - re-exported for the tests
     ingest_corpus,
     start_secure_stack,
 )
+from tests.support import background
 from tests.support.processes import stop_stack
 
 
-class _Start:
-    """The session's one start of the secure stack, in a background thread, once begun."""
-    future: Future | None = None
-    taken = False                          # `secure_stack` set it up (and its teardown stops it)
+def _start(data_dir):
+    stack, supervisor = start_secure_stack(data_dir)
+    return stack, lambda: stop_stack(supervisor)
 
 
-def begin_secure_stack(tmp_path_factory) -> Future:
-    """Start the session's secure stack in a background thread (once), so that a session whose later
-    modules need it gets it started while earlier modules run: the supervisor starts one service
-    process at a time, leaving the second core idle. `secure_stack` waits for it."""
-    if _Start.future is None:
-        future: Future = Future()
-        data_dir = tmp_path_factory.mktemp("secure-stack")
-
-        def start() -> None:
-            try:
-                future.set_result(start_secure_stack(data_dir))
-            except BaseException as err:  # noqa: BLE001 - handed to whoever waits for the stack
-                future.set_exception(err)
-
-        threading.Thread(target=start, name="secure-stack-start", daemon=True).start()
-        _Start.future = future
-    return _Start.future
-
-
-def stop_unused_secure_stack() -> None:
-    """At the session's end: stop a secure stack begun in the background that no test set up (a
-    session cut short, e.g. by -x); `secure_stack`'s teardown stops the one it set up."""
-    if _Start.future is not None and not _Start.taken:
-        try:
-            _, supervisor = _Start.future.result()
-        except Exception:  # noqa: BLE001 - it never started: nothing to stop
-            return
-        stop_stack(supervisor)
+def begin_secure_stack(tmp_path_factory) -> None:
+    """Begin the session's secure stack in the background (tests/support/background.py)."""
+    data_dir = tmp_path_factory.mktemp("secure-stack")
+    background.begin("secure_stack", lambda: _start(data_dir))
 
 
 @pytest.fixture(scope="session")
 def secure_stack(tmp_path_factory) -> SecureStack:
-    starting = begin_secure_stack(tmp_path_factory)
-    _Start.taken = True
-    stack, supervisor = starting.result()
+    stack, stop = background.take("secure_stack", lambda: _start(tmp_path_factory.mktemp("secure-stack")))
     yield stack
-    stop_stack(supervisor)
+    stop()
 
 
 @pytest.fixture(scope="session")
