@@ -1,8 +1,9 @@
 """`nucleus bench` end to end: a tiny BEIR-format dataset written here, run against the suite's
-running stack (`--use-running`: the session stack of tests/integration/conftest.py, no stack of
-its own), two tenant slices, the in-process baseline, and the report files; then a second run,
-in the same harness process (the baseline's model loaded once), that finds the ingest done and
-the embedding cache filled."""
+session stack (tests/integration/conftest.py; no stack of its own): the first run's `--stack-dir`
+is the session stack's data directory, where the harness finds a healthy stack running and uses
+it, the second run names it with `--use-running`. Two tenant slices, the in-process baseline, the
+report files; the second run, in the same harness process (the baseline's model loaded once),
+finds the ingest done and the embedding cache filled."""
 from __future__ import annotations
 
 import json
@@ -97,14 +98,15 @@ def bench(runs: list[BenchOptions], work: Path) -> list[dict]:
 
 @pytest.fixture(scope="module")
 def bench_runs(tmp_path_factory, stack_data_dir, stack):
-    """Both runs against the session stack: the first ingests and fills the embedding cache, the
-    second (fewer phases) must skip the ingest and read the cache."""
+    """Both runs against the session stack: the first (found running in its --stack-dir) ingests and
+    fills the embedding cache, the second (--use-running, fewer phases) must skip the ingest and read
+    the cache."""
     tmp = tmp_path_factory.mktemp("bench")
     dataset = write_dataset(tmp / "tiny")
     first = BenchOptions(
-        datasets=[dataset], tenants=["tiny"], tenant_slices=2, cache_dir=tmp / "cache", use_running=True,
-        running_data_dir=stack_data_dir, out_dir=tmp / "out", concurrency=(1, 4), throughput_queries=3, warmup=1,
-        needle_tokens=12, needle_phrases=6, top_k_initial=50, top_k_final=10)
+        datasets=[dataset], tenants=["tiny"], tenant_slices=2, cache_dir=tmp / "cache", stack_dir=stack_data_dir,
+        out_dir=tmp / "out", concurrency=(1, 4), throughput_queries=3, warmup=1, needle_tokens=12, needle_phrases=6,
+        top_k_initial=50, top_k_final=10)
     second = BenchOptions(
         datasets=first.datasets, tenants=first.tenants, tenant_slices=2, cache_dir=first.cache_dir,
         use_running=True, running_data_dir=stack_data_dir, out_dir=tmp / "out2", concurrency=(1,),
@@ -168,6 +170,8 @@ def test_latency_throughput_and_ingest_figures_are_reported(bench_result):
 def test_a_second_run_skips_the_ingest_and_reuses_the_embedding_cache(bench_runs):
     (first_result, _), (result, options) = bench_runs
     assert options.cache_dir == bench_runs[0][1].cache_dir and (options.out_dir / "result.json").is_file()
+    for r in (first_result, result):                                  # each used the session stack, started none
+        assert not r["stack"]["started_here"] and r["stack"]["data_dir"] == str(options.running_data_dir.resolve())
     assert not first_result["ingest"][0]["skipped"] and first_result["ingest"][0]["ingested_now"] > 0
     for i in result["ingest"]:
         assert i["ingested_now"] == 0 and i["skipped"] == i["documents"] and not i["measured_now"]
