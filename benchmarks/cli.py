@@ -15,13 +15,13 @@ from pathlib import Path
 
 from rich.console import Console
 
-from benchmarks.federate import run_federate
-from benchmarks.harness import run_bench
 from benchmarks.options import DEFAULT_CACHE, BenchOptions
 from benchmarks.scale import add_arguments as add_scale_arguments
-from benchmarks.scale import run_and_report
 from shared.errors import InvalidArgument
 from shared.settings import default_data_dir
+
+# The harness, the federation benchmark and the scale run are imported when `nucleus bench` runs: every
+# other `nucleus` command starts without them.
 
 
 def _floats(text: str) -> tuple[float, ...]:
@@ -106,6 +106,10 @@ def register(subparsers) -> None:
 
 
 def cmd_bench(args: argparse.Namespace) -> int:
+    from benchmarks.federate import run_federate
+    from benchmarks.harness import run_bench
+    from benchmarks.scale import run_and_report
+
     if args.federate:
         return run_federate(argparse.Namespace(
             sources=args.federate, dataset=args.dataset[0], split=args.split, tenant=args.tenant[0],

@@ -28,18 +28,21 @@ import json
 import random
 import sqlite3
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import numpy as np
 
 from services.knowledge_store.backend import open_store
 from services.knowledge_store.preparation import PreparedDocument as _Prepared
-from services.knowledge_store.qdrant import QdrantKnowledgeStore, layout
 from services.knowledge_store.embedded.storage.db import DB_FILE, tenant_dir_name
 from services.knowledge_store.preparation import EntryRow
 from services.knowledge_store.profiles import select_columns
 from shared.errors import FailedPrecondition, NotFound
 from shared.records import ArtifactMeta, SearchFilters
 from shared.settings import KnowledgeStoreSettings
+
+if TYPE_CHECKING:     # the Qdrant client is imported where a command uses it: every other `nucleus`
+    from services.knowledge_store.qdrant import QdrantKnowledgeStore    # command starts without it
 
 _ARTIFACT_COLUMNS = ("artifact_id, title, source_type, source_id, source_uri, file_name, file_type, created_unix, "
                      "modified_unix, owners, tags, reputation_prior, visibility_groups, persona_id, "
@@ -84,6 +87,8 @@ def cmd_migrate(args: argparse.Namespace) -> int:
 
 
 async def recount(settings: KnowledgeStoreSettings, tenant_id: str, log=print) -> int:
+    from services.knowledge_store.qdrant import QdrantKnowledgeStore
+
     store = QdrantKnowledgeStore(settings, _NoEmbedder())
     try:
         await store._ensure()
@@ -109,6 +114,8 @@ async def migrate(settings: KnowledgeStoreSettings, tenant_id: str, *, batch: in
                   restart: bool = False, verify_only: bool = False, log=print) -> int:
     conn, path = _connect(settings, tenant_id)
     checkpoint = path.with_name("migrate-qdrant.json")
+    from services.knowledge_store.qdrant import QdrantKnowledgeStore
+
     target = QdrantKnowledgeStore(settings, _NoEmbedder())
     try:
         if not verify_only:
@@ -139,6 +146,8 @@ async def migrate(settings: KnowledgeStoreSettings, tenant_id: str, *, batch: in
 
 
 async def _copy_batch(conn: sqlite3.Connection, target: QdrantKnowledgeStore, tenant_id: str, artifacts: list) -> None:
+    from services.knowledge_store.qdrant import layout
+
     ids = [a[0] for a in artifacts]
     marks = ",".join("?" * len(ids))
     entries = conn.execute(
@@ -174,6 +183,8 @@ async def _copy_batch(conn: sqlite3.Connection, target: QdrantKnowledgeStore, te
 
 async def _copy_profiles_and_votes(conn: sqlite3.Connection, target: QdrantKnowledgeStore, tenant_id: str) -> None:
     from qdrant_client import models as qm
+
+    from services.knowledge_store.qdrant import layout
     cols = select_columns(r[1] for r in conn.execute("PRAGMA table_info(profiles)"))  # an older table: defaults
     profiles = conn.execute(f"SELECT {cols} FROM profiles ORDER BY seq").fetchall()
     points = [qm.PointStruct(id=layout.profile_point(tenant_id, r[0], r[1], r[2]), vector={},
@@ -198,6 +209,8 @@ async def _copy_feedback_log(conn: sqlite3.Connection, target: QdrantKnowledgeSt
     """The tenant's votes on federated sources and its search log (search_log.py), as the
     qdrant backend keeps them (qdrant/feedback_log.py)."""
     from qdrant_client import models as qm
+
+    from services.knowledge_store.qdrant import layout
     tables = {r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}   # older: none
     votes = conn.execute("SELECT source_id, user_id, helpful, target_id, updated_unix FROM source_votes"
                          ).fetchall() if "source_votes" in tables else []

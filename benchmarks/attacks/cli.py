@@ -11,10 +11,13 @@ import json
 import logging
 from pathlib import Path
 
-from benchmarks.attacks.run import FAMILIES, Options, run_suite
+# benchmarks.attacks.run (the suite, its stack and clients) is imported when the command runs: every
+# other `nucleus` command starts without it.
 
 
 def _families(text: str) -> str:
+    from benchmarks.attacks.run import FAMILIES
+
     chosen = "".join(dict.fromkeys(text.replace(",", "").strip().lower()))
     if not chosen or set(chosen) - set(FAMILIES):
         raise argparse.ArgumentTypeError(f"families are letters of {''.join(FAMILIES)}, got {text!r}")
@@ -43,6 +46,8 @@ def register(subparsers) -> None:
 
 
 def cmd_attack(args: argparse.Namespace) -> int:
+    from benchmarks.attacks.run import Options, run_suite
+
     options = Options(families=args.families, timeout_s=args.start_timeout,
                       stack_dir=args.stack_dir.resolve() if args.stack_dir else None)
     report = run_suite(options, say=lambda line: print(line, flush=True))

@@ -25,13 +25,26 @@ from benchmarks.secure_stack import (  # noqa: F401 - re-exported for the tests
     ingest_corpus,
     start_secure_stack,
 )
+from tests.support import background
+from tests.support.processes import stop_stack
+
+
+def _start(data_dir):
+    stack, supervisor = start_secure_stack(data_dir)
+    return stack, lambda: stop_stack(supervisor)
+
+
+def begin_secure_stack(tmp_path_factory) -> None:
+    """Begin the session's secure stack in the background (tests/support/background.py)."""
+    data_dir = tmp_path_factory.mktemp("secure-stack")
+    background.begin("secure_stack", lambda: _start(data_dir))
 
 
 @pytest.fixture(scope="session")
 def secure_stack(tmp_path_factory) -> SecureStack:
-    stack, supervisor = start_secure_stack(tmp_path_factory.mktemp("secure-stack"))
+    stack, stop = background.take("secure_stack", lambda: _start(tmp_path_factory.mktemp("secure-stack")))
     yield stack
-    supervisor.stop()
+    stop()
 
 
 @pytest.fixture(scope="session")

@@ -15,6 +15,7 @@ import sqlite3
 import subprocess
 import sys
 import time
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
@@ -166,11 +167,13 @@ async def test_backup_while_4_writers_ingest_restores_every_acknowledged_documen
     manifest = json.loads((snapshot / "manifest.json").read_text())
     point = manifest["tenants"]["bk"]["point_unix"]
     assert all((snapshot / f).stat().st_mode & 0o777 == 0o600 for f in ("manifest.json", "manifest.mac"))
-    assert nucleus("backup", "verify", str(snapshot), "--key", str(env.key), data_dir=env.root) == 0
-
     fresh = env.root / "fresh"
-    assert nucleus("restore", str(snapshot), "--offline", "--ks-data-dir", str(fresh), "--key", str(env.key),
-                   data_dir=fresh) == 0
+    with ThreadPoolExecutor(2) as pool:                  # both only read the snapshot: two CLI processes at once
+        verified = pool.submit(nucleus, "backup", "verify", str(snapshot), "--key", str(env.key), data_dir=env.root)
+        restored_offline = pool.submit(nucleus, "restore", str(snapshot), "--offline", "--ks-data-dir", str(fresh),
+                                       "--key", str(env.key), data_dir=fresh)
+        assert verified.result() == 0
+        assert restored_offline.result() == 0
     proc, target = start_store(fresh, env.llm_target)
     restored = KnowledgeStoreClient(target)
     source = KnowledgeStoreClient(env.target)
@@ -205,11 +208,14 @@ async def test_a_tampered_snapshot_or_another_stacks_key_is_refused(env):
     shutil.copytree(snapshot, changed_manifest)
     text = (changed_manifest / "manifest.json").read_text()
     (changed_manifest / "manifest.json").write_text(text.replace('"bk"', '"bq"', 1))
-    for directory, key, why in ((changed_byte, env.key, "does not match its SHA-256"),
-                                (changed_manifest, env.key, "manifest or its MAC was changed"),
-                                (snapshot, other_key, "another backup key")):
-        done = nucleus_run("restore", str(directory), "--key", str(key), "--knowledge-store-target", env.target,
-                           data_dir=env.root)
+    cases = ((changed_byte, env.key, "does not match its SHA-256"),
+             (changed_manifest, env.key, "manifest or its MAC was changed"),
+             (snapshot, other_key, "another backup key"))
+    with ThreadPoolExecutor(len(cases)) as pool:          # three CLI processes at once: each is refused alone
+        runs = list(pool.map(lambda case: nucleus_run("restore", str(case[0]), "--key", str(case[1]),
+                                                      "--knowledge-store-target", env.target, data_dir=env.root),
+                             cases))
+    for (_, _, why), done in zip(cases, runs):
         err = " ".join(done.stderr.split())
         assert done.returncode == FailedPrecondition.exit_code and why in err, err
 

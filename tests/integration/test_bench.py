@@ -1,6 +1,9 @@
-"""`nucleus bench` end to end: a tiny BEIR-format dataset written here, the benchmark's own stack
-(ephemeral ports, temp data dir; started once, found running by both runs), two tenant slices, the
-in-process baseline, and the report files."""
+"""`nucleus bench` end to end: a tiny BEIR-format dataset written here, run against the suite's
+session stack (tests/integration/conftest.py; no stack of its own): the first run's `--stack-dir`
+is the session stack's data directory, where the harness finds a healthy stack running and uses
+it, the second run names it with `--use-running`. Two tenant slices, the in-process baseline, the
+report files; the second run, in the same harness process (the baseline's model loaded once),
+finds the ingest done and the embedding cache filled."""
 from __future__ import annotations
 
 import json
@@ -76,16 +79,17 @@ def write_dataset(root: Path) -> Path:
 RUN_BENCH = ("import io, pickle, sys\n"
              "from rich.console import Console\n"
              "from benchmarks.harness import run_bench\n"
-             "options = pickle.loads(open(sys.argv[1], 'rb').read())\n"
-             "result = run_bench(options, Console(file=io.StringIO(), width=120))\n"
-             "open(sys.argv[2], 'wb').write(pickle.dumps(result))\n")
+             "runs = pickle.loads(open(sys.argv[1], 'rb').read())\n"
+             "results = [run_bench(options, Console(file=io.StringIO(), width=120)) for options in runs]\n"
+             "open(sys.argv[2], 'wb').write(pickle.dumps(results))\n")
 
 
-def bench(options: BenchOptions, work: Path) -> dict:
-    """`run_bench(options)` in a process of its own, its result dict returned. The harness runs
-    asyncio loops of its own with gRPC clients; in the pytest process they would share gRPC's
-    completion queue with the suite's loop (tests/support/processes.py `run_cli` says why not)."""
-    (work / "options.pickle").write_bytes(pickle.dumps(options))
+def bench(runs: list[BenchOptions], work: Path) -> list[dict]:
+    """`run_bench(options)` for each of `runs`, one after the other in one process of its own, their
+    result dicts returned. The harness runs asyncio loops of its own with gRPC clients; in the pytest
+    process they would share gRPC's completion queue with the suite's loop (tests/support/processes.py
+    `run_cli` says why not)."""
+    (work / "options.pickle").write_bytes(pickle.dumps(runs))
     done = subprocess.run([sys.executable, "-c", RUN_BENCH, str(work / "options.pickle"), str(work / "result.pickle")],
                           cwd=ROOT, capture_output=True, text=True, timeout=600)
     assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-4000:]
@@ -93,26 +97,27 @@ def bench(options: BenchOptions, work: Path) -> dict:
 
 
 @pytest.fixture(scope="module")
-def bench_stack(tmp_path_factory):
-    """The benchmark stack, started as the harness starts its own (benchmarks/stack.py `own_stack`) and
-    kept for both runs: each run finds it healthy and uses it, so the module starts one stack, not two."""
-    from benchmarks.stack import own_stack
-
-    stack_dir = tmp_path_factory.mktemp("bench-stack")
-    stack = own_stack(stack_dir)
-    yield stack_dir
-    stack.stop()
+def bench_runs(tmp_path_factory, stack_data_dir, stack):
+    """Both runs against the session stack: the first (found running in its --stack-dir) ingests and
+    fills the embedding cache, the second (--use-running, fewer phases) must skip the ingest and read
+    the cache."""
+    tmp = tmp_path_factory.mktemp("bench")
+    dataset = write_dataset(tmp / "tiny")
+    first = BenchOptions(
+        datasets=[dataset], tenants=["tiny"], tenant_slices=2, cache_dir=tmp / "cache", stack_dir=stack_data_dir,
+        out_dir=tmp / "out", concurrency=(1, 4), throughput_queries=3, warmup=1, needle_tokens=12, needle_phrases=6,
+        top_k_initial=50, top_k_final=10)
+    second = BenchOptions(
+        datasets=first.datasets, tenants=first.tenants, tenant_slices=2, cache_dir=first.cache_dir,
+        use_running=True, running_data_dir=stack_data_dir, out_dir=tmp / "out2", concurrency=(1,),
+        throughput_queries=1, warmup=0, dense_weights=(0.5,), plots=False, needle_tokens=0, needle_phrases=0,
+        completion_queries=0, top_k_initial=50, top_k_final=10)
+    return list(zip(bench([first, second], tmp), (first, second)))
 
 
 @pytest.fixture(scope="module")
-def bench_result(tmp_path_factory, bench_stack):
-    tmp = tmp_path_factory.mktemp("bench")
-    dataset = write_dataset(tmp / "tiny")
-    options = BenchOptions(
-        datasets=[dataset], tenants=["tiny"], tenant_slices=2, cache_dir=tmp / "cache", stack_dir=bench_stack,
-        out_dir=tmp / "out", concurrency=(1, 4), throughput_queries=3, warmup=1, needle_tokens=12, needle_phrases=6,
-        top_k_initial=50, top_k_final=10)
-    return bench(options, tmp), options
+def bench_result(bench_runs):
+    return bench_runs[0]
 
 
 def test_the_harness_writes_json_markdown_queries_and_plots(bench_result):
@@ -162,17 +167,16 @@ def test_latency_throughput_and_ingest_figures_are_reported(bench_result):
     assert result["baseline"]["latency_all"]["total"]["p50"] > 0
 
 
-def test_a_second_run_skips_the_ingest_and_reuses_the_embedding_cache(bench_result, tmp_path):
-    _, first = bench_result
-    options = BenchOptions(
-        datasets=first.datasets, tenants=first.tenants, tenant_slices=2, cache_dir=first.cache_dir,
-        stack_dir=first.stack_dir, out_dir=tmp_path / "out2", concurrency=(1,), throughput_queries=1, warmup=0,
-        dense_weights=(0.5,), plots=False, needle_tokens=0, needle_phrases=0, completion_queries=0,
-        top_k_initial=50, top_k_final=10)
-    result = bench(options, tmp_path)
+def test_a_second_run_skips_the_ingest_and_reuses_the_embedding_cache(bench_runs):
+    (first_result, _), (result, options) = bench_runs
+    assert options.cache_dir == bench_runs[0][1].cache_dir and (options.out_dir / "result.json").is_file()
+    for r in (first_result, result):                                  # each used the session stack, started none
+        assert not r["stack"]["started_here"] and r["stack"]["data_dir"] == str(options.running_data_dir.resolve())
+    assert not first_result["ingest"][0]["skipped"] and first_result["ingest"][0]["ingested_now"] > 0
     for i in result["ingest"]:
         assert i["ingested_now"] == 0 and i["skipped"] == i["documents"] and not i["measured_now"]
     assert all(c["from_cache"] for c in result["baseline"]["embedding_cache"].values())
+    assert not any(c["from_cache"] for c in first_result["baseline"]["embedding_cache"].values())
     assert result["isolation"]["violations"] == 0
 
 

@@ -14,8 +14,9 @@ from benchmarks.secure_stack import corpus, ingest_corpus, start_secure_stack
 from cli.agent import AgentConfig, ChatAgent, McpToolbox, StackChat, connect
 from cli.agent.loop import NO_LLM, ROUND_LIMIT_NOTE
 from tests.integration.secure_stack import LEGAL_CANARY
+from tests.support import background
 from tests.support.fake_openai import FakeOpenAI
-from tests.support.processes import run_cli
+from tests.support.processes import run_cli, stop_stack
 
 pytestmark = pytest.mark.integration
 MODEL_KEY = "sk-test-secret-key-123456"          # the stack's (LlmOrchestration's), never the CLI's
@@ -24,26 +25,49 @@ CHAT_DOCS = ("travel-policy", "release-notes-pallas-5", "pallas-firmware-update"
              "sales-travel-playbook", "expense-reimbursement")
 
 
-@pytest.fixture(scope="module")
-def llm():
-    with FakeOpenAI() as server:
-        yield server
-
-
-@pytest.fixture(scope="module")
-async def chat_stack(llm, tmp_path_factory):
-    """An authenticated stack whose LlmOrchestration has a chat model (the loopback server), in one
-    process (cheaper to start; the services' own streamed-call signing: tests/unit/shared/auth)."""
-    stack, supervisor = start_secure_stack(tmp_path_factory.mktemp("chat-stack"), mode="single", extra_env={
-        "NUCLEUS_LLM_OPENAI_BASE_URL": llm.base_url, "NUCLEUS_LLM_OPENAI_API_KEY": MODEL_KEY,
-        "NUCLEUS_LLM_CHAT_MODEL": "fake-model", "NUCLEUS_LLM_CHAT_MODELS_ALLOWED": "analyst-model",
-        "NUCLEUS_RAG_CHAT_BURST": "100"})
+def _start(data_dir):
+    """The loopback model server and an authenticated stack whose LlmOrchestration has a chat model
+    (that server), in one process (cheaper to start; the services' own streamed-call signing:
+    tests/unit/shared/auth)."""
+    server = FakeOpenAI().__enter__()
     try:
-        await ingest_corpus(stack, {"acme": [d for d in corpus()["acme"]
-                                             if d.artifact.artifact_id.startswith(CHAT_DOCS)]})
-        yield stack
-    finally:
-        supervisor.stop()
+        stack, supervisor = start_secure_stack(data_dir, mode="single", extra_env={
+            "NUCLEUS_LLM_OPENAI_BASE_URL": server.base_url, "NUCLEUS_LLM_OPENAI_API_KEY": MODEL_KEY,
+            "NUCLEUS_LLM_CHAT_MODEL": "fake-model", "NUCLEUS_LLM_CHAT_MODELS_ALLOWED": "analyst-model",
+            "NUCLEUS_RAG_CHAT_BURST": "100"})
+    except BaseException:
+        server.__exit__(None, None, None)
+        raise
+
+    def stop() -> None:
+        stop_stack(supervisor)
+        server.__exit__(None, None, None)
+    return (stack, server), stop
+
+
+def begin_in_background(tmp_path_factory) -> None:
+    """Begun at the session's first integration test (tests/integration/conftest.py)."""
+    data_dir = tmp_path_factory.mktemp("chat-stack")
+    background.begin("chat_stack", lambda: _start(data_dir))
+
+
+@pytest.fixture(scope="module")
+def _chat(tmp_path_factory):
+    value, stop = background.take("chat_stack", lambda: _start(tmp_path_factory.mktemp("chat-stack")))
+    yield value
+    stop()
+
+
+@pytest.fixture(scope="module")
+def llm(_chat):
+    return _chat[1]
+
+
+@pytest.fixture(scope="module")
+async def chat_stack(_chat):
+    stack, _ = _chat
+    await ingest_corpus(stack, {"acme": [d for d in corpus()["acme"] if d.artifact.artifact_id.startswith(CHAT_DOCS)]})
+    return stack
 
 
 @contextlib.asynccontextmanager

@@ -30,7 +30,8 @@ from shared.auth.scrape import scrape_token_file
 from shared.auth.service_identity import ServiceSigner
 from tests.support.mcp_clients import http_client, structured
 from tests.support.observability import KIT, dashboard_exprs, rule_exprs
-from tests.support.processes import ROOT, stop, wait_ready
+from tests.support import background
+from tests.support.processes import ROOT, stop, stop_stack, wait_ready
 
 SERVICES = ("knowledge_store", "llm_orchestration", "rag_pipeline")
 QUERY = "incident response for a compromised fleet"
@@ -66,10 +67,8 @@ def _prometheus_config(stack, supervisor, token_file: Path, path: Path) -> None:
     path.write_text(yaml.safe_dump(config))
 
 
-@pytest.fixture(scope="module")
-def observed(tmp_path_factory):
-    """(stack, supervisor, prometheus base URL, trace dir, the federated source's id)."""
-    data = tmp_path_factory.mktemp("observed")
+def _start(data: Path):
+    """The foreign RAG server and the secure stack federating to it: ((stack, supervisor, data), stop)."""
     env = {**os.environ, "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1"}
     corpus = data / "foreign.jsonl"
     corpus.write_text("".join(json.dumps({"id": f"f{i}", "title": f"Fleet note {i}",
@@ -78,8 +77,6 @@ def observed(tmp_path_factory):
     foreign = subprocess.Popen([sys.executable, "-m", "tests.support.foreign_rag_server", "--ready-file",
                                 str(data / "foreign.json"), "--corpus", str(corpus), "--score", "bm25"],
                                cwd=ROOT, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    procs: list[subprocess.Popen] = [foreign]
-    supervisor = None
     try:
         foreign_url = wait_ready(data / "foreign.json", foreign, "foreign RAG server")["url"]
         sources = data / "sources.json"
@@ -88,6 +85,30 @@ def observed(tmp_path_factory):
                                                     "timeout_s": 10}]}))
         stack, supervisor = start_secure_stack(data / "stack", extra_env={"NUCLEUS_SOURCES_FILE": str(sources),
                                                                           "NUCLEUS_RAG_RATE_LIMIT_PER_S": "0"})
+    except BaseException:
+        stop(foreign)
+        raise
+
+    def stop_all() -> None:                   # all of it stops at once: the foreign server and the stack
+        foreign.terminate()
+        stop_stack(supervisor)
+        stop(foreign)
+    return (stack, supervisor, data), stop_all
+
+
+def begin_in_background(tmp_path_factory) -> None:
+    """Begun at the session's first integration test (tests/integration/conftest.py)."""
+    data = tmp_path_factory.mktemp("observed")
+    background.begin("observed_stack", lambda: _start(data))
+
+
+@pytest.fixture(scope="module")
+def observed(tmp_path_factory):
+    """(stack, supervisor, prometheus base URL, trace dir); Prometheus starts here, when the module runs."""
+    (stack, supervisor, data), stop_all = background.take("observed_stack",
+                                                          lambda: _start(tmp_path_factory.mktemp("observed")))
+    prometheus = None
+    try:
         port = _free_port()
         config = data / "prometheus.yml"
         _prometheus_config(stack, supervisor, scrape_token_file(stack.identity_dir), config)
@@ -97,13 +118,13 @@ def observed(tmp_path_factory):
              f"--web.listen-address=127.0.0.1:{port}", "--enable-feature=exemplar-storage",
              "--storage.tsdb.retention.time=1h", "--log.level=warn"],
             stdout=log, stderr=subprocess.STDOUT)
-        procs.append(prometheus)
         yield stack, supervisor, f"http://127.0.0.1:{port}", data / "stack" / "traces"
     finally:
-        for proc in reversed(procs):
-            stop(proc)
-        if supervisor is not None:
-            supervisor.stop()
+        if prometheus is not None:
+            prometheus.terminate()
+        stop_all()
+        if prometheus is not None:
+            stop(prometheus)
 
 
 def _api(base: str, path: str, **params) -> dict:
@@ -120,7 +141,7 @@ def _until(check, what: str, timeout_s: float = 30.0):
         last = check()
         if last:
             return last
-        time.sleep(0.5)
+        time.sleep(0.2)
     raise AssertionError(f"{what} (last: {last})")
 
 
@@ -182,22 +203,31 @@ async def test_prometheus_scrapes_every_service_and_the_shipped_expressions_retu
            "the MCP RED series moved")
     _until(lambda: _scalar(base, 'sum(nucleus_federation_calls_total{source="foreign"})') >= 1,
            "the federation series moved")
-    time.sleep(3)                              # a few more scrapes and rule evaluations
-
-    empty, invalid = [], []
     exprs = [(f"rule {name}", expr) for name, expr in rule_exprs()]
     exprs += [(f"dashboard {board}", expr) for board, expr, rare in dashboard_exprs() if not rare]
     assert len(exprs) >= 20
     for where, expr in exprs:
         assert not re.search(r"\bvector\s*\(|\babsent\s*\(", expr), f"{where}: constant fallback in {expr}"
-        query = expr
-        for variable, value in GRAFANA_VARIABLES.items():
-            query = query.replace(variable, value)
-        response = httpx.get(f"{base}/api/v1/query", params={"query": query}, timeout=10).json()
-        if response.get("status") != "success":
-            invalid.append((where, expr, response.get("error")))
-        elif not response["data"]["result"]:
-            empty.append((where, expr))
+
+    def evaluate() -> tuple[list, list]:
+        empty, invalid = [], []
+        for where, expr in exprs:
+            query = expr
+            for variable, value in GRAFANA_VARIABLES.items():
+                query = query.replace(variable, value)
+            response = httpx.get(f"{base}/api/v1/query", params={"query": query}, timeout=10).json()
+            if response.get("status") != "success":
+                invalid.append((where, expr, response.get("error")))
+            elif not response["data"]["result"]:
+                empty.append((where, expr))
+        return empty, invalid
+
+    # A few more scrapes and rule evaluations (1 s each) until every expression has a series, or 30 s.
+    end = time.monotonic() + 30
+    empty, invalid = evaluate()
+    while empty and not invalid and time.monotonic() < end:
+        time.sleep(0.5)
+        empty, invalid = evaluate()
     assert not invalid, f"invalid PromQL: {invalid}"
     assert not empty, f"no series: {empty}"
 

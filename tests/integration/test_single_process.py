@@ -36,6 +36,7 @@ from shared.auth.scrape import scrape_token_file
 from shared.auth.service_auth import operator_interceptors
 from shared.records import ArtifactMeta, DocumentIn, SearchFilters
 from tests.integration.test_tracing import DOC_MARKER, QUERY, SERVICES, OtlpReceiver, _complete, _documents
+from tests.support import background
 from tests.support.mcp_clients import http_client, structured
 
 pytestmark = pytest.mark.integration
@@ -44,26 +45,49 @@ TENANT = "trace-tenant"          # the tenant of test_tracing's documents
 SECRET_TITLE = "Resonator secret annex"
 
 
-@pytest.fixture(scope="module")
-def receiver():
-    with OtlpReceiver() as r:
-        yield r
+def _start(data_dir):
+    """The receiver, and one single-mode stack: authentication on, an API key for a user without groups."""
+    receiver = OtlpReceiver().__enter__()
+    try:
+        config = data_dir / "auth.json"
+        key, _ = add_key(config, tenant=TENANT, user="sam", groups=[], trusted_platform=False)
+        supervisor = Supervisor(data_dir, ephemeral_ports=True, mode="single",
+                                policy=RestartPolicy(base_delay_s=0.1, start_timeout_s=180.0), extra_env={
+                                    "OTEL_EXPORTER_OTLP_ENDPOINT": receiver.url, "OTEL_BSP_SCHEDULE_DELAY": "100",
+                                    "NUCLEUS_OTEL_CAPTURE_CONTENT": "false",
+                                    "NUCLEUS_RAG_REQUIRE_AUTH": "1", "NUCLEUS_RAG_AUTH_CONFIG": str(config)})
+        addresses = supervisor.start(timeout_s=240)
+    except BaseException:
+        receiver.__exit__(None, None, None)
+        raise
+
+    def stop() -> None:
+        supervisor.stop()
+        receiver.__exit__(None, None, None)
+    return (receiver, {"supervisor": supervisor, "addresses": addresses, "data_dir": data_dir, "key": key}), stop
 
 
-@pytest.fixture(scope="module")
-def single(tmp_path_factory, receiver):
-    """One single-mode stack: authentication on, an API key for a user without groups."""
+def begin_in_background(tmp_path_factory) -> None:
+    """Begun at the session's first integration test (tests/integration/conftest.py)."""
     data_dir = tmp_path_factory.mktemp("single-stack")
-    config = data_dir / "auth.json"
-    key, _ = add_key(config, tenant=TENANT, user="sam", groups=[], trusted_platform=False)
-    supervisor = Supervisor(data_dir, ephemeral_ports=True, mode="single",
-                            policy=RestartPolicy(base_delay_s=0.1, start_timeout_s=180.0), extra_env={
-                                "OTEL_EXPORTER_OTLP_ENDPOINT": receiver.url, "OTEL_BSP_SCHEDULE_DELAY": "100",
-                                "NUCLEUS_OTEL_CAPTURE_CONTENT": "false",
-                                "NUCLEUS_RAG_REQUIRE_AUTH": "1", "NUCLEUS_RAG_AUTH_CONFIG": str(config)})
-    addresses = supervisor.start(timeout_s=240)
-    yield {"supervisor": supervisor, "addresses": addresses, "data_dir": data_dir, "key": key}
-    supervisor.stop()
+    background.begin("single_stack", lambda: _start(data_dir))
+
+
+@pytest.fixture(scope="module")
+def _single(tmp_path_factory):
+    value, stop = background.take("single_stack", lambda: _start(tmp_path_factory.mktemp("single-stack")))
+    yield value
+    stop()
+
+
+@pytest.fixture(scope="module")
+def receiver(_single):
+    return _single[0]
+
+
+@pytest.fixture(scope="module")
+def single(_single):
+    return _single[1]
 
 
 def _operator_client(single) -> KnowledgeStoreClient:

@@ -14,17 +14,29 @@ from nucleus.v1 import rag_pipeline_pb2 as rag_pb
 from nucleus.v1 import rag_pipeline_pb2_grpc as rag_grpc
 from services.knowledge_store.client import KnowledgeStoreClient
 from shared.records import ArtifactMeta, DocumentIn
+from tests.support import background
+from tests.support.processes import stop_stack
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
 
 
-@pytest.fixture(scope="module")
-def tls_stack(tmp_path_factory):
-    data_dir = tmp_path_factory.mktemp("tls-stack")
+def _start(data_dir):
     supervisor = Supervisor(data_dir, ephemeral_ports=True, extra_env={"NUCLEUS_TLS": "1"})
     addresses = supervisor.start(timeout_s=240)
-    yield addresses, supervisor.tls_dir / "ca.pem"
-    supervisor.stop()
+    return (addresses, supervisor.tls_dir / "ca.pem"), lambda: stop_stack(supervisor)
+
+
+def begin_in_background(tmp_path_factory) -> None:
+    """Begun at the session's first integration test (tests/integration/conftest.py)."""
+    data_dir = tmp_path_factory.mktemp("tls-stack")
+    background.begin("tls_stack", lambda: _start(data_dir))
+
+
+@pytest.fixture(scope="module")
+def tls_stack(tmp_path_factory):
+    value, stop = background.take("tls_stack", lambda: _start(tmp_path_factory.mktemp("tls-stack")))
+    yield value
+    stop()
 
 
 async def test_the_stack_works_end_to_end_over_tls(tls_stack):

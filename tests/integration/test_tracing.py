@@ -40,6 +40,8 @@ from shared.records import ArtifactMeta, DocumentIn
 from shared.auth.api_keys import add_key
 from cli.main import main as cli_main
 from tests.support.mcp_clients import http_client, structured
+from tests.support import background
+from tests.support.processes import stop_stack
 
 pytestmark = pytest.mark.integration
 
@@ -163,35 +165,60 @@ class OtlpReceiver:
 
 
 # ---------------------------------------------------------------------------- fixtures
-@pytest.fixture(scope="module")
-def receiver():
-    with OtlpReceiver() as r:
-        yield r
+def _start(data_dir: Path, auth_dir: Path):
+    """The receiver, an API key, and the three services exporting to the receiver; content capture
+    off (the default)."""
+    receiver = OtlpReceiver().__enter__()
+    try:
+        config = auth_dir / "auth.json"
+        key, _ = add_key(config, tenant=TENANT, user="tracer", groups=[], trusted_platform=False)
+        supervisor = Supervisor(data_dir, ephemeral_ports=True, extra_env={
+            "OTEL_EXPORTER_OTLP_ENDPOINT": receiver.url,
+            "OTEL_BSP_SCHEDULE_DELAY": "100",
+            "OTEL_METRIC_EXPORT_INTERVAL": "500",
+            "NUCLEUS_OTEL_ENVIRONMENT": "itest",
+            "NUCLEUS_OTEL_CAPTURE_CONTENT": "false",
+            "NUCLEUS_RAG_REQUIRE_AUTH": "1",
+            "NUCLEUS_RAG_AUTH_CONFIG": str(config),
+        })
+        addresses = supervisor.start(timeout_s=240)
+    except BaseException:
+        receiver.__exit__(None, None, None)
+        raise
+
+    def stop() -> None:
+        stop_stack(supervisor)
+        receiver.__exit__(None, None, None)
+    return (receiver, (key, config), {"addresses": addresses, "data_dir": data_dir}), stop
+
+
+def begin_in_background(tmp_path_factory) -> None:
+    """Begun at the session's first integration test (tests/integration/conftest.py)."""
+    data_dir, auth_dir = tmp_path_factory.mktemp("traced-stack"), tmp_path_factory.mktemp("auth")
+    background.begin("traced_stack", lambda: _start(data_dir, auth_dir))
 
 
 @pytest.fixture(scope="module")
-def api_key(tmp_path_factory) -> tuple[str, Path]:
-    config = tmp_path_factory.mktemp("auth") / "auth.json"
-    key, _ = add_key(config, tenant=TENANT, user="tracer", groups=[], trusted_platform=False)
-    return key, config
+def _traced(tmp_path_factory):
+    value, stop = background.take("traced_stack", lambda: _start(tmp_path_factory.mktemp("traced-stack"),
+                                                                 tmp_path_factory.mktemp("auth")))
+    yield value
+    stop()
 
 
 @pytest.fixture(scope="module")
-def traced_stack(tmp_path_factory, receiver, api_key):
-    """The three services exporting to the receiver; content capture off (the default)."""
-    data_dir = tmp_path_factory.mktemp("traced-stack")
-    supervisor = Supervisor(data_dir, ephemeral_ports=True, extra_env={
-        "OTEL_EXPORTER_OTLP_ENDPOINT": receiver.url,
-        "OTEL_BSP_SCHEDULE_DELAY": "100",
-        "OTEL_METRIC_EXPORT_INTERVAL": "500",
-        "NUCLEUS_OTEL_ENVIRONMENT": "itest",
-        "NUCLEUS_OTEL_CAPTURE_CONTENT": "false",
-        "NUCLEUS_RAG_REQUIRE_AUTH": "1",
-        "NUCLEUS_RAG_AUTH_CONFIG": str(api_key[1]),
-    })
-    addresses = supervisor.start(timeout_s=240)
-    yield {"addresses": addresses, "data_dir": data_dir}
-    supervisor.stop()
+def receiver(_traced) -> OtlpReceiver:
+    return _traced[0]
+
+
+@pytest.fixture(scope="module")
+def api_key(_traced) -> tuple[str, Path]:
+    return _traced[1]
+
+
+@pytest.fixture(scope="module")
+def traced_stack(_traced) -> dict:
+    return _traced[2]
 
 
 def _documents() -> list[DocumentIn]:
