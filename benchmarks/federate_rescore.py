@@ -35,13 +35,14 @@ async def peer_hits(ks, tenant: str, hits, digest: str, dimension: int, *, terms
     """`hits` (RemoteHits of entries `ks` holds for `tenant`) as a trusted remote Nucleus of the
     same model sends them: each with its stored vector and (with `terms`) its analysed terms and
     richness, through the wire format and the receiving side's checks."""
+    from dataclasses import replace
+
     from services.rag_pipeline.federation.peer_vectors import (
-        VECTORS_META, decode, encode, keyword_facts, with_vectors)
+        VECTORS_META, decode, encode_entries, keyword_facts, with_vectors)
     got = await ks.get_peer_entries(tenant, [h.id for h in hits])
-    rows = [(h.entry.id, v, t, h.entry.richness) for h, v, t in zip(got.hits, got.vectors, got.terms)
-            if v is not None]
-    ids, vectors, analysed, richness = zip(*rows) if rows else ((), (), (), ())
-    meta = {VECTORS_META: encode(ids, vectors, digest, analysed if terms else (), richness)}
+    if not terms:
+        got = replace(got, terms=[None] * len(got.hits))
+    meta = {VECTORS_META: encode_entries(got, digest, dimension) or {}}
     sent, refused = decode(meta, digest, dimension, {h.id for h in hits})
     if refused:
         raise RuntimeError(refused)

@@ -48,6 +48,19 @@ def query_vectors(dataset, model, cache_dir: Path) -> dict[str, np.ndarray]:
     return {q: vectors[i] for i, q in enumerate(qids)}
 
 
+def inputs(args: argparse.Namespace):
+    """(dataset, its committed query split, the model, the field index, the query vectors) of
+    `args.dataset` / `args.split`, vectors from `args.cache_dir` (encoded once when missing)."""
+    dataset = load_dataset(args.dataset, args.split)
+    split = load_split(dataset.name, dataset.split)
+    if split is None:
+        raise SystemExit(f"no committed split for {dataset.name}-{dataset.split}: run python -m benchmarks.splits")
+    model = load_model()
+    doc_vectors, _ = EmbeddingCache(args.cache_dir).corpus_vectors(dataset, model)
+    index = FieldIndex(dataset, doc_vectors, title_vectors(dataset, model, args.cache_dir))
+    return dataset, split, model, index, query_vectors(dataset, model, args.cache_dir)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--dataset", type=Path, required=True)
@@ -59,15 +72,8 @@ def main() -> None:
                         help="also cross-fit this one setting without choosing (e.g. 'trees N30'); repeatable")
     args = parser.parse_args()
 
-    dataset = load_dataset(args.dataset, args.split)
-    split = load_split(dataset.name, dataset.split)
-    if split is None:
-        raise SystemExit(f"no committed split for {dataset.name}-{dataset.split}: run python -m benchmarks.splits")
-    model = load_model()
     t0 = time.perf_counter()
-    doc_vectors, _ = EmbeddingCache(args.cache_dir).corpus_vectors(dataset, model)
-    index = FieldIndex(dataset, doc_vectors, title_vectors(dataset, model, args.cache_dir))
-    qvecs = query_vectors(dataset, model, args.cache_dir)
+    dataset, split, model, index, qvecs = inputs(args)
     print(f"index: {len(index.doc_ids)} docs, {len(index.vocab)} terms, {time.perf_counter() - t0:.1f} s")
 
     def source(qid: str, feedback: bool) -> Prepared:

@@ -55,7 +55,7 @@ def _store(args: argparse.Namespace):
                                 interceptors=credentials(args, "knowledge_store"), tls_ca_file=tls_ca(args))
 
 
-async def _prepare(args: argparse.Namespace, dataset, qids: list[str]):
+async def prepare(args: argparse.Namespace, dataset, qids: list[str]):
     """query id -> Prepared, each query searched through the serving code (module docstring, 2)."""
     from services.llm_orchestration.client import LlmOrchestrationClient
     from services.rag_pipeline.core import RagPipeline
@@ -140,7 +140,7 @@ def cmd_tune(args: argparse.Namespace) -> int:
     qids = [q for q in sorted(dataset.qrels) if q in dataset.queries and any(r > 0 for r in dataset.qrels[q].values())]
     if len(qids) < args.folds:
         raise InvalidArgument("--dataset", f"{len(qids)} judged queries; --folds {args.folds} needs at least as many")
-    current, prepared = asyncio.run(_prepare(args, dataset, qids))
+    current, prepared = asyncio.run(prepare(args, dataset, qids))
     console.print(f"tenant {args.tenant}, profile '{current.name}' v{current.version}"
                   + (f" (its learned model {current.model_sha256[:12]} is not in the comparison: the current "
                      "ranking is scored untrained)" if current.model_sha256 else "")

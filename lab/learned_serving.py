@@ -34,7 +34,7 @@ import numpy as np
 
 from benchmarks.beir import load_dataset
 from cli.stack import credentials, target, tls_ca
-from cli.tune import _prepare
+from cli.tune import prepare
 from nucleus.v1 import common_pb2 as pb
 from nucleus.v1 import rag_pipeline_pb2 as rag_pb
 from nucleus.v1 import rag_pipeline_pb2_grpc as rag_grpc
@@ -125,7 +125,7 @@ def main() -> None:
     if args.timing_only:
         asyncio.run(_time(args, [dataset.queries[q] for q in qids]))
         return
-    current, prepared = asyncio.run(_prepare(args, dataset, qids))
+    current, prepared = asyncio.run(prepare(args, dataset, qids))
     learner = Learner(lambda qid, feedback: prepared[qid], dataset.qrels, [Setting("trees", 100)])
     raw, model, _ = fit("trees", learner.rows(qids, Setting("trees", 100)), 100, rounds=100)
     print(f"trained: {len(model.forest.roots)} trees over the top {model.top_n}")

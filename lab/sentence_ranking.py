@@ -29,11 +29,8 @@ from pathlib import Path
 
 import numpy as np
 
-from benchmarks.baseline import EmbeddingCache, load_model
-from benchmarks.beir import load_dataset
-from benchmarks.field_index import FieldIndex, feature_matrix, title_vectors
-from benchmarks.learned_ranking import cross_fit, query_vectors
-from benchmarks.splits import load_split
+from benchmarks.field_index import FieldIndex, feature_matrix
+from benchmarks.learned_ranking import cross_fit, inputs
 from lab import sentence_signals
 from lab.sentence_signals import SIGNAL_MONOTONE, SIGNAL_NAMES, SentenceIndex
 from ranking.features import FEATURE_NAMES, FEATURE_VERSION, MONOTONE
@@ -140,15 +137,8 @@ def main() -> None:
     if any(not 0.0 < v <= 1.0 for v in blends):
         raise SystemExit(f"--blends {args.blends!r}: each λ must be in (0, 1]")
 
-    dataset = load_dataset(args.dataset, args.split)
-    split = load_split(dataset.name, dataset.split)
-    if split is None:
-        raise SystemExit(f"no committed split for {dataset.name}-{dataset.split}: run python -m benchmarks.splits")
-    model = load_model()
     t0 = time.perf_counter()
-    doc_vectors, _ = EmbeddingCache(args.cache_dir).corpus_vectors(dataset, model)
-    index = FieldIndex(dataset, doc_vectors, title_vectors(dataset, model, args.cache_dir))
-    qvecs = query_vectors(dataset, model, args.cache_dir)
+    dataset, split, model, index, qvecs = inputs(args)
     sentences = sentence_signals.load(dataset, model, args.cache_dir)
     print(f"index: {len(index.doc_ids)} docs, {sentences.vectors.shape[0]} sentences, "
           f"{time.perf_counter() - t0:.1f} s")

@@ -25,6 +25,7 @@ MAX_LISTED largest by |contribution|, the rest summed as one "other features" en
 from __future__ import annotations
 
 import hashlib
+import time
 from collections import OrderedDict
 from collections.abc import Callable, Sequence
 
@@ -43,6 +44,7 @@ from shared.analysis import analyse
 from shared.errors import InvalidArgument, NotFound, NucleusError
 
 MAX_CACHED_MODELS = 32
+FAILED_LOOKUP_TTL_S = 30.0      # a missing or refused model is asked for again after this, not on every query
 MAX_LISTED = 8           # feature contributions listed per result (the rest: one "other features" entry)
 
 
@@ -57,6 +59,7 @@ class LearnedRanking:
     def __init__(self, knowledge: KnowledgeSource) -> None:
         self._ks = knowledge
         self._models: OrderedDict[tuple[str, str], RankerModel] = OrderedDict()
+        self._failed: dict[tuple[str, str], tuple[float, str]] = {}       # (tenant, sha) -> (until, why)
         # (query, artifact ids, candidates, config) of every query, before any model (cli/tune.py)
         self.capture: Callable[[str, list[str], Candidates, RankingConfig], None] | None = None
 
@@ -75,22 +78,35 @@ class LearnedRanking:
         if key in self._models:
             self._models.move_to_end(key)
             return self._models[key], ""
+        failed = self._failed.get(key)
+        if failed is not None and failed[0] > time.monotonic():
+            return None, failed[1]
         try:
             raw = await self._ks.get_ranking_model(tenant_id, sha)
         except NotFound:
-            return None, f"learned_model_missing: model {sha[:12]} of profile '{profile.name}' is not stored"
+            return self._fail(key, f"learned_model_missing: model {sha[:12]} of profile '{profile.name}' is not stored")
         except NucleusError as err:
-            return None, f"learned_model_unavailable: {err}"
+            return None, f"learned_model_unavailable: {err}"           # transient: asked again next query
         try:
             if hashlib.sha256(raw).hexdigest() != sha:
                 raise InvalidArgument("model", "its bytes do not hash to the profile's model_sha256")
             parsed = load_model(raw, FEATURE_NAMES, FEATURE_VERSION)
         except InvalidArgument as err:
-            return None, f"learned_model_refused: {err}"
+            return self._fail(key, f"learned_model_refused: {err}")
+        self._failed.pop(key, None)
         self._models[key] = parsed
         while len(self._models) > MAX_CACHED_MODELS:
             self._models.popitem(last=False)
         return parsed, ""
+
+    def _fail(self, key: tuple[str, str], why: str) -> tuple[None, str]:
+        """(None, why), remembered for FAILED_LOOKUP_TTL_S: a profile naming a missing or refused
+        model does not cost a store call (and a hash and parse) on every query."""
+        now = time.monotonic()
+        if len(self._failed) >= MAX_CACHED_MODELS:
+            self._failed = {k: v for k, v in self._failed.items() if v[0] > now}
+        self._failed[key] = (now + FAILED_LOOKUP_TTL_S, why)
+        return None, why
 
     async def apply(self, tenant_id: str, query: str, profile: RankingProfile, merged: Sequence[Merged],
                     candidates: Candidates, config: RankingConfig, k: int, reasons: list[str],

@@ -420,7 +420,8 @@ class KeywordIndex:
             out.append(int(np.count_nonzero(self._alive[pos])) if self._live < self._n else len(pos))
         return out
 
-    def score_documents(self, terms: Sequence[str], docs: Sequence[tuple[str, str]]) -> NDArray[np.float32]:
+    def score_documents(self, terms: Sequence[str], docs: Sequence[tuple[str, str]],
+                        document_frequencies: Sequence[int] | None = None) -> NDArray[np.float32]:
         """BM25 of `terms` for documents the index does not hold ((title terms, body terms), as
         stored in entries_fts), scored as if each were one more entry: this index's idf, average
         length, field weights and parameters; the index itself is not changed (remote hits
@@ -434,7 +435,8 @@ class KeywordIndex:
         strong evidence; and a term that every document scored together holds is not rare among
         them. Terms the index holds keep its statistics, so a document the index holds scores
         exactly as held, and local entries' scores (which never hold an unseen term) stay on the
-        same scale.
+        same scale. `document_frequencies`: those of `terms` (`document_frequencies`), when the
+        caller has read them already.
         """
         out = np.zeros(len(docs), np.float32)
         if not len(docs) or not self._live:
@@ -445,7 +447,10 @@ class KeywordIndex:
         unique_terms = list(dict.fromkeys(terms))
         idf: dict[str, float] = {}
         unseen: list[str] = []
-        for term, df in zip(unique_terms, self.document_frequencies(unique_terms)):
+        dfs = (dict(zip(terms, document_frequencies)) if document_frequencies is not None
+               else dict(zip(unique_terms, self.document_frequencies(unique_terms))))
+        for term in unique_terms:
+            df = dfs[term]
             if df:
                 idf[term] = math.log1p((live - df + 0.5) / (df + 0.5))
             else:

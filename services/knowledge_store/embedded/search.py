@@ -241,8 +241,9 @@ class Searcher:
         def read(*, wait: bool) -> KeywordScores:
             with tenant.rw.read(wait=wait):
                 keywords_ = tenant.keywords
-                scores = keywords_.score_documents(terms, docs)
-                stats = KeywordStats(tuple(terms), tuple(keywords_.document_frequencies(terms)), keywords_.ntotal)
+                dfs = keywords_.document_frequencies(terms)         # read once: the scores and the stats
+                scores = keywords_.score_documents(terms, docs, dfs)
+                stats = KeywordStats(tuple(terms), tuple(dfs), keywords_.ntotal)
             bm25 = np.zeros(len(texts), np.float32)
             richness = np.zeros(len(texts), np.float32)
             np.maximum.at(bm25, owner, scores)

@@ -48,7 +48,7 @@ import numpy as np
 
 from services.rag_pipeline.federation.hits import RemoteHit
 from shared.analysis import ANALYSER_ID
-from shared.records import AnalysedText
+from shared.records import AnalysedText, PeerEntries
 
 log = logging.getLogger(__name__)
 
@@ -151,6 +151,17 @@ def encode(ids: Sequence[str], vectors: Sequence[np.ndarray], digest: str,
         out.update(analyser=ANALYSER_ID, terms=[list(t) if t else [] for t in terms],
                    richness=[round(float(r), 6) for r in richness])
     return out
+
+
+def encode_entries(entries: PeerEntries, digest: str, dimension: int) -> dict[str, Any] | None:
+    """The `_meta` entry for a peer: the entries' stored vectors of `dimension` with their analysed
+    terms and richness (`encode`); None when no entry has such a vector."""
+    rows = [(h.entry.id, v, t, h.entry.richness) for h, v, t in zip(entries.hits, entries.vectors, entries.terms)
+            if v is not None and len(v) == dimension]
+    if not rows:
+        return None
+    ids, vectors, terms, richness = zip(*rows)
+    return encode(ids, vectors, digest, terms, richness)
 
 
 def keyword_facts(meta: Any, vectors: dict[str, bytes]) -> dict[str, AnalysedText]:

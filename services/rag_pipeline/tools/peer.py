@@ -27,7 +27,7 @@ from services.rag_pipeline.federation.peer_vectors import (
     FINGERPRINT_TOOL,
     VECTORS_META,
     LocalFingerprint,
-    encode,
+    encode_entries,
     wanted,
 )
 from services.rag_pipeline.tools.schemas import RawOut
@@ -63,15 +63,12 @@ class PeerVectors:
         except NucleusError as err:       # the answer stands without vectors: the peer re-scores
             log.info("vectors not sent with the answer: %s", err)
             return out
-        rows = [(h.entry.id, v, t, h.entry.richness) for h, v, t in zip(got.hits, got.vectors, got.terms)
-                if v is not None and len(v) == mine.dimension]
-        if not rows:
+        payload = encode_entries(got, mine.digest, mine.dimension)
+        if payload is None:
             return out
         structured = out.model_dump(mode="json", by_alias=True)
-        ids, vectors, terms, richness = zip(*rows)
         return CallToolResult(content=[TextContent(type="text", text=json.dumps(structured))],
-                              structured_content=structured,
-                              _meta={VECTORS_META: encode(ids, vectors, mine.digest, terms, richness)})
+                              structured_content=structured, _meta={VECTORS_META: payload})
 
 
 def register_fingerprint_tool(mcp: MCPServer, peer: PeerVectors) -> None:

@@ -70,6 +70,10 @@ async def test_a_missing_or_mismatched_model_falls_back_to_the_untrained_ranking
     response = await pipeline.search_and_rank(SearchRequest(tenant_id=TENANT, query=QUERY))
     assert response.degraded and any(r.startswith(flag) for r in response.degraded_reasons)
     assert [r.artifact.artifact_id for r in response.results] == today
+    asked = knowledge.calls.count("get_ranking_model")
+    again = await pipeline.search_and_rank(SearchRequest(tenant_id=TENANT, query=QUERY))
+    assert again.degraded_reasons == response.degraded_reasons                  # the same flag, from memory:
+    assert knowledge.calls.count("get_ranking_model") == asked                  # no store call per query
 
 
 async def test_put_ranking_profile_naming_a_model_is_refused_naming_the_field_and_an_edit_keeps_the_model(setup):
