@@ -34,6 +34,7 @@ from benchmarks.splits import load_split
 from ranking import Candidates, RankingConfig, rank, relevancy
 from ranking.profile import BUILTIN_PROFILE
 from ranking.query_features import QueryFeatures, query_features
+from services.rag_pipeline.learning.train import newton_logistic
 from services.rag_pipeline.merge import merge, ranking_candidates
 from shared.records import SearchFilters
 
@@ -150,15 +151,7 @@ def fit_probability(lab: list[LabQuery], dataset, config_for, qids: set[str]) ->
             rows.append((float(trace.fused[r]), trace.confidence, 1.0))
             labels.append(float(rels.get(ids[r], 0) > 0))
     x, y = np.asarray(rows), np.asarray(labels)
-    w = np.zeros(3)
-    for _ in range(50):
-        p = 1.0 / (1.0 + np.exp(-x @ w))
-        grad = x.T @ (p - y) + 1e-3 * w
-        hess = (x * (p * (1 - p))[:, None]).T @ x + 1e-3 * np.eye(3)
-        step = np.linalg.solve(hess, grad)
-        w -= step
-        if np.abs(step).max() < 1e-9:
-            break
+    w = newton_logistic(x, y, np.zeros(3))
     return float(w[0]), float(max(w[1], 0.0)), float(w[2])
 
 

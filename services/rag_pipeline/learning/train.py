@@ -136,16 +136,21 @@ def calibrate(score: NDArray[np.floating], labels: NDArray[np.integer]) -> tuple
     x = np.stack([np.asarray(score, dtype=np.float64), np.ones(len(score))], axis=1)
     x[:, 0] = np.clip(x[:, 0], -50.0, 50.0)
     y = (np.asarray(labels) > 0).astype(np.float64)
-    w = np.array([0.1, 0.0])
-    for _ in range(50):
+    w = newton_logistic(x, y, np.array([0.1, 0.0]))
+    return float(max(w[0], 1e-3)), float(w[1])
+
+
+def newton_logistic(x: NDArray[np.float64], y: NDArray[np.float64], w: NDArray[np.float64],
+                    steps: int = 50) -> NDArray[np.float64]:
+    """Weights of P(y = 1) = sigmoid(x · w), L2 1e-3, by Newton steps from `w` (changed in place)."""
+    ridge = 1e-3 * np.eye(x.shape[1])
+    for _ in range(steps):
         p = 1.0 / (1.0 + np.exp(-(x @ w)))
-        grad = x.T @ (p - y) + 1e-3 * w
-        hess = (x * (p * (1 - p))[:, None]).T @ x + 1e-3 * np.eye(2)
-        step = np.linalg.solve(hess, grad)
+        step = np.linalg.solve((x * (p * (1 - p))[:, None]).T @ x + ridge, x.T @ (p - y) + 1e-3 * w)
         w -= step
         if np.abs(step).max() < 1e-9:
             break
-    return float(max(w[0], 1e-3)), float(w[1])
+    return w
 
 
 def fit(kind: str, train: TrainRows, top_n: int, *, valid: TrainRows | None = None,
