@@ -22,34 +22,10 @@ from collections.abc import Iterable, Mapping, Sequence
 
 import numpy as np
 
+from shared.relevance import ndcg_at_k, recall_at_k, unique_in_order  # noqa: F401  (re-exported)
+
 METRICS = ("ndcg@10", "recall@100", "mrr@10")
 PERCENTILES = (50, 95, 99)
-
-
-def unique_in_order(ids: Iterable[str]) -> list[str]:
-    """First occurrence of each id, order kept (chunks -> documents, best rank wins)."""
-    seen: set[str] = set()
-    out = []
-    for i in ids:
-        if i not in seen:
-            seen.add(i)
-            out.append(i)
-    return out
-
-
-def ndcg_at_k(ranking: Sequence[str], qrels: Mapping[str, int], k: int) -> float:
-    ranking = unique_in_order(ranking)[:k]
-    dcg = sum(max(qrels.get(doc, 0), 0) / math.log2(i + 2) for i, doc in enumerate(ranking))
-    ideal = sorted((r for r in qrels.values() if r > 0), reverse=True)[:k]
-    idcg = sum(r / math.log2(i + 2) for i, r in enumerate(ideal))
-    return dcg / idcg if idcg > 0 else 0.0
-
-
-def recall_at_k(ranking: Sequence[str], qrels: Mapping[str, int], k: int) -> float:
-    relevant = {d for d, r in qrels.items() if r > 0}
-    if not relevant:
-        return 0.0
-    return len(relevant.intersection(unique_in_order(ranking)[:k])) / len(relevant)
 
 
 def mrr_at_k(ranking: Sequence[str], qrels: Mapping[str, int], k: int) -> float:

@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from typing import Sequence
 
 from shared.errors import InvalidArgument
+from shared.relevance import ndcg_at_k, recall_at_k, unique_in_order
 
 MAX_QUERY_SET_BYTES = 1 << 20       # 1 MiB
 MAX_QUERIES = 200
@@ -72,26 +73,11 @@ def movements(a: Sequence[str], b: Sequence[str]) -> list[tuple[str, int]]:
     return out
 
 
-def distinct(ids: Sequence[str]) -> list[str]:
-    """`ids` in order, each once (several chunks of one document count as the document once)."""
-    return list(dict.fromkeys(ids))
-
-
-def ndcg_at(ranked: Sequence[str], grades: dict[str, float], k: int = 10) -> float:
-    """nDCG@k with linear gains over distinct ids; 0.0 when nothing is judged relevant."""
-    ideal = sorted((g for g in grades.values() if g > 0), reverse=True)[:k]
-    if not ideal:
-        return 0.0
-    dcg = sum(grades.get(item, 0.0) / math.log2(i + 2) for i, item in enumerate(distinct(ranked)[:k]))
-    idcg = sum(g / math.log2(i + 2) for i, g in enumerate(ideal))
-    return dcg / idcg
-
-
-def recall_at(ranked: Sequence[str], grades: dict[str, float], k: int = 10) -> float:
-    relevant = {item for item, g in grades.items() if g > 0}
-    if not relevant:
-        return 0.0
-    return len(relevant & set(distinct(ranked)[:k])) / len(relevant)
+# Measures over distinct ids (several chunks of one document count as the document once), linear
+# gains: the one definition in shared/relevance.py, under the names the console uses.
+distinct = unique_in_order
+ndcg_at = ndcg_at_k
+recall_at = recall_at_k
 
 
 def _grades(line_no: int, raw: object) -> dict[str, float]:

@@ -16,26 +16,15 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from shared.relevance import ndcg_at_k
+
 BOOTSTRAP = 10_000
 SEED = 0
 
 
 def ndcg_at_10(ranking: Sequence[str], qrels: Mapping[str, int]) -> float:
     """trec_eval's ndcg_cut_10 (gain = relevance, discount 1 / log2(rank + 1)), ids counted once."""
-    seen: set[str] = set()
-    dcg = 0.0
-    rank = 0
-    for doc in ranking:
-        if doc in seen:
-            continue
-        seen.add(doc)
-        rank += 1
-        if rank > 10:
-            break
-        dcg += qrels.get(doc, 0) / math.log2(rank + 1)
-    ideal = sorted((r for r in qrels.values() if r > 0), reverse=True)[:10]
-    idcg = sum(r / math.log2(i + 2) for i, r in enumerate(ideal))
-    return dcg / idcg if idcg > 0 else 0.0
+    return ndcg_at_k(ranking, qrels, 10)
 
 
 def sign_test(wins: int, losses: int) -> float:
