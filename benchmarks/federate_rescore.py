@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import argparse
 import time
+from dataclasses import replace
 from typing import Sequence
 
 from benchmarks.beir import BeirDataset
@@ -31,17 +32,13 @@ SNIPPET_CHARS = 300
 RESCORE_HITS = 20
 
 
-async def peer_hits(ks, tenant: str, hits, digest: str, dimension: int, *, terms: bool = True) -> list:
+async def peer_hits(ks, tenant: str, hits, digest: str, dimension: int) -> list:
     """`hits` (RemoteHits of entries `ks` holds for `tenant`) as a trusted remote Nucleus of the
-    same model sends them: each with its stored vector and (with `terms`) its analysed terms and
-    richness, through the wire format and the receiving side's checks."""
-    from dataclasses import replace
-
+    same model sends them: each with its stored vector, analysed terms and richness, through the
+    wire format and the receiving side's checks."""
     from services.rag_pipeline.federation.peer_vectors import (
         VECTORS_META, decode, encode_entries, keyword_facts, with_vectors)
     got = await ks.get_peer_entries(tenant, [h.id for h in hits])
-    if not terms:
-        got = replace(got, terms=[None] * len(got.hits))
     meta = {VECTORS_META: encode_entries(got, digest, dimension) or {}}
     sent, refused = decode(meta, digest, dimension, {h.id for h in hits})
     if refused:
@@ -118,7 +115,7 @@ async def measure_carried(ks, llm, ds: BeirDataset, rows: Sequence[int], qids: S
         pick = [held[(rnd * RESCORE_HITS + j) % len(held)] for j in range(RESCORE_HITS)]
         query, qv = await _round_query(llm, ds, qids, rnd)
         with_terms = await peer_hits(ks, tenant, pick, fp.digest, fp.dimension)
-        texts_only = await peer_hits(ks, tenant, pick, fp.digest, fp.dimension, terms=False)
+        texts_only = [replace(h, terms=None) for h in with_terms]            # the same hits, text analysed here
         got, ms = await _timed_rescore(rescorer, tenant, query, qv, with_terms, timeout_s)
         out.append(ms)
         plain, plain_ms = await _timed_rescore(rescorer, tenant, query, qv, texts_only, timeout_s)
