@@ -40,6 +40,7 @@ from starlette.responses import HTMLResponse, RedirectResponse, Response
 from starlette.routing import Mount, Route
 from starlette.staticfiles import StaticFiles
 
+from ranking.config import FUSIONS as RANKING_FUSIONS
 from services.rag_pipeline.console import traces, views
 from services.rag_pipeline.console.admin import admin_routes
 from services.rag_pipeline.console.compare_pages import compare_routes
@@ -63,7 +64,7 @@ log = logging.getLogger(__name__)
 STATIC = Path(__file__).parent / "static"
 MAX_FORM_BYTES = 64 * 1024
 MULTIPART_OVERHEAD = 64 * 1024
-FUSIONS = ("", "convex", "convex_minmax", "rrf")
+FUSIONS = ("", *RANKING_FUSIONS)     # "" = the profile's own; the rest as ranking accepts them
 INLINE_QUERIES = 25                 # a longer query set runs in the background, with progress
 
 
