@@ -177,6 +177,30 @@ class PeerEntries:
 
 
 @dataclass(frozen=True, slots=True)
+class FieldSignals:
+    """GetFieldSignals: what the store holds per field for n of its entries and one query — the
+    inputs of the learned re-ranker's per-field features (ranking/features.py), computed from
+    what ingest stored (analysed title and body terms, title vectors), never from raw text.
+
+    Fields: title (the artifact's title), body (the chunk), doc (title + body, the field the
+    keyword leg scores: its tf is title tf + body tf, its length the sum). Rows are parallel to
+    the entry ids asked; a row the store does not hold (unknown id, another tenant's, filtered)
+    has `found` False and NaN everywhere (positions −1)."""
+    query_terms: tuple[str, ...]        # t: the query's analysed terms, distinct, in query order
+    idf: np.ndarray                     # (t,) float32: ln(1 + (N − df + ½)/(df + ½)), the keyword index's
+    avg_length: tuple[float, float, float]   # (title, body, doc) analysed terms, mean over live entries
+    found: np.ndarray                   # (n,) bool
+    title_tf: np.ndarray                # (n, t) float32 occurrences of each query term in the title
+    body_tf: np.ndarray                 # (n, t) float32 in the chunk body
+    title_length: np.ndarray            # (n,) float32 analysed terms
+    body_length: np.ndarray             # (n,) float32
+    title_positions: np.ndarray         # (n, L) int32: query-term index at each position, −1 otherwise
+    body_positions: np.ndarray          # (n, L') int32 (L, L' ≤ ranking.features.MAX_POSITIONS)
+    dense_title: np.ndarray             # (n,) float32 cosine(query vector, stored title vector); NaN = none
+    chunk_position: np.ndarray          # (n,) float32 0-based chunk index in its document
+
+
+@dataclass(frozen=True, slots=True)
 class KeywordScores:
     """Texts the store does not hold (a remote source's hits) scored as if they were the
     tenant's entries: BM25 of the keyword phrases with the tenant's own term statistics, and

@@ -31,6 +31,7 @@ from shared.records import (
     Hit,
     KeywordScores,
     Keywords,
+    FieldSignals,
     PeerEntries,
     ScoreCompletion,
     SearchFilters,
@@ -88,6 +89,12 @@ class KnowledgeSource(Protocol):
                                timeout_s: float | None = None) -> PeerEntries:
         """`get_entries`, each entry's stored unit vector and its analysed keyword terms, parallel
         — what this stack sends a peer stack with its own hits (federation/peer_vectors.py)."""
+        ...
+
+    async def get_field_signals(self, tenant_id: str, entry_ids: Sequence[str], query: str,
+                                query_vector: np.ndarray, *, timeout_s: float | None = None) -> FieldSignals:
+        """The per-field signals of these entries for `query` (analysed as the keyword leg does)
+        and its embedding (shared/records.py FieldSignals): the learned re-ranker's inputs."""
         ...
 
     async def score_keywords(self, tenant_id: str, keywords: Keywords, extra_keywords: Sequence[str],
