@@ -85,6 +85,7 @@ class KnowledgeStore:
     def __init__(self, settings: KnowledgeStoreSettings, embedder: Embedder, *,
                  bm25_weights: tuple[float, float] = DEFAULT_BM25_WEIGHTS) -> None:
         self._tenants = Tenants(settings, bm25_weights)
+        self._search_log = feedback_log.SearchLogWriter(self._tenants)
         self._ingester = Ingester(settings, embedder, bm25_weights, self._tenants)
         self._searcher = Searcher(settings, self._tenants)
         self._consistency = Consistency(self._tenants, self._ingester)
@@ -333,7 +334,7 @@ class KnowledgeStore:
 
     async def record_search(self, record: SearchLogRecord) -> None:
         """Log what a search returned, to whom (bounded; ../search_log.py)."""
-        await feedback_log.record_search(self._tenants, record)
+        await self._search_log.record(record)
 
     async def record_source_feedback(self, tenant_id: str, source_id: str, target_id: str, helpful: bool,
                                      user_id: str, *, search_id: str = "") -> SourceVotes:

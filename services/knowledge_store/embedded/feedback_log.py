@@ -8,6 +8,7 @@ the tenant's store, as a ranking profile does.
 from __future__ import annotations
 
 import asyncio
+import threading
 import time
 
 from services.knowledge_store import search_log, validation
@@ -18,17 +19,71 @@ from shared.errors import NotFound
 from shared.records import SearchLogRecord, SourceVotes
 
 
-async def record_search(tenants: Tenants, r: SearchLogRecord) -> None:
-    search_log.record(r)
-    oldest = int(time.time()) - search_log.SEARCH_RETENTION_S
+class SearchLogWriter:
+    """Group commit of the search log: the searches of one tenant that arrive while its previous
+    log write commits share the next transaction (one fsync for the batch, not one each).
 
-    def work(conn) -> tuple[None, IndexChange]:
-        row = conn.execute("SELECT coalesce(max(rowid), 0) + 1 FROM searches").fetchone()[0]
-        storage.feedback_log.insert_search(conn, r, keep=search_log.MAX_SEARCHES_PER_TENANT, oldest_unix=oldest,
-                                           prune=row % search_log.PRUNE_EVERY == 0)
-        return None, NO_CHANGE
+    The first record of a tenant with nothing pending leads: it queues one quiet write whose
+    work takes every record pending for the tenant at the moment it runs (under a thread lock:
+    the work runs on a worker thread, records are added on the event loop), inserts them in
+    arrival order and commits. Every caller's await ends when its record is committed, or raises
+    what the batch's write raised; a record added after the work took the batch leads the next
+    one. The batch's write runs as its own task, so a caller that is cancelled while waiting
+    cancels no one else's record; batches are per event loop (a future is its loop's). Pruning
+    runs when a row of the batch is a multiple of PRUNE_EVERY, as it did one write at a time."""
 
-    await write(tenants, r.tenant_id, work, create=False, action="search log", quiet=True)
+    def __init__(self, tenants: Tenants) -> None:
+        self._tenants = tenants
+        self._lock = threading.Lock()
+        self._pending: dict[tuple[str, asyncio.AbstractEventLoop],
+                            list[tuple[SearchLogRecord, asyncio.Future[None]]]] = {}
+        self._running: set[asyncio.Task[None]] = set()
+
+    async def record(self, r: SearchLogRecord) -> None:
+        search_log.record(r)
+        loop = asyncio.get_running_loop()
+        key = (r.tenant_id, loop)
+        done: asyncio.Future[None] = loop.create_future()
+        with self._lock:
+            batch = self._pending.get(key)
+            lead = batch is None
+            if lead:
+                batch = self._pending[key] = []
+            batch.append((r, done))
+        if lead:                                # its own task: a cancelled caller cancels no batch
+            task = asyncio.create_task(self._commit(key))
+            self._running.add(task)
+            task.add_done_callback(self._running.discard)
+        await done
+
+    async def _commit(self, key: tuple[str, asyncio.AbstractEventLoop]) -> None:
+        tenant_id = key[0]
+        taken: list[tuple[SearchLogRecord, asyncio.Future[None]]] = []
+        oldest = int(time.time()) - search_log.SEARCH_RETENTION_S
+        keep, every = search_log.MAX_SEARCHES_PER_TENANT, search_log.PRUNE_EVERY
+
+        def work(conn) -> tuple[None, IndexChange]:
+            with self._lock:
+                taken.extend(self._pending.pop(key, ()))
+            first = conn.execute("SELECT coalesce(max(rowid), 0) + 1 FROM searches").fetchone()[0]
+            for i, (r, _) in enumerate(taken):
+                storage.feedback_log.insert_search(conn, r, keep=keep, oldest_unix=oldest,
+                                                   prune=(first + i) % every == 0)
+            return None, NO_CHANGE
+
+        try:
+            await write(self._tenants, tenant_id, work, create=False, action="search log", quiet=True)
+        except Exception as err:
+            if not taken:                       # the work never ran: the batch is still pending
+                with self._lock:
+                    taken.extend(self._pending.pop(key, ()))
+            for _, done in taken:               # each caller raises it from its own future
+                if not done.done():
+                    done.set_exception(err)
+            return
+        for _, done in taken:
+            if not done.done():
+                done.set_result(None)
 
 
 async def record_source_feedback(tenants: Tenants, tenant_id: str, source_id: str, target_id: str, helpful: bool,
