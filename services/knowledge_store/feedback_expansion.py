@@ -31,7 +31,7 @@ from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Sequence
-from typing import TYPE_CHECKING
+from typing import Any
 
 import numpy as np
 
@@ -39,9 +39,6 @@ from ranking.feedback import FEEDBACK_DOCS, rm3
 from services.knowledge_store import validation
 from services.knowledge_store.keywords import is_listing, keyword_phrases
 from shared.records import Keywords, SearchFilters
-
-if TYPE_CHECKING:
-    from services.knowledge_store.backend import StoreBackend
 
 __all__ = ["expanded_terms", "relevance_model"]
 
@@ -70,11 +67,12 @@ def relevance_model(query: Sequence[str], docs: Sequence[tuple[str, str]],
     return {names[int(i)]: float(w) for i, w in zip(ids, weights)}
 
 
-async def expanded_terms(store: StoreBackend, tenant_id: str, keywords: Keywords, extra_keywords: Sequence[str],
+async def expanded_terms(store: Any, tenant_id: str, keywords: Keywords, extra_keywords: Sequence[str],
                          filters: SearchFilters, feedback_expansion: str) -> dict[str, float] | None:
     """The weighted terms the keyword leg searches for `feedback_expansion` ("" → None: the
-    query's own terms, unweighted), steps 1–3 of the module docstring; `filters` are the call's,
-    already scoped to the caller."""
+    query's own terms, unweighted), steps 1–3 of the module docstring. `store`: a
+    backend.StoreBackend (which imports this module); `filters` are the call's, already scoped
+    to the caller."""
     validation.feedback_expansion(feedback_expansion)
     if not feedback_expansion:
         return None
