@@ -74,9 +74,10 @@ class KnowledgeSource(Protocol):
         ...
 
     async def search_by_filters(self, tenant_id: str, keywords: Keywords, extra_keywords: Sequence[str], top_k: int,
-                                filters: SearchFilters, *,
+                                filters: SearchFilters, *, feedback_expansion: str = "",
                                 timeout_s: float | None = None) -> tuple[list[Hit], list[str]]:
-        """Full hits of a keyword / filter search (no keywords: a metadata-only listing)."""
+        """Full hits of a keyword / filter search (no keywords: a metadata-only listing);
+        `feedback_expansion` as `candidates_by_filters`'."""
         ...
 
     async def get_entries(self, tenant_id: str, entry_ids: Sequence[str], *,

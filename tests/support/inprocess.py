@@ -24,6 +24,7 @@ from ranking.profile import RankingProfile
 from services.knowledge_store.backend import (
     candidates_by_both_legs,
     keyword_candidates,
+    keyword_hits,
     vector_candidates_with_completion,
 )
 from services.knowledge_store.embedded.core import KnowledgeStore
@@ -122,11 +123,11 @@ class InProcessKnowledge(_Port):
                                   timeout_s)
 
     async def search_by_filters(self, tenant_id: str, keywords: str, extra_keywords: Sequence[str], top_k: int,
-                                filters: SearchFilters, *,
+                                filters: SearchFilters, *, feedback_expansion: str = "",
                                 timeout_s: float | None = None) -> tuple[list[Hit], list[str]]:
         self._enter("search_by_filters")
-        return await self._within(self.store.search_by_filters(tenant_id, keywords, extra_keywords, top_k, filters),
-                                  timeout_s)
+        return await self._within(keyword_hits(self.store, tenant_id, keywords, extra_keywords, top_k, filters,
+                                               feedback_expansion=feedback_expansion), timeout_s)
 
     async def get_entries(self, tenant_id: str, entry_ids: Sequence[str], *,
                           timeout_s: float | None = None) -> list[Hit]:
