@@ -7,18 +7,21 @@ profile version only when the gain is significant (docs/RANKING.md "nucleus tune
     2. every judged query is searched through the RAGPipeline's own serving code, run here over
        the running stack's KnowledgeStore and LlmOrchestration (operator credential): its
        untrained candidates, ranking config and served features (ranking/learned.py
-       `served_features`) are captured — what serving computes, so training and serving match
+       `served_features`) are captured — what serving computes, so training and serving match;
+       then a second pass the same way with the profile's keyword feedback expansion "rm3"
+       (the store's keyword leg expands the query: services/knowledge_store/feedback_expansion.py)
+       for the RM3 settings (skipped when the profile has it already: the first pass is that)
     3. nested cross-validation by query (services/rag_pipeline/learning/crossval.py): K outer
        folds only score; on each fold's tuning queries three inner folds choose among the
-       current profile, dense weight 0.5 / 0.7 and the learned re-ranker (linear N100, trees
-       N30 / N100). Settings with keyword feedback expansion (RM3) are left out: the store does
-       not serve a weighted keyword leg yet
+       current profile, dense weight 0.5 / 0.7, RM3 on ("off, rm3"), and the learned re-ranker
+       (linear N100, trees N30 / N100, trees N30 over the RM3 candidates)
     4. the paired report (report.py): per held-out query tuned − current nDCG@10, mean, 95 %
        bootstrap interval, wins / losses / ties, sign test
     5. saved only when the mean gain is > 0 and the interval's lower end is > 0, and not
        --dry-run: the setting chosen on all the queries, as the next version of the profile
-       (a learned model through KnowledgeStore PutRankingModel: stored once by its sha256, the
-       version naming it). Otherwise it says why and changes nothing.
+       (`next_profile`: an RM3 setting saves feedback_expansion "rm3"; a learned model through
+       KnowledgeStore PutRankingModel: stored once by its sha256, the version naming it).
+       Otherwise it says why and changes nothing.
 
 Needs the `learn` extra (lightgbm, scipy). Runs as the operator of the local stack.
 """
@@ -40,11 +43,26 @@ from shared.errors import InvalidArgument, NotFound
 
 DEPTH = 100                  # candidates asked of each leg (the learned settings re-rank at most 100)
 DEFAULT_FOLDS = 5
+RM3 = "rm3"                  # the feedback expansion the RM3 settings are captured and saved with
 
 
 def _settings():
-    from services.rag_pipeline.learning.crossval import SETTINGS
-    return tuple(s for s in SETTINGS if not s.feedback)
+    """The settings tune compares: crossval's, of the RM3 ones "off, rm3" and "trees N30, rm3"
+    (each learned setting over RM3 candidates costs one more model per fold)."""
+    from services.rag_pipeline.learning.crossval import SETTINGS, Setting
+    return tuple(s for s in SETTINGS if not s.feedback or s in (Setting(feedback=True), Setting("trees", 30, True)))
+
+
+def next_profile(current: RankingProfile, setting) -> RankingProfile:
+    """The profile version a chosen setting saves (its model, if any, named by PutRankingModel):
+    the setting's dense weight, and feedback_expansion "rm3" for an RM3 setting (else the
+    profile's own, with which the current ranking was captured)."""
+    profile = replace(current, version=0, updated_unix=0, model_sha256="", feature_version=0)
+    if setting.dense_weight is not None:
+        profile = replace(profile, dense_weight=setting.dense_weight)
+    if setting.feedback:
+        profile = replace(profile, feedback_expansion=RM3)
+    return profile
 
 
 def _store(args: argparse.Namespace):
@@ -55,8 +73,9 @@ def _store(args: argparse.Namespace):
                                 interceptors=credentials(args, "knowledge_store"), tls_ca_file=tls_ca(args))
 
 
-async def prepare(args: argparse.Namespace, dataset, qids: list[str]):
-    """query id -> Prepared, each query searched through the serving code (module docstring, 2)."""
+async def prepare(args: argparse.Namespace, dataset, qids: list[str], feedback_expansion: str | None = None):
+    """query id -> Prepared, each query searched through the serving code (module docstring, 2);
+    `feedback_expansion`: searched with the profile's feedback expansion replaced by it."""
     from services.llm_orchestration.client import LlmOrchestrationClient
     from services.rag_pipeline.core import RagPipeline
     from services.rag_pipeline.learning.crossval import Prepared
@@ -69,6 +88,13 @@ async def prepare(args: argparse.Namespace, dataset, qids: list[str]):
     pipeline = RagPipeline(RagPipelineSettings(), ks, llm)
     captured: list[tuple[str, list[str], Candidates, RankingConfig]] = []
     pipeline.learned.capture = lambda q, ids, c, cfg: captured.append((q, ids, c, cfg))
+    if feedback_expansion is not None:
+        resolve = pipeline.resolve_profile
+
+        async def resolve_with(tenant_id: str, persona_id: str, name: str) -> RankingProfile:
+            return replace(await resolve(tenant_id, persona_id, name), feedback_expansion=feedback_expansion)
+
+        pipeline.resolve_profile = resolve_with             # the serving code, this profile field replaced
     out: dict[str, Prepared] = {}
     try:
         try:
@@ -94,14 +120,16 @@ async def prepare(args: argparse.Namespace, dataset, qids: list[str]):
     return current, out
 
 
-def _report(args: argparse.Namespace, dataset, prepared) -> tuple[object, object]:
-    """Nested CV over the prepared queries: (the paired report, the chosen setting on all queries)."""
+def _report(args: argparse.Namespace, dataset, prepared, expanded) -> tuple[object, object]:
+    """Nested CV over the prepared queries (`expanded`: captured with RM3): (the paired report,
+    the chosen setting on all queries)."""
     from services.rag_pipeline.learning.crossval import Learner, Setting, folds, query_groups
     from services.rag_pipeline.learning.report import paired
 
     qids = list(prepared)
     groups = query_groups(qids, dataset.qrels, dataset.queries)
-    learner = Learner(lambda qid, feedback: prepared[qid], dataset.qrels, _settings(), groups=groups)
+    learner = Learner(lambda qid, feedback: (expanded if feedback else prepared)[qid], dataset.qrels, _settings(),
+                      groups=groups)
     current, tuned = [], []
     for i, held in enumerate(f for f in folds(qids, groups, args.folds) if f):
         held_ids = set(held)
@@ -119,10 +147,7 @@ def _report(args: argparse.Namespace, dataset, prepared) -> tuple[object, object
 async def _save(args: argparse.Namespace, current: RankingProfile, chosen) -> RankingProfile:
     ks = _store(args)
     try:
-        profile = replace(current, tenant_id=args.tenant, version=0, updated_unix=0, model_sha256="",
-                          feature_version=0)
-        if chosen.setting.dense_weight is not None:
-            profile = replace(profile, dense_weight=chosen.setting.dense_weight)
+        profile = replace(next_profile(current, chosen.setting), tenant_id=args.tenant)
         if chosen.setting.kind == "off":
             return await ks.put_profile(profile)
         _, stored = await ks.put_ranking_model(args.tenant, chosen.model_bytes, profile)
@@ -141,17 +166,19 @@ def cmd_tune(args: argparse.Namespace) -> int:
     if len(qids) < args.folds:
         raise InvalidArgument("--dataset", f"{len(qids)} judged queries; --folds {args.folds} needs at least as many")
     current, prepared = asyncio.run(prepare(args, dataset, qids))
+    expanded = prepared if current.feedback_expansion == RM3 else asyncio.run(prepare(args, dataset, qids, RM3))[1]
     console.print(f"tenant {args.tenant}, profile '{current.name}' v{current.version}"
                   + (f" (its learned model {current.model_sha256[:12]} is not in the comparison: the current "
                      "ranking is scored untrained)" if current.model_sha256 else "")
                   + f"; {len(qids)} judged queries, {args.folds} outer folds", highlight=False)
-    report, learner = _report(args, dataset, prepared)
+    report, learner = _report(args, dataset, prepared, expanded)
     if not report.significant:
         console.print(f"not saved: the gain {report.gain:+.4f} is not significant (its 95 % interval "
                       f"[{report.low:+.4f}, {report.high:+.4f}] reaches 0); nothing was changed", highlight=False)
         return 0
     chosen = learner.choose(list(prepared))
-    if chosen.setting.kind == "off" and chosen.setting.dense_weight is None:
+    if chosen.setting.kind == "off" and chosen.setting.dense_weight is None and (
+            not chosen.setting.feedback or current.feedback_expansion == RM3):
         console.print("not saved: on all the queries the current profile is chosen; nothing was changed")
         return 0
     if args.dry_run:

@@ -144,7 +144,7 @@ class FloatVector(_message.Message):
     def __init__(self, values: _Optional[_Iterable[float]] = ...) -> None: ...
 
 class VectorSearchRequest(_message.Message):
-    __slots__ = ("tenant_id", "query_vectors", "top_k", "filters", "candidates_only", "top_hits", "complete_scores", "keywords", "extra_keywords", "complete_row_ids", "include_keyword_leg")
+    __slots__ = ("tenant_id", "query_vectors", "top_k", "filters", "candidates_only", "top_hits", "complete_scores", "keywords", "extra_keywords", "complete_row_ids", "include_keyword_leg", "feedback_expansion")
     TENANT_ID_FIELD_NUMBER: _ClassVar[int]
     QUERY_VECTORS_FIELD_NUMBER: _ClassVar[int]
     TOP_K_FIELD_NUMBER: _ClassVar[int]
@@ -156,6 +156,7 @@ class VectorSearchRequest(_message.Message):
     EXTRA_KEYWORDS_FIELD_NUMBER: _ClassVar[int]
     COMPLETE_ROW_IDS_FIELD_NUMBER: _ClassVar[int]
     INCLUDE_KEYWORD_LEG_FIELD_NUMBER: _ClassVar[int]
+    FEEDBACK_EXPANSION_FIELD_NUMBER: _ClassVar[int]
     tenant_id: str
     query_vectors: _containers.RepeatedCompositeFieldContainer[FloatVector]
     top_k: int
@@ -167,7 +168,8 @@ class VectorSearchRequest(_message.Message):
     extra_keywords: _containers.RepeatedScalarFieldContainer[str]
     complete_row_ids: _containers.RepeatedScalarFieldContainer[int]
     include_keyword_leg: bool
-    def __init__(self, tenant_id: _Optional[str] = ..., query_vectors: _Optional[_Iterable[_Union[FloatVector, _Mapping]]] = ..., top_k: _Optional[int] = ..., filters: _Optional[_Union[_common_pb2.KnowledgeSearchFilters, _Mapping]] = ..., candidates_only: _Optional[bool] = ..., top_hits: _Optional[int] = ..., complete_scores: _Optional[bool] = ..., keywords: _Optional[str] = ..., extra_keywords: _Optional[_Iterable[str]] = ..., complete_row_ids: _Optional[_Iterable[int]] = ..., include_keyword_leg: _Optional[bool] = ...) -> None: ...
+    feedback_expansion: str
+    def __init__(self, tenant_id: _Optional[str] = ..., query_vectors: _Optional[_Iterable[_Union[FloatVector, _Mapping]]] = ..., top_k: _Optional[int] = ..., filters: _Optional[_Union[_common_pb2.KnowledgeSearchFilters, _Mapping]] = ..., candidates_only: _Optional[bool] = ..., top_hits: _Optional[int] = ..., complete_scores: _Optional[bool] = ..., keywords: _Optional[str] = ..., extra_keywords: _Optional[_Iterable[str]] = ..., complete_row_ids: _Optional[_Iterable[int]] = ..., include_keyword_leg: _Optional[bool] = ..., feedback_expansion: _Optional[str] = ...) -> None: ...
 
 class ScoreCompletion(_message.Message):
     __slots__ = ("row_ids", "dense", "bm25", "query_terms", "document_frequency", "keyword_entries")
@@ -244,7 +246,7 @@ class VectorSearchResponse(_message.Message):
     def __init__(self, per_query: _Optional[_Iterable[_Union[VectorHits, _Mapping]]] = ..., index_kind: _Optional[str] = ..., per_query_columns: _Optional[_Iterable[_Union[CandidateColumns, _Mapping]]] = ..., completion: _Optional[_Union[ScoreCompletion, _Mapping]] = ..., keyword_columns: _Optional[_Union[CandidateColumns, _Mapping]] = ..., keyword_query_terms: _Optional[_Iterable[str]] = ...) -> None: ...
 
 class FilterSearchRequest(_message.Message):
-    __slots__ = ("tenant_id", "keywords", "extra_keywords", "top_k", "filters", "candidates_only", "top_hits")
+    __slots__ = ("tenant_id", "keywords", "extra_keywords", "top_k", "filters", "candidates_only", "top_hits", "feedback_expansion")
     TENANT_ID_FIELD_NUMBER: _ClassVar[int]
     KEYWORDS_FIELD_NUMBER: _ClassVar[int]
     EXTRA_KEYWORDS_FIELD_NUMBER: _ClassVar[int]
@@ -252,6 +254,7 @@ class FilterSearchRequest(_message.Message):
     FILTERS_FIELD_NUMBER: _ClassVar[int]
     CANDIDATES_ONLY_FIELD_NUMBER: _ClassVar[int]
     TOP_HITS_FIELD_NUMBER: _ClassVar[int]
+    FEEDBACK_EXPANSION_FIELD_NUMBER: _ClassVar[int]
     tenant_id: str
     keywords: str
     extra_keywords: _containers.RepeatedScalarFieldContainer[str]
@@ -259,7 +262,8 @@ class FilterSearchRequest(_message.Message):
     filters: _common_pb2.KnowledgeSearchFilters
     candidates_only: bool
     top_hits: int
-    def __init__(self, tenant_id: _Optional[str] = ..., keywords: _Optional[str] = ..., extra_keywords: _Optional[_Iterable[str]] = ..., top_k: _Optional[int] = ..., filters: _Optional[_Union[_common_pb2.KnowledgeSearchFilters, _Mapping]] = ..., candidates_only: _Optional[bool] = ..., top_hits: _Optional[int] = ...) -> None: ...
+    feedback_expansion: str
+    def __init__(self, tenant_id: _Optional[str] = ..., keywords: _Optional[str] = ..., extra_keywords: _Optional[_Iterable[str]] = ..., top_k: _Optional[int] = ..., filters: _Optional[_Union[_common_pb2.KnowledgeSearchFilters, _Mapping]] = ..., candidates_only: _Optional[bool] = ..., top_hits: _Optional[int] = ..., feedback_expansion: _Optional[str] = ...) -> None: ...
 
 class FilterSearchResponse(_message.Message):
     __slots__ = ("hits", "query_terms", "columns")

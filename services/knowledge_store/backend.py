@@ -18,12 +18,13 @@ the SQLite/FAISS consistency check and (for now) topics are the embedded backend
 """
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Literal, Protocol, runtime_checkable
 
 import numpy as np
 
 from ranking.profile import RankingProfile
+from services.knowledge_store.feedback_expansion import expanded_terms
 from services.knowledge_store.health import StoreHealth
 from services.knowledge_store.models import Embedder, StoreStatus, TenantCheck
 from shared.records import (
@@ -69,14 +70,19 @@ class StoreBackend(Protocol):
     async def candidates_by_vector_with_completion(
             self, tenant_id: str, query_vectors: np.ndarray, top_k: int, filters: SearchFilters, *,
             keywords: Keywords, extra_keywords: Sequence[str] = (), complete_rows: Sequence[int] = (),
+            term_weights: Mapping[str, float] | None = None,
     ) -> tuple[list[CandidateColumns], ScoreCompletion]: ...
 
+    # `term_weights` (analysed term -> weight): search these weighted terms instead of the
+    # phrases' own (an expanded query, feedback_expansion.py); None = the phrases' own, each 1.
     async def search_by_filters(self, tenant_id: str, keywords: Keywords, extra_keywords: Sequence[str], top_k: int,
-                                filters: SearchFilters) -> tuple[list[Hit], list[str]]: ...
+                                filters: SearchFilters, *,
+                                term_weights: Mapping[str, float] | None = None) -> tuple[list[Hit], list[str]]: ...
 
     async def candidates_by_filters(self, tenant_id: str, keywords: Keywords, extra_keywords: Sequence[str], top_k: int,
-                                    filters: SearchFilters, *,
-                                    top_hits: int = 0) -> tuple[CandidateColumns, list[str]]: ...
+                                    filters: SearchFilters, *, top_hits: int = 0,
+                                    term_weights: Mapping[str, float] | None = None,
+                                    ) -> tuple[CandidateColumns, list[str]]: ...
 
     async def score_keywords(self, tenant_id: str, keywords: Keywords, extra_keywords: Sequence[str],
                              texts: Sequence[tuple[str, str]]): ...
@@ -139,18 +145,54 @@ class StoreBackend(Protocol):
     def close(self) -> None: ...
 
 
+# The adapters' keyword calls, with the request's keyword feedback expansion (feedback_expansion.py:
+# "" = none; any other value than FEEDBACK_EXPANSIONS' is refused naming the field). `filters` are
+# the call's, already scoped to the caller.
+
+async def keyword_candidates(store: StoreBackend, tenant_id: str, keywords: Keywords, extra_keywords: Sequence[str],
+                             top_k: int, filters: SearchFilters, *, top_hits: int = 0,
+                             feedback_expansion: str = "") -> tuple[CandidateColumns, list[str]]:
+    """`candidates_by_filters`, its query expanded as `feedback_expansion` says."""
+    weights = await expanded_terms(store, tenant_id, keywords, extra_keywords, filters, feedback_expansion)
+    return await store.candidates_by_filters(tenant_id, keywords, extra_keywords, top_k, filters, top_hits=top_hits,
+                                             term_weights=weights)
+
+
+async def keyword_hits(store: StoreBackend, tenant_id: str, keywords: Keywords, extra_keywords: Sequence[str],
+                       top_k: int, filters: SearchFilters, *,
+                       feedback_expansion: str = "") -> tuple[list[Hit], list[str]]:
+    """`search_by_filters`, its query expanded as `feedback_expansion` says."""
+    weights = await expanded_terms(store, tenant_id, keywords, extra_keywords, filters, feedback_expansion)
+    return await store.search_by_filters(tenant_id, keywords, extra_keywords, top_k, filters, term_weights=weights)
+
+
+async def vector_candidates_with_completion(
+        store: StoreBackend, tenant_id: str, query_vectors: np.ndarray, top_k: int, filters: SearchFilters, *,
+        keywords: Keywords, extra_keywords: Sequence[str] = (), complete_rows: Sequence[int] = (),
+        feedback_expansion: str = "") -> tuple[list[CandidateColumns], ScoreCompletion]:
+    """`candidates_by_vector_with_completion`, its BM25 that of the query expanded as
+    `feedback_expansion` says (computed again: the same expansion the keyword leg searched)."""
+    weights = await expanded_terms(store, tenant_id, keywords, extra_keywords, filters, feedback_expansion)
+    return await store.candidates_by_vector_with_completion(
+        tenant_id, query_vectors, top_k, filters, keywords=keywords, extra_keywords=extra_keywords,
+        complete_rows=complete_rows, term_weights=weights)
+
+
 async def candidates_by_both_legs(
         store: StoreBackend, tenant_id: str, query_vectors: np.ndarray, top_k: int, filters: SearchFilters, *,
-        keywords: Keywords, extra_keywords: Sequence[str] = (),
+        keywords: Keywords, extra_keywords: Sequence[str] = (), feedback_expansion: str = "",
 ) -> tuple[CandidateColumns, list[str], list[CandidateColumns], ScoreCompletion]:
     """Both retrieval legs of a hybrid query in one call, on any backend: the keyword leg exactly
     as `candidates_by_filters` answers it, then the vector leg with the keyword leg's rows
-    completed (both signals for every candidate). Returns (keyword columns, keyword query terms,
-    vector columns per query vector, completion)."""
-    keyword, terms = await store.candidates_by_filters(tenant_id, keywords, extra_keywords, top_k, filters)
+    completed (both signals for every candidate). With `feedback_expansion`, the query is
+    expanded once and both legs' BM25 are the expanded query's. Returns (keyword columns,
+    keyword query terms, vector columns per query vector, completion)."""
+    weights = await expanded_terms(store, tenant_id, keywords, extra_keywords, filters, feedback_expansion)
+    keyword, terms = await store.candidates_by_filters(tenant_id, keywords, extra_keywords, top_k, filters,
+                                                       term_weights=weights)
     dense, completion = await store.candidates_by_vector_with_completion(
         tenant_id, query_vectors, top_k, filters, keywords=keywords, extra_keywords=extra_keywords,
-        complete_rows=keyword.row_ids.tolist())
+        complete_rows=keyword.row_ids.tolist(), term_weights=weights)
     return keyword, terms, dense, completion
 
 

@@ -73,12 +73,15 @@ class KnowledgeStoreClient:
     async def candidates_by_vector_with_completion(
             self, tenant_id: str, vectors: np.ndarray, top_k: int, filters: m.SearchFilters, *, keywords: Keywords,
             extra_keywords: Sequence[str] = (), complete_rows: Sequence[int] | np.ndarray = (),
+            feedback_expansion: str = "",
             timeout_s: float | None = None) -> tuple[list[m.CandidateColumns], m.ScoreCompletion]:
         """`candidates_by_vector`, and in the same call both relevance signals for its candidates
-        and for `complete_rows` (the keyword leg's `row_ids`): see `m.ScoreCompletion`."""
+        and for `complete_rows` (the keyword leg's `row_ids`): see `m.ScoreCompletion`. The BM25
+        is that of the query expanded as `feedback_expansion` says ("" = none, "rm3")."""
         request = ks_pb.VectorSearchRequest(
             tenant_id=tenant_id, top_k=top_k, filters=convert.filters_to_pb(filters), candidates_only=True,
             complete_scores=True, **convert.phrases_to_pb(keywords, extra_keywords),
+            feedback_expansion=feedback_expansion,
             complete_row_ids=np.asarray(complete_rows, np.int64).tolist(),
             query_vectors=[ks_pb.FloatVector(values=row.tolist()) for row in np.atleast_2d(vectors)])
         response = await call(self._stub.SearchPersonaKnowledgeByVector, request,
@@ -88,7 +91,7 @@ class KnowledgeStoreClient:
 
     async def candidates_by_both_legs(
             self, tenant_id: str, vectors: np.ndarray, top_k: int, filters: m.SearchFilters, *, keywords: Keywords,
-            extra_keywords: Sequence[str] = (), timeout_s: float | None = None,
+            extra_keywords: Sequence[str] = (), feedback_expansion: str = "", timeout_s: float | None = None,
     ) -> tuple[m.CandidateColumns, list[str], list[m.CandidateColumns], m.ScoreCompletion]:
         """`candidates_by_filters` and `candidates_by_vector_with_completion` (its rows completed)
         in one round trip: (keyword columns, analysed terms, columns per query vector, completion).
@@ -96,6 +99,7 @@ class KnowledgeStoreClient:
         request = ks_pb.VectorSearchRequest(
             tenant_id=tenant_id, top_k=top_k, filters=convert.filters_to_pb(filters), candidates_only=True,
             complete_scores=True, include_keyword_leg=True, **convert.phrases_to_pb(keywords, extra_keywords),
+            feedback_expansion=feedback_expansion,
             query_vectors=[ks_pb.FloatVector(values=row.tolist()) for row in np.atleast_2d(vectors)])
         response = await call(self._stub.SearchPersonaKnowledgeByVector, request,
                               timeout=timeout_s or self.timeout_s, service=SERVICE)
@@ -107,23 +111,25 @@ class KnowledgeStoreClient:
                 convert.completion_from_pb(response.completion))
 
     async def candidates_by_filters(self, tenant_id: str, keywords: Keywords, extra_keywords: Sequence[str], top_k: int,
-                                    filters: m.SearchFilters, *, top_hits: int = 0,
+                                    filters: m.SearchFilters, *, top_hits: int = 0, feedback_expansion: str = "",
                                     timeout_s: float | None = None) -> tuple[m.CandidateColumns, list[str]]:
         """Ranking-signal columns of the keyword leg (no text, no metadata), with the full hits
-        of the best `top_hits` candidates, and the analysed terms."""
+        of the best `top_hits` candidates, and the analysed terms searched (with
+        `feedback_expansion` "rm3": the expanded query's)."""
         request = ks_pb.FilterSearchRequest(tenant_id=tenant_id, candidates_only=True, top_hits=top_hits,
                                             **convert.phrases_to_pb(keywords, extra_keywords), top_k=top_k,
-                                            filters=convert.filters_to_pb(filters))
+                                            filters=convert.filters_to_pb(filters),
+                                            feedback_expansion=feedback_expansion)
         response = await call(self._stub.SearchPersonaKnowledgeByFilters, request,
                               timeout=timeout_s or self.timeout_s, service=SERVICE)
         return convert.columns_from_pb(response.columns), list(response.query_terms)
 
     async def search_by_filters(self, tenant_id: str, keywords: Keywords, extra_keywords: Sequence[str], top_k: int,
-                                filters: m.SearchFilters, *,
+                                filters: m.SearchFilters, *, feedback_expansion: str = "",
                                 timeout_s: float | None = None) -> tuple[list[m.Hit], list[str]]:
         request = ks_pb.FilterSearchRequest(tenant_id=tenant_id, **convert.phrases_to_pb(keywords, extra_keywords),
-                                            top_k=top_k,
-                                            filters=convert.filters_to_pb(filters))
+                                            top_k=top_k, filters=convert.filters_to_pb(filters),
+                                            feedback_expansion=feedback_expansion)
         response = await call(self._stub.SearchPersonaKnowledgeByFilters, request,
                               timeout=timeout_s or self.timeout_s, service=SERVICE)
         return [convert.hit_from_pb(h) for h in response.hits], list(response.query_terms)

@@ -12,7 +12,15 @@ from nucleus.v1 import knowledge_store_pb2 as ks_pb
 from nucleus.v1 import knowledge_store_pb2_grpc as ks_grpc
 from services.knowledge_store import caller_policy as policy
 from services.knowledge_store import convert, ranking_models
-from services.knowledge_store.backend import StoreBackend, candidates_by_both_legs, terms_of, vectors_of
+from services.knowledge_store.backend import (
+    StoreBackend,
+    candidates_by_both_legs,
+    keyword_candidates,
+    keyword_hits,
+    terms_of,
+    vector_candidates_with_completion,
+    vectors_of,
+)
 from shared.errors import InvalidArgument, NotFound, Unimplemented
 from shared.grpc_errors import translate_errors
 from shared.identity import verified_caller
@@ -48,7 +56,8 @@ class KnowledgeStoreServicer(ks_grpc.KnowledgeStoreServicer):
                 raise InvalidArgument("complete_row_ids", "must be empty with include_keyword_leg (the "
                                                           "keyword leg's rows are completed in the call)")
             keyword, terms, columns, completion = await candidates_by_both_legs(
-                self._store, tenant, vectors, request.top_k, filters, keywords=convert.phrases_from_pb(request))
+                self._store, tenant, vectors, request.top_k, filters, keywords=convert.phrases_from_pb(request),
+                feedback_expansion=request.feedback_expansion)
             response = ks_pb.VectorSearchResponse(per_query_columns=[convert.columns_to_pb(c) for c in columns],
                                                   completion=convert.completion_to_pb(completion),
                                                   keyword_columns=convert.columns_to_pb(keyword),
@@ -56,9 +65,9 @@ class KnowledgeStoreServicer(ks_grpc.KnowledgeStoreServicer):
             response.keyword_columns.SetInParent()        # present even when the leg found nothing
             return response
         if request.candidates_only and request.complete_scores:
-            columns, completion = await self._store.candidates_by_vector_with_completion(
-                tenant, vectors, request.top_k, filters, keywords=convert.phrases_from_pb(request),
-                complete_rows=list(request.complete_row_ids))
+            columns, completion = await vector_candidates_with_completion(
+                self._store, tenant, vectors, request.top_k, filters, keywords=convert.phrases_from_pb(request),
+                complete_rows=list(request.complete_row_ids), feedback_expansion=request.feedback_expansion)
             return ks_pb.VectorSearchResponse(per_query_columns=[convert.columns_to_pb(c) for c in columns],
                                               completion=convert.completion_to_pb(completion))
         if request.candidates_only:
@@ -75,11 +84,12 @@ class KnowledgeStoreServicer(ks_grpc.KnowledgeStoreServicer):
     async def SearchPersonaKnowledgeByFilters(self, request, context):
         tenant, filters = policy.read_scope(verified_caller(), request.tenant_id,
                                             convert.filters_from_pb(request.filters))
-        args = (tenant, convert.phrases_from_pb(request), (), request.top_k, filters)
+        args = (self._store, tenant, convert.phrases_from_pb(request), (), request.top_k, filters)
         if request.candidates_only:
-            columns, terms = await self._store.candidates_by_filters(*args, top_hits=request.top_hits)
+            columns, terms = await keyword_candidates(*args, top_hits=request.top_hits,
+                                                      feedback_expansion=request.feedback_expansion)
             return ks_pb.FilterSearchResponse(columns=convert.columns_to_pb(columns), query_terms=terms)
-        hits, terms = await self._store.search_by_filters(*args)
+        hits, terms = await keyword_hits(*args, feedback_expansion=request.feedback_expansion)
         return ks_pb.FilterSearchResponse(hits=[convert.hit_to_pb(h) for h in hits],
                                           query_terms=terms)
 

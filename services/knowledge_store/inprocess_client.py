@@ -20,7 +20,15 @@ from opentelemetry.trace import TracerProvider
 from ranking.profile import RankingProfile
 from services.knowledge_store import caller_policy as policy
 from services.knowledge_store import ranking_models
-from services.knowledge_store.backend import StoreBackend, candidates_by_both_legs, terms_of, vectors_of
+from services.knowledge_store.backend import (
+    StoreBackend,
+    candidates_by_both_legs,
+    keyword_candidates,
+    keyword_hits,
+    terms_of,
+    vector_candidates_with_completion,
+    vectors_of,
+)
 from services.knowledge_store.models import StoreStatus
 from services.knowledge_store.personas import Persona
 from shared import records as m
@@ -67,36 +75,40 @@ class InProcessKnowledgeStoreClient:
     async def candidates_by_vector_with_completion(
             self, tenant_id: str, vectors: np.ndarray, top_k: int, filters: m.SearchFilters, *, keywords: Keywords,
             extra_keywords: Sequence[str] = (), complete_rows: Sequence[int] | np.ndarray = (),
+            feedback_expansion: str = "",
             timeout_s: float | None = None) -> tuple[list[m.CandidateColumns], m.ScoreCompletion]:
         async with self._call("SearchPersonaKnowledgeByVector", timeout_s) as p:
             tenant, scoped = policy.read_scope(p, tenant_id, filters)
-            return await self._store.candidates_by_vector_with_completion(
-                tenant, _rows(vectors), top_k, scoped, keywords=keywords, extra_keywords=list(extra_keywords),
-                complete_rows=list(np.asarray(complete_rows, np.int64).tolist()))
+            return await vector_candidates_with_completion(
+                self._store, tenant, _rows(vectors), top_k, scoped, keywords=keywords,
+                extra_keywords=list(extra_keywords), complete_rows=list(np.asarray(complete_rows, np.int64).tolist()),
+                feedback_expansion=feedback_expansion)
 
     async def candidates_by_both_legs(
             self, tenant_id: str, vectors: np.ndarray, top_k: int, filters: m.SearchFilters, *, keywords: Keywords,
-            extra_keywords: Sequence[str] = (), timeout_s: float | None = None,
+            extra_keywords: Sequence[str] = (), feedback_expansion: str = "", timeout_s: float | None = None,
     ) -> tuple[m.CandidateColumns, list[str], list[m.CandidateColumns], m.ScoreCompletion]:
         async with self._call("SearchPersonaKnowledgeByVector", timeout_s) as p:
             tenant, scoped = policy.read_scope(p, tenant_id, filters)
             return await candidates_by_both_legs(self._store, tenant, _rows(vectors), top_k, scoped,
-                                                 keywords=keywords, extra_keywords=list(extra_keywords))
+                                                 keywords=keywords, extra_keywords=list(extra_keywords),
+                                                 feedback_expansion=feedback_expansion)
 
     async def candidates_by_filters(self, tenant_id: str, keywords: Keywords, extra_keywords: Sequence[str], top_k: int,
-                                    filters: m.SearchFilters, *, top_hits: int = 0,
+                                    filters: m.SearchFilters, *, top_hits: int = 0, feedback_expansion: str = "",
                                     timeout_s: float | None = None) -> tuple[m.CandidateColumns, list[str]]:
         async with self._call("SearchPersonaKnowledgeByFilters", timeout_s) as p:
             tenant, scoped = policy.read_scope(p, tenant_id, filters)
-            return await self._store.candidates_by_filters(tenant, keywords, list(extra_keywords), top_k, scoped,
-                                                           top_hits=top_hits)
+            return await keyword_candidates(self._store, tenant, keywords, list(extra_keywords), top_k, scoped,
+                                            top_hits=top_hits, feedback_expansion=feedback_expansion)
 
     async def search_by_filters(self, tenant_id: str, keywords: Keywords, extra_keywords: Sequence[str], top_k: int,
-                                filters: m.SearchFilters, *,
+                                filters: m.SearchFilters, *, feedback_expansion: str = "",
                                 timeout_s: float | None = None) -> tuple[list[m.Hit], list[str]]:
         async with self._call("SearchPersonaKnowledgeByFilters", timeout_s) as p:
             tenant, scoped = policy.read_scope(p, tenant_id, filters)
-            return await self._store.search_by_filters(tenant, keywords, list(extra_keywords), top_k, scoped)
+            return await keyword_hits(self._store, tenant, keywords, list(extra_keywords), top_k, scoped,
+                                      feedback_expansion=feedback_expansion)
 
     async def get_entries(self, tenant_id: str, entry_ids: Sequence[str], *,
                           timeout_s: float | None = None) -> list[m.Hit]:

@@ -6,7 +6,9 @@ BM25 constants it is scored with.
     KeywordQuery      the analysed terms of the phrases (analysis.query_terms), and each quoted
                       phrase ("…") as (analysed term run, lower-cased word run): a quoted
                       phrase counts as one more BM25 term, held by the entries that have its
-                      words in a row (`holds_phrase`)
+                      words in a row (`holds_phrase`); or weighted terms instead of the
+                      phrases' own (feedback_expansion.py): each term's BM25 contribution ×
+                      its weight (its idf × weight), a quoted phrase still weighing 1
     K1, B             Okapi BM25 (k1 = 1.2, b = 0.75), DEFAULT_BM25_WEIGHTS the title/body
                       weights of tf; `phrase_score` the contribution of a held phrase (tf 1)
 
@@ -16,7 +18,7 @@ candidates with `holds_phrase` and stop checking past PHRASE_EXACT_MAX candidate
 """
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 from ranking.query_features import quoted_phrases
@@ -56,15 +58,21 @@ def is_listing(phrases: Sequence[str]) -> bool:
 
 @dataclass(frozen=True, slots=True)
 class KeywordQuery:
-    """A keyword query as the index scores it: analysed terms, and its quoted phrases as
-    (analysed term run, lower-cased word run)."""
+    """A keyword query as the index scores it: analysed terms (with their weights, None = each
+    1), and its quoted phrases as (analysed term run, lower-cased word run)."""
     terms: list[str]
     phrases: list[tuple[tuple[str, ...], str]]
+    weights: tuple[float, ...] | None = None
 
     @classmethod
-    def of(cls, phrases: Sequence[str]) -> KeywordQuery:
+    def of(cls, phrases: Sequence[str], term_weights: Mapping[str, float] | None = None) -> KeywordQuery:
+        """The phrases' query; with `term_weights` (analysed term -> weight: an expanded query),
+        those terms are searched instead of the phrases' own, the quoted phrases kept."""
         runs = {tuple(analyse(q)): " ".join(words(q)) for p in phrases for q in quoted_phrases(p)}
-        return cls(query_terms(list(phrases)), [(run, text) for run, text in runs.items() if len(run) >= 2])
+        held = [(run, text) for run, text in runs.items() if len(run) >= 2]
+        if term_weights is None:
+            return cls(query_terms(list(phrases)), held)
+        return cls(list(term_weights), held, tuple(float(w) for w in term_weights.values()))
 
 
 def holds_phrase(body: str, phrase_words: str) -> bool:

@@ -201,9 +201,7 @@ def profile(p: RankingProfile) -> None:
         raise InvalidArgument("rerank_top_n", f"must be an integer in 1..{MAX_RERANK_TOP_N}, got {p.rerank_top_n!r}")
     if not isinstance(p.rerank_weight, (int, float)) or not (0.0 <= p.rerank_weight <= 1.0):
         raise InvalidArgument("rerank_weight", f"must be in [0, 1], got {p.rerank_weight!r}")
-    if p.feedback_expansion not in FEEDBACK_EXPANSIONS:
-        raise InvalidArgument("feedback_expansion", f"{p.feedback_expansion!r} is not a feedback expansion; accepted: "
-                                                    f"{', '.join(repr(f) for f in FEEDBACK_EXPANSIONS)}")
+    feedback_expansion(p.feedback_expansion)
     if p.model_sha256 and not SHA256_HEX.match(p.model_sha256):
         raise InvalidArgument("model_sha256", "must be '' (no model) or 64 lowercase hex digits")
     if isinstance(p.feature_version, bool) or not isinstance(p.feature_version, int) or not (
@@ -263,3 +261,12 @@ def artifact_ids(values: Sequence[str], field: str = "artifact_ids") -> list[str
     for i, a in enumerate(ids):
         artifact_id(a, f"{field}[{i}]")
     return list(dict.fromkeys(ids))
+
+
+def feedback_expansion(value: object) -> str:
+    """A profile's or a keyword search's keyword feedback expansion: "" (off) or one of
+    FEEDBACK_EXPANSIONS (services/knowledge_store/feedback_expansion.py)."""
+    if not isinstance(value, str) or value not in FEEDBACK_EXPANSIONS:
+        raise InvalidArgument("feedback_expansion", f"{shown(value)} is not a feedback expansion; accepted: "
+                                                    f"{', '.join(repr(f) for f in FEEDBACK_EXPANSIONS)}")
+    return value

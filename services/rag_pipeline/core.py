@@ -41,7 +41,7 @@ from services.rag_pipeline.federation.rescore import Rescorer
 from services.rag_pipeline.federation.unify import FederatedSearch, without_local_repeats
 from services.rag_pipeline.feedback import SearchLog, SourceVoteCache, record_feedback
 from services.rag_pipeline.fetch import load_hits, load_results
-from services.rag_pipeline.learned import LearnedRanking
+from services.rag_pipeline.learned import LearnedRanking, feedback_notes
 from services.rag_pipeline.merge import Merged, merge, ranking_candidates
 from services.rag_pipeline.models import (
     NO_VISIBLE_SOURCES,
@@ -364,26 +364,27 @@ class RagPipeline:
             t = mark("embed", t)
             if vectors is not None:
                 try:
-                    combined = await self._both_legs(request, phrases, vectors)
+                    combined = await self._both_legs(request, phrases, vectors, profile.feedback_expansion)
                 except NotFound:
                     if fed is None:
                         raise
                     # federation: nothing stored here yet; the keyword call below says so as before
         else:
             # Keyword leg starts now; it does not need vectors.
-            keyword_task = (asyncio.create_task(self._keyword_leg(request, phrases, local))
+            keyword_task = (asyncio.create_task(self._keyword_leg(request, phrases, profile, local))
                             if s.overlap_keyword_leg else None)
             vectors, embed_reason = await self._embed(request, phrases)
             t = mark("embed", t)
         if embed_reason:
             reasons.append(embed_reason)
         if combined is None and keyword_task is None:
-            keyword_task = asyncio.create_task(self._keyword_leg(request, phrases, local))
+            keyword_task = asyncio.create_task(self._keyword_leg(request, phrases, profile, local))
         # The vector call completes both legs' scores (merge.py), so it names the keyword leg's
         # rows: that leg runs beside the embedding and has usually answered by now.
         try:
-            keyword_hits, _terms = combined.keyword if combined is not None else await keyword_task
+            keyword_hits, terms = combined.keyword if combined is not None else await keyword_task
             keyword_error: NucleusError | None = None
+            notes += feedback_notes(profile, phrases, terms)
         except NotFound as err:
             if fed is None:
                 raise
@@ -404,7 +405,7 @@ class RagPipeline:
                 try:
                     dense_hits, completion = await self._ks.candidates_by_vector_with_completion(
                         request.tenant_id, vectors, request.top_k_initial, request.filters, keywords=phrases,
-                        complete_rows=keyword_hits.row_ids,
+                        complete_rows=keyword_hits.row_ids, feedback_expansion=profile.feedback_expansion,
                         timeout_s=s.retrieval_timeout_s)
                     span.set_attribute("nucleus.candidates", sum(len(h) for h in dense_hits))
                 except (NotFound, InvalidArgument):
@@ -506,8 +507,8 @@ class RagPipeline:
             debug=debug, sources=reports,
         )
 
-    async def _both_legs(self, request: SearchRequest, phrases: QueryPhrases,
-                         vectors: np.ndarray) -> _BothLegs | None:
+    async def _both_legs(self, request: SearchRequest, phrases: QueryPhrases, vectors: np.ndarray,
+                         feedback_expansion: str) -> _BothLegs | None:
         """Both retrieval legs in one store call; None when it failed for a reason the two
         separate calls may not share (they then answer, or degrade, as without it)."""
         with tracer.start_as_current_span("rag.retrieve.hybrid") as span:
@@ -516,7 +517,7 @@ class RagPipeline:
             try:
                 keyword, terms, dense, completion = await self._ks.candidates_by_both_legs(
                     request.tenant_id, vectors, request.top_k_initial, request.filters, keywords=phrases,
-                    timeout_s=self._settings.retrieval_timeout_s)
+                    feedback_expansion=feedback_expansion, timeout_s=self._settings.retrieval_timeout_s)
             except (NotFound, InvalidArgument):
                 raise
             except NucleusError as err:
@@ -527,7 +528,7 @@ class RagPipeline:
             span.set_attribute("nucleus.candidates", len(keyword) + sum(len(h) for h in dense))
             return _BothLegs((keyword, terms), dense, completion)
 
-    async def _keyword_leg(self, request: SearchRequest, phrases: QueryPhrases,
+    async def _keyword_leg(self, request: SearchRequest, phrases: QueryPhrases, profile: RankingProfile,
                            local: bool = True) -> tuple[CandidateColumns, list[str]]:
         if not local:                       # federation: the local store is not among the sources
             return EMPTY_COLUMNS, []
@@ -536,7 +537,7 @@ class RagPipeline:
                                  query=list(phrases))  # telemetry hook
             hits, terms = await self._ks.candidates_by_filters(
                 request.tenant_id, phrases, (), request.top_k_initial, request.filters,
-                timeout_s=self._settings.retrieval_timeout_s)
+                feedback_expansion=profile.feedback_expansion, timeout_s=self._settings.retrieval_timeout_s)
             span.set_attribute("nucleus.candidates", len(hits))
             return hits, terms
 

@@ -9,8 +9,9 @@
     model missing / refused    the untrained ranking, flagged in the response's degraded reasons:
     / feature version differs  "learned_model_missing: …", "learned_model_refused: …",
                                "learned_model_mismatch: …", "learned_model_unavailable: …"
-    feedback_expansion "rm3"   not applied when serving yet (the store's keyword leg takes no term
-                               weights): the response's debug says so
+    feedback_expansion "rm3"   applied by the store's keyword leg (services/knowledge_store/
+                               feedback_expansion.py: the pipeline passes the profile's value);
+                               the debug says `rm3=+N terms` (`feedback_notes`)
 
 `capture` (set by `nucleus tune`, cli/tune.py, in its own pipeline over the running stack's
 services): every query's untrained candidates, their artifact ids and ranking config are handed
@@ -41,6 +42,7 @@ from services.rag_pipeline.merge import Merged
 from services.rag_pipeline.models import OTHER_FEATURES, FeatureContribution
 from services.rag_pipeline.ports import KnowledgeSource
 from shared.analysis import analyse
+from shared.analysis import query_terms as analysis_terms
 from shared.errors import InvalidArgument, NotFound, NucleusError
 
 MAX_CACHED_MODELS = 32
@@ -64,7 +66,7 @@ class LearnedRanking:
         self.capture: Callable[[str, list[str], Candidates, RankingConfig], None] | None = None
 
     def wanted(self, profile: RankingProfile) -> bool:
-        return bool(profile.model_sha256 or profile.feedback_expansion or self.capture is not None)
+        return bool(profile.model_sha256 or self.capture is not None)
 
     async def model(self, tenant_id: str, profile: RankingProfile) -> tuple[RankerModel | None, str]:
         """(the profile's model, "") or (None, why it is not used); (None, "") without a model."""
@@ -115,8 +117,6 @@ class LearnedRanking:
         today's ranking (a reason flagged, no explainer)."""
         if self.capture is not None:
             self.capture(query, [m.artifact_id for m in merged], candidates, config)
-        if profile.feedback_expansion:
-            notes.append(f"feedback_expansion={profile.feedback_expansion} not applied (not served yet)")
         model, why = await self.model(tenant_id, profile)
         if why:
             reasons.append(why)
@@ -127,6 +127,15 @@ class LearnedRanking:
                                   lambda rs, fused: served_features(candidates, config, t, rs, fused))
         notes.append(f"learned={model.kind} N{model.top_n} model {profile.model_sha256[:12]}")
         return learned.ranked, candidates.with_rerank(learned.column), LearnedExplainer(model, learned, merged)
+
+
+def feedback_notes(profile: RankingProfile, phrases: Sequence[str], terms: Sequence[str]) -> list[str]:
+    """The debug note of a profile's keyword feedback expansion: `rm3=+N terms`, N the terms the
+    store's keyword leg searched beyond the query's own (`terms`: the leg's query terms)."""
+    if not profile.feedback_expansion:
+        return []
+    own = set(analysis_terms(phrases))
+    return [f"{profile.feedback_expansion}=+{sum(t not in own for t in terms)} terms"]
 
 
 class LearnedExplainer:

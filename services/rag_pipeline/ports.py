@@ -47,21 +47,26 @@ class KnowledgeSource(Protocol):
     async def candidates_by_vector_with_completion(
             self, tenant_id: str, vectors: np.ndarray, top_k: int, filters: SearchFilters, *, keywords: Keywords,
             extra_keywords: Sequence[str] = (), complete_rows: Sequence[int] | np.ndarray = (),
+            feedback_expansion: str = "",
             timeout_s: float | None = None) -> tuple[list[CandidateColumns], ScoreCompletion]:
         """Ranking-signal columns per query vector (row of `vectors`), best first; and, in the
         same call, both relevance signals (best cosine over `vectors`, BM25 of the keyword
-        phrases) for those candidates and for `complete_rows` (the keyword leg's `row_ids`)."""
+        phrases) for those candidates and for `complete_rows` (the keyword leg's `row_ids`).
+        `feedback_expansion` ("" = none, "rm3"): the BM25 is the expanded query's, as the keyword
+        leg's with the same value."""
         ...
 
     async def candidates_by_filters(self, tenant_id: str, keywords: Keywords, extra_keywords: Sequence[str], top_k: int,
-                                    filters: SearchFilters, *, top_hits: int = 0,
+                                    filters: SearchFilters, *, top_hits: int = 0, feedback_expansion: str = "",
                                     timeout_s: float | None = None) -> tuple[CandidateColumns, list[str]]:
-        """Ranking-signal columns of the keyword (BM25) leg, and the analysed query terms."""
+        """Ranking-signal columns of the keyword (BM25) leg, and the analysed query terms searched;
+        `feedback_expansion` ("" = none, "rm3"): the leg searches the query expanded by the store
+        (the terms are then the expanded query's, the query's own first)."""
         ...
 
     async def candidates_by_both_legs(
             self, tenant_id: str, vectors: np.ndarray, top_k: int, filters: SearchFilters, *, keywords: Keywords,
-            extra_keywords: Sequence[str] = (), timeout_s: float | None = None,
+            extra_keywords: Sequence[str] = (), feedback_expansion: str = "", timeout_s: float | None = None,
     ) -> tuple[CandidateColumns, list[str], list[CandidateColumns], ScoreCompletion]:
         """`candidates_by_filters` and then `candidates_by_vector_with_completion` completing the
         keyword leg's rows, in one call: (keyword columns, analysed terms, columns per query
@@ -69,9 +74,10 @@ class KnowledgeSource(Protocol):
         ...
 
     async def search_by_filters(self, tenant_id: str, keywords: Keywords, extra_keywords: Sequence[str], top_k: int,
-                                filters: SearchFilters, *,
+                                filters: SearchFilters, *, feedback_expansion: str = "",
                                 timeout_s: float | None = None) -> tuple[list[Hit], list[str]]:
-        """Full hits of a keyword / filter search (no keywords: a metadata-only listing)."""
+        """Full hits of a keyword / filter search (no keywords: a metadata-only listing);
+        `feedback_expansion` as `candidates_by_filters`'."""
         ...
 
     async def get_entries(self, tenant_id: str, entry_ids: Sequence[str], *,

@@ -101,3 +101,41 @@ async def test_a_stored_model_is_served_and_put_ranking_profile_naming_one_is_re
     with pytest.raises(grpc.aio.AioRpcError) as err:
         await ks.PutRankingModel(ks_pb.PutRankingModelRequest(tenant_id=TENANT, model=b"\x80\x04garbage"), timeout=10)
     assert err.value.code() == grpc.StatusCode.INVALID_ARGUMENT and "pickle" in err.value.details()
+
+
+async def test_a_profile_with_rm3_widens_the_keyword_leg_through_the_stack(stack, stubs):
+    """feedback_expansion "rm3" over gRPC: a document holding only a term of the feedback hits
+    becomes a keyword candidate, in FilterSearch and in SearchAndRank with a profile naming rm3;
+    an unknown value is refused naming the field."""
+    ks, rag = stubs
+    tenant = "tune-rm3"
+    client = KnowledgeStoreClient(stack["knowledge_store"]["grpc"])
+    try:
+        await client.ingest(tenant, "", [DocumentIn(artifact=ArtifactMeta(artifact_id=a, title=a), content=text)
+                                         for a, text in (("one", "solar inverter fault firmware"),
+                                                         ("two", "solar inverter fault firmware update"),
+                                                         ("three", "firmware rollback procedure"))])
+    finally:
+        await client.close()
+    asked = dict(tenant_id=tenant, keywords="solar inverter fault", top_k=10, candidates_only=True)
+    plain = await ks.SearchPersonaKnowledgeByFilters(ks_pb.FilterSearchRequest(**asked), timeout=10)
+    rm3 = await ks.SearchPersonaKnowledgeByFilters(ks_pb.FilterSearchRequest(**asked, feedback_expansion="rm3"),
+                                                   timeout=10)
+    assert set(plain.columns.artifact_ids) == {"one", "two"} and list(plain.query_terms) == ["solar", "invert", "fault"]
+    assert set(rm3.columns.artifact_ids) == {"one", "two", "three"} and "firmwar" in rm3.query_terms
+    with pytest.raises(grpc.aio.AioRpcError) as err:
+        await ks.SearchPersonaKnowledgeByFilters(ks_pb.FilterSearchRequest(**asked, feedback_expansion="rm9"),
+                                                 timeout=10)
+    assert err.value.code() == grpc.StatusCode.INVALID_ARGUMENT and "feedback_expansion" in err.value.details()
+    await rag.PutRankingProfile(pb.RankingProfile(tenant_id=tenant, name="rm3", relevancy_weight=1,
+                                                  feedback_expansion="rm3"), timeout=10)
+    seen = {}
+    for profile in ("", "rm3"):
+        response = await rag.SearchAndRank(rag_pb.SearchAndRankRequest(
+            tenant_id=tenant, user_query_text="solar inverter fault",
+            ranking_prefs=pb.RankingPreferences(profile_name=profile, explain=True)), timeout=30)
+        seen[profile] = ({r.associated_artifact.artifact_id: r.explanation for r in response.results},
+                         response.debug_information)
+    assert seen[""][0]["three"].bm25 == 0.0 and "rm3=" not in seen[""][1]
+    assert seen["rm3"][0]["three"].bm25 > 0 and seen["rm3"][0]["three"].bm25_rank == 3
+    assert "rm3=+" in seen["rm3"][1], seen["rm3"][1]

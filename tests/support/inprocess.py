@@ -21,6 +21,12 @@ from typing import TypeVar
 import numpy as np
 
 from ranking.profile import RankingProfile
+from services.knowledge_store.backend import (
+    candidates_by_both_legs,
+    keyword_candidates,
+    keyword_hits,
+    vector_candidates_with_completion,
+)
 from services.knowledge_store.embedded.core import KnowledgeStore
 from services.knowledge_store.models import StoreStatus
 from services.knowledge_store.personas import Persona
@@ -89,40 +95,39 @@ class InProcessKnowledge(_Port):
     async def candidates_by_vector_with_completion(
             self, tenant_id: str, vectors: np.ndarray, top_k: int, filters: SearchFilters, *, keywords: str,
             extra_keywords: Sequence[str] = (), complete_rows: Sequence[int] | np.ndarray = (),
+            feedback_expansion: str = "",
             timeout_s: float | None = None) -> tuple[list[CandidateColumns], ScoreCompletion]:
         self._enter("candidates_by_vector_with_completion")
-        return await self._within(self.store.candidates_by_vector_with_completion(
-            tenant_id, vectors, top_k, filters, keywords=keywords, extra_keywords=extra_keywords,
-            complete_rows=complete_rows), timeout_s)
+        return await self._within(vector_candidates_with_completion(
+            self.store, tenant_id, vectors, top_k, filters, keywords=keywords, extra_keywords=extra_keywords,
+            complete_rows=complete_rows, feedback_expansion=feedback_expansion), timeout_s)
 
     async def candidates_by_both_legs(
             self, tenant_id: str, vectors: np.ndarray, top_k: int, filters: SearchFilters, *, keywords: str,
-            extra_keywords: Sequence[str] = (), timeout_s: float | None = None,
+            extra_keywords: Sequence[str] = (), feedback_expansion: str = "", timeout_s: float | None = None,
     ) -> tuple[CandidateColumns, list[str], list[CandidateColumns], ScoreCompletion]:
         # As the gRPC servicer composes it; either leg told to fail fails the combined call.
         self._enter("candidates_by_both_legs")
         self._enter("candidates_by_filters")
-        keyword, terms = await self._within(self.store.candidates_by_filters(
-            tenant_id, keywords, extra_keywords, top_k, filters), timeout_s)
         self._enter("candidates_by_vector_with_completion")
-        dense, completion = await self._within(self.store.candidates_by_vector_with_completion(
-            tenant_id, vectors, top_k, filters, keywords=keywords, extra_keywords=extra_keywords,
-            complete_rows=keyword.row_ids), timeout_s)
-        return keyword, terms, dense, completion
+        return await self._within(candidates_by_both_legs(
+            self.store, tenant_id, vectors, top_k, filters, keywords=keywords, extra_keywords=extra_keywords,
+            feedback_expansion=feedback_expansion), timeout_s)
 
     async def candidates_by_filters(self, tenant_id: str, keywords: str, extra_keywords: Sequence[str], top_k: int,
-                                    filters: SearchFilters, *, top_hits: int = 0,
+                                    filters: SearchFilters, *, top_hits: int = 0, feedback_expansion: str = "",
                                     timeout_s: float | None = None) -> tuple[CandidateColumns, list[str]]:
         self._enter("candidates_by_filters")
-        return await self._within(self.store.candidates_by_filters(tenant_id, keywords, extra_keywords, top_k,
-                                                                   filters, top_hits=top_hits), timeout_s)
+        return await self._within(keyword_candidates(self.store, tenant_id, keywords, extra_keywords, top_k, filters,
+                                                     top_hits=top_hits, feedback_expansion=feedback_expansion),
+                                  timeout_s)
 
     async def search_by_filters(self, tenant_id: str, keywords: str, extra_keywords: Sequence[str], top_k: int,
-                                filters: SearchFilters, *,
+                                filters: SearchFilters, *, feedback_expansion: str = "",
                                 timeout_s: float | None = None) -> tuple[list[Hit], list[str]]:
         self._enter("search_by_filters")
-        return await self._within(self.store.search_by_filters(tenant_id, keywords, extra_keywords, top_k, filters),
-                                  timeout_s)
+        return await self._within(keyword_hits(self.store, tenant_id, keywords, extra_keywords, top_k, filters,
+                                               feedback_expansion=feedback_expansion), timeout_s)
 
     async def get_entries(self, tenant_id: str, entry_ids: Sequence[str], *,
                           timeout_s: float | None = None) -> list[Hit]:

@@ -37,7 +37,7 @@ exclusive lock, and after a crash both are caught up from what SQLite committed 
 """
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import replace
 from typing import Literal
 
@@ -130,31 +130,37 @@ class KnowledgeStore:
     async def candidates_by_vector_with_completion(
             self, tenant_id: str, query_vectors: np.ndarray, top_k: int, filters: SearchFilters, *,
             keywords: Keywords, extra_keywords: Sequence[str] = (), complete_rows: Sequence[int] = (),
+            term_weights: Mapping[str, float] | None = None,
     ) -> tuple[list[CandidateColumns], ScoreCompletion]:
         """`candidates_by_vector`, plus both relevance signals (best cosine over the query
-        vectors, BM25 of `keywords` + `extra_keywords`) for its candidates and for
-        `complete_rows` (the keyword leg's row ids), and how rare the keyword terms are."""
+        vectors, BM25 of `keywords` + `extra_keywords`, or of `term_weights`' weighted terms
+        and the quoted phrases) for its candidates and for `complete_rows` (the keyword leg's
+        row ids), and how rare the keyword terms are."""
         return await self._searcher.candidates_by_vector_with_completion(
             tenant_id, query_vectors, top_k, filters, keywords=keywords, extra_keywords=extra_keywords,
-            complete_rows=complete_rows)
+            complete_rows=complete_rows, term_weights=term_weights)
 
     async def search_by_filters(self, tenant_id: str, keywords: Keywords, extra_keywords: Sequence[str], top_k: int,
-                                filters: SearchFilters) -> tuple[list[Hit], list[str]]:
+                                filters: SearchFilters, *,
+                                term_weights: Mapping[str, float] | None = None) -> tuple[list[Hit], list[str]]:
         """BM25 over analysed terms of `keywords` and `extra_keywords` (OR-ed), filters applied
-        inside the search (a mask of the entries the SQL filters allow).
+        inside the search (a mask of the entries the SQL filters allow); `term_weights`: these
+        weighted terms instead of the phrases' own (an expanded query; quoted phrases kept).
 
         No keywords at all: a metadata-only listing, newest first, score 0. Keywords that
         analyse to no term (only stopwords): no hits. Returns (hits, analysed query terms).
         """
-        return await self._searcher.search_by_filters(tenant_id, keywords, extra_keywords, top_k, filters)
+        return await self._searcher.search_by_filters(tenant_id, keywords, extra_keywords, top_k, filters,
+                                                      term_weights=term_weights)
 
     async def candidates_by_filters(self, tenant_id: str, keywords: Keywords, extra_keywords: Sequence[str], top_k: int,
-                                    filters: SearchFilters, *,
-                                    top_hits: int = 0) -> tuple[CandidateColumns, list[str]]:
+                                    filters: SearchFilters, *, top_hits: int = 0,
+                                    term_weights: Mapping[str, float] | None = None
+                                    ) -> tuple[CandidateColumns, list[str]]:
         """As `search_by_filters`, answered as ranking-signal columns (no text, no metadata),
         plus the full hits of the best `top_hits` candidates."""
         return await self._searcher.candidates_by_filters(tenant_id, keywords, extra_keywords, top_k, filters,
-                                                          top_hits=top_hits)
+                                                          top_hits=top_hits, term_weights=term_weights)
 
     async def score_keywords(self, tenant_id: str, keywords: Keywords, extra_keywords: Sequence[str],
                              texts: Sequence[tuple[str, str]]) -> KeywordScores:

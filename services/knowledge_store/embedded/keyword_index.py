@@ -23,6 +23,10 @@ small tenant a term found in most entries scored nothing).
 A quoted phrase of the query counts as one more term: the entries holding it (found by the
 caller in FTS5, which keeps positions; `phrase_rids`) get its BM25 contribution with tf 1 and
 the phrase's own idf, so an exact phrase weighs like a term as rare as the phrase is.
+
+Weighted terms (`weights`, keyword feedback expansion: ../feedback_expansion.py): each term's
+contribution is multiplied by its weight (its idf × weight); without weights every term counts
+once, exactly as before. A phrase is never weighted.
 """
 from __future__ import annotations
 
@@ -369,11 +373,14 @@ class KeywordIndex:
                 pos, tf = np.concatenate([pos, self._dpos[hit]]), np.concatenate([tf, self._dtf[hit]])
         return pos, tf
 
-    def _postings(self, terms: Sequence[str]) -> list[tuple[NDArray[np.int32], NDArray[np.float32], float]]:
-        """(live positions, weighted tf, idf) of each distinct known term holding a live entry."""
+    def _postings(self, terms: Sequence[str], weights: Sequence[float] | None = None
+                  ) -> list[tuple[NDArray[np.int32], NDArray[np.float32], float]]:
+        """(live positions, weighted tf, idf) of each distinct known term holding a live entry
+        (its idf × its weight, when `weights` are given)."""
         live, has_dead = self._live, self._live < self._n
         out = []
-        for term in dict.fromkeys(terms):
+        weighted = dict.fromkeys(terms) if weights is None else dict(zip(terms, weights))
+        for term, weight in weighted.items():
             tid = self._vocab.get(term)
             if tid is None:
                 continue
@@ -383,7 +390,8 @@ class KeywordIndex:
                 pos, tf = pos[keep], tf[keep]
             df = len(pos)
             if df:
-                out.append((pos, tf, math.log1p((live - df + 0.5) / (df + 0.5))))
+                idf = math.log1p((live - df + 0.5) / (df + 0.5))
+                out.append((pos, tf, idf if weight is None else idf * weight))
         return out
 
     def _phrase_postings(self, phrase_rids: Sequence[NDArray[np.int64]]
@@ -480,7 +488,8 @@ class KeywordIndex:
         return out
 
     def score_rows(self, terms: Sequence[str], rids: NDArray[np.int64],
-                   phrase_rids: Sequence[NDArray[np.int64]] = ()) -> NDArray[np.float32]:
+                   phrase_rids: Sequence[NDArray[np.int64]] = (),
+                   weights: Sequence[float] | None = None) -> NDArray[np.float32]:
         """BM25 of `terms` (and phrases) for each of `rids`, exactly as `search` scores them: 0.0
         for a live entry holding none of the terms, NaN for a rid that is not a live entry."""
         rids = np.asarray(rids, np.int64)
@@ -494,7 +503,7 @@ class KeywordIndex:
             return out
         want = np.unique(pos[live])                        # sorted live positions asked for
         totals = np.zeros(len(want), np.float64)
-        for postings, tf, idf in self._postings(terms) + self._phrase_postings(phrase_rids):   # sorted positions
+        for postings, tf, idf in self._postings(terms, weights) + self._phrase_postings(phrase_rids):   # sorted
             at = np.minimum(np.searchsorted(postings, want), len(postings) - 1)
             hit = postings[at] == want
             if hit.any():
@@ -503,16 +512,18 @@ class KeywordIndex:
         return out
 
     def search(self, terms: Sequence[str], k: int, allowed: NDArray[np.int64] | None = None,
-               phrase_rids: Sequence[NDArray[np.int64]] = ()) -> list[tuple[int, float]]:
+               phrase_rids: Sequence[NDArray[np.int64]] = (),
+               weights: Sequence[float] | None = None) -> list[tuple[int, float]]:
         """(rid, BM25) of the best k entries holding any of `terms`, best first (equal
         scores: lower rid first); `allowed` (rids) restricts the candidates when given;
-        `phrase_rids`: per quoted phrase, the entries holding it (module docstring)."""
+        `phrase_rids`: per quoted phrase, the entries holding it; `weights`: per term
+        (module docstring)."""
         n, live = self._n, self._live
         if not live or k <= 0 or not terms:
             return []
         if allowed is not None and not len(allowed):
             return []
-        parts = self._postings(terms) + self._phrase_postings(phrase_rids)
+        parts = self._postings(terms, weights) + self._phrase_postings(phrase_rids)
         if not parts:
             return []
         if len(parts) == 1:

@@ -15,6 +15,11 @@ query vectors (from the stored vectors) and the BM25 of the keyword phrases — 
 candidates and for rows the caller names (the keyword leg's), filters applied again; and the
 document frequency of each keyword term (how rare the query's terms are).
 
+Weighted terms (`term_weights`: an expanded keyword query, ../feedback_expansion.py) replace the
+phrases' own analysed terms in the keyword search and in the completion's BM25 (each term's
+contribution × its weight); the completion's keyword statistics stay those of the phrases' own
+terms (how rare the query's terms are, for the adaptive fusion).
+
 Each search reads SQLite inside one snapshot while holding the tenant's lock shared, so the
 ids its in-memory index returns are the ids that snapshot holds (writes.py). Equal scores
 rank the lower row id first. A search answers either full hits or ranking-signal columns:
@@ -33,7 +38,7 @@ from __future__ import annotations
 
 import asyncio
 import json
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TypeVar
 
@@ -124,6 +129,7 @@ class Searcher:
     async def candidates_by_vector_with_completion(
             self, tenant_id: str, query_vectors: np.ndarray, top_k: int, filters: SearchFilters, *,
             keywords: Keywords, extra_keywords: Sequence[str], complete_rows: Sequence[int] | NDArray[np.int64] = (),
+            term_weights: Mapping[str, float] | None = None,
     ) -> tuple[list[CandidateColumns], ScoreCompletion]:
         """`candidates_by_vector` plus both signals for its candidates and `complete_rows`
         (module docstring: score completion)."""
@@ -132,9 +138,9 @@ class Searcher:
         if len(rows) > self._settings.max_top_k:
             raise InvalidArgument("complete_row_ids", f"{len(rows)} rows, at most {self._settings.max_top_k} "
                                                       "accepted")
-        query = KeywordQuery.of(phrases)        # blank phrases: no terms, no phrases
+        query = KeywordQuery.of(phrases, term_weights)        # blank phrases: no terms, no phrases
         return await self._vector_search(tenant_id, query_vectors, top_k, filters, _columns_with(0),
-                                         _Completion(query, rows))
+                                         _Completion(query, rows, query_terms(phrases)))
 
     async def _vector_search(self, tenant_id: str, query_vectors: np.ndarray, top_k: int, filters: SearchFilters,
                              materialize: Materialize[R], complete: _Completion | None = None
@@ -185,24 +191,28 @@ class Searcher:
                                                                     allowed)
 
     async def search_by_filters(self, tenant_id: str, keywords: Keywords, extra_keywords: Sequence[str], top_k: int,
-                                filters: SearchFilters) -> tuple[list[Hit], list[str]]:
-        return await self._keyword_search(tenant_id, keywords, extra_keywords, top_k, filters, _hit_lists)
+                                filters: SearchFilters, *,
+                                term_weights: Mapping[str, float] | None = None) -> tuple[list[Hit], list[str]]:
+        return await self._keyword_search(tenant_id, keywords, extra_keywords, top_k, filters, _hit_lists,
+                                          term_weights)
 
     async def candidates_by_filters(self, tenant_id: str, keywords: Keywords, extra_keywords: Sequence[str], top_k: int,
-                                    filters: SearchFilters, *,
-                                    top_hits: int = 0) -> tuple[CandidateColumns, list[str]]:
+                                    filters: SearchFilters, *, top_hits: int = 0,
+                                    term_weights: Mapping[str, float] | None = None
+                                    ) -> tuple[CandidateColumns, list[str]]:
         return await self._keyword_search(tenant_id, keywords, extra_keywords, top_k, filters,
-                                          _columns_with(top_hits))
+                                          _columns_with(top_hits), term_weights)
 
     async def _keyword_search(self, tenant_id: str, keywords: Keywords, extra_keywords: Sequence[str], top_k: int,
-                              filters: SearchFilters, materialize: Materialize[R]) -> tuple[R, list[str]]:
+                              filters: SearchFilters, materialize: Materialize[R],
+                              term_weights: Mapping[str, float] | None = None) -> tuple[R, list[str]]:
         validation.tenant_id(tenant_id)
         validation.top_k(top_k, self._settings.max_top_k)
         validation.filters(filters)
         phrases = keyword_phrases(keywords, extra_keywords)
         tenant = await self._tenants.get(tenant_id)
         listing = is_listing(phrases)
-        query = KeywordQuery([], []) if listing else KeywordQuery.of(phrases)
+        query = KeywordQuery([], []) if listing else KeywordQuery.of(phrases, term_weights)
         with tracer.start_as_current_span("knowledge_store.search_by_filters"):
             small = not listing and self._small(tenant, top_k, filters)    # a listing sorts in SQL
             found = await self._read(small, self._keyword_search_sync, tenant, query, listing, top_k, filters,
@@ -220,7 +230,7 @@ class Searcher:
                 allowed = None if filters.is_empty else tenant.allowed.get(conn, filters)
                 everything = allowed is None or allowed.everything    # every live row passes: no mask
                 scored = tenant.keywords.search(query.terms, k, None if everything else allowed.rids,
-                                                _phrase_rids(query, conn))
+                                                _phrase_rids(query, conn), query.weights)
             return materialize(conn, tenant.tenant_id, [[rid for rid, _ in scored]], [[s for _, s in scored]])[0]
 
     async def score_keywords(self, tenant_id: str, keywords: Keywords, extra_keywords: Sequence[str],
@@ -312,6 +322,7 @@ def _phrase_rids(query: KeywordQuery, conn) -> list[NDArray[np.int64]]:
 class _Completion:
     query: KeywordQuery              # the keyword phrases; no terms = no BM25 asked for
     rows: NDArray[np.int64]          # rows named by the caller (the keyword leg's)
+    own_terms: list[str]             # the phrases' own analysed terms (the keyword statistics')
 
 
 def _complete(conn, tenant: Tenant, queries: NDArray[np.float32], found: list[list[int]], complete: _Completion,
@@ -329,11 +340,11 @@ def _complete(conn, tenant: Tenant, queries: NDArray[np.float32], found: list[li
         best = (queries @ vectors.T).max(axis=0) if len(vectors) else np.zeros(0, np.float32)
         best[~stored] = np.nan
         dense[ok] = best
-    keywords, terms = tenant.keywords, complete.query.terms
+    keywords, terms, own = tenant.keywords, complete.query.terms, complete.own_terms
     if terms:
-        bm25 = keywords.score_rows(terms, rows, _phrase_rids(complete.query, conn))
+        bm25 = keywords.score_rows(terms, rows, _phrase_rids(complete.query, conn), complete.query.weights)
         bm25[~ok] = np.nan
-        stats = KeywordStats(tuple(terms), tuple(keywords.document_frequencies(terms)), keywords.ntotal)
+        stats = KeywordStats(tuple(own), tuple(keywords.document_frequencies(own)), keywords.ntotal)
     else:
         bm25, stats = np.full(len(rows), np.nan, np.float32), KeywordStats(entries=keywords.ntotal)
     return ScoreCompletion(row_ids=rows, dense=dense, bm25=bm25, keyword_stats=stats)

@@ -55,14 +55,17 @@ def idf(n: int, df: int) -> float:
     return math.log1p((n - df + 0.5) / (df + 0.5))
 
 
-def query_vector(terms: Sequence[str], dfs: dict[int, int], n: int) -> qm.SparseVector | None:
-    """The query's sparse vector: each distinct term a live entry holds, weighted by its idf."""
+def query_vector(terms: Sequence[str], dfs: dict[int, int], n: int,
+                 term_weights: Sequence[float] | None = None) -> qm.SparseVector | None:
+    """The query's sparse vector: each distinct term a live entry holds, weighted by its idf
+    (× its weight in `term_weights`, when given: an expanded query, ../feedback_expansion.py)."""
     weights: dict[int, float] = {}
-    for term in dict.fromkeys(terms):
+    given = dict.fromkeys(terms) if term_weights is None else dict(zip(terms, term_weights))
+    for term, weight in given.items():
         i = term_index(term)
         df = dfs.get(i, 0)
         if df > 0 and i not in weights:
-            weights[i] = idf(n, df)
+            weights[i] = idf(n, df) if weight is None else idf(n, df) * weight
     if not weights:
         return None
     items = sorted(weights.items())

@@ -8,12 +8,16 @@ BM25 of texts the store does not hold.
               have its words in a row (keywords.py); no keywords at all = a listing, newest first
     by id     a scroll of the entry ids
 
+Weighted terms (`term_weights`: an expanded keyword query, ../feedback_expansion.py) replace the
+phrases' own analysed terms in the sparse query and the completion's BM25, each term's idf ×
+its weight; the completion's keyword statistics stay those of the phrases' own terms.
+
 Equal scores rank the lower row id first (deterministic across replicas and runs), as the
 embedded backend's searches do.
 """
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 import numpy as np
@@ -120,6 +124,7 @@ class Searches(TermStatistics):
     async def candidates_by_vector_with_completion(
             self, tenant_id: str, query_vectors: np.ndarray, top_k: int, filters: SearchFilters, *,
             keywords: Keywords, extra_keywords: Sequence[str] = (), complete_rows: Sequence[int] = (),
+            term_weights: Mapping[str, float] | None = None,
     ) -> tuple[list[CandidateColumns], ScoreCompletion]:
         phrases = keyword_phrases(keywords, extra_keywords)
         rows = np.unique(np.asarray(list(complete_rows), np.int64))
@@ -129,11 +134,12 @@ class Searches(TermStatistics):
         queries = validation.query_vectors(query_vectors, self._settings.dimension)
         columns = await self.candidates_by_vector(tenant_id, queries, top_k, filters)
         wanted = np.unique(np.concatenate([c.row_ids for c in columns] + [rows])).astype(np.int64)
-        query = KeywordQuery.of(phrases)
-        terms = query.terms
+        query = KeywordQuery.of(phrases, term_weights)
+        terms, own = query.terms, query_terms(phrases)
         n, _ = await self._tenant_stats(tenant_id)
-        dfs = await self._dfs(tenant_id, [layout.term_index(t) for t in terms]) if terms else {}
-        sparse_q = bm25.query_vector(terms, dfs, n)
+        asked = list(dict.fromkeys([*terms, *own]))
+        dfs = await self._dfs(tenant_id, [layout.term_index(t) for t in asked]) if asked else {}
+        sparse_q = bm25.query_vector(terms, dfs, n, query.weights)
         phrases_held = await self._phrase_holders(tenant_id, query) if terms else []
         points = []
         if len(wanted):
@@ -150,12 +156,13 @@ class Searches(TermStatistics):
             dense[present] = (stored @ queries.T).max(axis=1)
             if terms:
                 scores[present] = [bm25.dot(sparse_q, sparse_of(p)) + _phrase_score(p, phrases_held) for p in held]
-        stats = (KeywordStats(tuple(terms), tuple(dfs.get(layout.term_index(t), 0) for t in terms), n) if terms
+        stats = (KeywordStats(tuple(own), tuple(dfs.get(layout.term_index(t), 0) for t in own), n) if terms
                  else KeywordStats(entries=n))
         return columns, ScoreCompletion(row_ids=wanted, dense=dense, bm25=scores, keyword_stats=stats)
 
     async def _keyword_points(self, tenant_id: str, keywords: Keywords, extra_keywords: Sequence[str], top_k: int,
-                              filters: SearchFilters, payload: list[str]
+                              filters: SearchFilters, payload: list[str],
+                              term_weights: Mapping[str, float] | None = None,
                               ) -> tuple[list[tuple[Any, float]], list[str]]:
         validation.tenant_id(tenant_id)
         validation.top_k(top_k, self._settings.max_top_k)
@@ -166,13 +173,13 @@ class Searches(TermStatistics):
         flt = qf.scope(tenant_id, filters)
         if is_listing(phrases):
             return await self._listing(tenant_id, flt, top_k, payload), []
-        keyword_query = KeywordQuery.of(phrases)
+        keyword_query = KeywordQuery.of(phrases, term_weights)
         terms = keyword_query.terms
         if not terms:
             return [], terms
         n, _ = await self._tenant_stats(tenant_id)
         dfs = await self._dfs(tenant_id, [layout.term_index(t) for t in terms])
-        query = bm25.query_vector(terms, dfs, n)
+        query = bm25.query_vector(terms, dfs, n, keyword_query.weights)
         if query is None:
             return [], terms
         held = await self._phrase_holders(tenant_id, keyword_query)
@@ -256,17 +263,20 @@ class Searches(TermStatistics):
         return [(p, 0.0) for p in more[:k]]
 
     async def search_by_filters(self, tenant_id: str, keywords: Keywords, extra_keywords: Sequence[str], top_k: int,
-                                filters: SearchFilters) -> tuple[list[Hit], list[str]]:
+                                filters: SearchFilters, *,
+                                term_weights: Mapping[str, float] | None = None) -> tuple[list[Hit], list[str]]:
         scored, terms = await self._keyword_points(tenant_id, keywords, extra_keywords, top_k, filters,
-                                                   ENTRY_PAYLOAD)
+                                                   ENTRY_PAYLOAD, term_weights)
         return await self._hits(tenant_id, scored), terms
 
     async def candidates_by_filters(self, tenant_id: str, keywords: Keywords, extra_keywords: Sequence[str], top_k: int,
-                                    filters: SearchFilters, *,
-                                    top_hits: int = 0) -> tuple[CandidateColumns, list[str]]:
+                                    filters: SearchFilters, *, top_hits: int = 0,
+                                    term_weights: Mapping[str, float] | None = None
+                                    ) -> tuple[CandidateColumns, list[str]]:
         validation.top_hits(top_hits)
         payload = ENTRY_PAYLOAD if top_hits else COLUMN_PAYLOAD
-        scored, terms = await self._keyword_points(tenant_id, keywords, extra_keywords, top_k, filters, payload)
+        scored, terms = await self._keyword_points(tenant_id, keywords, extra_keywords, top_k, filters, payload,
+                                                   term_weights)
         return await self._columns(tenant_id, scored, top_hits), terms
 
     async def score_keywords(self, tenant_id: str, keywords: Keywords, extra_keywords: Sequence[str],

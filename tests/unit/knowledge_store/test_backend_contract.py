@@ -15,14 +15,16 @@ import time
 import uuid
 from dataclasses import replace
 
+import numpy as np
 import pytest
 
 from ranking.profile import RankingProfile
-from services.knowledge_store.backend import StoreBackend, open_store
+from services.knowledge_store.backend import StoreBackend, candidates_by_both_legs, keyword_candidates, open_store
 from shared.errors import InvalidArgument, NotFound, Unimplemented
-from shared.analysis import ANALYSER_ID
+from shared.analysis import ANALYSER_ID, query_terms
 from shared.records import AnalysedText, SearchFilters, SearchLogItem, SearchLogRecord
 from tests.unit.knowledge_store.helpers import HashEmbedder, doc, settings_for
+from tests.unit.knowledge_store.naive_keywords import bm25, random_tenant, rm3_terms
 
 QDRANT_URL = os.environ.get("NUCLEUS_TEST_QDRANT_URL", "")
 BACKENDS = ["embedded", "qdrant-local",
@@ -521,3 +523,70 @@ async def test_a_ranking_model_is_stored_once_by_hash_and_named_only_through_put
         with pytest.raises(InvalidArgument, match=why):
             await store.put_ranking_model(tenant, bad, edited)
     assert (await store.get_profile(tenant, "", "default")).version == 3
+
+
+async def test_weighted_keyword_queries_score_as_a_naive_bm25_loop(store):
+    """Term weights multiply each term's BM25 contribution, in the keyword leg, its hits and the
+    completion of a vector leg's rows; weights of 1 score bit for bit as no weights."""
+    tenant, f = "weighted", SearchFilters()
+    docs = await random_tenant(store, tenant, 7)
+    vocab = sorted({w for t, b in docs.values() for w in (t + " " + b).split()})
+    rng = np.random.default_rng(11)
+    q = await HashEmbedder().embed(["kidney"])
+    for _ in range(3):
+        weights = {str(t): float(w) for t, w in zip(rng.choice(vocab, 4, replace=False), rng.uniform(0.1, 3.0, 4))}
+        weights["zzzunheld"] = 2.0                               # a term no entry holds adds nothing
+        naive = bm25(docs, weights)
+        cols, terms = await store.candidates_by_filters(tenant, "kidney", [], 50, f, term_weights=weights)
+        assert terms == list(weights)
+        got = dict(zip(cols.entry_ids, cols.scores.tolist()))
+        assert set(got) == {e for e, s in naive.items() if s > 0}
+        assert list(got.values()) == pytest.approx([naive[e] for e in got], rel=1e-5)
+        assert cols.scores.tolist() == sorted(cols.scores.tolist(), reverse=True)
+        hits, _ = await store.search_by_filters(tenant, "kidney", [], 5, f, term_weights=weights)
+        assert [h.entry.id for h in hits] == list(cols.entry_ids[:5])
+        [_], completion = await store.candidates_by_vector_with_completion(
+            tenant, q, 5, f, keywords="kidney", complete_rows=cols.row_ids.tolist(), term_weights=weights)
+        by_row = dict(zip(completion.row_ids.tolist(), completion.bm25.tolist()))
+        assert [by_row[r] for r in cols.row_ids.tolist()] == pytest.approx(cols.scores.tolist(), rel=1e-5)
+        assert completion.keyword_stats.terms == tuple(query_terms(["kidney"]))   # the query's own terms
+    text = "glacier kidney insulin"
+    plain, own = await store.candidates_by_filters(tenant, text, [], 50, f)
+    ones, _ = await store.candidates_by_filters(tenant, text, [], 50, f, term_weights=dict.fromkeys(own, 1.0))
+    assert plain.entry_ids == ones.entry_ids and plain.scores.tobytes() == ones.scores.tobytes()
+    assert plain.scores.tolist() == pytest.approx([bm25(docs, dict.fromkeys(own, 1.0))[e] for e in plain.entry_ids],
+                                                  rel=1e-5)
+
+
+async def test_rm3_is_the_labs_rm3_over_the_visible_hits_then_weighted_bm25(store):
+    """feedback_expansion "rm3": the lab's rm3 over the 10 best hits the filters let through, the
+    keyword leg and the completion searching the expanded weighted terms; "" unchanged; a value
+    not accepted refused naming the field."""
+    tenant, f = "rm3", SearchFilters()
+    docs = await random_tenant(store, tenant, 5)
+    q = await HashEmbedder().embed(["kidney"])
+    even = SearchFilters(artifact_ids=tuple(f"r{i}" for i in range(0, 40, 2)))
+    for text, filters in (("glacier kidney", f), ("insulin receptor lipid", f), ("virus plasma", even)):
+        allowed = set(docs) if filters is f else {f"{a}#0" for a in filters.artifact_ids}
+        expected = rm3_terms(docs, query_terms([text]), allowed)
+        assert len(expected) > len(query_terms([text]))
+        cols, terms = await keyword_candidates(store, tenant, text, [], 50, filters, feedback_expansion="rm3")
+        assert terms == list(expected)
+        assert list(cols.entry_ids) and set(cols.entry_ids) <= allowed
+        naive = bm25(docs, expected)
+        assert set(cols.entry_ids) == {e for e in allowed if naive[e] > 0}
+        assert cols.scores.tolist() == pytest.approx([naive[e] for e in cols.entry_ids], rel=1e-4)
+        keyword, both_terms, [_], completion = await candidates_by_both_legs(
+            store, tenant, q, 50, filters, keywords=text, feedback_expansion="rm3")
+        assert both_terms == terms and keyword.entry_ids == cols.entry_ids
+        by_row = dict(zip(completion.row_ids.tolist(), completion.bm25.tolist()))
+        assert [by_row[r] for r in keyword.row_ids.tolist()] == pytest.approx(keyword.scores.tolist(), rel=1e-5)
+        assert completion.keyword_stats.terms == tuple(query_terms([text]))
+        plain, plain_terms = await keyword_candidates(store, tenant, text, [], 50, filters)
+        direct, _ = await store.candidates_by_filters(tenant, text, [], 50, filters)
+        assert plain_terms == query_terms([text]) and plain.scores.tobytes() == direct.scores.tobytes()
+    nothing, terms = await keyword_candidates(store, tenant, "zzzunheld", [], 50, f, feedback_expansion="rm3")
+    assert len(nothing) == 0 and terms == query_terms(["zzzunheld"])          # no hit: the query stands
+    with pytest.raises(InvalidArgument) as err:
+        await keyword_candidates(store, tenant, "kidney", [], 50, f, feedback_expansion="RM3")
+    assert err.value.field == "feedback_expansion" and "'rm3'" in str(err.value)

@@ -81,3 +81,34 @@ def test_queries_sharing_a_judged_document_or_near_duplicates_stay_in_one_fold()
     for a, b in (("1", "2"), ("3", "4")):
         assert any(a in f and b in f for f in parts)
     assert parts == folds(qids, groups, 2)                       # deterministic
+
+
+def test_tune_offers_rm3_settings_chooses_one_that_wins_and_saves_it_in_the_profile() -> None:
+    """`nucleus tune` compares "off, rm3" and "trees N30, rm3" (the RM3 capture pass is the
+    `feedback` source of the learner); a chosen RM3 setting saves feedback_expansion "rm3"."""
+    from cli.tune import _settings, next_profile
+    from ranking import Candidates, RankingConfig
+    from ranking.profile import RankingProfile
+    from services.rag_pipeline.learning.crossval import Learner, Prepared, Setting
+
+    names = [s.name for s in _settings()]
+    assert names[0] == "off" and "off, rm3" in names and "trees N30, rm3" in names
+    assert "linear N100, rm3" not in names and "trees N100, rm3" not in names
+    qids = [f"q{i}" for i in range(12)]
+    qrels = {q: {f"{q}-rel": 1} for q in qids}
+
+    def captured(qid: str, feedback: bool) -> Prepared:       # RM3 brings the judged document up
+        ids = [f"{qid}-other{j}" for j in range(5)] + [f"{qid}-rel"]
+        bm25 = np.asarray([5, 4, 3, 2, 1, 6 if feedback else 0.5], np.float32)
+        dense = np.asarray([0.5, 0.4, 0.3, 0.2, 0.1, 0.6 if feedback else 0.05], np.float32)
+        return Prepared(ids, Candidates.build(dense=dense, bm25=bm25), RankingConfig(),
+                        lambda rows, fused: np.zeros((len(rows), len(FEATURE_NAMES)), np.float32))
+
+    chosen = Learner(captured, qrels, [s for s in _settings() if s.kind == "off"]).choose(qids)
+    assert chosen.setting.name == "off, rm3"
+    current = RankingProfile(tenant_id="t", name="default", version=3, dense_weight=0.6)
+    saved = next_profile(current, chosen.setting)
+    assert (saved.feedback_expansion, saved.version, saved.dense_weight) == ("rm3", 0, 0.6)
+    assert next_profile(current, Setting(dense_weight=0.5)).feedback_expansion == ""
+    with_rm3 = next_profile(RankingProfile(tenant_id="t", name="d", feedback_expansion="rm3"), Setting("trees", 30))
+    assert with_rm3.feedback_expansion == "rm3"        # the current ranking was captured with it
