@@ -173,6 +173,23 @@ class KnowledgeStore:
         """The analysed (title terms, body terms) of these entries as the keyword index holds them."""
         return await self._searcher.entry_terms(tenant_id, entry_ids)
 
+    async def field_statistics(self, tenant_id: str, terms: Sequence[str]
+                               ) -> tuple[int, list[int], tuple[float, float, float]]:
+        """(live entries, document frequency of each term, mean analysed (title, body, doc) length)."""
+        return await self._searcher.field_statistics(tenant_id, terms)
+
+    async def title_vectors(self, tenant_id: str, artifact_ids: Sequence[str]) -> dict[str, np.ndarray]:
+        """The stored unit title vectors of these artifacts (absent: none stored)."""
+        return await self._searcher.title_vectors(tenant_id, artifact_ids)
+
+    async def lacking_title_vectors(self, tenant_id: str, limit: int) -> list[tuple[str, str]]:
+        """(artifact id, title) of up to `limit` titled artifacts without a title vector."""
+        return await self._ingester.lacking_title_vectors(tenant_id, limit)
+
+    async def put_title_vectors(self, tenant_id: str, rows: Sequence[tuple[str, str, np.ndarray]]) -> int:
+        """Store backfilled (artifact id, title, vector) where the title is still that one."""
+        return await self._ingester.put_title_vectors(tenant_id, rows)
+
     # -- topics ------------------------------------------------------------------------------
 
     async def topics(self, tenant_id: str, filters: SearchFilters, kind: str, **params) -> dict:

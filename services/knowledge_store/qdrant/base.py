@@ -116,8 +116,8 @@ class QdrantBase:
         if not artifact_ids:
             return []
         return await self._scroll(self._chunk_args(tenant_id), qf.scope(tenant_id, None, qm.FieldCondition(
-            key="artifact_id", match=qm.MatchAny(any=list(artifact_ids)))), payload=["artifact_id", "dl", "version"],
-            vectors=[layout.SPARSE])
+            key="artifact_id", match=qm.MatchAny(any=list(artifact_ids)))),
+            payload=["artifact_id", "dl", "tl", "version"], vectors=[layout.SPARSE])
 
     def list_tenants(self) -> list[str]:
         """Every tenant with data (synchronous, as the embedded store's)."""
