@@ -52,6 +52,11 @@ class StoreBackend(Protocol):
     @property
     def health(self) -> StoreHealth: ...
 
+    @property
+    def dimension(self) -> int:
+        """The dimension of the store's vectors (its embedder's)."""
+        ...
+
     def list_tenants(self) -> list[str]: ...
 
     async def ingest(self, tenant_id: str, persona_id: str, documents: Sequence[DocumentIn],

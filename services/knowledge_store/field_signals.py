@@ -71,12 +71,11 @@ def check_request(entry_ids: Sequence[str], query: str, query_vector, dimension:
 
 
 async def field_signals(store, tenant_id: str, entry_ids: Sequence[str], query: str, query_vector, *,
-                        dimension: int, visible: Callable[[list[Hit]], list[Hit]] = lambda hits: hits
-                        ) -> FieldSignals:
+                        visible: Callable[[list[Hit]], list[Hit]] = lambda hits: hits) -> FieldSignals:
     """FieldSignals of `entry_ids` for `query` (module docstring); `store` a StoreBackend,
     `visible` the caller's filter of the entries it may see (caller_policy.visible)."""
     validation.tenant_id(tenant_id)
-    ids, query, vector = check_request(entry_ids, query, query_vector, dimension)
+    ids, query, vector = check_request(entry_ids, query, query_vector, store.dimension)
     terms = query_terms([query])
     unique = list(dict.fromkeys(ids))
     hits = visible(await store.get_entries(tenant_id, unique)) if unique else []

@@ -13,6 +13,7 @@ from nucleus.v1 import knowledge_store_pb2_grpc as ks_grpc
 from services.knowledge_store import caller_policy as policy
 from services.knowledge_store import convert, ranking_models
 from services.knowledge_store.backend import StoreBackend, candidates_by_both_legs, terms_of, vectors_of
+from services.knowledge_store.field_signals import field_signals
 from shared.errors import InvalidArgument, NotFound, Unimplemented
 from shared.grpc_errors import translate_errors
 from shared.identity import verified_caller
@@ -109,6 +110,15 @@ class KnowledgeStoreServicer(ks_grpc.KnowledgeStoreServicer):
             response.terms.extend(ks_pb.EntryTerms(title=t[0], body=t[1]) if t else ks_pb.EntryTerms()
                                   for t in await terms_of(self._store, tenant, hits))
         return response
+
+    @translate_errors
+    async def GetFieldSignals(self, request, context):
+        caller = verified_caller()              # as GetEntries: the caller's tenant, the entries it may see
+        tenant = policy.read_tenant(caller, request.tenant_id)
+        signals = await field_signals(
+            self._store, tenant, list(request.entry_ids), request.query, list(request.query_vector.values),
+            visible=lambda hits: policy.visible(caller, hits))
+        return convert.field_signals_to_pb(signals)
 
     @translate_errors
     async def ScoreKeywords(self, request, context):

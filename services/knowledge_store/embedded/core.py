@@ -85,6 +85,7 @@ class KnowledgeStore:
     def __init__(self, settings: KnowledgeStoreSettings, embedder: Embedder, *,
                  bm25_weights: tuple[float, float] = DEFAULT_BM25_WEIGHTS) -> None:
         self._tenants = Tenants(settings, bm25_weights)
+        self.dimension = settings.dimension         # of every tenant's vectors
         self._ingester = Ingester(settings, embedder, bm25_weights, self._tenants)
         self._searcher = Searcher(settings, self._tenants)
         self._consistency = Consistency(self._tenants, self._ingester)

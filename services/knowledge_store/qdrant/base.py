@@ -37,6 +37,10 @@ class QdrantBase:
         self._ready = False
         self.health = StoreHealth(Path(settings.qdrant_path or settings.data_dir))
 
+    @property
+    def dimension(self) -> int:
+        return self._settings.dimension
+
     def plan(self) -> list[layout.Call]:
         s = self._settings
         return layout.collection_plan(self._names, s.dimension, cluster=self._q.cluster, shards=s.qdrant_shards,
