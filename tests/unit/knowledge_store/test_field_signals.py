@@ -187,3 +187,40 @@ def test_build_is_vectorised_about_a_millisecond_for_100_entries_of_250_terms():
     per_call = (time.perf_counter() - started) / 20
     assert got.body_tf.sum() == sum(r[0][1].split().count(t) for r in rows for t in terms)
     assert per_call < 0.02, per_call          # ~1–3 ms on the reference box; bounded loosely (shared CPUs)
+
+
+async def test_a_schema_5_tenant_opens_migrated_and_the_backfill_fills_its_title_vectors(tmp_path):
+    from services.knowledge_store.embedded.core import KnowledgeStore
+    from services.knowledge_store.embedded.storage.db import SCHEMA_VERSION
+    embedder = HashEmbedder()
+    store = KnowledgeStore(settings_for(tmp_path), embedder)
+    await store.ingest("t", "", DOCS[:3])
+    q = embedder.vector("volcanic ash")
+    fresh = await field_signals(store, "t", ["volcano#0", "bread#0", "untitled#0"], QUERY, q)
+    store.close()
+    db = sqlite3.connect(tmp_path / "tenants" / "t" / "store.sqlite")     # what schema 5 left: no title vectors
+    db.execute("DROP TABLE title_vectors")
+    db.execute("UPDATE meta SET value = '5' WHERE key = 'schema_version'")
+    db.commit()
+    db.close()
+    read_only = KnowledgeStore(settings_for(tmp_path, read_only=True), embedder)
+    try:                                                         # served as it is: no title vectors, no error
+        served = await field_signals(read_only, "t", ["volcano#0", "bread#0", "untitled#0"], QUERY, q)
+        assert served.found.all() and np.isnan(served.dense_title).all()
+    finally:
+        read_only.close()
+    store = KnowledgeStore(settings_for(tmp_path), embedder)
+    try:
+        old = await field_signals(store, "t", ["volcano#0", "bread#0", "untitled#0"], QUERY, q)
+        assert np.isnan(old.dense_title).all()
+        np.testing.assert_array_equal(old.body_tf, fresh.body_tf)
+        assert old.avg_length == pytest.approx(fresh.avg_length)
+        assert await run_backfill(store, embedder, settings_for(tmp_path), pause_s=0) == {"t": 2}
+        back = await field_signals(store, "t", ["volcano#0", "bread#0", "untitled#0"], QUERY, q)
+        np.testing.assert_allclose(back.dense_title, fresh.dense_title, atol=1e-6)
+    finally:
+        store.close()
+    db = sqlite3.connect(tmp_path / "tenants" / "t" / "store.sqlite")
+    assert db.execute("SELECT value FROM meta WHERE key = 'schema_version'").fetchone() == (str(SCHEMA_VERSION),)
+    assert db.execute("SELECT count(*) FROM title_vectors").fetchone() == (2,)
+    db.close()
