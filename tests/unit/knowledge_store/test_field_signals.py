@@ -24,7 +24,8 @@ from shared.errors import InvalidArgument
 from tests.unit.knowledge_store.helpers import HashEmbedder, doc, settings_for
 from tests.unit.knowledge_store.test_backend_contract import BACKENDS, store  # noqa: F401  (the fixture)
 
-LONG = " ".join(f"Paragraph {i} explains how volcanic ash grounds aircraft and melts in jet engines." for i in range(90))
+LONG = " ".join(f"Paragraph {i} explains how volcanic ash grounds aircraft and melts in jet engines."
+                for i in range(90))
 DOCS = [
     doc("volcano", "Volcanic eruptions release sulfur dioxide; volcanic ash clouds ground aircraft.",
         title="Volcanic ash"),

@@ -83,8 +83,9 @@ def _calls(client) -> dict[str, object]:
         "search": lambda: client.search_by_filters(TENANT, "battery controller", [], 10, filters),
         "candidates": lambda: client.candidates_by_filters(TENANT, "battery controller", [], 10, filters),
         "entries": lambda: client.get_entries(TENANT, [f"{a}#0" for a in ("public", "lab-only", "ops-only")]),
-        "field signals": lambda: client.get_field_signals(TENANT, [f"{a}#0" for a in ("public", "lab-only", "ops-only")],
-                                                          "battery controller", HashEmbedder().vector("battery")),
+        "field signals": lambda: client.get_field_signals(
+            TENANT, [f"{a}#0" for a in ("public", "lab-only", "ops-only")], "battery controller",
+            HashEmbedder().vector("battery")),
         "stats": lambda: client.stats(TENANT),
         "store status": lambda: client.store_status(),
         "delete": lambda: client.delete(TENANT, ["no-such-artifact"]),
