@@ -225,3 +225,28 @@ async def test_a_schema_5_tenant_opens_migrated_and_the_backfill_fills_its_title
     assert db.execute("SELECT value FROM meta WHERE key = 'schema_version'").fetchone() == (str(SCHEMA_VERSION),)
     assert db.execute("SELECT count(*) FROM title_vectors").fetchone() == (2,)
     db.close()
+
+
+async def test_the_startup_backfill_repeats_a_pass_the_embedder_was_not_up_for(tmp_path):
+    from services.knowledge_store.embedded.core import KnowledgeStore
+    from services.knowledge_store.title_vectors import keep_backfilling
+    from shared.errors import Unavailable
+
+    class NotUpYet(HashEmbedder):            # LlmOrchestration starting after the store: its first call fails
+        async def embed(self, texts):
+            if not self.calls:
+                self.calls += 1
+                raise Unavailable("llm_orchestration is not serving yet")
+            return await super().embed(texts)
+
+    store = KnowledgeStore(settings_for(tmp_path), HashEmbedder())
+    try:
+        await store.ingest("t", "", DOCS[:2])
+        (await store._tenants.get("t")).db.writer.execute("DELETE FROM title_vectors")
+        await keep_backfilling(store, NotUpYet(), settings_for(tmp_path, read_only=True), retry_s=0)
+        assert len(await store.lacking_title_vectors("t", 10)) == 2          # a read-only store: none
+        embedder = NotUpYet()
+        await keep_backfilling(store, embedder, settings_for(tmp_path), retry_s=0)
+        assert await store.lacking_title_vectors("t", 10) == [] and embedder.calls == 2    # failed, then 1 batch
+    finally:
+        store.close()
