@@ -63,6 +63,9 @@ class ServiceSpec:
     # Extra Starlette routes / mounts on the HTTP port beside /mcp and /metrics (the RAGPipeline's
     # /console); the Host/Origin guard and the HTTP metrics cover them like every other route.
     http_routes: list[Any] = field(default_factory=list)
+    # Started once serving, cancelled at shutdown: low-priority upkeep (the KnowledgeStore's
+    # title-vector backfill, services/knowledge_store/title_vectors.py).
+    background: Callable[[], Awaitable[Any]] | None = None
 
 
 def _transport_security(host: str, extra_hosts: list[str]) -> Any:
@@ -203,8 +206,12 @@ async def run_service(spec: ServiceSpec, settings: ServiceSettings, *, ready_fil
         loop = asyncio.get_running_loop()
         for sig in (signal.SIGTERM, signal.SIGINT):
             loop.add_signal_handler(sig, stop.set)
+    background = asyncio.create_task(spec.background()) if spec.background is not None else None
     waiters = [asyncio.create_task(stop.wait())] + ([http_task] if http_task else [])
     await asyncio.wait(waiters, return_when=asyncio.FIRST_COMPLETED)
+    if background is not None:
+        background.cancel()
+        await asyncio.gather(background, return_exceptions=True)
 
     log.info("%s shutting down: health NOT_SERVING, draining for %.1fs", spec.name, settings.shutdown_grace_s)
     await health_servicer.enter_graceful_shutdown()

@@ -375,6 +375,62 @@ class EntryTerms(_message.Message):
     body: str
     def __init__(self, title: _Optional[str] = ..., body: _Optional[str] = ...) -> None: ...
 
+class GetFieldSignalsRequest(_message.Message):
+    __slots__ = ("tenant_id", "entry_ids", "query", "query_vector")
+    TENANT_ID_FIELD_NUMBER: _ClassVar[int]
+    ENTRY_IDS_FIELD_NUMBER: _ClassVar[int]
+    QUERY_FIELD_NUMBER: _ClassVar[int]
+    QUERY_VECTOR_FIELD_NUMBER: _ClassVar[int]
+    tenant_id: str
+    entry_ids: _containers.RepeatedScalarFieldContainer[str]
+    query: str
+    query_vector: FloatVector
+    def __init__(self, tenant_id: _Optional[str] = ..., entry_ids: _Optional[_Iterable[str]] = ..., query: _Optional[str] = ..., query_vector: _Optional[_Union[FloatVector, _Mapping]] = ...) -> None: ...
+
+class GetFieldSignalsResponse(_message.Message):
+    __slots__ = ("query_terms", "idf", "avg_title_length", "avg_body_length", "avg_doc_length", "found", "title_tf", "body_tf", "title_length", "body_length", "dense_title", "chunk_position", "title_positions", "body_positions")
+    QUERY_TERMS_FIELD_NUMBER: _ClassVar[int]
+    IDF_FIELD_NUMBER: _ClassVar[int]
+    AVG_TITLE_LENGTH_FIELD_NUMBER: _ClassVar[int]
+    AVG_BODY_LENGTH_FIELD_NUMBER: _ClassVar[int]
+    AVG_DOC_LENGTH_FIELD_NUMBER: _ClassVar[int]
+    FOUND_FIELD_NUMBER: _ClassVar[int]
+    TITLE_TF_FIELD_NUMBER: _ClassVar[int]
+    BODY_TF_FIELD_NUMBER: _ClassVar[int]
+    TITLE_LENGTH_FIELD_NUMBER: _ClassVar[int]
+    BODY_LENGTH_FIELD_NUMBER: _ClassVar[int]
+    DENSE_TITLE_FIELD_NUMBER: _ClassVar[int]
+    CHUNK_POSITION_FIELD_NUMBER: _ClassVar[int]
+    TITLE_POSITIONS_FIELD_NUMBER: _ClassVar[int]
+    BODY_POSITIONS_FIELD_NUMBER: _ClassVar[int]
+    query_terms: _containers.RepeatedScalarFieldContainer[str]
+    idf: _containers.RepeatedScalarFieldContainer[float]
+    avg_title_length: float
+    avg_body_length: float
+    avg_doc_length: float
+    found: _containers.RepeatedScalarFieldContainer[bool]
+    title_tf: _containers.RepeatedScalarFieldContainer[float]
+    body_tf: _containers.RepeatedScalarFieldContainer[float]
+    title_length: _containers.RepeatedScalarFieldContainer[float]
+    body_length: _containers.RepeatedScalarFieldContainer[float]
+    dense_title: _containers.RepeatedScalarFieldContainer[float]
+    chunk_position: _containers.RepeatedScalarFieldContainer[float]
+    title_positions: FieldPositions
+    body_positions: FieldPositions
+    def __init__(self, query_terms: _Optional[_Iterable[str]] = ..., idf: _Optional[_Iterable[float]] = ..., avg_title_length: _Optional[float] = ..., avg_body_length: _Optional[float] = ..., avg_doc_length: _Optional[float] = ..., found: _Optional[_Iterable[bool]] = ..., title_tf: _Optional[_Iterable[float]] = ..., body_tf: _Optional[_Iterable[float]] = ..., title_length: _Optional[_Iterable[float]] = ..., body_length: _Optional[_Iterable[float]] = ..., dense_title: _Optional[_Iterable[float]] = ..., chunk_position: _Optional[_Iterable[float]] = ..., title_positions: _Optional[_Union[FieldPositions, _Mapping]] = ..., body_positions: _Optional[_Union[FieldPositions, _Mapping]] = ...) -> None: ...
+
+class FieldPositions(_message.Message):
+    __slots__ = ("width", "rows", "positions", "terms")
+    WIDTH_FIELD_NUMBER: _ClassVar[int]
+    ROWS_FIELD_NUMBER: _ClassVar[int]
+    POSITIONS_FIELD_NUMBER: _ClassVar[int]
+    TERMS_FIELD_NUMBER: _ClassVar[int]
+    width: int
+    rows: _containers.RepeatedScalarFieldContainer[int]
+    positions: _containers.RepeatedScalarFieldContainer[int]
+    terms: _containers.RepeatedScalarFieldContainer[int]
+    def __init__(self, width: _Optional[int] = ..., rows: _Optional[_Iterable[int]] = ..., positions: _Optional[_Iterable[int]] = ..., terms: _Optional[_Iterable[int]] = ...) -> None: ...
+
 class StoreStatusRequest(_message.Message):
     __slots__ = ()
     def __init__(self) -> None: ...

@@ -70,6 +70,11 @@ class KnowledgeStoreStub:
                 request_serializer=nucleus_dot_v1_dot_knowledge__store__pb2.GetEntriesRequest.SerializeToString,
                 response_deserializer=nucleus_dot_v1_dot_knowledge__store__pb2.GetEntriesResponse.FromString,
                 _registered_method=True)
+        self.GetFieldSignals = channel.unary_unary(
+                '/nucleus.v1.KnowledgeStore/GetFieldSignals',
+                request_serializer=nucleus_dot_v1_dot_knowledge__store__pb2.GetFieldSignalsRequest.SerializeToString,
+                response_deserializer=nucleus_dot_v1_dot_knowledge__store__pb2.GetFieldSignalsResponse.FromString,
+                _registered_method=True)
         self.PutRankingProfile = channel.unary_unary(
                 '/nucleus.v1.KnowledgeStore/PutRankingProfile',
                 request_serializer=nucleus_dot_v1_dot_common__pb2.RankingProfile.SerializeToString,
@@ -205,6 +210,14 @@ class KnowledgeStoreServicer:
 
     def GetEntries(self, request, context):
         """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def GetFieldSignals(self, request, context):
+        """The per-field signals of entries for one query (the learned re-ranker's inputs): internal,
+        held to the caller's tenant and groups as GetEntries is (no MCP tool).
+        """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
@@ -377,6 +390,11 @@ def add_KnowledgeStoreServicer_to_server(servicer, server):
                     servicer.GetEntries,
                     request_deserializer=nucleus_dot_v1_dot_knowledge__store__pb2.GetEntriesRequest.FromString,
                     response_serializer=nucleus_dot_v1_dot_knowledge__store__pb2.GetEntriesResponse.SerializeToString,
+            ),
+            'GetFieldSignals': grpc.unary_unary_rpc_method_handler(
+                    servicer.GetFieldSignals,
+                    request_deserializer=nucleus_dot_v1_dot_knowledge__store__pb2.GetFieldSignalsRequest.FromString,
+                    response_serializer=nucleus_dot_v1_dot_knowledge__store__pb2.GetFieldSignalsResponse.SerializeToString,
             ),
             'PutRankingProfile': grpc.unary_unary_rpc_method_handler(
                     servicer.PutRankingProfile,
@@ -658,6 +676,33 @@ class KnowledgeStore:
             '/nucleus.v1.KnowledgeStore/GetEntries',
             nucleus_dot_v1_dot_knowledge__store__pb2.GetEntriesRequest.SerializeToString,
             nucleus_dot_v1_dot_knowledge__store__pb2.GetEntriesResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def GetFieldSignals(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/nucleus.v1.KnowledgeStore/GetFieldSignals',
+            nucleus_dot_v1_dot_knowledge__store__pb2.GetFieldSignalsRequest.SerializeToString,
+            nucleus_dot_v1_dot_knowledge__store__pb2.GetFieldSignalsResponse.FromString,
             options,
             channel_credentials,
             insecure,

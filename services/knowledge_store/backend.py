@@ -53,6 +53,11 @@ class StoreBackend(Protocol):
     @property
     def health(self) -> StoreHealth: ...
 
+    @property
+    def dimension(self) -> int:
+        """The dimension of the store's vectors (its embedder's)."""
+        ...
+
     def list_tenants(self) -> list[str]: ...
 
     async def ingest(self, tenant_id: str, persona_id: str, documents: Sequence[DocumentIn],
@@ -96,6 +101,27 @@ class StoreBackend(Protocol):
     async def entry_terms(self, tenant_id: str, entry_ids: Sequence[str]) -> dict[str, tuple[str, str]]:
         """The analysed (title terms, body terms) of these entries as their keyword leg scores
         them, by entry id (unknown ids are left out)."""
+        ...
+
+    async def field_statistics(self, tenant_id: str, terms: Sequence[str]
+                               ) -> tuple[int, list[int], tuple[float, float, float]]:
+        """(live entries N, document frequency of each of `terms` over live entries, mean analysed
+        (title, body, doc) length over live entries): GetFieldSignals' statistics (field_signals.py)."""
+        ...
+
+    async def title_vectors(self, tenant_id: str, artifact_ids: Sequence[str]) -> dict[str, np.ndarray]:
+        """The stored unit title vectors of these artifacts by artifact id (left out: none stored,
+        an empty title or stored before titles were embedded and not yet backfilled)."""
+        ...
+
+    async def lacking_title_vectors(self, tenant_id: str, limit: int) -> list[tuple[str, str]]:
+        """(artifact id, title) of up to `limit` artifacts with a non-empty title and no title
+        vector: the backfill's work (title_vectors.py)."""
+        ...
+
+    async def put_title_vectors(self, tenant_id: str, rows: Sequence[tuple[str, str, np.ndarray]]) -> int:
+        """Store (artifact id, title, unit vector) where the artifact still has that title and no
+        title vector; returns how many were stored."""
         ...
 
     async def stats(self, tenant_id: str) -> TenantStats: ...

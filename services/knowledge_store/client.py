@@ -182,6 +182,17 @@ class KnowledgeStoreClient:
             timeout=timeout_s or self.timeout_s, service=SERVICE)
         return convert.peer_entries_from_pb(response)
 
+    async def get_field_signals(self, tenant_id: str, entry_ids: Sequence[str], query: str,
+                                query_vector: np.ndarray, *, timeout_s: float | None = None) -> m.FieldSignals:
+        """The per-field signals of these entries for `query` (GetFieldSignals; rows parallel to
+        `entry_ids`, an entry the caller may not see a not-found row)."""
+        ids = list(entry_ids)
+        response = await call(self._stub.GetFieldSignals, ks_pb.GetFieldSignalsRequest(
+            tenant_id=tenant_id, entry_ids=ids, query=query,
+            query_vector=ks_pb.FloatVector(values=convert.query_vector_values(query_vector))),
+            timeout=timeout_s or self.timeout_s, service=SERVICE)
+        return convert.field_signals_from_pb(response, len(ids))
+
     async def score_keywords(self, tenant_id: str, keywords: Keywords, extra_keywords: Sequence[str],
                              texts: Sequence[tuple[str, str] | m.AnalysedText], *,
                              timeout_s: float | None = None) -> m.KeywordScores:

@@ -10,11 +10,12 @@ import numpy as np
 
 from nucleus.v1 import common_pb2 as pb
 from nucleus.v1 import knowledge_store_pb2 as ks_pb
+from ranking.features import MAX_POSITIONS
 from ranking.profile import RankingProfile
 from services.knowledge_store.models import Problem, StoreStatus, TenantCheck
 from services.knowledge_store.personas import Persona
 from shared import records as m
-from shared.errors import UpstreamFailed
+from shared.errors import InvalidArgument, UpstreamFailed
 
 _FUSION = {pb.FUSION_METHOD_CONVEX: "convex", pb.FUSION_METHOD_RRF: "rrf",
            pb.FUSION_METHOD_CONVEX_MINMAX: "convex_minmax", pb.FUSION_METHOD_ADAPTIVE: "adaptive"}
@@ -193,6 +194,66 @@ def peer_entries_from_pb(r: ks_pb.GetEntriesResponse) -> m.PeerEntries:
         raise UpstreamFailed(f"entries {len(hits)}, vectors {len(r.vectors)} and terms {len(r.terms)} differ")
     return m.PeerEntries(hits, [np.asarray(v.values, np.float32) if len(v.values) else None for v in r.vectors],
                          [(t.title, t.body) if t.title or t.body else None for t in r.terms])
+
+
+def query_vector_values(vector) -> list[float]:
+    """One query vector as the wire's values (InvalidArgument naming `query_vector` unless 1-D)."""
+    arr = np.asarray(vector, np.float32)
+    if arr.ndim != 1:
+        raise InvalidArgument("query_vector", f"expected one vector, got shape {arr.shape}")
+    return arr.tolist()
+
+
+def field_signals_to_pb(f: m.FieldSignals) -> ks_pb.GetFieldSignalsResponse:
+    """FieldSignals on the wire: matrices flat (row-major), positions sparse (the hits only)."""
+    return ks_pb.GetFieldSignalsResponse(
+        query_terms=list(f.query_terms), idf=f.idf.tolist(), avg_title_length=f.avg_length[0],
+        avg_body_length=f.avg_length[1], avg_doc_length=f.avg_length[2], found=f.found.tolist(),
+        title_tf=f.title_tf.ravel().tolist(), body_tf=f.body_tf.ravel().tolist(),
+        title_length=f.title_length.tolist(), body_length=f.body_length.tolist(),
+        dense_title=f.dense_title.tolist(), chunk_position=f.chunk_position.tolist(),
+        title_positions=_positions_to_pb(f.title_positions), body_positions=_positions_to_pb(f.body_positions))
+
+
+def _positions_to_pb(matrix: np.ndarray) -> ks_pb.FieldPositions:
+    rows, cols = np.nonzero(matrix >= 0)
+    return ks_pb.FieldPositions(width=int(matrix.shape[1]), rows=rows.tolist(), positions=cols.tolist(),
+                                terms=matrix[rows, cols].tolist())
+
+
+def field_signals_from_pb(r: ks_pb.GetFieldSignalsResponse, expected: int) -> m.FieldSignals:
+    """The answer for `expected` entry ids, its sizes checked (UpstreamFailed otherwise)."""
+    n, t = expected, len(r.query_terms)
+    sizes = {"found": (len(r.found), n), "idf": (len(r.idf), t), "title_tf": (len(r.title_tf), n * t),
+             "body_tf": (len(r.body_tf), n * t), "title_length": (len(r.title_length), n),
+             "body_length": (len(r.body_length), n), "dense_title": (len(r.dense_title), n),
+             "chunk_position": (len(r.chunk_position), n)}
+    wrong = [f"{name} {got} (expected {want})" for name, (got, want) in sizes.items() if got != want]
+    if wrong:
+        raise UpstreamFailed(f"field signals of {n} entries and {t} terms have wrong sizes: {', '.join(wrong)}")
+    f32 = np.float32
+    return m.FieldSignals(
+        query_terms=tuple(r.query_terms), idf=np.asarray(r.idf, f32),
+        avg_length=(float(r.avg_title_length), float(r.avg_body_length), float(r.avg_doc_length)),
+        found=np.asarray(r.found, bool), title_tf=np.asarray(r.title_tf, f32).reshape(n, t),
+        body_tf=np.asarray(r.body_tf, f32).reshape(n, t), title_length=np.asarray(r.title_length, f32),
+        body_length=np.asarray(r.body_length, f32), title_positions=_positions_from_pb(r.title_positions, n, t),
+        body_positions=_positions_from_pb(r.body_positions, n, t), dense_title=np.asarray(r.dense_title, f32),
+        chunk_position=np.asarray(r.chunk_position, f32))
+
+
+def _positions_from_pb(p: ks_pb.FieldPositions, n: int, t: int) -> np.ndarray:
+    rows, cols, terms = (np.asarray(p.rows, np.int64), np.asarray(p.positions, np.int64),
+                         np.asarray(p.terms, np.int32))
+    width = int(p.width)
+    if not (len(rows) == len(cols) == len(terms)) or width < 0 or width > MAX_POSITIONS or (len(rows) and (
+            rows.min() < 0 or rows.max() >= n or cols.min() < 0 or cols.max() >= width
+            or terms.min() < 0 or terms.max() >= t)):
+        raise UpstreamFailed(f"field signals: positions out of range ({len(rows)} rows, {len(cols)} positions, "
+                             f"{len(terms)} terms, width {width}, {n} entries, {t} terms)")
+    out = np.full((n, width), -1, np.int32)
+    out[rows, cols] = terms
+    return out
 
 
 def keyword_scores_to_pb(k: m.KeywordScores) -> ks_pb.ScoreKeywordsResponse:

@@ -21,6 +21,7 @@ from services.knowledge_store.backend import (
     vector_candidates_with_completion,
     vectors_of,
 )
+from services.knowledge_store.field_signals import field_signals
 from shared.errors import InvalidArgument, NotFound, Unimplemented
 from shared.grpc_errors import translate_errors
 from shared.identity import verified_caller
@@ -119,6 +120,15 @@ class KnowledgeStoreServicer(ks_grpc.KnowledgeStoreServicer):
             response.terms.extend(ks_pb.EntryTerms(title=t[0], body=t[1]) if t else ks_pb.EntryTerms()
                                   for t in await terms_of(self._store, tenant, hits))
         return response
+
+    @translate_errors
+    async def GetFieldSignals(self, request, context):
+        caller = verified_caller()              # as GetEntries: the caller's tenant, the entries it may see
+        tenant = policy.read_tenant(caller, request.tenant_id)
+        signals = await field_signals(
+            self._store, tenant, list(request.entry_ids), request.query, list(request.query_vector.values),
+            visible=lambda hits: policy.visible(caller, hits))
+        return convert.field_signals_to_pb(signals)
 
     @translate_errors
     async def ScoreKeywords(self, request, context):

@@ -29,6 +29,7 @@ from services.knowledge_store.backend import (
     vector_candidates_with_completion,
     vectors_of,
 )
+from services.knowledge_store.field_signals import field_signals
 from services.knowledge_store.models import StoreStatus
 from services.knowledge_store.personas import Persona
 from shared import records as m
@@ -130,6 +131,13 @@ class InProcessKnowledgeStoreClient:
             hits = policy.visible(p, await self._store.get_entries(tenant, list(entry_ids)))
             return m.PeerEntries(hits, await vectors_of(self._store, tenant, hits),
                                  await terms_of(self._store, tenant, hits))
+
+    async def get_field_signals(self, tenant_id: str, entry_ids: Sequence[str], query: str,
+                                query_vector: np.ndarray, *, timeout_s: float | None = None) -> m.FieldSignals:
+        async with self._call("GetFieldSignals", timeout_s) as p:       # as grpc_api.GetFieldSignals
+            tenant = policy.read_tenant(p, tenant_id)
+            return await field_signals(self._store, tenant, list(entry_ids), query, query_vector,
+                                       visible=lambda hits: policy.visible(p, hits))
 
     async def score_keywords(self, tenant_id: str, keywords: Keywords, extra_keywords: Sequence[str],
                              texts: Sequence[tuple[str, str] | m.AnalysedText], *,

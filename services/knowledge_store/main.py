@@ -14,6 +14,7 @@ from services.knowledge_store.embedded import search_depth, vector_index
 from services.knowledge_store import metrics as ks_metrics
 from services.knowledge_store.grpc_api import KnowledgeStoreServicer
 from services.knowledge_store.mcp_api import build_mcp
+from services.knowledge_store.title_vectors import keep_backfilling
 from services.llm_orchestration.client import LlmOrchestrationClient
 from shared.auth.mcp_http import service_auth_settings
 from shared.auth.service_auth import ServiceAuth
@@ -49,7 +50,8 @@ def compose(settings: KnowledgeStoreSettings, *, stdio: bool, llm: Any = None) -
         llm = LlmOrchestrationClient(settings.llm_target, timeout_s=settings.rpc_timeout_s,
                                      interceptors=auth.client_interceptors("llm_orchestration") if auth else None,
                                      tls_ca_file=settings.tls_ca_file)
-    store = open_store(settings, GrpcEmbedder(llm, settings.rpc_timeout_s))   # embedded | qdrant
+    embedder = GrpcEmbedder(llm, settings.rpc_timeout_s)
+    store = open_store(settings, embedder)                                   # embedded | qdrant
 
     async def close() -> None:
         store.close()
@@ -68,6 +70,8 @@ def compose(settings: KnowledgeStoreSettings, *, stdio: bool, llm: Any = None) -
         # nucleus.v1.KnowledgeStore.storage: NOT_SERVING while a tenant has a storage problem
         watch_health=lambda report: store.health.watch(lambda serving: report("storage", serving)),
         metrics=ks_metrics.register(store),             # tenants, memory, storage, disk on /metrics
+        # artifacts stored before titles were embedded get their title vectors (title_vectors.py)
+        background=lambda: keep_backfilling(store, embedder, settings),
     ), store
 
 

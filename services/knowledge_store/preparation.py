@@ -8,7 +8,9 @@ store.
                      removed), chunk (chunking.py), analyse for BM25 (analysis.py), score
                      richness (richness.py) -> PreparedDocument rows and the texts to embed
     embed_texts      embed those texts through the injected Embedder, in batches, checked
-                     and L2-normalised
+                     and L2-normalised; each artifact's title rides in the same pass
+                     (`PreparedBatch.embed_inputs` / `split_vectors`: its title vector, none
+                     for an empty title, the learned re-ranker's dense_title)
     derived_rows     an entry's keyword terms and embedded text recomputed from what is
                      stored, exactly as `prepare_document` made them (repairs use it)
 
@@ -71,6 +73,22 @@ class PreparedBatch:
     def texts(self) -> list[str]:
         """Every chunk's text to embed, in document and chunk order."""
         return [t for p in self.documents for t in p.embed_texts]
+
+    @property
+    def titles(self) -> list[str]:
+        """The non-empty titles of the documents, in document order (one title vector each)."""
+        return [p.meta.title for p in self.documents if p.meta.title.strip()]
+
+    def embed_inputs(self) -> list[str]:
+        """What ingest embeds in one pass: every chunk's text, then the non-empty titles."""
+        return self.texts + self.titles
+
+    def split_vectors(self, vectors: NDArray[np.float32]
+                      ) -> tuple[NDArray[np.float32], list[NDArray[np.float32] | None]]:
+        """`embed_inputs`' vectors as (chunk vectors, each document's title vector or None)."""
+        n = sum(len(p.rows) for p in self.documents)
+        titles = iter(vectors[n:])
+        return vectors[:n], [next(titles) if p.meta.title.strip() else None for p in self.documents]
 
     def nothing_written(self) -> IngestReport:
         """The report of a batch of which no document could be prepared."""

@@ -78,6 +78,17 @@ async def test_ingest_then_both_searches_find_the_document(store, llm):
     assert "sourdough" in terms
     stats = await store.stats(tenant)
     assert stats.artifacts == 2 and stats.entries == stats.vectors == stats.keyword_docs >= 2
+    # GetFieldSignals over gRPC: the stored terms per field and the title vectors ingest embedded
+    signals = await store.get_field_signals(tenant, ["volcano#0", "bread#0", "nope#0"], "volcanic eruptions",
+                                            vec[0])
+    assert signals.query_terms == ("volcan", "erupt") and signals.found.tolist() == [True, True, False]
+    assert signals.body_tf[:2].tolist() == [[1, 1], [0, 0]] and np.isnan(signals.body_tf[2]).all()
+    assert signals.body_positions[0, :2].tolist() == [0, 1] and signals.chunk_position[:2].tolist() == [0, 0]
+    titles = await llm.embed(["volcano", "bread"], purpose="document")       # the doc helper's titles
+    titles = titles / np.linalg.norm(titles, axis=1, keepdims=True)
+    expected = titles @ (vec[0] / np.linalg.norm(vec[0]))
+    assert signals.dense_title[:2].tolist() == pytest.approx(expected.tolist(), abs=1e-4)
+    assert np.isnan(signals.dense_title[2]) and signals.dense_title[0] > signals.dense_title[1]
 
 
 async def test_upsert_replaces_old_chunks_in_every_index(store, llm):

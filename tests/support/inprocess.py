@@ -150,6 +150,13 @@ class InProcessKnowledge(_Port):
         terms = await self.store.entry_terms(tenant_id, ids) if hits else {}
         return PeerEntries(hits, [vectors.get(i) for i in ids], [terms.get(i) for i in ids])
 
+    async def get_field_signals(self, tenant_id: str, entry_ids: Sequence[str], query: str,
+                                query_vector: np.ndarray, *, timeout_s: float | None = None):
+        from services.knowledge_store.field_signals import field_signals
+        self._enter("get_field_signals")
+        return await self._within(field_signals(self.store, tenant_id, list(entry_ids), query, query_vector),
+                                  timeout_s)
+
     async def score_keywords(self, tenant_id: str, keywords: str, extra_keywords: Sequence[str],
                              texts: Sequence[tuple[str, str]], *, timeout_s: float | None = None) -> KeywordScores:
         self._enter("score_keywords")

@@ -86,6 +86,7 @@ class KnowledgeStore:
                  bm25_weights: tuple[float, float] = DEFAULT_BM25_WEIGHTS) -> None:
         self._tenants = Tenants(settings, bm25_weights)
         self._search_log = feedback_log.SearchLogWriter(self._tenants)
+        self.dimension = settings.dimension         # of every tenant's vectors
         self._ingester = Ingester(settings, embedder, bm25_weights, self._tenants)
         self._searcher = Searcher(settings, self._tenants)
         self._consistency = Consistency(self._tenants, self._ingester)
@@ -179,6 +180,23 @@ class KnowledgeStore:
     async def entry_terms(self, tenant_id: str, entry_ids: Sequence[str]) -> dict[str, tuple[str, str]]:
         """The analysed (title terms, body terms) of these entries as the keyword index holds them."""
         return await self._searcher.entry_terms(tenant_id, entry_ids)
+
+    async def field_statistics(self, tenant_id: str, terms: Sequence[str]
+                               ) -> tuple[int, list[int], tuple[float, float, float]]:
+        """(live entries, document frequency of each term, mean analysed (title, body, doc) length)."""
+        return await self._searcher.field_statistics(tenant_id, terms)
+
+    async def title_vectors(self, tenant_id: str, artifact_ids: Sequence[str]) -> dict[str, np.ndarray]:
+        """The stored unit title vectors of these artifacts (absent: none stored)."""
+        return await self._searcher.title_vectors(tenant_id, artifact_ids)
+
+    async def lacking_title_vectors(self, tenant_id: str, limit: int) -> list[tuple[str, str]]:
+        """(artifact id, title) of up to `limit` titled artifacts without a title vector."""
+        return await self._ingester.lacking_title_vectors(tenant_id, limit)
+
+    async def put_title_vectors(self, tenant_id: str, rows: Sequence[tuple[str, str, np.ndarray]]) -> int:
+        """Store backfilled (artifact id, title, vector) where the title is still that one."""
+        return await self._ingester.put_title_vectors(tenant_id, rows)
 
     # -- topics ------------------------------------------------------------------------------
 

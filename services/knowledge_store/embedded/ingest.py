@@ -19,6 +19,7 @@ locked part of the write only appends.
 from __future__ import annotations
 
 import asyncio
+import sqlite3
 import time
 from collections.abc import Callable, Sequence
 import numpy as np
@@ -72,8 +73,9 @@ class Ingester:
                 stage.set_attribute("nucleus.chunks", len(texts))
             started = time.perf_counter()
             with tracer.start_as_current_span("knowledge_store.ingest.embed") as stage:  # telemetry hook
-                stage.set_attribute("nucleus.texts", len(texts))
-                vectors = await self._embed(texts, progress)
+                inputs = batch.embed_inputs()                 # the chunks, then the titles: one pass
+                stage.set_attribute("nucleus.texts", len(inputs))
+                vectors, title_vectors = batch.split_vectors(await self._embed(inputs, progress))
             embed_seconds = time.perf_counter() - started
             span.set_attribute("nucleus.entries", len(texts))
             now = int(time.time())
@@ -81,10 +83,11 @@ class Ingester:
             def work(conn) -> tuple[list[IngestResult], IndexChange]:
                 results, removed, added = [], [], []
                 offset = 0
-                for p in prepared:
+                for p, title_vector in zip(prepared, title_vectors, strict=True):
                     vecs = vectors[offset:offset + len(p.rows)]
                     offset += len(p.rows)
-                    old, new = storage.entries.replace_artifact(conn, p.meta, persona_id, now, p.rows, vecs)
+                    old, new = storage.entries.replace_artifact(conn, p.meta, persona_id, now, p.rows, vecs,
+                                                                title_vector)
                     removed += old
                     added += new
                     results.append(IngestResult(p.meta.artifact_id, len(new), len(old), p.index))
@@ -109,6 +112,42 @@ class Ingester:
             return (n_artifacts, len(rids)), IndexChange(rids, [], NO_CHANGE.vectors)
 
         return await write(self._tenants, tenant_id, work, create=False, action="delete")
+
+    async def lacking_title_vectors(self, tenant_id: str, limit: int) -> list[tuple[str, str]]:
+        """(artifact id, title) of up to `limit` artifacts with a title and no title vector: a
+        read-only look first, so a tenant with none is not opened (the startup backfill visits
+        every tenant); an older database (no table yet) is opened, which migrates it."""
+        validation.tenant_id(tenant_id)
+        path = self._tenants.database_path(tenant_id)
+
+        def look() -> list[tuple[str, str]] | None:
+            try:
+                conn = storage.db.connect_for_scrub(path)
+            except sqlite3.Error:
+                return None
+            try:
+                return storage.entries.lacking_title_vectors(conn, limit)
+            except sqlite3.Error:
+                return None
+            finally:
+                conn.close()
+
+        found = await asyncio.to_thread(look)
+        if found is not None:
+            return found
+        tenant = await self._tenants.get(tenant_id)
+        with tenant.db.read("title vectors") as conn:
+            return storage.entries.lacking_title_vectors(conn, limit)
+
+    async def put_title_vectors(self, tenant_id: str, rows: Sequence[tuple[str, str, NDArray[np.float32]]]) -> int:
+        """Store backfilled title vectors (storage.entries.put_title_vectors: only where the
+        artifact still has that title and none yet); a quiet write, no index mirrors them."""
+        validation.tenant_id(tenant_id)
+
+        def work(conn) -> tuple[int, IndexChange]:
+            return storage.entries.put_title_vectors(conn, rows), NO_CHANGE
+
+        return await write(self._tenants, tenant_id, work, create=False, action="title vectors", quiet=True)
 
     def _prepare_all(self, docs: list[DocumentIn], rejected: tuple[IngestRejection, ...], commit_valid: bool
                      ) -> tuple[PreparedBatch, KeywordBatch]:

@@ -8,7 +8,8 @@ write while the tenant's lock is held exclusively. FTS5 stays the durable keywor
 Layout (all numpy, grown with amortised doubling so a write costs ~its own size):
 
     positions    one per entry ever added since the last build/compaction, in rid order
-                 (rids are AUTOINCREMENT, so appending keeps them sorted): rids, dl, alive
+                 (rids are AUTOINCREMENT, so appending keeps them sorted): rids, dl, tl (the
+                 title's terms, for the per-field average lengths), alive
     postings     per term: positions (int32) and weighted tf (float32) of the entries holding it
 
 Deletes only clear `alive` (tombstones); df and N count live entries only, so scores equal a
@@ -42,7 +43,8 @@ from numpy.typing import NDArray
 from services.knowledge_store.keywords import B, K1
 
 COMPACT_FRACTION = 0.2
-KEYWORD_FORMAT = 1              # layout of `arrays()`; a saved index of another format is rebuilt
+KEYWORD_FORMAT = 2              # layout of `arrays()`; a saved index of another format is rebuilt
+                                # (2: per-entry title lengths `tl`)
 BUILD_BLOCK = 65_536          # entries analysed per numpy step of `build`
 TERM_OVERHEAD_BYTES = 110       # per term: its dict slot and key string
 DELTA_MIN_POSTINGS = 1 << 16    # delta postings merged into the base past this many …
@@ -56,6 +58,7 @@ class KeywordBatch:
     docs: list[NDArray[np.int32]]         # per term: entry offsets within the batch
     tfs: list[NDArray[np.float32]]        # per term: weighted tf
     lengths: NDArray[np.float64]          # per entry: title + body terms
+    title_lengths: NDArray[np.float64] | None = None     # per entry: title terms (None: 0)
 
     @classmethod
     def from_docs(cls, docs: Iterable[tuple[str, str]], weights: tuple[float, float]) -> KeywordBatch:
@@ -63,9 +66,11 @@ class KeywordBatch:
         w_title, w_body = float(weights[0]), float(weights[1])
         by_term: dict[str, tuple[list[int], list[float]]] = {}
         lengths: list[int] = []
+        title_lengths: list[int] = []
         for i, (title, body) in enumerate(docs):
             t_terms, b_terms = title.split(), body.split()
             lengths.append(len(t_terms) + len(b_terms))
+            title_lengths.append(len(t_terms))
             t_count, b_count = Counter(t_terms), Counter(b_terms)
             for term, n in b_count.items():
                 entry = by_term.get(term)
@@ -85,7 +90,8 @@ class KeywordBatch:
         return cls(terms=terms,
                    docs=[np.asarray(by_term[t][0], np.int32) for t in terms],
                    tfs=[np.asarray(by_term[t][1], np.float32) for t in terms],
-                   lengths=np.asarray(lengths, np.float64))
+                   lengths=np.asarray(lengths, np.float64),
+                   title_lengths=np.asarray(title_lengths, np.float64))
 
 
 def _grow(arr: np.ndarray, needed: int) -> np.ndarray:
@@ -105,9 +111,11 @@ class KeywordIndex:
         self._n = 0                                        # positions used
         self._rids = np.zeros(0, np.int64)
         self._dl = np.zeros(0, np.float64)
+        self._tl = np.zeros(0, np.float64)                 # title terms per position
         self._alive = np.zeros(0, bool)
         self._live = 0
         self._total_len = 0.0                              # Σ dl over live entries
+        self._total_title = 0.0                            # Σ tl over live entries
         self._vocab: dict[str, int] = {}                   # term -> term id
         # base postings, CSR by term id (ids below len(_offsets) - 1), positions ascending
         self._offsets = np.zeros(1, np.int64)
@@ -132,6 +140,7 @@ class KeywordIndex:
         vocab: dict[str, int] = {}
         rids = array("q")
         lengths = array("q")
+        title_lengths = array("q")
         terms_parts: list[NDArray[np.int32]] = []
         pos_parts: list[NDArray[np.int32]] = []
         tf_parts: list[NDArray[np.float32]] = []
@@ -158,6 +167,7 @@ class KeywordIndex:
             t_terms, b_terms = title.split(), body.split()
             rids.append(rid)
             lengths.append(len(t_terms) + len(b_terms))
+            title_lengths.append(len(t_terms))
             block_ids.extend([vocab.setdefault(w, len(vocab)) for w in t_terms])
             block_ids.extend([vocab.setdefault(w, len(vocab)) for w in b_terms])
             block_title.extend(b"\x01" * len(t_terms) + b"\x00" * len(b_terms))
@@ -185,6 +195,7 @@ class KeywordIndex:
         return cls.from_arrays({
             "format": np.asarray([KEYWORD_FORMAT], np.int64), "weights": np.asarray(weights, np.float64),
             "rids": rid_array, "dl": np.frombuffer(lengths, np.int64).astype(np.float64) if n else np.zeros(0),
+            "tl": np.frombuffer(title_lengths, np.int64).astype(np.float64) if n else np.zeros(0),
             "alive": np.ones(n, bool), "vocabulary": np.frombuffer("\n".join(words).encode("utf-8"), np.uint8),
             "offsets": offsets, "positions": positions, "tfs": tfs})
 
@@ -198,7 +209,7 @@ class KeywordIndex:
         terms = sorted(self._vocab, key=self._vocab.__getitem__)
         return {"format": np.asarray([KEYWORD_FORMAT], np.int64),
                 "weights": np.asarray(self.weights, np.float64),
-                "rids": self._rids[:n], "dl": self._dl[:n], "alive": self._alive[:n],
+                "rids": self._rids[:n], "dl": self._dl[:n], "tl": self._tl[:n], "alive": self._alive[:n],
                 "vocabulary": np.frombuffer("\n".join(terms).encode("utf-8"), np.uint8),
                 "offsets": offsets, "positions": pos, "tfs": tf}
 
@@ -241,20 +252,22 @@ class KeywordIndex:
             raise ValueError(f"keyword index format {int(arrays['format'][0])}, expected {KEYWORD_FORMAT}")
         weights = arrays["weights"]
         index = cls((float(weights[0]), float(weights[1])))
-        rids, dl, alive = arrays["rids"], arrays["dl"], arrays["alive"]
+        rids, dl, tl, alive = arrays["rids"], arrays["dl"], arrays["tl"], arrays["alive"]
         offsets, pos, tf = arrays["offsets"], arrays["positions"], arrays["tfs"]
         blob = arrays["vocabulary"].tobytes().decode("utf-8")
         terms = blob.split("\n") if blob else []
         n = len(rids)
-        if not (len(dl) == len(alive) == n and len(offsets) == len(terms) + 1 and offsets[-1] == len(pos) == len(tf)
-                and (not len(pos) or int(pos.max()) < n)):
+        if not (len(dl) == len(tl) == len(alive) == n and len(offsets) == len(terms) + 1
+                and offsets[-1] == len(pos) == len(tf) and (not len(pos) or int(pos.max()) < n)):
             raise ValueError("keyword index arrays do not fit together")
         index._n = n
         index._rids = rids.astype(np.int64, copy=True)
         index._dl = dl.astype(np.float64, copy=True)
+        index._tl = tl.astype(np.float64, copy=True)
         index._alive = alive.astype(bool, copy=True)
         index._live = int(index._alive.sum())
         index._total_len = float(index._dl[index._alive].sum())
+        index._total_title = float(index._tl[index._alive].sum())
         index._vocab = {t: i for i, t in enumerate(terms)}
         if len(index._vocab) != len(terms):
             raise ValueError("keyword index vocabulary repeats a term")
@@ -265,7 +278,7 @@ class KeywordIndex:
 
     def memory_bytes(self) -> int:
         """Estimated resident size: the arrays (with their spare capacity) and the vocabulary."""
-        arrays = self._rids.nbytes + self._dl.nbytes + self._alive.nbytes + self._offsets.nbytes
+        arrays = self._rids.nbytes + self._dl.nbytes + self._tl.nbytes + self._alive.nbytes + self._offsets.nbytes
         arrays += self._bpos.nbytes + self._btf.nbytes + self._dterm.nbytes + self._dpos.nbytes + self._dtf.nbytes
         return arrays + len(self._vocab) * TERM_OVERHEAD_BYTES
 
@@ -299,9 +312,11 @@ class KeywordIndex:
         start, end = self._n, self._n + m
         self._rids = _grow(self._rids, end)
         self._dl = _grow(self._dl, end)
+        self._tl = _grow(self._tl, end)
         self._alive = _grow(self._alive, end)
         self._rids[start:end] = new
         self._dl[start:end] = batch.lengths
+        self._tl[start:end] = 0.0 if batch.title_lengths is None else batch.title_lengths
         self._alive[start:end] = True
         k = sum(len(d) for d in batch.docs)
         if k:
@@ -317,6 +332,7 @@ class KeywordIndex:
         self._n = end
         self._live += m
         self._total_len += float(batch.lengths.sum())
+        self._total_title += float(self._tl[start:end].sum())
 
     def remove(self, rids: Sequence[int] | NDArray[np.int64]) -> None:
         """Tombstone these entries (unknown rids are ignored)."""
@@ -330,8 +346,9 @@ class KeywordIndex:
         self._alive[pos] = False
         self._live -= len(pos)
         self._total_len -= float(self._dl[pos].sum())
+        self._total_title -= float(self._tl[pos].sum())
         if self._live == 0:
-            self._total_len = 0.0
+            self._total_len = self._total_title = 0.0
 
     def compacted(self) -> KeywordIndex:
         """A dense copy: tombstones dropped, the delta merged into the base (reads only: may
@@ -344,8 +361,10 @@ class KeywordIndex:
         fresh._n = fresh._live = live
         fresh._rids = self._rids[:n][alive].copy()
         fresh._dl = self._dl[:n][alive].copy()
+        fresh._tl = self._tl[:n][alive].copy()
         fresh._alive = np.ones(live, bool)
         fresh._total_len = float(fresh._dl.sum())
+        fresh._total_title = float(fresh._tl.sum())
         fresh._vocab = {term: int(new_ids[tid]) for term, tid in self._vocab.items() if new_ids[tid] >= 0}
         fresh._offsets, fresh._bpos, fresh._btf = offsets, pos, tf
         return fresh
@@ -427,6 +446,15 @@ class KeywordIndex:
             pos = self._term_postings(tid)[0]
             out.append(int(np.count_nonzero(self._alive[pos])) if self._live < self._n else len(pos))
         return out
+
+    def field_statistics(self, terms: Sequence[str]) -> tuple[int, list[int], tuple[float, float, float]]:
+        """(live entries N, document frequency of each of `terms`, average analysed length of
+        (title, body, doc) over the live entries): GetFieldSignals' statistics, exact."""
+        live = self._live
+        if not live:
+            return 0, [0] * len(terms), (0.0, 0.0, 0.0)
+        doc, title = self._total_len / live, self._total_title / live
+        return live, self.document_frequencies(terms), (title, max(doc - title, 0.0), doc)
 
     def score_documents(self, terms: Sequence[str], docs: Sequence[tuple[str, str]],
                         document_frequencies: Sequence[int] | None = None) -> NDArray[np.float32]:

@@ -298,6 +298,31 @@ class Searcher:
 
         return await self._read(len(unique) <= INLINE_MAX_K, read)
 
+    async def field_statistics(self, tenant_id: str, terms: Sequence[str]
+                               ) -> tuple[int, list[int], tuple[float, float, float]]:
+        """GetFieldSignals' statistics from the keyword index (keyword_index.field_statistics)."""
+        validation.tenant_id(tenant_id)
+        tenant = await self._tenants.get(tenant_id)
+
+        def read(*, wait: bool) -> tuple[int, list[int], tuple[float, float, float]]:
+            with tenant.rw.read(wait=wait):
+                return tenant.keywords.field_statistics(list(terms))
+
+        return await self._read(True, read)
+
+    async def title_vectors(self, tenant_id: str, artifact_ids: Sequence[str]) -> dict[str, NDArray[np.float32]]:
+        """The stored unit title vectors of these artifacts (absent: none stored)."""
+        validation.tenant_id(tenant_id)
+        unique = list(dict.fromkeys(artifact_ids))
+        tenant = await self._tenants.get(tenant_id)
+
+        def read(*, wait: bool) -> dict[str, NDArray[np.float32]]:
+            with tenant.db.read() as conn:
+                return storage.entries.title_vectors(conn, unique, tenant.index.dimension)
+
+        return await self._read(len(unique) <= INLINE_MAX_K, read)
+
+
 def _phrase_rids(query: KeywordQuery, conn) -> list[NDArray[np.int64]]:
     """Per phrase, the entries holding it, read in the search's snapshot: those whose text has
     its words in a row; if none has, those whose analysed title or body has its terms in a

@@ -37,6 +37,10 @@ class QdrantBase:
         self._ready = False
         self.health = StoreHealth(Path(settings.qdrant_path or settings.data_dir))
 
+    @property
+    def dimension(self) -> int:
+        return self._settings.dimension
+
     def plan(self) -> list[layout.Call]:
         s = self._settings
         return layout.collection_plan(self._names, s.dimension, cluster=self._q.cluster, shards=s.qdrant_shards,
@@ -116,8 +120,8 @@ class QdrantBase:
         if not artifact_ids:
             return []
         return await self._scroll(self._chunk_args(tenant_id), qf.scope(tenant_id, None, qm.FieldCondition(
-            key="artifact_id", match=qm.MatchAny(any=list(artifact_ids)))), payload=["artifact_id", "dl", "version"],
-            vectors=[layout.SPARSE])
+            key="artifact_id", match=qm.MatchAny(any=list(artifact_ids)))),
+            payload=["artifact_id", "dl", "tl", "version"], vectors=[layout.SPARSE])
 
     def list_tenants(self) -> list[str]:
         """Every tenant with data (synchronous, as the embedded store's)."""

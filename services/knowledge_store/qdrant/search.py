@@ -331,6 +331,21 @@ class Searches(TermStatistics):
         hits = await self.get_entries(tenant_id, entry_ids)
         return {h.entry.id: derived_rows(h.artifact.title, h.entry.headline, h.entry.text)[:2] for h in hits}
 
+    async def title_vectors(self, tenant_id: str, artifact_ids: Sequence[str]) -> dict[str, np.ndarray]:
+        """The stored unit title vectors of these artifacts (the `title_vector` of each record;
+        absent: none stored)."""
+        validation.tenant_id(tenant_id)
+        await self._ensure()
+        unique = list(dict.fromkeys(artifact_ids))
+        if not unique:
+            return {}
+        got = await self._call("retrieve", collection_name=self._names.artifacts,
+                               ids=[layout.artifact_point(tenant_id, a) for a in unique],
+                               with_payload=["tenant_id", "artifact_id", "title_vector"])
+        dim = self._settings.dimension
+        return {p.payload["artifact_id"]: np.asarray(p.payload["title_vector"], np.float32) for p in got
+                if p.payload.get("tenant_id") == tenant_id and len(p.payload.get("title_vector") or ()) == dim}
+
 class _PhraseHolders(dict):
     """The entries holding one quoted phrase (row id -> document length), with its idf and the
     tenant's average length: the phrase counts as one more BM25 term with tf 1 in each."""

@@ -66,17 +66,20 @@ class Writes(TermStatistics):
             texts = batch.texts
             span.set_attribute("nucleus.entries", len(texts))
             started = time.perf_counter()
-            vectors = await embed_texts(self._embedder, self._settings, texts, progress)
+            vectors, title_vectors = batch.split_vectors(            # the chunks, then the titles: one pass
+                await embed_texts(self._embedder, self._settings, batch.embed_inputs(), progress))
             embed_seconds = time.perf_counter() - started
             started = time.perf_counter()
             await self._ensure()
-            results = await self._write(tenant_id, persona_id, prepared, vectors)
+            results = await self._write(tenant_id, persona_id, prepared, vectors, title_vectors)
             return IngestReport(results=tuple(results), total_entries=len(texts), embed_seconds=embed_seconds,
                                 commit_seconds=time.perf_counter() - started, rejected=rejected)
 
     async def _write(self, tenant_id: str, persona_id: str, prepared: list[PreparedDocument],
-                     vectors: np.ndarray) -> list[IngestResult]:
-        """Where an ingest commits: the steps of the module docstring."""
+                     vectors: np.ndarray, title_vectors: Sequence[np.ndarray | None] | None = None
+                     ) -> list[IngestResult]:
+        """Where an ingest commits: the steps of the module docstring. `title_vectors`: each
+        document's (None: an empty title; the whole list None: not embedded, the backfill's)."""
         await self._ensure()
         now = int(time.time())
         artifact_ids = [p.meta.artifact_id for p in prepared]
@@ -91,7 +94,7 @@ class Writes(TermStatistics):
                 and not records[a].get("pending")}
         points: list[qm.PointStruct] = []
         df_delta: dict[int, int] = {}
-        entries_delta, len_delta = 0, 0.0
+        entries_delta, len_delta, title_delta = 0, 0.0, 0.0
         offset = 0
         for p in prepared:
             a = p.meta.artifact_id
@@ -108,12 +111,14 @@ class Writes(TermStatistics):
                     "text": row.text, "headline": row.headline, "content_summary": row.content_summary,
                     "timestamp_unix": row.timestamp_unix, "richness": row.richness, "indexed_unix": now,
                     "time": row.timestamp_unix or p.meta.modified_unix or p.meta.created_unix,
-                    "row_id": layout.row_id(pid), "dl": dl, "avgdl": avgdl, **meta}))
+                    "row_id": layout.row_id(pid), "dl": dl, "tl": len(row.fts_title.split()), "avgdl": avgdl,
+                    **meta}))
                 if a not in same:
                     for i in tf:
                         df_delta[i] = df_delta.get(i, 0) + 1
                     entries_delta += 1
                     len_delta += dl
+                    title_delta += len(row.fts_title.split())
         for chunk in old_chunks:
             if chunk.payload["artifact_id"] in same:
                 continue
@@ -121,6 +126,7 @@ class Writes(TermStatistics):
                 df_delta[i] = df_delta.get(i, 0) - 1
             entries_delta -= 1
             len_delta -= float(chunk.payload.get("dl", 0))
+            title_delta -= float(chunk.payload.get("tl", 0))
         # 1. the new versions' points, invisible until flipped
         for start in range(0, len(points), UPSERT_BATCH):
             await self._call("upsert", **self._chunk_args(tenant_id), points=points[start:start + UPSERT_BATCH],
@@ -128,10 +134,12 @@ class Writes(TermStatistics):
         # 2. the records: the commit point
         results: list[IngestResult] = []
         record_points = []
-        for p in prepared:
+        for k, p in enumerate(prepared):
             a = p.meta.artifact_id
             old = records.get(a, {})
+            title_vector = title_vectors[k] if title_vectors is not None else None
             record_points.append(qm.PointStruct(id=layout.artifact_point(tenant_id, a), vector={}, payload={
+                "title_vector": None if title_vector is None else np.asarray(title_vector, np.float32).tolist(),
                 "tenant_id": tenant_id, **_meta_payload(p.meta), "persona_id": persona_id, "indexed_unix": now,
                 "version": versions[a], "entries": len(p.rows), "pending": a not in same,
                 "feedback_helpful": old.get("feedback_helpful", 0),
@@ -142,7 +150,7 @@ class Writes(TermStatistics):
         old_ids = [c.id for c in old_chunks if c.payload["artifact_id"] not in same]
         new_ids = [pt.id for pt in points if pt.payload["artifact_id"] not in same]
         await self._flip_ids(tenant_id, old_ids, new_ids)
-        await self._apply_stats(tenant_id, df_delta, entries_delta, len_delta)
+        await self._apply_stats(tenant_id, df_delta, entries_delta, len_delta, title_delta)
         await self._finish(tenant_id, [(a, versions[a]) for a in changed], old_ids)
         if any(records.get(a, {}).get("pending") for a in artifact_ids):
             await self.recount(tenant_id)        # an interrupted write's statistics are unknown
@@ -246,8 +254,40 @@ class Writes(TermStatistics):
             await self._call("delete", collection_name=collection, wait=True,
                              points_selector=qm.FilterSelector(filter=qm.Filter(must=mine)))
         await self._apply_stats(tenant_id, df_delta, -len(chunks),
-                                -sum(float(c.payload.get("dl", 0)) for c in chunks))
+                                -sum(float(c.payload.get("dl", 0)) for c in chunks),
+                                -sum(float(c.payload.get("tl", 0)) for c in chunks))
         return len(records), len(chunks)
+
+
+    async def lacking_title_vectors(self, tenant_id: str, limit: int) -> list[tuple[str, str]]:
+        """(artifact id, title) of up to `limit` titled artifacts whose record has no title vector."""
+        validation.tenant_id(tenant_id)
+        await self._ensure()
+        got = await self._scroll({"collection_name": self._names.artifacts}, qm.Filter(
+            must=[qf.tenant(tenant_id), qm.IsEmptyCondition(is_empty=qm.PayloadField(key="title_vector"))],
+            must_not=[qm.FieldCondition(key="title", match=qm.MatchValue(value=""))]),
+            payload=["artifact_id", "title"], limit=max(1, int(limit)) * 2)
+        found = sorted((p.payload["artifact_id"], p.payload.get("title", "")) for p in got)
+        return [(a, t) for a, t in found if t.strip()][:limit]
+
+    async def put_title_vectors(self, tenant_id: str, rows: Sequence[tuple[str, str, np.ndarray]]) -> int:
+        """Set backfilled title vectors on records that still have that title and none yet (a
+        re-ingest in between wrote its own). Returns how many were set."""
+        validation.tenant_id(tenant_id)
+        await self._ensure()
+        stored = 0
+        for artifact_id, title, vector in rows:
+            point = layout.artifact_point(tenant_id, artifact_id)
+            still = qm.Filter(must=[qm.HasIdCondition(has_id=[point]),
+                                    qm.FieldCondition(key="title", match=qm.MatchValue(value=title)),
+                                    qm.IsEmptyCondition(is_empty=qm.PayloadField(key="title_vector"))])
+            if not (await self._call("count", collection_name=self._names.artifacts, count_filter=still,
+                                     exact=True)).count:
+                continue
+            await self._call("set_payload", collection_name=self._names.artifacts, wait=True, points=still,
+                             payload={"title_vector": np.asarray(vector, np.float32).tolist()})
+            stored += 1
+        return stored
 
 
 def _meta_payload(meta) -> dict[str, Any]:

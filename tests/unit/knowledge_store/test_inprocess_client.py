@@ -83,6 +83,9 @@ def _calls(client) -> dict[str, object]:
         "search": lambda: client.search_by_filters(TENANT, "battery controller", [], 10, filters),
         "candidates": lambda: client.candidates_by_filters(TENANT, "battery controller", [], 10, filters),
         "entries": lambda: client.get_entries(TENANT, [f"{a}#0" for a in ("public", "lab-only", "ops-only")]),
+        "field signals": lambda: client.get_field_signals(
+            TENANT, [f"{a}#0" for a in ("public", "lab-only", "ops-only")], "battery controller",
+            HashEmbedder().vector("battery")),
         "stats": lambda: client.stats(TENANT),
         "store status": lambda: client.store_status(),
         "delete": lambda: client.delete(TENANT, ["no-such-artifact"]),
@@ -103,6 +106,8 @@ def _comparable(answer: object) -> object:
         return sorted(answer[0].artifact_ids), answer[1]
     if isinstance(answer, list):                                                       # entries
         return sorted(h.artifact.artifact_id for h in answer)
+    if hasattr(answer, "found"):                                                       # field signals
+        return answer.found.tolist(), np.nan_to_num(answer.body_tf, nan=-1.0).tolist(), answer.body_positions.tolist()
     if hasattr(answer, "problems"):                                                    # store status
         return answer.state, answer.open_tenants
     if hasattr(answer, "sources"):                                                     # stats
@@ -134,6 +139,27 @@ async def test_the_policy_is_applied_in_process_not_just_mirrored(both):
         with pytest.raises(PermissionDenied, match="tenant"):
             await local.stats("globex")
     assert sorted(h.artifact.artifact_id for h in hits) == ["lab-only", "public"]
+
+
+@pytest.mark.parametrize("who,visible", [("lab member", [True, True, False]), ("no groups", [True, False, False]),
+                                         ("the service, for no user", [True, False, False])])
+async def test_field_signals_of_an_entry_the_caller_may_not_see_are_a_not_found_row_in_both_modes(both, who, visible):
+    remote, local, _, _ = both
+    ids = [f"{a}#0" for a in ("public", "lab-only", "ops-only")]
+    query = HashEmbedder().vector("battery controller")
+    with acting_for(USERS[who]):
+        answers = [await c.get_field_signals(TENANT, ids, "battery controller", query) for c in (remote, local)]
+        entries = {h.entry.id for h in await local.get_entries(TENANT, ids)}
+    for got in answers:
+        assert got.found.tolist() == visible == [i in entries for i in ids]      # exactly GetEntries' view
+        hidden = ~got.found
+        assert np.isnan(got.body_tf[hidden]).all() and np.isnan(got.body_length[hidden]).all()
+        assert (got.body_positions[hidden] == -1).all() and np.isnan(got.chunk_position[hidden]).all()
+        assert (got.body_tf[got.found] == 1).all()           # each visible entry holds each term once
+    with acting_for(USERS["other tenant"]):                   # another tenant's: refused, as GetEntries
+        for c in (remote, local):
+            with pytest.raises(PermissionDenied, match="tenant"):
+                await c.get_field_signals(TENANT, ids, "battery controller", query)
 
 
 async def test_only_a_tenant_admin_or_an_operator_stores_a_ranking_model(both):

@@ -1,6 +1,6 @@
 """The system of record: one SQLite database per tenant, `<data_dir>/tenants/<tenant>/store.sqlite`.
 
-Tables (schema version 3, created in `db.py`; an older database is migrated when opened):
+Tables (schema version 6, created in `db.py`; an older database is migrated when opened):
 
     meta            key → value (tenant_id, dimension, index config, schema version,
                     database id, how far index_log was trimmed)
@@ -11,6 +11,8 @@ Tables (schema version 3, created in `db.py`; an older database is migrated when
                     `checksum` of the row and its vector (rowsums.py; artifacts have one too)
     entry_vectors   rid → float32 vector blob (kept apart so scans of entries stay small)
     entries_fts     FTS5 (title, body) of *analysed* terms, rowid = rid
+    title_vectors   artifact_id → float32 unit vector of its title (schema 6; none for an
+                    empty title; artifacts stored before are backfilled in the background)
     profiles        ranking profiles, one row per (persona, name, version)
     feedback        every vote ever cast, with its comment (a log)
     votes           each user's current vote per artifact, (artifact_id, user_id) the primary

@@ -36,9 +36,11 @@ from shared.errors import FailedPrecondition, NucleusError, Unavailable
 
 log = logging.getLogger(__name__)
 
-SCHEMA_VERSION = 5            # 2: `votes`, one vote per user per artifact; 3: row checksums (rowsums.py);
+SCHEMA_VERSION = 6            # 2: `votes`, one vote per user per artifact; 3: row checksums (rowsums.py);
                               # 4: a profile's re-rank fields (ranking_inputs.add_rerank_columns);
-                              # 5: a profile's learned-ranking fields (add_model_columns), `ranking_models`
+                              # 5: a profile's learned-ranking fields (add_model_columns), `ranking_models`;
+                              # 6: `title_vectors` (artifacts stored before are backfilled in the
+                              # background: ../../title_vectors.py)
 DB_FILE = "store.sqlite"
 
 _SCHEMA = """
@@ -88,6 +90,11 @@ CREATE TABLE IF NOT EXISTS entry_vectors (
     rid    INTEGER PRIMARY KEY,
     vector BLOB NOT NULL
 );
+
+CREATE TABLE IF NOT EXISTS title_vectors (
+    artifact_id TEXT PRIMARY KEY,
+    vector      BLOB NOT NULL
+) WITHOUT ROWID;
 
 CREATE VIRTUAL TABLE IF NOT EXISTS entries_fts USING fts5(
     title, body, tokenize = 'unicode61 remove_diacritics 0'
@@ -192,8 +199,16 @@ CREATE TABLE IF NOT EXISTS source_votes (
 """
 
 # Schema version -> the step that brings an older database up to it, keeping its data.
+def _add_title_vectors(conn: sqlite3.Connection) -> None:
+    """Schema 6: the table of title vectors, empty: the background backfill (title_vectors.py
+    of the KnowledgeStore) embeds the titles of the artifacts stored before."""
+    conn.execute("CREATE TABLE IF NOT EXISTS title_vectors (artifact_id TEXT PRIMARY KEY, vector BLOB NOT NULL) "
+                 "WITHOUT ROWID")
+
+
 _MIGRATIONS = {2: ranking_inputs.keep_one_vote_per_user, 3: rowsums.add_columns,
-               4: ranking_inputs.add_rerank_columns, 5: ranking_inputs.add_model_columns}
+               4: ranking_inputs.add_rerank_columns, 5: ranking_inputs.add_model_columns,
+               6: _add_title_vectors}
 
 
 # -- tenant directories ----------------------------------------------------------------------

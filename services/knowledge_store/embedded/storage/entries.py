@@ -41,13 +41,19 @@ def _delete_rids(conn: sqlite3.Connection, rids: list[int]) -> None:
 
 
 def replace_artifact(conn: sqlite3.Connection, meta: ArtifactMeta, persona_id: str, indexed_unix: int,
-                     rows: Sequence[EntryRow], vectors: NDArray[np.float32]) -> tuple[list[int], list[int]]:
-    """Upsert one artifact and replace all its entries. Returns (removed rids, new rids).
+                     rows: Sequence[EntryRow], vectors: NDArray[np.float32],
+                     title_vector: NDArray[np.float32] | None = None) -> tuple[list[int], list[int]]:
+    """Upsert one artifact and replace all its entries and its title vector (None: it has
+    none, an empty title). Returns (removed rids, new rids).
 
     Feedback counters of an existing artifact are kept (they are about the artifact).
     """
     old = _rids_of_artifacts(conn, [meta.artifact_id])
     _delete_rids(conn, old)
+    conn.execute("DELETE FROM title_vectors WHERE artifact_id = ?", (meta.artifact_id,))
+    if title_vector is not None:
+        conn.execute("INSERT INTO title_vectors(artifact_id, vector) VALUES (?, ?)",
+                     (meta.artifact_id, np.ascontiguousarray(title_vector, dtype=np.float32).tobytes()))
     conn.execute(
         """INSERT INTO artifacts(artifact_id, title, source_type, source_id, source_uri, file_name,
                file_type, created_unix, modified_unix, owners, tags, reputation_prior,
@@ -92,6 +98,7 @@ def delete_artifacts(conn: sqlite3.Connection, artifact_ids: Sequence[str]) -> t
     ids = json_list(artifact_ids)
     conn.execute("DELETE FROM feedback WHERE artifact_id IN (SELECT value FROM json_each(?))", (ids,))
     conn.execute("DELETE FROM votes WHERE artifact_id IN (SELECT value FROM json_each(?))", (ids,))
+    conn.execute("DELETE FROM title_vectors WHERE artifact_id IN (SELECT value FROM json_each(?))", (ids,))
     cur = conn.execute("DELETE FROM artifacts WHERE artifact_id IN (SELECT value FROM json_each(?))", (ids,))
     return cur.rowcount, rids
 
@@ -125,6 +132,41 @@ def terms_by_entry_id(conn: sqlite3.Connection, entry_ids: Sequence[str]) -> dic
     rows = conn.execute("SELECT e.entry_id, f.title, f.body FROM entries e JOIN entries_fts f ON f.rowid = e.rid "
                         "WHERE e.entry_id IN (SELECT value FROM json_each(?))", (json_list(entry_ids),))
     return {eid: (title or "", body or "") for eid, title, body in rows}
+
+
+def title_vectors(conn: sqlite3.Connection, artifact_ids: Sequence[str],
+                  dimension: int) -> dict[str, NDArray[np.float32]]:
+    """The stored unit title vectors of these artifacts (none: an empty title, or stored before
+    schema 6 and not yet backfilled); a blob of the wrong size is left out."""
+    try:
+        rows = conn.execute("SELECT artifact_id, vector FROM title_vectors "
+                            "WHERE artifact_id IN (SELECT value FROM json_each(?))", (json_list(artifact_ids),))
+    except sqlite3.OperationalError as err:     # an older database served read-only (not migrated)
+        if "no such table" in str(err):
+            return {}
+        raise
+    return {a: np.frombuffer(blob, dtype=np.float32).copy() for a, blob in rows
+            if isinstance(blob, bytes) and len(blob) == dimension * 4}
+
+
+def lacking_title_vectors(conn: sqlite3.Connection, limit: int) -> list[tuple[str, str]]:
+    """(artifact id, title) of up to `limit` artifacts with a title and no title vector."""
+    return [(a, t) for a, t in conn.execute(
+        "SELECT a.artifact_id, a.title FROM artifacts a WHERE trim(a.title) != '' AND NOT EXISTS "
+        "(SELECT 1 FROM title_vectors v WHERE v.artifact_id = a.artifact_id) ORDER BY a.artifact_id LIMIT ?",
+        (int(limit),))]
+
+
+def put_title_vectors(conn: sqlite3.Connection, rows: Sequence[tuple[str, str, NDArray[np.float32]]]) -> int:
+    """Store (artifact id, title, unit vector) where the artifact still has that title and no
+    title vector (a re-ingest in between wrote its own): the backfill's write. Returns how many."""
+    stored = 0
+    for artifact_id, title, vector in rows:
+        stored += conn.execute(
+            "INSERT OR IGNORE INTO title_vectors(artifact_id, vector) SELECT artifact_id, ? FROM artifacts "
+            "WHERE artifact_id = ? AND title = ?",
+            (np.ascontiguousarray(vector, dtype=np.float32).tobytes(), artifact_id, title)).rowcount
+    return stored
 
 
 def keyword_rows(conn: sqlite3.Connection) -> Iterator[tuple[int, str, str]]:
