@@ -162,6 +162,13 @@ class RowSignals:
         at[self.rows] = np.arange(self.rows.shape[0], dtype=np.intp)
         return at
 
+    def found_among(self, c: Candidates, rows: NDArray[np.intp]) -> NDArray[np.bool_]:
+        """Which of candidate `rows` the store found (asked and `found`)."""
+        j = self.of(c)[rows]
+        found = j >= 0
+        found[found] = np.asarray(self.signals.found, dtype=bool)[j[found]]
+        return found
+
 
 def _avg(value: float) -> float:
     """An average field length as `FieldTerms` takes it (> 0): as the in-process index floors it."""
@@ -176,10 +183,8 @@ def signal_inputs(c: Candidates, cfg: RankingConfig, rows: NDArray[np.intp], fus
     (every row's) and the side factors as `served_features` computes them; a row without signals
     has NaN term frequencies, lengths, title cosine and chunk position, and no positions."""
     s, n = given.signals, rows.shape[0]
-    j = given.of(c)[rows]
-    found = j >= 0
-    found[found] = np.asarray(s.found, dtype=bool)[j[found]]
-    at = j[found]
+    found = given.found_among(c, rows)
+    at = given.of(c)[rows][found]
 
     def pick(values, fill, dtype=_F32):
         values = np.asarray(values, dtype=dtype)
