@@ -134,10 +134,11 @@ class LearnedRanking:
         return None, why
 
     async def field_signals(self, tenant_id: str, query: str, query_vector: np.ndarray | None,
-                            merged: Sequence[Merged], rows: Sequence[int]) -> tuple[RowSignals | None, str]:
+                            merged: Sequence[Merged], rows: Sequence[int], timeout_s: float | None = None
+                            ) -> tuple[RowSignals | None, str]:
         """(the store's FieldSignals of the local entries among candidate `rows`, "") in one call;
         (None, "") when none is local; (None, why) when they cannot be had (no query vector, the
-        store failed, timed out or answered out of shape)."""
+        store failed, timed out or answered out of shape). `timeout_s`: else the constructor's."""
         local = [r for r in rows if not merged[r].origin]
         if not local:
             return None, ""
@@ -146,21 +147,22 @@ class LearnedRanking:
         try:
             signals = await self._ks.get_field_signals(tenant_id, [merged[r].entry_id for r in local], query,
                                                        np.asarray(query_vector, dtype=np.float32),
-                                                       timeout_s=self._signals_timeout_s)
+                                                       timeout_s=timeout_s or self._signals_timeout_s)
             return RowSignals(signals, np.asarray(local, dtype=np.intp)), ""
         except NucleusError as err:
             return None, str(err)
 
     async def apply(self, tenant_id: str, query: str, profile: RankingProfile, merged: Sequence[Merged],
                     candidates: Candidates, config: RankingConfig, k: int, reasons: list[str],
-                    notes: list[str], query_vector: np.ndarray | None = None
+                    notes: list[str], query_vector: np.ndarray | None = None, timeout_s: float | None = None
                     ) -> tuple[Ranked, Candidates, LearnedExplainer | None]:
         """(ranked, candidates, explainer): the best k re-ordered by the profile's model, else
         today's ranking (a reason flagged, no explainer). `query_vector`: the query's embedding
-        (the store's title cosine); None: the per-field signals are not asked."""
+        (the store's title cosine); None: the per-field signals are not asked. `timeout_s`: the
+        signals call's (what is left of the request's deadline)."""
         asked: tuple[RowSignals | None, str] | None = None       # every local candidate's, when captured
         if self.capture is not None:
-            asked = await self.field_signals(tenant_id, query, query_vector, merged, range(len(merged)))
+            asked = await self.field_signals(tenant_id, query, query_vector, merged, range(len(merged)), timeout_s)
             self.capture(Captured(query, [m.artifact_id for m in merged], candidates, config, *asked))
         if profile.feedback_expansion:
             notes.append(f"feedback_expansion={profile.feedback_expansion} not applied (not served yet)")
@@ -171,7 +173,8 @@ class LearnedRanking:
             return rank(candidates, config, k), candidates, None
         first = learned_top(candidates, config, model, k)
         signals, why = (asked if asked is not None
-                        else await self.field_signals(tenant_id, query, query_vector, merged, first.top.tolist()))
+                        else await self.field_signals(tenant_id, query, query_vector, merged, first.top.tolist(),
+                                                      timeout_s))
         if why:
             reasons.append(f"learned_signals_unavailable: {why}")
         t = query_terms(query)
