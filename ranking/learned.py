@@ -133,7 +133,8 @@ def learned_order(c: Candidates, cfg: RankingConfig, model: RankerModel | None, 
 class RowSignals:
     """The store's FieldSignals of candidate rows `rows`: signals row i is candidate rows[i]
     (the entry ids asked of GetFieldSignals, in that order). Checked against each other: a
-    store answer of the wrong shape is refused naming the field."""
+    store answer of the wrong shape (or positions naming no query term) is refused naming the
+    field — when the answer arrives, so a caller can rank without it."""
 
     signals: FieldSignals
     rows: NDArray[np.intp]
@@ -153,6 +154,9 @@ class RowSignals:
             pos = np.asarray(getattr(s, name))
             if pos.ndim != 2 or pos.shape[0] != n:
                 raise InvalidArgument(f"field_signals.{name}", f"expected an ({n}, L) matrix, got {pos.shape}")
+            if pos.size and (pos.min() < -1 or pos.max() >= t):
+                raise InvalidArgument(f"field_signals.{name}", f"entries must be a query-term index in [0, {t}) "
+                                      "or -1")
         if len(s.avg_length) != 3:
             raise InvalidArgument("field_signals.avg_length", f"expected (title, body, doc), got {s.avg_length!r}")
 

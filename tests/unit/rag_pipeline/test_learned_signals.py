@@ -78,6 +78,14 @@ async def test_a_failing_or_slow_store_leaves_the_per_field_features_missing_and
     assert all(c.name != "cover_title" for r in response.results for c in r.explanation.feature_contributions)
 
 
+async def test_without_a_query_vector_the_signals_are_not_asked_and_the_reason_says_so(setup):
+    pipeline, knowledge = setup
+    pipeline._llm.fail("embed", Unavailable("LlmOrchestration unavailable"))
+    response, order = await search(pipeline)
+    assert order and "get_field_signals" not in knowledge.calls
+    assert "learned_signals_unavailable: no query vector (embedding unavailable)" in response.degraded_reasons
+
+
 async def test_tune_captures_the_signals_of_every_local_candidate_and_trains_on_what_is_served(setup):
     pipeline, knowledge = setup
     captured: list[Captured] = []

@@ -161,13 +161,12 @@ def test_signals_of_the_wrong_shape_are_refused_naming_the_field(field, value):
         RowSignals(FieldSignals(**{**{f: getattr(s, f) for f in s.__dataclass_fields__}, field: value}), given.rows)
 
 
-def test_positions_naming_no_query_term_are_refused():
-    c, cfg, given = _case(6, t=2)
+def test_positions_naming_no_query_term_are_refused_when_the_answer_arrives():
+    _, _, given = _case(6, t=2)
     s = given.signals
-    bad = RowSignals(FieldSignals(**{**{f: getattr(s, f) for f in s.__dataclass_fields__},
-                                     "body_positions": np.full_like(s.body_positions, 5)}), given.rows)
-    with pytest.raises(InvalidArgument, match="body_positions"):
-        served_features(c, cfg, 2, given.rows, fused_scores(c, cfg), bad)
+    with pytest.raises(InvalidArgument, match="field_signals.body_positions"):
+        RowSignals(FieldSignals(**{**{f: getattr(s, f) for f in s.__dataclass_fields__},
+                                   "body_positions": np.full_like(s.body_positions, 5)}), given.rows)
 
 
 def test_the_ranking_split_where_the_signals_are_awaited_is_the_one_pass_ranking():
