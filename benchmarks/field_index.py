@@ -13,8 +13,9 @@ learned re-ranker (ranking/features.py) for each query, as the store would serve
                  once and cached beside the corpus vectors (`<fingerprint>_minilm_titles.npy`)
 
 SciFact documents are single abstracts, so a document is one chunk here (chunk position 0):
-what the stack does per chunk is done per document. The stack does not yet serve these
-per-field signals (docs/RANKING.md); this module computes them from the corpus for the benchmark.
+what the stack does per chunk is done per document. The stack serves these per-field signals
+through KnowledgeStore GetFieldSignals (docs/RANKING.md); this module computes them from the
+corpus in process for the benchmark.
 """
 from __future__ import annotations
 

@@ -6,9 +6,11 @@ profile version only when the gain is significant (docs/RANKING.md "nucleus tune
        qrels/<split>.tsv); the tenant must already hold the corpus (artifact id = document id)
     2. every judged query is searched through the RAGPipeline's own serving code, run here over
        the running stack's KnowledgeStore and LlmOrchestration (operator credential): its
-       untrained candidates, ranking config and served features (ranking/learned.py
-       `served_features`) are captured — what serving computes, so training and serving match;
-       then a second pass the same way with the profile's keyword feedback expansion "rm3"
+       untrained candidates, ranking config and the field signals of every local candidate
+       (KnowledgeStore GetFieldSignals) are captured, and its features are `served_features` over
+       them — what serving computes, so training and serving match. A query whose signals the
+       store does not serve stops the command (a model trained without them would be served with
+       them). Then a second pass the same way with the profile's keyword feedback expansion "rm3"
        (the store's keyword leg expands the query: services/knowledge_store/feedback_expansion.py)
        for the RM3 settings (skipped when the profile has it already: the first pass is that)
     3. nested cross-validation by query (services/rag_pipeline/learning/crossval.py): K outer
@@ -36,10 +38,9 @@ import numpy as np
 
 from cli.stack import console, credentials, target, tls_ca
 from ranking import Candidates, RankingConfig
-from ranking.learned import served_features
 from ranking.profile import BUILTIN_PROFILE, RankingProfile
-from services.rag_pipeline.learned import query_terms
-from shared.errors import InvalidArgument, NotFound
+from services.rag_pipeline.learned import Captured
+from shared.errors import InvalidArgument, NotFound, Unavailable
 
 DEPTH = 100                  # candidates asked of each leg (the learned settings re-rank at most 100)
 DEFAULT_FOLDS = 5
@@ -86,8 +87,8 @@ async def prepare(args: argparse.Namespace, dataset, qids: list[str], feedback_e
     llm = LlmOrchestrationClient(target(args, "llm_orchestration"), timeout_s=30.0,
                                  interceptors=credentials(args, "llm_orchestration"), tls_ca_file=tls_ca(args))
     pipeline = RagPipeline(RagPipelineSettings(), ks, llm)
-    captured: list[tuple[str, list[str], Candidates, RankingConfig]] = []
-    pipeline.learned.capture = lambda q, ids, c, cfg: captured.append((q, ids, c, cfg))
+    captured: list[Captured] = []
+    pipeline.learned.capture = captured.append
     if feedback_expansion is not None:
         resolve = pipeline.resolve_profile
 
@@ -108,10 +109,11 @@ async def prepare(args: argparse.Namespace, dataset, qids: list[str], feedback_e
                 tenant_id=args.tenant, query=text, top_k_initial=DEPTH, top_k_final=10, sources=("local",),
                 prefs=Preferences(profile_name=args.profile)))
             if captured:
-                _, ids, c, cfg = captured[-1]
-                t = query_terms(text)
-                out[qid] = Prepared(ids, c, cfg, lambda rows, fused, c=c, cfg=cfg, t=t:
-                                    served_features(c, cfg, t, rows, fused))
+                got = captured[-1]
+                if got.why:
+                    raise Unavailable(f"query {qid!r}: the store did not serve the field signals of its candidates "
+                                      f"({got.why}); tune trains only on the features serving computes")
+                out[qid] = Prepared(got.artifact_ids, got.candidates, got.config, got.features_of())
             else:                      # nothing found: scored as an empty ranking
                 out[qid] = Prepared([], Candidates.build(dense=np.zeros(0)), RankingConfig(),
                                     lambda rows, fused: np.zeros((0, 0), np.float32))

@@ -113,7 +113,8 @@ class RagPipeline:
         self.search_log, self.source_votes = SearchLog(knowledge, clock), SourceVoteCache(knowledge)   # feedback.py
         self._searching = 0      # searches in flight (the combined legs call is for concurrent ones)
         self._profiles: dict[tuple[str, str, str], tuple[float, RankingProfile | None]] = {}
-        self.learned = LearnedRanking(knowledge)       # a profile's learned model (learned.py)
+        # a profile's learned model (learned.py); its field signals are a retrieval call
+        self.learned = LearnedRanking(knowledge, signals_timeout_s=settings.retrieval_timeout_s)
 
     async def close(self) -> None:
         await self.search_log.close()
@@ -459,8 +460,13 @@ class RagPipeline:
             # With a re-rank, this first ranking picks the rows the model scores (_rerank).
             k = min(max(1, min(profile.rerank_top_n, MAX_RERANK_TOP_N)), len(merged)) if rerank else final_k
             if merged and self.learned.wanted(profile):      # ranks once, with the model if there is one
-                ranked, candidates, learned = await self.learned.apply(request.tenant_id, request.query, profile,
-                                                                       merged, candidates, config, k, reasons, notes)
+                # vectors[0]: the query's own embedding (or the caller's user_query_vector); the
+                # signals call may use what is left of the deadline, less the margin for ranking
+                left = s.deadline_s - (time.perf_counter() - t0) - RANK_MARGIN_S
+                ranked, candidates, learned = await self.learned.apply(
+                    request.tenant_id, request.query, profile, merged, candidates, config, k, reasons, notes,
+                    query_vector=vectors[0] if vectors is not None else None,
+                    timeout_s=max(0.05, min(s.retrieval_timeout_s, left)))
             else:
                 ranked, learned = (rank(candidates, config, k) if merged else None), None
             span.set_attribute("nucleus.candidates", len(merged))

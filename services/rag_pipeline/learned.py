@@ -2,10 +2,14 @@
 
     profile.model_sha256 set   the model is read from the KnowledgeStore (GetRankingModel) once,
                                checked and parsed (ranking/trees.py load_model) and cached by
-                               (tenant, sha256); `ranking.learned.learned_ranking` re-scores today's
-                               top N with features from what the stack serves
-                               (`ranking.learned.served_features`: per-field signals missing), in
-                               one pass of the ranking core
+                               (tenant, sha256); today's top N are found (`learned_top`: the blend),
+                               the per-field signals of those that are local entries are asked of the
+                               store in one call (KnowledgeStore GetFieldSignals: the query text and
+                               the query vector SearchAndRank embedded), and the model re-scores them
+                               (`learned_finish`, `ranking.learned.served_features`) — one pass of the
+                               ranking core
+    signals fail / time out    the per-field features stay NaN (as for a federated hit), flagged
+                               "learned_signals_unavailable: …"; the search is never failed for it
     model missing / refused    the untrained ranking, flagged in the response's degraded reasons:
     / feature version differs  "learned_model_missing: …", "learned_model_refused: …",
                                "learned_model_mismatch: …", "learned_model_unavailable: …"
@@ -14,8 +18,10 @@
                                the debug says `rm3=+N terms` (`feedback_notes`)
 
 `capture` (set by `nucleus tune`, cli/tune.py, in its own pipeline over the running stack's
-services): every query's untrained candidates, their artifact ids and ranking config are handed
-to it before any model applies — the candidates and features tune trains on are the ones served.
+services): every query's untrained candidates, their artifact ids, ranking config and the field
+signals of every local candidate (one GetFieldSignals call) are handed to it as a `Captured`
+before any model applies — the candidates and features tune trains on are the ones served
+(`Captured.features_of`: `served_features` over those signals).
 
 The explanation of each result shows the learned Relevancy as its `rerank_score` (the ranking's
 rerank column, weight 1) and, for a result the model scored, its feature contributions
@@ -29,12 +35,13 @@ import hashlib
 import time
 from collections import OrderedDict
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 
 import numpy as np
 
 from ranking import Candidates, RankingConfig
 from ranking.features import FEATURE_NAMES, FEATURE_VERSION
-from ranking.learned import Learned, learned_ranking, served_features
+from ranking.learned import FeaturesOf, Learned, RowSignals, learned_finish, learned_top, served_features
 from ranking.profile import RankingProfile
 from ranking.rank import Ranked, rank
 from ranking.trees import RankerModel, load_model
@@ -55,15 +62,33 @@ def query_terms(query: str) -> int:
     return len(dict.fromkeys(analyse(query)))
 
 
+@dataclass(frozen=True, slots=True)
+class Captured:
+    """One query's untrained candidates as `nucleus tune` captures them (module docstring)."""
+
+    query: str
+    artifact_ids: list[str]
+    candidates: Candidates
+    config: RankingConfig
+    signals: RowSignals | None      # of every local candidate; None: none local, or not served (`why`)
+    why: str = ""                   # why the store served no signals ("" = it did, or nothing to ask)
+
+    def features_of(self) -> FeaturesOf:
+        """`features_of(rows, fused)` of these candidates: what serving computes for them."""
+        c, cfg, t, signals = self.candidates, self.config, query_terms(self.query), self.signals
+        return lambda rows, fused: served_features(c, cfg, t, rows, fused, signals)
+
+
 class LearnedRanking:
     """Parsed models cached by (tenant, sha256), and the learned re-ordering of a query's candidates."""
 
-    def __init__(self, knowledge: KnowledgeSource) -> None:
+    def __init__(self, knowledge: KnowledgeSource, *, signals_timeout_s: float | None = None) -> None:
         self._ks = knowledge
+        self._signals_timeout_s = signals_timeout_s       # the GetFieldSignals call's
         self._models: OrderedDict[tuple[str, str], RankerModel] = OrderedDict()
         self._failed: dict[tuple[str, str], tuple[float, str]] = {}       # (tenant, sha) -> (until, why)
-        # (query, artifact ids, candidates, config) of every query, before any model (cli/tune.py)
-        self.capture: Callable[[str, list[str], Candidates, RankingConfig], None] | None = None
+        # every query's candidates and their signals, before any model (cli/tune.py)
+        self.capture: Callable[[Captured], None] | None = None
 
     def wanted(self, profile: RankingProfile) -> bool:
         return bool(profile.model_sha256 or self.capture is not None)
@@ -110,22 +135,54 @@ class LearnedRanking:
         self._failed[key] = (now + FAILED_LOOKUP_TTL_S, why)
         return None, why
 
+    async def field_signals(self, tenant_id: str, query: str, query_vector: np.ndarray | None,
+                            merged: Sequence[Merged], rows: Sequence[int], timeout_s: float | None = None
+                            ) -> tuple[RowSignals | None, str]:
+        """(the store's FieldSignals of the local entries among candidate `rows`, "") in one call;
+        (None, "") when none is local; (None, why) when they cannot be had (no query vector, the
+        store failed, timed out or answered out of shape). `timeout_s`: else the constructor's."""
+        local = [r for r in rows if not merged[r].origin]
+        if not local:
+            return None, ""
+        if query_vector is None:
+            return None, "no query vector (embedding unavailable)"
+        try:
+            signals = await self._ks.get_field_signals(tenant_id, [merged[r].entry_id for r in local], query,
+                                                       np.asarray(query_vector, dtype=np.float32),
+                                                       timeout_s=timeout_s or self._signals_timeout_s)
+            return RowSignals(signals, np.asarray(local, dtype=np.intp)), ""
+        except NucleusError as err:
+            return None, str(err)
+
     async def apply(self, tenant_id: str, query: str, profile: RankingProfile, merged: Sequence[Merged],
                     candidates: Candidates, config: RankingConfig, k: int, reasons: list[str],
-                    notes: list[str]) -> tuple[Ranked, Candidates, LearnedExplainer | None]:
+                    notes: list[str], query_vector: np.ndarray | None = None, timeout_s: float | None = None
+                    ) -> tuple[Ranked, Candidates, LearnedExplainer | None]:
         """(ranked, candidates, explainer): the best k re-ordered by the profile's model, else
-        today's ranking (a reason flagged, no explainer)."""
+        today's ranking (a reason flagged, no explainer). `query_vector`: the query's embedding
+        (the store's title cosine); None: the per-field signals are not asked. `timeout_s`: the
+        signals call's (what is left of the request's deadline)."""
+        asked: tuple[RowSignals | None, str] | None = None       # every local candidate's, when captured
         if self.capture is not None:
-            self.capture(query, [m.artifact_id for m in merged], candidates, config)
+            asked = await self.field_signals(tenant_id, query, query_vector, merged, range(len(merged)), timeout_s)
+            self.capture(Captured(query, [m.artifact_id for m in merged], candidates, config, *asked))
         model, why = await self.model(tenant_id, profile)
         if why:
             reasons.append(why)
         if model is None or not len(candidates):
             return rank(candidates, config, k), candidates, None
+        first = learned_top(candidates, config, model, k)
+        signals, why = (asked if asked is not None
+                        else await self.field_signals(tenant_id, query, query_vector, merged, first.top.tolist(),
+                                                      timeout_s))
+        if why:
+            reasons.append(f"learned_signals_unavailable: {why}")
         t = query_terms(query)
-        learned = learned_ranking(candidates, config, model, k,
-                                  lambda rs, fused: served_features(candidates, config, t, rs, fused))
+        learned = learned_finish(candidates, config, model, k, first,
+                                 lambda rs, fused: served_features(candidates, config, t, rs, fused, signals))
+        found = 0 if signals is None else int(signals.found_among(candidates, first.top).sum())
         notes.append(f"learned={model.kind} N{model.top_n} model {profile.model_sha256[:12]}")
+        notes.append(f"field_signals={found}")         # of the N rows, those served with the store's signals
         return learned.ranked, candidates.with_rerank(learned.column), LearnedExplainer(model, learned, merged)
 
 

@@ -1,7 +1,8 @@
 """`nucleus tune` against the session stack, as a process of its own: on a tiny judged set the
 paired report is printed, and the result — not significant on five queries — is refused: no
-profile version is added, with --dry-run or without. A model is stored and served over gRPC, and
-put_ranking_profile naming a model is refused naming the field."""
+profile version is added, with --dry-run or without. A model is stored and served over gRPC with
+the store's per-field signals (GetFieldSignals), and put_ranking_profile naming a model is
+refused naming the field."""
 from __future__ import annotations
 
 import hashlib
@@ -77,7 +78,8 @@ async def test_tune_prints_the_paired_report_and_refuses_a_non_significant_resul
 
 async def test_a_stored_model_is_served_and_put_ranking_profile_naming_one_is_refused(stack, judged, stubs):
     ks, rag = stubs
-    raw = linear_model(0.0, weights=[1.0 if n == "fused" else 0.0 for n in FEATURE_NAMES])   # 11 · fused: today's order
+    # 11 · fused + 0.01 · cover_title: today's order, and a per-field feature only the store's signals give
+    raw = linear_model(0.0, weights=[{"fused": 1.0, "cover_title": 0.01}.get(n, 0.0) for n in FEATURE_NAMES])
     put = await ks.PutRankingModel(ks_pb.PutRankingModelRequest(
         tenant_id=TENANT, model=raw, profile=pb.RankingProfile(tenant_id=TENANT, name="learned", relevancy_weight=1)),
         timeout=10)
@@ -89,10 +91,14 @@ async def test_a_stored_model_is_served_and_put_ranking_profile_naming_one_is_re
         tenant_id=TENANT, user_query_text="chess openings sicilian defence",
         ranking_prefs=pb.RankingPreferences(profile_name="learned", explain=True)), timeout=30)
     assert not response.degraded and response.results[0].associated_artifact.artifact_id == "chess"
+    assert "field_signals=" in response.debug_information and "field_signals=0" not in response.debug_information
     e = response.results[0].explanation                  # the model's score: learned_base + the contributions
-    assert [c.name for c in e.feature_contributions] == ["fused"] and e.feature_contributions[0].HasField("value")
-    fused = e.feature_contributions[0]
-    assert e.learned_base + fused.contribution == pytest.approx(11.0 * fused.value, rel=1e-5)
+    listed = {c.name: c for c in e.feature_contributions}
+    assert set(listed) == {"fused", "cover_title"} and all(c.HasField("value") for c in listed.values())
+    fused, cover = listed["fused"], listed["cover_title"]
+    assert cover.value > 0                               # "Chess openings" holds query terms: served by the store
+    assert e.learned_base + fused.contribution + cover.contribution == pytest.approx(
+        11.0 * fused.value + 0.01 * cover.value, rel=1e-5)
     for field, value in (("model_sha256", put.model_sha256), ("feature_version", 1)):
         with pytest.raises(grpc.aio.AioRpcError) as err:
             await rag.PutRankingProfile(pb.RankingProfile(tenant_id=TENANT, name="learned", relevancy_weight=1,
