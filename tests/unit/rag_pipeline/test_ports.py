@@ -30,7 +30,7 @@ def parameters(fn) -> list[tuple[str, inspect._ParameterKind, object]]:
 def test_the_ports_name_exactly_the_calls_the_pipeline_makes():
     assert port_methods(KnowledgeSource) == [
         "candidates_by_both_legs", "candidates_by_filters", "candidates_by_vector_with_completion", "close",
-        "get_entries", "get_entries_with_vectors", "get_peer_entries", "get_persona",
+        "get_entries", "get_entries_with_vectors", "get_field_signals", "get_peer_entries", "get_persona",
         "get_profile", "get_ranking_model", "list_personas", "list_profiles", "put_persona", "put_profile",
         "record_feedback",
         "record_search", "record_source_feedback", "score_keywords", "search_by_filters", "source_votes", "stats",

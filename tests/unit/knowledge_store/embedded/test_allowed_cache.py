@@ -60,7 +60,7 @@ async def test_a_filter_that_lets_everything_through_skips_the_mask_and_reuses_t
         masks: list[object] = []
         selectors: list[object] = []
         keyword_search, vector_search = tenant.keywords.search, tenant.index.search
-        monkeypatch.setattr(tenant.keywords, "search", lambda terms, k, allowed=None, phrase_rids=(): (
+        monkeypatch.setattr(tenant.keywords, "search", lambda terms, k, allowed=None, phrase_rids=(), weights=None: (
             masks.append(allowed), keyword_search(terms, k, allowed, phrase_rids))[1])
         monkeypatch.setattr(tenant.index, "search", lambda q, k, allowed=None, selector=None: (
             selectors.append(selector), vector_search(q, k, allowed, selector))[1])
