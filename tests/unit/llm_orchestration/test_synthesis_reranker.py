@@ -4,18 +4,25 @@ of test_model_rerankers. No chat model: synthesis is extractive; embeddings come
 OpenAI-compatible server (deterministic hash vectors)."""
 from __future__ import annotations
 
+import grpc
 import numpy as np
 import pytest
+from mcp import Client
 from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
+from nucleus.v1 import llm_orchestration_pb2_grpc as llm_grpc
 from services.llm_orchestration import synthesis as synth, unit_rerank
+from services.llm_orchestration.client import LlmOrchestrationClient
 from services.llm_orchestration.core import check_settings
 from services.llm_orchestration.cross_encoder import CrossEncoder
+from services.llm_orchestration.grpc_api import LlmOrchestrationServicer
+from services.llm_orchestration.mcp_api import build_mcp
 from shared.errors import InvalidArgument
 from shared.settings import LlmOrchestrationSettings
 from tests.support.fake_rerank import FakeRerank
+from tests.support.mcp_clients import structured
 
 from .conftest import Clock, fake_settings, running
 from .test_model_rerankers import make_cross_encoder
@@ -171,6 +178,31 @@ async def test_the_span_names_the_unit_scorer_and_the_count_without_text(server,
         ("embedding+bm25", units, True, "extractive")]
     assert all(MARKER not in str(v) for s in spans for v in s.attributes.values())
     provider.shutdown()
+
+
+async def test_the_method_and_the_degradation_cross_grpc_and_mcp(server, api):
+    async with running(server, **api_settings(api)) as orch:
+        grpc_server = grpc.aio.server()
+        llm_grpc.add_LlmOrchestrationServicer_to_server(LlmOrchestrationServicer(orch), grpc_server)
+        port = grpc_server.add_insecure_port("127.0.0.1:0")
+        await grpc_server.start()
+        client = LlmOrchestrationClient(f"127.0.0.1:{port}", timeout_s=10)
+        try:
+            ok = await client.synthesize(QUERY, PASSAGES)
+            api.fail_next("bad_body", 1)
+            failed = await client.synthesize(QUERY, PASSAGES)
+        finally:
+            await client.close()
+            await grpc_server.stop(None)
+        passages = [{"id": pid, "title": title, "text": text} for pid, title, text in PASSAGES]
+        async with Client(build_mcp(orch)) as mcp:
+            api.fail_next("500", 3)
+            body = structured(await mcp.call_tool("synthesize", {"query": QUERY, "passages": passages}))
+    assert (ok.method, ok.degraded, ok.degraded_reasons) == ("extractive+rerank-api", False, ())
+    assert failed.method == "extractive" and failed.degraded
+    assert failed.degraded_reasons[0].startswith("answer re-ranker unavailable (rerank-api: upstream")
+    assert body["method"] == "extractive" and body["degraded"] is True
+    assert body["degraded_reasons"][0].startswith("answer re-ranker unavailable (rerank-api: ")
 
 
 # -- the local cross-encoder (ONNX Runtime) ---------------------------------------------------------
