@@ -9,7 +9,8 @@ The gRPC / MCP adapters decode, call this, and encode.
     ├── expand      chat model JSON → validated alternatives   | keyword extraction (labelled)
     ├── rerank      chat model 0–10 scores                      | embedding cosine (labelled)
     │                | cross-encoder (local folder, ONNX Runtime) | remote /rerank API   (named)
-    └── synthesize  chat model, cited, truncated                | extractive quotes (labelled)
+    └── synthesize  chat model, cited, truncated                | extractive quotes (labelled; the units
+                     │                                            also scored by a model re-ranker, unit_rerank.py)
                      └── OpenAIGateway: timeouts, tenacity retries, circuit breaker, redaction
 
 Methods without a chat model never pretend: the `method` field says which technique ran.
