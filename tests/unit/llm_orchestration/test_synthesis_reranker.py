@@ -16,7 +16,6 @@ from nucleus.v1 import llm_orchestration_pb2_grpc as llm_grpc
 from services.llm_orchestration import synthesis as synth, unit_rerank
 from services.llm_orchestration.client import LlmOrchestrationClient
 from services.llm_orchestration.core import check_settings
-from services.llm_orchestration.cross_encoder import CrossEncoder
 from services.llm_orchestration.grpc_api import LlmOrchestrationServicer
 from services.llm_orchestration.mcp_api import build_mcp
 from shared.errors import InvalidArgument
@@ -25,7 +24,7 @@ from tests.support.fake_rerank import FakeRerank
 from tests.support.mcp_clients import structured
 
 from .conftest import Clock, fake_settings, running
-from .test_model_rerankers import make_cross_encoder
+from .test_model_rerankers import make_cross_encoder, torch_scores
 
 KEY = "rk-test-SECRET-synthesis-0123456789"
 MARKER = "4.2 or later"
@@ -212,7 +211,8 @@ def model_dir(tmp_path_factory):
     return make_cross_encoder(tmp_path_factory.mktemp("tiny-cross-encoder"))
 
 
-LONG = " ".join(["The robot battery must charge fully before the dock firmware update."] * 8)
+CE_QUERY = "which firmware version must the robot run before the update"    # words of the tiny vocabulary
+LONG = " ".join(["robot battery charge dock"] * 40) + "."                     # one unit of 160+ tokens
 
 
 async def test_the_onnx_cross_encoder_scores_the_units_end_to_end(server, api, model_dir, tmp_path):
@@ -220,24 +220,28 @@ async def test_the_onnx_cross_encoder_scores_the_units_end_to_end(server, api, m
     exporter = InMemorySpanExporter()
     provider = TracerProvider()
     provider.add_span_processor(SimpleSpanProcessor(exporter))
-    async with running(server, **api_settings(api, cross_encoder_path=str(model_dir), cross_encoder_max_length=48,
+    async with running(server, **api_settings(api, cross_encoder_path=str(model_dir), cross_encoder_max_length=128,
                                               cross_encoder_batch_size=2, onnx_cache_dir=str(tmp_path))) as orch:
         orch.tracer_provider = provider
-        units, today = await today_scores(orch, QUERY, passages)
-        result = await orch.synthesize(QUERY, passages)                  # auto: the cross-encoder before the API
-        scored = await orch.score_units(QUERY, units, today)
+        units, today = await today_scores(orch, CE_QUERY, passages)
+        result = await orch.synthesize(CE_QUERY, passages)               # auto: the cross-encoder before the API
+        scored = await orch.score_units(CE_QUERY, units, today)
+    provider.shutdown()
     assert not api.requests and result.method == "extractive+cross-encoder" and not result.degraded
-    reference = CrossEncoder(str(model_dir), max_length=48, batch_size=len(units), onnx_cache_dir=str(tmp_path))
-    reference.load()                                             # one batch, the same model, pair by pair context
-    model = reference.score_sync(QUERY, [u.context for u in units])
-    np.testing.assert_allclose(scored.model, model, atol=1e-4)   # batches of 2 padded: the same scores
+    contexts = [u.context for u in units]
+    model = torch_scores(model_dir, CE_QUERY, contexts, 128)     # torch, one pair at a time, the unit's tail cut
+    np.testing.assert_allclose(scored.model, model, atol=1e-4)   # ONNX in padded batches of 2: the same scores
     np.testing.assert_allclose(scored.scores, unit_rerank.blend(today, model, 0.5), atol=1e-4)
     assert result.answer == synth.extract_answer(units, scored.scores, max_chars=2000, style="concise").answer
-    assert reference.truncated_count(QUERY, [u.context for u in units]) >= 1     # the long unit is cut
-    [rerank_span] = [s for s in exporter.get_finished_spans() if s.name == "llm.rerank"][:1]
-    assert rerank_span.attributes["llm.rerank.method"] == "cross-encoder"
-    assert rerank_span.attributes["llm.rerank.count"] == len(units) and rerank_span.attributes["llm.rerank.truncated"] >= 1
-    provider.shutdown()
+    from transformers import AutoTokenizer
+
+    tokenizer = AutoTokenizer.from_pretrained(str(model_dir))
+    too_long = [len(tokenizer(CE_QUERY, c)["input_ids"]) > 128 for c in contexts]
+    assert too_long.count(True) == 1 and too_long[-1]            # only the long unit needs cutting
+    [synthesis_rerank] = [s for s in exporter.get_finished_spans() if s.name == "llm.rerank"][:1]
+    attributes = synthesis_rerank.attributes
+    assert attributes["llm.rerank.method"] == "cross-encoder" and attributes["llm.rerank.count"] == len(units)
+    assert attributes["llm.rerank.truncated"] == 1                                # the long unit, cut
 
 
 async def test_a_cross_encoder_that_fails_gives_todays_answer_and_says_so(server, tmp_path_factory, tmp_path):
