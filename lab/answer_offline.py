@@ -112,6 +112,7 @@ async def cost(passages: dict[str, Any], top_k: int, rounds: int, max_length: in
     from lab.rerank_cost import build_minilm_sized_cross_encoder
     from services.llm_orchestration import synthesis as synth
 
+    load_before = round(os.getloadavg()[0], 2)
     model = build_minilm_sized_cross_encoder(work / "cross-encoder")
     plain = orchestrator(synthesis_reranker="off", cache_size=0)
     scored = orchestrator(cross_encoder_path=str(model), cross_encoder_max_length=max_length,
@@ -149,7 +150,7 @@ async def cost(passages: dict[str, Any], top_k: int, rounds: int, max_length: in
             "batch_size": encoder.batch_size, "answers": len(questions), "rounds": rounds,
             "units_per_answer_mean": round(statistics.mean(counts), 1), "units_per_answer_max": max(counts),
             "tokens_per_pair_mean": round(statistics.mean(pair_tokens), 1),
-            "load_avg_1m": round(os.getloadavg()[0], 2),
+            "load_avg_1m": load_before, "load_avg_1m_after": round(os.getloadavg()[0], 2),
             **{f"{k}_ms": {"p50": round(percentile(v, 50), 1), "p95": round(percentile(v, 95), 1)}
                for k, v in times.items()}}
 
@@ -202,7 +203,8 @@ def main() -> None:
         with tempfile.TemporaryDirectory(prefix="answer-cost-") as tmp:
             c = asyncio.run(cost(captured, args.top_k, args.rounds, args.max_length, Path(tmp), args.pairs.resolve()))
         print(f"{c['model']}, runtime {c['runtime']}, max_length {c['max_length']}, batch {c['batch_size']}; "
-              f"{c['answers']} answers x {c['rounds']} rounds (top {args.top_k} passages), load avg {c['load_avg_1m']}")
+              f"{c['answers']} answers x {c['rounds']} rounds (top {args.top_k} passages), "
+              f"load avg {c['load_avg_1m']} before, {c['load_avg_1m_after']} after")
         print(f"units per answer: mean {c['units_per_answer_mean']}, max {c['units_per_answer_max']}; "
               f"tokens per (question, unit) pair: mean {c['tokens_per_pair_mean']}")
         for key in ("extractive", "extractive+cross-encoder", "added"):
