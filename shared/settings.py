@@ -175,6 +175,12 @@ class LlmOrchestrationSettings(ServiceSettings):
     rerank_api_model: str = ""
     rerank_api_format: Literal["cohere", "tei"] = "cohere"
     rerank_api_timeout_s: float = 10.0
+    # The extractive answer (no chat model) also scores its answer units with a model re-ranker
+    # (docs/MODELS.md): "auto" = the cross-encoder if configured, else the rerank API if
+    # configured, else none; "off"; or one by name (it must be configured). Its score, min-max
+    # normalised over the answer's units, is blended in with this weight (0 = not called).
+    synthesis_reranker: str = "auto"
+    synthesis_rerank_weight: float = 0.5
 
 
 class RagPipelineSettings(ServiceSettings):

@@ -24,15 +24,15 @@ _sym_db = _symbol_database.Default()
 
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\"nucleus/v1/llm_orchestration.proto\x12\nnucleus.v1\";\n\x19GenerateEmbeddingsRequest\x12\r\n\x05texts\x18\x01 \x03(\t\x12\x0f\n\x07purpose\x18\x02 \x01(\t\"\x88\x01\n\x1aGenerateEmbeddingsResponse\x12\x13\n\x0bvectors_f32\x18\x01 \x01(\x0c\x12\x11\n\tdimension\x18\x02 \x01(\x05\x12\r\n\x05\x63ount\x18\x03 \x01(\x05\x12\r\n\x05model\x18\x04 \x01(\t\x12\x10\n\x08provider\x18\x05 \x01(\t\x12\x12\n\ncache_hits\x18\x06 \x01(\x05\"=\n\x12\x45xpandQueryRequest\x12\r\n\x05query\x18\x01 \x01(\t\x12\x18\n\x10max_alternatives\x18\x02 \x01(\x05\"p\n\x13\x45xpandQueryResponse\x12\x0f\n\x07phrases\x18\x01 \x03(\t\x12+\n\x06method\x18\x02 \x01(\x0e\x32\x1b.nucleus.v1.ExpansionMethod\x12\x0c\n\x04note\x18\x03 \x01(\t\x12\r\n\x05model\x18\x04 \x01(\t\"+\n\x0fRerankCandidate\x12\n\n\x02id\x18\x01 \x01(\t\x12\x0c\n\x04text\x18\x02 \x01(\t\"_\n\rRerankRequest\x12\r\n\x05query\x18\x01 \x01(\t\x12/\n\ncandidates\x18\x02 \x03(\x0b\x32\x1b.nucleus.v1.RerankCandidate\x12\x0e\n\x06method\x18\x03 \x01(\t\"(\n\x0bRerankScore\x12\n\n\x02id\x18\x01 \x01(\t\x12\r\n\x05score\x18\x02 \x01(\x02\"X\n\x0eRerankResponse\x12\'\n\x06scores\x18\x01 \x03(\x0b\x32\x17.nucleus.v1.RerankScore\x12\r\n\x05model\x18\x02 \x01(\t\x12\x0e\n\x06method\x18\x03 \x01(\t\"2\n\x07Passage\x12\n\n\x02id\x18\x01 \x01(\t\x12\x0c\n\x04text\x18\x02 \x01(\t\x12\r\n\x05title\x18\x03 \x01(\t\"k\n\x11SynthesizeRequest\x12\r\n\x05query\x18\x01 \x01(\t\x12%\n\x08passages\x18\x02 \x03(\x0b\x32\x13.nucleus.v1.Passage\x12\x11\n\tmax_chars\x18\x03 \x01(\x05\x12\r\n\x05style\x18\x04 \x01(\t\"-\n\x08\x43itation\x12\x12\n\npassage_id\x18\x01 \x01(\t\x12\r\n\x05title\x18\x02 \x01(\t\"\x9a\x01\n\x12SynthesizeResponse\x12\x0e\n\x06\x61nswer\x18\x01 \x01(\t\x12\'\n\tcitations\x18\x02 \x03(\x0b\x32\x14.nucleus.v1.Citation\x12\x11\n\ttruncated\x18\x03 \x01(\x08\x12\x19\n\x11truncation_reason\x18\x04 \x01(\t\x12\r\n\x05model\x18\x05 \x01(\t\x12\x0e\n\x06method\x18\x06 \x01(\t\"\x12\n\x10ModelInfoRequest\"\xaa\x01\n\tModelInfo\x12\x17\n\x0f\x65mbedding_model\x18\x01 \x01(\t\x12\x11\n\tdimension\x18\x02 \x01(\x05\x12\x1a\n\x12\x65mbedding_provider\x18\x03 \x01(\t\x12\x17\n\x0f\x63hat_configured\x18\x04 \x01(\x08\x12\x12\n\nchat_model\x18\x05 \x01(\t\x12\x15\n\rbreaker_state\x18\x06 \x01(\t\x12\x11\n\trerankers\x18\x07 \x03(\t\"J\n\x0c\x43hatToolCall\x12\r\n\x05index\x18\x01 \x01(\x05\x12\n\n\x02id\x18\x02 \x01(\t\x12\x0c\n\x04name\x18\x03 \x01(\t\x12\x11\n\targuments\x18\x04 \x01(\t\"~\n\x0b\x43hatMessage\x12\x0c\n\x04role\x18\x01 \x01(\t\x12\x0f\n\x07\x63ontent\x18\x02 \x01(\t\x12\x0c\n\x04name\x18\x03 \x01(\t\x12\x14\n\x0ctool_call_id\x18\x04 \x01(\t\x12,\n\ntool_calls\x18\x05 \x03(\x0b\x32\x18.nucleus.v1.ChatToolCall\"F\n\x08\x43hatTool\x12\x0c\n\x04name\x18\x01 \x01(\t\x12\x13\n\x0b\x64\x65scription\x18\x02 \x01(\t\x12\x17\n\x0fparameters_json\x18\x03 \x01(\t\"\x9f\x01\n\x15\x43hatCompletionRequest\x12)\n\x08messages\x18\x01 \x03(\x0b\x32\x17.nucleus.v1.ChatMessage\x12#\n\x05tools\x18\x02 \x03(\x0b\x32\x14.nucleus.v1.ChatTool\x12\x13\n\x0btool_choice\x18\x03 \x01(\t\x12\x12\n\nmax_tokens\x18\x04 \x01(\x05\x12\r\n\x05model\x18\x05 \x01(\t\"8\n\tChatUsage\x12\x14\n\x0cinput_tokens\x18\x01 \x01(\x05\x12\x15\n\routput_tokens\x18\x02 \x01(\x05\"\xae\x01\n\x13\x43hatCompletionChunk\x12\x0f\n\x07\x63ontent\x18\x01 \x01(\t\x12,\n\ntool_calls\x18\x02 \x03(\x0b\x32\x18.nucleus.v1.ChatToolCall\x12\x15\n\rfinish_reason\x18\x03 \x01(\t\x12$\n\x05usage\x18\x04 \x01(\x0b\x32\x15.nucleus.v1.ChatUsage\x12\r\n\x05model\x18\x05 \x01(\t\x12\x0c\n\x04\x64one\x18\x06 \x01(\x08*\x8e\x01\n\x0f\x45xpansionMethod\x12 \n\x1c\x45XPANSION_METHOD_UNSPECIFIED\x10\x00\x12\x18\n\x14\x45XPANSION_METHOD_LLM\x10\x01\x12\x1d\n\x19\x45XPANSION_METHOD_KEYWORDS\x10\x02\x12 \n\x1c\x45XPANSION_METHOD_UNAVAILABLE\x10\x03\x32\x84\x04\n\x10LlmOrchestration\x12\x63\n\x12GenerateEmbeddings\x12%.nucleus.v1.GenerateEmbeddingsRequest\x1a&.nucleus.v1.GenerateEmbeddingsResponse\x12X\n\x15\x45xpandOrRephraseQuery\x12\x1e.nucleus.v1.ExpandQueryRequest\x1a\x1f.nucleus.v1.ExpandQueryResponse\x12?\n\x06Rerank\x12\x19.nucleus.v1.RerankRequest\x1a\x1a.nucleus.v1.RerankResponse\x12K\n\nSynthesize\x12\x1d.nucleus.v1.SynthesizeRequest\x1a\x1e.nucleus.v1.SynthesizeResponse\x12\x43\n\x0cGetModelInfo\x12\x1c.nucleus.v1.ModelInfoRequest\x1a\x15.nucleus.v1.ModelInfo\x12^\n\x16GenerateChatCompletion\x12!.nucleus.v1.ChatCompletionRequest\x1a\x1f.nucleus.v1.ChatCompletionChunk0\x01\x62\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\"nucleus/v1/llm_orchestration.proto\x12\nnucleus.v1\";\n\x19GenerateEmbeddingsRequest\x12\r\n\x05texts\x18\x01 \x03(\t\x12\x0f\n\x07purpose\x18\x02 \x01(\t\"\x88\x01\n\x1aGenerateEmbeddingsResponse\x12\x13\n\x0bvectors_f32\x18\x01 \x01(\x0c\x12\x11\n\tdimension\x18\x02 \x01(\x05\x12\r\n\x05\x63ount\x18\x03 \x01(\x05\x12\r\n\x05model\x18\x04 \x01(\t\x12\x10\n\x08provider\x18\x05 \x01(\t\x12\x12\n\ncache_hits\x18\x06 \x01(\x05\"=\n\x12\x45xpandQueryRequest\x12\r\n\x05query\x18\x01 \x01(\t\x12\x18\n\x10max_alternatives\x18\x02 \x01(\x05\"p\n\x13\x45xpandQueryResponse\x12\x0f\n\x07phrases\x18\x01 \x03(\t\x12+\n\x06method\x18\x02 \x01(\x0e\x32\x1b.nucleus.v1.ExpansionMethod\x12\x0c\n\x04note\x18\x03 \x01(\t\x12\r\n\x05model\x18\x04 \x01(\t\"+\n\x0fRerankCandidate\x12\n\n\x02id\x18\x01 \x01(\t\x12\x0c\n\x04text\x18\x02 \x01(\t\"_\n\rRerankRequest\x12\r\n\x05query\x18\x01 \x01(\t\x12/\n\ncandidates\x18\x02 \x03(\x0b\x32\x1b.nucleus.v1.RerankCandidate\x12\x0e\n\x06method\x18\x03 \x01(\t\"(\n\x0bRerankScore\x12\n\n\x02id\x18\x01 \x01(\t\x12\r\n\x05score\x18\x02 \x01(\x02\"X\n\x0eRerankResponse\x12\'\n\x06scores\x18\x01 \x03(\x0b\x32\x17.nucleus.v1.RerankScore\x12\r\n\x05model\x18\x02 \x01(\t\x12\x0e\n\x06method\x18\x03 \x01(\t\"2\n\x07Passage\x12\n\n\x02id\x18\x01 \x01(\t\x12\x0c\n\x04text\x18\x02 \x01(\t\x12\r\n\x05title\x18\x03 \x01(\t\"k\n\x11SynthesizeRequest\x12\r\n\x05query\x18\x01 \x01(\t\x12%\n\x08passages\x18\x02 \x03(\x0b\x32\x13.nucleus.v1.Passage\x12\x11\n\tmax_chars\x18\x03 \x01(\x05\x12\r\n\x05style\x18\x04 \x01(\t\"-\n\x08\x43itation\x12\x12\n\npassage_id\x18\x01 \x01(\t\x12\r\n\x05title\x18\x02 \x01(\t\"\xc6\x01\n\x12SynthesizeResponse\x12\x0e\n\x06\x61nswer\x18\x01 \x01(\t\x12\'\n\tcitations\x18\x02 \x03(\x0b\x32\x14.nucleus.v1.Citation\x12\x11\n\ttruncated\x18\x03 \x01(\x08\x12\x19\n\x11truncation_reason\x18\x04 \x01(\t\x12\r\n\x05model\x18\x05 \x01(\t\x12\x0e\n\x06method\x18\x06 \x01(\t\x12\x10\n\x08\x64\x65graded\x18\x07 \x01(\x08\x12\x18\n\x10\x64\x65graded_reasons\x18\x08 \x03(\t\"\x12\n\x10ModelInfoRequest\"\xaa\x01\n\tModelInfo\x12\x17\n\x0f\x65mbedding_model\x18\x01 \x01(\t\x12\x11\n\tdimension\x18\x02 \x01(\x05\x12\x1a\n\x12\x65mbedding_provider\x18\x03 \x01(\t\x12\x17\n\x0f\x63hat_configured\x18\x04 \x01(\x08\x12\x12\n\nchat_model\x18\x05 \x01(\t\x12\x15\n\rbreaker_state\x18\x06 \x01(\t\x12\x11\n\trerankers\x18\x07 \x03(\t\"J\n\x0c\x43hatToolCall\x12\r\n\x05index\x18\x01 \x01(\x05\x12\n\n\x02id\x18\x02 \x01(\t\x12\x0c\n\x04name\x18\x03 \x01(\t\x12\x11\n\targuments\x18\x04 \x01(\t\"~\n\x0b\x43hatMessage\x12\x0c\n\x04role\x18\x01 \x01(\t\x12\x0f\n\x07\x63ontent\x18\x02 \x01(\t\x12\x0c\n\x04name\x18\x03 \x01(\t\x12\x14\n\x0ctool_call_id\x18\x04 \x01(\t\x12,\n\ntool_calls\x18\x05 \x03(\x0b\x32\x18.nucleus.v1.ChatToolCall\"F\n\x08\x43hatTool\x12\x0c\n\x04name\x18\x01 \x01(\t\x12\x13\n\x0b\x64\x65scription\x18\x02 \x01(\t\x12\x17\n\x0fparameters_json\x18\x03 \x01(\t\"\x9f\x01\n\x15\x43hatCompletionRequest\x12)\n\x08messages\x18\x01 \x03(\x0b\x32\x17.nucleus.v1.ChatMessage\x12#\n\x05tools\x18\x02 \x03(\x0b\x32\x14.nucleus.v1.ChatTool\x12\x13\n\x0btool_choice\x18\x03 \x01(\t\x12\x12\n\nmax_tokens\x18\x04 \x01(\x05\x12\r\n\x05model\x18\x05 \x01(\t\"8\n\tChatUsage\x12\x14\n\x0cinput_tokens\x18\x01 \x01(\x05\x12\x15\n\routput_tokens\x18\x02 \x01(\x05\"\xae\x01\n\x13\x43hatCompletionChunk\x12\x0f\n\x07\x63ontent\x18\x01 \x01(\t\x12,\n\ntool_calls\x18\x02 \x03(\x0b\x32\x18.nucleus.v1.ChatToolCall\x12\x15\n\rfinish_reason\x18\x03 \x01(\t\x12$\n\x05usage\x18\x04 \x01(\x0b\x32\x15.nucleus.v1.ChatUsage\x12\r\n\x05model\x18\x05 \x01(\t\x12\x0c\n\x04\x64one\x18\x06 \x01(\x08*\x8e\x01\n\x0f\x45xpansionMethod\x12 \n\x1c\x45XPANSION_METHOD_UNSPECIFIED\x10\x00\x12\x18\n\x14\x45XPANSION_METHOD_LLM\x10\x01\x12\x1d\n\x19\x45XPANSION_METHOD_KEYWORDS\x10\x02\x12 \n\x1c\x45XPANSION_METHOD_UNAVAILABLE\x10\x03\x32\x84\x04\n\x10LlmOrchestration\x12\x63\n\x12GenerateEmbeddings\x12%.nucleus.v1.GenerateEmbeddingsRequest\x1a&.nucleus.v1.GenerateEmbeddingsResponse\x12X\n\x15\x45xpandOrRephraseQuery\x12\x1e.nucleus.v1.ExpandQueryRequest\x1a\x1f.nucleus.v1.ExpandQueryResponse\x12?\n\x06Rerank\x12\x19.nucleus.v1.RerankRequest\x1a\x1a.nucleus.v1.RerankResponse\x12K\n\nSynthesize\x12\x1d.nucleus.v1.SynthesizeRequest\x1a\x1e.nucleus.v1.SynthesizeResponse\x12\x43\n\x0cGetModelInfo\x12\x1c.nucleus.v1.ModelInfoRequest\x1a\x15.nucleus.v1.ModelInfo\x12^\n\x16GenerateChatCompletion\x12!.nucleus.v1.ChatCompletionRequest\x1a\x1f.nucleus.v1.ChatCompletionChunk0\x01\x62\x06proto3')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
 _builder.BuildTopDescriptorsAndMessages(DESCRIPTOR, 'nucleus.v1.llm_orchestration_pb2', _globals)
 if not _descriptor._USE_C_DESCRIPTORS:
   DESCRIPTOR._loaded_options = None
-  _globals['_EXPANSIONMETHOD']._serialized_start=1933
-  _globals['_EXPANSIONMETHOD']._serialized_end=2075
+  _globals['_EXPANSIONMETHOD']._serialized_start=1977
+  _globals['_EXPANSIONMETHOD']._serialized_end=2119
   _globals['_GENERATEEMBEDDINGSREQUEST']._serialized_start=50
   _globals['_GENERATEEMBEDDINGSREQUEST']._serialized_end=109
   _globals['_GENERATEEMBEDDINGSRESPONSE']._serialized_start=112
@@ -56,23 +56,23 @@ if not _descriptor._USE_C_DESCRIPTORS:
   _globals['_CITATION']._serialized_start=862
   _globals['_CITATION']._serialized_end=907
   _globals['_SYNTHESIZERESPONSE']._serialized_start=910
-  _globals['_SYNTHESIZERESPONSE']._serialized_end=1064
-  _globals['_MODELINFOREQUEST']._serialized_start=1066
-  _globals['_MODELINFOREQUEST']._serialized_end=1084
-  _globals['_MODELINFO']._serialized_start=1087
-  _globals['_MODELINFO']._serialized_end=1257
-  _globals['_CHATTOOLCALL']._serialized_start=1259
-  _globals['_CHATTOOLCALL']._serialized_end=1333
-  _globals['_CHATMESSAGE']._serialized_start=1335
-  _globals['_CHATMESSAGE']._serialized_end=1461
-  _globals['_CHATTOOL']._serialized_start=1463
-  _globals['_CHATTOOL']._serialized_end=1533
-  _globals['_CHATCOMPLETIONREQUEST']._serialized_start=1536
-  _globals['_CHATCOMPLETIONREQUEST']._serialized_end=1695
-  _globals['_CHATUSAGE']._serialized_start=1697
-  _globals['_CHATUSAGE']._serialized_end=1753
-  _globals['_CHATCOMPLETIONCHUNK']._serialized_start=1756
-  _globals['_CHATCOMPLETIONCHUNK']._serialized_end=1930
-  _globals['_LLMORCHESTRATION']._serialized_start=2078
-  _globals['_LLMORCHESTRATION']._serialized_end=2594
+  _globals['_SYNTHESIZERESPONSE']._serialized_end=1108
+  _globals['_MODELINFOREQUEST']._serialized_start=1110
+  _globals['_MODELINFOREQUEST']._serialized_end=1128
+  _globals['_MODELINFO']._serialized_start=1131
+  _globals['_MODELINFO']._serialized_end=1301
+  _globals['_CHATTOOLCALL']._serialized_start=1303
+  _globals['_CHATTOOLCALL']._serialized_end=1377
+  _globals['_CHATMESSAGE']._serialized_start=1379
+  _globals['_CHATMESSAGE']._serialized_end=1505
+  _globals['_CHATTOOL']._serialized_start=1507
+  _globals['_CHATTOOL']._serialized_end=1577
+  _globals['_CHATCOMPLETIONREQUEST']._serialized_start=1580
+  _globals['_CHATCOMPLETIONREQUEST']._serialized_end=1739
+  _globals['_CHATUSAGE']._serialized_start=1741
+  _globals['_CHATUSAGE']._serialized_end=1797
+  _globals['_CHATCOMPLETIONCHUNK']._serialized_start=1800
+  _globals['_CHATCOMPLETIONCHUNK']._serialized_end=1974
+  _globals['_LLMORCHESTRATION']._serialized_start=2122
+  _globals['_LLMORCHESTRATION']._serialized_end=2638
 # @@protoc_insertion_point(module_scope)

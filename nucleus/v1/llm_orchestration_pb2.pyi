@@ -129,20 +129,24 @@ class Citation(_message.Message):
     def __init__(self, passage_id: _Optional[str] = ..., title: _Optional[str] = ...) -> None: ...
 
 class SynthesizeResponse(_message.Message):
-    __slots__ = ("answer", "citations", "truncated", "truncation_reason", "model", "method")
+    __slots__ = ("answer", "citations", "truncated", "truncation_reason", "model", "method", "degraded", "degraded_reasons")
     ANSWER_FIELD_NUMBER: _ClassVar[int]
     CITATIONS_FIELD_NUMBER: _ClassVar[int]
     TRUNCATED_FIELD_NUMBER: _ClassVar[int]
     TRUNCATION_REASON_FIELD_NUMBER: _ClassVar[int]
     MODEL_FIELD_NUMBER: _ClassVar[int]
     METHOD_FIELD_NUMBER: _ClassVar[int]
+    DEGRADED_FIELD_NUMBER: _ClassVar[int]
+    DEGRADED_REASONS_FIELD_NUMBER: _ClassVar[int]
     answer: str
     citations: _containers.RepeatedCompositeFieldContainer[Citation]
     truncated: bool
     truncation_reason: str
     model: str
     method: str
-    def __init__(self, answer: _Optional[str] = ..., citations: _Optional[_Iterable[_Union[Citation, _Mapping]]] = ..., truncated: _Optional[bool] = ..., truncation_reason: _Optional[str] = ..., model: _Optional[str] = ..., method: _Optional[str] = ...) -> None: ...
+    degraded: bool
+    degraded_reasons: _containers.RepeatedScalarFieldContainer[str]
+    def __init__(self, answer: _Optional[str] = ..., citations: _Optional[_Iterable[_Union[Citation, _Mapping]]] = ..., truncated: _Optional[bool] = ..., truncation_reason: _Optional[str] = ..., model: _Optional[str] = ..., method: _Optional[str] = ..., degraded: _Optional[bool] = ..., degraded_reasons: _Optional[_Iterable[str]] = ...) -> None: ...
 
 class ModelInfoRequest(_message.Message):
     __slots__ = ()

@@ -12,5 +12,6 @@
     expansion.py      LLM alternatives | keyword extraction (non-LLM, labelled)
     rerank.py         LLM 0–10 scores | embedding cosine (labelled)
     synthesis.py      grounded LLM answer with citations | extractive quotes (labelled)
+    unit_rerank.py    the extractive answer's units also scored by the configured model re-ranker
     convert.py, grpc_api.py, mcp_api.py, main.py — adapters and process entry point
 """

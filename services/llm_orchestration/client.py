@@ -68,7 +68,7 @@ class LlmOrchestrationClient:
             llm_pb.Passage(id=pid, title=title, text=text) for pid, title, text in passages])
         r = await call(self._stub.Synthesize, request, timeout=timeout_s or self.timeout_s, service=SERVICE)
         return Synthesis(r.answer, tuple(Citation(c.passage_id, c.title) for c in r.citations), r.truncated,
-                         r.truncation_reason, r.model, r.method)
+                         r.truncation_reason, r.model, r.method, r.degraded, tuple(r.degraded_reasons))
 
     async def chat(self, request: ChatRequest, *, timeout_s: float | None = None) -> AsyncIterator[ChatChunk]:
         """GenerateChatCompletion: the reply's chunks as they stream (the last has `done`); the

@@ -30,7 +30,8 @@ def rerank_to_pb(ids: list[str], r: RerankResult) -> llm_pb.RerankResponse:
 def synthesis_to_pb(s: Synthesis) -> llm_pb.SynthesizeResponse:
     return llm_pb.SynthesizeResponse(
         answer=s.answer, citations=[llm_pb.Citation(passage_id=c.passage_id, title=c.title) for c in s.citations],
-        truncated=s.truncated, truncation_reason=s.truncation_reason, model=s.model, method=s.method)
+        truncated=s.truncated, truncation_reason=s.truncation_reason, model=s.model, method=s.method,
+        degraded=s.degraded, degraded_reasons=list(s.degraded_reasons))
 
 
 def chat_request_from_pb(r: llm_pb.ChatCompletionRequest) -> chat.ChatRequest:

@@ -9,7 +9,8 @@ The gRPC / MCP adapters decode, call this, and encode.
     ├── expand      chat model JSON → validated alternatives   | keyword extraction (labelled)
     ├── rerank      chat model 0–10 scores                      | embedding cosine (labelled)
     │                | cross-encoder (local folder, ONNX Runtime) | remote /rerank API   (named)
-    └── synthesize  chat model, cited, truncated                | extractive quotes (labelled)
+    └── synthesize  chat model, cited, truncated                | extractive quotes (labelled; the units
+                     │                                            also scored by a model re-ranker, unit_rerank.py)
                      └── OpenAIGateway: timeouts, tenacity retries, circuit breaker, redaction
 
 Methods without a chat model never pretend: the `method` field says which technique ran.
@@ -30,7 +31,7 @@ from shared.bounds import INT32_MAX, check_int
 from shared.errors import InvalidArgument, NucleusError, Unavailable
 from shared.settings import LlmOrchestrationSettings
 
-from . import chat as chat_mod, expansion, rerank as rerank_mod, synthesis as synth
+from . import chat as chat_mod, expansion, rerank as rerank_mod, synthesis as synth, unit_rerank
 from .breaker import CircuitBreaker
 from .cache import EmbeddingCache
 from .cross_encoder import CrossEncoder
@@ -72,6 +73,9 @@ def check_settings(settings: LlmOrchestrationSettings) -> None:
                         "breaker_reset_s": settings.breaker_reset_s}.items():
         if value < 0:
             raise InvalidArgument(name, f"must be >= 0, got {value}")
+    unit_rerank.check_settings(settings.synthesis_reranker, settings.synthesis_rerank_weight,
+                               cross_encoder=bool(settings.cross_encoder_path),
+                               rerank_api=bool(settings.rerank_api_url))
 
 
 class LlmOrchestrator:
@@ -155,6 +159,10 @@ class LlmOrchestrator:
         if self._rerank_api is not None:
             await self._rerank_api.close()
 
+    def _spans(self) -> trace.Tracer:
+        """The tracer of `tracer_provider` when one is set (tests), else the global one."""
+        return self.tracer_provider.get_tracer(__name__) if self.tracer_provider is not None else _tracer
+
     # -- introspection ---------------------------------------------------------------------
 
     @property
@@ -198,6 +206,15 @@ class LlmOrchestrator:
             "breaker_state": self._breaker.state,
             "rerankers": self.rerankers,
         }
+
+    @property
+    def synthesis_reranker(self) -> str:
+        """The model re-ranker the extractive answer scores its units with ("" = none;
+        `NUCLEUS_LLM_SYNTHESIS_RERANKER`, unit_rerank.py)."""
+        s = self._settings
+        return unit_rerank.choose(s.synthesis_reranker, s.synthesis_rerank_weight,
+                                  cross_encoder=self._cross_encoder is not None,
+                                  rerank_api=self._rerank_api is not None)
 
     @property
     def rerankers(self) -> list[str]:
@@ -328,7 +345,7 @@ class LlmOrchestrator:
         if method and method not in self.rerankers:
             raise InvalidArgument("method", f"{method!r} is not a configured re-ranker; accepted: "
                                   f"'' (default), {', '.join(repr(m) for m in self.rerankers)}")
-        with _tracer.start_as_current_span("llm.rerank") as span:
+        with self._spans().start_as_current_span("llm.rerank") as span:
             span.set_attribute("llm.rerank.count", len(candidates))
             texts = [t for _, t in candidates]
             if method == CROSS_ENCODER:
@@ -435,7 +452,7 @@ class LlmOrchestrator:
         style = style or "concise"
         if style not in synth.STYLES:
             raise InvalidArgument("style", f"{style!r} is not one of {', '.join(synth.STYLES)}")
-        with _tracer.start_as_current_span("llm.synthesize") as span:
+        with self._spans().start_as_current_span("llm.synthesize") as span:
             span.set_attribute("llm.synthesize.passages", len(passages))
             if self.chat_configured:
                 result = await self._llm_synthesis(query, passages, max_chars, style)
@@ -470,18 +487,47 @@ class LlmOrchestrator:
                                     max_chars: int, style: str) -> Synthesis:
         """No chat model: the passages' sentences, table rows and list items (synthesis.py),
         scored against the query by the embedding model (the query and every unit embedded in
-        one batched call) and BM25, the best few quoted in reading order with citations."""
+        one batched call) and BM25 — and by the configured model re-ranker, blended in
+        (unit_rerank.py) — the best few quoted in reading order with citations. A failing
+        re-ranker leaves today's scores, and the answer says so (`degraded_reasons`)."""
         units = synth.answer_units(passages)
         vectors = (await self._embed([query, *(u.context for u in units)], "document", "",
                                      max_count=self._settings.max_texts_per_request + 1)).vectors
-        scores = synth.unit_scores(query, units, (vectors[1:] @ vectors[0]).astype(np.float32))
-        extract = synth.extract_answer(units, scores, max_chars=max_chars, style=style)
+        today = synth.unit_scores(query, units, (vectors[1:] @ vectors[0]).astype(np.float32))
+        scored = await self.score_units(query, units, today)
+        span = trace.get_current_span()
+        span.set_attribute("llm.synthesize.unit_scorer", scored.scorer)
+        span.set_attribute("llm.synthesize.units_scored", len(units))
+        span.set_attribute("llm.synthesize.degraded", bool(scored.degraded_reason))
+        extract = synth.extract_answer(units, scored.scores, max_chars=max_chars, style=style)
         return Synthesis(answer=extract.answer,
                          citations=synth.citations_for(extract.passage_ids, passages),
                          truncated=extract.truncated,
                          truncation_reason=(f"answer limited to max_chars={max_chars}"
                                             if extract.truncated else ""),
-                         model=self.embedding_model, method="extractive")
+                         model=(f"{self.embedding_model} + {scored.model_name}" if scored.reranker
+                                else self.embedding_model),
+                         method=unit_rerank.method_name(scored.reranker),
+                         degraded=bool(scored.degraded_reason),
+                         degraded_reasons=(scored.degraded_reason,) if scored.degraded_reason else ())
+
+    async def score_units(self, query: str, units: Sequence[synth.Unit], today: np.ndarray) -> unit_rerank.UnitScores:
+        """`today`'s unit scores blended with the configured re-ranker's (unit_rerank.py): the
+        (query, unit context) pairs in one `rerank` call, as candidates are scored. Any failure
+        of the re-ranker (API errors, breaker open, model error) keeps `today`, with a reason."""
+        method = self.synthesis_reranker
+        if not method or not units:
+            return unit_rerank.UnitScores.without_model(today)
+        try:
+            result = await self.rerank(query, [(f"u{i}", u.context) for i, u in enumerate(units)], method)
+        except Exception as err:  # noqa: BLE001 - every failure of the model degrades to today's scoring, said so
+            reason = unit_rerank.failure_reason(method, err)
+            log.warning("extractive answer without its re-ranker: %s", reason,
+                        exc_info=not isinstance(err, NucleusError))
+            return unit_rerank.UnitScores.without_model(today, reason)
+        model = np.asarray(result.scores, dtype=np.float32)
+        return unit_rerank.UnitScores(unit_rerank.blend(today, model, self._settings.synthesis_rerank_weight),
+                                      today, model, method, result.model, "")
 
 
 __all__ = ["LlmOrchestrator", "check_settings", "Citation", "EmbeddingResult", "Expansion",

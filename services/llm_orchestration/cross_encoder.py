@@ -126,6 +126,11 @@ class CrossEncoder:
             raise InvalidArgument("cross_encoder_path",
                                   f"cannot read {self.model_dir / 'config.json'}: {err}") from None
         self.model_name = str(config.get("_name_or_path") or self.model_dir.name) or self.model_dir.name
+        positions = config.get("max_position_embeddings")
+        if isinstance(positions, int) and 0 < positions < self.max_length:
+            log.warning("cross-encoder %s: max_length %d exceeds the model's max_position_embeddings %d; "
+                        "pairs are cut to %d tokens", self.model_dir, self.max_length, positions, positions)
+            self.max_length = positions       # longer inputs would fail every scoring call
         self._tokenizer = AutoTokenizer.from_pretrained(str(self.model_dir))
         if self._want == "onnx":
             try:

@@ -45,6 +45,8 @@ class SynthesisOut(BaseModel):
     truncation_reason: str
     model: str
     method: str
+    degraded: bool = False
+    degraded_reasons: list[str] = []
 
 
 class PassageIn(BaseModel):
@@ -102,7 +104,7 @@ def build_mcp(core: LlmOrchestrator, *, token_verifier: Any = None, auth: Any = 
             return SynthesisOut(answer=s.answer, citations=[CitationOut(passage_id=c.passage_id, title=c.title)
                                                             for c in s.citations],
                                 truncated=s.truncated, truncation_reason=s.truncation_reason, model=s.model,
-                                method=s.method)
+                                method=s.method, degraded=s.degraded, degraded_reasons=list(s.degraded_reasons))
         return await guarded(run)
 
     mcp.middleware.append(invalid_params_middleware({}))     # malformed tools/call params: -32602

@@ -12,7 +12,9 @@ from numpy.typing import NDArray
 
 ExpansionMethodName = Literal["llm", "keywords", "unavailable"]
 RerankMethodName = Literal["llm", "embedding-cosine", "cross-encoder", "rerank-api"]
-SynthesisMethodName = Literal["llm", "extractive"]
+# "extractive+cross-encoder" / "extractive+rerank-api": the extractive answer's units were also scored
+# by that model re-ranker (unit_rerank.py); plain "extractive" when none is used or it failed.
+SynthesisMethodName = Literal["llm", "extractive", "extractive+cross-encoder", "extractive+rerank-api"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -53,3 +55,5 @@ class Synthesis:
     truncation_reason: str            # "" unless truncated; several reasons joined by "; "
     model: str
     method: SynthesisMethodName
+    degraded: bool = False            # a configured step failed and the answer was made without it
+    degraded_reasons: tuple[str, ...] = ()   # why, e.g. "answer re-ranker unavailable (rerank-api: …)"

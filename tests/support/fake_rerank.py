@@ -8,7 +8,8 @@
 POST /rerank answers in the shape of what it was sent: `documents` (Cohere / Jina / vLLM) →
 {"results": [{"index", "relevance_score"}], best first}; `texts` (Hugging Face TEI) →
 [{"index", "score"}]. The score of a document is the share of the query's words it contains
-(deterministic, in [0, 1]); `logits=True` answers log-odds instead (the client must squash).
+(deterministic, in [0, 1]) — or what `scorer(query, document)` says; `logits=True` answers
+log-odds instead (the client must squash).
 
 Failure queue (`fail_next(kind, n)`), consumed one per request before normal handling:
     "429" / "500" / "503"  that status (Retry-After if given)
@@ -25,6 +26,7 @@ import re
 import threading
 import time
 from collections import deque
+from collections.abc import Callable
 from dataclasses import dataclass
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
@@ -48,9 +50,11 @@ def overlap_score(query: str, document: str) -> float:
 
 
 class FakeRerank:
-    def __init__(self, *, hang_s: float = 5.0, logits: bool = False) -> None:
+    def __init__(self, *, hang_s: float = 5.0, logits: bool = False,
+                 scorer: Callable[[str, str], float] | None = None) -> None:
         self.hang_s = hang_s
         self.logits = logits
+        self.scorer = scorer or overlap_score
         self.requests: list[RecordedRequest] = []
         self._failures: deque[tuple[str, float | None]] = deque()
         self._lock = threading.Lock()
@@ -77,7 +81,7 @@ class FakeRerank:
                 if self.path != "/rerank" or not isinstance(body, dict):
                     return self._send(404, {"error": "not found"})
                 docs = body.get("documents", body.get("texts"))
-                scores = [overlap_score(body.get("query", ""), d) for d in docs]
+                scores = [server.scorer(body.get("query", ""), d) for d in docs]
                 if server.logits:
                     scores = [math.log((s + 0.01) / (1.01 - s)) for s in scores]
                 order = sorted(range(len(docs)), key=lambda i: -scores[i])

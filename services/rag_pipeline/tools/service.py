@@ -49,6 +49,7 @@ from services.rag_pipeline.tools.convert import (
     worst_error,
 )
 from services.rag_pipeline.tools.documents import DocumentRoute
+from services.llm_orchestration.results import Synthesis
 from services.rag_pipeline.tools.schemas import (
     DEFAULT_SEGMENTS,
     MAX_TOP_K,
@@ -108,6 +109,14 @@ def _headers(ctx: Context | None) -> Mapping[str, str] | None:
 
 
 # ---------------------------------------------------------------------------- the tools
+def add_degraded(meta: MetaOut, answer: Synthesis) -> None:
+    """A synthesis made without a configured step (e.g. the answer re-ranker failed and today's
+    unit scoring was used) marks the tool's answer degraded with its reasons, after the search's."""
+    if answer.degraded:
+        meta.degraded = True
+        meta.degraded_reasons = [*(meta.degraded_reasons or []), *answer.degraded_reasons]
+
+
 class RagTools:
     """The logic of the standard RAG tools (bound to an MCPServer by `registration`)."""
 
@@ -503,6 +512,7 @@ class RagTools:
                                              title=r.artifact.title or r.artifact.file_name,
                                              resourceId=r.artifact.source_id))
         meta.model, meta.method = answer.model or None, answer.method or None
+        add_degraded(meta, answer)
         meta.elapsed_ms, meta.notes = call.elapsed_ms, call.notes or []
         meta.error = worst_error(meta.source_errors)
         self._audit(call, "allow", resources=sorted({r.artifact.source_id for r in ids.values()}),

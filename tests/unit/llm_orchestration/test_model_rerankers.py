@@ -108,6 +108,16 @@ def test_a_shipped_onnx_file_is_used_as_is_and_two_labels_use_the_relevant_one(e
         logits_to_unit(np.zeros((2, 3)))
 
 
+def test_a_max_length_beyond_the_models_positions_is_cut_to_them(encoder, tmp_path):
+    """The tiny model has 128 positions: asked for 256, pairs are cut at 128 and still scored."""
+    wide = CrossEncoder(str(encoder.model_dir), max_length=256, onnx_cache_dir=str(encoder._cache_dir))
+    wide.load()
+    assert wide.max_length == 128
+    long_text = " ".join(["robot battery"] * 200)
+    [score] = wide.score_sync("dock firmware", [long_text])
+    assert 0.0 <= score <= 1.0 and wide.last_truncated == 1
+
+
 def test_a_folder_without_a_model_is_refused_naming_the_setting(tmp_path):
     with pytest.raises(InvalidArgument, match="cross_encoder_path"):
         CrossEncoder(str(tmp_path)).load()
