@@ -6,6 +6,7 @@ from __future__ import annotations
 import datetime as dt
 from typing import Literal
 
+from services.llm_orchestration.results import Synthesis
 from services.rag_pipeline.access import SourceView
 from services.rag_pipeline.federation.discover import RemoteResources
 from services.rag_pipeline.federation.hits import LOCAL, SourceReport
@@ -15,6 +16,7 @@ from services.rag_pipeline.tools.schemas import (
     CountsOut,
     ErrorOut,
     HitOut,
+    MetaOut,
     ProvenanceOut,
     RawFiltersIn,
     ResourceOut,
@@ -159,3 +161,20 @@ def remote_resources_out(found: RemoteResources) -> list[ResourceOut]:
                                sourceId=sid, authRequired=found.source.needs_credential, authMode="none",
                                serverId=sid, connectionStatus="connected"))
     return out
+
+
+def add_degraded(meta: MetaOut, answer: Synthesis) -> None:
+    """A synthesis made without a configured step (e.g. the answer re-ranker failed and today's
+    unit scoring was used) marks the tool's answer degraded with its reasons, after the search's."""
+    if answer.degraded:
+        meta.degraded = True
+        meta.degraded_reasons = [*(meta.degraded_reasons or []), *answer.degraded_reasons]
+
+
+def remote_servers(remote: list[str]) -> tuple[tuple[str, ...], tuple[tuple[str, tuple[str, ...]], ...]]:
+    """A vetted remote selection (source ids and `<source>:<resource>` ids) as the sources it
+    names, in order, and the resources each is restricted to (a source named whole: none)."""
+    servers = tuple(dict.fromkeys(r.split(":", 1)[0] for r in remote))
+    restrict = tuple((sid, tuple(r.split(":", 1)[1] for r in remote if r.startswith(sid + ":")))
+                     for sid in servers if sid not in remote)
+    return servers, restrict

@@ -38,9 +38,11 @@ from services.rag_pipeline.models import (
 from services.rag_pipeline.ports import KnowledgeSource, LanguageModel
 from services.rag_pipeline.tools.calls import Call, audit_call
 from services.rag_pipeline.tools.convert import (
+    add_degraded,
     hit_out,
     passage_title,
     remote_resources_out,
+    remote_servers,
     resource_out,
     search_filters,
     segment_out,
@@ -49,7 +51,6 @@ from services.rag_pipeline.tools.convert import (
     worst_error,
 )
 from services.rag_pipeline.tools.documents import DocumentRoute
-from services.llm_orchestration.results import Synthesis
 from services.rag_pipeline.tools.schemas import (
     DEFAULT_SEGMENTS,
     MAX_TOP_K,
@@ -109,14 +110,6 @@ def _headers(ctx: Context | None) -> Mapping[str, str] | None:
 
 
 # ---------------------------------------------------------------------------- the tools
-def add_degraded(meta: MetaOut, answer: Synthesis) -> None:
-    """A synthesis made without a configured step (e.g. the answer re-ranker failed and today's
-    unit scoring was used) marks the tool's answer degraded with its reasons, after the search's."""
-    if answer.degraded:
-        meta.degraded = True
-        meta.degraded_reasons = [*(meta.degraded_reasons or []), *answer.degraded_reasons]
-
-
 class RagTools:
     """The logic of the standard RAG tools (bound to an MCPServer by `registration`)."""
 
@@ -599,12 +592,3 @@ def _request_meta(ctx: Context | None) -> Any:
         return ctx.request_context.meta if ctx is not None else None
     except (ValueError, AttributeError):
         return None
-
-
-def remote_servers(remote: list[str]) -> tuple[tuple[str, ...], tuple[tuple[str, tuple[str, ...]], ...]]:
-    """A vetted remote selection (source ids and `<source>:<resource>` ids) as the sources it
-    names, in order, and the resources each is restricted to (a source named whole: none)."""
-    servers = tuple(dict.fromkeys(r.split(":", 1)[0] for r in remote))
-    restrict = tuple((sid, tuple(r.split(":", 1)[1] for r in remote if r.startswith(sid + ":")))
-                     for sid in servers if sid not in remote)
-    return servers, restrict

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from services.llm_orchestration.results import Synthesis
 from services.rag_pipeline.tools.schemas import MetaOut
-from services.rag_pipeline.tools.service import add_degraded
+from services.rag_pipeline.tools.convert import add_degraded
 
 
 def test_a_degraded_synthesis_marks_the_answer_after_the_searchs_reasons():
