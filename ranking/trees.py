@@ -36,6 +36,7 @@ linear model's are weight × (x − centre) / scale. Both add init_scale · fuse
 from __future__ import annotations
 
 import json
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -100,6 +101,7 @@ class Forest:
     path_feature: NDArray[np.intp]
     path_delta: NDArray[np.float64]
     expected: float                      # Σ of each tree's count-weighted leaf mean (pred_contrib's bias)
+    split_features: frozenset[int] = frozenset()     # the features some split reads
 
     def leaves(self, x: NDArray[np.floating]) -> NDArray[np.intp]:
         """(trees with a split, n): the leaf each row reaches in each tree (module docstring: the rule)."""
@@ -263,7 +265,7 @@ def forest_from_dump(dump: dict, n_features: int) -> Forest:
         zero_slots=zero_slots, zero_left=default_left_[real[zero_slots]][:, None],
         tree_leaf_start=np.asarray([leaf_starts[t] for t in with_split], dtype=np.intp)[:, None],
         constant=float(sum(leaves[~roots[t]] for t in range(len(infos)) if roots[t] < 0)), n_features=n_features,
-        path_feature=path_feature, path_delta=path_delta,
+        path_feature=path_feature, path_delta=path_delta, split_features=frozenset(int(f) for f in feature),
         expected=float(sum(node_mean[node_of(r)] for r in roots)))
 
 
@@ -294,6 +296,13 @@ class RankerModel:
     center: NDArray[np.float64] | None = None
     scale: NDArray[np.float64] | None = None
     weights: NDArray[np.float64] | None = None
+
+    def uses(self, features: Sequence[int]) -> bool:
+        """Whether the model reads any of these feature indices (a split on it, a non-zero
+        weight): when not, their values cannot change a score or a contribution."""
+        if self.forest is not None:
+            return bool(self.forest.split_features.intersection(int(f) for f in features))
+        return self.weights is not None and bool(np.any(self.weights[list(features)] != 0))
 
     def residual(self, x: NDArray[np.floating]) -> NDArray[np.float64]:
         if self.forest is not None:

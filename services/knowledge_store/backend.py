@@ -26,7 +26,7 @@ import numpy as np
 from ranking.profile import RankingProfile
 from services.knowledge_store.feedback_expansion import expanded_terms
 from services.knowledge_store.health import StoreHealth
-from services.knowledge_store.models import Embedder, StoreStatus, TenantCheck
+from services.knowledge_store.models import Embedder, StoredFields, StoreStatus, TenantCheck
 from shared.records import (
     CandidateColumns,
     DocumentIn,
@@ -122,6 +122,11 @@ class StoreBackend(Protocol):
     async def put_title_vectors(self, tenant_id: str, rows: Sequence[tuple[str, str, np.ndarray]]) -> int:
         """Store (artifact id, title, unit vector) where the artifact still has that title and no
         title vector; returns how many were stored."""
+        ...
+
+    async def stored_fields(self, tenant_id: str, entry_ids: Sequence[str]) -> dict[str, StoredFields]:
+        """What GetFieldSignals reads of these entries (artifact, chunk index, visibility groups,
+        analysed terms, title vector), by entry id (unknown ids are left out)."""
         ...
 
     async def stats(self, tenant_id: str) -> TenantStats: ...

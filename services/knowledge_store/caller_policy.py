@@ -19,7 +19,7 @@ out of the answer exactly as a missing one is.
 """
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import replace
 
 from services.knowledge_store.models import StoreStatus
@@ -61,8 +61,14 @@ def visible(p: Principal | None, hits: list[Hit]) -> list[Hit]:
     """The hits the caller may see (entries fetched by id carry no search filter)."""
     if p is None or p.has_role(OPERATOR):
         return hits
-    groups = set(p.groups) if _is_user(p) else set()
-    return [h for h in hits if not h.artifact.visibility_groups or groups & set(h.artifact.visibility_groups)]
+    return [h for h in hits if may_see(p, h.artifact.visibility_groups)]
+
+
+def may_see(p: Principal | None, visibility_groups: Sequence[str]) -> bool:
+    """`visible` for one artifact's visibility groups (none: everyone of the tenant)."""
+    if p is None or p.has_role(OPERATOR) or not visibility_groups:
+        return True
+    return _is_user(p) and bool(set(p.groups) & set(visibility_groups))
 
 
 def metadata_read(p: Principal | None, requested: str) -> str:

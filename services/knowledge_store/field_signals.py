@@ -15,17 +15,19 @@ entries and one query (shared/records.py FieldSignals), the learned re-ranker's 
                  title_vectors.py), and its chunk index
 
 Rows are parallel to the ids asked (a repeated id gets the same row twice); an id the store
-does not hold, or the caller may not see (`visible`: the adapters pass caller_policy's
-filter, so such an entry is a not-found row and its terms are never read), has `found` False,
+does not hold, or the caller may not see (`may_see`: the adapters pass caller_policy's check
+of the artifact's visibility groups, so such an entry is a not-found row and its terms are never
+used), has `found` False,
 NaN everywhere and positions −1.
 
-`build` is vectorised: one literal search per query term over all entries' stored strings finds
-its occurrences, numpy turns them into counts and positions (no Python step per token: 100
-entries × ~250 terms in about a millisecond).
+`build` is vectorised: every entry's stored string split at once, each token looked up in the
+query-term table by C-level calls, numpy turns the hits into counts and positions (no Python
+step per token).
 """
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
+from itertools import chain, repeat
 
 import numpy as np
 from numpy.typing import NDArray
@@ -34,7 +36,7 @@ from ranking.features import MAX_POSITIONS
 from services.knowledge_store import validation
 from shared.analysis import query_terms
 from shared.errors import InvalidArgument
-from shared.records import FieldSignals, Hit
+from shared.records import FieldSignals
 
 MAX_ENTRIES = 200                      # entry ids per call
 MAX_QUERY_CHARS = validation.MAX_KEYWORD_CHARS
@@ -72,20 +74,20 @@ def check_request(entry_ids: Sequence[str], query: str, query_vector, dimension:
 
 
 async def field_signals(store, tenant_id: str, entry_ids: Sequence[str], query: str, query_vector, *,
-                        visible: Callable[[list[Hit]], list[Hit]] = lambda hits: hits) -> FieldSignals:
+                        may_see: Callable[[Sequence[str]], bool] = lambda groups: True) -> FieldSignals:
     """FieldSignals of `entry_ids` for `query` (module docstring); `store` a StoreBackend,
-    `visible` the caller's filter of the entries it may see (caller_policy.visible)."""
+    `may_see` the caller's check of an artifact's visibility groups (caller_policy.may_see).
+    The entries are read once (`StoreBackend.stored_fields`: artifact, chunk index, groups,
+    terms and title vector together), the statistics once."""
     validation.tenant_id(tenant_id)
     ids, query, vector = check_request(entry_ids, query, query_vector, store.dimension)
     terms = query_terms([query])
     unique = list(dict.fromkeys(ids))
-    hits = visible(await store.get_entries(tenant_id, unique)) if unique else []
-    by_id = {h.entry.id: h for h in hits}
-    stored = await store.entry_terms(tenant_id, list(by_id)) if by_id else {}
-    titles = await store.title_vectors(tenant_id, list({h.entry.artifact_id for h in hits})) if hits else {}
+    stored = await store.stored_fields(tenant_id, unique) if unique else {}
+    seen = {e: f for e, f in stored.items() if may_see(f.visibility_groups)}
     n_live, dfs, averages = await store.field_statistics(tenant_id, terms)
-    rows = [(stored[e], by_id[e].entry.chunk_index, titles.get(by_id[e].entry.artifact_id))
-            if e in by_id and e in stored else None for e in ids]
+    rows = [((seen[e].title_terms, seen[e].body_terms), seen[e].chunk_index, seen[e].title_vector)
+            if e in seen else None for e in ids]
     return build(terms, dfs, n_live, averages, rows, vector)
 
 
@@ -116,29 +118,24 @@ def build(terms: Sequence[str], dfs: Sequence[int], n_live: int, averages: tuple
 def _field(texts: list[str], found: NDArray[np.bool_], lut: dict[str, int], t: int
            ) -> tuple[NDArray[np.float32], NDArray[np.float32], NDArray[np.int32]]:
     """(tf (n, t), length (n,), positions (n, L)) of one field's stored term strings (terms
-    separated by single spaces, as ingest writes them). The rows joined, each query term's
-    occurrences are found by one literal search; a token's position is the spaces before it in
-    its row — no Python step per token."""
+    separated by spaces, as ingest writes them). All rows are split at once and every token
+    looked up in the query-term table by C-level calls (`map(lut.get, tokens, repeat(-1))`);
+    numpy turns the hits into counts and positions — no Python step per token."""
     n = len(texts)
-    length = np.asarray([s.count(" ") + 1 if s else 0 for s in texts], _F32)
+    split = [text.split() for text in texts]
+    counts = [len(tokens) for tokens in split]
+    length = np.asarray(counts, _F32)
     tf = np.zeros((n, t), _F32)
     row = col = term = np.zeros(0, np.int64)
-    if t and n:
-        blob = "".join(f" {text} \n" for text in texts)      # every term between two spaces
-        row_starts = np.cumsum([0] + [len(text) + 3 for text in texts[:-1]])
-        starts, owners = [], []
-        for word, i in lut.items():          # a literal search per query term (str.find's fast scan)
-            needle, step = f" {word} ", len(word) + 1          # the next one may share its closing space
-            at = blob.find(needle)
-            while at >= 0:
-                starts.append(at)
-                owners.append(i)
-                at = blob.find(needle, at + step)
-        if starts:
-            at = np.asarray(starts, np.int64)
-            term = np.asarray(owners, np.int64)
-            row = np.searchsorted(row_starts, at, side="right") - 1
-            col = np.asarray([blob.count(" ", int(r), int(a)) for r, a in zip(row_starts[row], at)], np.int64)
+    total = int(sum(counts))
+    if t and total:
+        index = np.fromiter(map(lut.get, chain.from_iterable(split), repeat(-1)), dtype=np.int64, count=total)
+        hit = np.flatnonzero(index >= 0)
+        if hit.size:
+            starts = np.cumsum([0, *counts[:-1]])
+            row = np.searchsorted(starts, hit, side="right") - 1
+            col = hit - starts[row]
+            term = index[hit]
             np.add.at(tf, (row, term), 1.0)
     read = col < MAX_POSITIONS
     width = int(col[read].max()) + 1 if read.any() else 0          # trimmed to the last hit of any row

@@ -127,7 +127,7 @@ class KnowledgeStoreServicer(ks_grpc.KnowledgeStoreServicer):
         tenant = policy.read_tenant(caller, request.tenant_id)
         signals = await field_signals(
             self._store, tenant, list(request.entry_ids), request.query, list(request.query_vector.values),
-            visible=lambda hits: policy.visible(caller, hits))
+            may_see=lambda groups: policy.may_see(caller, groups))
         return convert.field_signals_to_pb(signals)
 
     @translate_errors

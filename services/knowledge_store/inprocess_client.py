@@ -137,7 +137,7 @@ class InProcessKnowledgeStoreClient:
         async with self._call("GetFieldSignals", timeout_s) as p:       # as grpc_api.GetFieldSignals
             tenant = policy.read_tenant(p, tenant_id)
             return await field_signals(self._store, tenant, list(entry_ids), query, query_vector,
-                                       visible=lambda hits: policy.visible(p, hits))
+                                       may_see=lambda groups: policy.may_see(p, groups))
 
     async def score_keywords(self, tenant_id: str, keywords: Keywords, extra_keywords: Sequence[str],
                              texts: Sequence[tuple[str, str] | m.AnalysedText], *,

@@ -24,6 +24,19 @@ class Embedder(Protocol):
 
 
 @dataclass(frozen=True, slots=True)
+class StoredFields:
+    """What GetFieldSignals reads of one entry (field_signals.py), in one store read: its
+    artifact and chunk index, the artifact's visibility groups (the caller's check), the analysed
+    (title, body) terms its keyword rows hold, and the artifact's title vector (None: none)."""
+    artifact_id: str
+    chunk_index: int
+    visibility_groups: tuple[str, ...]
+    title_terms: str
+    body_terms: str
+    title_vector: np.ndarray | None
+
+
+@dataclass(frozen=True, slots=True)
 class Problem:
     """A storage problem of one tenant (kinds: see health.py)."""
     tenant_id: str

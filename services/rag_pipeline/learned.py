@@ -8,6 +8,8 @@
                                the query vector SearchAndRank embedded), and the model re-scores them
                                (`learned_finish`, `ranking.learned.served_features`) — one pass of the
                                ranking core
+    model reads none of them   (no split on, no weight for a per-field feature) the store is not
+                               asked: those features cannot change its scores
     signals fail / time out    the per-field features stay NaN (as for a federated hit), flagged
                                "learned_signals_unavailable: …"; the search is never failed for it
     model missing / refused    the untrained ranking, flagged in the response's degraded reasons:
@@ -41,7 +43,15 @@ import numpy as np
 
 from ranking import Candidates, RankingConfig
 from ranking.features import FEATURE_NAMES, FEATURE_VERSION
-from ranking.learned import FeaturesOf, Learned, RowSignals, learned_finish, learned_top, served_features
+from ranking.learned import (
+    SERVED_MISSING,
+    FeaturesOf,
+    Learned,
+    RowSignals,
+    learned_finish,
+    learned_top,
+    served_features,
+)
 from ranking.profile import RankingProfile
 from ranking.rank import Ranked, rank
 from ranking.trees import RankerModel, load_model
@@ -54,6 +64,7 @@ from shared.errors import InvalidArgument, NotFound, NucleusError
 
 MAX_CACHED_MODELS = 32
 FAILED_LOOKUP_TTL_S = 30.0      # a missing or refused model is asked for again after this, not on every query
+_PER_FIELD = [FEATURE_NAMES.index(name) for name in SERVED_MISSING]     # what GetFieldSignals serves
 MAX_LISTED = 8           # feature contributions listed per result (the rest: one "other features" entry)
 
 
@@ -172,9 +183,13 @@ class LearnedRanking:
         if model is None or not len(candidates):
             return rank(candidates, config, k), candidates, None
         first = learned_top(candidates, config, model, k)
-        signals, why = (asked if asked is not None
-                        else await self.field_signals(tenant_id, query, query_vector, merged, first.top.tolist(),
-                                                      timeout_s))
+        if asked is not None:
+            signals, why = asked
+        elif model.uses(_PER_FIELD):
+            signals, why = await self.field_signals(tenant_id, query, query_vector, merged, first.top.tolist(),
+                                                    timeout_s)
+        else:                     # the model reads no per-field feature: the store is not asked
+            signals, why = None, ""
         if why:
             reasons.append(f"learned_signals_unavailable: {why}")
         t = query_terms(query)

@@ -59,7 +59,7 @@ from services.knowledge_store.embedded.topics import answer as topic_answer
 from services.knowledge_store.health import StoreHealth
 from services.knowledge_store.keywords import DEFAULT_BM25_WEIGHTS
 from services.knowledge_store import validation
-from services.knowledge_store.models import Embedder, StoreStatus, TenantCheck
+from services.knowledge_store.models import Embedder, StoredFields, StoreStatus, TenantCheck
 from services.knowledge_store.personas import Persona
 from shared.records import (
     CandidateColumns,
@@ -185,6 +185,10 @@ class KnowledgeStore:
                                ) -> tuple[int, list[int], tuple[float, float, float]]:
         """(live entries, document frequency of each term, mean analysed (title, body, doc) length)."""
         return await self._searcher.field_statistics(tenant_id, terms)
+
+    async def stored_fields(self, tenant_id: str, entry_ids: Sequence[str]) -> dict[str, StoredFields]:
+        """What GetFieldSignals reads of these entries, in one read (models.StoredFields)."""
+        return await self._searcher.stored_fields(tenant_id, entry_ids)
 
     async def title_vectors(self, tenant_id: str, artifact_ids: Sequence[str]) -> dict[str, np.ndarray]:
         """The stored unit title vectors of these artifacts (absent: none stored)."""

@@ -50,6 +50,7 @@ from services.knowledge_store import validation
 from shared.analysis import query_terms
 from services.knowledge_store.external_texts import prepare as prepare_texts
 from services.knowledge_store.embedded import storage
+from services.knowledge_store.models import StoredFields
 from services.knowledge_store.embedded.locking import Busy
 from services.knowledge_store.embedded.tenants import Tenant, Tenants
 from services.knowledge_store.keywords import (
@@ -295,6 +296,18 @@ class Searcher:
         def read(*, wait: bool) -> dict[str, tuple[str, str]]:
             with tenant.db.read() as conn:
                 return storage.entries.terms_by_entry_id(conn, unique)
+
+        return await self._read(len(unique) <= INLINE_MAX_K, read)
+
+    async def stored_fields(self, tenant_id: str, entry_ids: Sequence[str]) -> dict[str, StoredFields]:
+        """GetFieldSignals' read of these entries (storage.entries.stored_fields), one read."""
+        validation.tenant_id(tenant_id)
+        unique = list(dict.fromkeys(entry_ids))
+        tenant = await self._tenants.get(tenant_id)
+
+        def read(*, wait: bool) -> dict[str, StoredFields]:
+            with tenant.db.read() as conn:
+                return storage.entries.stored_fields(conn, unique, tenant.index.dimension)
 
         return await self._read(len(unique) <= INLINE_MAX_K, read)
 

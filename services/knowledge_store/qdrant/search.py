@@ -35,6 +35,7 @@ from services.knowledge_store.keywords import (
     phrase_score,
 )
 from services.knowledge_store.external_texts import prepare as prepare_texts
+from services.knowledge_store.models import StoredFields
 from services.knowledge_store.preparation import derived_rows
 from services.knowledge_store.qdrant import bm25, layout
 from services.knowledge_store.qdrant import filters as qf
@@ -330,6 +331,18 @@ class Searches(TermStatistics):
         as ingest derived the terms of its sparse vector (preparation.derived_rows)."""
         hits = await self.get_entries(tenant_id, entry_ids)
         return {h.entry.id: derived_rows(h.artifact.title, h.entry.headline, h.entry.text)[:2] for h in hits}
+
+    async def stored_fields(self, tenant_id: str, entry_ids: Sequence[str]) -> dict[str, StoredFields]:
+        """GetFieldSignals' read of these entries: the entries (their terms derived as
+        `entry_terms` derives them) and their artifacts' title vectors — two Qdrant reads."""
+        hits = await self.get_entries(tenant_id, entry_ids)
+        titles = await self.title_vectors(tenant_id, [h.entry.artifact_id for h in hits]) if hits else {}
+        out = {}
+        for h in hits:
+            title, body = derived_rows(h.artifact.title, h.entry.headline, h.entry.text)[:2]
+            out[h.entry.id] = StoredFields(h.entry.artifact_id, h.entry.chunk_index, h.artifact.visibility_groups,
+                                           title, body, titles.get(h.entry.artifact_id))
+        return out
 
     async def title_vectors(self, tenant_id: str, artifact_ids: Sequence[str]) -> dict[str, np.ndarray]:
         """The stored unit title vectors of these artifacts (the `title_vector` of each record;

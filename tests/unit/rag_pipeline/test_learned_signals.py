@@ -128,3 +128,13 @@ def test_the_feature_contributions_name_the_per_field_features_of_a_result_with_
         assert listed["cover_title"].value == pytest.approx(1.0 if aid == "a0" else 0.5)
         assert listed["bm25_doc"].contribution == pytest.approx(2.0 * listed["bm25_doc"].value, rel=1e-6)
     assert explained["a2"][1] == () and explained["a3"][1] == ()   # not found / federated: missing, not listed
+
+
+async def test_a_model_that_reads_no_per_field_feature_does_not_ask_the_store(setup):
+    pipeline, knowledge = setup
+    fused_only = linear_model(0.0, weights=[1.0 if n == "fused" else 0.0 for n in FEATURE_NAMES])
+    await knowledge.store.put_ranking_model(TENANT, fused_only, RELEVANCY_ONLY)
+    response, _ = await search(pipeline)
+    assert not response.degraded, response.degraded_reasons
+    assert "learned=linear" in response.debug and "field_signals=0" in response.debug
+    assert "get_field_signals" not in knowledge.calls

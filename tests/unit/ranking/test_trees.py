@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 from ranking.features import FEATURE_NAMES, FEATURE_VERSION
-from ranking.trees import MAX_MODEL_BYTES, MAX_TREES, forest_from_dump, learned_relevancy, load_model
+from ranking.trees import MAX_MODEL_BYTES, MAX_TREES, RankerModel, forest_from_dump, learned_relevancy, load_model
 from shared.errors import InvalidArgument
 
 lgb = pytest.importorskip("lightgbm")
@@ -178,3 +178,28 @@ def test_learned_relevancy_keeps_the_order_within_the_confidence_scale() -> None
     rel = learned_relevancy(np.array([3.0, -1.0, 1.0]), confidence=0.0, floor=0.5)
     np.testing.assert_allclose(rel, [0.5, 0.0, 0.25])
     assert learned_relevancy(np.array([2.0, 2.0]), 1.0, 0.5).tolist() == [1.0, 1.0]
+
+
+def test_a_forest_knows_which_features_its_splits_read():
+    booster, forest, _ = _booster(False, "regression")
+    dump = booster.dump_model()
+
+    def split_features(node):
+        if "split_feature" not in node:
+            return set()
+        return {node["split_feature"]} | split_features(node["left_child"]) | split_features(node["right_child"])
+
+    want = set().union(*(split_features(t["tree_structure"]) for t in dump["tree_info"]))
+    assert forest.split_features == want and want          # the label reads features 0, 1 and 2
+    unread = [f for f in range(6) if f not in want]
+    assert RankerModel(kind="trees", feature_version=1, init_scale=1.0, calibration=(1.0, 0.0), top_n=10,
+                       forest=forest).uses(sorted(want)[:1])
+    if unread:
+        assert not RankerModel(kind="trees", feature_version=1, init_scale=1.0, calibration=(1.0, 0.0), top_n=10,
+                               forest=forest).uses(unread)
+
+
+def test_a_linear_model_uses_the_features_it_weighs():
+    model = RankerModel(kind="linear", feature_version=1, init_scale=1.0, calibration=(1.0, 0.0), top_n=10,
+                        center=np.zeros(4), scale=np.ones(4), weights=np.array([0.0, 2.0, 0.0, 0.0]))
+    assert model.uses([1, 3]) and not model.uses([0, 2, 3])

@@ -19,6 +19,7 @@ from numpy.typing import NDArray
 from services.knowledge_store.embedded.storage import rowsums
 from services.knowledge_store.embedded.storage.db import json_list
 from services.knowledge_store.embedded.storage.filter_sql import EFFECTIVE_TIME
+from services.knowledge_store.models import StoredFields
 from services.knowledge_store.preparation import EntryRow
 from shared.records import ArtifactMeta, ArtifactSummary, Entry, SourceStats
 
@@ -147,6 +148,29 @@ def title_vectors(conn: sqlite3.Connection, artifact_ids: Sequence[str],
         raise
     return {a: np.frombuffer(blob, dtype=np.float32).copy() for a, blob in rows
             if isinstance(blob, bytes) and len(blob) == dimension * 4}
+
+
+def stored_fields(conn: sqlite3.Connection, entry_ids: Sequence[str], dimension: int) -> dict[str, StoredFields]:
+    """GetFieldSignals' read of these entries in one query: artifact, chunk index, visibility
+    groups, analysed (title, body) terms and the artifact's title vector (a blob of the wrong size,
+    or a database served read-only before schema 6: None)."""
+    select = ("SELECT e.entry_id, e.artifact_id, e.chunk_index, a.visibility_groups, f.title, f.body, {vector} "
+              "FROM entries e JOIN artifacts a ON a.artifact_id = e.artifact_id "
+              "JOIN entries_fts f ON f.rowid = e.rid {join}"
+              "WHERE e.entry_id IN (SELECT value FROM json_each(?))")
+    ids = (json_list(entry_ids),)
+    try:
+        rows = conn.execute(select.format(vector="tv.vector", join="LEFT JOIN title_vectors tv "
+                                          "ON tv.artifact_id = e.artifact_id "), ids).fetchall()
+    except sqlite3.OperationalError as err:     # an older database served read-only (not migrated)
+        if "no such table" not in str(err):
+            raise
+        rows = conn.execute(select.format(vector="NULL", join=""), ids).fetchall()
+    size = dimension * 4
+    return {eid: StoredFields(aid, int(chunk), _json_tuple(groups), title or "", body or "",
+                              np.frombuffer(blob, dtype=np.float32).copy()
+                              if isinstance(blob, bytes) and len(blob) == size else None)
+            for eid, aid, chunk, groups, title, body, blob in rows}
 
 
 def lacking_title_vectors(conn: sqlite3.Connection, limit: int) -> list[tuple[str, str]]:
