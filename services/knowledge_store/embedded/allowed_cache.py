@@ -126,6 +126,12 @@ class AllowedCache:
                     self._ids -= len(old.rids)
         return allowed
 
+    @property
+    def generation(self) -> int:
+        """Advanced by every `clear`: the tenant's data changed (title_cache.py keys on it)."""
+        with self._lock:
+            return self._generation
+
     def clear(self) -> None:
         """Forget every set: the tenant's data changed (call under its exclusive lock)."""
         with self._lock:

@@ -141,13 +141,15 @@ class Ingester:
 
     async def put_title_vectors(self, tenant_id: str, rows: Sequence[tuple[str, str, NDArray[np.float32]]]) -> int:
         """Store backfilled title vectors (storage.entries.put_title_vectors: only where the
-        artifact still has that title and none yet); a quiet write, no index mirrors them."""
+        artifact still has that title and none yet). No index mirrors them, but the write is not
+        quiet: its commit advances the tenant's generation, so the in-memory title vectors
+        (title_cache.py) are read again."""
         validation.tenant_id(tenant_id)
 
         def work(conn) -> tuple[int, IndexChange]:
             return storage.entries.put_title_vectors(conn, rows), NO_CHANGE
 
-        return await write(self._tenants, tenant_id, work, create=False, action="title vectors", quiet=True)
+        return await write(self._tenants, tenant_id, work, create=False, action="title vectors")
 
     def _prepare_all(self, docs: list[DocumentIn], rejected: tuple[IngestRejection, ...], commit_valid: bool
                      ) -> tuple[PreparedBatch, KeywordBatch]:

@@ -53,6 +53,7 @@ from services.knowledge_store.embedded import storage
 from services.knowledge_store.models import StoredFields
 from services.knowledge_store.embedded.locking import Busy
 from services.knowledge_store.embedded.tenants import Tenant, Tenants
+from services.knowledge_store.embedded.title_cache import TitleCache
 from services.knowledge_store.keywords import (
     PHRASE_EXACT_MAX,
     KeywordQuery,
@@ -96,6 +97,7 @@ class Searcher:
         self._settings = settings
         self._tenants = tenants
         self.reads_in_flight = 0      # on this store's event loop (see `_read`)
+        self.titles = TitleCache()    # GetFieldSignals' title vectors in memory (title_cache.py)
 
     async def _read(self, small: bool, fn: Callable[..., R], *args: object) -> R:
         """`fn(*args, wait=...)` (a read that takes the tenant's locks itself): inline when
@@ -307,7 +309,9 @@ class Searcher:
 
         def read(*, wait: bool) -> dict[str, StoredFields]:
             with tenant.db.read() as conn:
-                return storage.entries.stored_fields(conn, unique, tenant.index.dimension)
+                return storage.entries.stored_fields(
+                    conn, unique, lambda artifact_ids: self.titles.vectors(tenant, conn, artifact_ids,
+                                                                           tenant.index.dimension))
 
         return await self._read(len(unique) <= INLINE_MAX_K, read)
 

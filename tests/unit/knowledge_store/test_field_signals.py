@@ -148,6 +148,7 @@ async def _forget_title_data(store: StoreBackend, tenant: str) -> None:
         tenant_obj = await store._tenants.get(tenant)
         conn = tenant_obj.db.writer
         conn.execute("DELETE FROM title_vectors")
+        tenant_obj.allowed.clear()          # as a committed write does: the in-memory title vectors are stale
 
 
 async def test_artifacts_stored_before_titles_were_embedded_get_them_from_the_backfill(store):

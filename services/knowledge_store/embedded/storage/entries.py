@@ -11,7 +11,7 @@ from __future__ import annotations
 import functools
 import json
 import sqlite3
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 
 import numpy as np
 from numpy.typing import NDArray
@@ -150,27 +150,18 @@ def title_vectors(conn: sqlite3.Connection, artifact_ids: Sequence[str],
             if isinstance(blob, bytes) and len(blob) == dimension * 4}
 
 
-def stored_fields(conn: sqlite3.Connection, entry_ids: Sequence[str], dimension: int) -> dict[str, StoredFields]:
-    """GetFieldSignals' read of these entries in one query: artifact, chunk index, visibility
-    groups, analysed (title, body) terms and the artifact's title vector (a blob of the wrong size,
-    or a database served read-only before schema 6: None)."""
-    select = ("SELECT e.entry_id, e.artifact_id, e.chunk_index, a.visibility_groups, f.title, f.body, {vector} "
-              "FROM entries e JOIN artifacts a ON a.artifact_id = e.artifact_id "
-              "JOIN entries_fts f ON f.rowid = e.rid {join}"
-              "WHERE e.entry_id IN (SELECT value FROM json_each(?))")
-    ids = (json_list(entry_ids),)
-    try:
-        rows = conn.execute(select.format(vector="tv.vector", join="LEFT JOIN title_vectors tv "
-                                          "ON tv.artifact_id = e.artifact_id "), ids).fetchall()
-    except sqlite3.OperationalError as err:     # an older database served read-only (not migrated)
-        if "no such table" not in str(err):
-            raise
-        rows = conn.execute(select.format(vector="NULL", join=""), ids).fetchall()
-    size = dimension * 4
-    return {eid: StoredFields(aid, int(chunk), _json_tuple(groups), title or "", body or "",
-                              np.frombuffer(blob, dtype=np.float32).copy()
-                              if isinstance(blob, bytes) and len(blob) == size else None)
-            for eid, aid, chunk, groups, title, body, blob in rows}
+def stored_fields(conn: sqlite3.Connection, entry_ids: Sequence[str],
+                  title_vectors: Callable[[list[str]], dict[str, NDArray[np.float32]]]) -> dict[str, StoredFields]:
+    """GetFieldSignals' read of these entries in one query — artifact, chunk index, visibility
+    groups, analysed (title, body) terms — and their artifacts' title vectors from
+    `title_vectors(artifact ids)` (the tenant's in-memory matrix, or `title_vectors` above)."""
+    rows = conn.execute(
+        "SELECT e.entry_id, e.artifact_id, e.chunk_index, a.visibility_groups, f.title, f.body "
+        "FROM entries e JOIN artifacts a ON a.artifact_id = e.artifact_id JOIN entries_fts f ON f.rowid = e.rid "
+        "WHERE e.entry_id IN (SELECT value FROM json_each(?))", (json_list(entry_ids),)).fetchall()
+    titles = title_vectors(list({row[1] for row in rows})) if rows else {}
+    return {eid: StoredFields(aid, int(chunk), _json_tuple(groups), title or "", body or "", titles.get(aid))
+            for eid, aid, chunk, groups, title, body in rows}
 
 
 def lacking_title_vectors(conn: sqlite3.Connection, limit: int) -> list[tuple[str, str]]:
