@@ -4,6 +4,7 @@
     nucleus profile put fresh --tenant demo --weights 0.6,0.3,0.05,0.05 --fusion rrf
     nucleus profile put default --tenant demo --default --reranker cross-encoder --rerank-top-n 20 \\
         --rerank-weight 0.5
+    nucleus profile put rm3 --tenant demo --feedback-expansion rm3
     nucleus profile get fresh --tenant demo [--version 1]
     nucleus profile list --tenant demo
 
@@ -19,7 +20,7 @@ import json
 
 from cli.stack import call_pipeline
 from nucleus.v1 import common_pb2 as pb
-from ranking.profile import DEFAULT_RERANK_TOP_N, DEFAULT_RERANK_WEIGHT, RankingProfile
+from ranking.profile import DEFAULT_RERANK_TOP_N, DEFAULT_RERANK_WEIGHT, FEEDBACK_EXPANSIONS, RankingProfile
 from services.knowledge_store.convert import profile_from_pb, profile_to_pb
 from shared.errors import InvalidArgument
 
@@ -42,7 +43,8 @@ def _show(p: RankingProfile) -> dict:
             "fusion_method": p.fusion_method, "dense_weight": p.dense_weight, "recency_mode": p.recency_mode,
             "recency_half_life_days": p.recency_half_life_days,
             "reputation_prior_strength": p.reputation_prior_strength,
-            "reranker": p.reranker, "rerank_top_n": p.rerank_top_n, "rerank_weight": round(p.rerank_weight, 6)}
+            "reranker": p.reranker, "rerank_top_n": p.rerank_top_n, "rerank_weight": round(p.rerank_weight, 6),
+            "feedback_expansion": p.feedback_expansion}
 
 
 def cmd_profile(args: argparse.Namespace) -> int:
@@ -57,7 +59,7 @@ def cmd_profile(args: argparse.Namespace) -> int:
             recency_weight=w[1], richness_weight=w[2], reputation_weight=w[3],
             fusion_method=args.fusion or base.fusion_method, recency_mode=args.recency_mode or base.recency_mode,
             is_default=args.default, reranker=args.reranker, rerank_top_n=args.rerank_top_n,
-            rerank_weight=args.rerank_weight)
+            rerank_weight=args.rerank_weight, feedback_expansion=args.feedback_expansion)
         stored = asyncio.run(call_pipeline(args, "PutRankingProfile", profile_to_pb(profile)))
         print(json.dumps(_show(profile_from_pb(stored)), indent=2))
     elif args.action == "get":
@@ -87,5 +89,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--rerank-top-n", type=int, default=DEFAULT_RERANK_TOP_N, help="rows re-scored, 1-50")
     p.add_argument("--rerank-weight", type=float, default=DEFAULT_RERANK_WEIGHT,
                    help="the re-ranker's weight in Relevancy, 0-1")
+    p.add_argument("--feedback-expansion", default="", choices=FEEDBACK_EXPANSIONS,
+                   help="keyword feedback expansion of the keyword leg: '' = off (default) or rm3 (docs/RANKING.md)")
     p.add_argument("--rag-pipeline-target", dest="rag_pipeline_target")
     p.set_defaults(func=cmd_profile)

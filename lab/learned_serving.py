@@ -19,7 +19,9 @@ queries): `nucleus tune` reports that, held out.
 this command ran there once to store its "learned-cost"), timed in the same loop — each query on
 one stack then the other, alternating which goes first — so two revisions are compared at the
 same moment of the shared machine's load. `--timing-only` skips the training (the profile must
-exist on every stack timed).
+exist on every stack timed). `--profile NAME` times another existing profile against the default
+instead of "learned-cost" (with `--timing-only`; e.g. one put with `nucleus profile put rm3
+--tenant T --feedback-expansion rm3`: what keyword feedback expansion costs a query).
 """
 from __future__ import annotations
 
@@ -77,8 +79,9 @@ async def _time(args, queries: list[str]) -> None:
 
         for stub in stubs:
             for text in queries[:5]:                     # warm up: the model is read and cached once
-                await one(stub, text, PROFILE)
+                await one(stub, text, args.timed)
                 await one(stub, text, "")
+        served_mark = "learned=trees" if args.timed == PROFILE else ""
         base = [[] for _ in stubs]
         learned = [[] for _ in stubs]
         served = [0 for _ in stubs]
@@ -87,11 +90,11 @@ async def _time(args, queries: list[str]) -> None:
             for s in order:
                 best = [float("inf"), float("inf")]
                 for _ in range(ROUNDS):
-                    for profile in (("", PROFILE) if q % 2 == 0 else (PROFILE, "")):
+                    for profile in (("", args.timed) if q % 2 == 0 else (args.timed, "")):
                         seconds, r = await one(stubs[s], text, profile)
                         slot = 0 if profile == "" else 1
                         best[slot] = min(best[slot], seconds)
-                        if slot == 1 and not r.degraded and "learned=trees" in r.debug_information:
+                        if slot == 1 and not r.degraded and served_mark in r.debug_information:
                             served[s] += 1
                 base[s].append(best[0])
                 learned[s].append(best[1])
@@ -99,8 +102,9 @@ async def _time(args, queries: list[str]) -> None:
     for s, a in enumerate(stacks):
         diff = np.asarray(learned[s]) - np.asarray(base[s])
         print(f"{a.data_dir}: {len(queries)} queries, best of {ROUNDS}: SearchAndRank p50 default "
-              f"{ms(base[s]):.2f} ms, learned {ms(learned[s]):.2f} ms, per-query difference p50 {ms(diff):+.2f} ms; "
-              f"served by the model {served[s]}/{len(queries) * ROUNDS}")
+              f"{ms(base[s]):.2f} ms, {args.timed} {ms(learned[s]):.2f} ms, per-query difference p50 "
+              f"{ms(diff):+.2f} ms; served as asked (not degraded{', by the model' if served_mark else ''}) "
+              f"{served[s]}/{len(queries) * ROUNDS}")
 
 
 def replace_dir(args, data_dir: str):
@@ -117,6 +121,8 @@ def main() -> None:
     parser.add_argument("--split", default="test")
     parser.add_argument("--other-data-dir", default="", help="a second running stack, timed in the same loop")
     parser.add_argument("--timing-only", action="store_true", help="no training: the profile exists already")
+    parser.add_argument("--profile", dest="timed", default=PROFILE,
+                        help="the profile timed against the default (with --timing-only)")
     args = parser.parse_args()
     args.profile, args.knowledge_store_target, args.llm_orchestration_target = "", None, None
     args.rag_pipeline_target = None
