@@ -101,10 +101,8 @@ class _RoutedTracer(trace.Tracer):
     def start_span(self, *args: Any, **kwargs: Any) -> trace.Span:
         return self._pick().start_span(*args, **kwargs)
 
-    @contextmanager
-    def start_as_current_span(self, *args: Any, **kwargs: Any) -> Iterator[trace.Span]:
-        with self._pick().start_as_current_span(*args, **kwargs) as span:
-            yield span
+    def start_as_current_span(self, *args: Any, **kwargs: Any):   # the picked tracer's own context manager
+        return self._pick().start_as_current_span(*args, **kwargs)
 
 
 class RoutedTracerProvider(trace.TracerProvider):
