@@ -19,6 +19,9 @@ from shared.telemetry.content import set_content_attribute
 _GENAI_PROVIDERS = {"openai": "openai", "local": "sentence_transformers"}
 
 
+_tracer = trace.get_tracer(__name__)       # the global provider's, made once (not a tracer per call)
+
+
 @contextmanager
 def embeddings_span(model: str, provider: str, count: int, *,
                     tracer_provider: trace.TracerProvider | None = None) -> Iterator[trace.Span]:
@@ -29,7 +32,7 @@ def embeddings_span(model: str, provider: str, count: int, *,
     `gen_ai.embeddings.dimension.count` once the vectors are back (see `end_embeddings`).
     """
     genai_provider = _GENAI_PROVIDERS.get(provider, provider or "unknown")
-    tracer = trace.get_tracer(__name__, tracer_provider=tracer_provider)
+    tracer = _tracer if tracer_provider is None else trace.get_tracer(__name__, tracer_provider=tracer_provider)
     with tracer.start_as_current_span(
         f"embeddings {model}" if model else "embeddings",
         kind=SpanKind.CLIENT if provider == "openai" else SpanKind.INTERNAL,
