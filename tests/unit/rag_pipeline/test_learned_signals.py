@@ -15,19 +15,15 @@ from ranking import Candidates, RankingConfig
 from ranking.features import FEATURE_NAMES, FEATURE_VERSION
 from ranking.learned import RowSignals, fused_scores, learned_ranking, served_features
 from ranking.trees import load_model
-from services.rag_pipeline.core import RagPipeline
 from services.rag_pipeline.learned import Captured, LearnedExplainer
 from services.rag_pipeline.merge import Merged
-from services.rag_pipeline.models import Preferences, SearchRequest
 from shared.errors import DeadlineExceeded, Unavailable
 from shared.records import FieldSignals
-from shared.settings import RagPipelineSettings
-from tests.support.inprocess import InProcessKnowledge, InProcessLanguageModel
 from tests.support.ranking_models import linear_model
-from tests.unit.knowledge_store.helpers import doc
 
-from .test_core_ports import CORPUS, QUERY, TENANT
-from .test_learned_serving import RELEVANCY_ONLY
+from .test_core_ports import CORPUS, TENANT
+from .test_learned_serving import RELEVANCY_ONLY, search
+from .test_learned_serving import setup as setup_serving  # noqa: F401 - the fixture, reused
 
 NAMES = list(FEATURE_NAMES)
 # score = 10 · fused − 100 · cover_title: the one result whose title holds query terms ("Battery
@@ -36,20 +32,10 @@ TITLE_AVERSE = linear_model(0.0, weights=[-100.0 if n == "cover_title" else 0.0 
 
 
 @pytest.fixture
-async def setup(tmp_path):
-    knowledge = InProcessKnowledge.in_directory(tmp_path)
-    await knowledge.store.ingest(TENANT, "", [doc(aid, body, title=title) for aid, (title, body) in CORPUS.items()])
-    pipeline = RagPipeline(RagPipelineSettings(), knowledge=knowledge, llm=InProcessLanguageModel())
+async def setup(setup_serving):
+    pipeline, knowledge = setup_serving               # test_learned_serving's store and pipeline
     await knowledge.store.put_ranking_model(TENANT, TITLE_AVERSE, RELEVANCY_ONLY)
-    yield pipeline, knowledge
-    await knowledge.close()
-
-
-async def search(pipeline: RagPipeline):
-    pipeline._profiles.clear()
-    response = await pipeline.search_and_rank(SearchRequest(tenant_id=TENANT, query=QUERY,
-                                                            prefs=Preferences(explain=True)))
-    return response, [r.artifact.artifact_id for r in response.results]
+    return pipeline, knowledge
 
 
 async def test_the_served_model_sees_the_stores_title_statistics_asked_once_for_its_top_n(setup):
