@@ -8,7 +8,9 @@ object and to the generation of its allowed-rows cache (allowed_cache.py), which
 write that changes rows advances (writes.py). A changed tenant is read again at most once every
 REBUILD_AFTER_S; meanwhile (a tenant being ingested) its title vectors are read per query as
 before. A tenant with more than MAX_ARTIFACTS title vectors is never cached (1.5 KB each in
-memory: 100,000 are 154 MB), nor is an evicted one kept (weak reference).
+memory: 100,000 are 154 MB), nor is an evicted one kept (weak reference); all tenants' matrices
+together stay under MAX_BYTES (the least recently used are dropped first). This memory is the
+cache's own: the tenants' memory budget (NUCLEUS_KS_MEMORY_BUDGET_MB) does not count it.
 """
 from __future__ import annotations
 
@@ -25,6 +27,7 @@ from numpy.typing import NDArray
 from services.knowledge_store.embedded import storage
 
 MAX_ARTIFACTS = 100_000
+MAX_BYTES = 256 * 1024 * 1024
 REBUILD_AFTER_S = 30.0
 
 
@@ -40,12 +43,13 @@ class TitleCache:
     """One matrix of title vectors per open tenant (module docstring)."""
 
     def __init__(self, max_artifacts: int = MAX_ARTIFACTS, rebuild_after_s: float = REBUILD_AFTER_S,
-                 clock=time.monotonic) -> None:
+                 clock=time.monotonic, max_bytes: int = MAX_BYTES) -> None:
         self.max_artifacts = max_artifacts
+        self.max_bytes = max_bytes
         self.rebuild_after_s = rebuild_after_s
         self._clock = clock
         self._lock = threading.Lock()
-        self._cached: dict[str, _Cached] = {}
+        self._cached: dict[str, _Cached] = {}          # least recently used first
         self._read_at: dict[str, float] = {}
         self.builds = 0                       # how many times a tenant's matrix was read (tests)
 
@@ -57,6 +61,8 @@ class TitleCache:
         with self._lock:
             self._forget_closed()
             hit = self._cached.get(tenant.tenant_id)
+            if hit is not None:
+                self._cached[tenant.tenant_id] = self._cached.pop(tenant.tenant_id)    # most recently used
             now = self._clock()
             current = hit is not None and hit.tenant() is tenant and hit.generation == generation
             rebuild = not current and now - self._read_at.get(tenant.tenant_id, -np.inf) >= self.rebuild_after_s
@@ -74,7 +80,7 @@ class TitleCache:
             count = conn.execute("SELECT count(*) FROM title_vectors").fetchone()[0]
         except sqlite3.OperationalError:           # an older database served read-only (not migrated)
             return None
-        if count > self.max_artifacts:
+        if count > self.max_artifacts or count * dimension * 4 > self.max_bytes:
             return None
         rows: dict[str, int] = {}
         matrix = np.zeros((count, dimension), dtype=np.float32)
@@ -85,9 +91,17 @@ class TitleCache:
                 rows[artifact_id] = len(rows)
         cached = _Cached(weakref.ref(tenant), generation, rows, matrix[:len(rows)])
         with self._lock:
+            self._cached.pop(tenant.tenant_id, None)
             self._cached[tenant.tenant_id] = cached
+            while self.nbytes > self.max_bytes and len(self._cached) > 1:
+                del self._cached[next(iter(self._cached))]                      # the least recently used
             self.builds += 1
         return cached
+
+    @property
+    def nbytes(self) -> int:
+        """The matrices held, in bytes."""
+        return sum(c.matrix.nbytes for c in self._cached.values())
 
     def _forget_closed(self) -> None:
         for tenant_id in [t for t, c in self._cached.items() if c.tenant() is None or c.tenant().evicted]:

@@ -55,3 +55,16 @@ async def test_a_tenant_over_the_limit_is_never_cached_and_reads_the_same(store,
     got, q = await _dense_title(store, embedder)
     assert cache.builds == 0
     assert got[0] == pytest.approx(float(embedder.vector("Volcanic ash") @ q), abs=1e-6) and np.isnan(got[2])
+
+
+async def test_tenants_matrices_stay_under_the_byte_limit_least_recently_used_dropped(store, embedder):
+    cache = store._searcher.titles
+    cache.max_bytes = 2 * 384 * 4 + 1          # room for one tenant's two titled artifacts, not two tenants'
+    cache.rebuild_after_s = 0.0
+    for tenant in ("titles-a", "titles-b"):
+        await store.ingest(tenant, "", DOCS)
+        await _dense_title(store, embedder, tenant)
+    assert cache.builds == 2 and cache.nbytes <= cache.max_bytes
+    again, q = await _dense_title(store, embedder, "titles-a")   # dropped: read again, same values
+    assert cache.builds == 3
+    assert again[0] == pytest.approx(float(embedder.vector("Volcanic ash") @ q), abs=1e-6)
