@@ -75,9 +75,15 @@ async def test_watch_process_follows_changes_and_resumes_after_kill_9(stack, tmp
         procs.append(start_watcher(data, docs, stack["knowledge_store"]["grpc"], logs[1]))
         await until("lemmings voles otters", {"one", "three"}, "the changes made while it was down")
         assert await found("otters") == set()
-        lines = logs[1].read_text().splitlines()
-        ingested = sorted(Path(line.split()[-1]).name for line in lines if line.startswith("ingested "))
-        assert ingested == ["one.md", "three.md"], f"only what changed is re-ingested:\n{logs[1].read_text()}"
+
+        def ingested() -> list[str]:
+            lines = logs[1].read_text().splitlines()
+            return sorted(Path(line.split()[-1]).name for line in lines if line.startswith("ingested "))
+
+        settle = time.monotonic() + 10.0        # the watcher prints a file's line after its commit is searchable
+        while ingested() != ["one.md", "three.md"] and time.monotonic() < settle:
+            await asyncio.sleep(0.2)
+        assert ingested() == ["one.md", "three.md"], f"only what changed is re-ingested:\n{logs[1].read_text()}"
     finally:
         for proc in procs:
             if proc.poll() is None:
