@@ -2,19 +2,16 @@
 real gRPC on 127.0.0.1, with GenAI spans that carry no message text unless capture is on."""
 from __future__ import annotations
 
-import grpc
 import pytest
 from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
-from nucleus.v1 import llm_orchestration_pb2_grpc as llm_grpc
 from services.llm_orchestration.chat import ChatRequest, Message, Tool
-from services.llm_orchestration.client import LlmOrchestrationClient
 from services.llm_orchestration.core import LlmOrchestrator
-from services.llm_orchestration.grpc_api import LlmOrchestrationServicer
 from shared.errors import InvalidArgument, Unavailable, UpstreamFailed
 from shared.telemetry import content
+from tests.support.llm_grpc import served_over_grpc
 
 from .conftest import API_KEY, CHAT_MODEL, fake_settings, running
 
@@ -113,27 +110,18 @@ async def test_bad_requests_name_the_field_and_send_nothing(server, bad, field):
 
 
 async def test_chat_over_grpc_streams_chunks_and_maps_errors(server):
-    async with running(server) as orch:
-        grpc_server = grpc.aio.server()
-        llm_grpc.add_LlmOrchestrationServicer_to_server(LlmOrchestrationServicer(orch), grpc_server)
-        port = grpc_server.add_insecure_port("127.0.0.1:0")
-        await grpc_server.start()
-        client = LlmOrchestrationClient(f"127.0.0.1:{port}", timeout_s=10)
-        try:
-            server.reply_next("streamed over gRPC, token by token")
-            chunks = await collect(client.chat(request()))
-            assert "".join(c.content for c in chunks) == "streamed over gRPC, token by token"
-            assert chunks[-1].done and chunks[-1].output_tokens > 0 and len(chunks) >= 3
-            with pytest.raises(InvalidArgument, match="tool_choice"):
-                await collect(client.chat(request(tool_choice="nope")))
-            server.clear()
-            server.fail_next("400", 1)                  # rejected upstream: not retried anywhere
-            with pytest.raises(UpstreamFailed, match="HTTP 400"):
-                await collect(client.chat(request()))
-            assert len(server.requests) == 1
-        finally:
-            await client.close()
-            await grpc_server.stop(None)
+    async with running(server) as orch, served_over_grpc(orch) as client:
+        server.reply_next("streamed over gRPC, token by token")
+        chunks = await collect(client.chat(request()))
+        assert "".join(c.content for c in chunks) == "streamed over gRPC, token by token"
+        assert chunks[-1].done and chunks[-1].output_tokens > 0 and len(chunks) >= 3
+        with pytest.raises(InvalidArgument, match="tool_choice"):
+            await collect(client.chat(request(tool_choice="nope")))
+        server.clear()
+        server.fail_next("400", 1)                  # rejected upstream: not retried anywhere
+        with pytest.raises(UpstreamFailed, match="HTTP 400"):
+            await collect(client.chat(request()))
+        assert len(server.requests) == 1
 
 
 async def test_without_a_chat_model_chat_is_unavailable(server):

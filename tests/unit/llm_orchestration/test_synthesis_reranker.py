@@ -4,7 +4,6 @@ of test_model_rerankers. No chat model: synthesis is extractive; embeddings come
 OpenAI-compatible server (deterministic hash vectors)."""
 from __future__ import annotations
 
-import grpc
 import numpy as np
 import pytest
 from mcp import Client
@@ -12,14 +11,12 @@ from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
-from nucleus.v1 import llm_orchestration_pb2_grpc as llm_grpc
 from services.llm_orchestration import synthesis as synth, unit_rerank
-from services.llm_orchestration.client import LlmOrchestrationClient
 from services.llm_orchestration.core import check_settings
-from services.llm_orchestration.grpc_api import LlmOrchestrationServicer
 from services.llm_orchestration.mcp_api import build_mcp
 from shared.errors import InvalidArgument
 from shared.settings import LlmOrchestrationSettings
+from tests.support.llm_grpc import served_over_grpc
 from tests.support.fake_rerank import FakeRerank
 from tests.support.mcp_clients import structured
 
@@ -181,18 +178,10 @@ async def test_the_span_names_the_unit_scorer_and_the_count_without_text(server,
 
 async def test_the_method_and_the_degradation_cross_grpc_and_mcp(server, api):
     async with running(server, **api_settings(api)) as orch:
-        grpc_server = grpc.aio.server()
-        llm_grpc.add_LlmOrchestrationServicer_to_server(LlmOrchestrationServicer(orch), grpc_server)
-        port = grpc_server.add_insecure_port("127.0.0.1:0")
-        await grpc_server.start()
-        client = LlmOrchestrationClient(f"127.0.0.1:{port}", timeout_s=10)
-        try:
+        async with served_over_grpc(orch) as client:
             ok = await client.synthesize(QUERY, PASSAGES)
             api.fail_next("bad_body", 1)
             failed = await client.synthesize(QUERY, PASSAGES)
-        finally:
-            await client.close()
-            await grpc_server.stop(None)
         passages = [{"id": pid, "title": title, "text": text} for pid, title, text in PASSAGES]
         async with Client(build_mcp(orch)) as mcp:
             api.fail_next("500", 3)

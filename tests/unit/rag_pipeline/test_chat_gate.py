@@ -8,14 +8,12 @@ import contextlib
 import grpc
 import pytest
 
-from nucleus.v1 import llm_orchestration_pb2_grpc as llm_grpc
 from services.llm_orchestration.chat import ChatChunk, ChatRequest, Message, ToolCall
-from services.llm_orchestration.client import LlmOrchestrationClient
-from services.llm_orchestration.grpc_api import LlmOrchestrationServicer
 from services.rag_pipeline.chat import ChatGate, whole_reply
 from shared.errors import InvalidArgument, NotFound, ResourceExhausted, Unauthenticated, Unavailable
 from shared.identity import OPERATOR, Principal
 from tests.support.fake_openai import FakeOpenAI
+from tests.support.llm_grpc import served_over_grpc
 from tests.unit.llm_orchestration.conftest import Clock, running
 
 ALICE = Principal(tenant_id="acme", user_id="alice", auth_method="api_key")
@@ -32,17 +30,8 @@ def fake():
 
 @contextlib.asynccontextmanager
 async def llm_over_grpc(fake: FakeOpenAI):
-    async with running(fake) as orch:
-        server = grpc.aio.server()
-        llm_grpc.add_LlmOrchestrationServicer_to_server(LlmOrchestrationServicer(orch), server)
-        port = server.add_insecure_port("127.0.0.1:0")
-        await server.start()
-        client = LlmOrchestrationClient(f"127.0.0.1:{port}", timeout_s=10)
-        try:
-            yield client
-        finally:
-            await client.close()
-            await server.stop(None)
+    async with running(fake) as orch, served_over_grpc(orch) as client:
+        yield client
 
 
 def gate(llm, clock, **limits) -> ChatGate:
