@@ -152,6 +152,9 @@ class ThroughputResult:
     wall_s: float
     qps: float
     latencies_ms: list[float]
+    # per server stage (SearchAndRank's timings: embed, retrieve, ..., total), the completed
+    # queries' times under this load: where a query waited inside the server
+    stages_ms: dict[str, list[float]] = field(default_factory=dict)
 
 
 async def run_concurrent(target: str, work: Sequence[tuple[str, str, str]], clients: int, per_client: int, *,
@@ -161,6 +164,7 @@ async def run_concurrent(target: str, work: Sequence[tuple[str, str, str]], clie
     round-robin from `work`). Bounded: every call has `timeout_s`, the whole sweep
     `per_client * timeout_s + 30` seconds."""
     latencies: list[float] = []
+    stages: dict[str, list[float]] = {}
     kinds: dict[str, int] = {}
     completed = 0
 
@@ -177,6 +181,8 @@ async def run_concurrent(target: str, work: Sequence[tuple[str, str, str]], clie
                 else:
                     completed += 1
                     latencies.append(record.e2e_ms)
+                    for stage, ms in record.stages_ms.items():
+                        stages.setdefault(stage, []).append(ms)
         finally:
             await client.close()
 
@@ -190,7 +196,7 @@ async def run_concurrent(target: str, work: Sequence[tuple[str, str, str]], clie
     wall = time.perf_counter() - started
     return ThroughputResult(clients=clients, queries_per_client=per_client, completed=completed,
                             errors=sum(kinds.values()), error_kinds=kinds, wall_s=wall,
-                            qps=completed / wall if wall > 0 else 0.0, latencies_ms=latencies)
+                            qps=completed / wall if wall > 0 else 0.0, latencies_ms=latencies, stages_ms=stages)
 
 
 @dataclass

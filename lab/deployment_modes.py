@@ -13,6 +13,14 @@ baseline (benchmarks/baseline.py) over the same queries. Per mode and round:
     16 clients  queries/s, p50, p99, errors (`benchmarks.queries.run_concurrent`, as the probe)
     CPU         CPU ms per query of the stack's processes (from /proc, as lab/probe.py
                 measures it; single mode is one process) and of this client, over the 16-client run
+    threads     over the 16-client run, the cores kept busy and the CPU ms per query of each part
+                of the stack's processes (`lab.probe.thread_times`): "loop", the main threads (the
+                event loop, where a service's request Python runs — in single mode the one
+                GIL-bound thread of the three services), with the time it was runnable but had
+                no core ("loop wait"); "model", the embedding model's workers; "other"; and
+                where a query waited under that load: the p50 of the server's embed stage and
+                of its whole handler (SearchAndRank's own timings), and the p50 end to end less
+                the handler's ("outside": queued in front of the handler, or its answer behind it)
     memory      resident MiB of the stack's processes together, after the 16-client run
 
 Both stacks run with LlmOrchestration's query-embedding cache off (NUCLEUS_LLM_CACHE_SIZE=0)
@@ -33,7 +41,7 @@ import numpy as np
 
 from benchmarks.beir import load_dataset
 from benchmarks.metrics import rss_mb
-from lab.probe import _cpu_seconds
+from lab.probe import _cpu_seconds, thread_shares, thread_times
 from benchmarks.queries import Method, RagClient, run_concurrent
 from benchmarks.tenants import TenantPlan, ingest_plan
 
@@ -84,11 +92,17 @@ async def _measure_stack(mode: str, args: argparse.Namespace, plan: TenantPlan,
         row.update(p50_ms=statistics.median(e2e), p95_ms=_pct(e2e, 95))
         pids = sorted({int(a["pid"]) for a in services.values()})
         before = {pid: _cpu_seconds(pid) for pid in pids}
+        threads_before = thread_times(pids)
         client_before = time.process_time()
         work = [(plan.tenant, qid, text) for qid, text in queries]
         result = await run_concurrent(target, work, args.clients, args.per_client, top_k_initial=args.top_k_initial,
                                       top_k_final=args.top_k_final, timeout_s=30.0)
         done = max(1, result.completed)
+        row.update(thread_shares(threads_before, thread_times(pids), result.wall_s, result.completed))
+        # where a query waited under load: the server's embed stage and whole handler (p50), and
+        # the client's time outside the handler (p50 end to end − p50 handler: the gRPC front)
+        row.update(embed_p50_at16=_pct(result.stages_ms.get("embed", []), 50),
+                   server_p50_at16=_pct(result.stages_ms.get("total", []), 50))
         stack_cpu = sum((_cpu_seconds(pid) or 0.0) - (before[pid] or 0.0) for pid in pids) * 1000 / done
         row.update(qps=result.qps, c_p50_ms=_pct(result.latencies_ms, 50), c_p99_ms=_pct(result.latencies_ms, 99),
                    errors=result.errors, completed=result.completed, processes=len(pids),
@@ -126,6 +140,15 @@ def _print(rows: list[dict]) -> None:
                   f"{r['client_cpu_ms_per_query']:6.2f}  {r['rss_mib']:8.0f} {r['processes']:>5}")
         else:
             print(f"{r['round']:>5}  {r['mode']:<20} {load:>9}  {r['p50_ms']:7.1f} {r['p95_ms']:7.1f}")
+    print(f"\n{'round':>5}  {'mode':<20} {'loop cores':>10} {'loop ms/q':>9} {'loop wait':>9}  "
+          f"{'model cores':>11} {'model ms/q':>10}  {'other cores':>11} {'other ms/q':>10}  "
+          f"{'embed@16':>8} {'server@16':>9} {'outside@16':>10}")
+    for r in rows:
+        if "loop_cores" in r:
+            print(f"{r['round']:>5}  {r['mode']:<20} {r['loop_cores']:10.2f} {r['loop_ms']:9.2f} "
+                  f"{r['loop_wait_cores']:9.2f}  {r['model_cores']:11.2f} {r['model_ms']:10.2f}  "
+                  f"{r['other_cores']:11.2f} {r['other_ms']:10.2f}  {r['embed_p50_at16']:8.1f} "
+                  f"{r['server_p50_at16']:9.1f} {r['c_p50_ms'] - r['server_p50_at16']:10.1f}")
     for rnd in sorted({r["round"] for r in rows}):
         by = {r["mode"]: r for r in rows if r["round"] == rnd}
         if {"split", "single", "in-process baseline"} <= set(by):

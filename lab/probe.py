@@ -22,6 +22,7 @@ import json
 import os
 import statistics
 import time
+from collections.abc import Sequence
 from pathlib import Path
 
 import numpy as np
@@ -46,6 +47,60 @@ def _cpu_seconds(pid: int) -> float | None:
         return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
     except (OSError, ValueError, IndexError):
         return None
+
+
+THREAD_GROUPS = ("loop", "model", "other")
+
+
+def thread_group(pid: int, tid: int, comm: str) -> str:
+    """Which part of a service process a thread is: "loop" (the main thread: the event loop,
+    every request's Python), "model" (the embedding model's workers, named "embed…" by
+    `shared.native_threads`), "other" (store readers, exporters, gRPC's own threads)."""
+    if tid == pid:
+        return "loop"
+    return "model" if comm.startswith("embed") else "other"
+
+
+def thread_times(pids: Sequence[int]) -> dict[str, dict[str, float]]:
+    """Per thread group (THREAD_GROUPS) of the processes `pids`, summed: CPU seconds so far
+    ("cpu", user + system) and seconds runnable but waiting for a core ("wait", from
+    schedstat). Threads that ended are not counted (a difference of two snapshots undercounts
+    them); {} where /proc cannot tell."""
+    hz = os.sysconf("SC_CLK_TCK")
+    out: dict[str, dict[str, float]] = {g: {"cpu": 0.0, "wait": 0.0} for g in THREAD_GROUPS}
+    for pid in pids:
+        try:
+            tids = [int(t) for t in os.listdir(f"/proc/{pid}/task")]
+        except OSError:
+            return {}
+        for tid in tids:
+            base = Path(f"/proc/{pid}/task/{tid}")
+            try:
+                comm = (base / "comm").read_text().strip()
+                fields = (base / "stat").read_text().rsplit(")", 1)[1].split()
+                sched = (base / "schedstat").read_text().split()
+            except (OSError, IndexError):
+                continue                # the thread ended meanwhile
+            group = out[thread_group(pid, tid, comm)]
+            group["cpu"] += (int(fields[11]) + int(fields[12])) / hz
+            group["wait"] += int(sched[1]) / 1e9 if len(sched) > 1 else 0.0
+    return out
+
+
+def thread_shares(before: dict[str, dict[str, float]], after: dict[str, dict[str, float]],
+                  wall_s: float, done: int) -> dict[str, float]:
+    """From two `thread_times` snapshots: per group, the cores it kept busy over `wall_s`
+    (`<group>_cores`), its CPU ms per query (`<group>_ms`), and the loop's run-queue wait in
+    cores (`loop_wait_cores`: runnable but no core free)."""
+    if not before or not after or wall_s <= 0:
+        return {}
+    shares: dict[str, float] = {}
+    for group in THREAD_GROUPS:
+        cpu = after[group]["cpu"] - before[group]["cpu"]
+        shares[f"{group}_cores"] = cpu / wall_s
+        shares[f"{group}_ms"] = cpu * 1000 / max(1, done)
+    shares["loop_wait_cores"] = (after["loop"]["wait"] - before["loop"]["wait"]) / wall_s
+    return shares
 
 
 def _cpu_snapshot(pids: dict[str, int]) -> dict[str, float | None]:

@@ -47,6 +47,7 @@ import numpy as np
 from numpy.typing import NDArray
 
 from shared.errors import Unavailable, UpstreamFailed
+from shared.native_threads import name_native_thread
 
 from .onnx_encoder import Encode, OnnxEncoder, default_onnx_cache_dir, load_onnx_encoder
 from .openai_client import OpenAIGateway
@@ -172,12 +173,17 @@ class LocalEmbedder:
     async def start(self) -> None:
         if self._encode is not None:
             return
-        self._executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="embed")
+        # OS thread names too (shared/native_threads.py): `top -H`, /proc and lab.deployment_modes
+        # tell the model's CPU from the event loop's
+        self._executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="embed",
+                                            initializer=name_native_thread, initargs=("embed",))
         loop = asyncio.get_running_loop()
         await loop.run_in_executor(self._executor, self._load)
         if self.has_concurrent_session:
             self._concurrent_executor = ThreadPoolExecutor(max_workers=self._concurrent_workers,
-                                                           thread_name_prefix="embed-concurrent")
+                                                           thread_name_prefix="embed-concurrent",
+                                                           initializer=name_native_thread,
+                                                           initargs=("embed-concurrent",))
 
     def _load(self) -> None:
         if not os.path.isfile(os.path.join(self._path, "config.json")):

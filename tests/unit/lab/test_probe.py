@@ -27,3 +27,48 @@ def test_cpu_seconds_of_a_process_grow_with_its_work_and_a_missing_process_is_no
     assert _cpu_seconds(2**22 + 12345) is None       # above the kernel's pid limit
     snapshot = _cpu_snapshot({"me": os.getpid(), "gone": 2**22 + 12345})
     assert snapshot["gone"] is None and snapshot["me"] >= before and snapshot["client"] > 0
+
+
+def _burn(seconds: float) -> None:
+    end = time.thread_time() + seconds
+    while time.thread_time() < end:
+        pass
+
+
+def test_a_named_model_thread_is_counted_as_the_model_and_the_main_thread_as_the_loop():
+    """`shared.native_threads` names the OS thread; `thread_times` groups threads by that name
+    (the model's "embed…" workers) and by tid = pid (the event loop)."""
+    import threading
+
+    from lab.probe import thread_group, thread_shares, thread_times
+    from shared.native_threads import name_native_thread
+
+    named: list[str] = []
+    burnt, release = threading.Event(), threading.Event()
+
+    def worker() -> None:
+        assert name_native_thread("embed-concurrent-0")        # cut to the kernel's 15 bytes
+        named.append(open(f"/proc/self/task/{threading.get_native_id()}/comm").read().strip())
+        _burn(0.15)
+        burnt.set()
+        release.wait(10)
+
+    pid = os.getpid()
+    before = thread_times([pid])
+    started = time.perf_counter()
+    thread = threading.Thread(target=worker)
+    thread.start()
+    _burn(0.15)                                                  # the main thread: "loop"
+    assert burnt.wait(10)
+    snapshot = thread_times([pid])                               # while the worker still lives
+    release.set()
+    thread.join()
+    assert named == ["embed-concurren"]
+    assert snapshot["model"]["cpu"] - before["model"]["cpu"] >= 0.1
+    assert snapshot["loop"]["cpu"] - before["loop"]["cpu"] >= 0.12
+    shares = thread_shares(before, snapshot, time.perf_counter() - started, done=10)
+    assert 0 < shares["loop_cores"] <= 1.05 and shares["loop_ms"] >= 12
+    assert thread_group(pid, pid, "python") == "loop"
+    assert thread_group(pid, pid + 1, "embed") == "model"
+    assert thread_group(pid, pid + 1, "python") == "other"
+    assert thread_times([2**22 + 12345]) == {} and thread_shares({}, snapshot, 1.0, 1) == {}
