@@ -20,7 +20,9 @@ baseline (benchmarks/baseline.py) over the same queries. Per mode and round:
                 no core ("loop wait"); "model", the embedding model's workers; "other"; and
                 where a query waited under that load: the p50 of the server's embed stage and
                 of its whole handler (SearchAndRank's own timings), and the p50 end to end less
-                the handler's ("outside": queued in front of the handler, or its answer behind it)
+                the handler's ("outside": queued in front of the handler, or its answer behind it);
+                and what the main threads were doing, sampled every 5 ms (`lab.probe.LoopStates`):
+                running (or runnable), idle in epoll (nothing ready), waiting on a futex (the GIL)
     memory      resident MiB of the stack's processes together, after the 16-client run
 
 Both stacks run with LlmOrchestration's query-embedding cache off (NUCLEUS_LLM_CACHE_SIZE=0)
@@ -41,7 +43,7 @@ import numpy as np
 
 from benchmarks.beir import load_dataset
 from benchmarks.metrics import rss_mb
-from lab.probe import _cpu_seconds, thread_shares, thread_times
+from lab.probe import LoopStates, _cpu_seconds, thread_shares, thread_times
 from benchmarks.queries import Method, RagClient, run_concurrent
 from benchmarks.tenants import TenantPlan, ingest_plan
 
@@ -95,8 +97,11 @@ async def _measure_stack(mode: str, args: argparse.Namespace, plan: TenantPlan,
         threads_before = thread_times(pids)
         client_before = time.process_time()
         work = [(plan.tenant, qid, text) for qid, text in queries]
-        result = await run_concurrent(target, work, args.clients, args.per_client, top_k_initial=args.top_k_initial,
-                                      top_k_final=args.top_k_final, timeout_s=30.0)
+        with LoopStates(pids) as states:
+            result = await run_concurrent(target, work, args.clients, args.per_client,
+                                          top_k_initial=args.top_k_initial, top_k_final=args.top_k_final,
+                                          timeout_s=30.0)
+        row.update({f"loop_{state}": share for state, share in states.shares().items()})
         done = max(1, result.completed)
         row.update(thread_shares(threads_before, thread_times(pids), result.wall_s, result.completed))
         # where a query waited under load: the server's embed stage and whole handler (p50), and
@@ -142,13 +147,15 @@ def _print(rows: list[dict]) -> None:
             print(f"{r['round']:>5}  {r['mode']:<20} {load:>9}  {r['p50_ms']:7.1f} {r['p95_ms']:7.1f}")
     print(f"\n{'round':>5}  {'mode':<20} {'loop cores':>10} {'loop ms/q':>9} {'loop wait':>9}  "
           f"{'model cores':>11} {'model ms/q':>10}  {'other cores':>11} {'other ms/q':>10}  "
-          f"{'embed@16':>8} {'server@16':>9} {'outside@16':>10}")
+          f"{'embed@16':>8} {'server@16':>9} {'outside@16':>10}  {'loop: run / idle / GIL':>22}")
     for r in rows:
         if "loop_cores" in r:
             print(f"{r['round']:>5}  {r['mode']:<20} {r['loop_cores']:10.2f} {r['loop_ms']:9.2f} "
                   f"{r['loop_wait_cores']:9.2f}  {r['model_cores']:11.2f} {r['model_ms']:10.2f}  "
                   f"{r['other_cores']:11.2f} {r['other_ms']:10.2f}  {r['embed_p50_at16']:8.1f} "
-                  f"{r['server_p50_at16']:9.1f} {r['c_p50_ms'] - r['server_p50_at16']:10.1f}")
+                  f"{r['server_p50_at16']:9.1f} {r['c_p50_ms'] - r['server_p50_at16']:10.1f}  "
+                  f"{r.get('loop_running', float('nan')):6.0%} / {r.get('loop_idle', float('nan')):4.0%} / "
+                  f"{r.get('loop_gil', float('nan')):4.0%}")
     for rnd in sorted({r["round"] for r in rows}):
         by = {r["mode"]: r for r in rows if r["round"] == rnd}
         if {"split", "single", "in-process baseline"} <= set(by):

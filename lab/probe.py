@@ -103,6 +103,67 @@ def thread_shares(before: dict[str, dict[str, float]], after: dict[str, dict[str
     return shares
 
 
+#: x86-64 syscall numbers of what an idle or blocked event-loop thread sits in
+_EPOLL_WAIT, _EPOLL_PWAIT, _FUTEX = 232, 281, 202
+
+
+class LoopStates:
+    """Samples, on a thread of this process, what the main threads of `pids` are doing
+    (/proc/<pid>/task/<pid>/syscall, every `interval_s`): "running" (on a core, or runnable),
+    "idle" (in epoll_wait: the event loop has nothing ready), "gil" (in futex: waiting for the
+    GIL, or another lock), "other" (any other system call). `shares()` gives each state's share
+    of the samples; empty where /proc cannot tell (not Linux, or not x86-64 numbering).
+
+        with LoopStates(pids) as states:
+            ... load ...
+        states.shares()    # {"running": 0.73, "idle": 0.15, "gil": 0.11, "other": 0.01}
+    """
+
+    def __init__(self, pids: Sequence[int], interval_s: float = 0.005) -> None:
+        self._pids = list(pids)
+        self._interval_s = interval_s
+        self._counts = {"running": 0, "idle": 0, "gil": 0, "other": 0}
+        self._stop = None
+        self._thread = None
+
+    def _sample(self) -> None:
+        import platform
+
+        if platform.machine() not in ("x86_64", "AMD64"):
+            return
+        while not self._stop.wait(self._interval_s):
+            for pid in self._pids:
+                try:
+                    call = Path(f"/proc/{pid}/task/{pid}/syscall").read_text().split()[0]
+                except (OSError, IndexError):
+                    continue
+                if call == "running":
+                    state = "running"
+                elif call.lstrip("-").isdigit() and int(call) in (_EPOLL_WAIT, _EPOLL_PWAIT):
+                    state = "idle"
+                elif call.lstrip("-").isdigit() and int(call) == _FUTEX:
+                    state = "gil"
+                else:
+                    state = "other"
+                self._counts[state] += 1
+
+    def __enter__(self) -> "LoopStates":
+        import threading
+
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._sample, name="loop-states", daemon=True)
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._stop.set()
+        self._thread.join()
+
+    def shares(self) -> dict[str, float]:
+        total = sum(self._counts.values())
+        return {k: v / total for k, v in self._counts.items()} if total else {}
+
+
 def _cpu_snapshot(pids: dict[str, int]) -> dict[str, float | None]:
     return {name: _cpu_seconds(pid) for name, pid in pids.items()} | {"client": time.process_time()}
 

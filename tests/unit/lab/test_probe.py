@@ -72,3 +72,29 @@ def test_a_named_model_thread_is_counted_as_the_model_and_the_main_thread_as_the
     assert thread_group(pid, pid + 1, "embed") == "model"
     assert thread_group(pid, pid + 1, "python") == "other"
     assert thread_times([2**22 + 12345]) == {} and thread_shares({}, snapshot, 1.0, 1) == {}
+
+
+def test_loop_states_tell_a_busy_main_thread_from_one_idle_in_epoll():
+    """A child whose main thread spins, then one that waits in epoll (as an event loop with
+    nothing ready does): the sampler calls the first "running", the second "idle"."""
+    import subprocess
+    import sys
+
+    from lab.probe import LoopStates
+
+    spin = "import time\nend = time.time() + 30\nwhile time.time() < end: pass"
+    wait = "import select\nselect.epoll().poll(30)"
+    shares = {}
+    for name, code in (("spin", spin), ("wait", wait)):
+        child = subprocess.Popen([sys.executable, "-c", code])
+        try:
+            time.sleep(0.3)                             # started, in its loop
+            with LoopStates([child.pid], interval_s=0.002) as states:
+                time.sleep(0.4)
+            shares[name] = states.shares()
+        finally:
+            child.kill()
+            child.wait()
+    assert shares["spin"]["running"] >= 0.8, shares
+    assert shares["wait"]["idle"] >= 0.9, shares
+    assert LoopStates([2**22 + 12345]).shares() == {}       # nothing sampled: no shares
