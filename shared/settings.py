@@ -152,6 +152,19 @@ class LlmOrchestrationSettings(ServiceSettings):
     # Intra-op threads of the local model's session for batches of concurrent callers (the
     # rest of the stack needs the other core then); 0 = one session for every batch.
     concurrent_threads: int = 1
+    # Worker threads running those batches side by side; 0 = the model's threads divided by
+    # concurrent_threads (2 on a 2-core machine). One process of the whole stack (`nucleus up
+    # --mode single`) runs 1: the event loop, where all three services' Python runs, keeps the
+    # other core (docs/SCALE.md).
+    concurrent_workers: int = Field(default=0, ge=0)
+    # Batches handed to the local model ahead of a free worker (queued at it), so a worker that
+    # finishes starts its next batch at once instead of waiting for the event loop to form it.
+    # 0 in split mode; single mode runs 1.
+    microbatch_ahead: int = Field(default=0, ge=0, le=16)
+    # Texts per batch of the query lane (searches); 0 = microbatch_max_size. Batches of a few
+    # queries return in a few ms each instead of holding every waiting query for one long run
+    # (a one-thread run costs the same per short text at any batch size). Single mode runs 4.
+    microbatch_query_max_size: int = Field(default=0, ge=0)
     cache_size: int = 20_000
     openai_base_url: str = ""
     openai_api_key: SecretStr = SecretStr("")

@@ -108,7 +108,9 @@ class LlmOrchestrator:
                                           torch_threads=torch_threads,
                                           runtime=settings.local_runtime,
                                           onnx_cache_dir=settings.onnx_cache_dir,
-                                          concurrent_threads=settings.concurrent_threads)
+                                          concurrent_threads=settings.concurrent_threads,
+                                          concurrent_workers=settings.concurrent_workers,
+                                          ahead=settings.microbatch_ahead)
         self._cross_encoder: CrossEncoder | None = None
         if settings.cross_encoder_path:
             self._cross_encoder = CrossEncoder(settings.cross_encoder_path,
@@ -129,6 +131,7 @@ class LlmOrchestrator:
         self._batcher = MicroBatcher(self._backend.encode,
                                      max_wait_s=settings.microbatch_max_wait_ms / 1000.0,
                                      max_size=settings.microbatch_max_size,
+                                     query_max_size=settings.microbatch_query_max_size,
                                      max_inflight=self._backend.max_inflight,
                                      concurrent_encode=getattr(self._backend, "encode_concurrent", None))
         self._started = False

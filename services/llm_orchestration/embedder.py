@@ -123,7 +123,8 @@ class LocalEmbedder:
     provider = "local"
 
     def __init__(self, model_path: str = "", *, batch_size: int = 64, torch_threads: int = 0,
-                 runtime: str = "onnx", onnx_cache_dir: str = "", concurrent_threads: int = 1) -> None:
+                 runtime: str = "onnx", onnx_cache_dir: str = "", concurrent_threads: int = 1,
+                 concurrent_workers: int = 0, ahead: int = 0) -> None:
         """`runtime` is the requested one ("onnx" or "torch"); after `start()` the attribute
         says which one serves (torch when the ONNX path could not be used, with
         `runtime_note` saying why). `onnx_cache_dir=""` means `default_onnx_cache_dir()`.
@@ -138,7 +139,10 @@ class LocalEmbedder:
         so two batches encode side by side instead of one batch on two threads. The second
         session costs ≈ 110 MB resident (figures: docs/BENCHMARKS.md, "Throughput under concurrency",
         `python -m lab.probe ... --clients 1,4,16` with py-spy). 0, or not fewer than the threads of the main
-        session, means no second session."""
+        session, means no second session. `concurrent_workers` overrides the number of those
+        worker threads (0 = threads // concurrent_threads). `ahead`: batches the micro-batcher
+        may hand over beyond the workers (`max_inflight`), queued at them, so a worker never
+        waits for the event loop to form its next batch."""
         if runtime not in LOCAL_RUNTIMES:
             raise ValueError(f"runtime must be one of {LOCAL_RUNTIMES}, got {runtime!r}")
         self._path = model_path or bundled_model_path()
@@ -150,6 +154,11 @@ class LocalEmbedder:
         if self._concurrent_threads >= self._torch_threads:
             self._concurrent_threads = 0
         self._concurrent_workers = self._torch_threads // self._concurrent_threads if self._concurrent_threads else 0
+        if self._concurrent_threads and concurrent_workers > 0:
+            self._concurrent_workers = concurrent_workers
+        if ahead < 0 or concurrent_workers < 0:
+            raise ValueError("concurrent_workers and ahead must be >= 0")
+        self._ahead = ahead
         self._concurrent_executor: ThreadPoolExecutor | None = None
         self._onnx: OnnxEncoder | None = None
         self._onnx_cache_dir = Path(onnx_cache_dir) if onnx_cache_dir else default_onnx_cache_dir()
@@ -167,8 +176,9 @@ class LocalEmbedder:
     @property
     def max_inflight(self) -> int:
         """1, or the concurrent workers when the ONNX runtime is asked for with a concurrent
-        session (after a fall-back to torch, the extra batches wait for the one worker)."""
-        return max(1, self._concurrent_workers) if self.runtime == "onnx" else 1
+        session (after a fall-back to torch, the extra batches wait for the one worker); plus
+        `ahead` batches queued at the workers."""
+        return (max(1, self._concurrent_workers) if self.runtime == "onnx" else 1) + self._ahead
 
     async def start(self) -> None:
         if self._encode is not None:

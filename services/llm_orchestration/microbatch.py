@@ -6,7 +6,17 @@ single collector task forms batches of at most `max_size` texts and hands them t
 backend, resolving each caller's future with its own rows. While a batch encodes, new
 requests queue up; when the backend is free again the next batch forms at once from whatever
 has waited. `max_inflight` bounds concurrent batches (the local model: 1 on its main session,
-2 with its one-thread concurrent sessions; see "Concurrent batches").
+2 with its one-thread concurrent sessions; see "Concurrent batches"), plus the batches handed
+to the model ahead of a free worker (`LocalEmbedder(ahead=...)`). `query_max_size` caps the
+query lane's batches apart from the document lane's (`max_size`).
+
+Ahead of the workers. Forming a batch and handing it to a worker are steps of tasks on the
+event loop; where that loop also runs the rest of the stack (`nucleus up --mode single`), each
+step waits behind every ready query's Python, and a worker that finished its batch idles until
+then. With batches handed over ahead (queued at the worker's executor), the worker takes the
+next one at once. Measured under 16 clients in one process (docs/BENCHMARKS.md, "Deployment
+modes"): the model's workers were idle two thirds of the time while queries waited ~115 ms for
+their embedding.
 
 Fairness. Each request carries a caller key (the end user a call is made for; "" when
 unknown) and a lane: "query" (searches) or "document" (bulk ingest, `purpose="document"`).
@@ -148,14 +158,15 @@ class BatchStats:
 class MicroBatcher:
     def __init__(self, encode: Encode, *, max_wait_s: float, max_size: int,
                  max_inflight: int = 1, max_pending: int = DEFAULT_MAX_PENDING,
-                 concurrent_encode: Encode | None = None) -> None:
-        if max_wait_s < 0 or max_size < 1 or max_inflight < 1 or max_pending < 1:
+                 concurrent_encode: Encode | None = None, query_max_size: int = 0) -> None:
+        """`query_max_size`: texts per batch of the query lane (0 = `max_size`)."""
+        if max_wait_s < 0 or max_size < 1 or max_inflight < 1 or max_pending < 1 or query_max_size < 0:
             raise ValueError("max_wait_s >= 0, max_size >= 1, max_inflight >= 1, "
-                             "max_pending >= 1 are required")
+                             "max_pending >= 1, query_max_size >= 0 are required")
         self._encode = encode
         self._concurrent_encode = concurrent_encode
         self._max_wait_s = max_wait_s
-        self._max_size = max_size
+        self._lane_max = {"query": query_max_size or max_size, "document": max_size}
         self._max_pending = max_pending
         self._lanes = {name: _Lane() for name in LANES}
         self._turn = 0                      # which lane goes first when both have texts
@@ -242,7 +253,8 @@ class MicroBatcher:
         recently_concurrent = (self._last_batch_requests > 1
                                and loop.time() - self._last_batch_end <= CONCURRENCY_WINDOW_S)
         deadline = lane.oldest_arrival() + (self._max_wait_s if recently_concurrent else 0.0)
-        while lane.texts < self._max_size:
+        limit = self._lane_max[name]
+        while lane.texts < limit:
             remaining = deadline - loop.time()
             if remaining <= 0:
                 break
@@ -253,7 +265,7 @@ class MicroBatcher:
             except TimeoutError:
                 break
         self._turn = 1 - LANES.index(name)          # the other lane goes first next time
-        return name, lane.take(self._max_size, self._left_queue)
+        return name, lane.take(limit, self._left_queue)
 
     def _concurrent_now(self, slices: list[_Slice]) -> bool:
         """Whether a batch serves concurrent callers: it holds several requests, others wait

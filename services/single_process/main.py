@@ -32,6 +32,7 @@ import logging
 import os
 import signal
 import sys
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -53,6 +54,22 @@ log = logging.getLogger(__name__)
 SERVICES = ("llm_orchestration", "knowledge_store", "rag_pipeline")     # start order; stop is reversed
 
 
+#: LlmOrchestration's settings in one process, unless the environment sets them (docs/SCALE.md):
+#: one model worker for concurrent batches, so the event loop that runs the three services'
+#: Python keeps the other core; one batch queued at it, so it never waits for that loop to hand
+#: it the next; query batches of at most 4 texts, so embeddings come back a few at a time.
+#: Measured against the split-mode defaults in docs/BENCHMARKS.md ("Deployment modes").
+SINGLE_LLM_DEFAULTS = {"concurrent_workers": 1, "microbatch_ahead": 1, "microbatch_query_max_size": 4}
+
+
+def single_llm_settings(environ: Mapping[str, str] = os.environ) -> LlmOrchestrationSettings:
+    """LlmOrchestrationSettings with SINGLE_LLM_DEFAULTS where `environ` does not set them."""
+    prefix = LlmOrchestrationSettings.model_config.get("env_prefix", "")
+    unset = {name: value for name, value in SINGLE_LLM_DEFAULTS.items()
+             if f"{prefix}{name}".upper() not in {key.upper() for key in environ}}
+    return LlmOrchestrationSettings(**unset)
+
+
 def in_process_caller(caller: str, caller_settings: ServiceSettings, callee: str,
                       callee_settings: ServiceSettings) -> InProcessCaller:
     """As across processes: the callee requires a caller when it has identities; the caller is
@@ -63,7 +80,7 @@ def in_process_caller(caller: str, caller_settings: ServiceSettings, callee: str
 
 async def serve(ready_file: Path | None) -> int:
     telemetry = setup_routed_telemetry(SERVICES, default="rag_pipeline")
-    llm_settings, ks_settings = LlmOrchestrationSettings(), KnowledgeStoreSettings()
+    llm_settings, ks_settings = single_llm_settings(), KnowledgeStoreSettings()
     rag_settings = RagPipelineSettings()
     register_secret(llm_settings.openai_api_key.get_secret_value())
     if rag_settings.require_auth and (ks_settings.identity_dir is None or llm_settings.identity_dir is None):

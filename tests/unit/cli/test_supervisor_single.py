@@ -131,3 +131,23 @@ def test_the_supervisor_runs_split_unless_told_while_nucleus_up_defaults_to_sing
     assert default_mode() == "single"            # `nucleus up` / `make run`
     monkeypatch.setenv("NUCLEUS_MODE", "single")
     assert Supervisor(tmp_path).units == ("single",)
+
+
+def test_one_process_runs_the_model_with_one_worker_a_batch_ahead_and_small_query_batches(monkeypatch):
+    """SINGLE_LLM_DEFAULTS apply where the environment is silent; a setting it names wins, and
+    a bad one is refused naming it."""
+    import pydantic
+
+    from services.single_process.main import single_llm_settings
+
+    for name in ("CONCURRENT_WORKERS", "MICROBATCH_AHEAD", "MICROBATCH_QUERY_MAX_SIZE"):
+        monkeypatch.delenv(f"NUCLEUS_LLM_{name}", raising=False)
+    settings = single_llm_settings()
+    assert (settings.concurrent_workers, settings.microbatch_ahead, settings.microbatch_query_max_size) == (1, 1, 4)
+    monkeypatch.setenv("NUCLEUS_LLM_CONCURRENT_WORKERS", "0")         # 0 = the split-mode rule
+    monkeypatch.setenv("NUCLEUS_LLM_MICROBATCH_AHEAD", "0")
+    settings = single_llm_settings()
+    assert (settings.concurrent_workers, settings.microbatch_ahead, settings.microbatch_query_max_size) == (0, 0, 4)
+    monkeypatch.setenv("NUCLEUS_LLM_MICROBATCH_AHEAD", "-1")
+    with pytest.raises(pydantic.ValidationError, match="microbatch_ahead"):
+        single_llm_settings()

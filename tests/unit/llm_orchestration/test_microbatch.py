@@ -289,3 +289,38 @@ async def test_a_batch_encoding_beside_another_is_concurrent_and_the_window_then
     await batcher.submit(["later"])                            # quiet again: main encode
     assert lone.batches == [["first"], ["later"]] and batcher.stats.concurrent == 2
     await batcher.close()
+
+
+async def test_the_query_lane_has_its_own_batch_size_and_the_document_lane_keeps_max_size():
+    enc = Encoder()
+    batcher = MicroBatcher(enc, max_wait_s=0.0, max_size=8, query_max_size=2)
+    await batcher.start()
+    blocker = await _hold_first_batch(enc, batcher, caller="ingest", lane="document")
+    searches = [asyncio.create_task(batcher.submit([f"q{i}"], caller=f"user{i}")) for i in range(5)]
+    ingest = asyncio.create_task(batcher.submit([f"d{i}" for i in range(8)], caller="ingest", lane="document"))
+    await asyncio.sleep(0)
+    enc.gate.set()
+    await asyncio.wait_for(asyncio.gather(blocker, ingest, *searches), timeout=5)
+    assert enc.batches[1:] == [["q0", "q1"], [f"d{i}" for i in range(8)], ["q2", "q3"], ["q4"]]
+    for i, task in enumerate(searches):
+        np.testing.assert_array_equal(task.result(), expected([f"q{i}"]))
+    with pytest.raises(ValueError, match="query_max_size"):
+        MicroBatcher(enc, max_wait_s=0.0, max_size=8, query_max_size=-1)
+    await batcher.close()
+
+
+async def test_batches_handed_ahead_are_formed_while_the_workers_are_busy():
+    """max_inflight above the workers (LocalEmbedder `ahead`): the next batch is formed and
+    handed over while the first still encodes, so a worker never waits for the collector."""
+    enc = Encoder()
+    batcher = MicroBatcher(enc, max_wait_s=0.0, max_size=64, query_max_size=2, max_inflight=2)
+    await batcher.start()
+    first = await _hold_first_batch(enc, batcher, caller="u0")
+    later = [asyncio.create_task(batcher.submit([f"q{i}"], caller=f"u{i + 1}")) for i in range(3)]
+    for _ in range(50):
+        await asyncio.sleep(0)
+    assert enc.batches == [["blocker"], ["q0", "q1"]]        # handed over while "blocker" encodes
+    enc.gate.set()
+    await asyncio.wait_for(asyncio.gather(first, *later), timeout=5)
+    assert enc.batches == [["blocker"], ["q0", "q1"], ["q2"]]
+    await batcher.close()

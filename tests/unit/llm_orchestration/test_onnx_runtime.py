@@ -268,3 +268,15 @@ async def test_an_explicit_spin_mode_wins_over_the_openmp_policy(onnx_embedder, 
     assert (entries["session.intra_op.allow_spinning"], entries["session.force_spinning_stop"]) == (allow, stop)
     with pytest.raises(ValueError, match="spin must be one of"):
         onnx_encoder.open_session(cache_dir / onnx_files(cache_dir)[0], 1, "sometimes")
+
+
+async def test_workers_and_batches_ahead_set_how_many_batches_the_model_takes():
+    """`concurrent_workers` overrides threads // concurrent_threads; `ahead` batches queue at
+    the workers on top (single mode: 1 worker + 1 ahead)."""
+    assert LocalEmbedder(torch_threads=2, concurrent_threads=1, concurrent_workers=1).max_inflight == 1
+    assert LocalEmbedder(torch_threads=2, concurrent_threads=1, concurrent_workers=1, ahead=1).max_inflight == 2
+    assert LocalEmbedder(torch_threads=2, concurrent_threads=1, ahead=2).max_inflight == 4
+    assert LocalEmbedder(torch_threads=2, concurrent_threads=0, concurrent_workers=3).max_inflight == 1  # no session
+    assert LocalEmbedder(torch_threads=4, runtime="torch", ahead=1).max_inflight == 2
+    with pytest.raises(ValueError, match="ahead"):
+        LocalEmbedder(torch_threads=2, ahead=-1)
