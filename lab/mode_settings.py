@@ -1,0 +1,104 @@
+"""One deployment mode, two sets of settings, interleaved: which serves 16 clients better.
+
+    .venv/bin/python -m lab.mode_settings --mode single --rounds 3 \\
+        --b "NUCLEUS_LLM_CONCURRENT_WORKERS=0 NUCLEUS_LLM_MICROBATCH_AHEAD=0 NUCLEUS_LLM_MICROBATCH_QUERY_MAX_SIZE=0"
+
+Each round starts the stack (`--stack-dir`, default `.bench-cache/modes-stack`: the SciFact
+tenant `lab.deployment_modes` ingests; this command ingests nothing) once with settings A (the
+environment as it is, plus `--a`) and once with settings B (`--b`), one after the other, and
+sends `--clients` × `--per-client` SciFact queries at agent size (50 per leg, 10 results) after
+a short warm-up. Per run: queries/s, CPU ms a query of the stack's processes, the cores it kept
+busy (queries/s × CPU a query: what the noise of a shared machine moves least), and the loop /
+model / other split of `lab.probe.thread_times`. Query-embedding cache off in both. On a shared
+machine two runs of the same code differ by ±12 %: compare within a round, over several rounds.
+"""
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import shlex
+from pathlib import Path
+
+from benchmarks.queries import run_concurrent
+from lab.deployment_modes import DEFAULT_STACK, MODES
+from lab.probe import _cpu_seconds, thread_shares, thread_times
+
+
+def _settings(text: str) -> dict[str, str]:
+    env: dict[str, str] = {}
+    for item in shlex.split(text):
+        name, sep, value = item.partition("=")
+        if not sep or not name:
+            raise argparse.ArgumentTypeError(f"settings are NAME=VALUE pairs, got {item!r}")
+        env[name] = value
+    return env
+
+
+async def _run(label: str, env: dict[str, str], args: argparse.Namespace, queries: list[str]) -> dict:
+    from cli.supervisor import Supervisor
+
+    base = {"NUCLEUS_DATA_DIR": str(args.stack_dir), "NUCLEUS_KS_DATA_DIR": str(args.stack_dir / "knowledge_store"),
+            "NUCLEUS_LLM_CACHE_SIZE": "0", "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1"}
+    (args.stack_dir / "run" / "stack.json").unlink(missing_ok=True)
+    supervisor = Supervisor(args.stack_dir, ephemeral_ports=True, extra_env=base | env, mode=args.mode)
+    services = supervisor.start(timeout_s=300)
+    try:
+        target = services["rag_pipeline"]["grpc"]
+        pids = sorted({int(a["pid"]) for a in services.values()})
+        work = [(args.tenant, str(i), text) for i, text in enumerate(queries)]
+        await run_concurrent(target, work[:32], args.clients, 2, top_k_initial=50, top_k_final=10, timeout_s=30)
+        cpu0, threads0 = sum(_cpu_seconds(p) or 0.0 for p in pids), thread_times(pids)
+        result = await run_concurrent(target, work, args.clients, args.per_client, top_k_initial=50,
+                                      top_k_final=10, timeout_s=30)
+        done = max(1, result.completed)
+        cpu_ms = (sum(_cpu_seconds(p) or 0.0 for p in pids) - cpu0) * 1000 / done
+        row = {"settings": label, "qps": result.qps, "errors": result.errors, "cpu_ms_per_query": cpu_ms,
+               "busy_cores": result.qps * cpu_ms / 1000}
+        row.update(thread_shares(threads0, thread_times(pids), result.wall_s, result.completed))
+        return row
+    finally:
+        supervisor.stop()
+
+
+async def run(args: argparse.Namespace) -> list[dict]:
+    lines = (args.dataset / "queries.jsonl").read_text(encoding="utf-8").splitlines()
+    queries = [json.loads(line)["text"] for line in lines if line.strip()][-200:]
+    rows = []
+    for rnd in range(1, args.rounds + 1):
+        for label, env in (("A", args.a), ("B", args.b)):
+            row = {"round": rnd, **await _run(label, env, args, queries)}
+            rows.append(row)
+            print(f"round {rnd} {label}: {row['qps']:6.1f} q/s, {row['errors']} errors, {row['cpu_ms_per_query']:5.2f} "
+                  f"CPU ms/q, {row['busy_cores']:.2f} cores busy | loop {row.get('loop_cores', 0):.2f} cores "
+                  f"{row.get('loop_ms', 0):.2f} ms/q, run-queue wait {row.get('loop_wait_cores', 0):.2f} | model "
+                  f"{row.get('model_cores', 0):.2f} cores {row.get('model_ms', 0):.2f} ms/q", flush=True)
+    for rnd in range(1, args.rounds + 1):
+        a, b = (next(r for r in rows if r["round"] == rnd and r["settings"] == s) for s in "AB")
+        print(f"round {rnd}: A/B queries/s {a['qps'] / b['qps']:.2f}x, busy cores {a['busy_cores'] / b['busy_cores']:.2f}x")
+    return rows
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(prog="python -m lab.mode_settings", description=__doc__.split("\n\n")[0])
+    parser.add_argument("--dataset", type=Path, default=Path("../shared/data/scifact"), help="BEIR dataset directory")
+    parser.add_argument("--tenant", default="scifact")
+    parser.add_argument("--stack-dir", type=Path, default=DEFAULT_STACK)
+    parser.add_argument("--mode", choices=MODES, default="single")
+    parser.add_argument("--a", type=_settings, default={}, help='settings A: "NAME=VALUE ..." (default: none)')
+    parser.add_argument("--b", type=_settings, required=True, help='settings B: "NAME=VALUE ..."')
+    parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--clients", type=int, default=16)
+    parser.add_argument("--per-client", type=int, default=60)
+    parser.add_argument("--out", type=Path, help="also write the rows here as JSON")
+    args = parser.parse_args()
+    args.stack_dir = args.stack_dir.resolve()
+    if not (args.stack_dir / "knowledge_store").is_dir():
+        parser.error(f"--stack-dir {args.stack_dir} holds no stack data: run lab.deployment_modes first")
+    rows = asyncio.run(run(args))
+    if args.out:
+        args.out.write_text(json.dumps(rows, indent=2))
+
+
+if __name__ == "__main__":
+    main()
