@@ -63,7 +63,12 @@ SINGLE_LLM_DEFAULTS = {"concurrent_workers": 1, "microbatch_ahead": 1, "microbat
 
 
 def single_llm_settings(environ: Mapping[str, str] = os.environ) -> LlmOrchestrationSettings:
-    """LlmOrchestrationSettings with SINGLE_LLM_DEFAULTS where `environ` does not set them."""
+    """LlmOrchestrationSettings with SINGLE_LLM_DEFAULTS where `environ` does not set them;
+    as configured when the embeddings come from an API (no local model shares the cores, and
+    larger batches mean fewer requests)."""
+    configured = LlmOrchestrationSettings()
+    if configured.embedding_provider != "local":
+        return configured
     prefix = LlmOrchestrationSettings.model_config.get("env_prefix", "")
     unset = {name: value for name, value in SINGLE_LLM_DEFAULTS.items()
              if f"{prefix}{name}".upper() not in {key.upper() for key in environ}}

@@ -151,3 +151,6 @@ def test_one_process_runs_the_model_with_one_worker_a_batch_ahead_and_small_quer
     monkeypatch.setenv("NUCLEUS_LLM_MICROBATCH_AHEAD", "-1")
     with pytest.raises(pydantic.ValidationError, match="microbatch_ahead"):
         single_llm_settings()
+    monkeypatch.delenv("NUCLEUS_LLM_MICROBATCH_AHEAD")
+    monkeypatch.setenv("NUCLEUS_LLM_EMBEDDING_PROVIDER", "openai")      # an API: batches as configured
+    assert single_llm_settings().microbatch_query_max_size == 0
