@@ -32,7 +32,6 @@ import logging
 import os
 import signal
 import sys
-from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -62,16 +61,16 @@ SERVICES = ("llm_orchestration", "knowledge_store", "rag_pipeline")     # start 
 SINGLE_LLM_DEFAULTS = {"concurrent_workers": 1, "microbatch_ahead": 1, "microbatch_query_max_size": 4}
 
 
-def single_llm_settings(environ: Mapping[str, str] = os.environ) -> LlmOrchestrationSettings:
-    """LlmOrchestrationSettings with SINGLE_LLM_DEFAULTS where `environ` does not set them;
+def single_llm_settings() -> LlmOrchestrationSettings:
+    """LlmOrchestrationSettings with SINGLE_LLM_DEFAULTS where the environment does not set them;
     as configured when the embeddings come from an API (no local model shares the cores, and
     larger batches mean fewer requests)."""
     configured = LlmOrchestrationSettings()
     if configured.embedding_provider != "local":
         return configured
     prefix = LlmOrchestrationSettings.model_config.get("env_prefix", "")
-    unset = {name: value for name, value in SINGLE_LLM_DEFAULTS.items()
-             if f"{prefix}{name}".upper() not in {key.upper() for key in environ}}
+    given = {key.upper() for key in os.environ}
+    unset = {name: value for name, value in SINGLE_LLM_DEFAULTS.items() if f"{prefix}{name}".upper() not in given}
     return LlmOrchestrationSettings(**unset)
 
 
