@@ -38,6 +38,7 @@ import os
 import statistics
 import time
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -61,16 +62,51 @@ def _pct(values: list[float], q: float) -> float:
     return float(np.percentile(values, q)) if values else float("nan")
 
 
+def start_stack(mode: str, stack_dir: Path, extra_env: dict[str, str] | None = None) -> tuple[Any, dict]:
+    """A stack in `mode` on `stack_dir`, query-embedding cache off, `extra_env` on top: its
+    Supervisor (stop it) and the services' addresses and pids."""
+    from cli.supervisor import Supervisor
+
+    env = {"NUCLEUS_DATA_DIR": str(stack_dir), "NUCLEUS_KS_DATA_DIR": str(stack_dir / "knowledge_store"),
+           "NUCLEUS_LLM_CACHE_SIZE": "0", "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1", **(extra_env or {})}
+    (stack_dir / "run" / "stack.json").unlink(missing_ok=True)
+    supervisor = Supervisor(stack_dir, ephemeral_ports=True, extra_env=env, mode=mode)
+    return supervisor, supervisor.start(timeout_s=300)
+
+
+async def measure_load(services: dict, work: list[tuple[str, str, str]], *, clients: int, per_client: int,
+                       top_k_initial: int, top_k_final: int) -> dict:
+    """`clients` × `per_client` queries of `work` against the stack's RAGPipeline: queries/s,
+    p50 / p99, errors, CPU ms a query of the stack's processes and of this client, the loop /
+    model / other split (`thread_times`), the loop's states (`LoopStates`) and the server's
+    embed-stage and handler p50 under that load (module docstring)."""
+    pids = sorted({int(a["pid"]) for a in services.values()})
+    before = {pid: _cpu_seconds(pid) for pid in pids}
+    threads_before = thread_times(pids)
+    client_before = time.process_time()
+    with LoopStates(pids) as states:
+        result = await run_concurrent(services["rag_pipeline"]["grpc"], work, clients, per_client,
+                                      top_k_initial=top_k_initial, top_k_final=top_k_final, timeout_s=30.0)
+    done = max(1, result.completed)
+    row: dict = {f"loop_{state}": share for state, share in states.shares().items()}
+    row.update(thread_shares(threads_before, thread_times(pids), result.wall_s, result.completed))
+    # where a query waited under load: the server's embed stage and whole handler (p50), and
+    # the client's time outside the handler (p50 end to end − p50 handler: the gRPC front)
+    row.update(embed_p50_at16=_pct(result.stages_ms.get("embed", []), 50),
+               server_p50_at16=_pct(result.stages_ms.get("total", []), 50))
+    stack_cpu = sum((_cpu_seconds(pid) or 0.0) - (before[pid] or 0.0) for pid in pids) * 1000 / done
+    row.update(qps=result.qps, c_p50_ms=_pct(result.latencies_ms, 50), c_p99_ms=_pct(result.latencies_ms, 99),
+               errors=result.errors, completed=result.completed, processes=len(pids),
+               cpu_ms_per_query=stack_cpu, busy_cores=result.qps * stack_cpu / 1000,
+               client_cpu_ms_per_query=(time.process_time() - client_before) * 1000 / done)
+    return row
+
+
 async def _measure_stack(mode: str, args: argparse.Namespace, plan: TenantPlan,
                          queries: list[tuple[str, str]]) -> dict:
-    from cli.supervisor import Supervisor
     from services.knowledge_store.client import KnowledgeStoreClient
 
-    env = {"NUCLEUS_DATA_DIR": str(args.stack_dir), "NUCLEUS_KS_DATA_DIR": str(args.stack_dir / "knowledge_store"),
-           "NUCLEUS_LLM_CACHE_SIZE": "0", "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1"}
-    (args.stack_dir / "run" / "stack.json").unlink(missing_ok=True)
-    supervisor = Supervisor(args.stack_dir, ephemeral_ports=True, extra_env=env, mode=mode)
-    services = supervisor.start(timeout_s=300)
+    supervisor, services = start_stack(mode, args.stack_dir)
     row: dict = {"mode": mode, "load_start": _load()}
     try:
         ks = KnowledgeStoreClient(services["knowledge_store"]["grpc"], ingest_timeout_s=900)
@@ -92,28 +128,11 @@ async def _measure_stack(mode: str, args: argparse.Namespace, plan: TenantPlan,
         finally:
             await client.close()
         row.update(p50_ms=statistics.median(e2e), p95_ms=_pct(e2e, 95))
+        row.update(await measure_load(services, [(plan.tenant, qid, text) for qid, text in queries],
+                                      clients=args.clients, per_client=args.per_client,
+                                      top_k_initial=args.top_k_initial, top_k_final=args.top_k_final))
         pids = sorted({int(a["pid"]) for a in services.values()})
-        before = {pid: _cpu_seconds(pid) for pid in pids}
-        threads_before = thread_times(pids)
-        client_before = time.process_time()
-        work = [(plan.tenant, qid, text) for qid, text in queries]
-        with LoopStates(pids) as states:
-            result = await run_concurrent(target, work, args.clients, args.per_client,
-                                          top_k_initial=args.top_k_initial, top_k_final=args.top_k_final,
-                                          timeout_s=30.0)
-        row.update({f"loop_{state}": share for state, share in states.shares().items()})
-        done = max(1, result.completed)
-        row.update(thread_shares(threads_before, thread_times(pids), result.wall_s, result.completed))
-        # where a query waited under load: the server's embed stage and whole handler (p50), and
-        # the client's time outside the handler (p50 end to end − p50 handler: the gRPC front)
-        row.update(embed_p50_at16=_pct(result.stages_ms.get("embed", []), 50),
-                   server_p50_at16=_pct(result.stages_ms.get("total", []), 50))
-        stack_cpu = sum((_cpu_seconds(pid) or 0.0) - (before[pid] or 0.0) for pid in pids) * 1000 / done
-        row.update(qps=result.qps, c_p50_ms=_pct(result.latencies_ms, 50), c_p99_ms=_pct(result.latencies_ms, 99),
-                   errors=result.errors, completed=result.completed, processes=len(pids),
-                   cpu_ms_per_query=stack_cpu,
-                   client_cpu_ms_per_query=(time.process_time() - client_before) * 1000 / done,
-                   rss_mib=sum(rss_mb(pid) for pid in pids), load_end=_load())
+        row.update(rss_mib=sum(rss_mb(pid) for pid in pids), load_end=_load())
     finally:
         supervisor.stop()
     return row
@@ -185,19 +204,24 @@ async def run(args: argparse.Namespace) -> list[dict]:
     return rows
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(prog="python -m lab.deployment_modes", description=__doc__.split("\n\n")[0])
-    parser.add_argument("--dataset", type=Path, required=True, help="BEIR dataset directory")
+def add_load_arguments(parser: argparse.ArgumentParser, *, per_client: int) -> None:
+    """The options this lab and `lab.mode_settings` share: the data, the stack, the load."""
     parser.add_argument("--tenant", default="scifact")
     parser.add_argument("--stack-dir", type=Path, default=DEFAULT_STACK)
-    parser.add_argument("--cache-dir", type=Path, default=ROOT / ".bench-cache", help="baseline embedding cache")
     parser.add_argument("--rounds", type=int, default=2)
-    parser.add_argument("--queries", type=int, default=200, help="last N judged queries")
     parser.add_argument("--clients", type=int, default=16)
-    parser.add_argument("--per-client", type=int, default=30)
+    parser.add_argument("--per-client", type=int, default=per_client)
     parser.add_argument("--top-k-initial", type=int, default=50)
     parser.add_argument("--top-k-final", type=int, default=10)
     parser.add_argument("--out", type=Path, help="also write the rows here as JSON")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(prog="python -m lab.deployment_modes", description=__doc__.split("\n\n")[0])
+    parser.add_argument("--dataset", type=Path, required=True, help="BEIR dataset directory")
+    parser.add_argument("--cache-dir", type=Path, default=ROOT / ".bench-cache", help="baseline embedding cache")
+    parser.add_argument("--queries", type=int, default=200, help="last N judged queries")
+    add_load_arguments(parser, per_client=30)
     args = parser.parse_args()
     args.stack_dir = args.stack_dir.resolve()
     rows = asyncio.run(run(args))

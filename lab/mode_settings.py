@@ -9,8 +9,10 @@ environment as it is, plus `--a`) and once with settings B (`--b`), one after th
 sends `--clients` × `--per-client` SciFact queries at agent size (50 per leg, 10 results) after
 a short warm-up. Per run: queries/s, CPU ms a query of the stack's processes, the cores it kept
 busy (queries/s × CPU a query: what the noise of a shared machine moves least), and the loop /
-model / other split of `lab.probe.thread_times`. Query-embedding cache off in both. On a shared
-machine two runs of the same code differ by ±12 %: compare within a round, over several rounds.
+model / other split of `lab.probe.thread_times` (`lab.deployment_modes.measure_load`).
+Query-embedding cache off in both. On a shared machine runs of the same code drift apart
+(docs/BENCHMARKS.md, "Deployment modes": single mode 76–86 queries/s over five rounds of one
+half hour): compare within a round, over several rounds.
 """
 from __future__ import annotations
 
@@ -20,9 +22,7 @@ import json
 import shlex
 from pathlib import Path
 
-from benchmarks.queries import run_concurrent
-from lab.deployment_modes import DEFAULT_STACK, MODES
-from lab.probe import _cpu_seconds, thread_shares, thread_times
+from lab.deployment_modes import MODES, add_load_arguments, measure_load, start_stack
 
 
 def _settings(text: str) -> dict[str, str]:
@@ -36,27 +36,13 @@ def _settings(text: str) -> dict[str, str]:
 
 
 async def _run(label: str, env: dict[str, str], args: argparse.Namespace, queries: list[str]) -> dict:
-    from cli.supervisor import Supervisor
-
-    base = {"NUCLEUS_DATA_DIR": str(args.stack_dir), "NUCLEUS_KS_DATA_DIR": str(args.stack_dir / "knowledge_store"),
-            "NUCLEUS_LLM_CACHE_SIZE": "0", "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1"}
-    (args.stack_dir / "run" / "stack.json").unlink(missing_ok=True)
-    supervisor = Supervisor(args.stack_dir, ephemeral_ports=True, extra_env=base | env, mode=args.mode)
-    services = supervisor.start(timeout_s=300)
+    supervisor, services = start_stack(args.mode, args.stack_dir, env)
     try:
-        target = services["rag_pipeline"]["grpc"]
-        pids = sorted({int(a["pid"]) for a in services.values()})
         work = [(args.tenant, str(i), text) for i, text in enumerate(queries)]
-        await run_concurrent(target, work[:32], args.clients, 2, top_k_initial=50, top_k_final=10, timeout_s=30)
-        cpu0, threads0 = sum(_cpu_seconds(p) or 0.0 for p in pids), thread_times(pids)
-        result = await run_concurrent(target, work, args.clients, args.per_client, top_k_initial=50,
-                                      top_k_final=10, timeout_s=30)
-        done = max(1, result.completed)
-        cpu_ms = (sum(_cpu_seconds(p) or 0.0 for p in pids) - cpu0) * 1000 / done
-        row = {"settings": label, "qps": result.qps, "errors": result.errors, "cpu_ms_per_query": cpu_ms,
-               "busy_cores": result.qps * cpu_ms / 1000}
-        row.update(thread_shares(threads0, thread_times(pids), result.wall_s, result.completed))
-        return row
+        load = {"top_k_initial": args.top_k_initial, "top_k_final": args.top_k_final}
+        await measure_load(services, work[:32], clients=args.clients, per_client=2, **load)      # warm-up
+        return {"settings": label, **await measure_load(services, work, clients=args.clients,
+                                                         per_client=args.per_client, **load)}
     finally:
         supervisor.stop()
 
@@ -82,15 +68,11 @@ async def run(args: argparse.Namespace) -> list[dict]:
 def main() -> None:
     parser = argparse.ArgumentParser(prog="python -m lab.mode_settings", description=__doc__.split("\n\n")[0])
     parser.add_argument("--dataset", type=Path, default=Path("../shared/data/scifact"), help="BEIR dataset directory")
-    parser.add_argument("--tenant", default="scifact")
-    parser.add_argument("--stack-dir", type=Path, default=DEFAULT_STACK)
     parser.add_argument("--mode", choices=MODES, default="single")
     parser.add_argument("--a", type=_settings, default={}, help='settings A: "NAME=VALUE ..." (default: none)')
     parser.add_argument("--b", type=_settings, required=True, help='settings B: "NAME=VALUE ..."')
-    parser.add_argument("--rounds", type=int, default=3)
-    parser.add_argument("--clients", type=int, default=16)
-    parser.add_argument("--per-client", type=int, default=60)
-    parser.add_argument("--out", type=Path, help="also write the rows here as JSON")
+    add_load_arguments(parser, per_client=60)
+    parser.set_defaults(rounds=3)
     args = parser.parse_args()
     args.stack_dir = args.stack_dir.resolve()
     if not (args.stack_dir / "knowledge_store").is_dir():

@@ -150,14 +150,14 @@ class LocalEmbedder:
             os.path.basename(os.path.normpath(model_path)) or LOCAL_MODEL_NAME)
         self._batch_size = batch_size
         self._torch_threads = torch_threads or default_torch_threads()
+        if ahead < 0 or concurrent_workers < 0:
+            raise ValueError("concurrent_workers and ahead must be >= 0")
         self._concurrent_threads = max(0, concurrent_threads)
         if self._concurrent_threads >= self._torch_threads:
             self._concurrent_threads = 0
         self._concurrent_workers = self._torch_threads // self._concurrent_threads if self._concurrent_threads else 0
         if self._concurrent_threads and concurrent_workers > 0:
             self._concurrent_workers = concurrent_workers
-        if ahead < 0 or concurrent_workers < 0:
-            raise ValueError("concurrent_workers and ahead must be >= 0")
         self._ahead = ahead
         self._concurrent_executor: ThreadPoolExecutor | None = None
         self._onnx: OnnxEncoder | None = None
