@@ -25,7 +25,7 @@ from collections.abc import Sequence
 
 from benchmarks.metrics import latency_summary
 from services.rag_pipeline.merge import merge
-from shared.records import SearchFilters
+from shared.records import RetrievalRequest, SearchFilters
 
 DESCRIPTION = ("Per query, through gRPC against the benchmark stack: the keyword leg beside the query embedding, "
                "then the vector call without and with completion (alternating order), then the merge without "
@@ -44,19 +44,22 @@ async def measure(ks_target: str, llm_target: str, tenant: str, queries: Sequenc
     filters = SearchFilters()
     try:
         for i, text in enumerate(queries):
-            keyword_task = asyncio.create_task(ks.candidates_by_filters(tenant, text, [], top_k, filters))
+            keyword_task = asyncio.create_task(
+                ks.retrieve(RetrievalRequest(tenant, text, top_k, filters, keyword=True)))
             vectors = await llm.embed([text])
             t0 = time.perf_counter()
-            keyword, _ = await keyword_task
+            keyword = (await keyword_task).keyword
             wait = time.perf_counter() - t0
             timed = {}
             for variant in (("plain", "completed") if i % 2 == 0 else ("completed", "plain")):
                 t0 = time.perf_counter()
                 if variant == "plain":
-                    timed[variant] = (await ks.candidates_by_vector(tenant, vectors, top_k, filters), None)
+                    plain = RetrievalRequest(tenant, text, top_k, filters, vectors=vectors)
+                    timed[variant] = ((await ks.retrieve(plain)).dense, None)
                 else:
-                    timed[variant] = await ks.candidates_by_vector_with_completion(
-                        tenant, vectors, top_k, filters, keywords=text, complete_rows=keyword.row_ids)
+                    answer = await ks.retrieve(RetrievalRequest(tenant, text, top_k, filters, vectors=vectors,
+                                                                complete=True, complete_rows=keyword.row_ids))
+                    timed[variant] = answer.dense, answer.completion
                 timed[variant + " s"] = time.perf_counter() - t0
             merged = {}
             for variant in (("plain", "completed") if i % 2 == 0 else ("completed", "plain")):

@@ -126,6 +126,33 @@ def write_xlsx(path: Path, title: str) -> Path:
     return path
 
 
+def write_long_sheet(path: Path, rows: int, columns: int, declared: str = "A1:A1") -> Path:
+    """An XLSX whose sheet "Ledger" has a one-cell title row over `rows` rows of `columns` cells
+    (`r<row>c<column>`, rows from 1), its XML declaring the dimension `declared` — a stale one,
+    as files from other tools often carry."""
+    import re
+    import zipfile
+
+    from openpyxl import Workbook
+
+    book = Workbook()
+    sheet = book.active
+    sheet.title = "Ledger"
+    sheet.append(["Ledger of parts"])
+    for i in range(1, rows + 1):
+        sheet.append([f"r{i}c{j}" for j in range(1, columns + 1)])
+    book.save(str(path))
+    with zipfile.ZipFile(path) as archive:
+        parts = {info: archive.read(info) for info in archive.infolist()}
+    with zipfile.ZipFile(path, "w", zipfile.ZIP_DEFLATED) as archive:
+        for info, data in parts.items():
+            if info.filename == "xl/worksheets/sheet1.xml":
+                data, n = re.subn(rb'<dimension ref="[^"]*"\s*/>', f'<dimension ref="{declared}"/>'.encode(), data)
+                assert n == 1, "the sheet XML has no dimension element to rewrite"
+            archive.writestr(info, data)
+    return path
+
+
 def write_good_folder(root: Path) -> dict[str, str]:
     """A folder with one good file of every supported type; file name → expected title."""
     root.mkdir(parents=True, exist_ok=True)

@@ -76,12 +76,13 @@ if TYPE_CHECKING:           # the heavy imports wait for a run (`nucleus bench` 
 
 def _imports() -> None:
     """The store's modules, imported on first use (module names below are these globals)."""
-    global vector_index, analyse, KnowledgeStore, exact_top_k, SearchFilters, KnowledgeStoreSettings, F
+    global vector_index, analyse, KnowledgeStore, exact_top_k, SearchFilters, RetrievalRequest
+    global KnowledgeStoreSettings, F
     from services.knowledge_store.embedded import vector_index
     from services.knowledge_store.embedded.core import KnowledgeStore
     from services.knowledge_store.embedded.vector_index import exact_top_k
     from shared.analysis import analyse
-    from shared.records import SearchFilters
+    from shared.records import RetrievalRequest, SearchFilters
     from shared.settings import KnowledgeStoreSettings
     F = SearchFilters()
 
@@ -243,7 +244,7 @@ async def big_tenant(size: int, corpus: Corpus, args) -> dict:
     store = KnowledgeStore(settings(data_dir, **hnsw), NoEmbedder())
     try:
         started = time.perf_counter()
-        await store.candidates_by_vector(tenant, corpus.query_vectors[:1], TOP_K, F)
+        await store.dense(tenant, corpus.query_vectors[:1], TOP_K, F)
         out["inprocess_first_query_s"] = round(time.perf_counter() - started, 2)
         out["opened"] = dict(store._tenants.counters)
         t = await store._tenants.get(tenant)
@@ -260,12 +261,12 @@ async def big_tenant(size: int, corpus: Corpus, args) -> dict:
             near_ties, *out["ef_sweep"] = ef_sweep(t.index, corpus, args.queries, args.ef_sweep)
             out.update(near_ties)
         out["inprocess"] = await legs(
-            lambda v: store.candidates_by_vector(tenant, v[None, :], TOP_K, F),
-            lambda text: store.candidates_by_filters(tenant, text, [], TOP_K, F), corpus, args.queries)
+            lambda v: store.dense(tenant, v[None, :], TOP_K, F),
+            lambda text: store.keyword(tenant, text, [], TOP_K, F), corpus, args.queries)
         filtered = SearchFilters(tags=("t3",))
         out["inprocess_filtered_10pct"] = await legs(
-            lambda v: store.candidates_by_vector(tenant, v[None, :], TOP_K, filtered),
-            lambda text: store.candidates_by_filters(tenant, text, [], TOP_K, filtered), corpus, args.queries)
+            lambda v: store.dense(tenant, v[None, :], TOP_K, filtered),
+            lambda text: store.keyword(tenant, text, [], TOP_K, filtered), corpus, args.queries)
     finally:
         store.close()
     if args.grpc:
@@ -319,11 +320,12 @@ async def through_grpc(data_dir: Path, tenants: list[str], corpus: Corpus, n_que
     client = KnowledgeStoreClient(target, timeout_s=120.0)
     try:
         started = time.perf_counter()
-        await client.candidates_by_vector(tenants[0], corpus.query_vectors[:1], TOP_K, F)
+        await client.retrieve(RetrievalRequest(tenants[0], top_k=TOP_K, filters=F, vectors=corpus.query_vectors[:1]))
         out["first_query_s"] = round(time.perf_counter() - started, 2)
         out.update(await legs(
-            lambda v: client.candidates_by_vector(tenants[0], v[None, :], TOP_K, F),
-            lambda text: client.candidates_by_filters(tenants[0], text, [], TOP_K, F), corpus, n_queries))
+            lambda v: client.retrieve(RetrievalRequest(tenants[0], top_k=TOP_K, filters=F, vectors=v[None, :])),
+            lambda text: client.retrieve(RetrievalRequest(tenants[0], text, TOP_K, F, keyword=True)), corpus,
+            n_queries))
         out["rss_mb"] = round(rss_mb(proc.pid))
     finally:
         await client.close()
@@ -363,7 +365,7 @@ async def small_tenants(count: int, size: int, corpus: Corpus, args) -> dict:
                 for i in range(count):
                     v = corpus.query_vectors[i % len(corpus.query_vectors)]
                     t = time.perf_counter()
-                    await client.candidates_by_vector(f"s{i:04d}", v[None, :], TOP_K, F)
+                    await client.retrieve(RetrievalRequest(f"s{i:04d}", top_k=TOP_K, filters=F, vectors=v[None, :]))
                     lat.append((time.perf_counter() - t) * 1000)
                     if sweep == "first" and i % max(1, count // 20) == 0:
                         rss_curve.append((i + 1, round(rss_mb(proc.pid))))
@@ -374,7 +376,8 @@ async def small_tenants(count: int, size: int, corpus: Corpus, args) -> dict:
             for i in range(200):
                 tenant = f"s{count - 1 - (i % 20):04d}"
                 t = time.perf_counter()
-                await client.candidates_by_vector(tenant, corpus.query_vectors[i % 300][None, :], TOP_K, F)
+                await client.retrieve(RetrievalRequest(tenant, top_k=TOP_K, filters=F,
+                                                      vectors=corpus.query_vectors[i % 300][None, :]))
                 hot.append((time.perf_counter() - t) * 1000)
             run["open_tenant_p50_ms"] = round(pct(hot, 50), 2)
             status = await client.store_status()

@@ -58,16 +58,15 @@ from cli.sources_file import sources_file
 from cli.stack import console, credentials, data_dir, stack_state, target, tls_ca
 from services.knowledge_store.client import KnowledgeStoreClient
 from shared.errors import FailedPrecondition, InvalidArgument, NotFound, Unavailable
-
-DEFAULT_KEEP = 7
+from shared.settings import RagPipelineSettings, cli_settings
 
 
 # ---------------------------------------------------------------------------- keys and files
 def key_file(args: argparse.Namespace) -> Path:
     if getattr(args, "key", None):
         return Path(args.key).expanduser().resolve()
-    configured = os.environ.get("NUCLEUS_BACKUP_KEY_FILE", "").strip()
-    return Path(configured).expanduser().resolve() if configured else data_dir(args) / "backup.key"
+    configured = cli_settings(args).backup_key_file
+    return configured.expanduser().resolve() if configured else data_dir(args) / "backup.key"
 
 
 # ---------------------------------------------------------------------------- the stack state
@@ -84,10 +83,10 @@ def stack_files(args: argparse.Namespace) -> list[tuple[str, Path | bytes, bool]
         for path in sorted(ident.iterdir()):
             if path.is_file() and not path.name.endswith(".tmp"):
                 out.append((f"identity/{path.name}", path, path.suffix == ".key"))
-    auth = os.environ.get("NUCLEUS_RAG_AUTH_CONFIG", "").strip()
-    if auth and Path(auth).is_file():
-        out.append(("auth_config.json", Path(auth), True))
-    link = os.environ.get("NUCLEUS_RAG_LINK_SECRET", "")
+    rag = RagPipelineSettings()            # the pipeline's own files, as it reads them
+    if rag.auth_config and rag.auth_config.is_file():
+        out.append(("auth_config.json", rag.auth_config, True))
+    link = rag.link_secret.get_secret_value()
     if link:
         out.append(("link_secret", link.encode(), True))
     return out
@@ -95,9 +94,9 @@ def stack_files(args: argparse.Namespace) -> list[tuple[str, Path | bytes, bool]
 
 def _restore_targets(args: argparse.Namespace) -> dict[str, Path]:
     sources = sources_file(args)
-    auth = os.environ.get("NUCLEUS_RAG_AUTH_CONFIG", "").strip()
+    auth = RagPipelineSettings().auth_config
     return {"sources.json": sources, "registries.json": sources.with_name("registries.json"),
-            "identity/": identity_dir(args), "auth_config.json": Path(auth) if auth else data_dir(args) / "auth.json",
+            "identity/": identity_dir(args), "auth_config.json": auth or data_dir(args) / "auth.json",
             "link_secret": data_dir(args) / "link_secret"}
 
 
@@ -105,8 +104,8 @@ def _restore_targets(args: argparse.Namespace) -> dict[str, Path]:
 def backup_root(args: argparse.Namespace) -> Path:
     if getattr(args, "to", None):
         return Path(args.to).expanduser().resolve()
-    configured = os.environ.get("NUCLEUS_BACKUP_DIR", "").strip()
-    return Path(configured).expanduser().resolve() if configured else data_dir(args) / "backups"
+    configured = cli_settings(args).backup_dir
+    return configured.expanduser().resolve() if configured else data_dir(args) / "backups"
 
 
 def cmd_backup(args: argparse.Namespace) -> int:
@@ -159,10 +158,7 @@ async def take(args: argparse.Namespace, root: Path, key: bytes, ks_target: str,
 def _keep(args: argparse.Namespace) -> int:
     if getattr(args, "keep", None) is not None:
         return args.keep
-    try:
-        return int(os.environ.get("NUCLEUS_BACKUP_KEEP", DEFAULT_KEEP))
-    except ValueError as err:
-        raise InvalidArgument("NUCLEUS_BACKUP_KEEP", "must be a whole number of snapshots") from err
+    return cli_settings(args).backup_keep
 
 
 # ---------------------------------------------------------------------------- verify
@@ -288,7 +284,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     b.add_argument("--tenant", action="append", help="a tenant to back up (repeat; default every tenant)")
     b.add_argument("--to", help="where snapshots go (default $NUCLEUS_BACKUP_DIR or <data dir>/backups; an "
                                 "off-host mount in production)")
-    b.add_argument("--keep", type=int, help=f"snapshots kept (default $NUCLEUS_BACKUP_KEEP or {DEFAULT_KEEP}; 0 = all)")
+    b.add_argument("--keep", type=int, help="snapshots kept (default $NUCLEUS_BACKUP_KEEP or 7; 0 = all)")
     b.add_argument("--no-secrets", action="store_true", help="leave private keys, auth configuration and link "
                                                                "secret out (default: encrypted with the backup key)")
     b.add_argument("--key", help="backup key file (default $NUCLEUS_BACKUP_KEY_FILE or <data dir>/backup.key)")

@@ -17,7 +17,6 @@ import argparse
 import asyncio
 import base64
 import json
-import os
 import sys
 from pathlib import Path
 from typing import Any
@@ -28,11 +27,12 @@ from cli.agent import AgentConfig, ChatAgent, McpToolbox, StackChat, connect, lo
 from cli.agent.tools import Sources, format_result
 from cli.stack import console, stack_state, target, tls_ca
 from shared.errors import InvalidArgument, Unavailable
+from shared.settings import cli_settings
 
 
 def _endpoint(args: argparse.Namespace) -> tuple[str, str]:
     url = args.url or stack_state(args)["services"]["rag_pipeline"]["mcp"]
-    token = args.token or os.environ.get("NUCLEUS_API_KEY", "")
+    token = args.token or cli_settings(args).api_key.get_secret_value()
     return url, token
 
 
@@ -52,10 +52,11 @@ async def _agent(client: Any, args: argparse.Namespace, chat: StackChat | None, 
         persona = await load_persona(client, args.persona)
         if chat is not None:
             chat.persona_id = args.persona              # the stack applies the persona's llm_model
-    token = args.token or os.environ.get("NUCLEUS_API_KEY", "")
+    token = args.token or cli_settings(args).api_key.get_secret_value()
     allowed = () if persona.get("tools_disabled") else (tuple(persona.get("allowed_tools") or ()) or None)
     toolbox = McpToolbox(client, allowed, secrets=(token,), sources=tuple(persona.get("allowed_sources") or ()))
-    bot = ChatAgent(AgentConfig.from_env(), toolbox, system_prompt=persona.get("system_prompt", ""), llm=chat,
+    bot = ChatAgent(AgentConfig(cli_settings(args).chat_max_tool_rounds), toolbox,
+                    system_prompt=persona.get("system_prompt", ""), llm=chat,
                     on_token=on_token, secrets=(token,))
     return bot, persona
 
@@ -91,7 +92,6 @@ async def _chat(args: argparse.Namespace) -> int:
         sys.stdout.write(text)
         sys.stdout.flush()
 
-    AgentConfig.from_env()                  # a bad setting fails here, before any connection is made
     chat, why_not = _stack_chat(args, token)
     try:
         async with connect(url, token) as client:
@@ -135,7 +135,6 @@ async def _ask(args: argparse.Namespace) -> int:
         sys.stdout.write(text)
         sys.stdout.flush()
 
-    AgentConfig.from_env()                  # a bad setting fails here, before any connection is made
     chat, why_not = _stack_chat(args, token)
     try:
         async with connect(url, token) as client:

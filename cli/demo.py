@@ -3,13 +3,13 @@ a closing line of commands that reach this stack."""
 from __future__ import annotations
 
 import argparse
-import os
 import shlex
 
 from cli.ingest import cmd_ingest
 from cli.lifecycle import cmd_up
 from cli.search import cmd_search
 from cli.stack import DEMO_CORPUS, ROOT, console
+from shared.settings import cli_settings
 
 
 def cmd_demo(args: argparse.Namespace) -> int:
@@ -22,7 +22,7 @@ def cmd_demo(args: argparse.Namespace) -> int:
     queries = (ROOT / "demo" / "sample_queries.txt")
     sample = queries.read_text().splitlines()[0].strip() if queries.exists() else "latest firmware update procedure"
     args.query, args.top_k, args.profile, args.expand, args.rerank, args.json = sample, 5, "", False, False, False
-    args.as_operator = os.environ.get("NUCLEUS_LOCAL_TENANT", "demo") != "demo"   # the local principal's view
+    args.as_operator = cli_settings(args).local_tenant != "demo"   # the local principal's view
     cmd_search(args)
     console.print(demo_hint(args.data_dir))
     return 0

@@ -7,9 +7,11 @@
 
 Every valid file is ingested; a rejected one (empty, unreadable, encrypted, unsupported type,
 conversion failed, bad front matter, duplicate id, refused by the store) is listed with its
-reason and nothing else is lost. `strict` stops at the first rejected file: at a conversion
-rejection before converting more (what was converted before it is still sent), at a document the
-store refuses after that request (its valid documents are committed; no further file is sent).
+reason and nothing else is lost. A file a conversion limit cut short (rows past the sheet limit)
+is ingested as `truncated`, with what was left out. `strict` stops at the first rejected file:
+at a conversion rejection before converting more (what was converted before it is still sent), at
+a document the store refuses after that request (its valid documents are committed; no further
+file is sent); under `strict` a truncated file is rejected (`truncated`) and not sent.
 Memory is bounded by the batch: at most `batch_chars` of converted text (plus the file being
 converted) is held; a file bigger than that is sent alone. Files are converted in a worker
 process within `Limits` (shared/documents/worker.py): a file over a limit — a zip or PDF bomb, a
@@ -32,15 +34,15 @@ from typing import Protocol
 from urllib.parse import quote
 
 from shared.documents import Rejected, is_supported, iter_files, load_documents
-from shared.documents.formats import DUPLICATE_ID, UNSUPPORTED
 from shared.documents.limits import Limits
+from shared.documents.rejected import DUPLICATE_ID, UNSUPPORTED
 from shared.documents.loading import Loaded
 from shared.documents.manifest import Manifest, file_sha256
 from shared.documents.worker import ConversionWorker
 from shared.errors import InvalidArgument
 from shared.records import DocumentIn, IngestReport
 
-INGESTED, UNCHANGED, FAILED, REMOVED = "ingested", "unchanged", "failed", "removed"
+INGESTED, TRUNCATED, UNCHANGED, FAILED, REMOVED = "ingested", "truncated", "unchanged", "failed", "removed"
 BATCH_DOCS = 32
 BATCH_CHARS = 8_000_000          # converted characters per request (well under the 64 MiB message)
 
@@ -55,8 +57,8 @@ class Store(Protocol):
 @dataclass(slots=True)
 class FileOutcome:
     path: str
-    status: str                     # ingested | unchanged | failed | removed
-    reason: str = ""                # for failed: empty, unreadable, encrypted, ...
+    status: str                     # ingested | truncated | unchanged | failed | removed
+    reason: str = ""                # for failed: empty, unreadable, encrypted, ..., truncated (strict)
     detail: str = ""
     documents: int = 0
     entries: int = 0
@@ -198,6 +200,11 @@ class FolderIngest:
                 outcome.reason = DUPLICATE_ID
                 outcome.detail = f"{path}: artifact id {aid!r} is already used by {other} (set `id` to tell them apart)"
                 return outcome
+        left_out = "; ".join(d.truncated for d in loaded.documents if d.truncated)
+        if left_out:                                # ingested as `truncated`; under strict, rejected
+            outcome.reason, outcome.detail = TRUNCATED, f"{path}: {left_out}"
+            if self._strict:
+                return outcome
         for doc in loaded.documents:
             claimed[doc.artifact.artifact_id] = str(path)
         outcome.documents, outcome.pages = len(loaded.documents), loaded.pages
@@ -239,7 +246,7 @@ class FolderIngest:
                 p.outcome.reason = "refused by the store"
                 p.outcome.detail = f"{p.path}: " + "; ".join(rejected[i])
             else:
-                p.outcome.status = INGESTED
+                p.outcome.status = TRUNCATED if p.outcome.reason == TRUNCATED else INGESTED
                 if self._manifest is not None:
                     ids = tuple(d.artifact.artifact_id for d in p.documents)
                     old = self._manifest.record(p.path, p.sha256 or file_sha256(p.path), ids)

@@ -29,16 +29,15 @@ from shared.auth.service_identity import (
     list_keys,
     revoke,
     rotate,
-    stack_identity_dir,
 )
 from shared.identity import OPERATOR
-from shared.settings import default_data_dir
+from shared.settings import cli_settings
 
 
 def identity_dir(args: argparse.Namespace) -> Path:
-    """The stack's identity directory: $NUCLEUS_IDENTITY_DIR, else <data dir>/identity."""
+    """The stack's identity directory: NUCLEUS_IDENTITY_DIR, else <data dir>/identity."""
     data = getattr(args, "data_dir", None)
-    return stack_identity_dir(Path(data).resolve() if data else default_data_dir())
+    return cli_settings(args).resolved_identity_dir(Path(data).resolve() if data else None)
 
 
 def _dir(args: argparse.Namespace) -> Path:

@@ -1,6 +1,7 @@
 """`nucleus ingest PATH --tenant T [--strict] [--sync] [--watch]`: the terminal side of a
 folder ingest (folder_ingest.py does the work) — a progress bar of files and bytes, one line
-per rejected file, a summary table, and the exit code (2 when any file was rejected).
+per rejected or truncated file, a summary table, and the exit code (2 when any file was
+rejected; with --strict a truncated file is rejected).
 
 The manifest of (tenant, folder) lives in `<data dir>/ingest/<tenant>/`; `--no-manifest`
 ingests every file regardless of it.
@@ -17,7 +18,7 @@ from rich.progress import (BarColumn, DownloadColumn, Progress, TextColumn, Time
                            TransferSpeedColumn)
 from rich.table import Table
 
-from cli.folder_ingest import FAILED, INGESTED, REMOVED, UNCHANGED, FolderIngest, RunSummary, watch
+from cli.folder_ingest import FAILED, INGESTED, REMOVED, TRUNCATED, UNCHANGED, FolderIngest, RunSummary, watch
 from cli.stack import console as stack_console
 from cli.stack import credentials, data_dir, target, tls_ca
 from services.knowledge_store.client import KnowledgeStoreClient
@@ -34,7 +35,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--tenant", required=True)
     parser.add_argument("--persona", default="")
     parser.add_argument("--batch", type=int, default=32, help="documents per request")
-    parser.add_argument("--strict", action="store_true", help="stop at the first rejected file")
+    parser.add_argument("--strict", action="store_true",
+                        help="stop at the first rejected file; a file a limit cut short (truncated) is rejected")
     parser.add_argument("--sync", action="store_true",
                         help="also delete the artifacts of files that are gone since the last run")
     parser.add_argument("--watch", action="store_true",
@@ -50,10 +52,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 def print_summary(console: Console, summary: RunSummary, tenant: str) -> None:
     for o in summary.failed:
         console.print(f"[red]rejected[/red] {escape(o.reason)}: {escape(o.detail or o.path)}")
+    for o in summary.outcomes:
+        if o.status == TRUNCATED:
+            console.print(f"[yellow]truncated[/yellow] {escape(o.detail or o.path)}")
     table = Table(title=f"ingest into tenant '{tenant}'")
     for column in ("outcome", "files", "documents", "entries", "MB", "pages"):
         table.add_column(column, justify="left" if column == "outcome" else "right")
-    for status in (INGESTED, UNCHANGED, REMOVED, FAILED):
+    for status in (INGESTED, TRUNCATED, UNCHANGED, REMOVED, FAILED):
         rows = [o for o in summary.outcomes if o.status == status]
         if rows:
             table.add_row(status, str(len(rows)), str(sum(o.documents for o in rows)),
@@ -71,9 +76,9 @@ def watch_lines(summary: RunSummary, root: Path) -> list[str]:
     for o in summary.outcomes:
         if o.status == UNCHANGED:
             continue
-        colour = "red" if o.status == FAILED else "green"
-        lines.append(f"[{colour}]{o.status}[/{colour}] {escape(o.path)}"
-                     + (f" — {escape(o.reason)}: {escape(o.detail)}" if o.status == FAILED else ""))
+        colour = {FAILED: "red", TRUNCATED: "yellow"}.get(o.status, "green")
+        why = {FAILED: f" — {o.reason}: {o.detail}", TRUNCATED: f" — {o.detail}"}.get(o.status, "")
+        lines.append(f"[{colour}]{o.status}[/{colour}] {escape(o.path)}{escape(why)}")
     present = sum(1 for o in summary.outcomes if o.status != REMOVED)
     lines.append(f"[dim]in sync ({present} file{'' if present == 1 else 's'}); watching {escape(str(root))}[/dim]")
     return lines

@@ -16,6 +16,7 @@ from cli.stack import ROOT, console, data_dir, err_console
 from cli.status import supervisor_alive
 from cli.supervisor import Supervisor, default_mode
 from shared.healthcheck import health_ok
+from shared.settings import cli_settings
 
 
 def cmd_up(args: argparse.Namespace) -> int:
@@ -79,7 +80,7 @@ def cmd_up(args: argparse.Namespace) -> int:
 
 def _mode(args: argparse.Namespace) -> str:
     """`--mode`, else $NUCLEUS_MODE, else the default deployment mode (cli/supervisor.py)."""
-    return getattr(args, "mode", None) or default_mode()
+    return getattr(args, "mode", None) or default_mode(cli_settings(args))
 
 
 def print_addresses(services: dict) -> None:

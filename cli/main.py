@@ -27,6 +27,7 @@ Errors print one line and exit non-zero (code per error kind, see shared.errors)
 from __future__ import annotations
 
 import argparse
+import logging
 import sys
 
 from rich.markup import escape
@@ -35,8 +36,11 @@ from benchmarks.attacks.cli import register as register_attack
 from benchmarks.cli import register as register_bench
 from cli import (backup, chat, demo, identity, ingest, lifecycle, migrate, persona, profile, search, sources, status,
                  top, traces, tune)
-from cli.stack import err_console
+from cli.stack import INTERRUPTED_EXIT, err_console
 from shared.errors import NucleusError
+from shared.settings import CliSettings, settings_from_env, warn_unknown_env
+
+log = logging.getLogger("nucleus")
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -67,6 +71,8 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     try:
+        args.settings = settings_from_env(CliSettings)    # read once here, passed down with the arguments
+        warn_unknown_env(log)
         return args.func(args) or 0
     except NucleusError as err:
         return _report(err)
@@ -75,10 +81,10 @@ def main(argv: list[str] | None = None) -> int:
         if err is None:
             raise
         if isinstance(err, KeyboardInterrupt):
-            return 130
+            return INTERRUPTED_EXIT
         return _report(err)
     except KeyboardInterrupt:
-        return 130
+        return INTERRUPTED_EXIT
 
 
 def _report(err: NucleusError) -> int:

@@ -246,11 +246,11 @@ async def verify(conn: sqlite3.Connection, settings: KnowledgeStoreSettings, tar
         agree = {"dense": 0.0, "keyword": 0.0}
         for headline, blob in picks:
             q = np.frombuffer(blob, np.float32)[None, :]
-            [a], [b] = (await source.search_by_vector(tenant_id, q, 10, SearchFilters()),
-                        await target.search_by_vector(tenant_id, q, 10, SearchFilters()))
+            [a], [b] = (await source.dense(tenant_id, q, 10, SearchFilters(), hits=True),
+                        await target.dense(tenant_id, q, 10, SearchFilters(), hits=True))
             agree["dense"] += _overlap(a, b)
-            (a, _), (b, _) = (await source.search_by_filters(tenant_id, headline, [], 10, SearchFilters()),
-                              await target.search_by_filters(tenant_id, headline, [], 10, SearchFilters()))
+            (a, _), (b, _) = (await source.keyword(tenant_id, headline, [], 10, SearchFilters(), hits=True),
+                              await target.keyword(tenant_id, headline, [], 10, SearchFilters(), hits=True))
             agree["keyword"] += _overlap(a, b)
     finally:
         source.close()

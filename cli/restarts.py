@@ -21,12 +21,13 @@ An exit before the service became healthy is always a crash (it failed to start)
 """
 from __future__ import annotations
 
-import os
 import signal
 import time
 from collections import deque
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
 from dataclasses import dataclass, field
+
+from shared.settings import CliSettings
 
 RUNNING, STARTING, WAITING, FAILED, STOPPED = "running", "starting", "waiting", "failed", "stopped"
 
@@ -40,17 +41,12 @@ class RestartPolicy:
     start_timeout_s: float = 180.0
 
     @classmethod
-    def from_env(cls, env: Mapping[str, str] | None = None) -> RestartPolicy:
+    def from_settings(cls, settings: CliSettings) -> RestartPolicy:
         """NUCLEUS_SUPERVISOR_MAX_RESTARTS, _RESTART_WINDOW_S, _BASE_DELAY_S, _MAX_DELAY_S,
-        _START_TIMEOUT_S override the defaults."""
-        env = os.environ if env is None else env
-        default = cls()
-        values = {}
-        for name in ("max_restarts", "window_s", "base_delay_s", "max_delay_s", "start_timeout_s"):
-            key = "NUCLEUS_SUPERVISOR_" + ("RESTART_WINDOW_S" if name == "window_s" else name.upper())
-            if env.get(key):
-                values[name] = type(getattr(default, name))(env[key])
-        return cls(**values)
+        _START_TIMEOUT_S (shared/settings.py)."""
+        return cls(settings.supervisor_max_restarts, settings.supervisor_restart_window_s,
+                   settings.supervisor_base_delay_s, settings.supervisor_max_delay_s,
+                   settings.supervisor_start_timeout_s)
 
     def describe(self) -> str:
         return f"at most {self.max_restarts} restarts per {self.window_s / 60:g} min"

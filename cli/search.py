@@ -5,7 +5,6 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
-import os
 import time
 
 import grpc
@@ -21,7 +20,7 @@ from shared.errors import InvalidArgument
 from shared.grpc_client import aio_channel
 from shared.grpc_errors import from_grpc_error
 from shared.identity import ANSWERED_AS_METADATA, LOCAL_PRINCIPAL_METADATA
-from shared.settings import RagPipelineSettings
+from shared.settings import RagPipelineSettings, cli_settings
 
 
 def cmd_search(args: argparse.Namespace) -> int:
@@ -47,7 +46,7 @@ async def _search(args: argparse.Namespace) -> int:
         tenant_id=args.tenant, persona_id=args.persona, user_query_text=args.query, top_k_final_rank=args.top_k,
         expand_query_with_llm=args.expand,
         ranking_prefs=pb.RankingPreferences(profile_name=args.profile, explain=True, rerank=args.rerank))
-    key = os.environ.get("NUCLEUS_API_KEY", "")   # search as that user when the pipeline requires auth,
+    key = cli_settings(args).api_key.get_secret_value()   # search as that user when the pipeline requires auth,
     signing = None if key else credentials(args, "rag_pipeline")   # else as the operator (public documents)
     # Authentication off (nothing verifies a key, no operator key): as the local principal, unless
     # --as-operator. With it on, RAGPipeline answers as the verified caller and ignores the ask.

@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import argparse
 import getpass
-import os
 import shlex
 from pathlib import Path
 from typing import Any
@@ -19,12 +18,15 @@ from cli.stack import console, data_dir
 from services.rag_pipeline.federation.admin import SourcesEditor, operator_principal
 from shared.audit import AuditLog
 from shared.errors import InvalidArgument
+from shared.settings import RagPipelineSettings
 
 
 def _audit_path(args: argparse.Namespace) -> Path:
     """The audit file the RAGPipeline writes (NUCLEUS_RAG_AUDIT_LOG, else <data dir>/audit.jsonl)."""
-    configured = os.environ.get("NUCLEUS_RAG_AUDIT_LOG", "").strip()
-    return Path(configured).expanduser().resolve() if configured else data_dir(args) / "audit.jsonl"
+    rag = RagPipelineSettings()            # the pipeline's own file, as it reads it
+    if "audit_log" in rag.model_fields_set:
+        return rag.audit_log.expanduser().resolve()
+    return data_dir(args) / "audit.jsonl"
 
 
 def sources_editor(args: argparse.Namespace):

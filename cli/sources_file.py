@@ -6,7 +6,6 @@ commands are in sources.py (list, show, reload), sources_edit.py and sources_reg
 from __future__ import annotations
 
 import argparse
-import os
 import secrets
 import time
 from pathlib import Path
@@ -17,6 +16,7 @@ from rich.markup import escape
 from cli.stack import data_dir
 from services.rag_pipeline.federation.sources import (SourcesFileError, load_sources, read_status_file,
                                                       reload_request_path)
+from shared.settings import cli_settings
 
 INVALID_EXIT = 2
 UNREACHABLE_EXIT = 3
@@ -25,8 +25,8 @@ UNREACHABLE_EXIT = 3
 def sources_file(args: argparse.Namespace) -> Path:
     if getattr(args, "file", None):
         return Path(args.file).resolve()
-    configured = os.environ.get("NUCLEUS_SOURCES_FILE", "").strip()
-    return Path(configured).expanduser().resolve() if configured else data_dir(args) / "sources.json"
+    configured = cli_settings(args).sources_file
+    return configured.expanduser().resolve() if configured else data_dir(args) / "sources.json"
 
 
 def ago(unix: float) -> str:

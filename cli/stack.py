@@ -8,12 +8,12 @@ state (<data dir>/run/stack.json), and how to reach and sign calls to its servic
     tls_ca                  the CA of a stack started with NUCLEUS_TLS=1, else None
     target                  a service's gRPC address: --<service>-target, else stack.json
     call_pipeline           one RAGPipeline call as $NUCLEUS_API_KEY's user, else as the operator
+    USAGE_EXIT, INTERRUPTED_EXIT   exit codes of every subcommand besides its errors' (shared.errors)
 """
 from __future__ import annotations
 
 import argparse
 import json
-import os
 import sys
 from pathlib import Path
 
@@ -22,16 +22,19 @@ from rich.console import Console
 from cli.identity import identity_dir
 from shared.auth.service_auth import operator_interceptors
 from shared.errors import Unavailable
-from shared.settings import default_data_dir
+from shared.settings import cli_settings
 
 ROOT = Path(__file__).resolve().parent.parent
 DEMO_CORPUS = ROOT / "demo" / "corpus"
 console = Console(width=None if sys.stdout.isatty() else 132)
 err_console = Console(stderr=True)
+#: Exit codes of every subcommand besides its errors' `exit_code` (shared.errors): bad arguments
+#: (argparse's own), and Ctrl-C (cli/main.py).
+USAGE_EXIT, INTERRUPTED_EXIT = 2, 130
 
 
 def data_dir(args: argparse.Namespace) -> Path:
-    return Path(args.data_dir).resolve() if args.data_dir else default_data_dir()
+    return Path(args.data_dir).resolve() if args.data_dir else cli_settings(args).data_dir
 
 
 def stack_state(args: argparse.Namespace) -> dict:
@@ -67,7 +70,7 @@ async def call_pipeline(args: argparse.Namespace, method: str, request):
     """One RAGPipeline unary call: as the user of $NUCLEUS_API_KEY when set, else signed as the operator."""
     from nucleus.v1 import rag_pipeline_pb2_grpc as rag_grpc
     from shared.grpc_client import aio_channel, call
-    key = os.environ.get("NUCLEUS_API_KEY", "")
+    key = cli_settings(args).api_key.get_secret_value()
     signing = None if key else credentials(args, "rag_pipeline")
     async with aio_channel(target(args, "rag_pipeline"), signing, tls_ca_file=tls_ca(args)) as channel:
         stub = rag_grpc.RagPipelineStub(channel)

@@ -10,8 +10,9 @@
     nucleus check   the full consistency check of one tenant (repairs by default)
 
 Exit codes: `status` 0 when every service serves (storage problems are shown, and do not
-fail it), 6 when a service is down or failed; `check` 0 when the tenant is consistent
-(after the repair), 8 when problems remain.
+fail it), 6 when a service is down or failed; `check`: CHECK_EXIT_CODES (0 when the tenant is
+consistent after the repair, 8 when problems remain, else its error's; also in its --help and
+docs/OPERATIONS.md).
 """
 from __future__ import annotations
 
@@ -26,15 +27,32 @@ from rich.markup import escape
 from rich.table import Table
 
 from cli.sources_file import source_lines, sources_file
-from cli.stack import console, credentials, stack_state, target, tls_ca
+from cli.stack import INTERRUPTED_EXIT, USAGE_EXIT, console, credentials, stack_state, target, tls_ca
 from cli.supervisor import GRPC_NAMES
 from services.knowledge_store.client import KnowledgeStoreClient
 from services.knowledge_store.disk import human_bytes
 from services.knowledge_store.models import StoreStatus, TenantCheck
+from shared import errors
 from shared.errors import NucleusError
 from shared.healthcheck import health_ok
 
-INCONSISTENT_EXIT = 8
+CONSISTENT_EXIT, INCONSISTENT_EXIT = 0, 8
+#: Every exit code of `nucleus check` and what it means (its --help epilog; docs/OPERATIONS.md,
+#: "Consistency of vectors and keyword rows", lists the same).
+CHECK_EXIT_CODES = {
+    CONSISTENT_EXIT: "the tenant is consistent (after the repair)",
+    errors.NucleusError.exit_code: "internal error (the KnowledgeStore's INTERNAL, or a bug: its traceback is shown)",
+    USAGE_EXIT: "bad arguments or tenant id, or CheckTenant not served (the qdrant backend)",
+    errors.NotFound.exit_code: "not found",
+    errors.Unauthenticated.exit_code: "the operator credential was refused (unauthenticated, permission denied)",
+    errors.ResourceExhausted.exit_code: "rate limited, or no space left in the data directory",
+    errors.Unavailable.exit_code: "no running stack, or the KnowledgeStore is unreachable or did not answer in time",
+    errors.FailedPrecondition.exit_code: "the tenant cannot be checked until an operator acts "
+                                         "(read-only data directory, corrupted database)",
+    INCONSISTENT_EXIT: "problems remain: damaged, missing or orphaned rows, or indexes disagreeing with "
+                       "SQLite (with --no-repair: found, not repaired)",
+    INTERRUPTED_EXIT: "interrupted (Ctrl-C)",
+}
 
 
 def supervisor_alive(state: dict) -> bool:
@@ -154,7 +172,7 @@ def cmd_check(args: argparse.Namespace) -> int:
     console.print(check_table(check))
     if check.deferred:
         console.print(f"[yellow]waiting:[/yellow] {escape(check.deferred)}")
-    return 0 if check.consistent else INCONSISTENT_EXIT
+    return CONSISTENT_EXIT if check.consistent else INCONSISTENT_EXIT
 
 
 async def _check(ks_target: str, tenant: str, repair: bool, interceptors: list | None, ca) -> TenantCheck:
@@ -217,12 +235,15 @@ def register_status(sub: argparse._SubParsersAction) -> None:
 
 
 def register(sub: argparse._SubParsersAction) -> None:
-    check = sub.add_parser("check", help="full consistency check of a tenant; rebuilds missing derived rows")
+    check = sub.add_parser("check", help="full consistency check of a tenant; rebuilds missing derived rows",
+                           formatter_class=argparse.RawDescriptionHelpFormatter,
+                           epilog="exit codes:\n" + "".join(f"  {code:<4} {meaning}\n"
+                                                            for code, meaning in CHECK_EXIT_CODES.items()))
     check.add_argument("--tenant", required=True)
     check.add_argument("--no-repair", action="store_true", help="only report, change nothing")
     check.add_argument("--knowledge-store-target", dest="knowledge_store_target")
     check.set_defaults(func=cmd_check)
 
 
-__all__ = ["cmd_check", "cmd_status", "register", "register_status", "service_table", "store_lines", "store_status",
-           "supervisor_alive"]
+__all__ = ["CHECK_EXIT_CODES", "cmd_check", "cmd_status", "register", "register_status", "service_table",
+           "store_lines", "store_status", "supervisor_alive"]

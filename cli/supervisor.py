@@ -40,11 +40,11 @@ from cli.restarts import FAILED, RUNNING, STARTING, WAITING, RestartPolicy, Supe
 from cli.supervisor_metrics import DEFAULT_PORT as SUPERVISOR_METRICS_PORT
 from cli.supervisor_metrics import SupervisorMetrics
 
-from shared.auth.service_identity import ensure_identities, stack_identity_dir
+from shared.auth.service_identity import ensure_identities
 from shared.errors import InvalidArgument
 from shared.healthcheck import health_ok
 from shared.tls import make_local_ca
-from shared.settings import default_data_dir
+from shared.settings import CliSettings, default_data_dir, settings_from_env, warn_unknown_env
 
 log = logging.getLogger("nucleus.supervisor")
 
@@ -142,10 +142,13 @@ class Supervisor:
         """`policy`: restarts (cli/restarts.py); `clock`: the monitor's time; `commands`: argv per
         service instead of its module; `probe(name, address)`: readiness instead of grpc.health;
         `mode`: "split" (a process per service) or "single" (one process hosting all three);
-        None: $NUCLEUS_MODE, else "split" (`nucleus up` passes `default_mode()`)."""
-        self.mode = check_mode(mode or os.environ.get("NUCLEUS_MODE", "").strip().lower() or "split")
+        None: NUCLEUS_MODE, else "split" (`nucleus up` passes `default_mode()`). The supervisor's
+        settings (CliSettings) are read from the environment, `extra_env` winning over it."""
+        self.extra_env = extra_env or {}
+        self.settings = settings_from_env(CliSettings, self.extra_env)
+        self.mode = check_mode(mode or self.settings.mode.strip().lower() or "split")
         self.units = SERVICES if self.mode == "split" else (SINGLE,)     # the processes, in start order
-        self.policy = policy or RestartPolicy.from_env()
+        self.policy = policy or RestartPolicy.from_settings(self.settings)
         self.clock = clock
         self.commands = commands or {}
         self.probe = probe
@@ -157,7 +160,6 @@ class Supervisor:
         self.state_file = self.run_dir / "stack.json"
         self.host = host
         self.ephemeral = ephemeral_ports
-        self.extra_env = extra_env or {}
         self.children: dict[str, Child] = {}
         self.metrics: SupervisorMetrics | None = None       # its /metrics, once started
 
@@ -200,19 +202,12 @@ class Supervisor:
     def identity_dir(self) -> Path | None:
         """Where the stack's key pairs and trust bundle live when authentication is required
         (NUCLEUS_REQUIRE_AUTH or NUCLEUS_RAG_REQUIRE_AUTH); None: authentication is off."""
-        env = {**os.environ, **self.extra_env}
-        if not any(env.get(k, "").lower() in ("1", "true", "yes", "on")
-                   for k in ("NUCLEUS_REQUIRE_AUTH", "NUCLEUS_RAG_REQUIRE_AUTH")):
-            return None
-        return stack_identity_dir(self.data_dir, env)
+        return self.settings.resolved_identity_dir(self.data_dir) if self.settings.require_auth else None
 
     @property
     def tls_dir(self) -> Path | None:
         """Where the local CA and the services' certificates live with NUCLEUS_TLS=1; None: plaintext."""
-        env = {**os.environ, **self.extra_env}
-        if env.get("NUCLEUS_TLS", "").lower() not in ("1", "true", "yes", "on"):
-            return None
-        return self.data_dir / "tls"
+        return self.data_dir / "tls" if self.settings.tls else None
 
     def start(self, timeout_s: float = 180.0) -> dict[str, dict]:
         if self.identity_dir is not None:
@@ -244,9 +239,9 @@ class Supervisor:
 
     def _start_metrics(self) -> None:
         """The supervisor's /metrics (cli/supervisor_metrics.py): restarts and failed services."""
-        env = {**os.environ, **self.extra_env}
-        raw = env.get("NUCLEUS_SUPERVISOR_METRICS_PORT", "").strip()
-        port = int(raw) if raw.lstrip("-").isdigit() else (0 if self.ephemeral else SUPERVISOR_METRICS_PORT)
+        port = self.settings.supervisor_metrics_port
+        if port is None:
+            port = 0 if self.ephemeral else SUPERVISOR_METRICS_PORT
         if port < 0:
             return
         metrics = SupervisorMetrics(self._hosts, self.identity_dir, clock=self.clock)
@@ -390,9 +385,9 @@ def check_mode(mode: str) -> str:
     return mode
 
 
-def default_mode() -> str:
-    """The deployment mode `nucleus up` uses unless told: $NUCLEUS_MODE, else DEFAULT_MODE."""
-    return check_mode(os.environ.get("NUCLEUS_MODE", "").strip().lower() or DEFAULT_MODE)
+def default_mode(settings: CliSettings) -> str:
+    """The deployment mode `nucleus up` uses unless told: NUCLEUS_MODE, else DEFAULT_MODE."""
+    return check_mode(settings.mode.strip().lower() or DEFAULT_MODE)
 
 
 def main() -> None:
@@ -400,12 +395,13 @@ def main() -> None:
     parser.add_argument("--data-dir", type=Path, default=default_data_dir())
     parser.add_argument("--ephemeral-ports", action="store_true")
     parser.add_argument("--host", default="127.0.0.1")
-    parser.add_argument("--mode", choices=MODES, default=default_mode(),
+    parser.add_argument("--mode", choices=MODES, default=default_mode(settings_from_env(CliSettings)),
                         help="single: the three services in one process; split: a process each "
                              "(default: $NUCLEUS_MODE, else %(default)s)")
     args = parser.parse_args()
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s",
                         stream=sys.stderr)
+    warn_unknown_env(log)
     supervisor = Supervisor(args.data_dir, ephemeral_ports=args.ephemeral_ports, host=args.host, mode=args.mode)
     stop_flag = [False]
 

@@ -27,7 +27,7 @@ from rich.table import Table
 
 from cli.identity import identity_dir
 from cli.stack import console, stack_state, tls_ca
-from shared.auth.scrape import scrape_token_file
+from shared.auth.service_identity import scrape_token_file
 from shared.errors import InvalidArgument
 from shared.telemetry.rpc import SERVER_ERROR_CODES
 

@@ -15,7 +15,6 @@ shared.telemetry.trace_files (the web console's Traces page reads them too).
 from __future__ import annotations
 
 import argparse
-import os
 import time
 from collections.abc import Sequence
 from pathlib import Path
@@ -26,7 +25,7 @@ from rich.table import Table
 from rich.text import Text
 
 from shared.errors import NotFound
-from shared.settings import default_data_dir
+from shared.settings import TelemetrySettings, cli_settings
 from shared.telemetry.trace_files import (  # noqa: F401 - the reading half, re-exported
     SpanRecord,
     Trace,
@@ -130,11 +129,11 @@ def render_list(traces: Sequence[Trace], console: Console) -> None:
 
 # ---------------------------------------------------------------------------- CLI
 def default_trace_dir(args: argparse.Namespace) -> Path:
-    explicit = getattr(args, "trace_dir", None) or os.environ.get("NUCLEUS_OTEL_TRACE_DIR")
+    explicit = getattr(args, "trace_dir", None) or TelemetrySettings().trace_dir
     if explicit:
         return Path(explicit).resolve()
     data_dir = getattr(args, "data_dir", None)
-    return (Path(data_dir).resolve() if data_dir else default_data_dir()) / "traces"
+    return (Path(data_dir).resolve() if data_dir else cli_settings(args).data_dir) / "traces"
 
 
 def cmd_traces(args: argparse.Namespace, console: Console | None = None) -> int:

@@ -69,11 +69,11 @@ async def query_times(store: KnowledgeStore, n: int, rng: random.Random) -> dict
     for _ in range(n):
         query = " ".join(rng.choice(WORDS) for _ in range(3))
         started = time.perf_counter()
-        await store.search_by_filters("t", query, [], 10, SearchFilters())
+        await store.keyword("t", query, [], 10, SearchFilters(), hits=True)
         out["keyword"].append((time.perf_counter() - started) * 1000)
         vector = await embedder.embed([query])
         started = time.perf_counter()
-        await store.search_by_vector("t", vector, 10, SearchFilters())
+        await store.dense("t", vector, 10, SearchFilters(), hits=True)
         out["vector"].append((time.perf_counter() - started) * 1000)
     return out
 
@@ -230,8 +230,8 @@ async def reliability_phase(target: str, out: Path) -> tuple[list[str], dict]:
     restored = KnowledgeStore(KnowledgeStoreSettings(data_dir=fresh, scrub_interval_s=0), RandomEmbedder())
     source = KnowledgeStoreClient(target)
     try:
-        mine, _ = await restored.search_by_filters("rel-backup", "", [], 1_000, SearchFilters())
-        theirs, _ = await source.search_by_filters("rel-backup", "", [], 1_000, SearchFilters())
+        mine, _ = await restored.keyword("rel-backup", "", [], 1_000, SearchFilters(), hits=True)
+        theirs, _ = await source.keyword("rel-backup", "", [], 1_000, SearchFilters(), hits=True)
         count = lambda hits: {a: sum(1 for h in hits if h.entry.artifact_id == a)  # noqa: E731
                               for a in {h.entry.artifact_id for h in hits}}
         have, full = count(mine), count(theirs)
@@ -255,7 +255,7 @@ async def reliability_phase(target: str, out: Path) -> tuple[list[str], dict]:
     try:
         for tenant in ("c0", "c1", "c2"):
             await store.ingest(tenant, "", [make_doc(i, rng) for i in range(300)])
-            hits, _ = await store.search_by_filters(tenant, "pump seal valve", [], 20, SearchFilters())
+            hits, _ = await store.keyword(tenant, "pump seal valve", [], 20, SearchFilters(), hits=True)
             before[tenant] = [(h.entry.id, round(h.score, 5)) for h in hits]
         (out / "csnap").mkdir(exist_ok=True)
         [snap] = await store.backup(["c1"], out / "csnap")
@@ -290,11 +290,11 @@ async def reliability_phase(target: str, out: Path) -> tuple[list[str], dict]:
         if any(t != "c1" for t, _ in problems):
             failures.append(f"other tenants reported: {problems}")
         for tenant in ("c0", "c2"):
-            hits, _ = await store.search_by_filters(tenant, "pump seal valve", [], 20, SearchFilters())
+            hits, _ = await store.keyword(tenant, "pump seal valve", [], 20, SearchFilters(), hits=True)
             if [(h.entry.id, round(h.score, 5)) for h in hits] != before[tenant]:
                 failures.append(f"tenant {tenant} answers changed")
         await store.restore_tenant("c1", out / "csnap" / snap.file, snap.sha256)
-        hits, _ = await store.search_by_filters("c1", "pump seal valve", [], 20, SearchFilters())
+        hits, _ = await store.keyword("c1", "pump seal valve", [], 20, SearchFilters(), hits=True)
         if [(h.entry.id, round(h.score, 5)) for h in hits] != before["c1"]:
             failures.append("tenant c1 answers differ after the restore")
         if store.status().problems:

@@ -67,8 +67,8 @@ async def collect(stack_dir: Path, tenant: str, queries: list[tuple[str, str, st
     out = []
     try:
         for (qid, kind, text, target), qv in zip(queries, vectors):
-            keyword, _ = await store.candidates_by_filters(tenant, text, [], top_k, SearchFilters())
-            dense, completion = await store.candidates_by_vector_with_completion(
+            keyword, _ = await store.keyword(tenant, text, [], top_k, SearchFilters())
+            dense, completion = await store.complete(
                 tenant, qv[None, :], top_k, SearchFilters(), keywords=text, complete_rows=keyword.row_ids)
             stats = completion.keyword_stats
             variants = []

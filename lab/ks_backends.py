@@ -91,10 +91,10 @@ async def run_backend(name: str, settings: KnowledgeStoreSettings, corpus: list[
         lat: dict[str, list[float]] = {"dense": [], "bm25": []}
         for qid, text, qv in queries:
             t = time.perf_counter()
-            [dense] = await store.search_by_vector(TENANT, qv[None, :], DEPTH, SearchFilters())
+            [dense] = await store.dense(TENANT, qv[None, :], DEPTH, SearchFilters(), hits=True)
             lat["dense"].append((time.perf_counter() - t) * 1000)
             t = time.perf_counter()
-            keyword, _ = await store.search_by_filters(TENANT, text, [], DEPTH, SearchFilters())
+            keyword, _ = await store.keyword(TENANT, text, [], DEPTH, SearchFilters(), hits=True)
             lat["bm25"].append((time.perf_counter() - t) * 1000)
             d, b = _docs([h.entry.id for h in dense]), _docs([h.entry.id for h in keyword])
             legs["dense"].append(ndcg_at_k(d, qrels[qid], K))

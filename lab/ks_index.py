@@ -141,7 +141,7 @@ async def store_level(corpus: np.ndarray, queries: np.ndarray, configs: dict[str
                     lat, found = [], []
                     for q in queries:
                         t0 = time.perf_counter()
-                        [hits] = await store.search_by_vector("bench", q[None, :], K, filters)
+                        [hits] = await store.dense("bench", q[None, :], K, filters, hits=True)
                         lat.append((time.perf_counter() - t0) * 1000)
                         found.append({h.entry.id for h in hits})
                     if name == "flat":

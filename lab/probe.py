@@ -31,7 +31,7 @@ from nucleus.v1 import rag_pipeline_pb2 as rag_pb
 from nucleus.v1 import rag_pipeline_pb2_grpc as rag_grpc
 from benchmarks.queries import run_concurrent
 from services.knowledge_store.client import KnowledgeStoreClient
-from shared.records import SearchFilters
+from shared.records import RetrievalRequest
 from services.llm_orchestration.client import LlmOrchestrationClient
 from shared.grpc_client import aio_channel, call
 
@@ -223,11 +223,11 @@ async def probe(args: argparse.Namespace) -> None:
         vectors = await llm.embed([text])
         embed.append((time.perf_counter() - started) * 1000)
         started = time.perf_counter()
-        columns, _ = await ks.candidates_by_filters(args.tenant, text, [], args.top_k_initial, SearchFilters())
+        columns = (await ks.retrieve(RetrievalRequest(args.tenant, text, args.top_k_initial, keyword=True))).keyword
         keyword.append((time.perf_counter() - started) * 1000)
         started = time.perf_counter()
-        await ks.candidates_by_vector_with_completion(args.tenant, vectors, args.top_k_initial, SearchFilters(),
-                                                      keywords=text, complete_rows=columns.row_ids)
+        await ks.retrieve(RetrievalRequest(args.tenant, text, args.top_k_initial, vectors=vectors, complete=True,
+                                           complete_rows=columns.row_ids))
         vector.append((time.perf_counter() - started) * 1000)
     print(f"direct calls p50: embed {_p50(embed)} ms (cached after the pass above), "
           f"keyword leg {_p50(keyword)} ms, vector leg with score completion {_p50(vector)} ms")

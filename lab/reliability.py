@@ -49,7 +49,7 @@ from cli.supervisor import GRPC_NAMES, SERVICES, Supervisor
 from services.knowledge_store.client import KnowledgeStoreClient
 from shared.errors import DeadlineExceeded, FailedPrecondition, NucleusError, StorageFull, Unavailable
 from shared.healthcheck import health_ok
-from shared.records import ArtifactMeta, DocumentIn, SearchFilters
+from shared.records import ArtifactMeta, DocumentIn, RetrievalRequest
 
 WORDS = ("battery controller reset firmware update turbine inspection gearbox bearing vibration sensor "
          "calibration charging status light warranty incident report policy travel expense approval "
@@ -289,7 +289,7 @@ async def disk(sup: Supervisor, out: Path, report: Report) -> None:
         facts["batches_before_full"] = i
         if full is None or str(data) not in str(full) or "free" not in str(full):
             failures.append(f"no RESOURCE_EXHAUSTED naming {data} and its free space: {full}")
-        hits, _ = await with_client(target, lambda c: c.search_by_filters("t", "battery", [], 5, SearchFilters()))
+        hits = (await with_client(target, lambda c: c.retrieve(RetrievalRequest("t", "battery", 5, keyword=True, hits=True)))).keyword_hits
         if not hits:
             failures.append("searches not served on a full disk")
         if (await with_client(target, lambda c: c.store_status())).state != "degraded":
@@ -303,7 +303,7 @@ async def disk(sup: Supervisor, out: Path, report: Report) -> None:
             failures.append("could not remount read-only")
         proc = _start_store(data, llm, ready)
         target = json.loads(ready.read_text())["grpc"]
-        hits, _ = await with_client(target, lambda c: c.search_by_filters("t", "battery", [], 5, SearchFilters()))
+        hits = (await with_client(target, lambda c: c.retrieve(RetrievalRequest("t", "battery", 5, keyword=True, hits=True)))).keyword_hits
         facts["read_only_hits"] = len(hits)
         if not hits:
             failures.append("a read-only data directory serves no searches")

@@ -41,7 +41,7 @@ async def _calls(mode: str, clients: int, calls: int, tmp: Path) -> dict[str, fl
     if mode in ("tracing", "both"):
         from shared.telemetry.providers import setup_telemetry
         from shared.telemetry.server_interceptor import ServerTracingInterceptor
-        from shared.telemetry.settings import TelemetrySettings
+        from shared.settings import TelemetrySettings
 
         setup_telemetry("knowledge_store", TelemetrySettings(trace_dir=tmp / "traces"))
         server_interceptors.append(ServerTracingInterceptor())
@@ -104,7 +104,7 @@ def _per_span_costs(tmp: Path) -> list[tuple[str, float]]:
     from shared.telemetry.providers import build_telemetry
     from shared.telemetry.rpc import RPC_METER_NAME
     from shared.telemetry.server_interceptor import _GETTER
-    from shared.telemetry.settings import TelemetrySettings
+    from shared.settings import TelemetrySettings
     from shared.telemetry.span_redaction import Redactor
     from shared.telemetry.stage_metrics import StageMetrics
 

@@ -13,11 +13,14 @@ the trailing metadata (`nucleus-error-kind`), so a client can tell a subclass th
 base's status apart (StorageFull from a rate limit, both RESOURCE_EXHAUSTED). A rate limit
 that knows when a retry can succeed adds `retry-after` (whole seconds); `abort_for` is the one
 way a server aborts with an error, for servicers (`translate_errors`) and interceptors alike.
+A call cut because its connection went away (GOAWAY, "Too many pings", a socket closed or
+reset) reads "the connection to the <service> was closed by the server: <gRPC's detail>".
 """
 from __future__ import annotations
 
 import functools
 import logging
+import re
 from typing import Any, Callable
 
 import grpc
@@ -120,6 +123,12 @@ def translate_errors(method: Callable[..., Any]) -> Callable[..., Any]:
     return wrapper
 
 
+# What gRPC reports when an established connection went away under a call: the server's
+# GOAWAY (its keepalive policy's "too_many_pings", a shutdown), a socket closed or reset.
+_CLOSED_CONNECTION = re.compile(r"goaway|too.many.pings|socket closed|connection reset|broken pipe|"
+                                r"stream removed|connection closed|endpoint closing", re.IGNORECASE)
+
+
 def from_grpc_error(err: grpc.RpcError, *, service: str) -> NucleusError:
     """Turn a failed call to one of our services back into the hierarchy (client side)."""
     code = err.code() if hasattr(err, "code") else grpc.StatusCode.UNKNOWN
@@ -127,6 +136,8 @@ def from_grpc_error(err: grpc.RpcError, *, service: str) -> NucleusError:
     if code == grpc.StatusCode.INVALID_ARGUMENT:
         field, _, problem = details.partition(": ")
         return InvalidArgument(field if problem else "request", problem or details)
+    if code == grpc.StatusCode.UNAVAILABLE and _CLOSED_CONNECTION.search(details):
+        return Unavailable(f"the connection to the {service} was closed by the server: {details}")
     if code == grpc.StatusCode.UNAVAILABLE:
         return Unavailable(f"{service} unavailable: {details}")
     if code == grpc.StatusCode.DEADLINE_EXCEEDED:

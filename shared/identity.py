@@ -18,6 +18,7 @@ from contextvars import ContextVar
 from dataclasses import dataclass, field
 
 from shared.errors import Unauthenticated
+from shared.settings import StackSettings
 
 #: What a tenant id may be, everywhere (credentials, JWT claims, store requests, directory names):
 #: 1-64 characters, letters, digits, '_', '.', '-', starting with a letter or digit.
@@ -63,10 +64,10 @@ def relays_operator(principal: Principal | None) -> bool:
 
 
 def local_principal() -> Principal:
-    groups = tuple(g for g in os.environ.get("NUCLEUS_LOCAL_GROUPS", "").split(",") if g)
-    return Principal(tenant_id=os.environ.get("NUCLEUS_LOCAL_TENANT", "demo"),
-                     user_id=os.environ.get("NUCLEUS_LOCAL_USER", os.environ.get("USER", "local")),
-                     groups=groups, auth_method="local", roles=(ADMIN,))  # the owner of a local stack
+    """NUCLEUS_LOCAL_TENANT / _USER / _GROUPS (`StackSettings`): the owner of a local stack."""
+    stack = StackSettings()
+    return Principal(tenant_id=stack.local_tenant, user_id=stack.local_user or os.environ.get("USER", "local"),
+                     groups=tuple(g for g in stack.local_groups.split(",") if g), auth_method="local", roles=(ADMIN,))
 
 
 #: gRPC metadata of a caller without a verified identity (authentication off) asking to be

@@ -5,9 +5,9 @@
     read_runs(data_dir, tenant)                                  newest first, for the tenant page
 
 One small JSON file per tenant, `<data dir>/ingest_runs/<tenant>.json`, bounded: the last
-MAX_RUNS runs, each with at most MAX_FILES per-file outcomes (the failed ones first) and the
-counts of all. Written under an exclusive lock by temporary file + rename, so a reader never sees
-a torn file and two writers keep each other's runs. Paths are relative to the folder, and the
+MAX_RUNS runs, each with at most MAX_FILES per-file outcomes (failed, then truncated, first) and
+the counts of all. Written under an exclusive lock by temporary file + rename, so a reader never
+sees a torn file and two writers keep each other's runs. Paths are relative to the folder, and the
 folder is named by its last component only: a tenant's admin reads this, not the host's layout.
 """
 from __future__ import annotations
@@ -88,7 +88,8 @@ def record_run(data_dir: Path, tenant: str, root: Path, mode: str, outcomes: Ite
     counts: dict[str, int] = {}
     for f in files:
         counts[f["status"]] = counts.get(f["status"], 0) + 1
-    files.sort(key=lambda f: (f["status"] != "failed", f["status"] == "unchanged", f["path"]))
+    files.sort(key=lambda f: (f["status"] != "failed", f["status"] != "truncated", f["status"] == "unchanged",
+                              f["path"]))
     run = {"finished_unix": int(time.time()), "folder": root.name, "mode": mode, "seconds": round(seconds, 2),
            "counts": counts, "files": files[:MAX_FILES], "files_left_out": max(0, len(files) - MAX_FILES)}
     try:

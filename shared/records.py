@@ -40,6 +40,7 @@ class DocumentIn:
     artifact: ArtifactMeta
     content: str
     content_type: str = "text/plain"    # "text/plain" | "text/markdown" | "text/html"
+    truncated: str = ""                 # what a conversion limit left out, with the count; "" = nothing
 
 
 @dataclass(frozen=True, slots=True)
@@ -99,7 +100,6 @@ class CandidateColumns:
     reputation_prior: np.ndarray    # float32, as stored (0 = the source type's default)
     feedback_helpful: np.ndarray    # int32
     feedback_unhelpful: np.ndarray  # int32
-    top_hits: tuple[Hit, ...] = ()  # full hits of the first candidates, when asked for
     row_ids: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64))
     """int64: the store's row id of each candidate (empty when the source does not say), what a
     score-completion request names rows by (`ScoreCompletion`)."""
@@ -109,7 +109,7 @@ class CandidateColumns:
 
     @staticmethod
     def from_rows(rows: list[tuple], scores: list[float] | np.ndarray,
-                  top_hits: tuple[Hit, ...] = (), row_ids: list[int] | np.ndarray = ()) -> CandidateColumns:
+                  row_ids: list[int] | np.ndarray = ()) -> CandidateColumns:
         """rows: (entry_id, artifact_id, timestamp, richness, reputation_prior, helpful,
         unhelpful) per candidate, in rank order; scores (and row ids, if known) in the same order."""
         if not rows:
@@ -119,7 +119,7 @@ class CandidateColumns:
             entry_ids=ids, artifact_ids=arts, scores=np.asarray(scores, np.float32),
             timestamps_unix=np.asarray(ts, np.int64), richness=np.asarray(rich, np.float32),
             reputation_prior=np.asarray(rep, np.float32), feedback_helpful=np.asarray(good, np.int32),
-            feedback_unhelpful=np.asarray(bad, np.int32), top_hits=top_hits,
+            feedback_unhelpful=np.asarray(bad, np.int32),
             row_ids=np.asarray(row_ids, np.int64))
 
 
@@ -327,6 +327,44 @@ class SearchFilters:
 
 
 _NO_FILTERS = SearchFilters()
+
+
+@dataclass(frozen=True, slots=True)
+class RetrievalRequest:
+    """One retrieval from the KnowledgeStore (its front, services/knowledge_store/front.py): the
+    keyword leg, the dense leg or both, for one tenant, under `filters`.
+
+        phrases     the keyword phrases (a blank first phrase with `keyword`: a metadata listing)
+        keyword     run the keyword (BM25) leg over `phrases`
+        vectors     run the dense leg, one search per row (None: no dense leg)
+        complete    with `vectors`: both signals (best cosine, BM25 of `phrases`) for every dense
+                    candidate, every keyword-leg row and `complete_rows` (`ScoreCompletion`)
+        hits        full hits (entries with text and artifact) instead of ranking-signal columns
+        feedback_expansion  "" = none, "rm3": the keyword leg and the completion's BM25 search
+                    the query expanded by the store (feedback_expansion.py)"""
+    tenant_id: str
+    phrases: Keywords = ""
+    top_k: int = 10
+    filters: SearchFilters = _NO_FILTERS
+    vectors: np.ndarray | None = None
+    keyword: bool = False
+    complete: bool = False
+    complete_rows: tuple[int, ...] | np.ndarray = ()
+    hits: bool = False
+    feedback_expansion: str = ""
+
+
+@dataclass(frozen=True, slots=True)
+class Retrieval:
+    """What a `RetrievalRequest` answered: the keyword leg's columns (or `keyword_hits`) and
+    analysed terms searched, the dense leg's columns per query vector (or `dense_hits`), and the
+    completion when asked for. A leg not asked for is None."""
+    keyword: CandidateColumns | None = None
+    terms: tuple[str, ...] = ()
+    dense: tuple[CandidateColumns, ...] | None = None
+    completion: ScoreCompletion | None = None
+    keyword_hits: tuple[Hit, ...] | None = None
+    dense_hits: tuple[tuple[Hit, ...], ...] | None = None
 
 
 @dataclass(frozen=True, slots=True)

@@ -31,6 +31,7 @@ import grpc
 from grpc_health.v1 import health, health_pb2, health_pb2_grpc
 from grpc_reflection.v1alpha import reflection
 
+from shared import keepalive
 from shared.grpc_client import MAX_MESSAGE_BYTES
 from shared.http_guard import guard_http_app
 from shared.settings import ServiceSettings
@@ -39,6 +40,15 @@ from shared.telemetry.providers import setup_telemetry, shutdown_telemetry  # te
 from shared.telemetry.server_interceptor import ServerTracingInterceptor  # telemetry hook
 
 log = logging.getLogger(__name__)
+
+# Every service's gRPC server, in split and single mode: message limits as the channels', and the
+# keepalive policy that permits what our channels send (shared/keepalive.py).
+SERVER_OPTIONS = [
+    ("grpc.max_send_message_length", MAX_MESSAGE_BYTES),
+    ("grpc.max_receive_message_length", MAX_MESSAGE_BYTES),
+    ("grpc.so_reuseport", 0),
+    *keepalive.server_options(),
+]
 
 
 @dataclass
@@ -144,11 +154,7 @@ async def run_service(spec: ServiceSpec, settings: ServiceSettings, *, ready_fil
         setup_telemetry(spec.name)  # telemetry hook: the OTel SDK, once per process
     server = grpc.aio.server(
         interceptors=[ServerTracingInterceptor(), *spec.grpc_interceptors],  # telemetry hook: SERVER spans
-        options=[
-            ("grpc.max_send_message_length", MAX_MESSAGE_BYTES),
-            ("grpc.max_receive_message_length", MAX_MESSAGE_BYTES),
-            ("grpc.so_reuseport", 0),
-        ],
+        options=SERVER_OPTIONS,
     )
     spec.add_servicers(server)
     await _start_metrics(spec, "split" if own_process else "single")

@@ -31,8 +31,7 @@ from benchmarks.secure_stack import SecureStack
 from nucleus.v1 import common_pb2 as pb
 from nucleus.v1 import knowledge_store_pb2 as ks_pb
 from nucleus.v1 import llm_orchestration_pb2 as llm_pb
-from shared.auth.scrape import scrape_token_file
-from shared.auth.service_identity import CALLERS, OPERATOR_TTL_S
+from shared.auth.service_identity import CALLERS, OPERATOR_TTL_S, scrape_token_file
 from shared.identity import OPERATOR
 
 HR_ONLY = "hr-travel-exceptions-2026"

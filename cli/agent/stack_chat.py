@@ -54,7 +54,7 @@ class StackChat:
         self.target = target
         self.persona_id = persona_id
         # No channel retries: LlmOrchestration retries the model call under its breaker (one policy).
-        self._channel = aio_channel(target, None, tls_ca_file=tls_ca_file, retries=False)
+        self._channel = aio_channel(target, None, tls_ca_file=tls_ca_file)
         self._stub = rag_grpc.RagPipelineStub(self._channel)
         self._metadata = (("authorization", f"Bearer {token}"),) if token else (LOCAL_PRINCIPAL_METADATA,)
         self.timeout_s = timeout_s

@@ -62,14 +62,16 @@ class RestoreTenantResponse(_message.Message):
     def __init__(self, restored: _Optional[_Union[TenantSnapshot, _Mapping]] = ..., unavailable_seconds: _Optional[float] = ...) -> None: ...
 
 class Document(_message.Message):
-    __slots__ = ("artifact", "content", "content_type")
+    __slots__ = ("artifact", "content", "content_type", "truncated")
     ARTIFACT_FIELD_NUMBER: _ClassVar[int]
     CONTENT_FIELD_NUMBER: _ClassVar[int]
     CONTENT_TYPE_FIELD_NUMBER: _ClassVar[int]
+    TRUNCATED_FIELD_NUMBER: _ClassVar[int]
     artifact: _common_pb2.ArtifactMetadata
     content: str
     content_type: str
-    def __init__(self, artifact: _Optional[_Union[_common_pb2.ArtifactMetadata, _Mapping]] = ..., content: _Optional[str] = ..., content_type: _Optional[str] = ...) -> None: ...
+    truncated: str
+    def __init__(self, artifact: _Optional[_Union[_common_pb2.ArtifactMetadata, _Mapping]] = ..., content: _Optional[str] = ..., content_type: _Optional[str] = ..., truncated: _Optional[str] = ...) -> None: ...
 
 class IngestDocumentsRequest(_message.Message):
     __slots__ = ("tenant_id", "persona_id", "documents", "commit_valid")
@@ -144,32 +146,58 @@ class FloatVector(_message.Message):
     def __init__(self, values: _Optional[_Iterable[float]] = ...) -> None: ...
 
 class VectorSearchRequest(_message.Message):
-    __slots__ = ("tenant_id", "query_vectors", "top_k", "filters", "candidates_only", "top_hits", "complete_scores", "keywords", "extra_keywords", "complete_row_ids", "include_keyword_leg", "feedback_expansion")
+    __slots__ = ("tenant_id", "query_vectors", "top_k", "filters")
     TENANT_ID_FIELD_NUMBER: _ClassVar[int]
     QUERY_VECTORS_FIELD_NUMBER: _ClassVar[int]
     TOP_K_FIELD_NUMBER: _ClassVar[int]
     FILTERS_FIELD_NUMBER: _ClassVar[int]
-    CANDIDATES_ONLY_FIELD_NUMBER: _ClassVar[int]
-    TOP_HITS_FIELD_NUMBER: _ClassVar[int]
-    COMPLETE_SCORES_FIELD_NUMBER: _ClassVar[int]
-    KEYWORDS_FIELD_NUMBER: _ClassVar[int]
-    EXTRA_KEYWORDS_FIELD_NUMBER: _ClassVar[int]
-    COMPLETE_ROW_IDS_FIELD_NUMBER: _ClassVar[int]
-    INCLUDE_KEYWORD_LEG_FIELD_NUMBER: _ClassVar[int]
-    FEEDBACK_EXPANSION_FIELD_NUMBER: _ClassVar[int]
     tenant_id: str
     query_vectors: _containers.RepeatedCompositeFieldContainer[FloatVector]
     top_k: int
     filters: _common_pb2.KnowledgeSearchFilters
-    candidates_only: bool
-    top_hits: int
-    complete_scores: bool
+    def __init__(self, tenant_id: _Optional[str] = ..., query_vectors: _Optional[_Iterable[_Union[FloatVector, _Mapping]]] = ..., top_k: _Optional[int] = ..., filters: _Optional[_Union[_common_pb2.KnowledgeSearchFilters, _Mapping]] = ...) -> None: ...
+
+class RetrieveRequest(_message.Message):
+    __slots__ = ("tenant_id", "keywords", "extra_keywords", "top_k", "filters", "query_vectors", "keyword_leg", "complete_scores", "complete_row_ids", "hits", "feedback_expansion")
+    TENANT_ID_FIELD_NUMBER: _ClassVar[int]
+    KEYWORDS_FIELD_NUMBER: _ClassVar[int]
+    EXTRA_KEYWORDS_FIELD_NUMBER: _ClassVar[int]
+    TOP_K_FIELD_NUMBER: _ClassVar[int]
+    FILTERS_FIELD_NUMBER: _ClassVar[int]
+    QUERY_VECTORS_FIELD_NUMBER: _ClassVar[int]
+    KEYWORD_LEG_FIELD_NUMBER: _ClassVar[int]
+    COMPLETE_SCORES_FIELD_NUMBER: _ClassVar[int]
+    COMPLETE_ROW_IDS_FIELD_NUMBER: _ClassVar[int]
+    HITS_FIELD_NUMBER: _ClassVar[int]
+    FEEDBACK_EXPANSION_FIELD_NUMBER: _ClassVar[int]
+    tenant_id: str
     keywords: str
     extra_keywords: _containers.RepeatedScalarFieldContainer[str]
+    top_k: int
+    filters: _common_pb2.KnowledgeSearchFilters
+    query_vectors: _containers.RepeatedCompositeFieldContainer[FloatVector]
+    keyword_leg: bool
+    complete_scores: bool
     complete_row_ids: _containers.RepeatedScalarFieldContainer[int]
-    include_keyword_leg: bool
+    hits: bool
     feedback_expansion: str
-    def __init__(self, tenant_id: _Optional[str] = ..., query_vectors: _Optional[_Iterable[_Union[FloatVector, _Mapping]]] = ..., top_k: _Optional[int] = ..., filters: _Optional[_Union[_common_pb2.KnowledgeSearchFilters, _Mapping]] = ..., candidates_only: _Optional[bool] = ..., top_hits: _Optional[int] = ..., complete_scores: _Optional[bool] = ..., keywords: _Optional[str] = ..., extra_keywords: _Optional[_Iterable[str]] = ..., complete_row_ids: _Optional[_Iterable[int]] = ..., include_keyword_leg: _Optional[bool] = ..., feedback_expansion: _Optional[str] = ...) -> None: ...
+    def __init__(self, tenant_id: _Optional[str] = ..., keywords: _Optional[str] = ..., extra_keywords: _Optional[_Iterable[str]] = ..., top_k: _Optional[int] = ..., filters: _Optional[_Union[_common_pb2.KnowledgeSearchFilters, _Mapping]] = ..., query_vectors: _Optional[_Iterable[_Union[FloatVector, _Mapping]]] = ..., keyword_leg: _Optional[bool] = ..., complete_scores: _Optional[bool] = ..., complete_row_ids: _Optional[_Iterable[int]] = ..., hits: _Optional[bool] = ..., feedback_expansion: _Optional[str] = ...) -> None: ...
+
+class RetrieveResponse(_message.Message):
+    __slots__ = ("keyword_columns", "keyword_query_terms", "dense_columns", "completion", "keyword_hits", "dense_hits")
+    KEYWORD_COLUMNS_FIELD_NUMBER: _ClassVar[int]
+    KEYWORD_QUERY_TERMS_FIELD_NUMBER: _ClassVar[int]
+    DENSE_COLUMNS_FIELD_NUMBER: _ClassVar[int]
+    COMPLETION_FIELD_NUMBER: _ClassVar[int]
+    KEYWORD_HITS_FIELD_NUMBER: _ClassVar[int]
+    DENSE_HITS_FIELD_NUMBER: _ClassVar[int]
+    keyword_columns: CandidateColumns
+    keyword_query_terms: _containers.RepeatedScalarFieldContainer[str]
+    dense_columns: _containers.RepeatedCompositeFieldContainer[CandidateColumns]
+    completion: ScoreCompletion
+    keyword_hits: _containers.RepeatedCompositeFieldContainer[ScoredEntry]
+    dense_hits: _containers.RepeatedCompositeFieldContainer[VectorHits]
+    def __init__(self, keyword_columns: _Optional[_Union[CandidateColumns, _Mapping]] = ..., keyword_query_terms: _Optional[_Iterable[str]] = ..., dense_columns: _Optional[_Iterable[_Union[CandidateColumns, _Mapping]]] = ..., completion: _Optional[_Union[ScoreCompletion, _Mapping]] = ..., keyword_hits: _Optional[_Iterable[_Union[ScoredEntry, _Mapping]]] = ..., dense_hits: _Optional[_Iterable[_Union[VectorHits, _Mapping]]] = ...) -> None: ...
 
 class ScoreCompletion(_message.Message):
     __slots__ = ("row_ids", "dense", "bm25", "query_terms", "document_frequency", "keyword_entries")
@@ -188,7 +216,7 @@ class ScoreCompletion(_message.Message):
     def __init__(self, row_ids: _Optional[_Iterable[int]] = ..., dense: _Optional[_Iterable[float]] = ..., bm25: _Optional[_Iterable[float]] = ..., query_terms: _Optional[_Iterable[str]] = ..., document_frequency: _Optional[_Iterable[int]] = ..., keyword_entries: _Optional[int] = ...) -> None: ...
 
 class CandidateColumns(_message.Message):
-    __slots__ = ("entry_ids", "artifact_ids", "scores", "timestamps_unix", "richness", "reputation_prior", "feedback_helpful", "feedback_unhelpful", "top_hits", "row_ids")
+    __slots__ = ("entry_ids", "artifact_ids", "scores", "timestamps_unix", "richness", "reputation_prior", "feedback_helpful", "feedback_unhelpful", "row_ids")
     ENTRY_IDS_FIELD_NUMBER: _ClassVar[int]
     ARTIFACT_IDS_FIELD_NUMBER: _ClassVar[int]
     SCORES_FIELD_NUMBER: _ClassVar[int]
@@ -197,7 +225,6 @@ class CandidateColumns(_message.Message):
     REPUTATION_PRIOR_FIELD_NUMBER: _ClassVar[int]
     FEEDBACK_HELPFUL_FIELD_NUMBER: _ClassVar[int]
     FEEDBACK_UNHELPFUL_FIELD_NUMBER: _ClassVar[int]
-    TOP_HITS_FIELD_NUMBER: _ClassVar[int]
     ROW_IDS_FIELD_NUMBER: _ClassVar[int]
     entry_ids: _containers.RepeatedScalarFieldContainer[str]
     artifact_ids: _containers.RepeatedScalarFieldContainer[str]
@@ -207,9 +234,8 @@ class CandidateColumns(_message.Message):
     reputation_prior: _containers.RepeatedScalarFieldContainer[float]
     feedback_helpful: _containers.RepeatedScalarFieldContainer[int]
     feedback_unhelpful: _containers.RepeatedScalarFieldContainer[int]
-    top_hits: _containers.RepeatedCompositeFieldContainer[ScoredEntry]
     row_ids: _containers.RepeatedScalarFieldContainer[int]
-    def __init__(self, entry_ids: _Optional[_Iterable[str]] = ..., artifact_ids: _Optional[_Iterable[str]] = ..., scores: _Optional[_Iterable[float]] = ..., timestamps_unix: _Optional[_Iterable[int]] = ..., richness: _Optional[_Iterable[float]] = ..., reputation_prior: _Optional[_Iterable[float]] = ..., feedback_helpful: _Optional[_Iterable[int]] = ..., feedback_unhelpful: _Optional[_Iterable[int]] = ..., top_hits: _Optional[_Iterable[_Union[ScoredEntry, _Mapping]]] = ..., row_ids: _Optional[_Iterable[int]] = ...) -> None: ...
+    def __init__(self, entry_ids: _Optional[_Iterable[str]] = ..., artifact_ids: _Optional[_Iterable[str]] = ..., scores: _Optional[_Iterable[float]] = ..., timestamps_unix: _Optional[_Iterable[int]] = ..., richness: _Optional[_Iterable[float]] = ..., reputation_prior: _Optional[_Iterable[float]] = ..., feedback_helpful: _Optional[_Iterable[int]] = ..., feedback_unhelpful: _Optional[_Iterable[int]] = ..., row_ids: _Optional[_Iterable[int]] = ...) -> None: ...
 
 class ScoredEntry(_message.Message):
     __slots__ = ("entry", "artifact", "score", "rank")
@@ -230,50 +256,36 @@ class VectorHits(_message.Message):
     def __init__(self, hits: _Optional[_Iterable[_Union[ScoredEntry, _Mapping]]] = ...) -> None: ...
 
 class VectorSearchResponse(_message.Message):
-    __slots__ = ("per_query", "index_kind", "per_query_columns", "completion", "keyword_columns", "keyword_query_terms")
+    __slots__ = ("per_query", "index_kind")
     PER_QUERY_FIELD_NUMBER: _ClassVar[int]
     INDEX_KIND_FIELD_NUMBER: _ClassVar[int]
-    PER_QUERY_COLUMNS_FIELD_NUMBER: _ClassVar[int]
-    COMPLETION_FIELD_NUMBER: _ClassVar[int]
-    KEYWORD_COLUMNS_FIELD_NUMBER: _ClassVar[int]
-    KEYWORD_QUERY_TERMS_FIELD_NUMBER: _ClassVar[int]
     per_query: _containers.RepeatedCompositeFieldContainer[VectorHits]
     index_kind: str
-    per_query_columns: _containers.RepeatedCompositeFieldContainer[CandidateColumns]
-    completion: ScoreCompletion
-    keyword_columns: CandidateColumns
-    keyword_query_terms: _containers.RepeatedScalarFieldContainer[str]
-    def __init__(self, per_query: _Optional[_Iterable[_Union[VectorHits, _Mapping]]] = ..., index_kind: _Optional[str] = ..., per_query_columns: _Optional[_Iterable[_Union[CandidateColumns, _Mapping]]] = ..., completion: _Optional[_Union[ScoreCompletion, _Mapping]] = ..., keyword_columns: _Optional[_Union[CandidateColumns, _Mapping]] = ..., keyword_query_terms: _Optional[_Iterable[str]] = ...) -> None: ...
+    def __init__(self, per_query: _Optional[_Iterable[_Union[VectorHits, _Mapping]]] = ..., index_kind: _Optional[str] = ...) -> None: ...
 
 class FilterSearchRequest(_message.Message):
-    __slots__ = ("tenant_id", "keywords", "extra_keywords", "top_k", "filters", "candidates_only", "top_hits", "feedback_expansion")
+    __slots__ = ("tenant_id", "keywords", "extra_keywords", "top_k", "filters", "feedback_expansion")
     TENANT_ID_FIELD_NUMBER: _ClassVar[int]
     KEYWORDS_FIELD_NUMBER: _ClassVar[int]
     EXTRA_KEYWORDS_FIELD_NUMBER: _ClassVar[int]
     TOP_K_FIELD_NUMBER: _ClassVar[int]
     FILTERS_FIELD_NUMBER: _ClassVar[int]
-    CANDIDATES_ONLY_FIELD_NUMBER: _ClassVar[int]
-    TOP_HITS_FIELD_NUMBER: _ClassVar[int]
     FEEDBACK_EXPANSION_FIELD_NUMBER: _ClassVar[int]
     tenant_id: str
     keywords: str
     extra_keywords: _containers.RepeatedScalarFieldContainer[str]
     top_k: int
     filters: _common_pb2.KnowledgeSearchFilters
-    candidates_only: bool
-    top_hits: int
     feedback_expansion: str
-    def __init__(self, tenant_id: _Optional[str] = ..., keywords: _Optional[str] = ..., extra_keywords: _Optional[_Iterable[str]] = ..., top_k: _Optional[int] = ..., filters: _Optional[_Union[_common_pb2.KnowledgeSearchFilters, _Mapping]] = ..., candidates_only: _Optional[bool] = ..., top_hits: _Optional[int] = ..., feedback_expansion: _Optional[str] = ...) -> None: ...
+    def __init__(self, tenant_id: _Optional[str] = ..., keywords: _Optional[str] = ..., extra_keywords: _Optional[_Iterable[str]] = ..., top_k: _Optional[int] = ..., filters: _Optional[_Union[_common_pb2.KnowledgeSearchFilters, _Mapping]] = ..., feedback_expansion: _Optional[str] = ...) -> None: ...
 
 class FilterSearchResponse(_message.Message):
-    __slots__ = ("hits", "query_terms", "columns")
+    __slots__ = ("hits", "query_terms")
     HITS_FIELD_NUMBER: _ClassVar[int]
     QUERY_TERMS_FIELD_NUMBER: _ClassVar[int]
-    COLUMNS_FIELD_NUMBER: _ClassVar[int]
     hits: _containers.RepeatedCompositeFieldContainer[ScoredEntry]
     query_terms: _containers.RepeatedScalarFieldContainer[str]
-    columns: CandidateColumns
-    def __init__(self, hits: _Optional[_Iterable[_Union[ScoredEntry, _Mapping]]] = ..., query_terms: _Optional[_Iterable[str]] = ..., columns: _Optional[_Union[CandidateColumns, _Mapping]] = ...) -> None: ...
+    def __init__(self, hits: _Optional[_Iterable[_Union[ScoredEntry, _Mapping]]] = ..., query_terms: _Optional[_Iterable[str]] = ...) -> None: ...
 
 class TenantStatsRequest(_message.Message):
     __slots__ = ("tenant_id",)

@@ -55,6 +55,11 @@ class KnowledgeStoreStub:
                 request_serializer=nucleus_dot_v1_dot_knowledge__store__pb2.FilterSearchRequest.SerializeToString,
                 response_deserializer=nucleus_dot_v1_dot_knowledge__store__pb2.FilterSearchResponse.FromString,
                 _registered_method=True)
+        self.Retrieve = channel.unary_unary(
+                '/nucleus.v1.KnowledgeStore/Retrieve',
+                request_serializer=nucleus_dot_v1_dot_knowledge__store__pb2.RetrieveRequest.SerializeToString,
+                response_deserializer=nucleus_dot_v1_dot_knowledge__store__pb2.RetrieveResponse.FromString,
+                _registered_method=True)
         self.GetTenantStats = channel.unary_unary(
                 '/nucleus.v1.KnowledgeStore/GetTenantStats',
                 request_serializer=nucleus_dot_v1_dot_knowledge__store__pb2.TenantStatsRequest.SerializeToString,
@@ -192,6 +197,14 @@ class KnowledgeStoreServicer:
 
     def SearchPersonaKnowledgeByFilters(self, request, context):
         """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def Retrieve(self, request, context):
+        """Internal (RAGPipeline): one retrieval, the keyword leg, the dense leg or both in one call
+        (services/knowledge_store/front.py `retrieve`, shared/records.py RetrievalRequest).
+        """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
@@ -375,6 +388,11 @@ def add_KnowledgeStoreServicer_to_server(servicer, server):
                     servicer.SearchPersonaKnowledgeByFilters,
                     request_deserializer=nucleus_dot_v1_dot_knowledge__store__pb2.FilterSearchRequest.FromString,
                     response_serializer=nucleus_dot_v1_dot_knowledge__store__pb2.FilterSearchResponse.SerializeToString,
+            ),
+            'Retrieve': grpc.unary_unary_rpc_method_handler(
+                    servicer.Retrieve,
+                    request_deserializer=nucleus_dot_v1_dot_knowledge__store__pb2.RetrieveRequest.FromString,
+                    response_serializer=nucleus_dot_v1_dot_knowledge__store__pb2.RetrieveResponse.SerializeToString,
             ),
             'GetTenantStats': grpc.unary_unary_rpc_method_handler(
                     servicer.GetTenantStats,
@@ -595,6 +613,33 @@ class KnowledgeStore:
             '/nucleus.v1.KnowledgeStore/SearchPersonaKnowledgeByFilters',
             nucleus_dot_v1_dot_knowledge__store__pb2.FilterSearchRequest.SerializeToString,
             nucleus_dot_v1_dot_knowledge__store__pb2.FilterSearchResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def Retrieve(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/nucleus.v1.KnowledgeStore/Retrieve',
+            nucleus_dot_v1_dot_knowledge__store__pb2.RetrieveRequest.SerializeToString,
+            nucleus_dot_v1_dot_knowledge__store__pb2.RetrieveResponse.FromString,
             options,
             channel_credentials,
             insecure,

@@ -24,7 +24,6 @@ from typing import Literal, Protocol, runtime_checkable
 import numpy as np
 
 from ranking.profile import RankingProfile
-from services.knowledge_store.feedback_expansion import expanded_terms
 from services.knowledge_store.health import StoreHealth
 from services.knowledge_store.models import Embedder, StoredFields, StoreStatus, TenantCheck
 from shared.records import (
@@ -66,31 +65,31 @@ class StoreBackend(Protocol):
 
     async def delete(self, tenant_id: str, artifact_ids: Sequence[str]) -> tuple[int, int]: ...
 
-    async def search_by_vector(self, tenant_id: str, query_vectors: np.ndarray, top_k: int,
-                               filters: SearchFilters) -> list[list[Hit]]: ...
+    # The retrieval primitives the front (front.py `retrieve`) composes. `filters` are the
+    # call's, already scoped to the caller; `term_weights` (analysed term -> weight): search these
+    # weighted terms instead of the phrases' own (an expanded query, feedback_expansion.py).
+    async def keyword(self, tenant_id: str, keywords: Keywords, extra_keywords: Sequence[str], top_k: int,
+                      filters: SearchFilters, *, hits: bool = False, term_weights: Mapping[str, float] | None = None,
+                      ) -> tuple[list[Hit] | CandidateColumns, list[str]]:
+        """BM25 over the phrases' analysed terms (no keywords: a metadata listing, newest first):
+        full hits or columns, and the analysed terms searched."""
+        ...
 
-    async def candidates_by_vector(self, tenant_id: str, query_vectors: np.ndarray, top_k: int,
-                                   filters: SearchFilters, *, top_hits: int = 0) -> list[CandidateColumns]: ...
+    async def dense(self, tenant_id: str, query_vectors: np.ndarray, top_k: int, filters: SearchFilters, *,
+                    hits: bool = False) -> list[list[Hit]] | list[CandidateColumns]:
+        """The nearest entries by cosine per query vector: full hits or columns."""
+        ...
 
-    async def candidates_by_vector_with_completion(
+    async def complete(
             self, tenant_id: str, query_vectors: np.ndarray, top_k: int, filters: SearchFilters, *,
             keywords: Keywords, extra_keywords: Sequence[str] = (), complete_rows: Sequence[int] = (),
             term_weights: Mapping[str, float] | None = None,
-    ) -> tuple[list[CandidateColumns], ScoreCompletion]: ...
+    ) -> tuple[list[CandidateColumns], ScoreCompletion]:
+        """`dense` as columns, and both signals for its candidates and `complete_rows`."""
+        ...
 
-    # `term_weights` (analysed term -> weight): search these weighted terms instead of the
-    # phrases' own (an expanded query, feedback_expansion.py); None = the phrases' own, each 1.
-    async def search_by_filters(self, tenant_id: str, keywords: Keywords, extra_keywords: Sequence[str], top_k: int,
-                                filters: SearchFilters, *,
-                                term_weights: Mapping[str, float] | None = None) -> tuple[list[Hit], list[str]]: ...
-
-    async def candidates_by_filters(self, tenant_id: str, keywords: Keywords, extra_keywords: Sequence[str], top_k: int,
-                                    filters: SearchFilters, *, top_hits: int = 0,
-                                    term_weights: Mapping[str, float] | None = None,
-                                    ) -> tuple[CandidateColumns, list[str]]: ...
-
-    async def score_keywords(self, tenant_id: str, keywords: Keywords, extra_keywords: Sequence[str],
-                             texts: Sequence[tuple[str, str]]): ...
+    async def score_texts(self, tenant_id: str, keywords: Keywords, extra_keywords: Sequence[str],
+                          texts: Sequence[tuple[str, str]]): ...
 
     async def get_entries(self, tenant_id: str, entry_ids: Sequence[str]) -> list[Hit]: ...
 
@@ -174,71 +173,6 @@ class StoreBackend(Protocol):
     async def list_personas(self, tenant_id: str) -> list: ...
 
     def close(self) -> None: ...
-
-
-# The adapters' keyword calls, with the request's keyword feedback expansion (feedback_expansion.py:
-# "" = none; any other value than FEEDBACK_EXPANSIONS' is refused naming the field). `filters` are
-# the call's, already scoped to the caller.
-
-async def keyword_candidates(store: StoreBackend, tenant_id: str, keywords: Keywords, extra_keywords: Sequence[str],
-                             top_k: int, filters: SearchFilters, *, top_hits: int = 0,
-                             feedback_expansion: str = "") -> tuple[CandidateColumns, list[str]]:
-    """`candidates_by_filters`, its query expanded as `feedback_expansion` says."""
-    weights = await expanded_terms(store, tenant_id, keywords, extra_keywords, filters, feedback_expansion)
-    return await store.candidates_by_filters(tenant_id, keywords, extra_keywords, top_k, filters, top_hits=top_hits,
-                                             term_weights=weights)
-
-
-async def keyword_hits(store: StoreBackend, tenant_id: str, keywords: Keywords, extra_keywords: Sequence[str],
-                       top_k: int, filters: SearchFilters, *,
-                       feedback_expansion: str = "") -> tuple[list[Hit], list[str]]:
-    """`search_by_filters`, its query expanded as `feedback_expansion` says."""
-    weights = await expanded_terms(store, tenant_id, keywords, extra_keywords, filters, feedback_expansion)
-    return await store.search_by_filters(tenant_id, keywords, extra_keywords, top_k, filters, term_weights=weights)
-
-
-async def vector_candidates_with_completion(
-        store: StoreBackend, tenant_id: str, query_vectors: np.ndarray, top_k: int, filters: SearchFilters, *,
-        keywords: Keywords, extra_keywords: Sequence[str] = (), complete_rows: Sequence[int] = (),
-        feedback_expansion: str = "") -> tuple[list[CandidateColumns], ScoreCompletion]:
-    """`candidates_by_vector_with_completion`, its BM25 that of the query expanded as
-    `feedback_expansion` says (computed again: the same expansion the keyword leg searched)."""
-    weights = await expanded_terms(store, tenant_id, keywords, extra_keywords, filters, feedback_expansion)
-    return await store.candidates_by_vector_with_completion(
-        tenant_id, query_vectors, top_k, filters, keywords=keywords, extra_keywords=extra_keywords,
-        complete_rows=complete_rows, term_weights=weights)
-
-
-async def candidates_by_both_legs(
-        store: StoreBackend, tenant_id: str, query_vectors: np.ndarray, top_k: int, filters: SearchFilters, *,
-        keywords: Keywords, extra_keywords: Sequence[str] = (), feedback_expansion: str = "",
-) -> tuple[CandidateColumns, list[str], list[CandidateColumns], ScoreCompletion]:
-    """Both retrieval legs of a hybrid query in one call, on any backend: the keyword leg exactly
-    as `candidates_by_filters` answers it, then the vector leg with the keyword leg's rows
-    completed (both signals for every candidate). With `feedback_expansion`, the query is
-    expanded once and both legs' BM25 are the expanded query's. Returns (keyword columns,
-    keyword query terms, vector columns per query vector, completion)."""
-    weights = await expanded_terms(store, tenant_id, keywords, extra_keywords, filters, feedback_expansion)
-    keyword, terms = await store.candidates_by_filters(tenant_id, keywords, extra_keywords, top_k, filters,
-                                                       term_weights=weights)
-    dense, completion = await store.candidates_by_vector_with_completion(
-        tenant_id, query_vectors, top_k, filters, keywords=keywords, extra_keywords=extra_keywords,
-        complete_rows=keyword.row_ids.tolist(), term_weights=weights)
-    return keyword, terms, dense, completion
-
-
-async def vectors_of(store: StoreBackend, tenant_id: str, hits: Sequence[Hit]) -> list[np.ndarray | None]:
-    """GetEntries' `include_vectors`: each hit's stored unit vector, in order (None when the index
-    holds none); the caller passes only the hits its caller may see."""
-    found = await store.entry_vectors(tenant_id, [h.entry.id for h in hits]) if hits else {}
-    return [found.get(h.entry.id) for h in hits]
-
-
-async def terms_of(store: StoreBackend, tenant_id: str, hits: Sequence[Hit]) -> list[tuple[str, str] | None]:
-    """GetEntries' `include_terms`: each hit's analysed (title terms, body terms), in order (None
-    when the keyword leg holds none); the caller passes only the hits its caller may see."""
-    found = await store.entry_terms(tenant_id, [h.entry.id for h in hits]) if hits else {}
-    return [found.get(h.entry.id) for h in hits]
 
 
 def open_store(settings: KnowledgeStoreSettings, embedder: Embedder) -> StoreBackend:

@@ -13,10 +13,10 @@ from nucleus.v1 import knowledge_store_pb2 as ks_pb
 from nucleus.v1 import knowledge_store_pb2_grpc as ks_grpc
 from ranking.profile import RankingProfile
 from services.knowledge_store import convert
+from services.knowledge_store.front import idempotent_methods
 from services.knowledge_store.models import StoreStatus, TenantCheck
 from services.knowledge_store.personas import Persona
 from shared import records as m
-from shared.errors import Unimplemented
 from shared.grpc_client import aio_channel, call
 from shared.records import Keywords
 
@@ -27,7 +27,7 @@ _TARGET_PB = {"entry": pb.FEEDBACK_TARGET_ENTRY, "artifact": pb.FEEDBACK_TARGET_
 class KnowledgeStoreClient:
     def __init__(self, target: str, *, timeout_s: float = 10.0, ingest_timeout_s: float = 600.0,
                  interceptors: list | None = None, tls_ca_file: Path | None = None) -> None:
-        self._channel = aio_channel(target, interceptors, tls_ca_file=tls_ca_file)
+        self._channel = aio_channel(target, interceptors, tls_ca_file=tls_ca_file, idempotent=idempotent_methods())
         self._stub = ks_grpc.KnowledgeStoreStub(self._channel)
         self.timeout_s = timeout_s
         self.ingest_timeout_s = ingest_timeout_s
@@ -48,91 +48,11 @@ class KnowledgeStoreClient:
             tenant_id=tenant_id, artifact_ids=list(artifact_ids)), timeout=self.timeout_s, service=SERVICE)
         return response.artifacts_deleted, response.entries_deleted
 
-    async def search_by_vector(self, tenant_id: str, vectors: np.ndarray, top_k: int, filters: m.SearchFilters,
-                               *, timeout_s: float | None = None) -> list[list[m.Hit]]:
-        request = ks_pb.VectorSearchRequest(
-            tenant_id=tenant_id, top_k=top_k, filters=convert.filters_to_pb(filters),
-            query_vectors=[ks_pb.FloatVector(values=row.tolist()) for row in np.atleast_2d(vectors)])
-        response = await call(self._stub.SearchPersonaKnowledgeByVector, request,
+    async def retrieve(self, request: m.RetrievalRequest, *, timeout_s: float | None = None) -> m.Retrieval:
+        """One retrieval (Retrieve): the keyword leg, the dense leg or both (m.RetrievalRequest)."""
+        response = await call(self._stub.Retrieve, convert.retrieval_request_to_pb(request),
                               timeout=timeout_s or self.timeout_s, service=SERVICE)
-        return [[convert.hit_from_pb(h) for h in q.hits] for q in response.per_query]
-
-    async def candidates_by_vector(self, tenant_id: str, vectors: np.ndarray, top_k: int,
-                                   filters: m.SearchFilters, *, top_hits: int = 0,
-                                   timeout_s: float | None = None) -> list[m.CandidateColumns]:
-        """Ranking-signal columns per query vector (no text, no metadata), with the full hits of
-        the best `top_hits` candidates: see `CandidateColumns`."""
-        request = ks_pb.VectorSearchRequest(
-            tenant_id=tenant_id, top_k=top_k, filters=convert.filters_to_pb(filters), candidates_only=True,
-            top_hits=top_hits,
-            query_vectors=[ks_pb.FloatVector(values=row.tolist()) for row in np.atleast_2d(vectors)])
-        response = await call(self._stub.SearchPersonaKnowledgeByVector, request,
-                              timeout=timeout_s or self.timeout_s, service=SERVICE)
-        return [convert.columns_from_pb(c) for c in response.per_query_columns]
-
-    async def candidates_by_vector_with_completion(
-            self, tenant_id: str, vectors: np.ndarray, top_k: int, filters: m.SearchFilters, *, keywords: Keywords,
-            extra_keywords: Sequence[str] = (), complete_rows: Sequence[int] | np.ndarray = (),
-            feedback_expansion: str = "",
-            timeout_s: float | None = None) -> tuple[list[m.CandidateColumns], m.ScoreCompletion]:
-        """`candidates_by_vector`, and in the same call both relevance signals for its candidates
-        and for `complete_rows` (the keyword leg's `row_ids`): see `m.ScoreCompletion`. The BM25
-        is that of the query expanded as `feedback_expansion` says ("" = none, "rm3")."""
-        request = ks_pb.VectorSearchRequest(
-            tenant_id=tenant_id, top_k=top_k, filters=convert.filters_to_pb(filters), candidates_only=True,
-            complete_scores=True, **convert.phrases_to_pb(keywords, extra_keywords),
-            feedback_expansion=feedback_expansion,
-            complete_row_ids=np.asarray(complete_rows, np.int64).tolist(),
-            query_vectors=[ks_pb.FloatVector(values=row.tolist()) for row in np.atleast_2d(vectors)])
-        response = await call(self._stub.SearchPersonaKnowledgeByVector, request,
-                              timeout=timeout_s or self.timeout_s, service=SERVICE)
-        return ([convert.columns_from_pb(c) for c in response.per_query_columns],
-                convert.completion_from_pb(response.completion))
-
-    async def candidates_by_both_legs(
-            self, tenant_id: str, vectors: np.ndarray, top_k: int, filters: m.SearchFilters, *, keywords: Keywords,
-            extra_keywords: Sequence[str] = (), feedback_expansion: str = "", timeout_s: float | None = None,
-    ) -> tuple[m.CandidateColumns, list[str], list[m.CandidateColumns], m.ScoreCompletion]:
-        """`candidates_by_filters` and `candidates_by_vector_with_completion` (its rows completed)
-        in one round trip: (keyword columns, analysed terms, columns per query vector, completion).
-        Unimplemented when the store does not know the combined call."""
-        request = ks_pb.VectorSearchRequest(
-            tenant_id=tenant_id, top_k=top_k, filters=convert.filters_to_pb(filters), candidates_only=True,
-            complete_scores=True, include_keyword_leg=True, **convert.phrases_to_pb(keywords, extra_keywords),
-            feedback_expansion=feedback_expansion,
-            query_vectors=[ks_pb.FloatVector(values=row.tolist()) for row in np.atleast_2d(vectors)])
-        response = await call(self._stub.SearchPersonaKnowledgeByVector, request,
-                              timeout=timeout_s or self.timeout_s, service=SERVICE)
-        if not response.HasField("keyword_columns"):
-            raise Unimplemented("the KnowledgeStore does not run both retrieval legs in one call "
-                                "(VectorSearchRequest.include_keyword_leg)")
-        return (convert.columns_from_pb(response.keyword_columns), list(response.keyword_query_terms),
-                [convert.columns_from_pb(c) for c in response.per_query_columns],
-                convert.completion_from_pb(response.completion))
-
-    async def candidates_by_filters(self, tenant_id: str, keywords: Keywords, extra_keywords: Sequence[str], top_k: int,
-                                    filters: m.SearchFilters, *, top_hits: int = 0, feedback_expansion: str = "",
-                                    timeout_s: float | None = None) -> tuple[m.CandidateColumns, list[str]]:
-        """Ranking-signal columns of the keyword leg (no text, no metadata), with the full hits
-        of the best `top_hits` candidates, and the analysed terms searched (with
-        `feedback_expansion` "rm3": the expanded query's)."""
-        request = ks_pb.FilterSearchRequest(tenant_id=tenant_id, candidates_only=True, top_hits=top_hits,
-                                            **convert.phrases_to_pb(keywords, extra_keywords), top_k=top_k,
-                                            filters=convert.filters_to_pb(filters),
-                                            feedback_expansion=feedback_expansion)
-        response = await call(self._stub.SearchPersonaKnowledgeByFilters, request,
-                              timeout=timeout_s or self.timeout_s, service=SERVICE)
-        return convert.columns_from_pb(response.columns), list(response.query_terms)
-
-    async def search_by_filters(self, tenant_id: str, keywords: Keywords, extra_keywords: Sequence[str], top_k: int,
-                                filters: m.SearchFilters, *, feedback_expansion: str = "",
-                                timeout_s: float | None = None) -> tuple[list[m.Hit], list[str]]:
-        request = ks_pb.FilterSearchRequest(tenant_id=tenant_id, **convert.phrases_to_pb(keywords, extra_keywords),
-                                            top_k=top_k, filters=convert.filters_to_pb(filters),
-                                            feedback_expansion=feedback_expansion)
-        response = await call(self._stub.SearchPersonaKnowledgeByFilters, request,
-                              timeout=timeout_s or self.timeout_s, service=SERVICE)
-        return [convert.hit_from_pb(h) for h in response.hits], list(response.query_terms)
+        return convert.retrieval_from_pb(request, response)
 
     async def stats(self, tenant_id: str) -> m.TenantStats:
         response = await call(self._stub.GetTenantStats, ks_pb.TenantStatsRequest(tenant_id=tenant_id),

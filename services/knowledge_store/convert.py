@@ -50,11 +50,12 @@ def artifact_to_pb(a: m.ArtifactMeta) -> pb.ArtifactMetadata:
 
 def document_from_pb(d: ks_pb.Document) -> m.DocumentIn:
     return m.DocumentIn(artifact=artifact_from_pb(d.artifact), content=d.content,
-                        content_type=d.content_type or "text/plain")
+                        content_type=d.content_type or "text/plain", truncated=d.truncated)
 
 
 def document_to_pb(d: m.DocumentIn) -> ks_pb.Document:
-    return ks_pb.Document(artifact=artifact_to_pb(d.artifact), content=d.content, content_type=d.content_type)
+    return ks_pb.Document(artifact=artifact_to_pb(d.artifact), content=d.content, content_type=d.content_type,
+                          truncated=d.truncated)
 
 
 def filters_from_pb(f: pb.KnowledgeSearchFilters) -> m.SearchFilters:
@@ -133,7 +134,7 @@ def columns_to_pb(c: m.CandidateColumns) -> ks_pb.CandidateColumns:
         entry_ids=c.entry_ids, artifact_ids=c.artifact_ids, scores=c.scores.tolist(),
         timestamps_unix=c.timestamps_unix.tolist(), richness=c.richness.tolist(),
         reputation_prior=c.reputation_prior.tolist(), feedback_helpful=c.feedback_helpful.tolist(),
-        feedback_unhelpful=c.feedback_unhelpful.tolist(), top_hits=[hit_to_pb(h) for h in c.top_hits],
+        feedback_unhelpful=c.feedback_unhelpful.tolist(),
         row_ids=c.row_ids.tolist())
 
 
@@ -150,8 +151,49 @@ def columns_from_pb(c: ks_pb.CandidateColumns) -> m.CandidateColumns:
         reputation_prior=np.fromiter(c.reputation_prior, np.float32, n),
         feedback_helpful=np.fromiter(c.feedback_helpful, np.int32, n),
         feedback_unhelpful=np.fromiter(c.feedback_unhelpful, np.int32, n),
-        top_hits=tuple(hit_from_pb(h) for h in c.top_hits),
         row_ids=np.fromiter(c.row_ids, np.int64, len(c.row_ids)))
+
+
+def retrieval_request_to_pb(r: m.RetrievalRequest) -> ks_pb.RetrieveRequest:
+    vectors = [] if r.vectors is None else [ks_pb.FloatVector(values=row.tolist())
+                                            for row in np.atleast_2d(np.asarray(r.vectors, np.float32))]
+    return ks_pb.RetrieveRequest(
+        tenant_id=r.tenant_id, **phrases_to_pb(r.phrases), top_k=r.top_k, filters=filters_to_pb(r.filters),
+        query_vectors=vectors, keyword_leg=r.keyword, complete_scores=r.complete,
+        complete_row_ids=np.asarray(r.complete_rows, np.int64).tolist(), hits=r.hits,
+        feedback_expansion=r.feedback_expansion)
+
+
+def retrieval_request_from_pb(q: ks_pb.RetrieveRequest) -> m.RetrievalRequest:
+    return m.RetrievalRequest(
+        tenant_id=q.tenant_id, phrases=phrases_from_pb(q), top_k=q.top_k, filters=filters_from_pb(q.filters),
+        vectors=query_vectors_from_pb(q.query_vectors) if q.query_vectors else None, keyword=q.keyword_leg,
+        complete=q.complete_scores, complete_rows=tuple(q.complete_row_ids), hits=q.hits,
+        feedback_expansion=q.feedback_expansion)
+
+
+def retrieval_to_pb(r: m.Retrieval) -> ks_pb.RetrieveResponse:
+    response = ks_pb.RetrieveResponse(keyword_query_terms=r.terms)
+    if r.keyword is not None:
+        response.keyword_columns.CopyFrom(columns_to_pb(r.keyword))
+    response.dense_columns.extend(columns_to_pb(c) for c in r.dense or ())
+    if r.completion is not None:
+        response.completion.CopyFrom(completion_to_pb(r.completion))
+    response.keyword_hits.extend(hit_to_pb(h) for h in r.keyword_hits or ())
+    response.dense_hits.extend(ks_pb.VectorHits(hits=[hit_to_pb(h) for h in hits]) for hits in r.dense_hits or ())
+    return response
+
+
+def retrieval_from_pb(q: m.RetrievalRequest, r: ks_pb.RetrieveResponse) -> m.Retrieval:
+    """The answer to `q`: a leg `q` did not ask for is None."""
+    dense = q.vectors is not None
+    return m.Retrieval(
+        keyword=columns_from_pb(r.keyword_columns) if q.keyword and not q.hits else None,
+        terms=tuple(r.keyword_query_terms),
+        dense=tuple(columns_from_pb(c) for c in r.dense_columns) if dense and not q.hits else None,
+        completion=completion_from_pb(r.completion) if q.complete else None,
+        keyword_hits=tuple(hit_from_pb(h) for h in r.keyword_hits) if q.keyword and q.hits else None,
+        dense_hits=tuple(tuple(hit_from_pb(h) for h in v.hits) for v in r.dense_hits) if dense and q.hits else None)
 
 
 def completion_to_pb(c: m.ScoreCompletion) -> ks_pb.ScoreCompletion:

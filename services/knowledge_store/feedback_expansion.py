@@ -79,10 +79,10 @@ async def expanded_terms(store: Any, tenant_id: str, keywords: Keywords, extra_k
     phrases = keyword_phrases(keywords, extra_keywords)
     if is_listing(phrases):
         return None
-    first, _ = await store.candidates_by_filters(tenant_id, phrases, (), FEEDBACK_DOCS, filters)
+    first, _ = await store.keyword(tenant_id, phrases, (), FEEDBACK_DOCS, filters)
     if not len(first):
         return None
-    stats = (await store.score_keywords(tenant_id, phrases, (), [])).keyword_stats
+    stats = (await store.score_texts(tenant_id, phrases, (), [])).keyword_stats
     held = [t for t, df in zip(stats.terms, stats.document_frequency) if df > 0]
     found = await store.entry_terms(tenant_id, list(first.entry_ids))
     kept = [i for i, e in enumerate(first.entry_ids) if e in found]

@@ -13,6 +13,8 @@ Problem kinds and what clears them:
     full           a write found no space left              the tenant's next successful write
     inconsistent   entries, vectors and keyword rows of     a repair that leaves the tenant
                    the tenant disagree                      consistent (embedded/consistency.py)
+    corrupt_rows   rows failing their checksums             the scrub finding none, or a restore
+    lost_commits   saved indexes newer than SQLite          `nucleus check --tenant T`
 
 Any problem makes the store "degraded": it keeps serving every tenant it can, and says which
 it cannot serve fully, and why.
@@ -40,7 +42,8 @@ _fault_counter = meter.create_counter(
     "nucleus.knowledge_store.storage_faults", unit="{fault}",
     description="Storage faults met by requests, by kind (full, read_only, corrupt, inconsistent, unavailable)")
 
-KINDS = ("corrupt", "unavailable", "read_only", "full", "inconsistent")
+#: Every kind a problem can have (embedded/storage/faults.py reports them); /metrics shows each, at 0 when none.
+KINDS = ("corrupt", "unavailable", "read_only", "full", "inconsistent", "corrupt_rows", "lost_commits")
 
 
 class StoreHealth:

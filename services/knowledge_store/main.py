@@ -4,6 +4,7 @@ from __future__ import annotations
 import services._openmp  # noqa: F401  (first: before torch/faiss load OpenMP)
 
 import asyncio
+import logging
 from typing import Any
 
 import numpy as np
@@ -21,7 +22,7 @@ from shared.auth.service_auth import ServiceAuth
 from shared.log import configure_logging
 from shared.service_main import apply_overrides, parse_args
 from shared.service_runner import ServiceSpec, serve
-from shared.settings import KnowledgeStoreSettings
+from shared.settings import KnowledgeStoreSettings, warn_unknown_env
 
 
 class GrpcEmbedder:
@@ -79,6 +80,7 @@ def main() -> None:
     args = parse_args("nucleus-knowledge-store", "Nucleus KnowledgeStore: FAISS + BM25 + metadata, tenant-scoped")
     settings = apply_overrides(KnowledgeStoreSettings(), args)
     configure_logging(settings.log_level)
+    warn_unknown_env(logging.getLogger(__name__))
     asyncio.run(serve(lambda: build(settings, stdio=args.stdio), settings, stdio=args.stdio,
                       ready_file=args.ready_file))
 

@@ -10,6 +10,7 @@ from mcp.server.mcpserver import MCPServer
 from pydantic import BaseModel, Field, create_model
 
 from services.knowledge_store.backend import StoreBackend
+from services.knowledge_store.front import retrieve
 from shared import records as m
 from shared.auth.principals import RequestIdentity
 from shared.identity import Principal
@@ -159,9 +160,10 @@ def build_mcp(store: StoreBackend, *, allow_local_identity: bool, token_verifier
                                filters: KnowledgeFiltersIn | None = None) -> HitsOut:
         async def run() -> HitsOut:
             principal = who()
-            per_query = await store.search_by_vector(principal.tenant_id, np.asarray([query_vector], np.float32),
-                                                     top_k, _filters(filters, principal))
-            return _hits(per_query[0])
+            answer = await retrieve(store, m.RetrievalRequest(
+                principal.tenant_id, top_k=top_k, filters=_filters(filters, principal),
+                vectors=np.asarray([query_vector], np.float32), hits=True))
+            return _hits(list(answer.dense_hits[0]))
         return await guarded(run)
 
     @mcp.tool(name="search_by_keywords", description=(
@@ -170,9 +172,9 @@ def build_mcp(store: StoreBackend, *, allow_local_identity: bool, token_verifier
                                  filters: KnowledgeFiltersIn | None = None) -> HitsOut:
         async def run() -> HitsOut:
             principal = who()
-            hits, terms = await store.search_by_filters(principal.tenant_id, keywords, [], top_k,
-                                                        _filters(filters, principal))
-            return _hits(hits, terms)
+            answer = await retrieve(store, m.RetrievalRequest(
+                principal.tenant_id, keywords, top_k, _filters(filters, principal), keyword=True, hits=True))
+            return _hits(list(answer.keyword_hits), list(answer.terms))
         return await guarded(run)
 
     @mcp.tool(name="delete_artifacts", description="Delete artifacts (and all their entries) from every index.")

@@ -10,7 +10,7 @@ span carries, read from `StoreBackend.status()` when Prometheus scrapes.
                                                      (flat / hnsw / ivf; embedded backend)
     nucleus_ks_index_tenants{kind}          gauge    open tenants by index kind
     nucleus_ks_storage_degraded             gauge    1 while any tenant has a storage problem
-    nucleus_ks_storage_problems{kind}       gauge    open problems by kind (corrupt, read_only, ...)
+    nucleus_ks_storage_problems{kind}       gauge    open problems by kind (health.KINDS, each at 0 when none)
     nucleus_ks_read_only                    gauge    1 when configured read-only
     nucleus_ks_repaired_rows_total          counter  derived rows repaired since the process started
     nucleus_ks_filesystem_free_bytes        gauge    free bytes of the data directory's file system
@@ -24,6 +24,8 @@ from typing import Any
 
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
 from prometheus_client.metrics_core import Metric
+
+from services.knowledge_store.health import KINDS
 
 SERVICE = "knowledge_store"
 INDEX_KINDS = ("flat", "hnsw", "ivf")
@@ -66,7 +68,7 @@ def store_series(store: Any) -> Iterable[Metric]:
                  1.0 if status.state != "ok" else 0.0)
     problems = GaugeMetricFamily("nucleus_ks_storage_problems", "Open storage problems by kind",
                                  labels=["service", "kind"])
-    for kind, count in sorted(Counter(p.kind for p in status.problems).items()):
+    for kind, count in sorted((dict.fromkeys(KINDS, 0) | Counter(p.kind for p in status.problems)).items()):
         problems.add_metric([SERVICE, kind[:40]], count)
     yield problems
     yield _gauge("nucleus_ks_read_only", "1 when the store is configured read-only", 1.0 if status.read_only else 0.0)

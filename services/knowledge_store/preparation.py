@@ -156,9 +156,10 @@ def rejection(doc: DocumentIn, i: int, err: InvalidArgument) -> IngestRejection:
 
 def offered_attributes(docs: Sequence[DocumentIn]) -> dict[str, int]:
     """The `knowledge_store.ingest` span's account of what was offered (both backends; the
-    documents and UTF-8 bytes of nucleus_ingest_*_total)."""
+    documents, UTF-8 bytes and truncated documents of nucleus_ingest_*_total)."""
     size = sum(len(d.content.encode("utf-8", "surrogatepass")) for d in docs if isinstance(d.content, str))
-    return {"nucleus.documents": len(docs), "nucleus.bytes": size}
+    return {"nucleus.documents": len(docs), "nucleus.bytes": size,
+            "nucleus.truncated": sum(1 for d in docs if d.truncated)}
 
 
 def rejected_attributes(rejected: Sequence[IngestRejection]) -> dict[str, Any]:

@@ -116,16 +116,6 @@ def top_k(value: int, maximum: int, field: str = "top_k") -> int:
     return value
 
 
-MAX_TOP_HITS = 100
-
-
-def top_hits(value: int, field: str = "top_hits") -> int:
-    """How many full hits a candidates-only search adds (0 = none)."""
-    if not isinstance(value, int) or isinstance(value, bool) or not (0 <= value <= MAX_TOP_HITS):
-        raise InvalidArgument(field, f"must be in 0..{MAX_TOP_HITS}, got {value!r}")
-    return value
-
-
 def filters(f: SearchFilters, field: str = "filters") -> SearchFilters:
     for name in ("date_from_unix", "date_to_unix"):
         check_int(f"{field}.{name}", getattr(f, name), 0, MAX_UNIX_TIME)      # 0 = open

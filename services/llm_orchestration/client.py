@@ -17,10 +17,15 @@ from services.llm_orchestration import convert
 from services.llm_orchestration.chat import ChatChunk, ChatRequest
 from services.llm_orchestration.results import Citation, Expansion, RerankResult, Synthesis
 from shared.errors import UpstreamFailed
-from shared.grpc_client import aio_channel, call
+from shared.grpc_client import aio_channel, call, method_name
 from shared.grpc_errors import from_grpc_error
 
 SERVICE = "LlmOrchestration"
+# Calls that change nothing, so the channel may resend one that failed UNAVAILABLE (a chat
+# completion streams and is retried by the service under its breaker instead).
+_GRPC_SERVICE = llm_pb.DESCRIPTOR.services_by_name["LlmOrchestration"]
+IDEMPOTENT = frozenset(method_name(_GRPC_SERVICE.full_name, _GRPC_SERVICE.methods_by_name[m].name) for m in (
+    "GenerateEmbeddings", "ExpandOrRephraseQuery", "Rerank", "Synthesize", "GetModelInfo"))
 _METHODS = {llm_pb.EXPANSION_METHOD_LLM: "llm", llm_pb.EXPANSION_METHOD_KEYWORDS: "keywords",
             llm_pb.EXPANSION_METHOD_UNAVAILABLE: "unavailable"}
 
@@ -28,7 +33,7 @@ _METHODS = {llm_pb.EXPANSION_METHOD_LLM: "llm", llm_pb.EXPANSION_METHOD_KEYWORDS
 class LlmOrchestrationClient:
     def __init__(self, target: str, *, timeout_s: float = 10.0, interceptors: list | None = None,
                  tls_ca_file: Path | None = None) -> None:
-        self._channel = aio_channel(target, interceptors, tls_ca_file=tls_ca_file)
+        self._channel = aio_channel(target, interceptors, tls_ca_file=tls_ca_file, idempotent=IDEMPOTENT)
         self._stub = llm_grpc.LlmOrchestrationStub(self._channel)
         self.timeout_s = timeout_s
 

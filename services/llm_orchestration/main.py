@@ -4,6 +4,7 @@ from __future__ import annotations
 import services._openmp  # noqa: F401  (first: before torch/faiss load OpenMP)
 
 import asyncio
+import logging
 
 from nucleus.v1 import llm_orchestration_pb2_grpc as llm_grpc
 from services.llm_orchestration import metrics as llm_metrics
@@ -15,7 +16,7 @@ from shared.auth.service_auth import ServiceAuth
 from shared.log import configure_logging, register_secret
 from shared.service_main import apply_overrides, parse_args
 from shared.service_runner import ServiceSpec, run_service, run_stdio
-from shared.settings import LlmOrchestrationSettings
+from shared.settings import LlmOrchestrationSettings, warn_unknown_env
 
 
 async def serve(settings: LlmOrchestrationSettings, *, stdio: bool, ready_file=None) -> None:
@@ -46,6 +47,7 @@ def main() -> None:
     args = parse_args("nucleus-llm-orchestration", "Nucleus LlmOrchestration: embeddings, expansion, rerank, synthesis")
     settings = apply_overrides(LlmOrchestrationSettings(), args)
     configure_logging(settings.log_level)
+    warn_unknown_env(logging.getLogger(__name__))
     register_secret(settings.openai_api_key.get_secret_value())
     asyncio.run(serve(settings, stdio=args.stdio, ready_file=args.ready_file))
 

@@ -27,7 +27,7 @@ from services.rag_pipeline.ports import KnowledgeSource
 from shared.auth.config import AuthConfig
 from shared.errors import NotFound
 from shared.identity import Principal, acting_for
-from shared.records import Hit, SearchFilters
+from shared.records import Hit, RetrievalRequest, SearchFilters
 
 STATS_TTL_S = 5.0
 
@@ -128,10 +128,10 @@ class AccessPolicy:
 
     async def _has_public(self, tenant_id: str, source_id: str) -> bool:
         with acting_for(None):      # a fact about the tenant, not about the user being served
-            hits, _ = await self._ks.search_by_filters(
-                tenant_id, "", [], 1, SearchFilters(source_ids=(source_id,), enforce_visibility=True,
-                                                    visibility_groups=()))
-        return bool(hits)
+            found = await self._ks.retrieve(RetrievalRequest(
+                tenant_id, "", 1, SearchFilters(source_ids=(source_id,), enforce_visibility=True,
+                                                visibility_groups=()), keyword=True, hits=True))
+        return bool(found.keyword_hits)
 
     async def scope(self, principal: Principal, *, base: SearchFilters = SearchFilters(),
                     only_sources: tuple[str, ...] | None = None) -> Scope:

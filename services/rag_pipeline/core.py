@@ -1,27 +1,22 @@
 """RAGPipeline core: SearchAndRank (seed 001 §3) over a `KnowledgeSource` and a `LanguageModel`
 (ports.py), with the numpy 4R ranking core, ranking profiles and feedback.
 
-One query, step by step:
-  validate -> resolve profile -> detect temporal intent -> [expand] -> embed all phrases in one
-  batch (the keyword leg starts at once, in parallel with embedding) -> vector leg (all phrase
-  vectors, one call, which also completes both signals for the keyword leg's candidates and its
-  own) -> merge & de-duplicate by entry id keeping every raw signal -> rank
-  (ranking/, vectorised) -> [rerank top N, rank again] -> fetch the chosen entries (an entry
-  deleted since the search is dropped and refilled, fetch.py) -> results with snippets, explanations.
+`_search` is the query's stages, each a method below taking and returning typed values:
+  profile and intent -> phrases (expansion) -> federation (started, runs beside) -> local legs
+  (embedding + one `Retrieve` per leg or both, `_local_legs`) -> merge -> rank (4R, learned,
+  re-rank) -> fetch (an entry deleted since the search is dropped and refilled) -> results.
 
 A dependency failing mid-query degrades the answer instead of failing it: no embedding or no
 vector leg -> keyword-only; no keyword leg -> vector-only; both -> Unavailable. The whole call
-runs under `settings.deadline_s`; every dependency call has its own, shorter deadline.
-
-The steps that need no I/O live beside this module: request checks (validation.py), merging
-the legs (merge.py), results with explanations (results.py) and snippets (snippets.py).
+runs under `settings.deadline_s`; every dependency call has its own, shorter deadline. The
+steps without I/O live beside this module: validation.py, merge.py, results.py, snippets.py.
 """
 from __future__ import annotations
 
 import asyncio
 import logging
 import time
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from typing import Any, Callable, Sequence
 
 import numpy as np
@@ -43,36 +38,17 @@ from services.rag_pipeline.feedback import SearchLog, SourceVoteCache, record_fe
 from services.rag_pipeline.fetch import load_hits, load_results
 from services.rag_pipeline.learned import LearnedRanking, feedback_notes
 from services.rag_pipeline.merge import Merged, merge, ranking_candidates
-from services.rag_pipeline.models import (
-    NO_VISIBLE_SOURCES,
-    RankedResult,
-    SearchRequest,
-    SearchResponse,
-)
+from services.rag_pipeline.models import NO_VISIBLE_SOURCES, RankedResult, SearchRequest, SearchResponse
 from services.knowledge_store.models import StoreStatus
 from services.rag_pipeline.ports import KnowledgeSource, LanguageModel
 from services.rag_pipeline.results import build_results, ranking_config, recency_applies
 from services.rag_pipeline.validation import validate_request
-from shared.errors import (
-    DeadlineExceeded,
-    InvalidArgument,
-    NotFound,
-    NucleusError,
-    PermissionDenied,
-    Unavailable,
-)
+from shared.errors import DeadlineExceeded, InvalidArgument, NotFound, NucleusError, PermissionDenied, Unavailable
 from shared.auth.config import EMPTY_CONFIG
 from shared.bounds import INT32_MAX, check_int
 from shared.identity import OPERATOR, Principal, acting_for
-from shared.records import (
-    EMPTY_COLUMNS,
-    CandidateColumns,
-    FeedbackAck,
-    QueryPhrases,
-    ScoreCompletion,
-    SearchFilters,
-    TenantStats,
-)
+from shared.records import (EMPTY_COLUMNS, CandidateColumns, FeedbackAck, QueryPhrases, Retrieval, RetrievalRequest,
+                            ScoreCompletion, SearchFilters, TenantStats)
 from shared.settings import RagPipelineSettings
 from shared.telemetry.content import set_content_attribute  # telemetry hook
 from shared.telemetry.genai import retrieval_attributes  # telemetry hook
@@ -86,14 +62,71 @@ FEDERATION_RESERVE_S = 1.5      # of the deadline kept for re-scoring and rankin
 RANK_MARGIN_S = 0.5             # of the deadline kept for ranking after the re-scoring
 
 
-@dataclass(frozen=True, slots=True)
-class _BothLegs:
-    """What the combined store call answered: the keyword leg (columns, analysed terms), the
-    vector leg's columns per query vector, and both signals for all their rows."""
+@dataclass(slots=True)
+class _Query:
+    """One search in flight: its request and what it has gathered so far (timings per stage,
+    the reasons it is degraded, debug notes, entries found deleted since the search)."""
 
-    keyword: tuple[CandidateColumns, list[str]]
-    dense: list[CandidateColumns]
-    completion: ScoreCompletion
+    request: SearchRequest
+    settings: RagPipelineSettings
+    t0: float = field(default_factory=time.perf_counter)
+    last: float = 0.0
+    timings: list[tuple[str, float]] = field(default_factory=list)
+    reasons: list[str] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
+    vanished: set[str] = field(default_factory=set)
+
+    def __post_init__(self) -> None:
+        self.last = self.t0
+
+    def mark(self, stage: str, since: float | None = None) -> None:
+        """Record `stage`'s time, since the last mark (or `since`)."""
+        now = time.perf_counter()
+        self.timings.append((stage, (now - (self.last if since is None else since)) * 1000.0))
+        self.last = now
+
+    def left(self, margin_s: float) -> float:
+        """Seconds left of the request's deadline, less `margin_s`."""
+        return self.settings.deadline_s - (time.perf_counter() - self.t0) - margin_s
+
+
+@dataclass(slots=True)
+class _Legs:
+    """What the local store answered for one query, leg by leg (None: not answered)."""
+
+    phrases: QueryPhrases
+    profile: RankingProfile
+    local: bool = True                  # False: nothing stored here for the tenant (the remote sources only)
+    vectors: np.ndarray | None = None
+    keyword: CandidateColumns | None = None
+    keyword_error: NucleusError | None = None
+    dense: tuple[CandidateColumns, ...] | None = None
+    completion: ScoreCompletion | None = None
+
+    @property
+    def failed(self) -> bool:
+        return self.keyword_error is not None and self.dense is None
+
+    def request(self, q: _Query, *, keyword: bool = False, vectors: np.ndarray | None = None,
+                rows: Any = ()) -> RetrievalRequest:
+        r = q.request
+        return RetrievalRequest(r.tenant_id, self.phrases, r.top_k_initial, r.filters, vectors=vectors,
+                                keyword=keyword, complete=vectors is not None, complete_rows=rows,
+                                feedback_expansion=self.profile.feedback_expansion)
+
+    def answered(self, q: _Query, answer: Retrieval) -> None:
+        if answer.keyword is not None:
+            self.keyword = answer.keyword
+            q.notes.extend(feedback_notes(self.profile, self.phrases, answer.terms))
+        if answer.dense is not None:
+            self.dense, self.completion = answer.dense, answer.completion
+
+    def not_stored(self, q: _Query, err: NotFound, fed: Any) -> None:
+        """The tenant has nothing stored here: with remote sources, they answer alone."""
+        if fed is None:
+            raise err
+        self.local, self.keyword = False, EMPTY_COLUMNS
+        q.notes.append(f"local: {err.message}")
 
 
 class RagPipeline:
@@ -120,12 +153,10 @@ class RagPipeline:
         await self.search_log.close()
         await asyncio.gather(self._ks.close(), self._llm.close())
 
-    # ------------------------------------------------------------------ validation
     def validate(self, request: SearchRequest) -> SearchRequest:
         """The request with defaults resolved; InvalidArgument naming the field otherwise."""
         return validate_request(request, self._settings)
 
-    # ------------------------------------------------------------------ access
     async def scope(self, principal: Principal, *, base: SearchFilters = SearchFilters(),
                     only_sources: tuple[str, ...] | None = None) -> Scope:
         """The filters `principal`'s searches run under (tenant groups, source rules, session
@@ -181,7 +212,6 @@ class RagPipeline:
             raise PermissionDenied(f"tenant_id '{requested}' is not the caller's tenant")
         return principal.tenant_id
 
-    # ------------------------------------------------------------------ profiles
     async def resolve_profile(self, tenant_id: str, persona_id: str, name: str) -> RankingProfile:
         """Named profile, else the persona's default, else the tenant's default, else built-in."""
         if name:
@@ -233,7 +263,6 @@ class RagPipeline:
     async def list_profiles(self, tenant_id: str, persona_id: str = "") -> list[RankingProfile]:
         return await self._ks.list_profiles(tenant_id, persona_id)
 
-    # ------------------------------------------------------------------ the tenant's store
     async def tenant_stats(self, tenant_id: str, principal: Principal | None) -> TenantStats:
         """GetTenantStats of the principal's tenant (an operator's: the requested one), asked for it."""
         tenant_id = self.tenant_for(tenant_id, principal)
@@ -255,7 +284,6 @@ class RagPipeline:
         return await record_feedback(self, tenant_id, target, target_id, helpful, user_id, principal=principal,
                                      search_id=search_id)
 
-    # ------------------------------------------------------------------ search
     def plan(self, selection: Sequence[str], principal: Principal | None, tenant_id: str | None = None
              ) -> Plan | None:
         """Which sources a query goes to (federation/fanout.py); None = the local store only, as
@@ -281,9 +309,8 @@ class RagPipeline:
             caller = Caller(request.tenant_id)
         request = self.validate(request)
         with tracer.start_as_current_span("rag.search_and_rank") as span:
-            span.set_attribute("nucleus.tenant_id", request.tenant_id)
-            span.set_attribute("nucleus.top_k_initial", request.top_k_initial)
-            span.set_attribute("nucleus.top_k_final", request.top_k_final)
+            span.set_attributes({"nucleus.tenant_id": request.tenant_id, "nucleus.top_k_final": request.top_k_final,
+                                 "nucleus.top_k_initial": request.top_k_initial})
             set_content_attribute(span, "gen_ai.retrieval.query.text", request.query)  # telemetry hook (gated)
             try:
                 async with asyncio.timeout(self._settings.deadline_s):
@@ -291,263 +318,235 @@ class RagPipeline:
             except TimeoutError:
                 raise DeadlineExceeded(
                     f"SearchAndRank did not finish within {self._settings.deadline_s:.1f}s") from None
-            span.set_attributes({"nucleus.degraded": response.degraded,
-                                 "nucleus.degraded_reasons": list(response.degraded_reasons)})
-            span.set_attribute("nucleus.results", len(response.results))
-            span.set_attribute("nucleus.profile", f"{response.profile_name}@v{response.profile_version}")
+            span.set_attributes({"nucleus.degraded": response.degraded, "nucleus.results": len(response.results),
+                                 "nucleus.degraded_reasons": list(response.degraded_reasons),
+                                 "nucleus.profile": f"{response.profile_name}@v{response.profile_version}"})
             return response
 
     async def _search(self, request: SearchRequest, plan: Plan | None = None, caller: Caller | None = None
                       ) -> SearchResponse:
+        """One SearchAndRank, as its stages: profile and intent → phrases → local legs (beside
+        the remote sources) → merge → rank → fetch → the response with its explanations."""
+        q = _Query(request, self._settings)
         started: list[FederatedSearch] = []
         self._searching += 1
         try:
-            return await self._search_sources(request, plan, caller, started)
+            profile, now, intent = await self._profile_and_intent(q)
+            phrases = await self._phrases(q)
+            fed = self._federate(q, plan, caller, phrases, started)
+            legs = await self._local_legs(q, phrases, profile, plan is None or plan.local, fed)
+            merged, reports, final_k = await self._merge(q, legs, plan, fed, phrases)
+            ranked, candidates, config, learned = await self._rank(q, merged, legs, profile, intent.has_intent,
+                                                                   now, final_k)
+            results = await self._fetch(q, merged, candidates, ranked, config, final_k, now, learned, fed)
         finally:
             self._searching -= 1
             for federated in started:      # an answer or an error: no remote call outlives the query
                 federated.cancel()
+        q.mark("total", q.t0)
+        debug = "; ".join([f"phrases={len(phrases)}", f"candidates={len(merged)}",
+                           f"temporal_cues={','.join(intent.cues) or '-'}", *q.notes])
+        return SearchResponse(
+            results=results, degraded=bool(q.reasons), degraded_reasons=tuple(q.reasons),
+            profile_name=profile.name, profile_version=profile.version, query_phrases=tuple(phrases),
+            candidates_considered=len(merged), timings=tuple(q.timings), temporal_intent=intent.has_intent,
+            debug=debug, sources=reports)
 
-    async def _search_sources(self, request: SearchRequest, plan: Plan | None, caller: Caller | None,
-                              started: list[FederatedSearch]) -> SearchResponse:
-        s = self._settings
-        timings: list[tuple[str, float]] = []
-        reasons: list[str] = []
-        notes: list[str] = []
-        vanished: set[str] = set()          # entry ids deleted since the search (fetch.py)
-        t0 = time.perf_counter()
-
-        def mark(stage: str, since: float) -> float:
-            now = time.perf_counter()
-            timings.append((stage, (now - since) * 1000.0))
-            return now
-
-        profile = await self.resolve_profile(request.tenant_id, request.persona_id, request.prefs.profile_name)
+    async def _profile_and_intent(self, q: _Query) -> tuple[RankingProfile, float, Any]:
+        r = q.request
+        profile = await self.resolve_profile(r.tenant_id, r.persona_id, r.prefs.profile_name)
         now = self._clock()
-        intent = detect_temporal_intent(request.query, now_year=time.gmtime(now).tm_year)
-        t = mark("profile", t0)
+        intent = detect_temporal_intent(r.query, now_year=time.gmtime(now).tm_year)
+        q.mark("profile")
+        return profile, now, intent
 
+    async def _phrases(self, q: _Query) -> QueryPhrases:
+        """The query's phrases, normalised once (stripped, distinct), with the expansion's when asked."""
         expanded: tuple[str, ...] = ()
-        if request.expand:
+        if q.request.expand:
             with tracer.start_as_current_span("rag.expand") as span:
                 try:
-                    expansion = await self._llm.expand(request.query, timeout_s=s.embed_timeout_s)
+                    expansion = await self._llm.expand(q.request.query, timeout_s=q.settings.embed_timeout_s)
                     expanded = tuple(expansion.phrases[1:])
-                    notes.append(f"expansion={expansion.method}: {expansion.note}".strip())
+                    q.notes.append(f"expansion={expansion.method}: {expansion.note}".strip())
                     span.set_attribute("nucleus.expansion_method", expansion.method)
                 except NucleusError as err:
-                    reasons.append(f"query expansion unavailable: {err}")
-            t = mark("expand", t)
-        # The query's phrases, normalised once (stripped, distinct) and carried as one value to
-        # the store's keyword leg and the remote sources.
-        phrases = QueryPhrases.distinct((request.query, *request.extra_phrases, *expanded), MAX_PHRASES)
+                    q.reasons.append(f"query expansion unavailable: {err}")
+            q.mark("expand")
+        return QueryPhrases.distinct((q.request.query, *q.request.extra_phrases, *expanded), MAX_PHRASES)
 
-        # Federation: the remote sources are asked now, in parallel with the local legs.
-        fed = None
-        local = plan is None or plan.local
-        if plan is not None and plan.remotes:
-            budget = s.deadline_s - (time.perf_counter() - t0) - min(FEDERATION_RESERVE_S, s.deadline_s / 3)
-            fed = FederatedSearch(self.federation, self.rescorer, plan,
-                                  RemoteQuery(request.query, tuple(phrases),
-                                              min(self.remote_hits, request.top_k_initial),
-                                              caller, request.remote_resources, INCOMING_PATH.get(),
-                                              for_remotes(request.filters)),
-                                  max(0.05, budget), votes=self.source_votes.of(request.tenant_id)).start()
-            started.append(fed)
-        combined: _BothLegs | None = None
-        keyword_task: asyncio.Task[tuple[CandidateColumns, list[str]]] | None = None
-        if s.combined_legs and local and (s.combined_legs_alone or self._searching > 1):
-            # Both legs in one store call after the embedding: one round trip less per query,
-            # for throughput when searches run concurrently; a lone search keeps its keyword leg
-            # beside the embedding (lower latency, the CPU is there). Failing (other than
-            # NotFound / InvalidArgument), the two calls below answer instead.
-            vectors, embed_reason = await self._embed(request, phrases)
-            t = mark("embed", t)
-            if vectors is not None:
-                try:
-                    combined = await self._both_legs(request, phrases, vectors, profile.feedback_expansion)
-                except NotFound:
-                    if fed is None:
-                        raise
-                    # federation: nothing stored here yet; the keyword call below says so as before
-        else:
-            # Keyword leg starts now; it does not need vectors.
-            keyword_task = (asyncio.create_task(self._keyword_leg(request, phrases, profile, local))
-                            if s.overlap_keyword_leg else None)
-            vectors, embed_reason = await self._embed(request, phrases)
-            t = mark("embed", t)
-        if embed_reason:
-            reasons.append(embed_reason)
-        if combined is None and keyword_task is None:
-            keyword_task = asyncio.create_task(self._keyword_leg(request, phrases, profile, local))
-        # The vector call completes both legs' scores (merge.py), so it names the keyword leg's
-        # rows: that leg runs beside the embedding and has usually answered by now.
-        try:
-            keyword_hits, terms = combined.keyword if combined is not None else await keyword_task
-            keyword_error: NucleusError | None = None
-            notes += feedback_notes(profile, phrases, terms)
-        except NotFound as err:
-            if fed is None:
+    def _federate(self, q: _Query, plan: Plan | None, caller: Caller | None, phrases: QueryPhrases,
+                  started: list[FederatedSearch]) -> FederatedSearch | None:
+        """The remote sources' fan-out, started now to run beside the local legs (None: none)."""
+        if plan is None or not plan.remotes:
+            return None
+        r, s = q.request, q.settings
+        budget = q.left(min(FEDERATION_RESERVE_S, s.deadline_s / 3))
+        fed = FederatedSearch(self.federation, self.rescorer, plan,
+                              RemoteQuery(r.query, tuple(phrases), min(self.remote_hits, r.top_k_initial),
+                                          caller, r.remote_resources, INCOMING_PATH.get(), for_remotes(r.filters)),
+                              max(0.05, budget), votes=self.source_votes.of(r.tenant_id)).start()
+        started.append(fed)
+        return fed
+
+    async def _local_legs(self, q: _Query, phrases: QueryPhrases, profile: RankingProfile, local: bool,
+                          fed: FederatedSearch | None) -> _Legs:
+        """The query's embedding and the local store's two legs. The rule, measured (docs/BENCHMARKS.md
+        "Deployment modes"): a lone search runs its keyword leg beside the embedding (lower latency,
+        the CPU is there); searches that run concurrently ask for both legs in one call after it
+        (one round trip less each). A failed combined call falls back to the two calls, which
+        answer, or degrade, on their own: a failed leg is a reason, not an error."""
+        legs = _Legs(phrases, profile, local=local)
+        keyword_task = None
+        if local and self._searching <= 1:
+            keyword_task = asyncio.create_task(self._retrieve(q, legs.request(q, keyword=True), "keyword"))
+        legs.vectors = await self._embed(q, phrases)
+        q.mark("embed")
+        if local and keyword_task is None and legs.vectors is not None:
+            try:
+                legs.answered(q, await self._retrieve(q, legs.request(q, keyword=True, vectors=legs.vectors),
+                                                      "hybrid"))
+            except NotFound as err:
+                legs.not_stored(q, err, fed)
+            except InvalidArgument:
                 raise
-            local = False                   # federation: a tenant with nothing stored yet, remotes only
-            keyword_hits, keyword_error = EMPTY_COLUMNS, None
-            notes.append(f"local: {err.message}")
-        except InvalidArgument:
-            raise
-        except NucleusError as err:
-            keyword_hits, keyword_error = EMPTY_COLUMNS, err
-            reasons.append(f"keyword retrieval unavailable: {err}")
-        dense_hits: list[CandidateColumns] | None = None if combined is None else combined.dense
-        completion: ScoreCompletion | None = None if combined is None else combined.completion
-        if vectors is not None and local and combined is None:
-            with tracer.start_as_current_span("rag.retrieve.vector") as span:
-                retrieval_attributes(span, data_source="knowledge_store.vector", top_k=request.top_k_initial,
-                                     query=list(phrases))  # telemetry hook
-                try:
-                    dense_hits, completion = await self._ks.candidates_by_vector_with_completion(
-                        request.tenant_id, vectors, request.top_k_initial, request.filters, keywords=phrases,
-                        complete_rows=keyword_hits.row_ids, feedback_expansion=profile.feedback_expansion,
-                        timeout_s=s.retrieval_timeout_s)
-                    span.set_attribute("nucleus.candidates", sum(len(h) for h in dense_hits))
-                except (NotFound, InvalidArgument):
-                    raise
-                except NucleusError as err:
-                    reasons.append(f"vector retrieval unavailable: {err}")
-        t = mark("retrieve", t)
-        local_failed = keyword_error is not None and dense_hits is None
-        if local_failed and fed is None:
-            raise Unavailable("both retrieval legs failed: " + "; ".join(reasons))
+            except NucleusError as err:
+                log.info("combined retrieval call failed (%s: %s); calling the legs separately",
+                         type(err).__name__, err)
+        if legs.local and legs.keyword is None:
+            try:
+                task = keyword_task or self._retrieve(q, legs.request(q, keyword=True), "keyword")
+                legs.answered(q, await task)
+            except NotFound as err:
+                legs.not_stored(q, err, fed)
+            except InvalidArgument:
+                raise
+            except NucleusError as err:
+                legs.keyword_error = err
+                q.reasons.append(f"keyword retrieval unavailable: {err}")
+        if legs.local and legs.dense is None and legs.vectors is not None:
+            rows = legs.keyword.row_ids if legs.keyword is not None else ()
+            try:
+                legs.answered(q, await self._retrieve(q, legs.request(q, vectors=legs.vectors, rows=rows), "vector"))
+            except (NotFound, InvalidArgument):
+                raise
+            except NucleusError as err:
+                q.reasons.append(f"vector retrieval unavailable: {err}")
+        q.mark("retrieve")
+        if legs.failed and fed is None:
+            raise Unavailable("both retrieval legs failed: " + "; ".join(q.reasons))
+        return legs
 
+    async def _retrieve(self, q: _Query, request: RetrievalRequest, leg: str) -> Retrieval:
+        """One retrieval call, its span named by the leg(s) it runs. InvalidArgument is the
+        caller's mistake and propagates as any other failure does."""
+        with tracer.start_as_current_span(f"rag.retrieve.{leg}") as span:
+            retrieval_attributes(span, data_source=f"knowledge_store.{leg}", top_k=request.top_k,
+                                 query=list(request.phrases))  # telemetry hook
+            answer = await self._ks.retrieve(request, timeout_s=q.settings.retrieval_timeout_s)
+            span.set_attribute("nucleus.candidates", len(answer.keyword or ()) + sum(map(len, answer.dense or ())))
+            return answer
+
+    async def _merge(self, q: _Query, legs: _Legs, plan: Plan | None, fed: FederatedSearch | None,
+                     phrases: QueryPhrases) -> tuple[list[Merged], tuple, int]:
+        """Both legs merged by entry id with every raw signal; the remote sources' rows after them."""
+        r, s = q.request, q.settings
         with tracer.start_as_current_span("rag.merge") as span:
-            collapse = s.collapse_by_artifact if request.collapse is None else request.collapse
-            merged = merge(dense_hits or [], keyword_hits, collapse=collapse, completion=completion)
+            collapse = s.collapse_by_artifact if r.collapse is None else r.collapse
+            merged = merge(legs.dense or [], legs.keyword or EMPTY_COLUMNS, collapse=collapse,
+                           completion=legs.completion)
             span.set_attribute("nucleus.candidates", len(merged))
-        t = mark("merge", t)
-        final_k, reports = request.top_k_final, ()
-        if plan is not None:
-            local_report = FederatedSearch.local_report(
-                local and not local_failed, (t - t0) * 1000.0, len(merged) if local else 0,
-                "; ".join(reasons) if local_failed else "" if local else "nothing stored for this tenant"
-            ) if plan.local else None
-            if fed is not None:
-                # Re-scoring embeds every remote hit not seen before: it may use what is left of
-                # the request's deadline (less a margin for ranking), not just one embed call's.
-                left = s.deadline_s - (time.perf_counter() - t0) - RANK_MARGIN_S
-                remote_rows, remote_reasons = await fed.candidates(
-                    request.tenant_id, phrases, vectors, request.tenant_id, timeout_s=max(s.embed_timeout_s, left))
-                reasons += remote_reasons
-                merged = merged + remote_rows
-                # Room for remote results that repeat a local one, dropped after the fetch.
-                final_k += min(len(remote_rows), request.top_k_final)
-                timings += [("slowest_source", fed.timings.slowest_source_ms), ("rescore", fed.timings.rescore_ms)]
-                notes += fed.notes()            # remote_embedded, remote_vectors, remote_duplicates
-                t = mark("federate", t)
-            reports = tuple(r for r in ([local_report] if local_report else []) + (fed.reports if fed else
-                                                                                   list(plan.skipped)))
-            if local_failed and not any(m.origin for m in merged):
-                raise Unavailable("both retrieval legs failed and no remote source answered: " + "; ".join(reasons))
+        q.mark("merge")
+        final_k, reports = r.top_k_final, ()
+        if plan is None:
+            return merged, reports, final_k
+        local_report = FederatedSearch.local_report(
+            legs.local and not legs.failed, (q.last - q.t0) * 1000.0, len(merged) if legs.local else 0,
+            "; ".join(q.reasons) if legs.failed else "" if legs.local else "nothing stored for this tenant"
+        ) if plan.local else None
+        if fed is not None:
+            # Re-scoring embeds every remote hit not seen before: it may use what is left of the
+            # request's deadline (less a margin for ranking), not just one embed call's.
+            remote_rows, remote_reasons = await fed.candidates(
+                r.tenant_id, phrases, legs.vectors, r.tenant_id,
+                timeout_s=max(s.embed_timeout_s, q.left(RANK_MARGIN_S)))
+            q.reasons.extend(remote_reasons)
+            merged = merged + remote_rows
+            final_k += min(len(remote_rows), r.top_k_final)   # room for remote repeats of local results
+            q.timings += [("slowest_source", fed.timings.slowest_source_ms), ("rescore", fed.timings.rescore_ms)]
+            q.notes.extend(fed.notes())            # remote_embedded, remote_vectors, remote_duplicates
+            q.mark("federate")
+        reports = tuple(x for x in ([local_report] if local_report else []) + (fed.reports if fed else
+                                                                               list(plan.skipped)))
+        if legs.failed and not any(m.origin for m in merged):
+            raise Unavailable("both retrieval legs failed and no remote source answered: " + "; ".join(q.reasons))
+        return merged, reports, final_k
 
-        apply_recency = recency_applies(request.prefs.recency_mode or profile.recency_mode, intent.has_intent)
-        stats = completion.keyword_stats if completion is not None else None
-        features = query_features(request.query, stats.document_frequency if stats else (),
-                                  stats.entries if stats else 0)
-        config = ranking_config(request.prefs, profile, apply_recency, now, features)
+    async def _rank(self, q: _Query, merged: list[Merged], legs: _Legs, profile: RankingProfile,
+                    temporal: bool, now: float, final_k: int) -> tuple[Any, Candidates | None, RankingConfig, Any]:
+        """The 4R ranking of every candidate at once (with the profile's learned model when it has
+        one), then the model re-rank of its best rows when asked for."""
+        r, s = q.request, q.settings
+        apply_recency = recency_applies(r.prefs.recency_mode or profile.recency_mode, temporal)
+        stats = legs.completion.keyword_stats if legs.completion is not None else None
+        features = query_features(r.query, stats.document_frequency if stats else (), stats.entries if stats else 0)
+        config = ranking_config(r.prefs, profile, apply_recency, now, features)
         # Model re-ranking is off by default: a request asks for it (the default method), or the
         # profile names a re-ranker; the profile says how many rows it re-scores.
-        rerank = (request.prefs.rerank or bool(profile.reranker)) and len(merged) > 1
+        rerank = (r.prefs.rerank or bool(profile.reranker)) and len(merged) > 1
         with tracer.start_as_current_span("rag.rank") as span:
             candidates = ranking_candidates(merged)
             # With a re-rank, this first ranking picks the rows the model scores (_rerank).
             k = min(max(1, min(profile.rerank_top_n, MAX_RERANK_TOP_N)), len(merged)) if rerank else final_k
             if merged and self.learned.wanted(profile):      # ranks once, with the model if there is one
-                # vectors[0]: the query's own embedding (or the caller's user_query_vector); the
-                # signals call may use what is left of the deadline, less the margin for ranking
-                left = s.deadline_s - (time.perf_counter() - t0) - RANK_MARGIN_S
                 ranked, candidates, learned = await self.learned.apply(
-                    request.tenant_id, request.query, profile, merged, candidates, config, k, reasons, notes,
-                    query_vector=vectors[0] if vectors is not None else None,
-                    timeout_s=max(0.05, min(s.retrieval_timeout_s, left)))
+                    r.tenant_id, r.query, profile, merged, candidates, config, k, q.reasons, q.notes,
+                    query_vector=legs.vectors[0] if legs.vectors is not None else None,
+                    timeout_s=max(0.05, min(s.retrieval_timeout_s, q.left(RANK_MARGIN_S))))
             else:
                 ranked, learned = (rank(candidates, config, k) if merged else None), None
             span.set_attribute("nucleus.candidates", len(merged))
-        t = mark("rank", t)
-
+        q.mark("rank")
         if ranked is not None and rerank:
             with tracer.start_as_current_span("rag.rerank"):
-                ranked, candidates, rerank_reason = await self._rerank(replace(request, top_k_final=final_k), merged,
-                                                                       candidates, config, ranked, reasons, vanished,
-                                                                       method=profile.reranker)
-                if rerank_reason:
-                    reasons.append(rerank_reason)
+                ranked, candidates, reason = await self._rerank(replace(r, top_k_final=final_k), merged, candidates,
+                                                                config, ranked, q.reasons, q.vanished,
+                                                                method=profile.reranker)
+                if reason:
+                    q.reasons.append(reason)
                 learned = None                          # the re-ranker's score replaced the model's
-            t = mark("rerank", t)
+            q.mark("rerank")
+        return ranked, candidates, config, learned
 
+    async def _fetch(self, q: _Query, merged: list[Merged], candidates: Candidates, ranked: Any,
+                     config: RankingConfig, final_k: int, now: float, learned: Any,
+                     fed: FederatedSearch | None) -> tuple[RankedResult, ...]:
+        """The chosen entries read in one call (the legs sent ranking signals only; an entry
+        deleted since the search is dropped and its place refilled, fetch.py), with snippets and
+        explanations."""
+        if ranked is None:
+            return ()
+        r = q.request
+        kept, kept_candidates, ranked = await load_results(
+            self._ks, r.tenant_id, merged, candidates, ranked, config, final_k, q.reasons, q.vanished,
+            timeout_s=q.settings.retrieval_timeout_s)
+        if q.vanished:
+            q.notes.append(f"vanished={len(q.vanished)} (deleted during the search, refilled)")
         results: tuple[RankedResult, ...] = ()
         if ranked is not None:
-            # The legs sent ranking signals only; fetch entries and artifacts for the results in
-            # one call. (Asking the legs for the full hits of their best k (`top_hits`) did not
-            # save it: on SciFact 97% of queries still missed a result with k = top_k_final and
-            # 16% with 50/20, and the larger leg answers cost more than the call: probe p50
-            # 15.0 ms with k = top_k_final vs 14.6 ms without, means of four alternating pairs.)
-            # An entry deleted since the search is dropped and its place refilled (fetch.py).
-            kept, kept_candidates, ranked = await load_results(
-                self._ks, request.tenant_id, merged, candidates, ranked, config, final_k, reasons,
-                vanished, timeout_s=s.retrieval_timeout_s)
-            if vanished:
-                notes.append(f"vanished={len(vanished)} (deleted during the search, refilled)")
-            if ranked is not None:
-                results = build_results(kept, ranked, kept_candidates, config, request.query, request.prefs.explain,
-                                        now_unix=now, learned=learned)
-                if fed is not None:
-                    results, repeats = without_local_repeats(results, request.top_k_final)
-                    if repeats:
-                        notes.append(f"remote_repeats_of_local={repeats}")
-            t = mark("fetch", t)
-        mark("total", t0)
-        debug = "; ".join([f"phrases={len(phrases)}", f"candidates={len(merged)}",
-                           f"temporal_cues={','.join(intent.cues) or '-'}", *notes])
-        return SearchResponse(
-            results=results, degraded=bool(reasons), degraded_reasons=tuple(reasons),
-            profile_name=profile.name, profile_version=profile.version, query_phrases=tuple(phrases),
-            candidates_considered=len(merged), timings=tuple(timings), temporal_intent=intent.has_intent,
-            debug=debug, sources=reports,
-        )
+            results = build_results(kept, ranked, kept_candidates, config, r.query, r.prefs.explain,
+                                    now_unix=now, learned=learned)
+            if fed is not None:
+                results, repeats = without_local_repeats(results, r.top_k_final)
+                if repeats:
+                    q.notes.append(f"remote_repeats_of_local={repeats}")
+        q.mark("fetch")
+        return results
 
-    async def _both_legs(self, request: SearchRequest, phrases: QueryPhrases, vectors: np.ndarray,
-                         feedback_expansion: str) -> _BothLegs | None:
-        """Both retrieval legs in one store call; None when it failed for a reason the two
-        separate calls may not share (they then answer, or degrade, as without it)."""
-        with tracer.start_as_current_span("rag.retrieve.hybrid") as span:
-            retrieval_attributes(span, data_source="knowledge_store.hybrid", top_k=request.top_k_initial,
-                                 query=list(phrases))  # telemetry hook
-            try:
-                keyword, terms, dense, completion = await self._ks.candidates_by_both_legs(
-                    request.tenant_id, vectors, request.top_k_initial, request.filters, keywords=phrases,
-                    feedback_expansion=feedback_expansion, timeout_s=self._settings.retrieval_timeout_s)
-            except (NotFound, InvalidArgument):
-                raise
-            except NucleusError as err:
-                log.info("combined retrieval call failed (%s: %s); calling the legs separately",
-                         type(err).__name__, err)
-                span.set_attribute("nucleus.fallback", True)
-                return None
-            span.set_attribute("nucleus.candidates", len(keyword) + sum(len(h) for h in dense))
-            return _BothLegs((keyword, terms), dense, completion)
-
-    async def _keyword_leg(self, request: SearchRequest, phrases: QueryPhrases, profile: RankingProfile,
-                           local: bool = True) -> tuple[CandidateColumns, list[str]]:
-        if not local:                       # federation: the local store is not among the sources
-            return EMPTY_COLUMNS, []
-        with tracer.start_as_current_span("rag.retrieve.keyword") as span:
-            retrieval_attributes(span, data_source="knowledge_store.keyword", top_k=request.top_k_initial,
-                                 query=list(phrases))  # telemetry hook
-            hits, terms = await self._ks.candidates_by_filters(
-                request.tenant_id, phrases, (), request.top_k_initial, request.filters,
-                feedback_expansion=profile.feedback_expansion, timeout_s=self._settings.retrieval_timeout_s)
-            span.set_attribute("nucleus.candidates", len(hits))
-            return hits, terms
-
-    async def _embed(self, request: SearchRequest, phrases: QueryPhrases) -> tuple[np.ndarray | None, str]:
+    async def _embed(self, q: _Query, phrases: QueryPhrases) -> np.ndarray | None:
+        """All phrases embedded in one call (the caller's own query vector first, when given);
+        None, with the reason noted, when the model cannot answer."""
+        request = q.request
         with tracer.start_as_current_span("rag.embed") as span:
             span.set_attribute("nucleus.phrases", len(phrases))
             given = None
@@ -560,17 +559,18 @@ class RagPipeline:
             else:
                 to_embed = list(phrases)
             if not to_embed:
-                return given, ""
+                return given
             try:
-                vectors = await self._llm.embed(to_embed, timeout_s=self._settings.embed_timeout_s)
+                vectors = await self._llm.embed(to_embed, timeout_s=q.settings.embed_timeout_s)
             except NucleusError as err:
-                return given, f"embedding unavailable: {err}"
+                q.reasons.append(f"embedding unavailable: {err}")
+                return given
             if given is not None:
                 if given.shape[1] != vectors.shape[1]:
                     raise InvalidArgument("user_query_vector",
                                           f"expected {vectors.shape[1]} dimensions, got {given.shape[1]}")
                 vectors = np.vstack([given, vectors])
-            return vectors, ""
+            return vectors
 
     async def _rerank(self, request: SearchRequest, merged: list[Merged], candidates: Candidates,
                       config: RankingConfig, first: Any, reasons: list[str],

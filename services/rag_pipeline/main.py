@@ -54,8 +54,7 @@ from shared.service_main import apply_overrides, parse_args
 from shared.ratelimit import RateLimiter
 from shared.ratelimit_adapters import RateLimitInterceptor
 from shared.service_runner import ServiceSpec, serve
-from shared.settings import RagPipelineSettings, default_data_dir
-from shared.telemetry.settings import TelemetrySettings
+from shared.settings import RagPipelineSettings, TelemetrySettings, default_data_dir, warn_unknown_env
 from shared.signing import LinkSigner
 
 log = logging.getLogger(__name__)
@@ -208,6 +207,7 @@ def main() -> None:
     args = parse_args("nucleus-rag-pipeline", "Nucleus RAGPipeline: SearchAndRank and the RAG MCP tools")
     settings = apply_overrides(RagPipelineSettings(), args)
     configure_logging(settings.log_level)
+    warn_unknown_env(log)
     asyncio.run(serve(lambda: build(settings, stdio=args.stdio), settings, stdio=args.stdio,
                       ready_file=args.ready_file))
 

@@ -20,7 +20,7 @@ from services.rag_pipeline.access import AccessPolicy
 from services.rag_pipeline.ports import KnowledgeSource
 from shared.errors import InvalidArgument, NotFound, PermissionDenied
 from shared.identity import ADMIN, OPERATOR, Principal
-from shared.records import Hit, SearchFilters
+from shared.records import Hit, RetrievalRequest, SearchFilters
 
 DEFAULT_PROFILE_NAME = "default"        # the profile a scope falls back to when none is flagged
 
@@ -71,9 +71,9 @@ async def check_feedback_target(knowledge: KnowledgeSource, access: AccessPolicy
         if target == "entry":
             hits = await knowledge.get_entries(tenant_id, [target_id])
         else:
-            hits, _ = await knowledge.search_by_filters(
-                tenant_id, "", [], 1, SearchFilters(artifact_ids=(target_id,), visibility_groups=principal.groups,
-                                                    enforce_visibility=True))
+            hits = (await knowledge.retrieve(RetrievalRequest(
+                tenant_id, "", 1, SearchFilters(artifact_ids=(target_id,), visibility_groups=principal.groups,
+                                                enforce_visibility=True), keyword=True, hits=True))).keyword_hits
     except InvalidArgument as err:             # the store names its own field (entry_ids[0], ...)
         raise InvalidArgument("target_id", err.message.partition(": ")[2] or err.message) from None
     hit = hits[0] if hits else None

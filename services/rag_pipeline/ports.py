@@ -1,6 +1,6 @@
 """The ports of the RAG pipeline: what it needs from the knowledge store and the language model.
 
-    KnowledgeSource   candidate retrieval (vector leg with score completion, keyword leg), entries by id, tenant
+    KnowledgeSource   retrieval (keyword leg, dense leg with score completion, or both), entries by id, tenant
                       stats, the store's condition, filter search, ranking profiles, feedback
     LanguageModel     embeddings, query expansion, re-ranking, answer synthesis
 
@@ -24,7 +24,6 @@ from services.llm_orchestration.chat import ChatChunk, ChatRequest
 from services.llm_orchestration.results import Expansion, RerankResult, Synthesis
 from shared.records import (
     AnalysedText,
-    CandidateColumns,
     FeedbackAck,
     SearchLogRecord,
     SourceVotes,
@@ -33,7 +32,8 @@ from shared.records import (
     Keywords,
     FieldSignals,
     PeerEntries,
-    ScoreCompletion,
+    Retrieval,
+    RetrievalRequest,
     SearchFilters,
     TenantStats,
 )
@@ -44,40 +44,9 @@ class KnowledgeSource(Protocol):
 
     async def close(self) -> None: ...
 
-    async def candidates_by_vector_with_completion(
-            self, tenant_id: str, vectors: np.ndarray, top_k: int, filters: SearchFilters, *, keywords: Keywords,
-            extra_keywords: Sequence[str] = (), complete_rows: Sequence[int] | np.ndarray = (),
-            feedback_expansion: str = "",
-            timeout_s: float | None = None) -> tuple[list[CandidateColumns], ScoreCompletion]:
-        """Ranking-signal columns per query vector (row of `vectors`), best first; and, in the
-        same call, both relevance signals (best cosine over `vectors`, BM25 of the keyword
-        phrases) for those candidates and for `complete_rows` (the keyword leg's `row_ids`).
-        `feedback_expansion` ("" = none, "rm3"): the BM25 is the expanded query's, as the keyword
-        leg's with the same value."""
-        ...
-
-    async def candidates_by_filters(self, tenant_id: str, keywords: Keywords, extra_keywords: Sequence[str], top_k: int,
-                                    filters: SearchFilters, *, top_hits: int = 0, feedback_expansion: str = "",
-                                    timeout_s: float | None = None) -> tuple[CandidateColumns, list[str]]:
-        """Ranking-signal columns of the keyword (BM25) leg, and the analysed query terms searched;
-        `feedback_expansion` ("" = none, "rm3"): the leg searches the query expanded by the store
-        (the terms are then the expanded query's, the query's own first)."""
-        ...
-
-    async def candidates_by_both_legs(
-            self, tenant_id: str, vectors: np.ndarray, top_k: int, filters: SearchFilters, *, keywords: Keywords,
-            extra_keywords: Sequence[str] = (), feedback_expansion: str = "", timeout_s: float | None = None,
-    ) -> tuple[CandidateColumns, list[str], list[CandidateColumns], ScoreCompletion]:
-        """`candidates_by_filters` and then `candidates_by_vector_with_completion` completing the
-        keyword leg's rows, in one call: (keyword columns, analysed terms, columns per query
-        vector, completion). Unimplemented when the store cannot; any failure of either leg fails it."""
-        ...
-
-    async def search_by_filters(self, tenant_id: str, keywords: Keywords, extra_keywords: Sequence[str], top_k: int,
-                                filters: SearchFilters, *, feedback_expansion: str = "",
-                                timeout_s: float | None = None) -> tuple[list[Hit], list[str]]:
-        """Full hits of a keyword / filter search (no keywords: a metadata-only listing);
-        `feedback_expansion` as `candidates_by_filters`'."""
+    async def retrieve(self, request: RetrievalRequest, *, timeout_s: float | None = None) -> Retrieval:
+        """One retrieval: the keyword leg, the dense leg completing the keyword leg's rows, or
+        both in one call (shared/records.py RetrievalRequest, the store's front.py `retrieve`)."""
         ...
 
     async def get_entries(self, tenant_id: str, entry_ids: Sequence[str], *,

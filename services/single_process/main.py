@@ -45,7 +45,7 @@ from shared.auth.inprocess import InProcessCaller
 from shared.log import configure_logging, register_secret
 from shared.service_runner import ServiceSpec, run_service, write_ready
 from shared.settings import (KnowledgeStoreSettings, LlmOrchestrationSettings, RagPipelineSettings,
-                             ServiceSettings)
+                             ServiceSettings, warn_unknown_env)
 from shared.telemetry.inprocess import CURRENT_SERVICE, in_service, setup_routed_telemetry
 
 log = logging.getLogger(__name__)
@@ -198,6 +198,7 @@ def main() -> None:
     parser.add_argument("--ready-file", type=Path, help="write the bound addresses here as JSON when serving")
     args = parser.parse_args()
     configure_logging(RagPipelineSettings().log_level)
+    warn_unknown_env(log)
     _log_service_names()
     sys.exit(asyncio.run(serve(args.ready_file)))
 

@@ -35,7 +35,7 @@ import time
 from collections import OrderedDict
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable, Mapping
+from typing import Any, Callable
 
 import jwt
 from cryptography.hazmat.primitives import serialization
@@ -58,6 +58,7 @@ CALLERS: dict[str, frozenset[str]] = {
 }
 ALGORITHM = "EdDSA"
 TRUST_FILE = "trust.json"
+SCRAPE_TOKEN_FILE = "metrics-scrape.token"
 SERVICE_TTL_S = 300
 OBO_TTL_S = 120
 OPERATOR_TTL_S = 3600
@@ -65,14 +66,31 @@ LEEWAY_S = 5
 _CACHE_SIZE = 4096
 
 
-def stack_identity_dir(data_dir: Path, env: Mapping[str, str] = os.environ) -> Path:
-    """Where a stack's identities live: $NUCLEUS_IDENTITY_DIR, else <data dir>/identity."""
-    explicit = env.get("NUCLEUS_IDENTITY_DIR")
-    return Path(explicit).resolve() if explicit else data_dir / "identity"
-
-
 def key_file(directory: Path, name: str) -> Path:
     return directory / f"{name}.key"
+
+
+def scrape_token_file(identity_dir: Path) -> Path:
+    """The bearer token Prometheus sends for `/metrics` (shared/auth/scrape.py checks it)."""
+    return Path(identity_dir) / SCRAPE_TOKEN_FILE
+
+
+def ensure_scrape_token(identity_dir: Path) -> Path | None:
+    """Make the scrape token once (0600; O_EXCL: several services starting at once make one); None
+    when the directory is read-only and has none (then only operator tokens are accepted)."""
+    path = scrape_token_file(identity_dir)
+    if path.exists():
+        return path
+    try:
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    except FileExistsError:
+        return path
+    except OSError as err:
+        log.warning("no metrics scrape token (%s); /metrics accepts operator tokens only", err.strerror)
+        return None
+    with os.fdopen(fd, "w") as out:
+        out.write(secrets.token_urlsafe(32) + "\n")
+    return path
 
 
 # ---------------------------------------------------------------------------- making and rotating keys
@@ -119,8 +137,6 @@ def ensure_identities(directory: Path, names: tuple[str, ...] = PRINCIPALS) -> P
             changed = True
     if changed or not (directory / TRUST_FILE).exists():
         _write_bundle(directory, bundle)
-    from shared.auth.scrape import ensure_scrape_token     # the /metrics bearer token (shared/auth/scrape.py)
-
     ensure_scrape_token(directory)
     return directory
 
@@ -363,6 +379,6 @@ def bearer(metadata: dict[str, str]) -> str:
 
 
 __all__ = [
-    "CALLERS", "PRINCIPALS", "stack_identity_dir", "SERVICES", "ServiceSigner", "ServiceVerifier", "bearer",
-    "ensure_identities", "key_file", "list_keys", "revoke", "rotate",
+    "CALLERS", "PRINCIPALS", "SERVICES", "ServiceSigner", "ServiceVerifier", "bearer",
+    "ensure_identities", "ensure_scrape_token", "key_file", "list_keys", "revoke", "rotate", "scrape_token_file",
 ]

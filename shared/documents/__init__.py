@@ -2,8 +2,8 @@
 XLSX, JSONL — as `shared.records.DocumentIn`, and the folder-sync manifest.
 
     front_matter.py   the YAML block at the top of a text document
-    formats.py        office formats → Markdown (pypdf, python-docx, python-pptx, openpyxl);
-                      `Rejected` and its reasons
+    formats.py        office formats → Markdown (pypdf, python-docx, python-pptx, openpyxl)
+    rejected.py       `Rejected` and its reasons
     loading.py        a file → its documents, or `Rejected` (empty, unreadable, encrypted,
                       unsupported type, conversion failed, over a limit, bad front matter)
     limits.py         what one file may cost (sizes, ratio, depth, pages, time, memory): settings
@@ -11,10 +11,10 @@ XLSX, JSONL — as `shared.records.DocumentIn`, and the folder-sync manifest.
     worker.py         conversion in a worker process with address-space and time limits
     manifest.py       path → content hash → artifact ids, so a re-run ingests only changes
 """
-from shared.documents.formats import Rejected
 from shared.documents.front_matter import split_front_matter
 from shared.documents.loading import (SUPPORTED, Loaded, is_supported, iter_files, iter_paths, load_document,
                                       load_documents)
+from shared.documents.rejected import Rejected
 
 __all__ = ["SUPPORTED", "Loaded", "Rejected", "is_supported", "iter_files", "iter_paths", "load_document",
            "load_documents", "split_front_matter"]

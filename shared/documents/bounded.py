@@ -17,8 +17,8 @@ import zipfile
 from pathlib import Path
 from xml.parsers import expat
 
-from shared.documents.formats import CONVERSION_FAILED, Rejected
-from shared.documents.limits import MB, OVER_LIMIT, Limits
+from shared.documents.limits import MB, Limits
+from shared.documents.rejected import CONVERSION_FAILED, OVER_LIMIT, Rejected
 
 _CHUNK = 1 << 20
 _XML_SUFFIXES = (".xml", ".rels", ".vml")

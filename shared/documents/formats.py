@@ -8,7 +8,9 @@ with openpyxl (read-only, streaming rows).
           Markdown tables, in document order; title/dates from the core properties
     PPTX  one `# Slide N: <slide title>` section per slide, text frames as paragraphs or
           indented `- ` items, tables → Markdown tables
-    XLSX  one `# <sheet>` section per sheet, rows as a Markdown table (first row = header)
+    XLSX  one `# <sheet>` section per sheet, rows as a Markdown table (first row = header) as
+          wide as its widest row; every row is read, whatever dimension the sheet declares;
+          data rows past `Limits.max_sheet_rows` are left out and counted in `truncated`
 
 Each returns a `Converted`; a problem with the file raises `Rejected` with its reason. A PDF
 over its `Limits` (objects, pages, a stream's decompressed size) is refused `over a limit`
@@ -21,23 +23,12 @@ import datetime as dt
 import re
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
+from itertools import dropwhile
 from pathlib import Path
 
-from shared.documents.limits import OVER_LIMIT, Limits
-from shared.errors import InvalidArgument
-
-EMPTY, UNREADABLE, ENCRYPTED, UNSUPPORTED, CONVERSION_FAILED, BAD_FRONT_MATTER, DUPLICATE_ID = (
-    "empty", "unreadable", "encrypted", "unsupported type", "conversion failed", "bad front matter",
-    "duplicate id")
-MAX_SHEET_ROWS = 100_000                     # per sheet; the rest is left out and said so
-
-
-class Rejected(InvalidArgument):
-    """A file that cannot be ingested; `reason` is one of the names above."""
-
-    def __init__(self, path: str, reason: str, problem: str) -> None:
-        super().__init__(path, problem)
-        self.reason = reason
+from shared.documents.bounded import check_pdf, pdf_configuration
+from shared.documents.limits import Limits
+from shared.documents.rejected import CONVERSION_FAILED, EMPTY, ENCRYPTED, OVER_LIMIT, Rejected
 
 
 @dataclass(frozen=True, slots=True)
@@ -47,6 +38,7 @@ class Converted:
     created_unix: int = 0
     modified_unix: int = 0
     pages: int = 0                # pages, slides or sheets converted
+    truncated: str = ""           # what a limit left out, with the count; '' when nothing was
 
 
 def _unix(value: object) -> int:
@@ -67,25 +59,17 @@ def _cell(value: object) -> str:
 
 
 def markdown_table(rows: Iterable[Iterable[object]]) -> str:
-    """A Markdown table of `rows` (the first is the header); '' when there are none."""
-    out: list[str] = []
-    width = 0
-    for row in rows:
-        cells = [_cell(c) for c in row]
-        if not out:
-            width = len(cells)
-            if not width:
-                continue
-            out += ["| " + " | ".join(cells) + " |", "|" + " --- |" * width]
-        else:
-            cells = (cells + [""] * width)[:width]
-            out.append("| " + " | ".join(cells) + " |")
-    return "\n".join(out)
+    """A Markdown table of `rows` (the first non-empty one is the header) as wide as its widest
+    row: shorter rows are padded, none is cut; '' when there are none."""
+    table = list(dropwhile(lambda cells: not cells, ([_cell(c) for c in row] for row in rows)))
+    width = max(map(len, table), default=0)
+    if not width:
+        return ""
+    lines = ["| " + " | ".join(cells + [""] * (width - len(cells))) + " |" for cells in table]
+    return "\n".join([lines[0], "|" + " --- |" * width, *lines[1:]])
 
 
 def pdf(path: Path, limits: Limits | None = None) -> Converted:
-    from shared.documents.bounded import pdf_configuration
-
     limits = limits or Limits()
     with pdf_configuration(limits):
         return _pdf(path, limits)
@@ -94,8 +78,6 @@ def pdf(path: Path, limits: Limits | None = None) -> Converted:
 def _pdf(path: Path, limits: Limits) -> Converted:
     from pypdf import PdfReader
     from pypdf.errors import FileNotDecryptedError, LimitReachedError, PdfReadError
-
-    from shared.documents.bounded import check_pdf
 
     try:
         reader = PdfReader(path)
@@ -222,24 +204,42 @@ def pptx(path: Path, limits: Limits | None = None) -> Converted:
                      modified_unix=_unix(props.modified), pages=n)
 
 
+def _sheet_rows(sheet, max_rows: int) -> tuple[list[tuple[object, ...]], int]:
+    """The sheet's non-empty rows — its header and at most `max_rows` data rows, each without
+    its trailing empty cells — and how many data rows were left out. The dimension a sheet
+    declares is not trusted (other tools often write a stale one): every row of its XML is read."""
+    sheet.reset_dimensions()
+    rows: list[tuple[object, ...]] = []
+    left_out = 0
+    for row in sheet.iter_rows(values_only=True):
+        end = len(row)
+        while end and (row[end - 1] is None or not str(row[end - 1]).strip()):
+            end -= 1
+        if not end:
+            continue
+        if len(rows) > max_rows:
+            left_out += 1
+        else:
+            rows.append(row[:end])
+    return rows, left_out
+
+
 def xlsx(path: Path, limits: Limits | None = None) -> Converted:
     from openpyxl import load_workbook
 
+    limits = limits or Limits()
     try:
         book = load_workbook(str(path), read_only=True, data_only=True)
         try:
-            if len(book.worksheets) > (limits or Limits()).max_pages:
-                raise Rejected(str(path), OVER_LIMIT, f"has more than {(limits or Limits()).max_pages} sheets")
-            sections = []
+            if len(book.worksheets) > limits.max_pages:
+                raise Rejected(str(path), OVER_LIMIT, f"has more than {limits.max_pages} sheets")
+            sections, left_out = [], []
             for sheet in book.worksheets:
-                rows = []
-                for i, row in enumerate(sheet.iter_rows(values_only=True)):
-                    if i >= MAX_SHEET_ROWS:
-                        rows.append([f"(rows after {MAX_SHEET_ROWS} left out)"])
-                        break
-                    if any(v is not None and str(v).strip() for v in row):
-                        rows.append(row)
+                rows, more = _sheet_rows(sheet, limits.max_sheet_rows)
                 table = markdown_table(rows)
+                if more:
+                    left_out.append(f"{more} rows of sheet {sheet.title!r}")
+                    table += f"\n\n({more} rows after the first {limits.max_sheet_rows} left out)"
                 if table:
                     sections.append(f"# {sheet.title}\n\n{table}")
             props = book.properties
@@ -252,8 +252,10 @@ def xlsx(path: Path, limits: Limits | None = None) -> Converted:
         raise Rejected(str(path), CONVERSION_FAILED, f"is not a readable XLSX: {type(err).__name__}: {err}") from None
     if not sections:
         raise Rejected(str(path), EMPTY, f"has no cell values in {n} sheets")
+    truncated = (f"{', '.join(left_out)} left out (at most {limits.max_sheet_rows} data rows per sheet, "
+                 f"NUCLEUS_INGEST_MAX_SHEET_ROWS)") if left_out else ""
     return Converted("\n\n".join(sections), title=(props.title or "").strip(), created_unix=_unix(props.created),
-                     modified_unix=_unix(props.modified), pages=n)
+                     modified_unix=_unix(props.modified), pages=n, truncated=truncated)
 
 
 CONVERTERS = {".pdf": pdf, ".docx": docx, ".pptx": pptx, ".xlsx": xlsx}

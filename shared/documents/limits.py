@@ -6,6 +6,8 @@ or exhausted ingest.
     XML inside an archive           no DOCTYPE (so no entities, internal or external), depth
     PDF                             objects, pages, decompressed size per stream
     HTML                            element nesting depth
+    XLSX                            data rows per sheet (not refused: the rows after the limit are
+                                    left out, and the document says so in `truncated`)
     any file                        size on disk; in the conversion worker (worker.py) address
                                     space (RLIMIT_AS) and wall time
 
@@ -20,8 +22,8 @@ from dataclasses import dataclass, fields, replace
 
 from shared.errors import InvalidArgument
 
-OVER_LIMIT = "over a limit"
 MB = 1024 * 1024
+INGEST_PREFIX = "NUCLEUS_INGEST_"     # + a field's name, upper case
 
 
 @dataclass(frozen=True, slots=True)
@@ -36,6 +38,7 @@ class Limits:
     max_pdf_objects: int = 1_000_000  # objects in one PDF's cross-reference tables
     max_pdf_stream_mb: int = 64       # one PDF stream, decompressed
     max_pages: int = 20_000           # pages, slides or sheets
+    max_sheet_rows: int = 100_000     # data rows per sheet (below its header); the rest is left out
     timeout_s: float = 60.0           # wall time per file (conversion worker)
     memory_mb: int = 1024             # address space of the conversion worker
 
@@ -45,7 +48,7 @@ class Limits:
         env = os.environ if environ is None else environ
         values: dict[str, float | int] = {}
         for f in fields(cls):
-            name = f"NUCLEUS_INGEST_{f.name.upper()}"
+            name = f"{INGEST_PREFIX}{f.name.upper()}"
             raw = env.get(name)
             if raw is None or raw.strip() == "":
                 continue
@@ -61,11 +64,11 @@ class Limits:
 
     def env(self) -> dict[str, str]:
         """These limits as `NUCLEUS_INGEST_*` variables (for a worker process)."""
-        return {f"NUCLEUS_INGEST_{f.name.upper()}": str(getattr(self, f.name)) for f in fields(self)}
+        return {f"{INGEST_PREFIX}{f.name.upper()}": str(getattr(self, f.name)) for f in fields(self)}
 
 
 def seconds(value: float) -> str:
     return f"{value:g} s"
 
 
-__all__ = ["MB", "OVER_LIMIT", "Limits", "seconds"]
+__all__ = ["INGEST_PREFIX", "MB", "Limits", "seconds"]

@@ -28,10 +28,11 @@ from typing import Any
 
 from shared.documents import formats
 from shared.documents.bounded import check_archive, check_html_depth
-from shared.documents.formats import (BAD_FRONT_MATTER, CONVERSION_FAILED, EMPTY, UNREADABLE, UNSUPPORTED,
-                                      Converted, Rejected)
+from shared.documents.formats import Converted
 from shared.documents.front_matter import FrontMatter, list_value, split_front_matter, text_value, unix_time
-from shared.documents.limits import MB, OVER_LIMIT, Limits
+from shared.documents.limits import MB, Limits
+from shared.documents.rejected import (BAD_FRONT_MATTER, CONVERSION_FAILED, EMPTY, OVER_LIMIT, UNREADABLE,
+                                       UNSUPPORTED, Rejected)
 from shared.errors import InvalidArgument
 from shared.records import ArtifactMeta, DocumentIn
 
@@ -225,7 +226,8 @@ def _converted_document(path: Path, limits: Limits, source_uri: str) -> tuple[Do
     artifact = _artifact({}, path, title=converted.title or heading,
                          created=converted.created_unix, modified=converted.modified_unix,
                          default_id=path.stem, where=str(path), source_uri=source_uri)
-    return DocumentIn(artifact=artifact, content=converted.text, content_type="text/markdown"), converted.pages
+    return DocumentIn(artifact=artifact, content=converted.text, content_type="text/markdown",
+                      truncated=converted.truncated), converted.pages
 
 
 def _jsonl_documents(path: Path, limits: Limits, source_uri: str) -> tuple[DocumentIn, ...]:

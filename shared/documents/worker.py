@@ -28,9 +28,9 @@ import time
 from pathlib import Path
 from typing import Any, BinaryIO
 
-from shared.documents.formats import Rejected
-from shared.documents.limits import MB, OVER_LIMIT, Limits, seconds
+from shared.documents.limits import MB, Limits, seconds
 from shared.documents.loading import Loaded, load_documents
+from shared.documents.rejected import OVER_LIMIT, Rejected
 from shared.errors import Unavailable
 
 _HEADER = struct.Struct("!Q")

@@ -15,7 +15,6 @@ done once per process by the service runner (`providers.setup_telemetry`).
       client_interceptor  ClientTracingInterceptor: a CLIENT span per call, W3C `traceparent` sent
       server_interceptor  ServerTracingInterceptor: the caller's context extracted, a SERVER span
     SDK: one service process
-      settings            TelemetrySettings (NUCLEUS_OTEL_*)
       resource            build_resource(): service name, version, instance, environment
       span_redaction      Redactor, RedactingSpanProcessor: the safety net in front of each exporter
       stage_metrics       StageMetrics, StageMetricsProcessor: calls / errors / duration per stage

@@ -22,7 +22,9 @@ process (`shared.telemetry.inprocess` makes RAGPipeline's first), so sums never 
 
 Label sets are bounded: methods and tools are the served ones (an unknown tool is "other"),
 stages are span names under a cap, federated sources are the configured ids under a cap; no
-user, tenant or query value is ever a label. The metric reference is docs/OPERATIONS.md.
+user, tenant or query value is ever a label. Label values known in code (stages, reasons, kinds,
+fields, upstreams) exist at 0 from the start ("avoid missing metrics": a dashboard reads 0, not
+"No data"). The metric reference is docs/OPERATIONS.md.
 """
 from __future__ import annotations
 
@@ -67,6 +69,21 @@ IN_PROCESS = "in-process"
 #: Why a credential was refused (shared/auth: TokenRejected reasons, and a caller not allowed).
 REFUSAL_REASONS = ("malformed", "unknown_key", "disabled", "expired", "algorithm", "bad_signature",
                    "wrong_issuer", "wrong_audience", "claims", "tenant", "caller_not_allowed")
+#: Stage spans each service makes (docs/OPERATIONS.md); `embeddings <model>`, `chat <model>` and the
+#: upstream calls are named after what is configured, so they come with use.
+KNOWN_STAGES = {
+    "rag_pipeline": ("rag.search_and_rank", "rag.embed", "rag.expand", "rag.retrieve.keyword", "rag.retrieve.vector",
+                     "rag.retrieve.hybrid", "rag.merge", "rag.rank", "rag.rerank", "rag.fetch",
+                     "rag.federation.fanout", "rag.federation.rescore", "rag.synthesize"),
+    "knowledge_store": ("knowledge_store.ingest", "knowledge_store.ingest.chunk", "knowledge_store.ingest.embed",
+                        "knowledge_store.ingest.commit", "knowledge_store.search_by_vector",
+                        "knowledge_store.search_by_filters"),
+    "llm_orchestration": ("llm.embed", "llm.expand", "llm.rerank", "llm.synthesize"),
+}
+#: The paid upstreams (UPSTREAM_PREFIXES) and the errors their calls end with (services/llm_orchestration:
+#: openai_client.py and rerank_api.py `_translate`).
+UPSTREAMS = ("openai", "rerank_api")
+UPSTREAM_ERROR_KINDS = ("DeadlineExceeded", "Unavailable", "ResourceExhausted", "UpstreamFailed")
 #: Label sets whose prometheus_client children are cached (each metric's own label bounds come first).
 MAX_CHILDREN = 20_000
 #: At most one exemplar per series per second.
@@ -166,6 +183,9 @@ class ServiceMetrics:
         self.rejected_fields = _Bounded(MAX_REJECTION_FIELDS)
         self.ingest_bytes = Counter("nucleus_ingest_bytes", "UTF-8 bytes of the documents offered to ingest",
                                     ["service"], registry=r)
+        self.ingest_truncated = Counter("nucleus_ingest_truncated_documents",
+                                        "Documents offered to ingest that a conversion limit cut short",
+                                        ["service"], registry=r)
         self.rescore_texts = Counter("nucleus_federation_rescore_texts",
                                      "Remote texts re-scoring needed embedded (distinct per query)",
                                      ["service"], registry=r)
@@ -189,12 +209,31 @@ class ServiceMetrics:
         self.auth_refusals = Counter("nucleus_auth_refusals", "Credentials refused, by reason (no secret, no user)",
                                      ["service", "reason"], registry=r)
         self.refusal_reasons = _Bounded(len(REFUSAL_REASONS) + 4, REFUSAL_REASONS)
-        for reason in REFUSAL_REASONS:              # every reason exists (at 0) from the start
-            self.auth_refusals.labels(service, reason)
         self.http_requests = Counter("nucleus_http_requests", "HTTP requests, by route and status code",
                                      ["service", "route", "code"], registry=r)
         self._children: dict[tuple[int, tuple[str, ...]], Any] = {}
         self._exemplar_at: dict[tuple[int, tuple[str, ...]], int] = {}
+        for metric, *labels in self._known_series():    # at 0 from the start: a panel reads 0, not "No data"
+            self._child(metric, *labels)
+
+    def _known_series(self) -> list[tuple[Any, ...]]:
+        """The span-fed counters of this service whose label values are known in code (open-ended
+        ones, methods, codes, sources and routes, come with use)."""
+        known: list[tuple[Any, ...]] = [*((self.auth_refusals, reason) for reason in REFUSAL_REASONS),
+                                        *((self.stage_errors, stage) for stage in KNOWN_STAGES.get(self.service, ()))]
+        if self.service == "knowledge_store":
+            known += [(self.ingest_documents,), (self.ingest_entries,), (self.ingest_bytes,), (self.ingest_truncated,),
+                      *((self.ingest_rejected, field) for field in KNOWN_REJECTION_FIELDS)]
+        elif self.service == "llm_orchestration":
+            known += [(self.embedding_cache_hits,), *((self.embedded_texts, p) for p in ("query", "document", OTHER)),
+                      *((self.tokens, kind) for kind in ("input", "output")),
+                      *((self.upstream_retries, upstream) for upstream in UPSTREAMS),
+                      *((self.upstream_errors, upstream, kind) for upstream in UPSTREAMS
+                        for kind in UPSTREAM_ERROR_KINDS)]
+        elif self.service == "rag_pipeline":
+            known += [(self.rescore_texts,), (self.rescore_embedded,),
+                      *((self.degraded, reason) for reason in dict.fromkeys([*map(_reason, DEGRADED_REASONS), OTHER]))]
+        return known
 
     def _child(self, metric: Any, *labels: str) -> Any:
         """`metric.labels(service, *labels)`, cached (the label lookup is most of a record's cost)."""
@@ -276,14 +315,13 @@ class ServiceMetrics:
                 self._child(self.degraded, _reason(str(reason))).inc()
         elif name == "knowledge_store.ingest":
             self._child(self.ingest_documents).inc(int(attributes.get("nucleus.documents", 0)))
-            for field in KNOWN_REJECTION_FIELDS:         # the usual reasons exist (at 0) from the first ingest
-                self._child(self.ingest_rejected, field)
             rejected = int(attributes.get("nucleus.rejected", 0))
             fields = list(attributes.get("nucleus.rejected_fields") or ())
             for field in [*fields, *[OTHER] * max(0, rejected - len(fields))]:
                 self._child(self.ingest_rejected, self.rejected_fields(str(field)[:48])).inc()
             self._child(self.ingest_entries).inc(int(attributes.get("nucleus.entries", 0)))
             self._child(self.ingest_bytes).inc(int(attributes.get("nucleus.bytes", 0)))
+            self._child(self.ingest_truncated).inc(int(attributes.get("nucleus.truncated", 0)))
         elif name == "rag.federation.rescore":
             self._child(self.rescore_texts).inc(int(attributes.get("nucleus.rescore.texts", 0)))
             self._child(self.rescore_embedded).inc(int(attributes.get("nucleus.rescore.embedded", 0)))

@@ -51,7 +51,7 @@ from shared.telemetry.prometheus import service_metrics
 from shared.telemetry.file_exporters import JsonlMetricExporter, JsonlSpanExporter
 from shared.telemetry.resource import build_resource
 from shared.telemetry.rpc import RPC_METER_NAME
-from shared.telemetry.settings import TelemetrySettings
+from shared.settings import TelemetrySettings
 from shared.telemetry.span_redaction import RedactingSpanProcessor
 from shared.telemetry.stage_metrics import StageMetrics, StageMetricsProcessor
 

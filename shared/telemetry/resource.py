@@ -8,7 +8,7 @@ from importlib import metadata as importlib_metadata
 
 from opentelemetry.sdk.resources import Resource
 
-from shared.telemetry.settings import TelemetrySettings
+from shared.settings import TelemetrySettings
 
 SERVICE_NAMES = {
     "knowledge_store": "nucleus-knowledge-store",

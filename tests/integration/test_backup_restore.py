@@ -24,6 +24,7 @@ from services.knowledge_store.client import KnowledgeStoreClient
 from shared.errors import FailedPrecondition
 from shared.records import ArtifactMeta, DocumentIn, SearchFilters
 from tests.support.processes import run_cli
+from tests.support.retrieval import search_by_filters, search_by_vector
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -104,10 +105,10 @@ async def answers(client: KnowledgeStoreClient, tenant: str, artifact_ids: tuple
     out = []
     filters = SearchFilters(artifact_ids=artifact_ids)
     for query in QUERIES:
-        hits = await client.search_by_vector(tenant, _QUERY_VECTORS[query], 10, filters)
+        hits = await search_by_vector(client, tenant, _QUERY_VECTORS[query], 10, filters)
         out.append([(h.entry.id, round(h.score, 5)) for h in hits[0]])
         if not artifact_ids:
-            kw, _ = await client.search_by_filters(tenant, query, [], 10, filters)
+            kw, _ = await search_by_filters(client, tenant, query, [], 10, filters)
             out.append([(h.entry.id, round(h.score, 4)) for h in kw])
     return out
 
@@ -128,7 +129,7 @@ async def query_vectors(stack):
 
 
 async def chunks_per_artifact(client: KnowledgeStoreClient) -> dict[str, int]:
-    listing, _ = await client.search_by_filters("bk", "", [], 1_000, SearchFilters())
+    listing, _ = await search_by_filters(client, "bk", "", [], 1_000, SearchFilters())
     out: dict[str, int] = {}
     for hit in listing:
         out[hit.entry.artifact_id] = out.get(hit.entry.artifact_id, 0) + 1
@@ -261,7 +262,7 @@ async def test_random_bytes_in_a_tenants_database_are_found_and_an_online_restor
 
         async def read_other() -> None:
             while True:
-                hits, _ = await client.search_by_filters("bk", "pump seal", [], 5, SearchFilters())
+                hits, _ = await search_by_filters(client, "bk", "pump seal", [], 5, SearchFilters())
                 served.append(len(hits))
                 await asyncio.sleep(0.01)
 

@@ -149,7 +149,7 @@ def test_a_bad_max_tool_rounds_is_one_line_without_a_traceback(stack, capsys, mo
     err = capsys.readouterr().err
     assert code == 2
     assert "Traceback" not in err and len(err.strip().splitlines()) <= 2      # one line (wrapped at most once)
-    assert "invalid_argument: NUCLEUS_CHAT_MAX_TOOL_ROUNDS: must be an integer from 0 to 20, got '21'" in one_line(err)
+    assert "invalid_argument: NUCLEUS_CHAT_MAX_TOOL_ROUNDS: Input should be less than or equal to 20, got '21'" in one_line(err)
 
 
 def test_cli_profile_stores_re_rank_fields_and_refuses_a_reranker_the_stack_lacks(stack, tmp_path):

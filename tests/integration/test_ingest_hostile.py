@@ -17,6 +17,7 @@ from benchmarks.hostile_files import write_hostile_folder
 from benchmarks.sample_files import write_pdf
 from services.knowledge_store.client import KnowledgeStoreClient
 from shared.records import SearchFilters
+from tests.support.retrieval import search_by_filters
 
 pytestmark = pytest.mark.integration
 ROOT = Path(__file__).resolve().parents[2]
@@ -59,7 +60,7 @@ async def test_a_hostile_folder_ingests_the_good_files_and_lists_every_bad_one(s
 
     client = KnowledgeStoreClient(stack["knowledge_store"]["grpc"])
     try:
-        hits, _ = await client.search_by_filters(TENANT, "osprey checklist quay", [], 20, SearchFilters())
+        hits, _ = await search_by_filters(client, TENANT, "osprey checklist quay", [], 20, SearchFilters())
     finally:
         await client.close()
     by_id = {h.entry.artifact_id: h for h in hits}

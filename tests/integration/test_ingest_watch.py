@@ -16,6 +16,7 @@ import pytest
 from services.knowledge_store.client import KnowledgeStoreClient
 from shared.errors import NotFound
 from shared.records import SearchFilters
+from tests.support.retrieval import search_by_filters
 
 pytestmark = pytest.mark.integration
 ROOT = Path(__file__).resolve().parents[2]
@@ -39,7 +40,7 @@ async def test_watch_process_follows_changes_and_resumes_after_kill_9(stack, tmp
 
     async def found(words: str) -> set[str]:
         try:
-            hits, _ = await client.search_by_filters(TENANT, words, [], 20, SearchFilters())
+            hits, _ = await search_by_filters(client, TENANT, words, [], 20, SearchFilters())
         except NotFound:                            # before the first pass created the tenant
             return set()
         return {h.entry.artifact_id for h in hits}

@@ -7,6 +7,7 @@ import asyncio
 import json
 import os
 import random
+import re
 import signal
 import subprocess
 import sys
@@ -21,6 +22,7 @@ from services.knowledge_store.client import KnowledgeStoreClient
 from shared.records import ArtifactMeta, DocumentIn, SearchFilters
 from services.llm_orchestration.client import LlmOrchestrationClient
 from shared.errors import InvalidArgument, NotFound
+from tests.support.retrieval import candidates_by_both_legs, candidates_by_filters, candidates_by_vector, candidates_by_vector_with_completion, search_by_filters, search_by_vector
 
 pytestmark = pytest.mark.integration
 DAY = 86_400
@@ -70,10 +72,10 @@ async def test_ingest_then_both_searches_find_the_document(store, llm):
             source_type="blog", modified_unix=now),
     ])
     vec = await llm.embed(["why do eruptions cool the planet"])
-    dense = (await store.search_by_vector(tenant, vec, 2, SearchFilters()))[0]
+    dense = (await search_by_vector(store, tenant, vec, 2, SearchFilters()))[0]
     assert dense[0].entry.artifact_id == "volcano"
     assert dense[0].score > dense[1].score
-    keyword, terms = await store.search_by_filters(tenant, "sourdough yeast", [], 5, SearchFilters())
+    keyword, terms = await search_by_filters(store, tenant, "sourdough yeast", [], 5, SearchFilters())
     assert keyword[0].entry.artifact_id == "bread"
     assert "sourdough" in terms
     stats = await store.stats(tenant)
@@ -96,10 +98,10 @@ async def test_upsert_replaces_old_chunks_in_every_index(store, llm):
     await store.ingest(tenant, "", [doc("policy", "The reimbursement ceiling is forty dollars per zeppelin ride.")])
     report = await store.ingest(tenant, "", [doc("policy", "Meals are reimbursed up to sixty euros per day.")])
     assert report.results[0].entries_replaced >= 1
-    old, _ = await store.search_by_filters(tenant, "zeppelin", [], 5, SearchFilters())
+    old, _ = await search_by_filters(store, tenant, "zeppelin", [], 5, SearchFilters())
     assert old == []
     vec = await llm.embed(["reimbursement ceiling zeppelin ride"])
-    dense = (await store.search_by_vector(tenant, vec, 5, SearchFilters()))[0]
+    dense = (await search_by_vector(store, tenant, vec, 5, SearchFilters()))[0]
     assert all("zeppelin" not in h.entry.text for h in dense)
     stats = await store.stats(tenant)
     assert stats.artifacts == 1 and stats.entries == stats.vectors == stats.keyword_docs
@@ -110,10 +112,10 @@ async def test_delete_removes_the_artifact_from_every_index(store, llm):
     await store.ingest(tenant, "", [doc("a", "Quantum gravimeters measure tiny changes in gravity."),
                                      doc("b", "Tide tables list high and low water times.")])
     assert await store.delete(tenant, ["a"]) == (1, 1)
-    hits, _ = await store.search_by_filters(tenant, "gravimeters gravity", [], 5, SearchFilters())
+    hits, _ = await search_by_filters(store, tenant, "gravimeters gravity", [], 5, SearchFilters())
     assert [h.entry.artifact_id for h in hits] == []
     vec = await llm.embed(["quantum gravimeter"])
-    dense = (await store.search_by_vector(tenant, vec, 5, SearchFilters()))[0]
+    dense = (await search_by_vector(store, tenant, vec, 5, SearchFilters()))[0]
     assert {h.entry.artifact_id for h in dense} == {"b"}
     stats = await store.stats(tenant)
     assert (stats.artifacts, stats.entries, stats.vectors, stats.keyword_docs) == (1, 1, 1, 1)
@@ -137,8 +139,8 @@ async def test_filters_apply_inside_the_search_and_still_fill_k(store, llm):
     for filters in (SearchFilters(source_types=("official-docs",)), SearchFilters(tags=("inverter",)),
                     SearchFilters(owners=("alice",)), SearchFilters(date_from_unix=base + DAY),
                     SearchFilters(artifact_ids=tuple(f"match-{i}" for i in range(5)))):
-        dense = (await store.search_by_vector(tenant, vec, 5, filters))[0]
-        keyword, _ = await store.search_by_filters(tenant, "solar panel", [], 5, filters)
+        dense = (await search_by_vector(store, tenant, vec, 5, filters))[0]
+        keyword, _ = await search_by_filters(store, tenant, "solar panel", [], 5, filters)
         for hits in (dense, keyword):
             assert len(hits) == 5, filters
             assert all(h.entry.artifact_id.startswith("match-") for h in hits), filters
@@ -151,11 +153,11 @@ async def test_candidate_columns_carry_the_same_ranking_as_hits_and_each_entrys_
     await ingest_solar_corpus(store, tenant, 1_700_000_000)
     vec = await llm.embed(["solar panel inverter", "clean the surface"])
     for filters in (SearchFilters(), SearchFilters(source_types=("official-docs",))):
-        hits = await store.search_by_vector(tenant, vec, 20, filters)
-        columns = await store.candidates_by_vector(tenant, vec, 20, filters)
+        hits = await search_by_vector(store, tenant, vec, 20, filters)
+        columns = await candidates_by_vector(store, tenant, vec, 20, filters)
         assert len(hits) == len(columns) == 2
-        keyword, terms = await store.search_by_filters(tenant, "solar inverter", ["fault"], 20, filters)
-        keyword_columns, column_terms = await store.candidates_by_filters(tenant, "solar inverter", ["fault"], 20,
+        keyword, terms = await search_by_filters(store, tenant, "solar inverter", ["fault"], 20, filters)
+        keyword_columns, column_terms = await candidates_by_filters(store, tenant, "solar inverter", ["fault"], 20,
                                                                           filters)
         assert terms == column_terms
         for leg_hits, leg_columns in [*zip(hits, columns), (keyword, keyword_columns)]:
@@ -168,23 +170,12 @@ async def test_candidate_columns_carry_the_same_ranking_as_hits_and_each_entrys_
             assert np.allclose(leg_columns.richness, [h.entry.richness for h in leg_hits])
             assert np.allclose(leg_columns.reputation_prior, [h.artifact.reputation_prior for h in leg_hits])
             assert leg_columns.feedback_helpful.tolist() == [h.artifact.feedback_helpful for h in leg_hits]
-        assert all(len(c.top_hits) == 0 for c in [*columns, keyword_columns])
-        with_hits = await store.candidates_by_vector(tenant, vec, 20, filters, top_hits=3)
-        keyword_with_hits, _ = await store.candidates_by_filters(tenant, "solar inverter", ["fault"], 20, filters,
-                                                                 top_hits=3)
-        for leg_hits, leg_columns in [*zip(hits, with_hits), (keyword, keyword_with_hits)]:
-            assert [h.entry.id for h in leg_columns.top_hits] == [h.entry.id for h in leg_hits[:3]]
-            assert [h.entry.text for h in leg_columns.top_hits] == [h.entry.text for h in leg_hits[:3]]
-            assert all(h.entry.text and h.artifact.title for h in leg_columns.top_hits)
-            assert list(leg_columns.entry_ids) == [h.entry.id for h in leg_hits]
-    official = await store.candidates_by_vector(tenant, vec, 20, SearchFilters(source_types=("official-docs",)))
+    official = await candidates_by_vector(store, tenant, vec, 20, SearchFilters(source_types=("official-docs",)))
     assert all(a.startswith("match-") for a in official[0].artifact_ids) and len(official[0]) == 5
     with pytest.raises(InvalidArgument, match="top_k"):
-        await store.candidates_by_vector(tenant, vec, 0, SearchFilters())
-    with pytest.raises(InvalidArgument, match="top_hits"):
-        await store.candidates_by_filters(tenant, "solar", [], 5, SearchFilters(), top_hits=101)
+        await candidates_by_vector(store, tenant, vec, 0, SearchFilters())
     with pytest.raises(NotFound):
-        await store.candidates_by_filters("never-written", "x", [], 5, SearchFilters())
+        await candidates_by_filters(store, "never-written", "x", [], 5, SearchFilters())
 
 
 def assert_same_columns(a, b) -> None:
@@ -195,7 +186,7 @@ def assert_same_columns(a, b) -> None:
 
 
 async def test_both_legs_in_one_call_answer_exactly_what_the_two_calls_answer(store, llm, stack):
-    """VectorSearchRequest.include_keyword_leg: the keyword leg's columns and terms, the vector
+    """RetrieveRequest with keyword_leg and query_vectors: the keyword leg's columns and terms, the vector
     leg's columns and the completion of both legs' rows, as the two separate calls give them."""
     tenant = "ks-both-legs"
     await ingest_solar_corpus(store, tenant, 1_700_000_000)
@@ -204,10 +195,10 @@ async def test_both_legs_in_one_call_answer_exactly_what_the_two_calls_answer(st
              ("solar inverter", ["fault"], SearchFilters(source_types=("official-docs",))),
              ("zzzunknownword", [], SearchFilters())]          # a keyword leg that finds nothing
     for keywords, extra, filters in cases:
-        keyword, terms, dense, completion = await store.candidates_by_both_legs(
+        keyword, terms, dense, completion = await candidates_by_both_legs(store, 
             tenant, vec, 20, filters, keywords=keywords, extra_keywords=extra)
-        keyword_alone, terms_alone = await store.candidates_by_filters(tenant, keywords, extra, 20, filters)
-        dense_alone, completion_alone = await store.candidates_by_vector_with_completion(
+        keyword_alone, terms_alone = await candidates_by_filters(store, tenant, keywords, extra, 20, filters)
+        dense_alone, completion_alone = await candidates_by_vector_with_completion(store, 
             tenant, vec, 20, filters, keywords=keywords, extra_keywords=extra, complete_rows=keyword_alone.row_ids)
         assert terms == terms_alone
         assert_same_columns(keyword, keyword_alone)
@@ -223,16 +214,16 @@ async def test_both_legs_in_one_call_answer_exactly_what_the_two_calls_answer(st
         else:
             assert len(keyword) > 0 and set(keyword.row_ids.tolist()) <= set(completion.row_ids.tolist())
     with pytest.raises(NotFound):
-        await store.candidates_by_both_legs("never-written", vec, 5, SearchFilters(), keywords="x")
+        await candidates_by_both_legs(store, "never-written", vec, 5, SearchFilters(), keywords="x")
     with pytest.raises(InvalidArgument, match="top_k"):
-        await store.candidates_by_both_legs(tenant, vec, 0, SearchFilters(), keywords="solar")
+        await candidates_by_both_legs(store, tenant, vec, 0, SearchFilters(), keywords="solar")
     from nucleus.v1 import knowledge_store_pb2 as ks_pb
     from nucleus.v1 import knowledge_store_pb2_grpc as ks_grpc
 
     async with grpc.aio.insecure_channel(stack["knowledge_store"]["grpc"]) as channel:
         with pytest.raises(grpc.aio.AioRpcError) as err:
-            await ks_grpc.KnowledgeStoreStub(channel).SearchPersonaKnowledgeByVector(ks_pb.VectorSearchRequest(
-                tenant_id=tenant, top_k=5, candidates_only=True, complete_scores=True, include_keyword_leg=True,
+            await ks_grpc.KnowledgeStoreStub(channel).Retrieve(ks_pb.RetrieveRequest(
+                tenant_id=tenant, top_k=5, complete_scores=True, keyword_leg=True,
                 keywords="solar", complete_row_ids=[1], query_vectors=[ks_pb.FloatVector(values=vec[0].tolist())]))
     assert err.value.code() == grpc.StatusCode.INVALID_ARGUMENT and "complete_row_ids" in err.value.details()
 
@@ -244,12 +235,12 @@ async def test_tenant_isolation_with_canaries_on_both_legs(store, llm):
                                    doc(f"common-{t}", "Shared words: mango telescope observatory.")])
     vec = await llm.embed(["mango telescope canary zebra"])
     for t in tenants:
-        dense = (await store.search_by_vector(t, vec, 50, SearchFilters()))[0]
-        keyword, _ = await store.search_by_filters(t, "canary zebra mango telescope", [], 50, SearchFilters())
+        dense = (await search_by_vector(store, t, vec, 50, SearchFilters()))[0]
+        keyword, _ = await search_by_filters(store, t, "canary zebra mango telescope", [], 50, SearchFilters())
         seen = {h.entry.artifact_id for h in dense + keyword}
         assert seen == {f"canary-{t}", f"common-{t}"}, (t, seen)
-        columns = (await store.candidates_by_vector(t, vec, 50, SearchFilters()))[0]
-        keyword_columns, _ = await store.candidates_by_filters(t, "canary zebra mango telescope", [], 50,
+        columns = (await candidates_by_vector(store, t, vec, 50, SearchFilters()))[0]
+        keyword_columns, _ = await candidates_by_filters(store, t, "canary zebra mango telescope", [], 50,
                                                                SearchFilters())
         assert set(columns.artifact_ids) | set(keyword_columns.artifact_ids) == seen, t
         assert all(h.entry.tenant_id == t for h in dense + keyword)
@@ -272,13 +263,13 @@ async def test_bad_input_is_refused_and_nothing_is_written(store, llm):
             await store.ingest(t, "", docs)
         assert field in str(err.value), (field, str(err.value))
     with pytest.raises(InvalidArgument) as err:
-        await store.search_by_vector(tenant, np.ones((1, 12), np.float32), 5, SearchFilters())
+        await search_by_vector(store, tenant, np.ones((1, 12), np.float32), 5, SearchFilters())
     assert "384" in str(err.value) and "12" in str(err.value)
     with pytest.raises(InvalidArgument) as err:
-        await store.search_by_filters(tenant, "x", [], 5, SearchFilters(date_from_unix=10, date_to_unix=5))
+        await search_by_filters(store, tenant, "x", [], 5, SearchFilters(date_from_unix=10, date_to_unix=5))
     assert "date" in str(err.value)
     with pytest.raises(NotFound):
-        await store.search_by_filters("never-written", "x", [], 5, SearchFilters())
+        await search_by_filters(store, "never-written", "x", [], 5, SearchFilters())
     after = await store.stats(tenant)
     assert (after.artifacts, after.entries, after.vectors) == (before.artifacts, before.entries, before.vectors)
 
@@ -332,7 +323,7 @@ async def test_kill_9_during_ingest_recovers_exactly_the_acknowledged_writes(tmp
         assert stats.entries == stats.vectors == stats.keyword_docs, stats
         present: dict[str, int] = {}
         for artifact_id in attempted:
-            hits, _ = await client.search_by_filters("crash", "", [], 100, SearchFilters(artifact_ids=(artifact_id,)))
+            hits, _ = await search_by_filters(client, "crash", "", [], 100, SearchFilters(artifact_ids=(artifact_id,)))
             if hits:
                 present[artifact_id] = len(hits)
         assert set(acked) <= set(present), f"lost acknowledged writes: {sorted(set(acked) - set(present))}"
@@ -355,7 +346,7 @@ async def test_a_batch_with_commit_valid_commits_the_good_documents_and_reports_
                                 commit_valid=True)
     assert [(r.index, r.artifact_id) for r in report.results] == [(0, "cv-good"), (2, "cv-good-2")]
     assert [(r.index, r.artifact_id, r.field) for r in report.rejected] == [(1, "cv-empty", "documents[1].content")]
-    hits, _ = await store.search_by_filters(tenant, "narwhals capybaras", [], 10, SearchFilters())
+    hits, _ = await search_by_filters(store, tenant, "narwhals capybaras", [], 10, SearchFilters())
     assert {h.entry.artifact_id for h in hits} == {"cv-good", "cv-good-2"}
     with pytest.raises(InvalidArgument):                # without it, the batch is all-or-nothing
         await store.ingest(tenant, "", [doc("cv-3", "Okapis."), doc("cv-empty", "")])
@@ -373,9 +364,37 @@ async def test_nucleus_ingest_of_a_mixed_folder_ingests_the_good_files_and_exits
     argv = ["--data-dir", str(tmp_path / "cli-data"), "ingest", str(tmp_path / "docs"), "--tenant", "cli-folder",
             "--knowledge-store-target", stack["knowledge_store"]["grpc"]]
     assert await asyncio.to_thread(main, argv) == 2, "rejected files make the exit code non-zero"
-    hits, _ = await store.search_by_filters("cli-folder", "pelican quokka narwhal gyro lighthouse walrus cormorant "
+    hits, _ = await search_by_filters(store, "cli-folder", "pelican quokka narwhal gyro lighthouse walrus cormorant "
                                             "brûlée ocelot heron", [], 50, SearchFilters())
     assert {h.entry.artifact_id: h.artifact.title for h in hits} == titles
     assert await asyncio.to_thread(main, argv + ["--strict"]) == 2
     (tmp_path / "docs" / "broken").rename(tmp_path / "elsewhere")
     assert await asyncio.to_thread(main, argv + ["--sync"]) == 0, "unchanged good files, nothing rejected"
+
+
+async def test_nucleus_ingest_reports_rows_past_the_sheet_limit_as_truncated(store, stack, tmp_path):
+    from benchmarks.sample_files import write_long_sheet
+    from tests.support.processes import run_cli
+
+    (tmp_path / "sheets").mkdir()
+    write_long_sheet(tmp_path / "sheets" / "ledger.xlsx", rows=3000, columns=2)
+    argv = ["--data-dir", str(tmp_path / "cli-data"), "ingest", str(tmp_path / "sheets"), "--tenant", "cli-sheets",
+            "--knowledge-store-target", stack["knowledge_store"]["grpc"]]
+    limit = {"NUCLEUS_INGEST_MAX_SHEET_ROWS": "2000"}
+    left_out = "1000 rows of sheet 'Ledger' left out (at most 2000 data rows per sheet"
+
+    strict = await asyncio.to_thread(run_cli, argv + ["--strict"], env=limit)
+    assert strict.returncode == 2, strict.stdout + strict.stderr
+    assert f"rejected truncated: {tmp_path / 'sheets' / 'ledger.xlsx'}: {left_out}" in " ".join(strict.stdout.split())
+
+    done = await asyncio.to_thread(run_cli, argv, env=limit)
+    assert done.returncode == 0, done.stdout + done.stderr
+    out = " ".join(done.stdout.split())
+    assert f"truncated {tmp_path / 'sheets' / 'ledger.xlsx'}: {left_out}" in out
+    assert re.search(r"\btruncated\W+1\W+1\W", out), out                   # the table: 1 file, 1 document
+    [run] = json.loads((tmp_path / "cli-data" / "ingest_runs" / "cli-sheets.json").read_text())["runs"][:1]
+    assert run["counts"] == {"truncated": 1} and left_out in run["files"][0]["detail"]
+    hits, _ = await search_by_filters(store, "cli-sheets", "r1999c2", [], 5, SearchFilters())
+    assert [h.entry.artifact_id for h in hits][:1] == ["ledger"] and "r1999c2" in hits[0].entry.text
+    hits, _ = await search_by_filters(store, "cli-sheets", "r2001c1", [], 5, SearchFilters())
+    assert hits == [], "rows past the limit are not stored"

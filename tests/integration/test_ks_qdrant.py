@@ -24,6 +24,7 @@ import pytest
 from services.knowledge_store.client import KnowledgeStoreClient
 from shared.errors import Unavailable, Unimplemented
 from shared.records import ArtifactMeta, DocumentIn, SearchFilters
+from tests.support.retrieval import search_by_filters
 
 pytestmark = pytest.mark.integration
 TENANT = "replicas"
@@ -101,7 +102,7 @@ async def test_replica_killed_mid_ingest_leaves_every_acknowledged_document_once
     client = KnowledgeStoreClient(target)
     try:
         stats = await client.stats(TENANT)
-        listing, _ = await client.search_by_filters(TENANT, "", [], 1000, SearchFilters())
+        listing, _ = await search_by_filters(client, TENANT, "", [], 1000, SearchFilters())
         chunks: dict[str, list[int]] = {}
         for hit in listing:
             chunks.setdefault(hit.entry.artifact_id, []).append(hit.entry.chunk_index)
@@ -111,7 +112,7 @@ async def test_replica_killed_mid_ingest_leaves_every_acknowledged_document_once
         assert per_doc >= 3
         assert all(sorted(c) == list(range(per_doc)) for c in chunks.values()), f"half or doubled artifacts: {chunks}"
         assert stats.artifacts == len(chunks) and stats.entries == per_doc * len(chunks)
-        hits, _ = await client.search_by_filters(TENANT, f"replicaword{acked[0].split('-')[1]}x0y7", [], 5,
+        hits, _ = await search_by_filters(client, TENANT, f"replicaword{acked[0].split('-')[1]}x0y7", [], 5,
                                                  SearchFilters())
         assert [h.entry.id for h in hits] == [f"{acked[0]}#0"]
         again = await client.ingest(TENANT, "", [_doc(int(acked[0].split("-")[1]))])       # idempotent re-ingest
@@ -134,7 +135,7 @@ async def test_unreachable_qdrant_answers_unavailable_not_a_hang(tmp_path, stack
     client = KnowledgeStoreClient(target, timeout_s=20)
     try:
         with pytest.raises(Unavailable, match="Qdrant at http://127.0.0.1"):
-            await client.search_by_filters("t", "volcano", [], 5, SearchFilters())
+            await search_by_filters(client, "t", "volcano", [], 5, SearchFilters())
         with pytest.raises(Unavailable):
             await client.stats("t")
         status = await client.store_status()

@@ -1,6 +1,7 @@
 """Operators can watch it: a real Prometheus (exemplar storage on) scrapes a real authenticated
 split stack with the shipped rules; after traffic, every shipped dashboard and recording-rule
-expression returns a series, the RED and stage series move, an exemplar of the SearchAndRank
+expression returns a series, so does every metric a panel, rule or alert reads (storage problems
+at 0 for every kind), the RED and stage series move, an exemplar of the SearchAndRank
 histogram names a trace that is in the trace files, and a frozen service's `up`-based alert
 goes pending. Also: /metrics refuses anything but an operator credential.
 
@@ -26,10 +27,10 @@ import yaml
 from nucleus.v1 import rag_pipeline_pb2 as rag_pb
 from nucleus.v1 import rag_pipeline_pb2_grpc as rag_grpc
 from benchmarks.secure_stack import ingest_corpus, start_secure_stack
-from shared.auth.scrape import scrape_token_file
-from shared.auth.service_identity import ServiceSigner
+from shared.auth.service_identity import ServiceSigner, scrape_token_file
 from tests.support.mcp_clients import http_client, structured
-from tests.support.observability import KIT, dashboard_exprs, rule_exprs
+from services.knowledge_store.health import KINDS
+from tests.support.observability import KIT, alert_rules, dashboard_exprs, rule_exprs
 from tests.support import background
 from tests.support.processes import ROOT, stop, stop_stack, wait_ready
 
@@ -193,6 +194,8 @@ async def test_prometheus_scrapes_every_service_and_the_shipped_expressions_retu
     _until(targets_up, "every service's target and the supervisor's up", timeout_s=60)
     running = _api(base, "query", query='nucleus_supervisor_service_state{state="running"} == 1')["result"]
     assert {r["metric"]["service"] for r in running} == set(SERVICES)
+    problems = _api(base, "query", query="nucleus_ks_storage_problems")["result"]      # healthy: 0, not absent
+    assert {r["metric"]["kind"]: float(r["value"][1]) for r in problems} == dict.fromkeys(KINDS, 0.0)
     search = 'sum(nucleus_requests_total{method="nucleus.v1.RagPipeline/SearchAndRank"})'
     stage = 'sum(nucleus_stage_duration_seconds_count{stage="rag.search_and_rank"})'
     before_requests, before_stage = _scalar(base, search), _scalar(base, stage)
@@ -204,7 +207,7 @@ async def test_prometheus_scrapes_every_service_and_the_shipped_expressions_retu
     _until(lambda: _scalar(base, 'sum(nucleus_federation_calls_total{source="foreign"})') >= 1,
            "the federation series moved")
     exprs = [(f"rule {name}", expr) for name, expr in rule_exprs()]
-    exprs += [(f"dashboard {board}", expr) for board, expr, rare in dashboard_exprs() if not rare]
+    exprs += [(f"dashboard {board}", expr) for board, expr in dashboard_exprs()]
     assert len(exprs) >= 20
     for where, expr in exprs:
         assert not re.search(r"\bvector\s*\(|\babsent\s*\(", expr), f"{where}: constant fallback in {expr}"
@@ -230,6 +233,15 @@ async def test_prometheus_scrapes_every_service_and_the_shipped_expressions_retu
         empty, invalid = evaluate()
     assert not invalid, f"invalid PromQL: {invalid}"
     assert not empty, f"no series: {empty}"
+    # Every metric a panel, a rule or an alert reads has a series on this healthy stack (0 when
+    # nothing happened): an alert's filter may be empty, its metric may not.
+    read = {name for expr in [e for _, e in exprs] + [rule["expr"] for rule in alert_rules()]
+            for name in re.findall(r"(?<![\w:])(?:nucleus_\w+|process_\w+|up)(?![\w:])", expr)}
+    assert len(read) >= 40
+    names = "|".join(sorted(read))
+    result = _api(base, "query", query=f'count by (__name__) ({{__name__=~"{names}"}})')["result"]
+    scraped = {r["metric"]["__name__"] for r in result}
+    assert read - scraped == set(), f"metrics read by the kit with no series: {sorted(read - scraped)}"
 
 
 def test_an_exemplar_of_search_latency_names_a_trace_in_the_trace_files(observed):

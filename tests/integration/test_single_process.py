@@ -32,12 +32,13 @@ from nucleus.v1 import knowledge_store_pb2 as ks_pb
 from nucleus.v1 import knowledge_store_pb2_grpc as ks_grpc
 from services.knowledge_store.client import KnowledgeStoreClient
 from shared.auth.api_keys import add_key
-from shared.auth.scrape import scrape_token_file
 from shared.auth.service_auth import operator_interceptors
+from shared.auth.service_identity import scrape_token_file
 from shared.records import ArtifactMeta, DocumentIn, SearchFilters
 from tests.integration.test_tracing import DOC_MARKER, QUERY, SERVICES, OtlpReceiver, _complete, _documents
 from tests.support import background
 from tests.support.mcp_clients import http_client, structured
+from tests.support.retrieval import search_by_filters
 
 pytestmark = pytest.mark.integration
 
@@ -159,7 +160,7 @@ async def test_search_finds_the_documents_and_holds_the_user_to_their_groups(que
     assert SECRET_TITLE not in titles, "the in-process store call must apply the user's groups"
     client = _operator_client(ingested)          # the operator sees every document of the tenant
     try:
-        hits, _ = await client.search_by_filters(TENANT, "quokkaflux annex", [], 10, SearchFilters())
+        hits, _ = await search_by_filters(client, TENANT, "quokkaflux annex", [], 10, SearchFilters())
     finally:
         await client.close()
     assert SECRET_TITLE in {h.artifact.title for h in hits}
@@ -173,7 +174,7 @@ async def test_a_query_is_one_trace_with_internal_spans_named_as_the_rpcs(query)
     assert not orphans
     hops = [s for s in spans if s["attributes"].get("nucleus.transport") == "in-process"]
     assert {(s["service"], s["name"]) for s in hops} >= {
-        ("nucleus-knowledge-store", "nucleus.v1.KnowledgeStore/SearchPersonaKnowledgeByVector"),
+        ("nucleus-knowledge-store", "nucleus.v1.KnowledgeStore/Retrieve"),
         ("nucleus-llm-orchestration", "nucleus.v1.LlmOrchestration/GenerateEmbeddings")}
     for hop in hops:      # a missing named profile is NOT_FOUND (5) here as over gRPC; the rest answer OK
         expected = (0, 5) if hop["attributes"]["rpc.method"] == "GetRankingProfile" else (0,)
@@ -201,7 +202,7 @@ async def test_each_port_exposes_only_its_own_service_and_the_process_series_onc
     def in_process_calls():
         return sum(s.value for s in _metrics(ingested, "knowledge_store") if s.name == "nucleus_requests_total"
                    and s.labels["transport"] == "in-process"
-                   and s.labels["method"] == "nucleus.v1.KnowledgeStore/SearchPersonaKnowledgeByVector")
+                   and s.labels["method"] == "nucleus.v1.KnowledgeStore/Retrieve")
 
     deadline = time.monotonic() + 10                 # the span-derived series lag by the processor's batch delay
     while in_process_calls() < 1 and time.monotonic() < deadline:
@@ -269,7 +270,7 @@ async def test_kill_9_during_ingest_the_process_is_restarted_and_no_acknowledged
         stats = await client.stats("crash")
         present: dict[str, int] = {}
         for artifact_id in attempted:
-            hits, _ = await client.search_by_filters("crash", "", [], 100, SearchFilters(artifact_ids=(artifact_id,)))
+            hits, _ = await search_by_filters(client, "crash", "", [], 100, SearchFilters(artifact_ids=(artifact_id,)))
             if hits:
                 present[artifact_id] = len(hits)
     finally:

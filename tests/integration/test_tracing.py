@@ -330,8 +330,7 @@ async def test_every_grpc_hop_has_a_client_span_whose_child_is_the_server_span(q
     servers = [s for s in spans if s["kind"] == "SERVER" and s["attributes"].get("rpc.system") == "grpc"]
     assert {(s["service"], s["attributes"]["rpc.method"]) for s in servers} >= {
         ("nucleus-llm-orchestration", "GenerateEmbeddings"),
-        ("nucleus-knowledge-store", "SearchPersonaKnowledgeByVector"),
-        ("nucleus-knowledge-store", "SearchPersonaKnowledgeByFilters"),
+        ("nucleus-knowledge-store", "Retrieve"),
     }
     for server in servers:
         client = by_id[server["parent_span_id"]]
@@ -457,7 +456,7 @@ async def test_nucleus_traces_draws_the_query_from_the_local_files(query_trace, 
                      query_trace["trace_id"][:12]])
     out = capsys.readouterr().out
     assert code == 0
-    for name in ("tools/call search_and_rank", "rag.search_and_rank", "SearchPersonaKnowledgeByVector",
+    for name in ("tools/call search_and_rank", "rag.search_and_rank", "nucleus.v1.KnowledgeStore/Retrieve",
                  "knowledge_store.search_by_vector", "embeddings"):
         assert name in out, name
     for service in ("rag-pipeline", "knowledge-store", "llm-orchestration"):

@@ -123,12 +123,13 @@ async def test_a_profile_with_rm3_widens_the_keyword_leg_through_the_stack(stack
                                                          ("three", "firmware rollback procedure"))])
     finally:
         await client.close()
-    asked = dict(tenant_id=tenant, keywords="solar inverter fault", top_k=10, candidates_only=True)
+    asked = dict(tenant_id=tenant, keywords="solar inverter fault", top_k=10)
     plain = await ks.SearchPersonaKnowledgeByFilters(ks_pb.FilterSearchRequest(**asked), timeout=10)
     rm3 = await ks.SearchPersonaKnowledgeByFilters(ks_pb.FilterSearchRequest(**asked, feedback_expansion="rm3"),
                                                    timeout=10)
-    assert set(plain.columns.artifact_ids) == {"one", "two"} and list(plain.query_terms) == ["solar", "invert", "fault"]
-    assert set(rm3.columns.artifact_ids) == {"one", "two", "three"} and "firmwar" in rm3.query_terms
+    assert {h.entry.artifact_id for h in plain.hits} == {"one", "two"}
+    assert list(plain.query_terms) == ["solar", "invert", "fault"]
+    assert {h.entry.artifact_id for h in rm3.hits} == {"one", "two", "three"} and "firmwar" in rm3.query_terms
     with pytest.raises(grpc.aio.AioRpcError) as err:
         await ks.SearchPersonaKnowledgeByFilters(ks_pb.FilterSearchRequest(**asked, feedback_expansion="rm9"),
                                                  timeout=10)

@@ -2,10 +2,8 @@
 
     KIT                      deploy/observability
     ALERTS_FILE, RECORDING_FILE, RULE_TESTS (the promtool unit tests), DASHBOARDS, OPERATIONS_DOC
-    dashboard_exprs()        [(dashboard file name, PromQL of a panel target, rare_event)] for every
-                             panel target of every dashboard; rare_event: the panel's description
-                             starts with "rare-event:" (a counter with no series until the event
-                             happens, so it may be empty on a healthy stack)
+    dashboard_exprs()        [(dashboard file name, PromQL of a panel target)] for every panel target
+                             of every dashboard
     rule_exprs()             [(record name, PromQL)] of every recording rule
     alert_rules()            [the alert rule dicts (alert, expr, for, labels, annotations)]
     github_anchor(heading)   the #anchor GitHub makes for a Markdown heading
@@ -28,7 +26,6 @@ RECORDING_FILE = RULES_DIR / "nucleus-recording.yml"
 RULE_TESTS = KIT / "prometheus" / "tests"
 DASHBOARDS = KIT / "grafana" / "dashboards"
 OPERATIONS_DOC = ROOT / "docs" / "OPERATIONS.md"
-RARE_EVENT = "rare-event:"
 
 
 def _panels(panels: list[dict[str, Any]]) -> list[dict[str, Any]]:
@@ -43,15 +40,9 @@ def dashboard_panels(path: Path) -> list[dict[str, Any]]:
     return _panels(json.loads(path.read_text()).get("panels") or [])
 
 
-def dashboard_exprs() -> list[tuple[str, str, bool]]:
-    out = []
-    for path in sorted(DASHBOARDS.glob("*.json")):
-        for panel in dashboard_panels(path):
-            rare = str(panel.get("description") or "").startswith(RARE_EVENT)
-            for target in panel.get("targets") or []:
-                if target.get("expr"):
-                    out.append((path.name, target["expr"], rare))
-    return out
+def dashboard_exprs() -> list[tuple[str, str]]:
+    return [(path.name, target["expr"]) for path in sorted(DASHBOARDS.glob("*.json"))
+            for panel in dashboard_panels(path) for target in panel.get("targets") or [] if target.get("expr")]
 
 
 def _rules(path: Path) -> list[dict[str, Any]]:
@@ -90,5 +81,5 @@ def doc_anchors(path: Path = OPERATIONS_DOC) -> set[str]:
     return anchors
 
 
-__all__ = ["ALERTS_FILE", "DASHBOARDS", "KIT", "OPERATIONS_DOC", "RARE_EVENT", "RECORDING_FILE", "RULE_TESTS",
+__all__ = ["ALERTS_FILE", "DASHBOARDS", "KIT", "OPERATIONS_DOC", "RECORDING_FILE", "RULE_TESTS",
            "alert_rules", "dashboard_exprs", "dashboard_panels", "doc_anchors", "github_anchor", "rule_exprs"]

@@ -37,7 +37,7 @@ exclusive lock, and after a crash both are caught up from what SQLite committed 
 """
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import replace
 from typing import Literal
 
@@ -59,17 +59,12 @@ from services.knowledge_store.embedded.topics import answer as topic_answer
 from services.knowledge_store.health import StoreHealth
 from services.knowledge_store.keywords import DEFAULT_BM25_WEIGHTS
 from services.knowledge_store import validation
-from services.knowledge_store.models import Embedder, StoredFields, StoreStatus, TenantCheck
+from services.knowledge_store.models import Embedder, StoreStatus, TenantCheck
 from services.knowledge_store.personas import Persona
 from shared.records import (
-    CandidateColumns,
     DocumentIn,
     FeedbackAck,
-    Hit,
     IngestReport,
-    KeywordScores,
-    Keywords,
-    ScoreCompletion,
     SearchFilters,
     SearchLogRecord,
     SourceVotes,
@@ -79,7 +74,7 @@ from shared.errors import FailedPrecondition, NotFound
 from shared.settings import KnowledgeStoreSettings
 
 
-class KnowledgeStore:
+class KnowledgeStore(Searcher):
     """The storage engine. See the module docstring; every method is tenant-scoped."""
 
     def __init__(self, settings: KnowledgeStoreSettings, embedder: Embedder, *,
@@ -88,7 +83,7 @@ class KnowledgeStore:
         self._search_log = feedback_log.SearchLogWriter(self._tenants)
         self.dimension = settings.dimension         # of every tenant's vectors
         self._ingester = Ingester(settings, embedder, bm25_weights, self._tenants)
-        self._searcher = Searcher(settings, self._tenants)
+        Searcher.__init__(self, settings, self._tenants)
         self._consistency = Consistency(self._tenants, self._ingester)
         self._tenants.on_inconsistent = self._consistency.schedule
         self._topics = Topics(self._tenants)
@@ -114,85 +109,8 @@ class KnowledgeStore:
         """Delete artifacts from records, keyword index and vectors. Returns (artifacts, entries)."""
         return await self._ingester.delete(tenant_id, artifact_ids)
 
-    # -- searches ----------------------------------------------------------------------------
-
-    async def search_by_vector(self, tenant_id: str, query_vectors: np.ndarray, top_k: int,
-                               filters: SearchFilters) -> list[list[Hit]]:
-        """Top-k entries by cosine per query vector, filters applied inside the search."""
-        return await self._searcher.search_by_vector(tenant_id, query_vectors, top_k, filters)
-
-    async def candidates_by_vector(self, tenant_id: str, query_vectors: np.ndarray, top_k: int,
-                                   filters: SearchFilters, *, top_hits: int = 0) -> list[CandidateColumns]:
-        """As `search_by_vector`, answered as ranking-signal columns (no text, no metadata),
-        plus the full hits of the best `top_hits` candidates per query."""
-        return await self._searcher.candidates_by_vector(tenant_id, query_vectors, top_k, filters,
-                                                         top_hits=top_hits)
-
-    async def candidates_by_vector_with_completion(
-            self, tenant_id: str, query_vectors: np.ndarray, top_k: int, filters: SearchFilters, *,
-            keywords: Keywords, extra_keywords: Sequence[str] = (), complete_rows: Sequence[int] = (),
-            term_weights: Mapping[str, float] | None = None,
-    ) -> tuple[list[CandidateColumns], ScoreCompletion]:
-        """`candidates_by_vector`, plus both relevance signals (best cosine over the query
-        vectors, BM25 of `keywords` + `extra_keywords`, or of `term_weights`' weighted terms
-        and the quoted phrases) for its candidates and for `complete_rows` (the keyword leg's
-        row ids), and how rare the keyword terms are."""
-        return await self._searcher.candidates_by_vector_with_completion(
-            tenant_id, query_vectors, top_k, filters, keywords=keywords, extra_keywords=extra_keywords,
-            complete_rows=complete_rows, term_weights=term_weights)
-
-    async def search_by_filters(self, tenant_id: str, keywords: Keywords, extra_keywords: Sequence[str], top_k: int,
-                                filters: SearchFilters, *,
-                                term_weights: Mapping[str, float] | None = None) -> tuple[list[Hit], list[str]]:
-        """BM25 over analysed terms of `keywords` and `extra_keywords` (OR-ed), filters applied
-        inside the search (a mask of the entries the SQL filters allow); `term_weights`: these
-        weighted terms instead of the phrases' own (an expanded query; quoted phrases kept).
-
-        No keywords at all: a metadata-only listing, newest first, score 0. Keywords that
-        analyse to no term (only stopwords): no hits. Returns (hits, analysed query terms).
-        """
-        return await self._searcher.search_by_filters(tenant_id, keywords, extra_keywords, top_k, filters,
-                                                      term_weights=term_weights)
-
-    async def candidates_by_filters(self, tenant_id: str, keywords: Keywords, extra_keywords: Sequence[str], top_k: int,
-                                    filters: SearchFilters, *, top_hits: int = 0,
-                                    term_weights: Mapping[str, float] | None = None
-                                    ) -> tuple[CandidateColumns, list[str]]:
-        """As `search_by_filters`, answered as ranking-signal columns (no text, no metadata),
-        plus the full hits of the best `top_hits` candidates."""
-        return await self._searcher.candidates_by_filters(tenant_id, keywords, extra_keywords, top_k, filters,
-                                                          top_hits=top_hits, term_weights=term_weights)
-
-    async def score_keywords(self, tenant_id: str, keywords: Keywords, extra_keywords: Sequence[str],
-                             texts: Sequence[tuple[str, str]]) -> KeywordScores:
-        """BM25 of `keywords` + `extra_keywords` for (title, text) pairs the store does not hold
-        (a remote source's hits), with the tenant's own term statistics, and their richness."""
-        return await self._searcher.score_keywords(tenant_id, keywords, extra_keywords, texts)
-
-    async def get_entries(self, tenant_id: str, entry_ids: Sequence[str]) -> list[Hit]:
-        """The entries with these ids, in request order (unknown ids are skipped), score 0."""
-        return await self._searcher.get_entries(tenant_id, entry_ids)
-
-    async def entry_vectors(self, tenant_id: str, entry_ids: Sequence[str]) -> dict[str, np.ndarray]:
-        """The stored unit vectors of these entries by entry id (unknown ids are left out)."""
-        return await self._searcher.entry_vectors(tenant_id, entry_ids)
-
-    async def entry_terms(self, tenant_id: str, entry_ids: Sequence[str]) -> dict[str, tuple[str, str]]:
-        """The analysed (title terms, body terms) of these entries as the keyword index holds them."""
-        return await self._searcher.entry_terms(tenant_id, entry_ids)
-
-    async def field_statistics(self, tenant_id: str, terms: Sequence[str]
-                               ) -> tuple[int, list[int], tuple[float, float, float]]:
-        """(live entries, document frequency of each term, mean analysed (title, body, doc) length)."""
-        return await self._searcher.field_statistics(tenant_id, terms)
-
-    async def stored_fields(self, tenant_id: str, entry_ids: Sequence[str]) -> dict[str, StoredFields]:
-        """What GetFieldSignals reads of these entries, in one read (models.StoredFields)."""
-        return await self._searcher.stored_fields(tenant_id, entry_ids)
-
-    async def title_vectors(self, tenant_id: str, artifact_ids: Sequence[str]) -> dict[str, np.ndarray]:
-        """The stored unit title vectors of these artifacts (absent: none stored)."""
-        return await self._searcher.title_vectors(tenant_id, artifact_ids)
+    # -- searches: the Searcher's own methods (dense, complete, keyword, score_texts, get_entries,
+    #    entry_vectors, entry_terms, field_statistics, stored_fields, title_vectors; search.py)
 
     async def lacking_title_vectors(self, tenant_id: str, limit: int) -> list[tuple[str, str]]:
         """(artifact id, title) of up to `limit` titled artifacts without a title vector."""

@@ -9,7 +9,7 @@
              row); no keywords at all = a metadata-only listing, newest first, from SQL
     by id    GetEntries: SQLite only, no index involved
 
-Score completion (`candidates_by_vector_with_completion`): the vector search can also give
+Score completion (`complete`): the vector search can also give
 every candidate of a hybrid query both signals in the same call — the best cosine over all
 query vectors (from the stored vectors) and the BM25 of the keyword phrases — for its own
 candidates and for rows the caller names (the keyword leg's), filters applied again; and the
@@ -23,7 +23,7 @@ terms (how rare the query's terms are, for the adaptive fusion).
 Each search reads SQLite inside one snapshot while holding the tenant's lock shared, so the
 ids its in-memory index returns are the ids that snapshot holds (writes.py). Equal scores
 rank the lower row id first. A search answers either full hits or ranking-signal columns:
-the caller passes how to materialise the scored row ids (`_hit_lists`, `_columns_with`).
+the caller passes how to materialise the scored row ids (`_hit_lists`, `_columns`).
 
 Threads: SQLite and FAISS work runs in `asyncio.to_thread`; readers run concurrently, each on
 its own pooled connection. Exception, `Searcher._read`: a small read (searches of a tenant of
@@ -121,20 +121,19 @@ class Searcher:
         return (k <= INLINE_MAX_K and tenant.index.ntotal <= INLINE_MAX_ENTRIES
                 and (filters.is_empty or tenant.allowed.cached(filters)))
 
-    async def search_by_vector(self, tenant_id: str, query_vectors: np.ndarray, top_k: int,
-                               filters: SearchFilters) -> list[list[Hit]]:
-        return await self._vector_search(tenant_id, query_vectors, top_k, filters, _hit_lists)
+    async def dense(self, tenant_id: str, query_vectors: np.ndarray, top_k: int, filters: SearchFilters, *,
+                    hits: bool = False) -> list[list[Hit]] | list[CandidateColumns]:
+        """The `top_k` nearest entries per query vector: full hits, or ranking-signal columns."""
+        return await self._vector_search(tenant_id, query_vectors, top_k, filters,
+                                         _hit_lists if hits else _columns)
 
-    async def candidates_by_vector(self, tenant_id: str, query_vectors: np.ndarray, top_k: int,
-                                   filters: SearchFilters, *, top_hits: int = 0) -> list[CandidateColumns]:
-        return await self._vector_search(tenant_id, query_vectors, top_k, filters, _columns_with(top_hits))
-
-    async def candidates_by_vector_with_completion(
+    async def complete(
             self, tenant_id: str, query_vectors: np.ndarray, top_k: int, filters: SearchFilters, *,
-            keywords: Keywords, extra_keywords: Sequence[str], complete_rows: Sequence[int] | NDArray[np.int64] = (),
+            keywords: Keywords, extra_keywords: Sequence[str] = (),
+            complete_rows: Sequence[int] | NDArray[np.int64] = (),
             term_weights: Mapping[str, float] | None = None,
     ) -> tuple[list[CandidateColumns], ScoreCompletion]:
-        """`candidates_by_vector` plus both signals for its candidates and `complete_rows`
+        """`dense` as columns plus both signals for its candidates and `complete_rows`
         (module docstring: score completion)."""
         phrases = keyword_phrases(keywords, extra_keywords)
         rows = np.asarray(complete_rows, dtype=np.int64).ravel()
@@ -142,7 +141,7 @@ class Searcher:
             raise InvalidArgument("complete_row_ids", f"{len(rows)} rows, at most {self._settings.max_top_k} "
                                                       "accepted")
         query = KeywordQuery.of(phrases, term_weights)        # blank phrases: no terms, no phrases
-        return await self._vector_search(tenant_id, query_vectors, top_k, filters, _columns_with(0),
+        return await self._vector_search(tenant_id, query_vectors, top_k, filters, _columns,
                                          _Completion(query, rows, query_terms(phrases)))
 
     async def _vector_search(self, tenant_id: str, query_vectors: np.ndarray, top_k: int, filters: SearchFilters,
@@ -193,18 +192,13 @@ class Searcher:
             return answer, None if complete is None else _complete(conn, tenant, queries, id_lists, complete,
                                                                     allowed)
 
-    async def search_by_filters(self, tenant_id: str, keywords: Keywords, extra_keywords: Sequence[str], top_k: int,
-                                filters: SearchFilters, *,
-                                term_weights: Mapping[str, float] | None = None) -> tuple[list[Hit], list[str]]:
-        return await self._keyword_search(tenant_id, keywords, extra_keywords, top_k, filters, _hit_lists,
-                                          term_weights)
-
-    async def candidates_by_filters(self, tenant_id: str, keywords: Keywords, extra_keywords: Sequence[str], top_k: int,
-                                    filters: SearchFilters, *, top_hits: int = 0,
-                                    term_weights: Mapping[str, float] | None = None
-                                    ) -> tuple[CandidateColumns, list[str]]:
+    async def keyword(self, tenant_id: str, keywords: Keywords, extra_keywords: Sequence[str], top_k: int,
+                      filters: SearchFilters, *, hits: bool = False, term_weights: Mapping[str, float] | None = None,
+                      ) -> tuple[list[Hit] | CandidateColumns, list[str]]:
+        """The keyword leg's `top_k` (no keywords: a metadata listing): full hits or columns, and
+        the analysed terms searched."""
         return await self._keyword_search(tenant_id, keywords, extra_keywords, top_k, filters,
-                                          _columns_with(top_hits), term_weights)
+                                          _hit_lists if hits else _columns, term_weights)
 
     async def _keyword_search(self, tenant_id: str, keywords: Keywords, extra_keywords: Sequence[str], top_k: int,
                               filters: SearchFilters, materialize: Materialize[R],
@@ -236,7 +230,7 @@ class Searcher:
                                                 _phrase_rids(query, conn), query.weights)
             return materialize(conn, tenant.tenant_id, [[rid for rid, _ in scored]], [[s for _, s in scored]])[0]
 
-    async def score_keywords(self, tenant_id: str, keywords: Keywords, extra_keywords: Sequence[str],
+    async def score_texts(self, tenant_id: str, keywords: Keywords, extra_keywords: Sequence[str],
                              texts: Sequence[tuple[str, str]]) -> KeywordScores:
         """BM25 of the keyword phrases for (title, text) pairs the store does not hold, with the
         tenant's term statistics (keyword_index.score_documents), and their richness."""
@@ -413,24 +407,15 @@ def _hit_lists(conn, tenant_id: str, ids: list[list[int]], scores: list[list[flo
     return [_hits(records, row_ids, row_scores) for row_ids, row_scores in zip(ids, scores)]
 
 
-def _columns_with(top_hits: int) -> Materialize[CandidateColumns]:
-    """Materialise as columns, with the full hits of the best `top_hits` candidates per query."""
-    validation.top_hits(top_hits)
-
-    def materialize(conn, tenant_id: str, ids: list[list[int]], scores: list[list[float]]) -> list[CandidateColumns]:
-        rows = storage.entries.candidate_rows(conn, (rid for row in ids for rid in row))
-        kept_per_query = [[i for i, rid in enumerate(row) if rid in rows] for row in ids]
-        heads = [[row[i] for i in kept[:top_hits]] for row, kept in zip(ids, kept_per_query)]
-        records = (storage.entries.records_by_rid(conn, (rid for head in heads for rid in head), tenant_id)
-                   if top_hits else {})
-        out = []
-        for row_ids, row_scores, head, kept in zip(ids, scores, heads, kept_per_query):
-            hits = tuple(_hits(records, head, [row_scores[i] for i in kept[:len(head)]]))
-            out.append(CandidateColumns.from_rows([rows[row_ids[i]] for i in kept], [row_scores[i] for i in kept],
-                                                  hits, [row_ids[i] for i in kept]))
-        return out
-
-    return materialize
+def _columns(conn, tenant_id: str, ids: list[list[int]], scores: list[list[float]]) -> list[CandidateColumns]:
+    """Materialise as ranking-signal columns (no text, no metadata)."""
+    rows = storage.entries.candidate_rows(conn, (rid for row in ids for rid in row))
+    out = []
+    for row_ids, row_scores in zip(ids, scores):
+        kept = [i for i, rid in enumerate(row_ids) if rid in rows]
+        out.append(CandidateColumns.from_rows([rows[row_ids[i]] for i in kept], [row_scores[i] for i in kept],
+                                              [row_ids[i] for i in kept]))
+    return out
 
 
 def _hits(records: dict[int, tuple[Entry, ArtifactSummary]], ids: Sequence[int] | NDArray[np.int64],

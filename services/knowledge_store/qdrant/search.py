@@ -81,7 +81,7 @@ class Searches(TermStatistics):
             hits.append(Hit(entry=entry, artifact=art, score=float(score), rank=len(hits) + 1))
         return hits
 
-    async def _columns(self, tenant_id: str, scored: list[tuple[Any, float]], top_hits: int) -> CandidateColumns:
+    async def _columns(self, tenant_id: str, scored: list[tuple[Any, float]]) -> CandidateColumns:
         counts = await self._feedback(tenant_id, {p.payload["artifact_id"] for p, _ in scored})
         rows = []
         for point, _ in scored:
@@ -89,9 +89,7 @@ class Searches(TermStatistics):
             good, bad = counts.get(pl["artifact_id"], (0, 0))
             rows.append((pl["entry_id"], pl["artifact_id"], int(pl.get("time", 0)), float(pl["richness"]),
                          float(pl.get("reputation_prior", 0.0)), good, bad))
-        head = scored[:top_hits]
-        hits = tuple(await self._hits(tenant_id, head)) if top_hits and head else ()
-        return CandidateColumns.from_rows(rows, [s for _, s in scored], hits,
+        return CandidateColumns.from_rows(rows, [s for _, s in scored],
                                           [int(p.payload["row_id"]) for p, _ in scored])
 
     async def _vector_points(self, tenant_id: str, query_vectors: np.ndarray, top_k: int, filters: SearchFilters,
@@ -110,19 +108,15 @@ class Searches(TermStatistics):
         answers = await self._call("query_batch_points", collection_name=self._names.chunks, requests=requests)
         return [_ordered([(p, p.score) for p in a.points]) for a in answers]
 
-    async def search_by_vector(self, tenant_id: str, query_vectors: np.ndarray, top_k: int,
-                               filters: SearchFilters) -> list[list[Hit]]:
-        per_query = await self._vector_points(tenant_id, query_vectors, top_k, filters, ENTRY_PAYLOAD)
-        return [await self._hits(tenant_id, scored) for scored in per_query]
+    async def dense(self, tenant_id: str, query_vectors: np.ndarray, top_k: int, filters: SearchFilters, *,
+                    hits: bool = False) -> list[list[Hit]] | list[CandidateColumns]:
+        per_query = await self._vector_points(tenant_id, query_vectors, top_k, filters,
+                                              ENTRY_PAYLOAD if hits else COLUMN_PAYLOAD)
+        if hits:
+            return [await self._hits(tenant_id, scored) for scored in per_query]
+        return [await self._columns(tenant_id, scored) for scored in per_query]
 
-    async def candidates_by_vector(self, tenant_id: str, query_vectors: np.ndarray, top_k: int,
-                                   filters: SearchFilters, *, top_hits: int = 0) -> list[CandidateColumns]:
-        validation.top_hits(top_hits)
-        payload = ENTRY_PAYLOAD if top_hits else COLUMN_PAYLOAD
-        per_query = await self._vector_points(tenant_id, query_vectors, top_k, filters, payload)
-        return [await self._columns(tenant_id, scored, top_hits) for scored in per_query]
-
-    async def candidates_by_vector_with_completion(
+    async def complete(
             self, tenant_id: str, query_vectors: np.ndarray, top_k: int, filters: SearchFilters, *,
             keywords: Keywords, extra_keywords: Sequence[str] = (), complete_rows: Sequence[int] = (),
             term_weights: Mapping[str, float] | None = None,
@@ -133,7 +127,7 @@ class Searches(TermStatistics):
             raise InvalidArgument("complete_row_ids", f"{len(rows)} rows, at most {self._settings.max_top_k} "
                                                       "accepted")
         queries = validation.query_vectors(query_vectors, self._settings.dimension)
-        columns = await self.candidates_by_vector(tenant_id, queries, top_k, filters)
+        columns = await self.dense(tenant_id, queries, top_k, filters)
         wanted = np.unique(np.concatenate([c.row_ids for c in columns] + [rows])).astype(np.int64)
         query = KeywordQuery.of(phrases, term_weights)
         terms, own = query.terms, query_terms(phrases)
@@ -263,24 +257,14 @@ class Searches(TermStatistics):
                                  p.payload["artifact_id"], int(p.payload["chunk_index"])))
         return [(p, 0.0) for p in more[:k]]
 
-    async def search_by_filters(self, tenant_id: str, keywords: Keywords, extra_keywords: Sequence[str], top_k: int,
-                                filters: SearchFilters, *,
-                                term_weights: Mapping[str, float] | None = None) -> tuple[list[Hit], list[str]]:
+    async def keyword(self, tenant_id: str, keywords: Keywords, extra_keywords: Sequence[str], top_k: int,
+                      filters: SearchFilters, *, hits: bool = False, term_weights: Mapping[str, float] | None = None,
+                      ) -> tuple[list[Hit] | CandidateColumns, list[str]]:
         scored, terms = await self._keyword_points(tenant_id, keywords, extra_keywords, top_k, filters,
-                                                   ENTRY_PAYLOAD, term_weights)
-        return await self._hits(tenant_id, scored), terms
+                                                   ENTRY_PAYLOAD if hits else COLUMN_PAYLOAD, term_weights)
+        return (await self._hits(tenant_id, scored) if hits else await self._columns(tenant_id, scored)), terms
 
-    async def candidates_by_filters(self, tenant_id: str, keywords: Keywords, extra_keywords: Sequence[str], top_k: int,
-                                    filters: SearchFilters, *, top_hits: int = 0,
-                                    term_weights: Mapping[str, float] | None = None
-                                    ) -> tuple[CandidateColumns, list[str]]:
-        validation.top_hits(top_hits)
-        payload = ENTRY_PAYLOAD if top_hits else COLUMN_PAYLOAD
-        scored, terms = await self._keyword_points(tenant_id, keywords, extra_keywords, top_k, filters, payload,
-                                                   term_weights)
-        return await self._columns(tenant_id, scored, top_hits), terms
-
-    async def score_keywords(self, tenant_id: str, keywords: Keywords, extra_keywords: Sequence[str],
+    async def score_texts(self, tenant_id: str, keywords: Keywords, extra_keywords: Sequence[str],
                              texts: Sequence[tuple[str, str]]) -> KeywordScores:
         """BM25 of the keyword phrases for (title, text) pairs the store does not hold, with the
         tenant's term statistics and current average length, and their richness."""

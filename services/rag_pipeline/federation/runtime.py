@@ -18,7 +18,6 @@ stack is answered from its own store only.
 from __future__ import annotations
 
 import logging
-import os
 import secrets
 from collections.abc import Callable, Iterable
 from pathlib import Path
@@ -38,6 +37,7 @@ from shared.audit import AuditLog
 from shared.errors import PermissionDenied
 from shared.identity import Principal
 from shared.mcp_errors import guarded
+from shared.settings import StackSettings
 
 log = logging.getLogger(__name__)
 
@@ -76,7 +76,7 @@ class SourcesReloadOut(BaseModel):
 
 def stack_id_for(data_dir: Path) -> str:
     """`NUCLEUS_STACK_ID`, else the id kept in `<data dir>/stack_id` (made once, at random)."""
-    configured = os.environ.get("NUCLEUS_STACK_ID", "").strip()
+    configured = StackSettings().stack_id.strip()
     if configured:
         if not STACK_ID.match(configured):
             raise SystemExit("NUCLEUS_STACK_ID: 1-64 characters, letters, digits, '_', '.', ':', '-'")

@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 from shared.identity import ADMIN, OPERATOR, Principal
-from shared.settings import default_data_dir
+from shared.settings import StackSettings
 
 SOURCE_ID = re.compile(r"^[a-z0-9_]{1,32}$")
 SOURCE_ID_RULE = "1-32 characters: lower-case letters, digits and '_'"
@@ -58,8 +58,8 @@ RESERVED_HEADERS = frozenset({"host", "content-length", "content-type", "x-user-
 
 def default_sources_path() -> Path:
     """`NUCLEUS_SOURCES_FILE`, else `<data dir>/sources.json`."""
-    configured = os.environ.get("NUCLEUS_SOURCES_FILE", "").strip()
-    return Path(configured).expanduser().resolve() if configured else default_data_dir() / "sources.json"
+    stack = StackSettings()
+    return stack.sources_file.expanduser().resolve() if stack.sources_file else stack.data_dir / "sources.json"
 
 
 def status_path(sources_path: Path) -> Path:

@@ -7,18 +7,19 @@ from cli.agent.config import AgentConfig
 from cli.agent.loop import _parse_arguments
 from cli.agent.tools import Sources, format_result
 from shared.errors import InvalidArgument
+from shared.settings import CliSettings, settings_from_env
 
 
 def test_config_holds_only_the_agents_limits_the_model_is_the_stacks():
-    assert AgentConfig.from_env({"NUCLEUS_CHAT_MAX_TOOL_ROUNDS": "2"}).max_tool_rounds == 2
-    assert AgentConfig.from_env({}).max_tool_rounds == 4
+    assert AgentConfig().max_tool_rounds == 4
     assert not hasattr(AgentConfig(), "api_key") and not hasattr(AgentConfig(), "base_url")   # no model client
 
 
 @pytest.mark.parametrize("rounds", ["many", "21", "-1"])
-def test_bad_settings_name_the_variable(rounds):
+def test_a_bad_max_tool_rounds_is_refused_naming_the_variable(rounds, monkeypatch):
+    monkeypatch.setenv("NUCLEUS_CHAT_MAX_TOOL_ROUNDS", rounds)
     with pytest.raises(InvalidArgument) as err:
-        AgentConfig.from_env({"NUCLEUS_CHAT_MAX_TOOL_ROUNDS": rounds})
+        settings_from_env(CliSettings)
     assert err.value.field == "NUCLEUS_CHAT_MAX_TOOL_ROUNDS"
 
 

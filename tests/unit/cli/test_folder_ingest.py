@@ -7,13 +7,14 @@ import os
 
 import pytest
 
-from cli.folder_ingest import FAILED, INGESTED, REMOVED, UNCHANGED, FolderIngest, watch
+from cli.folder_ingest import FAILED, INGESTED, REMOVED, TRUNCATED, UNCHANGED, FolderIngest, watch
 from services.knowledge_store.embedded.core import KnowledgeStore
 from shared.documents.manifest import Manifest, manifest_path
 from shared.errors import NotFound
 from shared.records import SearchFilters
 from tests.unit.knowledge_store.helpers import HashEmbedder, settings_for
-from benchmarks.sample_files import CREATED, write_broken_folder, write_good_folder
+from benchmarks.sample_files import CREATED, write_broken_folder, write_good_folder, write_long_sheet
+from shared.documents.limits import Limits
 
 F = SearchFilters()
 
@@ -31,7 +32,10 @@ def run(store, root, state, **kw) -> FolderIngest:
 
 
 async def search(store, words: str) -> dict[str, object]:
-    hits, _ = await store.search_by_filters("t", words, [], 50, F)
+    try:
+        hits, _ = await store.keyword("t", words, [], 50, F, hits=True)
+    except NotFound:                    # nothing ingested for the tenant yet
+        return {}
     return {h.entry.artifact_id: h for h in hits}
 
 
@@ -81,6 +85,21 @@ async def test_strict_stops_at_the_first_rejected_file(store, tmp_path):
     summary = await run(store, root, tmp_path / "state", strict=True).run()
     assert [(os.path.basename(o.path), o.status) for o in summary.outcomes] == [("b.md", FAILED), ("a.md", INGESTED)]
     assert set(await search(store, "albatrosses gannets")) == {"a"}
+
+
+async def test_a_sheet_cut_short_by_the_row_limit_is_truncated_and_strict_rejects_it(store, tmp_path):
+    root, state = tmp_path / "docs", tmp_path / "state"
+    root.mkdir()
+    write_long_sheet(root / "ledger.xlsx", rows=30, columns=2)
+    limits = Limits(max_sheet_rows=20)
+    left_out = "10 rows of sheet 'Ledger' left out (at most 20 data rows per sheet"
+    strict = await run(store, root, state, strict=True, limits=limits, isolate=False).run()
+    assert [(o.status, o.reason) for o in strict.outcomes] == [(FAILED, TRUNCATED)]
+    assert left_out in strict.outcomes[0].detail and not await search(store, "r20c2")
+    summary = await run(store, root, state, limits=limits, isolate=False).run()
+    assert [(o.status, o.reason) for o in summary.outcomes] == [(TRUNCATED, TRUNCATED)]
+    assert left_out in summary.outcomes[0].detail and summary.outcomes[0].entries > 0
+    assert set(await search(store, "r20c2")) == {"ledger"}
 
 
 

@@ -51,7 +51,7 @@ async def test_a_hostile_folder_ingests_every_good_file_and_lists_every_bad_one(
         assert words in failed[name].detail and failed[name].detail.startswith(str(root / "hostile" / name)), \
             (name, failed[name].detail)
     assert summary.count(INGESTED) == 9
-    hits, _ = await store.search_by_filters("t", "pelican walrus cormorant", [], 50, SearchFilters())
+    hits, _ = await store.keyword("t", "pelican walrus cormorant", [], 50, SearchFilters(), hits=True)
     found = {h.entry.artifact_id: h for h in hits}
     assert {"handbook", "notes-2024", "plain"} <= set(found)
     assert (await store.stats("t")).artifacts == len(titles)
@@ -71,12 +71,12 @@ async def test_the_base_url_is_remembered_and_a_new_one_reingests_every_file(sto
     (root / "sub" / "b.md").write_text("Beta about the ibis.\n")
     first = await run(store, root, state).run()
     assert first.count(INGESTED) == 2
-    hits, _ = await store.search_by_filters("t", "ibis", [], 10, SearchFilters())
+    hits, _ = await store.keyword("t", "ibis", [], 10, SearchFilters(), hits=True)
     assert {h.artifact.source_uri for h in hits} == {""}                     # no base URL: none, not file://
     assert (await run(store, root, state, base_url="https://x.example/d").run()).count(INGESTED) == 2
     again = await run(store, root, state).run()                              # remembered: nothing changed
     assert again.count(UNCHANGED) == 2
-    hits, _ = await store.search_by_filters("t", "ibis", [], 10, SearchFilters())
+    hits, _ = await store.keyword("t", "ibis", [], 10, SearchFilters(), hits=True)
     assert {h.artifact.source_uri for h in hits} == {"https://x.example/d/a.md", "https://x.example/d/sub/b.md"}
     with pytest.raises(InvalidArgument, match="--base-url"):
         run(store, root, state, base_url="file:///srv/docs")

@@ -14,6 +14,7 @@ import pytest
 
 from cli.restarts import FAILED, RUNNING, STARTING, WAITING, RestartPolicy
 from cli.supervisor import SERVICES, Supervisor
+from shared.settings import CliSettings
 
 # A service stand-in: announces its address (port 0 = "pick one": it reports 4242) and serves
 # until SIGTERM, which it answers by exiting cleanly, as the real services do.
@@ -234,8 +235,9 @@ def test_stopping_the_stack_restarts_nothing_and_removes_its_state(supervisor, c
     assert not supervisor.state_file.exists()
 
 
-def test_the_restart_policy_reads_its_limits_from_the_environment():
-    policy = RestartPolicy.from_env({"NUCLEUS_SUPERVISOR_MAX_RESTARTS": "4",
-                                     "NUCLEUS_SUPERVISOR_RESTART_WINDOW_S": "120"})
+def test_the_restart_policy_reads_its_limits_from_the_environment(monkeypatch):
+    monkeypatch.setenv("NUCLEUS_SUPERVISOR_MAX_RESTARTS", "4")
+    monkeypatch.setenv("NUCLEUS_SUPERVISOR_RESTART_WINDOW_S", "120")
+    policy = RestartPolicy.from_settings(CliSettings())
     assert (policy.max_restarts, policy.window_s) == (4, 120.0)
     assert policy.describe() == "at most 4 restarts per 2 min"

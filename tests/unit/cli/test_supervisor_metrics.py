@@ -7,8 +7,7 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from cli.restarts import FAILED, RestartPolicy, Supervision
 from cli.supervisor_metrics import SupervisorMetrics
-from shared.auth.scrape import scrape_token_file
-from shared.auth.service_identity import ensure_identities
+from shared.auth.service_identity import ensure_identities, scrape_token_file
 
 
 def _samples(text: str) -> dict:

@@ -15,6 +15,7 @@ import pytest
 
 from cli.restarts import FAILED, RUNNING, WAITING, RestartPolicy
 from cli.supervisor import SERVICES, Supervisor, default_mode
+from shared.settings import CliSettings
 from shared.errors import InvalidArgument
 
 # Announces each service at the port its prefix names (0 = "pick one": 4000 + its index).
@@ -121,14 +122,14 @@ def test_an_unknown_mode_is_refused_naming_the_accepted_ones(tmp_path, monkeypat
         Supervisor(tmp_path, mode="both")
     monkeypatch.setenv("NUCLEUS_MODE", "triple")
     with pytest.raises(InvalidArgument, match="got 'triple' \\(--mode or NUCLEUS_MODE\\)"):
-        default_mode()
+        default_mode(CliSettings())
 
 
 def test_the_supervisor_runs_split_unless_told_while_nucleus_up_defaults_to_single(tmp_path, monkeypatch):
     monkeypatch.delenv("NUCLEUS_MODE", raising=False)
     split = Supervisor(tmp_path)                 # what the test suite's and benchmarks' stacks use
     assert (split.mode, split.units) == ("split", SERVICES)
-    assert default_mode() == "single"            # `nucleus up` / `make run`
+    assert default_mode(CliSettings()) == "single"            # `nucleus up` / `make run`
     monkeypatch.setenv("NUCLEUS_MODE", "single")
     assert Supervisor(tmp_path).units == ("single",)
 

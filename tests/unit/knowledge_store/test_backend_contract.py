@@ -19,12 +19,14 @@ import numpy as np
 import pytest
 
 from ranking.profile import RankingProfile
-from services.knowledge_store.backend import StoreBackend, candidates_by_both_legs, keyword_candidates, open_store
+from services.knowledge_store import front
+from services.knowledge_store.backend import StoreBackend, open_store
 from shared.errors import InvalidArgument, NotFound, Unimplemented
 from shared.analysis import ANALYSER_ID, query_terms
 from shared.records import AnalysedText, SearchFilters, SearchLogItem, SearchLogRecord
 from tests.unit.knowledge_store.helpers import HashEmbedder, doc, settings_for
 from tests.unit.knowledge_store.naive_keywords import bm25, random_tenant, rm3_terms
+from tests.support.retrieval import candidates_by_both_legs, candidates_by_filters
 
 QDRANT_URL = os.environ.get("NUCLEUS_TEST_QDRANT_URL", "")
 BACKENDS = ["embedded", "qdrant-local",
@@ -123,29 +125,29 @@ async def test_every_filter_lets_through_the_same_entries_on_both_searches(store
         await _fill(store, tenant)
     embedder = HashEmbedder()
     f = FILTERS[name]
-    [dense] = await store.search_by_vector(tenant, await embedder.embed(["volcanic climate yeast"]), 50, f)
+    [dense] = await store.dense(tenant, await embedder.embed(["volcanic climate yeast"]), 50, f, hits=True)
     assert _artifacts(dense) == EXPECTED[name]
-    listing, _ = await store.search_by_filters(tenant, "", [], 50, f)
+    listing, _ = await store.keyword(tenant, "", [], 50, f, hits=True)
     assert _artifacts(listing) == EXPECTED[name]
-    keyword, _ = await store.search_by_filters(tenant, "volcanic climate yeast dough brewers", [], 50, f)
+    keyword, _ = await store.keyword(tenant, "volcanic climate yeast dough brewers", [], 50, f, hits=True)
     assert _artifacts(keyword) == EXPECTED[name]
 
 
 async def test_listing_is_newest_first_and_searches_rank_alike(store):
     tenant = "order"
     await _fill(store, tenant)
-    listing, terms = await store.search_by_filters(tenant, "", [], 10, SearchFilters())
+    listing, terms = await store.keyword(tenant, "", [], 10, SearchFilters(), hits=True)
     assert terms == []
     assert [h.entry.artifact_id for h in listing][:4] == ["ash", "yeast", "bread", "volcano"]
     assert {h.entry.artifact_id for h in listing[4:]} == {"undated", "notes"}
-    hits, terms = await store.search_by_filters(tenant, "volcanic ash", [], 10, SearchFilters())
+    hits, terms = await store.keyword(tenant, "volcanic ash", [], 10, SearchFilters(), hits=True)
     assert terms == ["volcan", "ash"]
     assert hits[0].entry.artifact_id == "ash" and _artifacts(hits) == {"ash", "volcano"}
     assert hits[0].score > hits[1].score > 0
-    [dense] = await store.search_by_vector(tenant, await HashEmbedder().embed(
-        ["Volcanic ash clouds ground aircraft because ash melts inside jet engines."]), 2, SearchFilters())
+    [dense] = await store.dense(tenant, await HashEmbedder().embed(
+        ["Volcanic ash clouds ground aircraft because ash melts inside jet engines."]), 2, SearchFilters(), hits=True)
     assert dense[0].entry.artifact_id == "ash" and dense[0].score > 0.9
-    only_stopwords, terms = await store.search_by_filters(tenant, "the of and", [], 10, SearchFilters())
+    only_stopwords, terms = await store.keyword(tenant, "the of and", [], 10, SearchFilters(), hits=True)
     assert only_stopwords == [] and terms == []
 
 
@@ -155,20 +157,20 @@ async def test_upsert_replaces_and_delete_removes(store):
     again = await store.ingest(tenant, "", [doc("bread", "Rye bread needs a sour starter; kneading is optional.",
                                                 title="Bread", source_type="blog")])
     assert again.results[0].entries_replaced == 1
-    hits, _ = await store.search_by_filters(tenant, "sourdough lactobacilli", [], 10, SearchFilters())
+    hits, _ = await store.keyword(tenant, "sourdough lactobacilli", [], 10, SearchFilters(), hits=True)
     assert "bread" not in _artifacts(hits)
-    hits, _ = await store.search_by_filters(tenant, "rye starter", [], 10, SearchFilters())
+    hits, _ = await store.keyword(tenant, "rye starter", [], 10, SearchFilters(), hits=True)
     assert _artifacts(hits) == {"bread"} and len(hits) == 1
     same = await store.ingest(tenant, "", [CORPUS[0]])               # the same document again
     assert same.results[0].entries_replaced == 1
     assert (await store.stats(tenant)).entries == 6
     assert await store.delete(tenant, ["volcano", "never-there"]) == (1, 1)
-    [dense] = await store.search_by_vector(tenant, await HashEmbedder().embed(["volcanic"]), 10, SearchFilters())
+    [dense] = await store.dense(tenant, await HashEmbedder().embed(["volcanic"]), 10, SearchFilters(), hits=True)
     assert "volcano" not in _artifacts(dense)
     stats = await store.stats(tenant)
     assert stats.artifacts == 5 and stats.entries == stats.vectors == stats.keyword_docs == 5
     assert {s.source_id: s.artifacts for s in stats.sources} == {"": 1, "b": 1, "n": 1, "p": 1, "w": 1}
-    hits, _ = await store.search_by_filters(tenant, "volcanic", [], 10, SearchFilters())
+    hits, _ = await store.keyword(tenant, "volcanic", [], 10, SearchFilters(), hits=True)
     assert _artifacts(hits) == {"ash"}
 
 
@@ -176,17 +178,17 @@ async def test_tenants_never_see_each_other(store):
     await store.ingest("canary-a", "", [doc("secret-a", "zebracanary alpha only in tenant a")])
     await store.ingest("canary-b", "", [doc("secret-b", "zebracanary beta only in tenant b")])
     for tenant, own in (("canary-a", "secret-a"), ("canary-b", "secret-b")):
-        hits, _ = await store.search_by_filters(tenant, "zebracanary", [], 10, SearchFilters())
+        hits, _ = await store.keyword(tenant, "zebracanary", [], 10, SearchFilters(), hits=True)
         assert _artifacts(hits) == {own}
-        [dense] = await store.search_by_vector(tenant, await HashEmbedder().embed(["zebracanary"]), 10,
-                                               SearchFilters())
+        [dense] = await store.dense(tenant, await HashEmbedder().embed(["zebracanary"]), 10,
+                                               SearchFilters(), hits=True)
         assert _artifacts(dense) == {own}
         other = "secret-b#0" if own == "secret-a" else "secret-a#0"
         assert await store.get_entries(tenant, [other, f"{own}#0"]) == [
             h for h in await store.get_entries(tenant, [f"{own}#0"])]
         assert (await store.stats(tenant)).artifacts == 1
     with pytest.raises(NotFound):
-        await store.search_by_filters("canary-nobody", "zebracanary", [], 10, SearchFilters())
+        await store.keyword("canary-nobody", "zebracanary", [], 10, SearchFilters(), hits=True)
 
 
 async def test_bad_input_leaves_no_write(store):
@@ -203,9 +205,9 @@ async def test_bad_input_leaves_no_write(store):
                                 commit_valid=True)
     assert [r.artifact_id for r in report.results] == ["fine"] and report.rejected[0].index == 1
     with pytest.raises(InvalidArgument):
-        await store.search_by_vector(tenant, [[0.0] * 3], 5, SearchFilters())
+        await store.dense(tenant, [[0.0] * 3], 5, SearchFilters(), hits=True)
     with pytest.raises(InvalidArgument):
-        await store.search_by_filters(tenant, "x", [], 0, SearchFilters())
+        await store.keyword(tenant, "x", [], 0, SearchFilters(), hits=True)
     assert (await store.stats(tenant)).entries == 1
 
 
@@ -213,12 +215,12 @@ async def test_candidates_and_score_completion(store):
     tenant = "columns"
     await _fill(store, tenant)
     q = await HashEmbedder().embed(["volcanic ash climate"])
-    [cols] = await store.candidates_by_vector(tenant, q, 3, SearchFilters(), top_hits=1)
-    assert len(cols) == 3 and len(cols.top_hits) == 1 and cols.top_hits[0].entry.id == cols.entry_ids[0]
+    [cols] = await store.dense(tenant, q, 3, SearchFilters())
+    assert len(cols) == 3
     assert len(set(cols.row_ids.tolist())) == 3
-    kw, terms = await store.candidates_by_filters(tenant, "yeast", [], 10, SearchFilters())
+    kw, terms = await store.keyword(tenant, "yeast", [], 10, SearchFilters())
     assert set(kw.artifact_ids) == {"bread", "yeast"}
-    [cols], completion = await store.candidates_by_vector_with_completion(
+    [cols], completion = await store.complete(
         tenant, q, 2, SearchFilters(), keywords="yeast", complete_rows=kw.row_ids.tolist())
     by_row = dict(zip(completion.row_ids.tolist(), completion.bm25.tolist()))
     for row, score in zip(kw.row_ids.tolist(), kw.scores.tolist()):
@@ -232,8 +234,8 @@ async def test_candidates_and_score_completion(store):
 async def test_entry_vectors_are_the_stored_vectors_of_the_tenants_own_entries(store):
     tenant = "vectors"
     await _fill(store, tenant)
-    [cols] = await store.candidates_by_vector(tenant, await HashEmbedder().embed(["volcanic ash"]), 2,
-                                              SearchFilters(), top_hits=2)
+    [cols] = await store.dense(tenant, await HashEmbedder().embed(["volcanic ash"]), 2,
+                                              SearchFilters())
     got = await store.entry_vectors(tenant, [*cols.entry_ids, "nope#0", "secret-a#0"])
     assert set(got) == set(cols.entry_ids)                       # unknown and other tenants' ids left out
     q = (await HashEmbedder().embed(["volcanic ash"]))[0]
@@ -244,7 +246,7 @@ async def test_entry_vectors_are_the_stored_vectors_of_the_tenants_own_entries(s
 async def test_score_keywords_for_texts_not_held(store):
     tenant = "external"
     await _fill(store, tenant)
-    got = await store.score_keywords(tenant, "yeast", [], [("Bread", "yeast makes the dough rise"),
+    got = await store.score_texts(tenant, "yeast", [], [("Bread", "yeast makes the dough rise"),
                                                            ("", "glaciers melt in spring")])
     assert got.bm25[0] > 0 and got.bm25[1] == 0.0
     assert got.keyword_stats.document_frequency == (2,) and got.keyword_stats.entries == 6
@@ -259,19 +261,19 @@ async def test_entry_terms_score_as_the_entries_themselves_and_a_foreign_analyse
     terms = await store.entry_terms(tenant, [*(h.entry.id for h in hits), "nope#0"])
     assert set(terms) == {h.entry.id for h in hits} and all(t[1] for t in terms.values())
     query = "volcanic ash yeast glaciers"
-    whole = await store.score_keywords(tenant, query, [], [(h.artifact.title, h.entry.text) for h in hits])
-    analysed = await store.score_keywords(tenant, query, [], [
+    whole = await store.score_texts(tenant, query, [], [(h.artifact.title, h.entry.text) for h in hits])
+    analysed = await store.score_texts(tenant, query, [], [
         AnalysedText(ANALYSER_ID, *terms[h.entry.id], h.entry.richness) for h in hits])
     assert whole.bm25.max() > 0
     assert analysed.bm25.tolist() == pytest.approx(whole.bm25.tolist(), rel=1e-5)
     assert analysed.richness.tolist() == pytest.approx([h.entry.richness for h in hits], abs=1e-6)
-    swapped = await store.score_keywords(tenant, query, [], [AnalysedText(ANALYSER_ID, "", "yeast yeast", 0.5)])
+    swapped = await store.score_texts(tenant, query, [], [AnalysedText(ANALYSER_ID, "", "yeast yeast", 0.5)])
     assert swapped.bm25[0] > 0                                   # the terms are what is scored, not a text
     for bad, field in ((AnalysedText("porter-1:x", "", "yeast", 0.5), "texts[0].analyser"),
                        (AnalysedText(ANALYSER_ID, "", "yeast", float("nan")), "texts[0].richness"),
                        (AnalysedText(ANALYSER_ID, "", "y " * 60_000, 0.5), "texts[0].body_terms")):
         with pytest.raises(InvalidArgument) as err:
-            await store.score_keywords(tenant, query, [], [bad])
+            await store.score_texts(tenant, query, [], [bad])
         assert err.value.field == field
 
 
@@ -293,10 +295,10 @@ async def test_profiles_and_feedback(store):
     assert (ack.feedback_helpful, ack.feedback_unhelpful) == (0, 1)
     ack = await store.record_feedback(tenant, "artifact", "bread", True, "u2")
     assert (ack.feedback_helpful, ack.feedback_unhelpful) == (1, 1)
-    hits, _ = await store.search_by_filters(tenant, "sourdough", [], 1, SearchFilters())
+    hits, _ = await store.keyword(tenant, "sourdough", [], 1, SearchFilters(), hits=True)
     assert (hits[0].artifact.feedback_helpful, hits[0].artifact.feedback_unhelpful) == (1, 1)
     await store.ingest(tenant, "", [doc("bread", "Bread again, new text.", title="Bread")])   # counters kept
-    hits, _ = await store.search_by_filters(tenant, "bread", [], 1, SearchFilters())
+    hits, _ = await store.keyword(tenant, "bread", [], 1, SearchFilters(), hits=True)
     assert hits[0].artifact.feedback_helpful == 1
     with pytest.raises(NotFound):
         await store.record_feedback(tenant, "entry", "bread#7", True, "u1")
@@ -328,7 +330,7 @@ async def test_a_vote_naming_a_search_counts_only_for_its_tenant_user_and_result
     with pytest.raises(InvalidArgument) as err:
         await store.record_feedback(tenant, "entry", "bread#0", True, "alice", search_id="short")
     assert err.value.field == "search_id"
-    hits, _ = await store.search_by_filters(tenant, "sourdough", [], 1, SearchFilters())
+    hits, _ = await store.keyword(tenant, "sourdough", [], 1, SearchFilters(), hits=True)
     assert (hits[0].artifact.feedback_helpful, hits[0].artifact.feedback_unhelpful) == (0, 0)   # nothing written
     ack = await store.record_feedback(tenant, "entry", "bread#0", True, "alice", search_id=sid)
     assert (ack.artifact_id, ack.feedback_helpful, ack.feedback_unhelpful) == ("bread", 1, 0)
@@ -433,10 +435,10 @@ async def test_concurrent_replicas_on_one_qdrant_server_serve_each_others_writes
         await asyncio.gather(*(store.ingest("shared", "", [doc(f"{name}-{i}", f"replica {name} document {i} text")])
                                for i in range(5) for name, store in (("a", a), ("b", b))))
         for reader in (a, b):
-            listing, _ = await reader.search_by_filters("shared", "", [], 100, SearchFilters())
+            listing, _ = await reader.keyword("shared", "", [], 100, SearchFilters(), hits=True)
             assert {h.entry.artifact_id for h in listing} == {f"{n}-{i}" for n in "ab" for i in range(5)}
         await b.ingest("shared", "", [doc("a-0", "rewritten by replica b")])
-        hits, _ = await a.search_by_filters("shared", "rewritten", [], 5, SearchFilters())
+        hits, _ = await a.keyword("shared", "rewritten", [], 5, SearchFilters(), hits=True)
         assert [h.entry.artifact_id for h in hits] == ["a-0"]
         assert (await a.stats("shared")).entries == 10
     finally:
@@ -463,22 +465,22 @@ async def test_quoted_phrase_scores_alike_on_both_backends(tmp_path):
         got = {}
         for name, store in stores.items():
             await store.ingest("phrases", "", PHRASE_CORPUS)      # one batch: one average length on both
-            plain, _ = await store.search_by_filters("phrases", "heart failure", [], 3, SearchFilters())
-            quoted, terms = await store.search_by_filters("phrases", '"heart failure"', [], 3, SearchFilters())
+            plain, _ = await store.keyword("phrases", "heart failure", [], 3, SearchFilters(), hits=True)
+            quoted, terms = await store.keyword("phrases", '"heart failure"', [], 3, SearchFilters(), hits=True)
             assert terms == ["heart", "failur"]
             assert "phrase" not in _artifacts(plain)                     # only the phrase brings it in
             assert quoted[0].entry.artifact_id == "phrase"
-            cols, _ = await store.candidates_by_filters("phrases", '"heart failure"', [], 3, SearchFilters())
-            [_], completion = await store.candidates_by_vector_with_completion(
+            cols, _ = await store.keyword("phrases", '"heart failure"', [], 3, SearchFilters())
+            [_], completion = await store.complete(
                 "phrases", await HashEmbedder().embed(["kidney"]), 1, SearchFilters(), keywords='"heart failure"',
                 complete_rows=cols.row_ids.tolist())
             by_row = dict(zip(completion.row_ids.tolist(), completion.bm25.tolist()))
             assert [by_row[r] for r in cols.row_ids.tolist()] == pytest.approx(cols.scores.tolist(), rel=1e-4)
-            filtered, _ = await store.search_by_filters("phrases", '"heart failure"', [], 3,
-                                                        SearchFilters(artifact_ids=("terms-1", "other")))
+            filtered, _ = await store.keyword("phrases", '"heart failure"', [], 3,
+                                                        SearchFilters(artifact_ids=("terms-1", "other")), hits=True)
             # No text has "hearts failures" in a row: the entries whose analysed terms have
             # "heart failur" in a row hold it ("heart of the failure" too: stopwords are dropped).
-            inflected, _ = await store.search_by_filters("phrases", '"hearts failures"', [], 5, SearchFilters())
+            inflected, _ = await store.keyword("phrases", '"hearts failures"', [], 5, SearchFilters(), hits=True)
             got[name] = ([(h.entry.id, h.score) for h in plain], [(h.entry.id, h.score) for h in quoted],
                          [h.entry.id for h in filtered], [(h.entry.id, h.score) for h in inflected])
         for e, q in zip(got["embedded"][:2] + got["embedded"][3:], got["qdrant"][:2] + got["qdrant"][3:]):
@@ -537,25 +539,35 @@ async def test_weighted_keyword_queries_score_as_a_naive_bm25_loop(store):
         weights = {str(t): float(w) for t, w in zip(rng.choice(vocab, 4, replace=False), rng.uniform(0.1, 3.0, 4))}
         weights["zzzunheld"] = 2.0                               # a term no entry holds adds nothing
         naive = bm25(docs, weights)
-        cols, terms = await store.candidates_by_filters(tenant, "kidney", [], 50, f, term_weights=weights)
+        cols, terms = await store.keyword(tenant, "kidney", [], 50, f, term_weights=weights)
         assert terms == list(weights)
         got = dict(zip(cols.entry_ids, cols.scores.tolist()))
         assert set(got) == {e for e, s in naive.items() if s > 0}
         assert list(got.values()) == pytest.approx([naive[e] for e in got], rel=1e-5)
         assert cols.scores.tolist() == sorted(cols.scores.tolist(), reverse=True)
-        hits, _ = await store.search_by_filters(tenant, "kidney", [], 5, f, term_weights=weights)
+        hits, _ = await store.keyword(tenant, "kidney", [], 5, f, term_weights=weights, hits=True)
         assert [h.entry.id for h in hits] == list(cols.entry_ids[:5])
-        [_], completion = await store.candidates_by_vector_with_completion(
+        [_], completion = await store.complete(
             tenant, q, 5, f, keywords="kidney", complete_rows=cols.row_ids.tolist(), term_weights=weights)
         by_row = dict(zip(completion.row_ids.tolist(), completion.bm25.tolist()))
         assert [by_row[r] for r in cols.row_ids.tolist()] == pytest.approx(cols.scores.tolist(), rel=1e-5)
         assert completion.keyword_stats.terms == tuple(query_terms(["kidney"]))   # the query's own terms
     text = "glacier kidney insulin"
-    plain, own = await store.candidates_by_filters(tenant, text, [], 50, f)
-    ones, _ = await store.candidates_by_filters(tenant, text, [], 50, f, term_weights=dict.fromkeys(own, 1.0))
+    plain, own = await store.keyword(tenant, text, [], 50, f)
+    ones, _ = await store.keyword(tenant, text, [], 50, f, term_weights=dict.fromkeys(own, 1.0))
     assert plain.entry_ids == ones.entry_ids and plain.scores.tobytes() == ones.scores.tobytes()
     assert plain.scores.tolist() == pytest.approx([bm25(docs, dict.fromkeys(own, 1.0))[e] for e in plain.entry_ids],
                                                   rel=1e-5)
+
+
+class _Front:
+    """The front's one retrieval over a bare backend, as a client would call it."""
+
+    def __init__(self, store: StoreBackend) -> None:
+        self._store = store
+
+    async def retrieve(self, request):
+        return await front.retrieve(self._store, request)
 
 
 async def test_rm3_is_the_labs_rm3_over_the_visible_hits_then_weighted_bm25(store):
@@ -570,23 +582,23 @@ async def test_rm3_is_the_labs_rm3_over_the_visible_hits_then_weighted_bm25(stor
         allowed = set(docs) if filters is f else {f"{a}#0" for a in filters.artifact_ids}
         expected = rm3_terms(docs, query_terms([text]), allowed)
         assert len(expected) > len(query_terms([text]))
-        cols, terms = await keyword_candidates(store, tenant, text, [], 50, filters, feedback_expansion="rm3")
+        cols, terms = await candidates_by_filters(_Front(store), tenant, text, [], 50, filters, feedback_expansion="rm3")
         assert terms == list(expected)
         assert list(cols.entry_ids) and set(cols.entry_ids) <= allowed
         naive = bm25(docs, expected)
         assert set(cols.entry_ids) == {e for e in allowed if naive[e] > 0}
         assert cols.scores.tolist() == pytest.approx([naive[e] for e in cols.entry_ids], rel=1e-4)
         keyword, both_terms, [_], completion = await candidates_by_both_legs(
-            store, tenant, q, 50, filters, keywords=text, feedback_expansion="rm3")
+            _Front(store), tenant, q, 50, filters, keywords=text, feedback_expansion="rm3")
         assert both_terms == terms and keyword.entry_ids == cols.entry_ids
         by_row = dict(zip(completion.row_ids.tolist(), completion.bm25.tolist()))
         assert [by_row[r] for r in keyword.row_ids.tolist()] == pytest.approx(keyword.scores.tolist(), rel=1e-5)
         assert completion.keyword_stats.terms == tuple(query_terms([text]))
-        plain, plain_terms = await keyword_candidates(store, tenant, text, [], 50, filters)
-        direct, _ = await store.candidates_by_filters(tenant, text, [], 50, filters)
+        plain, plain_terms = await candidates_by_filters(_Front(store), tenant, text, [], 50, filters)
+        direct, _ = await store.keyword(tenant, text, [], 50, filters)
         assert plain_terms == query_terms([text]) and plain.scores.tobytes() == direct.scores.tobytes()
-    nothing, terms = await keyword_candidates(store, tenant, "zzzunheld", [], 50, f, feedback_expansion="rm3")
+    nothing, terms = await candidates_by_filters(_Front(store), tenant, "zzzunheld", [], 50, f, feedback_expansion="rm3")
     assert len(nothing) == 0 and terms == query_terms(["zzzunheld"])          # no hit: the query stands
     with pytest.raises(InvalidArgument) as err:
-        await keyword_candidates(store, tenant, "kidney", [], 50, f, feedback_expansion="RM3")
+        await candidates_by_filters(_Front(store), tenant, "kidney", [], 50, f, feedback_expansion="RM3")
     assert err.value.field == "feedback_expansion" and "'rm3'" in str(err.value)

@@ -17,6 +17,7 @@ from services.knowledge_store.embedded.storage.db import DB_FILE
 from shared.errors import FailedPrecondition, StorageFull
 from shared.records import SearchFilters
 from tests.unit.knowledge_store.helpers import HashEmbedder, doc, settings_for
+from tests.support.retrieval import search_by_filters
 
 NOTE = "The battery controller resets when the status light blinks green."
 
@@ -68,7 +69,7 @@ async def test_a_read_only_store_refuses_writes_over_grpc_with_failed_preconditi
     store = KnowledgeStore(settings_for(tmp_path, read_only=True), HashEmbedder())
     try:
         client = await serve(store)
-        hits, _ = await client.search_by_filters("t", "battery", [], 5, SearchFilters())
+        hits, _ = await search_by_filters(client, "t", "battery", [], 5, SearchFilters())
         assert [h.entry.artifact_id for h in hits] == ["first"]
         with pytest.raises(FailedPrecondition, match="read-only"):
             await client.delete("t", ["first"])

@@ -28,6 +28,7 @@ from shared.identity import ADMIN, OPERATOR, Principal, acting_for
 from shared.records import SearchFilters
 from tests.support.ranking_models import linear_model
 from tests.unit.knowledge_store.helpers import HashEmbedder, doc, settings_for
+from tests.support.retrieval import candidates_by_filters, search_by_filters
 
 TENANT = "acme"
 NOTE = "The battery controller resets when the status light blinks green"
@@ -80,8 +81,8 @@ async def _outcome(call) -> object:
 def _calls(client) -> dict[str, object]:
     filters = SearchFilters()
     return {
-        "search": lambda: client.search_by_filters(TENANT, "battery controller", [], 10, filters),
-        "candidates": lambda: client.candidates_by_filters(TENANT, "battery controller", [], 10, filters),
+        "search": lambda: search_by_filters(client, TENANT, "battery controller", [], 10, filters),
+        "candidates": lambda: candidates_by_filters(client, TENANT, "battery controller", [], 10, filters),
         "entries": lambda: client.get_entries(TENANT, [f"{a}#0" for a in ("public", "lab-only", "ops-only")]),
         "field signals": lambda: client.get_field_signals(
             TENANT, [f"{a}#0" for a in ("public", "lab-only", "ops-only")], "battery controller",
@@ -130,12 +131,12 @@ async def test_every_caller_gets_the_same_answers_and_refusals_in_process_as_ove
 async def test_the_policy_is_applied_in_process_not_just_mirrored(both):
     _, local, _, _ = both
     with acting_for(USERS["no groups"]):
-        hits, _ = await local.search_by_filters(TENANT, "battery controller", [], 10, SearchFilters())
+        hits, _ = await search_by_filters(local, TENANT, "battery controller", [], 10, SearchFilters())
         with pytest.raises(PermissionDenied, match="admin"):
             await local.delete(TENANT, ["public"])
     assert sorted(h.artifact.artifact_id for h in hits) == ["public"]
     with acting_for(USERS["lab member"]):
-        hits, _ = await local.search_by_filters(TENANT, "battery controller", [], 10, SearchFilters())
+        hits, _ = await search_by_filters(local, TENANT, "battery controller", [], 10, SearchFilters())
         with pytest.raises(PermissionDenied, match="tenant"):
             await local.stats("globex")
     assert sorted(h.artifact.artifact_id for h in hits) == ["lab-only", "public"]

@@ -23,7 +23,7 @@ async def store(tmp_path):
                                         ("date_from_unix", MAX_UNIX_TIME + 1), ("date_to_unix", -1)])
 async def test_filter_dates_beyond_the_range_name_the_field(store, name, value):
     with pytest.raises(InvalidArgument) as err:
-        await store.search_by_filters("t", "volcanoes", [], 5, SearchFilters(**{name: value}))
+        await store.keyword("t", "volcanoes", [], 5, SearchFilters(**{name: value}), hits=True)
     assert err.value.field == f"filters.{name}"
 
 

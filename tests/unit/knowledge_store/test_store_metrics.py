@@ -6,6 +6,8 @@ from prometheus_client import CollectorRegistry
 from prometheus_client.exposition import generate_latest
 from prometheus_client.parser import text_string_to_metric_families
 
+from services.knowledge_store.embedded.storage import faults
+from services.knowledge_store.health import KINDS
 from services.knowledge_store.metrics import store_series
 from tests.unit.knowledge_store.helpers import doc
 
@@ -31,6 +33,9 @@ async def test_the_series_follow_the_store(store):
     assert before[("nucleus_ks_open_tenants", ())] == 0
     assert before[("nucleus_ks_index_vectors", (("kind", "flat"),))] == 0
     assert before[("nucleus_ks_tenant_events_total", (("event", "evicted"),))] == 0
+    assert {faults.CORRUPT, faults.UNAVAILABLE, faults.READ_ONLY, faults.FULL, "inconsistent", faults.CORRUPT_ROWS,
+            faults.LOST_COMMITS} <= set(KINDS)                         # every kind the store reports
+    assert {kind: before[("nucleus_ks_storage_problems", (("kind", kind),))] for kind in KINDS} == dict.fromkeys(KINDS, 0)
     await store.ingest("t1", "", [doc("a", "alpha beta gamma " * 20), doc("b", "delta epsilon " * 20)])
     after = _samples(store)
     assert after[("nucleus_ks_open_tenants", ())] == 1
@@ -43,3 +48,4 @@ async def test_the_series_follow_the_store(store):
     degraded = _samples(store)
     assert degraded[("nucleus_ks_storage_degraded", ())] == 1
     assert degraded[("nucleus_ks_storage_problems", (("kind", "corrupt"),))] == 1
+    assert degraded[("nucleus_ks_storage_problems", (("kind", "full"),))] == 0

@@ -65,7 +65,7 @@ async def test_search_ranks_the_document_both_legs_agree_on_first_and_reads_its_
     assert top.entry.text.startswith("When the battery controller hangs")
     assert "reset" in top.snippet and top.artifact.title == "Battery controller reset"
     assert (response.profile_name, response.profile_version) == (BUILTIN_PROFILE.name, BUILTIN_PROFILE.version)
-    assert {"candidates_by_vector_with_completion", "candidates_by_filters", "get_entries"} <= set(knowledge.calls)
+    assert {"dense_leg", "keyword_leg", "get_entries"} <= set(knowledge.calls)
     assert llm.calls == ["embed"]
 
 
@@ -73,39 +73,37 @@ def _answer(response: SearchResponse) -> list[tuple]:
     return [(r.entry.id, r.overall, r.explanation.dense_rank, r.explanation.bm25_rank) for r in response.results]
 
 
-async def test_both_legs_are_one_store_call_with_the_answer_of_two_calls(ports):
+async def test_both_legs_are_one_store_call_with_the_answer_of_two_calls(pipeline, ports):
     knowledge, llm = ports
-    combined = await search(RagPipeline(RagPipelineSettings(combined_legs_alone=True), knowledge=knowledge, llm=llm))
-    retrieval = {"candidates_by_both_legs", "candidates_by_filters", "candidates_by_vector_with_completion"}
-    # the in-process adapter logs the two legs it runs inside the one call
-    assert [c for c in knowledge.calls if c in retrieval] == [
-        "candidates_by_both_legs", "candidates_by_filters", "candidates_by_vector_with_completion"]
+    separate = await search(pipeline)
+    assert "both_legs" not in knowledge.calls
     knowledge.calls.clear()
-    separate = await search(RagPipeline(RagPipelineSettings(combined_legs=False), knowledge=knowledge, llm=llm))
-    assert "candidates_by_both_legs" not in knowledge.calls
-    assert _answer(combined) == _answer(separate) and not combined.degraded and len(combined.results) == 4
+    combined = await asyncio.gather(search(pipeline), search(pipeline))     # concurrent: one call each
+    retrieval = {"both_legs", "keyword_leg", "dense_leg"}
+    # the in-process adapter logs the two legs it runs inside the one call
+    assert [c for c in knowledge.calls if c in retrieval][:3] == ["both_legs", "keyword_leg", "dense_leg"]
+    assert all(_answer(c) == _answer(separate) and not c.degraded and len(c.results) == 4 for c in combined)
 
 
 async def test_a_lone_search_keeps_its_keyword_leg_beside_the_embedding_concurrent_ones_combine(pipeline, ports):
     knowledge, _ = ports
     alone = await search(pipeline)
-    assert "candidates_by_both_legs" not in knowledge.calls and "candidates_by_filters" in knowledge.calls
+    assert "both_legs" not in knowledge.calls and "keyword_leg" in knowledge.calls
     knowledge.calls.clear()
     together = await asyncio.gather(*(search(pipeline) for _ in range(4)))
-    assert 1 <= knowledge.calls.count("candidates_by_both_legs") <= 4      # the first may still run alone
+    assert 1 <= knowledge.calls.count("both_legs") <= 4      # the first may still run alone
     assert all(_answer(r) == _answer(alone) and not r.degraded for r in together)
 
 
-async def test_a_failed_combined_call_falls_back_to_the_two_calls_silently(ports):
+async def test_a_failed_combined_call_falls_back_to_the_two_calls_silently(pipeline, ports):
     knowledge, llm = ports
-    pipeline = RagPipeline(RagPipelineSettings(combined_legs_alone=True), knowledge=knowledge, llm=llm)
     expected = _answer(await search(pipeline))
     knowledge.calls.clear()
-    knowledge.fail("candidates_by_both_legs", Unimplemented("an older KnowledgeStore"))
-    response = await search(pipeline)
-    assert not response.degraded and _answer(response) == expected
-    assert knowledge.calls[:3] == ["candidates_by_both_legs", "candidates_by_filters",
-                                   "candidates_by_vector_with_completion"]
+    knowledge.fail("both_legs", Unimplemented("an older KnowledgeStore"))
+    responses = await asyncio.gather(search(pipeline), search(pipeline))
+    assert all(not r.degraded and _answer(r) == expected for r in responses)
+    legs = [c for c in knowledge.calls if c in ("both_legs", "keyword_leg", "dense_leg")]
+    assert legs[:3] == ["both_legs", "keyword_leg", "dense_leg"]
 
 
 async def test_no_embedding_answers_from_the_keyword_leg_and_says_so(pipeline, ports):
@@ -116,12 +114,12 @@ async def test_no_embedding_answers_from_the_keyword_leg_and_says_so(pipeline, p
     assert response.degraded_reasons == (f"embedding unavailable: {LLM_SLOW}",)
     assert [r.artifact.artifact_id for r in response.results] == ["battery"]      # only it shares the words
     assert all(r.explanation.dense_rank == 0 and r.explanation.bm25_rank >= 1 for r in response.results)
-    assert "candidates_by_vector_with_completion" not in knowledge.calls
+    assert "dense_leg" not in knowledge.calls
 
 
 async def test_a_failed_vector_leg_answers_keyword_only_and_says_so(pipeline, ports):
     knowledge, _ = ports
-    knowledge.fail("candidates_by_vector_with_completion", STORE_DOWN)
+    knowledge.fail("dense_leg", STORE_DOWN)
     response = await search(pipeline)
     assert response.degraded
     assert response.degraded_reasons == (f"vector retrieval unavailable: {STORE_DOWN}",)
@@ -132,7 +130,7 @@ async def test_a_failed_vector_leg_answers_keyword_only_and_says_so(pipeline, po
 
 async def test_a_failed_keyword_leg_answers_vector_only_and_says_so(pipeline, ports):
     knowledge, _ = ports
-    knowledge.fail("candidates_by_filters", STORE_DOWN)
+    knowledge.fail("keyword_leg", STORE_DOWN)
     response = await search(pipeline)
     assert response.degraded
     assert response.degraded_reasons == (f"keyword retrieval unavailable: {STORE_DOWN}",)
@@ -151,8 +149,8 @@ async def test_both_legs_failing_is_unavailable_naming_each_cause(pipeline, port
     if llm_fails:
         llm.fail("embed", LLM_SLOW)
     if vector_fails:
-        knowledge.fail("candidates_by_vector_with_completion", STORE_DOWN)
-    knowledge.fail("candidates_by_filters", STORE_DOWN)
+        knowledge.fail("dense_leg", STORE_DOWN)
+    knowledge.fail("keyword_leg", STORE_DOWN)
     with pytest.raises(Unavailable) as err:
         await search(pipeline)
     message = str(err.value)
@@ -243,7 +241,7 @@ async def test_an_identifier_only_the_keyword_leg_finds_is_ranked_first_with_bot
 
 async def test_a_failed_keyword_leg_leaves_bm25_absent_but_the_vector_call_still_completes_it(pipeline, ports):
     knowledge, _ = ports
-    knowledge.fail("candidates_by_filters", STORE_DOWN)
+    knowledge.fail("keyword_leg", STORE_DOWN)
     response = await search(pipeline)
     assert response.degraded
     assert all(r.explanation.bm25_source == "completed" and r.explanation.bm25_rank == 0 for r in response.results)

@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 
 from services.knowledge_store.client import KnowledgeStoreClient
+from services.knowledge_store.front import CALLS, StoreFront
 from services.llm_orchestration.client import LlmOrchestrationClient
 from services.rag_pipeline import ports
 from services.rag_pipeline.ports import KnowledgeSource, LanguageModel
@@ -29,18 +30,16 @@ def parameters(fn) -> list[tuple[str, inspect._ParameterKind, object]]:
 
 def test_the_ports_name_exactly_the_calls_the_pipeline_makes():
     assert port_methods(KnowledgeSource) == [
-        "candidates_by_both_legs", "candidates_by_filters", "candidates_by_vector_with_completion", "close",
-        "get_entries", "get_entries_with_vectors", "get_field_signals", "get_peer_entries", "get_persona",
+        "close", "get_entries", "get_entries_with_vectors", "get_field_signals", "get_peer_entries", "get_persona",
         "get_profile", "get_ranking_model", "list_personas", "list_profiles", "put_persona", "put_profile",
         "record_feedback",
-        "record_search", "record_source_feedback", "score_keywords", "search_by_filters", "source_votes", "stats",
+        "record_search", "record_source_feedback", "retrieve", "score_keywords", "source_votes", "stats",
         "store_status", "topics"]
     assert port_methods(LanguageModel) == ["close", "embed", "expand", "rerank", "rerankers", "synthesize"]
 
 
 @pytest.mark.parametrize("port,implementation", [
     (KnowledgeSource, KnowledgeStoreClient),
-    (KnowledgeSource, InProcessKnowledge),
     (LanguageModel, LlmOrchestrationClient),
     (LanguageModel, InProcessLanguageModel),
 ])
@@ -49,6 +48,18 @@ def test_each_implementation_has_the_ports_signatures_parameter_for_parameter(po
         method = getattr(implementation, name, None)
         assert inspect.iscoroutinefunction(method), f"{implementation.__name__}.{name} is not a coroutine"
         assert parameters(method) == parameters(getattr(port, name)), f"{implementation.__name__}.{name}"
+
+
+def test_the_front_serves_each_store_call_of_the_port_with_its_parameters():
+    """The in-process adapters are generic (a wrapper per call of the front's table): the front's
+    method takes the caller first, then the port's parameters (the deadline is the adapter's)."""
+    for name in port_methods(KnowledgeSource):
+        if name == "close":
+            continue
+        assert name in CALLS, f"the front's call table has no {name}"
+        port = [p for p in parameters(getattr(KnowledgeSource, name))[1:] if p[0] != "timeout_s"]
+        assert parameters(getattr(StoreFront, name))[2:] == port, f"StoreFront.{name}"
+    assert inspect.iscoroutinefunction(InProcessKnowledge.retrieve)
 
 
 def imported_modules(path: Path) -> set[str]:

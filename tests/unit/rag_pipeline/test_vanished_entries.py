@@ -33,7 +33,7 @@ class FetchRace(InProcessKnowledge):
         action, self.before_fetch = self.before_fetch, None
         if action is not None:
             await action()
-        return await super().get_entries(tenant_id, entry_ids, timeout_s=timeout_s)
+        return await super().__getattr__("get_entries")(tenant_id, entry_ids, timeout_s=timeout_s)
 
 
 @pytest.fixture

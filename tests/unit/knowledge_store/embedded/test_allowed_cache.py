@@ -28,8 +28,8 @@ def _uncached(monkeypatch) -> None:
 
 async def _answers(store: KnowledgeStore, filters: SearchFilters, k: int) -> tuple[list, list]:
     """(vector hits of two queries, keyword hits) as (entry id, score) lists."""
-    per_query = await store.search_by_vector("t", np.stack([QUERY, -QUERY]), k, filters)
-    keyword, _ = await store.search_by_filters("t", "alpha beta", [], k, filters)
+    per_query = await store.dense("t", np.stack([QUERY, -QUERY]), k, filters, hits=True)
+    keyword, _ = await store.keyword("t", "alpha beta", [], k, filters, hits=True)
     return ([[(h.entry.id, h.score) for h in hits] for hits in per_query],
             [(h.entry.id, h.score) for h in keyword])
 
@@ -55,7 +55,7 @@ async def test_a_filter_that_lets_everything_through_skips_the_mask_and_reuses_t
         with monkeypatch.context() as m:
             _uncached(m)
             expected = await _answers(store, ENG, 25)
-            [single] = await store.search_by_vector("t", QUERY[None, :], 25, ENG)
+            [single] = await store.dense("t", QUERY[None, :], 25, ENG, hits=True)
         tenant = await store._tenants.get("t")
         masks: list[object] = []
         selectors: list[object] = []
@@ -66,7 +66,7 @@ async def test_a_filter_that_lets_everything_through_skips_the_mask_and_reuses_t
             selectors.append(selector), vector_search(q, k, allowed, selector))[1])
         for _ in range(2):
             assert await _answers(store, ENG, 25) == expected
-            assert await store.search_by_vector("t", QUERY[None, :], 25, ENG) == [single]
+            assert await store.dense("t", QUERY[None, :], 25, ENG, hits=True) == [single]
         assert masks == [None, None]
         assert len(selectors) == 4 and selectors[0] is not None and all(s is selectors[0] for s in selectors)
         with tenant.db.read() as conn:
@@ -82,8 +82,8 @@ async def test_ingest_and_delete_invalidate_the_cache(store, embedder):
     query = embedder.vector("alpha fresh")[None, :]
 
     async def ids(filters: SearchFilters) -> tuple[set[str], set[str]]:
-        [vector] = await store.search_by_vector("t", query, 50, filters)
-        keyword, _ = await store.search_by_filters("t", "alpha", [], 50, filters)
+        [vector] = await store.dense("t", query, 50, filters, hits=True)
+        keyword, _ = await store.keyword("t", "alpha", [], 50, filters, hits=True)
         return {h.artifact.artifact_id for h in vector}, {h.artifact.artifact_id for h in keyword}
 
     before = {f"d{i}" for i in range(10)}
@@ -108,8 +108,8 @@ async def test_a_document_moved_to_another_group_is_hidden_at_once(tmp_path, emb
         query = embedder.vector("budget plan salaries")[None, :]
 
         async def sees(filters: SearchFilters) -> tuple[bool, bool]:
-            [vector] = await store.search_by_vector("t", query, 50, filters)
-            keyword, _ = await store.search_by_filters("t", "salaries", [], 50, filters)
+            [vector] = await store.dense("t", query, 50, filters, hits=True)
+            keyword, _ = await store.keyword("t", "salaries", [], 50, filters, hits=True)
             return (any(h.artifact.artifact_id == "salaries" for h in vector),
                     any(h.artifact.artifact_id == "salaries" for h in keyword))
 
@@ -118,7 +118,7 @@ async def test_a_document_moved_to_another_group_is_hidden_at_once(tmp_path, emb
         await store.ingest("t", "", [doc("salaries", "budget plan salaries", visibility_groups=("hr",))])
         assert await sees(ENG) == (False, False)
         assert await sees(HR) == (True, True)
-        [vector] = await store.search_by_vector("t", query, 50, ENG)
+        [vector] = await store.dense("t", query, 50, ENG, hits=True)
         assert len(vector) == 8
     finally:
         store.close()
@@ -136,8 +136,8 @@ async def test_concurrent_visibility_changes_never_leak(store, embedder):
 
     async def reader():
         for _ in range(15):
-            [vector] = await store.search_by_vector("t", query, 50, ENG)
-            keyword, _ = await store.search_by_filters("t", "roadmap", [], 50, ENG)
+            [vector] = await store.dense("t", query, 50, ENG, hits=True)
+            keyword, _ = await store.keyword("t", "roadmap", [], 50, ENG, hits=True)
             for hit in [*vector, *keyword]:
                 assert "eng" in hit.artifact.visibility_groups
 
@@ -149,7 +149,7 @@ async def test_the_cache_is_bounded(store, embedder):
     tenant = await store._tenants.get("t")
     query = embedder.vector("note")[None, :]
     for i in range(40):
-        await store.search_by_vector("t", query, 5, SearchFilters(tags=(f"t{i}",)))
+        await store.dense("t", query, 5, SearchFilters(tags=(f"t{i}",)), hits=True)
     assert len(tenant.allowed) == 32
     cache = AllowedCache(max_filters=4, max_ids=30)
     with tenant.db.read() as conn:

@@ -19,7 +19,7 @@ from tests.unit.knowledge_store.helpers import HashEmbedder, doc, settings_for
 async def _answers(store: KnowledgeStore, tenant: str) -> list:
     out = []
     for query in ("pump seal", "valve pressure", "notes"):
-        hits, _ = await store.search_by_filters(tenant, query, [], 10, SearchFilters())
+        hits, _ = await store.keyword(tenant, query, [], 10, SearchFilters(), hits=True)
         out.append([(h.entry.id, round(h.score, 5)) for h in hits])
     return out
 

@@ -118,10 +118,10 @@ async def test_the_full_check_reports_on_demand_and_repairs_a_tenant_that_is_ope
         assert repaired.entries == repaired.vectors_indexed == repaired.keyword_rows_indexed
         assert store.status().state == "ok"
         entry_of = {r[0]: r[1] for r in raw(tmp_path).execute("SELECT rid, artifact_id FROM entries")}
-        hits, _ = await store.search_by_filters("t", "plain note turbines", [], 20, SearchFilters())
+        hits, _ = await store.keyword("t", "plain note turbines", [], 20, SearchFilters(), hits=True)
         assert {entry_of[r] for r in no_keywords} <= {h.entry.artifact_id for h in hits}
         vectors = await HashEmbedder().embed([GUIDE])
-        dense = (await store.search_by_vector("t", vectors, 20, SearchFilters()))[0]
+        dense = (await store.dense("t", vectors, 20, SearchFilters(), hits=True))[0]
         assert {entry_of[r] for r in no_vector} <= {h.entry.artifact_id for h in dense}
     finally:
         store.close()

@@ -46,7 +46,7 @@ async def test_a_row_changed_on_disk_is_left_out_of_answers_and_reported(tmp_pat
     try:
         hits = await store.get_entries("t", ["d0#0", "d1#0", "d2#0", "d3#0"])
         assert [h.entry.id for h in hits] == ["d0#0", "d3#0"]
-        found, _ = await store.search_by_filters("t", "pump seal leaks", [], 10, F)
+        found, _ = await store.keyword("t", "pump seal leaks", [], 10, F, hits=True)
         assert {h.entry.id for h in found} == {"d0#0", "d3#0"}             # excluded from answers too
         problem = _problems(store, "t")["corrupt_rows"]
         assert "store.sqlite" in problem and "fail their checksums" in problem and "no backup" in problem

@@ -76,7 +76,7 @@ async def test_kill_9_keeps_exactly_the_committed_writes(tmp_path, kind):
     try:
         integrity = await store.verify_integrity("t")
         assert integrity["records"] == integrity["vectors"] == integrity["keyword_docs"]
-        listing, _ = await store.search_by_filters("t", "", [], 1_000, SearchFilters())
+        listing, _ = await store.keyword("t", "", [], 1_000, SearchFilters(), hits=True)
         chunks: dict[str, int] = {}
         for hit in listing:
             chunks[hit.entry.artifact_id] = chunks.get(hit.entry.artifact_id, 0) + 1

@@ -56,7 +56,7 @@ async def test_filtered_hnsw_searches_fill_k_with_matching_entries_only(store, m
     tag = filters.tags[0]
     query = HashEmbedder().vector("maintenance note check unit 3 part 5")[None, :]
     for k in (5, 10, 50):
-        hits = (await store.search_by_vector("t", query, k, filters))[0]
+        hits = (await store.dense("t", query, k, filters, hits=True))[0]
         assert len(hits) == min(k, allowed)
         assert all(tag in h.artifact.tags for h in hits)
         assert len({h.entry.id for h in hits}) == len(hits)

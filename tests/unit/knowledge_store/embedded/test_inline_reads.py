@@ -42,7 +42,7 @@ def search_threads(monkeypatch) -> list[str]:
 
 
 async def _ids(store: KnowledgeStore, k: int = 3, filters: SearchFilters = SearchFilters()) -> list[str]:
-    [hits] = await store.search_by_vector("t", QUERY[None, :], k, filters)
+    [hits] = await store.dense("t", QUERY[None, :], k, filters, hits=True)
     return [h.entry.id for h in hits]
 
 
@@ -83,7 +83,7 @@ async def test_a_read_arriving_while_another_is_in_flight_goes_to_a_worker_threa
     gate.set()
     await asyncio.wait_for(asyncio.gather(first, second), 5)
     assert len(search_threads) == 2 and threading.main_thread().name not in search_threads
-    assert store._searcher.reads_in_flight == 0
+    assert store.reads_in_flight == 0
 
 
 async def test_a_writer_holding_the_lock_never_blocks_the_event_loop(store, search_threads):
@@ -113,9 +113,9 @@ async def test_a_writer_holding_the_lock_never_blocks_the_event_loop(store, sear
 async def test_get_entries_and_keyword_search_answer_the_same_inline_and_threaded(store, monkeypatch):
     ids = await _ids(store, k=4)
     inline = ([h.entry.id for h in await store.get_entries("t", ids)],
-              [(h.entry.id, h.score) for h in (await store.search_by_filters("t", "alpha", [], 4, ENG))[0]])
+              [(h.entry.id, h.score) for h in (await store.keyword("t", "alpha", [], 4, ENG, hits=True))[0]])
     monkeypatch.setattr(ks_search, "INLINE_MAX_K", -1)
     threaded = ([h.entry.id for h in await store.get_entries("t", ids)],
-                [(h.entry.id, h.score) for h in (await store.search_by_filters("t", "alpha", [], 4, ENG))[0]])
+                [(h.entry.id, h.score) for h in (await store.keyword("t", "alpha", [], 4, ENG, hits=True))[0]])
     assert inline == threaded and inline[0] == ids and len(inline[1]) == 4
     assert np.all(np.diff([s for _, s in inline[1]]) <= 0)

@@ -48,7 +48,7 @@ async def assert_matches_naive(store: KnowledgeStore, live: dict[str, tuple[list
     docs = [live[i] for i in ids]
     for _ in range(queries):
         query = list(dict.fromkeys(rng.choice(vocab) for _ in range(rng.randint(1, 4))))
-        hits, terms = await store.search_by_filters("t", " ".join(query), [], 100, SearchFilters())
+        hits, terms = await store.keyword("t", " ".join(query), [], 100, SearchFilters(), hits=True)
         assert terms == query
         expected = naive_bm25(docs, query, weights)
         matching = {ids[i]: s for i, s in enumerate(expected)
@@ -150,12 +150,12 @@ async def test_filtered_keyword_search_still_fills_k(store):
     await store.ingest("t", "", [doc(f"hot{i}", "needle " * 5 + f"filler{i}", tags=("other",)) for i in range(30)])
     await store.ingest("t", "", [doc(f"cold{i}", f"needle haystack straw{i} " + "hay " * i, tags=("wanted",))
                                  for i in range(8)])
-    hits, _ = await store.search_by_filters("t", "needle", [], 5, SearchFilters(tags=("wanted",)))
+    hits, _ = await store.keyword("t", "needle", [], 5, SearchFilters(tags=("wanted",)), hits=True)
     assert [h.entry.artifact_id for h in hits] == ["cold0", "cold1", "cold2", "cold3", "cold4"]
     assert all(h.score > 0 for h in hits)
-    hits, _ = await store.search_by_filters("t", "needle", [], 50, SearchFilters(tags=("wanted",)))
+    hits, _ = await store.keyword("t", "needle", [], 50, SearchFilters(tags=("wanted",)), hits=True)
     assert len(hits) == 8
-    hits, _ = await store.search_by_filters("t", "needle", [], 5, SearchFilters(tags=("nobody",)))
+    hits, _ = await store.keyword("t", "needle", [], 5, SearchFilters(tags=("nobody",)), hits=True)
     assert hits == []
 
 
@@ -164,7 +164,7 @@ async def test_tiny_tenant_ranks_a_term_every_entry_holds_by_tf(store):
     await store.ingest("t", "", [doc("one", "solar panel roof install"),
                                  doc("three", "solar solar solar panel roof"),
                                  doc("two", "solar solar panel roof install")])
-    hits, _ = await store.search_by_filters("t", "solar", [], 10, SearchFilters())
+    hits, _ = await store.keyword("t", "solar", [], 10, SearchFilters(), hits=True)
     assert [h.entry.artifact_id for h in hits] == ["three", "two", "one"]
     assert hits[-1].score > 0.1
     assert hits[0].score > hits[1].score > hits[2].score
@@ -174,14 +174,14 @@ async def test_query_terms_are_analysed_and_extra_keywords_are_or_ed(store):
     await store.ingest("t", "", [doc("cats", "Cats are sleeping on the sofa."),
                                  doc("dogs", "Dogs were running in the park."),
                                  doc("birds", "Birds sing at dawn.")])
-    hits, terms = await store.search_by_filters("t", "The sleeping cats", ["running dog"], 10, SearchFilters())
+    hits, terms = await store.keyword("t", "The sleeping cats", ["running dog"], 10, SearchFilters(), hits=True)
     assert terms == ["sleep", "cat", "run", "dog"]
     assert {h.entry.artifact_id for h in hits} == {"cats", "dogs"}
 
 
 async def test_stopword_only_keywords_find_nothing(store):
     await store.ingest("t", "", [doc("a", "The cat and the hat.")])
-    assert await store.search_by_filters("t", "the and of", [], 10, SearchFilters()) == ([], [])
+    assert await store.keyword("t", "the and of", [], 10, SearchFilters(), hits=True) == ([], [])
 
 
 async def test_empty_keywords_list_entries_newest_first_with_score_zero(store):
@@ -189,17 +189,17 @@ async def test_empty_keywords_list_entries_newest_first_with_score_zero(store):
                                  doc("new", "new news", modified_unix=3_000),
                                  doc("mid", "mid news", created_unix=2_000),
                                  doc("undated", "no date")])
-    hits, terms = await store.search_by_filters("t", "", [], 10, SearchFilters())
+    hits, terms = await store.keyword("t", "", [], 10, SearchFilters(), hits=True)
     assert terms == []
     assert [h.entry.artifact_id for h in hits] == ["new", "mid", "old", "undated"]
     assert all(h.score == 0.0 for h in hits)
-    hits, _ = await store.search_by_filters("t", "  ", [], 2, SearchFilters())
+    hits, _ = await store.keyword("t", "  ", [], 2, SearchFilters(), hits=True)
     assert [h.entry.artifact_id for h in hits] == ["new", "mid"]
 
 
 async def test_title_and_heading_are_searchable(store):
     await store.ingest("t", "", [doc("guide", "# Installation\n\nRun the script.", "text/markdown", title="Zebra manual")])
     for q in ("zebra", "installation", "script"):
-        hits, _ = await store.search_by_filters("t", q, [], 5, SearchFilters())
+        hits, _ = await store.keyword("t", q, [], 5, SearchFilters(), hits=True)
         assert [h.entry.id for h in hits] == ["guide#0"], q
     assert hits[0].entry.headline == "Installation"

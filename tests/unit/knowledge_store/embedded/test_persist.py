@@ -37,9 +37,9 @@ async def answers(store: KnowledgeStore, tenant: str = "t") -> list:
     out = []
     for query in QUERIES:
         for filters in (F, SearchFilters(tags=("odd",))):
-            vec = await store.search_by_vector(tenant, embedder.vector(query)[None, :], 10, filters)
+            vec = await store.dense(tenant, embedder.vector(query)[None, :], 10, filters, hits=True)
             out.append([(h.entry.id, round(h.score, 5)) for h in vec[0]])
-            kw, _ = await store.search_by_filters(tenant, query, [], 10, filters)
+            kw, _ = await store.keyword(tenant, query, [], 10, filters, hits=True)
             out.append([(h.entry.id, round(h.score, 4)) for h in kw])
     return out
 
@@ -182,7 +182,7 @@ async def test_files_saved_under_another_configuration_are_rebuilt(tmp_path, cap
     store = KnowledgeStore(settings_for(tmp_path), HashEmbedder(), bm25_weights=(2.0, 1.0))
     try:
         with caplog.at_level(logging.WARNING):
-            hits, _ = await store.search_by_filters("t", "battery", [], 5, F)
+            hits, _ = await store.keyword("t", "battery", [], 5, F, hits=True)
         assert hits
         assert counters(store).get("opened_rebuilt") == 1
         assert any("bm25_weights" in r.message for r in caplog.records)

@@ -54,8 +54,8 @@ async def test_completion_matches_naive_loops_over_the_stored_vectors_and_keywor
     rng = random.Random(seed)
     phrases = [" ".join(rng.sample(VOCAB, 3)), " ".join(rng.sample(VOCAB, 2))]
     vectors = np.stack([embedder.vector(p) for p in phrases])
-    keyword, terms = await corpus_store.candidates_by_filters(TENANT, phrases[0], phrases[1:], 5, SearchFilters())
-    dense, completion = await corpus_store.candidates_by_vector_with_completion(
+    keyword, terms = await corpus_store.keyword(TENANT, phrases[0], phrases[1:], 5, SearchFilters())
+    dense, completion = await corpus_store.complete(
         TENANT, vectors, 5, SearchFilters(), keywords=phrases[0], extra_keywords=phrases[1:],
         complete_rows=keyword.row_ids)
 
@@ -81,11 +81,11 @@ async def test_completion_matches_naive_loops_over_the_stored_vectors_and_keywor
 
 async def test_rows_gone_or_filtered_out_are_not_computable(corpus_store, embedder):
     vector = embedder.vector("w1 w2 w3")[None, :]
-    keyword, _ = await corpus_store.candidates_by_filters(TENANT, "w1 w2 w3", [], 10, SearchFilters())
+    keyword, _ = await corpus_store.keyword(TENANT, "w1 w2 w3", [], 10, SearchFilters())
     rows = dict(zip(keyword.artifact_ids, keyword.row_ids.tolist()))
     gone = next(iter(rows))
     await corpus_store.delete(TENANT, [gone])
-    _, completion = await corpus_store.candidates_by_vector_with_completion(
+    _, completion = await corpus_store.complete(
         TENANT, vector, 3, SearchFilters(source_types=("even",)), keywords="w1 w2 w3",
         complete_rows=keyword.row_ids)
     got = dict(zip(completion.row_ids.tolist(), zip(completion.dense.tolist(), completion.bm25.tolist())))
@@ -97,12 +97,12 @@ async def test_rows_gone_or_filtered_out_are_not_computable(corpus_store, embedd
 
 async def test_no_keyword_phrases_leave_bm25_absent_and_too_many_rows_are_refused(corpus_store, embedder):
     vector = embedder.vector("w1")[None, :]
-    dense, completion = await corpus_store.candidates_by_vector_with_completion(
+    dense, completion = await corpus_store.complete(
         TENANT, vector, 4, SearchFilters(), keywords="")
     assert len(completion) == len(dense[0]) and np.isnan(completion.bm25).all()
     assert not np.isnan(completion.dense).any()
     with pytest.raises(InvalidArgument, match="complete_row_ids"):
-        await corpus_store.candidates_by_vector_with_completion(
+        await corpus_store.complete(
             TENANT, vector, 4, SearchFilters(), keywords="w1", complete_rows=np.arange(1001))
 
 
@@ -113,12 +113,12 @@ async def test_a_quoted_phrase_ranks_the_entry_holding_it_exactly_first(tmp_path
         doc("exact", "Error 104: connection reset by peer while streaming the log."),
         doc("other", "Connection pooling keeps a peer list and resets it nightly."),
     ])
-    plain, _ = await store.candidates_by_filters(TENANT, "connection reset by peer", [], 3, SearchFilters())
-    quoted, _ = await store.candidates_by_filters(TENANT, '"connection reset by peer"', [], 3, SearchFilters())
+    plain, _ = await store.keyword(TENANT, "connection reset by peer", [], 3, SearchFilters())
+    quoted, _ = await store.keyword(TENANT, '"connection reset by peer"', [], 3, SearchFilters())
     assert plain.artifact_ids[0] == "loose"                 # more matches of the words, shorter...
     assert quoted.artifact_ids[0] == "exact"                # ...but only one holds the phrase
     assert quoted.scores[0] > plain.scores[list(plain.artifact_ids).index("exact")]
-    _, completion = await store.candidates_by_vector_with_completion(
+    _, completion = await store.complete(
         TENANT, HashEmbedder().vector("x")[None, :], 3, SearchFilters(), keywords='"connection reset by peer"',
         complete_rows=quoted.row_ids)
     by_row = dict(zip(completion.row_ids.tolist(), completion.bm25.tolist()))

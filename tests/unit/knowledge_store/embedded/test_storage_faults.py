@@ -28,7 +28,7 @@ def db_path(root: Path, tenant: str) -> Path:
 
 
 async def keyword_hits(store: KnowledgeStore, tenant: str, words: str = "battery controller") -> list[str]:
-    hits, _ = await store.search_by_filters(tenant, words, [], 10, SearchFilters())
+    hits, _ = await store.keyword(tenant, words, [], 10, SearchFilters(), hits=True)
     return [h.entry.artifact_id for h in hits]
 
 
@@ -68,7 +68,7 @@ async def test_a_read_only_store_serves_searches_and_refuses_writes_with_the_pat
     try:
         assert await keyword_hits(store, "t") == ["first"]
         vectors = await HashEmbedder().embed([NOTE])
-        assert [h.entry.artifact_id for h in (await store.search_by_vector("t", vectors, 5, SearchFilters()))[0]] \
+        assert [h.entry.artifact_id for h in (await store.dense("t", vectors, 5, SearchFilters(), hits=True))[0]] \
             == ["first"]
         assert (await store.stats("t")).entries == 1
         for write in (store.ingest("t", "", [doc("second", NOTE)]), store.delete("t", ["first"]),

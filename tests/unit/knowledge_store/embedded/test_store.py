@@ -45,12 +45,12 @@ async def test_round_trip_with_the_real_model_finds_paraphrases_on_both_legs(tmp
                    "tax": "when is the deadline to declare my salary to the government",
                    "python": "how to add an item to an array in a programming language"}
         vectors = minilm.encode(list(queries.values()))
-        per_query = await store.search_by_vector("acme", vectors, 2, F)
+        per_query = await store.dense("acme", vectors, 2, F, hits=True)
         for (expected, _), hits in zip(queries.items(), per_query):
             assert hits[0].entry.artifact_id == expected
             assert hits[0].score > hits[1].score
             assert hits[0].entry.tenant_id == "acme" and hits[0].rank == 1
-        hits, terms = await store.search_by_filters("acme", "erupting volcanoes", [], 3, F)
+        hits, terms = await store.keyword("acme", "erupting volcanoes", [], 3, F, hits=True)
         assert terms == ["erupt", "volcano"] and hits[0].entry.artifact_id == "volcano"
         # the vector leg's scores are cosines of the stored (context + text) embedding
         stored = minilm.encode([f"Volcanoes\n{TOPICS['volcano'][1]}"])
@@ -93,11 +93,11 @@ async def test_upsert_replaces_old_entries_on_both_legs(store, embedder):
     report = await store.ingest("t", "", [doc("a", "Fresh text about pulsarword only.")])
     assert report.results[0].entries_written == 1 and report.results[0].entries_replaced == old_chunks
     assert await counts(store, "t") == {"records": 2, "vectors": 2, "keyword_docs": 2}
-    assert (await store.search_by_filters("t", "quasarword", [], 10, F))[0] == []
-    hits, _ = await store.search_by_filters("t", "pulsarword", [], 10, F)
+    assert (await store.keyword("t", "quasarword", [], 10, F, hits=True))[0] == []
+    hits, _ = await store.keyword("t", "pulsarword", [], 10, F, hits=True)
     assert [h.entry.id for h in hits] == ["a#0"]
     old_vector = embedder.vector(LONG_OLD[:500])
-    [vhits] = await store.search_by_vector("t", old_vector[None, :], 10, F)
+    [vhits] = await store.dense("t", old_vector[None, :], 10, F, hits=True)
     assert {h.entry.id for h in vhits} == {"a#0", "b#0"}
     assert all("quasarword" not in h.entry.text for h in vhits)
     assert (await store.get_entries("t", ["a#1"])) == []
@@ -109,8 +109,8 @@ async def test_delete_removes_records_vectors_and_keywords(store, embedder):
     gone_chunks = before["records"] - 1
     assert await store.delete("t", ["gone", "never-existed"]) == (1, gone_chunks)
     assert await counts(store, "t") == {"records": 1, "vectors": 1, "keyword_docs": 1}
-    assert (await store.search_by_filters("t", "quasarword", [], 10, F))[0] == []
-    [vhits] = await store.search_by_vector("t", embedder.vector(LONG_OLD[:300])[None, :], 10, F)
+    assert (await store.keyword("t", "quasarword", [], 10, F, hits=True))[0] == []
+    [vhits] = await store.dense("t", embedder.vector(LONG_OLD[:300])[None, :], 10, F, hits=True)
     assert [h.entry.id for h in vhits] == ["keep#0"]
     assert await store.get_entries("t", ["gone#0"]) == []
     stats = await store.stats("t")
@@ -174,20 +174,20 @@ async def test_filters_return_k_matching_entries_on_both_legs(filter_store, case
     filters, classes = FILTER_CASES[case]
     expected = {f"d{i}#0" for i in range(N_DOCS) if i % GROUP in classes}
     k = len(expected)
-    hits, _ = await filter_store.search_by_filters("t", "alpha beta", [], k, filters)
+    hits, _ = await filter_store.keyword("t", "alpha beta", [], k, filters, hits=True)
     assert {h.entry.id for h in hits} == expected
-    listing, _ = await filter_store.search_by_filters("t", "", [], k, filters)
+    listing, _ = await filter_store.keyword("t", "", [], k, filters, hits=True)
     assert {h.entry.id for h in listing} == expected
     query = HashEmbedder().vector("alpha beta " * 6)
-    per_query = await filter_store.search_by_vector("t", np.stack([query, -query]), k, filters)
+    per_query = await filter_store.dense("t", np.stack([query, -query]), k, filters, hits=True)
     assert [{h.entry.id for h in hits} for hits in per_query] == [expected, expected]
     # asking for more than exist returns exactly those that exist
-    hits, _ = await filter_store.search_by_filters("t", "alpha", [], k + 10, filters)
+    hits, _ = await filter_store.keyword("t", "alpha", [], k + 10, filters, hits=True)
     assert len(hits) == k
 
 
 async def test_unfiltered_searches_are_dominated_by_non_matching_documents(filter_store):
-    hits, _ = await filter_store.search_by_filters("t", "alpha beta", [], 6, F)
+    hits, _ = await filter_store.keyword("t", "alpha beta", [], 6, F, hits=True)
     assert all(int(h.entry.artifact_id[1:]) % GROUP > 10 for h in hits)
 
 
@@ -209,9 +209,9 @@ async def test_tenants_never_see_each_others_data(tmp_path, embedder):
         assert store.list_tenants() == sorted(TENANTS)
         for t in TENANTS:
             for other in TENANTS:
-                hits, _ = await store.search_by_filters(t, _canary(other), [], 50, F)
-                [vhits] = await store.search_by_vector(t, embedder.vector(f"Secret {_canary(other)}")[None, :], 50, F)
-                listing, _ = await store.search_by_filters(t, "", [], 50, F)
+                hits, _ = await store.keyword(t, _canary(other), [], 50, F, hits=True)
+                [vhits] = await store.dense(t, embedder.vector(f"Secret {_canary(other)}")[None, :], 50, F, hits=True)
+                listing, _ = await store.keyword(t, "", [], 50, F, hits=True)
                 for h in [*hits, *vhits, *listing]:
                     assert h.entry.tenant_id == t
                     assert _canary(other) not in h.entry.text.split() or other == t
@@ -228,9 +228,9 @@ async def test_tenants_never_see_each_others_data(tmp_path, embedder):
 async def test_a_tenant_that_was_never_written_is_not_found(store):
     await store.ingest("exists", "", [doc("a", "text")])
     with pytest.raises(NotFound, match="tenant 'ghost' has no knowledge store"):
-        await store.search_by_filters("ghost", "text", [], 5, F)
+        await store.keyword("ghost", "text", [], 5, F, hits=True)
     with pytest.raises(NotFound):
-        await store.search_by_vector("ghost", np.ones((1, 384), np.float32), 5, F)
+        await store.dense("ghost", np.ones((1, 384), np.float32), 5, F, hits=True)
     with pytest.raises(NotFound):
         await store.stats("ghost")
     with pytest.raises(NotFound):
@@ -245,7 +245,7 @@ async def test_bad_tenant_ids_are_rejected(store, tenant):
         await store.ingest(tenant, "", [doc("a", "text")])
     assert err.value.field == "tenant_id"
     with pytest.raises(InvalidArgument):
-        await store.search_by_filters(tenant, "x", [], 1, F)
+        await store.keyword(tenant, "x", [], 1, F, hits=True)
     assert store.list_tenants() == []
 
 
@@ -282,7 +282,7 @@ async def test_invalid_documents_name_the_field_and_write_nothing(tmp_path, embe
         assert err.value.field == field, str(err.value)
         assert (await counts(store, "t"), await store.stats("t")) == before
         assert embedder.calls == calls, "nothing is embedded before the whole request is valid"
-        assert (await store.search_by_filters("t", "zorblax", [], 10, F))[0] == []
+        assert (await store.keyword("t", "zorblax", [], 10, F, hits=True))[0] == []
     finally:
         store.close()
 
@@ -299,7 +299,7 @@ async def test_commit_valid_writes_the_good_documents_and_reports_each_bad_one_b
             (1, "documents[1].content"), (2, "documents[2].content"), (4, "documents[4].artifact.artifact_id"),
             (5, "documents[5].artifact.artifact_id"), (6, "documents[6].content")]
         assert "is empty" in report.rejected[0].reason and "at most 1000" in report.rejected[1].reason
-        hits, _ = await store.search_by_filters("t", "otters puffins", [], 10, F)
+        hits, _ = await store.keyword("t", "otters puffins", [], 10, F, hits=True)
         assert {h.entry.artifact_id for h in hits} == {"good-1", "good-2"}
         assert (await store.stats("t")).artifacts == 2
         only_bad = await store.ingest("t", "", [doc("e", "")], commit_valid=True)
@@ -353,16 +353,16 @@ async def test_embedder_failures_write_nothing(tmp_path, bad):
 async def test_vector_search_validates_dimension_top_k_and_filters(store):
     await store.ingest("t", "", [doc("a", "text")])
     with pytest.raises(InvalidArgument, match=r"query_vectors\[0\]: expected 384 dims, got 12"):
-        await store.search_by_vector("t", np.ones((1, 12), np.float32), 5, F)
+        await store.dense("t", np.ones((1, 12), np.float32), 5, F, hits=True)
     for k in (0, 1_001):
         with pytest.raises(InvalidArgument) as err:
-            await store.search_by_vector("t", np.ones((1, 384), np.float32), k, F)
+            await store.dense("t", np.ones((1, 384), np.float32), k, F, hits=True)
         assert err.value.field == "top_k"
     with pytest.raises(InvalidArgument) as err:
-        await store.search_by_filters("t", "x", [], 5, SearchFilters(date_from_unix=10, date_to_unix=5))
+        await store.keyword("t", "x", [], 5, SearchFilters(date_from_unix=10, date_to_unix=5), hits=True)
     assert err.value.field == "filters.date_to_unix"
     with pytest.raises(InvalidArgument) as err:
-        await store.search_by_vector("t", np.full((1, 384), np.nan, np.float32), 5, F)
+        await store.dense("t", np.full((1, 384), np.nan, np.float32), 5, F, hits=True)
     assert err.value.field == "query_vectors[0]"
 
 
@@ -390,9 +390,9 @@ async def test_reopen_from_disk_gives_identical_results_and_counts(tmp_path, emb
     filters = SearchFilters(tags=("energy",))
 
     async def snapshot(s: KnowledgeStore):       # k covers every entry: ties cannot change the set
-        vec = await s.search_by_vector("t", queries, 60, F)
-        vec_f = await s.search_by_vector("t", queries, 60, filters)
-        kw = await s.search_by_filters("t", "solar wind", [], 10, filters)
+        vec = await s.dense("t", queries, 60, F, hits=True)
+        vec_f = await s.dense("t", queries, 60, filters, hits=True)
+        kw = await s.keyword("t", "solar wind", [], 10, filters, hits=True)
         st = await s.stats("t")
         return ([[(h.entry.id, round(h.score, 5)) for h in hits] for hits in vec + vec_f],
                 [(h.entry.id, h.score) for h in kw[0]], await s.verify_integrity("t"),
@@ -423,9 +423,9 @@ async def test_configure_hnsw_and_ivf_then_search(tmp_path, embedder):
         for kind in ("ivf", "hnsw", "flat"):
             if kind != "ivf":
                 assert await store.configure_index("t", kind, hnsw_m=16) == (kind, 1_100)
-            per_query = await store.search_by_vector("t", queries, 1, F)
+            per_query = await store.dense("t", queries, 1, F, hits=True)
             assert sum(h[0].entry.id == f"i{i}#0" for i, h in enumerate(per_query)) >= 48, kind
-            filtered = await store.search_by_vector("t", queries[:5], 5, SearchFilters(artifact_ids=("i7", "i9")))
+            filtered = await store.dense("t", queries[:5], 5, SearchFilters(artifact_ids=("i7", "i9")), hits=True)
             assert all({h.entry.id for h in hits} == {"i7#0", "i9#0"} for hits in filtered)
         with pytest.raises(InvalidArgument) as err:
             await store.configure_index("t", "annoy")
@@ -441,12 +441,12 @@ async def test_hnsw_deletes_and_upserts_stay_consistent(tmp_path, embedder):
         await store.ingest("t", "", [doc(f"d{i}", f"note {i} about topic{i % 7}") for i in range(100)])
         await store.delete("t", [f"d{i}" for i in range(10)])
         assert await counts(store, "t") == {"records": 90, "vectors": 90, "keyword_docs": 90}
-        [hits] = await store.search_by_vector("t", embedder.vector("note 3 about topic3")[None, :], 100, F)
+        [hits] = await store.dense("t", embedder.vector("note 3 about topic3")[None, :], 100, F, hits=True)
         assert len(hits) == 90 and not {h.entry.id for h in hits} & {f"d{i}#0" for i in range(10)}
         await store.delete("t", [f"d{i}" for i in range(10, 40)])     # past the tombstone threshold
         await store.ingest("t", "", [doc("d50", "replaced note")])
         assert await counts(store, "t") == {"records": 60, "vectors": 60, "keyword_docs": 60}
-        [hits] = await store.search_by_vector("t", embedder.vector("replaced note")[None, :], 1, F)
+        [hits] = await store.dense("t", embedder.vector("replaced note")[None, :], 1, F, hits=True)
         assert hits[0].entry.id == "d50#0" and hits[0].entry.text == "replaced note"
     finally:
         store.close()
@@ -542,7 +542,7 @@ async def test_feedback_is_counted_on_the_artifact_and_persisted(tmp_path, embed
     assert (ack.feedback_helpful, ack.feedback_unhelpful) == (1, 3)
     ack = await store.record_feedback("t", "artifact", "a", True, "u2")     # u2 changes their mind
     assert (ack.feedback_helpful, ack.feedback_unhelpful) == (2, 2)
-    hits, _ = await store.search_by_filters("t", "quasarword", [], 1, F)
+    hits, _ = await store.keyword("t", "quasarword", [], 1, F, hits=True)
     assert (hits[0].artifact.feedback_helpful, hits[0].artifact.feedback_unhelpful) == (2, 2)
     await store.ingest("t", "", [doc("a", "rewritten text")])                 # upsert keeps the votes
     store.close()
@@ -574,9 +574,9 @@ async def test_concurrent_ingests_and_searches_stay_consistent(store, embedder):
 
     async def reader():
         for _ in range(20):
-            hits, _ = await store.search_by_filters("t", "mango", [], 50, F)
+            hits, _ = await store.keyword("t", "mango", [], 50, F, hits=True)
             assert all(h.entry.tenant_id == "t" for h in hits)
-            [vhits] = await store.search_by_vector("t", embedder.vector("mango batch")[None, :], 20, F)
+            [vhits] = await store.dense("t", embedder.vector("mango batch")[None, :], 20, F, hits=True)
             assert len(vhits) == min(20, len({h.entry.id for h in vhits}))
 
     await asyncio.gather(*(writer(w) for w in range(4)), *(reader() for _ in range(4)))

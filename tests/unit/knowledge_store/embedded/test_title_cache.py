@@ -21,7 +21,7 @@ async def _dense_title(store, embedder, tenant="titles"):
 
 
 async def test_title_vectors_are_read_once_and_served_from_memory_until_a_write(store, embedder):
-    cache = store._searcher.titles
+    cache = store.titles
     cache.rebuild_after_s = 0.0
     await store.ingest("titles", "", DOCS)
     first, q = await _dense_title(store, embedder)
@@ -38,7 +38,7 @@ async def test_title_vectors_are_read_once_and_served_from_memory_until_a_write(
 
 
 async def test_a_changed_tenant_is_read_per_query_until_the_rebuild_interval_passes(store, embedder):
-    cache = store._searcher.titles
+    cache = store.titles
     cache.rebuild_after_s = 3600.0
     await store.ingest("titles", "", DOCS)
     await _dense_title(store, embedder)
@@ -49,7 +49,7 @@ async def test_a_changed_tenant_is_read_per_query_until_the_rebuild_interval_pas
 
 
 async def test_a_tenant_over_the_limit_is_never_cached_and_reads_the_same(store, embedder):
-    cache = store._searcher.titles
+    cache = store.titles
     cache.max_artifacts = 1
     await store.ingest("titles", "", DOCS)
     got, q = await _dense_title(store, embedder)
@@ -58,7 +58,7 @@ async def test_a_tenant_over_the_limit_is_never_cached_and_reads_the_same(store,
 
 
 async def test_tenants_matrices_stay_under_the_byte_limit_least_recently_used_dropped(store, embedder):
-    cache = store._searcher.titles
+    cache = store.titles
     cache.max_bytes = 2 * 384 * 4 + 1          # room for one tenant's two titled artifacts, not two tenants'
     cache.rebuild_after_s = 0.0
     for tenant in ("titles-a", "titles-b"):

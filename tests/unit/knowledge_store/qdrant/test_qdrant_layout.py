@@ -69,7 +69,7 @@ def test_local_plan_has_no_shards(tmp_path):
 
 async def test_unreachable_qdrant_is_unavailable_naming_it(cluster_store):
     with pytest.raises(Unavailable, match=r"Qdrant at http://127\.0\.0\.1:\d+ is unreachable"):
-        await cluster_store.search_by_filters("t", "volcano", [], 5, SearchFilters())
+        await cluster_store.keyword("t", "volcano", [], 5, SearchFilters(), hits=True)
     with pytest.raises(Unavailable):
         await cluster_store.ingest("t", "", [doc("a", "some text")])
     status = cluster_store.status()

@@ -33,7 +33,7 @@ async def test_migrate_resumes_then_copies_everything_and_agrees(tmp_path, capsy
     await source.record_source_feedback("acme", "legal", "legal:x", False, "u1")
     search = SearchLogRecord("acme", "s" * 24, "u2", int(time.time()), "0" * 64, (SearchLogItem("d2#0", "d2", 1),))
     await source.record_search(search)
-    want, _ = await source.search_by_filters("acme", "volcanic climate yeast", [], 10, SearchFilters())
+    want, _ = await source.keyword("acme", "volcanic climate yeast", [], 10, SearchFilters(), hits=True)
     source.close()
 
     settings = settings_for(tmp_path / "ks", backend="qdrant", qdrant_path=tmp_path / "qdrant")
@@ -59,7 +59,7 @@ async def test_migrate_resumes_then_copies_everything_and_agrees(tmp_path, capsy
 
     target = QdrantKnowledgeStore(settings, embedder)
     try:
-        got, _ = await target.search_by_filters("acme", "volcanic climate yeast", [], 10, SearchFilters())
+        got, _ = await target.keyword("acme", "volcanic climate yeast", [], 10, SearchFilters(), hits=True)
         assert [h.entry.id for h in got] == [h.entry.id for h in want]
         assert [h.score for h in got] == pytest.approx([h.score for h in want], rel=1e-5)
         assert (await target.get_profile("acme", "", "fresh")).recency_weight == 0.4
@@ -80,9 +80,9 @@ async def test_recount_repairs_drifted_statistics(tmp_path):
     settings = settings_for(tmp_path, backend="qdrant", qdrant_path=tmp_path / "qdrant")
     store = QdrantKnowledgeStore(settings, HashEmbedder())
     await store.ingest("acme", "", [doc(f"d{i}", t) for i, t in enumerate(TEXTS)])
-    want, _ = await store.search_by_filters("acme", "volcanic yeast", [], 10, SearchFilters())
+    want, _ = await store.keyword("acme", "volcanic yeast", [], 10, SearchFilters(), hits=True)
     await store._apply_stats("acme", {}, 40, 0.0)        # a lost or doubled delta: N is wrong now
-    drifted, _ = await store.search_by_filters("acme", "volcanic yeast", [], 10, SearchFilters())
+    drifted, _ = await store.keyword("acme", "volcanic yeast", [], 10, SearchFilters(), hits=True)
     assert drifted[0].score != pytest.approx(want[0].score, rel=1e-3)
     store.close()
     lines: list[str] = []
@@ -90,7 +90,7 @@ async def test_recount_repairs_drifted_statistics(tmp_path):
     assert lines[0].startswith("recounted tenant acme: 6 entries")
     store = QdrantKnowledgeStore(settings, HashEmbedder())
     try:
-        again, _ = await store.search_by_filters("acme", "volcanic yeast", [], 10, SearchFilters())
+        again, _ = await store.keyword("acme", "volcanic yeast", [], 10, SearchFilters(), hits=True)
         assert [h.score for h in again] == pytest.approx([h.score for h in want], rel=1e-4)
     finally:
         store.close()

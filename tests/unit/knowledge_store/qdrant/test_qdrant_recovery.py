@@ -21,7 +21,7 @@ def _v(n: int):
 
 
 async def _visible(store, tenant: str) -> dict[str, list[int]]:
-    listing, _ = await store.search_by_filters(tenant, "", [], 100, SearchFilters())
+    listing, _ = await store.keyword(tenant, "", [], 100, SearchFilters(), hits=True)
     out: dict[str, list[int]] = {}
     for h in listing:
         out.setdefault(h.entry.text.split()[0][:2], []).append(h.entry.chunk_index)
@@ -60,13 +60,13 @@ async def test_a_write_killed_at_any_step_leaves_one_whole_version(tmp_path, die
         assert list(seen) == [version] and sorted(seen[version]) == list(range(len(first["v1"])))
         stats = await b.stats("t")
         assert (stats.artifacts, stats.entries) == (1, len(first["v1"]))
-        hits, _ = await b.search_by_filters("t", f"{version}word1x3", [], 10, SearchFilters())
+        hits, _ = await b.keyword("t", f"{version}word1x3", [], 10, SearchFilters(), hits=True)
         assert len(hits) == 1
         other = "v2" if version == "v1" else "v1"
-        assert (await b.search_by_filters("t", f"{other}word1x3", [], 10, SearchFilters()))[0] == []
+        assert (await b.keyword("t", f"{other}word1x3", [], 10, SearchFilters(), hits=True))[0] == []
         # the term statistics match what is visible (recounted after an interrupted write)
         q = await HashEmbedder().embed(["x"])
-        _, completion = await b.candidates_by_vector_with_completion("t", q, 5, SearchFilters(),
+        _, completion = await b.complete("t", q, 5, SearchFilters(),
                                                                       keywords=f"{version}word1x3 {other}word1x3")
         assert completion.keyword_stats.document_frequency == (1, 0)
         assert completion.keyword_stats.entries == len(first["v1"])

@@ -14,6 +14,7 @@ from services.rag_pipeline.federation.rescore import Rescorer, VectorCache, cont
 from shared.errors import InvalidArgument, Unavailable
 from tests.support.inprocess import InProcessKnowledge, InProcessLanguageModel
 from tests.unit.knowledge_store.helpers import doc
+from tests.support.retrieval import candidates_by_vector_with_completion
 
 TENANT = "acme"
 CORPUS = {
@@ -80,8 +81,8 @@ async def ports(tmp_path):
 async def local_signals(knowledge, llm, phrases):
     """The local legs' completed cosine and BM25 of every entry, by artifact id."""
     vectors = await llm.embed(phrases)
-    columns, completion = await knowledge.candidates_by_vector_with_completion(
-        TENANT, vectors, 10, knowledge_filters(), keywords=phrases[0], extra_keywords=phrases[1:])
+    columns, completion = await candidates_by_vector_with_completion(
+        knowledge, TENANT, vectors, 10, knowledge_filters(), keywords=phrases[0], extra_keywords=phrases[1:])
     by_row = {int(r): (float(d), float(b)) for r, d, b in zip(completion.row_ids, completion.dense, completion.bm25)}
     return vectors, {a: by_row[int(r)] for a, r in zip(columns[0].artifact_ids, columns[0].row_ids)}
 
@@ -146,7 +147,7 @@ async def test_a_failing_model_or_store_leaves_that_signal_absent_with_the_reaso
 async def test_score_keywords_names_the_field_it_refuses(ports):
     knowledge, _ = ports
     with pytest.raises(InvalidArgument, match=r"texts\[0\]\.text"):
-        await knowledge.store.score_keywords(TENANT, QUERY, [], [("t", "x" * 200_000)])
+        await knowledge.store.score_texts(TENANT, QUERY, [], [("t", "x" * 200_000)])
 
 
 def test_vector_cache_is_a_bounded_lru():
@@ -170,8 +171,8 @@ async def test_a_long_remote_text_is_scored_as_the_store_would_chunk_it_by_its_b
         llm = InProcessLanguageModel()
         phrases = [QUERY]
         vectors = await llm.embed(phrases)
-        columns, completion = await knowledge.candidates_by_vector_with_completion(
-            TENANT, vectors, 50, knowledge_filters(), keywords=QUERY)
+        columns, completion = await candidates_by_vector_with_completion(
+            knowledge, TENANT, vectors, 50, knowledge_filters(), keywords=QUERY)
         chunks = [r for a, r in zip(columns[0].artifact_ids, columns[0].row_ids) if a == "manual"]
         assert len(chunks) > 1                                          # the store chunked it
         at = {int(r): i for i, r in enumerate(completion.row_ids)}

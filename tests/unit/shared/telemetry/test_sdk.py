@@ -19,7 +19,7 @@ from opentelemetry.trace import SpanKind, Status, StatusCode
 from shared.log import register_secret
 from shared.telemetry.file_exporters import JsonlSpanExporter, RotatingJsonlWriter
 from shared.telemetry.providers import build_telemetry
-from shared.telemetry.settings import TelemetrySettings
+from shared.settings import TelemetrySettings
 from shared.telemetry.span_redaction import RedactingSpanProcessor, Redactor
 from shared.telemetry.stage_metrics import StageMetrics, StageMetricsProcessor
 

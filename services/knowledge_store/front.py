@@ -1,0 +1,271 @@
+"""The KnowledgeStore's front: every call of the service, once, for all three adapters (gRPC
+grpc_api.py, in process inprocess_client.py, MCP mcp_api.py).
+
+Each call takes the verified caller first (None: authentication is off) and holds it to its
+tenant and groups with `caller_policy` before the backend runs; the adapters only establish who
+is calling and translate. Retrieval is one call, `retrieve` (a `RetrievalRequest` → a
+`Retrieval`), composed here from the backend's primitives (backend.py: `keyword`, `dense`,
+`complete`), so adding a retrieval parameter touches the request, this module and the wire.
+
+`CALLS` names every call with its RPC, whether it may be retried (idempotent: a retry of an
+attempt that already took effect changes nothing) and whether it is long work (the ingest
+deadline instead of the call deadline). The adapters and the clients' retry policy read it.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+from pathlib import Path
+from typing import Callable, Sequence
+
+import numpy as np
+
+from ranking.profile import RankingProfile
+from services.knowledge_store import caller_policy as policy
+from services.knowledge_store import ranking_models
+from services.knowledge_store.backend import StoreBackend
+from services.knowledge_store.feedback_expansion import expanded_terms
+from services.knowledge_store.field_signals import field_signals
+from services.knowledge_store.models import StoreStatus, TenantCheck
+from services.knowledge_store.personas import Persona
+from shared import records as m
+from shared.errors import InvalidArgument, NotFound, Unimplemented
+from shared.identity import Principal
+
+RPC_SERVICE = "nucleus.v1.KnowledgeStore"
+
+
+@dataclass(frozen=True, slots=True)
+class Call:
+    rpc: str                  # the RPC's method name in RPC_SERVICE
+    idempotent: bool          # a retry after an attempt that took effect changes nothing
+    long: bool = False        # long work: the ingest deadline, not the call deadline
+
+
+CALLS: dict[str, Call] = {
+    "ingest": Call("IngestDocuments", False, long=True),
+    "delete": Call("DeleteArtifacts", False),
+    "retrieve": Call("Retrieve", True),
+    "get_entries": Call("GetEntries", True),
+    "get_entries_with_vectors": Call("GetEntries", True),
+    "get_peer_entries": Call("GetEntries", True),
+    "get_field_signals": Call("GetFieldSignals", True),
+    "score_keywords": Call("ScoreKeywords", True),
+    "topics": Call("GetTopics", True),
+    "stats": Call("GetTenantStats", True),
+    "store_status": Call("GetStoreStatus", True),
+    "configure_index": Call("ConfigureTenantIndex", True, long=True),
+    "check_tenant": Call("CheckTenant", False, long=True),
+    "put_profile": Call("PutRankingProfile", False),
+    "get_profile": Call("GetRankingProfile", True),
+    "list_profiles": Call("ListRankingProfiles", True),
+    "put_ranking_model": Call("PutRankingModel", False),
+    "get_ranking_model": Call("GetRankingModel", True),
+    "put_persona": Call("PutPersona", False),
+    "get_persona": Call("GetPersona", True),
+    "list_personas": Call("ListPersonas", True),
+    "record_feedback": Call("RecordFeedback", False),
+    "record_search": Call("RecordSearch", False),
+    "record_source_feedback": Call("RecordSourceFeedback", False),
+    "source_votes": Call("GetSourceVotes", True),
+    "backup_tenants": Call("BackupTenants", False, long=True),
+    "restore_tenant": Call("RestoreTenant", False, long=True),
+}
+
+# The seed RPCs, served by `retrieve` too: idempotent reads.
+SEED_READS = ("SearchPersonaKnowledgeByVector", "SearchPersonaKnowledgeByFilters")
+
+
+def idempotent_methods() -> frozenset[str]:
+    """The full gRPC method names a client may retry ("/nucleus.v1.KnowledgeStore/GetEntries")."""
+    names = {c.rpc for c in CALLS.values() if c.idempotent} | set(SEED_READS)
+    return frozenset(f"/{RPC_SERVICE}/{name}" for name in names)
+
+
+async def retrieve(store: StoreBackend, r: m.RetrievalRequest) -> m.Retrieval:
+    """`r` on `store` (tenant and filters already the caller's): the keyword leg, then the dense
+    leg completing the keyword leg's rows, with the query expanded once for both."""
+    if r.vectors is None and not r.keyword:
+        raise InvalidArgument("query_vectors", "a retrieval needs query vectors, keywords or both")
+    if r.complete and r.hits:
+        raise InvalidArgument("complete_scores", "completion answers ranking-signal columns, not hits")
+    if r.keyword and len(r.complete_rows):
+        raise InvalidArgument("complete_row_ids", "must be empty with the keyword leg (its rows are "
+                                                  "completed in the call)")
+    weights = await expanded_terms(store, r.tenant_id, r.phrases, (), r.filters, r.feedback_expansion)
+    keyword = keyword_hits = None
+    terms: list[str] = []
+    if r.keyword:
+        found, terms = await store.keyword(r.tenant_id, r.phrases, (), r.top_k, r.filters, hits=r.hits,
+                                           term_weights=weights)
+        keyword_hits, keyword = (tuple(found), None) if r.hits else (None, found)
+    if r.vectors is None:
+        return m.Retrieval(keyword=keyword, terms=tuple(terms), keyword_hits=keyword_hits)
+    vectors = r.vectors             # an array, or the wire's rows (the backend checks both)
+    if r.complete:
+        rows = keyword.row_ids if keyword is not None else np.asarray(r.complete_rows, np.int64)
+        dense, completion = await store.complete(r.tenant_id, vectors, r.top_k, r.filters, keywords=r.phrases,
+                                                 complete_rows=rows, term_weights=weights)
+        return m.Retrieval(keyword=keyword, terms=tuple(terms), dense=tuple(dense), completion=completion)
+    found = await store.dense(r.tenant_id, vectors, r.top_k, r.filters, hits=r.hits)
+    if r.hits:
+        return m.Retrieval(keyword_hits=keyword_hits, terms=tuple(terms),
+                           dense_hits=tuple(tuple(h) for h in found))
+    return m.Retrieval(keyword=keyword, terms=tuple(terms), dense=tuple(found))
+
+
+class StoreFront:
+    """Every KnowledgeStore call for a verified caller `p` (module docstring)."""
+
+    def __init__(self, store: StoreBackend) -> None:
+        self.store = store
+
+    # -- writes --------------------------------------------------------------------------------
+    async def ingest(self, p: Principal | None, tenant_id: str, persona_id: str, documents: Sequence[m.DocumentIn],
+                     *, commit_valid: bool = False, progress: Callable[[int, int], None] | None = None
+                     ) -> m.IngestReport:
+        return await self.store.ingest(policy.write(p, tenant_id, "ingest"), persona_id, list(documents), progress,
+                                       commit_valid=commit_valid)
+
+    async def delete(self, p: Principal | None, tenant_id: str, artifact_ids: Sequence[str]) -> tuple[int, int]:
+        return await self.store.delete(policy.write(p, tenant_id, "delete"), list(artifact_ids))
+
+    # -- reads ---------------------------------------------------------------------------------
+    async def retrieve(self, p: Principal | None, request: m.RetrievalRequest) -> m.Retrieval:
+        tenant, scoped = policy.read_scope(p, request.tenant_id, request.filters)
+        return await retrieve(self.store, replace(request, tenant_id=tenant, filters=scoped))
+
+    async def _visible_entries(self, p: Principal | None, tenant_id: str, entry_ids: Sequence[str]
+                               ) -> tuple[str, list[m.Hit]]:
+        tenant = policy.read_tenant(p, tenant_id)
+        return tenant, policy.visible(p, await self.store.get_entries(tenant, list(entry_ids)))
+
+    async def get_entries(self, p: Principal | None, tenant_id: str, entry_ids: Sequence[str]) -> list[m.Hit]:
+        return (await self._visible_entries(p, tenant_id, entry_ids))[1]
+
+    async def get_entries_with_vectors(self, p: Principal | None, tenant_id: str, entry_ids: Sequence[str]
+                                       ) -> tuple[list[m.Hit], list[np.ndarray | None]]:
+        """The entries the caller may see, and each one's stored unit vector (None: none held)."""
+        tenant, hits = await self._visible_entries(p, tenant_id, entry_ids)
+        found = await self.store.entry_vectors(tenant, [h.entry.id for h in hits]) if hits else {}
+        return hits, [found.get(h.entry.id) for h in hits]
+
+    async def get_peer_entries(self, p: Principal | None, tenant_id: str, entry_ids: Sequence[str]) -> m.PeerEntries:
+        """`get_entries_with_vectors` and each entry's analysed (title, body) terms."""
+        hits, vectors = await self.get_entries_with_vectors(p, tenant_id, entry_ids)
+        tenant = policy.read_tenant(p, tenant_id)
+        found = await self.store.entry_terms(tenant, [h.entry.id for h in hits]) if hits else {}
+        return m.PeerEntries(hits, vectors, [found.get(h.entry.id) for h in hits])
+
+    async def get_field_signals(self, p: Principal | None, tenant_id: str, entry_ids: Sequence[str], query: str,
+                                query_vector: np.ndarray) -> m.FieldSignals:
+        return await field_signals(self.store, policy.read_tenant(p, tenant_id), list(entry_ids), query,
+                                   query_vector, may_see=lambda groups: policy.may_see(p, groups))
+
+    async def score_keywords(self, p: Principal | None, tenant_id: str, keywords: m.Keywords,
+                             extra_keywords: Sequence[str], texts: Sequence[tuple[str, str] | m.AnalysedText]
+                             ) -> m.KeywordScores:
+        return await self.store.score_texts(policy.read_tenant(p, tenant_id), keywords, list(extra_keywords),
+                                            [t if isinstance(t, m.AnalysedText) else (t[0], t[1]) for t in texts])
+
+    async def topics(self, p: Principal | None, tenant_id: str, filters: m.SearchFilters, kind: str, *, k: int = 0,
+                     max_terms: int = 0, examples: int = 0, period: str = "", date_field: str = "",
+                     topic_id: int | None = None, query_vector: np.ndarray | None = None, limit: int = 0,
+                     max_points: int = 0) -> dict:
+        """The tenant's topics as the caller sees them; 0 / "" = the defaults named here."""
+        tenant, scoped = policy.read_scope(p, tenant_id, filters)
+        vector = np.asarray(query_vector, np.float32).ravel().tolist() if query_vector is not None else []
+        return await self.store.topics(
+            tenant, scoped, kind or "topics", k=k, max_terms=max_terms or 8,
+            examples=0 if examples < 0 else (examples or 3), period=period or "month",
+            date_field=date_field or "created", topic_id=topic_id, query_vector=vector or None,
+            limit=limit or 10, max_points=max_points or 2_000)
+
+    # -- tenant metadata, maintenance ----------------------------------------------------------
+    async def stats(self, p: Principal | None, tenant_id: str) -> m.TenantStats:
+        return await self.store.stats(policy.metadata_read(p, tenant_id))
+
+    async def store_status(self, p: Principal | None) -> StoreStatus:
+        """All of the store's condition for operators, one tenant's for its admin."""
+        return policy.status_view(p, self.store.status)
+
+    async def configure_index(self, p: Principal | None, tenant_id: str, kind: str, **params: int) -> tuple[str, int]:
+        return await self.store.configure_index(policy.write(p, tenant_id, "index settings"), kind,
+                                                **{k: v for k, v in params.items() if v})
+
+    async def check_tenant(self, p: Principal | None, tenant_id: str, *, repair: bool = True) -> TenantCheck:
+        return await self.store.check_tenant(policy.write(p, tenant_id, "a consistency check"), repair=repair)
+
+    def _embedded_only(self, name: str):
+        method = getattr(self.store, name, None)
+        if method is None:
+            raise Unimplemented(f"{name.replace('_', ' ')} is the embedded backend's; on the Qdrant backend use "
+                                "Qdrant's snapshots (docs/OPERATIONS.md, \"Backups\")")
+        return method
+
+    async def backup_tenants(self, p: Principal | None, tenant_ids: Sequence[str], directory: str,
+                             final_directory: str = "") -> list:
+        policy.operator_only(p, "a backup")
+        return await self._embedded_only("backup")(list(tenant_ids), Path(directory),
+                                                   Path(final_directory or directory))
+
+    async def restore_tenant(self, p: Principal | None, tenant_id: str, file: str, sha256: str) -> tuple:
+        policy.operator_only(p, "a restore")
+        return await self._embedded_only("restore_tenant")(tenant_id, Path(file), sha256)
+
+    # -- profiles, models, personas ------------------------------------------------------------
+    async def put_profile(self, p: Principal | None, profile: RankingProfile) -> RankingProfile:
+        tenant = policy.profile_write(p, profile.tenant_id, profile.is_default, profile.name)
+        return await self.store.put_profile(replace(profile, tenant_id=tenant))
+
+    async def get_profile(self, p: Principal | None, tenant_id: str, persona_id: str, name: str,
+                          version: int = 0) -> RankingProfile:
+        tenant = policy.metadata_read(p, tenant_id)
+        profile = await self.store.get_profile(tenant, persona_id, name, version)
+        if profile is None:
+            raise NotFound(f"no ranking profile '{name or 'default'}' for tenant '{tenant}'"
+                           + (f" persona '{persona_id}'" if persona_id else ""))
+        return profile
+
+    async def list_profiles(self, p: Principal | None, tenant_id: str, persona_id: str = "") -> list[RankingProfile]:
+        return await self.store.list_profiles(policy.metadata_read(p, tenant_id), persona_id)
+
+    async def put_ranking_model(self, p: Principal | None, tenant_id: str, raw: bytes,
+                                profile: RankingProfile | None = None) -> tuple[str, RankingProfile | None]:
+        return await self.store.put_ranking_model(policy.write(p, tenant_id, "storing a ranking model"), raw,
+                                                  profile)
+
+    async def get_ranking_model(self, p: Principal | None, tenant_id: str, sha256: str) -> bytes:
+        tenant = policy.metadata_read(p, tenant_id)
+        return ranking_models.served(await self.store.get_ranking_model(tenant, sha256), tenant, sha256)
+
+    async def put_persona(self, p: Principal | None, persona: Persona) -> Persona:
+        tenant = policy.write(p, persona.tenant_id, "changing a persona")
+        return await self.store.put_persona(replace(persona, tenant_id=tenant))
+
+    async def get_persona(self, p: Principal | None, tenant_id: str, persona_id: str) -> Persona:
+        return await self.store.get_persona(policy.metadata_read(p, tenant_id), persona_id)
+
+    async def list_personas(self, p: Principal | None, tenant_id: str) -> list[Persona]:
+        return await self.store.list_personas(policy.metadata_read(p, tenant_id))
+
+    # -- feedback and the search log -----------------------------------------------------------
+    async def record_feedback(self, p: Principal | None, tenant_id: str, target: str, target_id: str, helpful: bool,
+                              user_id: str, *, search_id: str = "") -> m.FeedbackAck:
+        if target not in ("entry", "artifact"):
+            raise InvalidArgument("target", "must be FEEDBACK_TARGET_ENTRY or FEEDBACK_TARGET_ARTIFACT")
+        return await self.store.record_feedback(policy.read_tenant(p, tenant_id), target, target_id, helpful,
+                                                policy.feedback_user(p, user_id), search_id=search_id)
+
+    async def record_search(self, p: Principal | None, record: m.SearchLogRecord) -> None:
+        await self.store.record_search(policy.search_record(p, record))
+
+    async def record_source_feedback(self, p: Principal | None, tenant_id: str, source_id: str, target_id: str,
+                                     helpful: bool, user_id: str, *, search_id: str = "") -> m.SourceVotes:
+        return await self.store.record_source_feedback(policy.read_tenant(p, tenant_id), source_id, target_id,
+                                                       helpful, policy.feedback_user(p, user_id), search_id=search_id)
+
+    async def source_votes(self, p: Principal | None, tenant_id: str) -> list[m.SourceVotes]:
+        return await self.store.source_votes(policy.read_tenant(p, tenant_id))
+
+
+__all__ = ["CALLS", "Call", "StoreFront", "idempotent_methods", "retrieve"]
