@@ -358,13 +358,15 @@ class RetrievalRequest:
 class Retrieval:
     """What a `RetrievalRequest` answered: the keyword leg's columns (or `keyword_hits`) and
     analysed terms searched, the dense leg's columns per query vector (or `dense_hits`), and the
-    completion when asked for. A leg not asked for is None."""
+    completion when asked for. A leg not asked for is None. `degraded`: a tenant-wide reason the
+    answer may miss rows (rows failing their checksums are left out); "" when whole."""
     keyword: CandidateColumns | None = None
     terms: tuple[str, ...] = ()
     dense: tuple[CandidateColumns, ...] | None = None
     completion: ScoreCompletion | None = None
     keyword_hits: tuple[Hit, ...] | None = None
     dense_hits: tuple[tuple[Hit, ...], ...] | None = None
+    degraded: str = ""
 
 
 @dataclass(frozen=True, slots=True)

@@ -184,20 +184,22 @@ class RetrieveRequest(_message.Message):
     def __init__(self, tenant_id: _Optional[str] = ..., keywords: _Optional[str] = ..., extra_keywords: _Optional[_Iterable[str]] = ..., top_k: _Optional[int] = ..., filters: _Optional[_Union[_common_pb2.KnowledgeSearchFilters, _Mapping]] = ..., query_vectors: _Optional[_Iterable[_Union[FloatVector, _Mapping]]] = ..., keyword_leg: _Optional[bool] = ..., complete_scores: _Optional[bool] = ..., complete_row_ids: _Optional[_Iterable[int]] = ..., hits: _Optional[bool] = ..., feedback_expansion: _Optional[str] = ...) -> None: ...
 
 class RetrieveResponse(_message.Message):
-    __slots__ = ("keyword_columns", "keyword_query_terms", "dense_columns", "completion", "keyword_hits", "dense_hits")
+    __slots__ = ("keyword_columns", "keyword_query_terms", "dense_columns", "completion", "keyword_hits", "dense_hits", "degraded")
     KEYWORD_COLUMNS_FIELD_NUMBER: _ClassVar[int]
     KEYWORD_QUERY_TERMS_FIELD_NUMBER: _ClassVar[int]
     DENSE_COLUMNS_FIELD_NUMBER: _ClassVar[int]
     COMPLETION_FIELD_NUMBER: _ClassVar[int]
     KEYWORD_HITS_FIELD_NUMBER: _ClassVar[int]
     DENSE_HITS_FIELD_NUMBER: _ClassVar[int]
+    DEGRADED_FIELD_NUMBER: _ClassVar[int]
     keyword_columns: CandidateColumns
     keyword_query_terms: _containers.RepeatedScalarFieldContainer[str]
     dense_columns: _containers.RepeatedCompositeFieldContainer[CandidateColumns]
     completion: ScoreCompletion
     keyword_hits: _containers.RepeatedCompositeFieldContainer[ScoredEntry]
     dense_hits: _containers.RepeatedCompositeFieldContainer[VectorHits]
-    def __init__(self, keyword_columns: _Optional[_Union[CandidateColumns, _Mapping]] = ..., keyword_query_terms: _Optional[_Iterable[str]] = ..., dense_columns: _Optional[_Iterable[_Union[CandidateColumns, _Mapping]]] = ..., completion: _Optional[_Union[ScoreCompletion, _Mapping]] = ..., keyword_hits: _Optional[_Iterable[_Union[ScoredEntry, _Mapping]]] = ..., dense_hits: _Optional[_Iterable[_Union[VectorHits, _Mapping]]] = ...) -> None: ...
+    degraded: str
+    def __init__(self, keyword_columns: _Optional[_Union[CandidateColumns, _Mapping]] = ..., keyword_query_terms: _Optional[_Iterable[str]] = ..., dense_columns: _Optional[_Iterable[_Union[CandidateColumns, _Mapping]]] = ..., completion: _Optional[_Union[ScoreCompletion, _Mapping]] = ..., keyword_hits: _Optional[_Iterable[_Union[ScoredEntry, _Mapping]]] = ..., dense_hits: _Optional[_Iterable[_Union[VectorHits, _Mapping]]] = ..., degraded: _Optional[str] = ...) -> None: ...
 
 class ScoreCompletion(_message.Message):
     __slots__ = ("row_ids", "dense", "bm25", "query_terms", "document_frequency", "keyword_entries")

@@ -29,7 +29,7 @@ from services.knowledge_store.models import StoreStatus, TenantCheck
 from services.knowledge_store.personas import Persona
 from shared import records as m
 from shared.errors import InvalidArgument, NotFound, Unimplemented
-from shared.identity import Principal
+from shared.identity import OPERATOR, Principal
 
 RPC_SERVICE = "nucleus.v1.KnowledgeStore"
 
@@ -81,9 +81,26 @@ def idempotent_methods() -> frozenset[str]:
     return frozenset(f"/{RPC_SERVICE}/{name}" for name in names)
 
 
+#: What an answer of a tenant with rows left out says (tenant-wide: never which rows, which the
+#: caller may not be allowed to see).
+DAMAGED = "rows of this tenant failed their checksums and are left out"
+
+
+def damage(store: StoreBackend, tenant_id: str) -> str:
+    """DAMAGED while the tenant has rows failing their checksums (health.py "corrupt_rows"), else ""."""
+    return DAMAGED if store.health.has(tenant_id, "corrupt_rows") else ""
+
+
 async def retrieve(store: StoreBackend, r: m.RetrievalRequest) -> m.Retrieval:
     """`r` on `store` (tenant and filters already the caller's): the keyword leg, then the dense
-    leg completing the keyword leg's rows, with the query expanded once for both."""
+    leg completing the keyword leg's rows, with the query expanded once for both. `degraded` is
+    checked after the legs, so the answer whose reads found damage says so."""
+    answer = await _retrieve(store, r)
+    degraded = damage(store, r.tenant_id)
+    return replace(answer, degraded=degraded) if degraded else answer
+
+
+async def _retrieve(store: StoreBackend, r: m.RetrievalRequest) -> m.Retrieval:
     if r.vectors is None and not r.keyword:
         raise InvalidArgument("query_vectors", "a retrieval needs query vectors, keywords or both")
     if r.complete and r.hits:
@@ -253,8 +270,22 @@ class StoreFront:
                               user_id: str, *, search_id: str = "") -> m.FeedbackAck:
         if target not in ("entry", "artifact"):
             raise InvalidArgument("target", "must be FEEDBACK_TARGET_ENTRY or FEEDBACK_TARGET_ARTIFACT")
-        return await self.store.record_feedback(policy.read_tenant(p, tenant_id), target, target_id, helpful,
-                                                policy.feedback_user(p, user_id), search_id=search_id)
+        tenant, user = policy.read_tenant(p, tenant_id), policy.feedback_user(p, user_id)
+        if not search_id and not await self._may_see_target(p, tenant, target, target_id):
+            # a target the caller may not see is answered as a missing one (a vote in a search is
+            # checked against the caller's own results by the store, which refuses it either way)
+            raise NotFound(f"{target} '{target_id}' not found in tenant '{tenant}'")
+        return await self.store.record_feedback(tenant, target, target_id, helpful, user, search_id=search_id)
+
+    async def _may_see_target(self, p: Principal | None, tenant: str, target: str, target_id: str) -> bool:
+        """False only for a stored target hidden from `p` (an unknown or malformed one: the store answers)."""
+        if p is None or p.has_role(OPERATOR):
+            return True
+        try:
+            hits = await self.store.get_entries(tenant, [target_id if target == "entry" else f"{target_id}#0"])
+        except (InvalidArgument, NotFound):
+            return True
+        return not hits or bool(policy.visible(p, hits))
 
     async def record_search(self, p: Principal | None, record: m.SearchLogRecord) -> None:
         await self.store.record_search(policy.search_record(p, record))

@@ -88,6 +88,10 @@ class StoreHealth:
             log.info("tenant %s: %s cleared", tenant_id, kind)
         self._changed(was)
 
+    def has(self, tenant_id: str, kind: str) -> bool:
+        """Whether `tenant_id` has a problem of `kind` now (one dict lookup: every search asks)."""
+        return (tenant_id, kind) in self._problems
+
     def problems(self, tenant_id: str | None = None) -> list[Problem]:
         with self._lock:
             return sorted((p for p in self._problems.values() if tenant_id is None or p.tenant_id == tenant_id),

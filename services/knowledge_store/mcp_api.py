@@ -1,5 +1,6 @@
 """KnowledgeStore MCP adapter: ingest/upsert, search by vector, search by keywords/filters,
-delete and stats, for the caller's tenant (from the verified principal, never an argument)."""
+delete and stats, for the caller's tenant (from the verified principal, never an argument),
+each a call of the front (front.py), which holds the caller to its tenant and groups."""
 from __future__ import annotations
 
 import dataclasses
@@ -10,7 +11,7 @@ from mcp.server.mcpserver import MCPServer
 from pydantic import BaseModel, Field, create_model
 
 from services.knowledge_store.backend import StoreBackend
-from services.knowledge_store.front import retrieve
+from services.knowledge_store.front import StoreFront
 from shared import records as m
 from shared.auth.principals import RequestIdentity
 from shared.identity import Principal
@@ -110,9 +111,9 @@ class StatsOut(BaseModel):
     hnsw_recall: float = 0.0         # the recall@10 measured at it on the index's own vectors
 
 
-def _filters(f: KnowledgeFiltersIn | None, who: Principal) -> m.SearchFilters:
+def _filters(f: KnowledgeFiltersIn | None) -> m.SearchFilters:
     f = f or KnowledgeFiltersIn()
-    return f.to_filters(persona_id=f.persona_id, groups=who.groups)
+    return f.to_filters(persona_id=f.persona_id)
 
 
 def _hits(hits: list[m.Hit], terms: list[str] | None = None) -> HitsOut:
@@ -131,6 +132,7 @@ def build_mcp(store: StoreBackend, *, allow_local_identity: bool, token_verifier
         "Durable tenant-scoped knowledge: ingest/upsert documents, search by vector or keywords, delete, stats."),
         token_verifier=token_verifier, auth=auth)
     identity = RequestIdentity(None, allow_local=allow_local_identity)
+    front = StoreFront(store)
 
     def who() -> Principal:
         return identity.principal()
@@ -144,7 +146,8 @@ def build_mcp(store: StoreBackend, *, allow_local_identity: bool, token_verifier
         async def run() -> IngestOut:
             docs = [m.DocumentIn(artifact=m.ArtifactMeta(**m.artifact_values(d)), content=d.content,
                                  content_type=d.content_type) for d in documents]
-            r = await store.ingest(who().tenant_id, persona_id, docs, commit_valid=commit_valid)
+            p = who()
+            r = await front.ingest(p, p.tenant_id, persona_id, docs, commit_valid=commit_valid)
             return IngestOut(artifacts=len(r.results), total_entries=r.total_entries,
                              entries_replaced=sum(x.entries_replaced for x in r.results),
                              embed_seconds=r.embed_seconds, commit_seconds=r.commit_seconds,
@@ -159,9 +162,9 @@ def build_mcp(store: StoreBackend, *, allow_local_identity: bool, token_verifier
     async def search_by_vector(query_vector: list[float], top_k: Annotated[int, Field(ge=1, le=1000)] = 10,
                                filters: KnowledgeFiltersIn | None = None) -> HitsOut:
         async def run() -> HitsOut:
-            principal = who()
-            answer = await retrieve(store, m.RetrievalRequest(
-                principal.tenant_id, top_k=top_k, filters=_filters(filters, principal),
+            p = who()
+            answer = await front.retrieve(p, m.RetrievalRequest(
+                p.tenant_id, top_k=top_k, filters=_filters(filters),
                 vectors=np.asarray([query_vector], np.float32), hits=True))
             return _hits(list(answer.dense_hits[0]))
         return await guarded(run)
@@ -171,23 +174,25 @@ def build_mcp(store: StoreBackend, *, allow_local_identity: bool, token_verifier
     async def search_by_keywords(keywords: str, top_k: Annotated[int, Field(ge=1, le=1000)] = 10,
                                  filters: KnowledgeFiltersIn | None = None) -> HitsOut:
         async def run() -> HitsOut:
-            principal = who()
-            answer = await retrieve(store, m.RetrievalRequest(
-                principal.tenant_id, keywords, top_k, _filters(filters, principal), keyword=True, hits=True))
+            p = who()
+            answer = await front.retrieve(p, m.RetrievalRequest(p.tenant_id, keywords, top_k, _filters(filters),
+                                                                keyword=True, hits=True))
             return _hits(list(answer.keyword_hits), list(answer.terms))
         return await guarded(run)
 
     @mcp.tool(name="delete_artifacts", description="Delete artifacts (and all their entries) from every index.")
     async def delete_artifacts(artifact_ids: list[str]) -> DeleteOut:
         async def run() -> DeleteOut:
-            a, e = await store.delete(who().tenant_id, artifact_ids)
+            p = who()
+            a, e = await front.delete(p, p.tenant_id, artifact_ids)
             return DeleteOut(artifacts_deleted=a, entries_deleted=e)
         return await guarded(run)
 
     @mcp.tool(name="tenant_stats", description="Artifacts, entries, sources and last indexed time of the tenant.")
     async def tenant_stats() -> StatsOut:
         async def run() -> StatsOut:
-            s = await store.stats(who().tenant_id)
+            p = who()
+            s = await front.stats(p, p.tenant_id)
             return StatsOut(tenant_id=s.tenant_id, artifacts=s.artifacts, entries=s.entries, vectors=s.vectors,
                             keyword_docs=s.keyword_docs, last_indexed_unix=s.last_indexed_unix,
                             index_kind=s.index_kind, hnsw_ef_search=s.hnsw_ef_search, hnsw_recall=s.hnsw_recall,

@@ -115,6 +115,8 @@ class _Legs:
                                 feedback_expansion=self.profile.feedback_expansion)
 
     def answered(self, q: _Query, answer: Retrieval) -> None:
+        if answer.degraded and answer.degraded not in q.reasons:
+            q.reasons.append(answer.degraded)
         if answer.keyword is not None:
             self.keyword = answer.keyword
             q.notes.extend(feedback_notes(self.profile, self.phrases, answer.terms))

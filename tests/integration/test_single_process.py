@@ -150,7 +150,7 @@ async def query(ingested, receiver):
     tid, pid = f"{trace_id:032x}", f"{parent_id:016x}"
     receiver.wait_for("the whole query trace", lambda: _complete(
         receiver.trace(tid), {"tools/call search_and_rank", "rag.rank", "llm.embed",
-                              "knowledge_store.search_by_vector"}, outside_parent=pid))
+                              "nucleus.v1.KnowledgeStore/Retrieve"}, outside_parent=pid))
     return {"body": structured(result), "spans": receiver.trace(tid), "parent_id": pid}
 
 

@@ -279,8 +279,8 @@ async def query_trace(traced_stack, receiver, ingested, api_key):
 
 
 # Every service's innermost spans: once these and all their ancestors have arrived, a trace is whole.
-QUERY_SPANS = {"tools/call search_and_rank", "rag.merge", "rag.rank", "knowledge_store.search_by_vector",
-               "knowledge_store.search_by_filters", "llm.embed"}
+QUERY_SPANS = {"tools/call search_and_rank", "rag.merge", "rag.rank", "nucleus.v1.KnowledgeStore/Retrieve",
+               "llm.embed"}
 INGEST_SPANS = {"knowledge_store.ingest.chunk", "knowledge_store.ingest.commit", "llm.embed"}
 
 
@@ -457,7 +457,7 @@ async def test_nucleus_traces_draws_the_query_from_the_local_files(query_trace, 
     out = capsys.readouterr().out
     assert code == 0
     for name in ("tools/call search_and_rank", "rag.search_and_rank", "nucleus.v1.KnowledgeStore/Retrieve",
-                 "knowledge_store.search_by_vector", "embeddings"):
+                 "rag.retrieve.vector", "embeddings"):
         assert name in out, name
     for service in ("rag-pipeline", "knowledge-store", "llm-orchestration"):
         assert service in out

@@ -44,7 +44,6 @@ from typing import TypeVar
 
 import numpy as np
 from numpy.typing import NDArray
-from opentelemetry import trace
 
 from services.knowledge_store import validation
 from shared.analysis import query_terms
@@ -75,7 +74,6 @@ from shared.records import (
 )
 from shared.settings import KnowledgeStoreSettings
 
-tracer = trace.get_tracer(__name__)
 
 R = TypeVar("R")
 
@@ -153,9 +151,8 @@ class Searcher:
         validation.filters(filters)
         queries = validation.query_vectors(query_vectors, self._settings.dimension)
         tenant = await self._tenants.get(tenant_id)
-        with tracer.start_as_current_span("knowledge_store.search_by_vector"):
-            found, completion = await self._read(self._small(tenant, top_k, filters), self._vector_search_sync,
-                                                 tenant, queries, top_k, filters, materialize, complete)
+        found, completion = await self._read(self._small(tenant, top_k, filters), self._vector_search_sync,
+                                             tenant, queries, top_k, filters, materialize, complete)
         return found if complete is None else (found, completion)
 
     def _vector_search_sync(self, tenant: Tenant, queries: NDArray[np.float32], k: int,
@@ -210,10 +207,9 @@ class Searcher:
         tenant = await self._tenants.get(tenant_id)
         listing = is_listing(phrases)
         query = KeywordQuery([], []) if listing else KeywordQuery.of(phrases, term_weights)
-        with tracer.start_as_current_span("knowledge_store.search_by_filters"):
-            small = not listing and self._small(tenant, top_k, filters)    # a listing sorts in SQL
-            found = await self._read(small, self._keyword_search_sync, tenant, query, listing, top_k, filters,
-                                     materialize)
+        small = not listing and self._small(tenant, top_k, filters)    # a listing sorts in SQL
+        found = await self._read(small, self._keyword_search_sync, tenant, query, listing, top_k, filters,
+                                 materialize)
         return found, query.terms
 
     def _keyword_search_sync(self, tenant: Tenant, query: KeywordQuery, listing: bool, k: int,
