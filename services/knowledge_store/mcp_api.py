@@ -111,9 +111,10 @@ class StatsOut(BaseModel):
     hnsw_recall: float = 0.0         # the recall@10 measured at it on the index's own vectors
 
 
-def _filters(f: KnowledgeFiltersIn | None) -> m.SearchFilters:
+def _filters(f: KnowledgeFiltersIn | None, p: Principal | None, local: Principal) -> m.SearchFilters:
+    """The tool's filters; the local principal's groups held to it where the front has no caller."""
     f = f or KnowledgeFiltersIn()
-    return f.to_filters(persona_id=f.persona_id)
+    return f.to_filters(persona_id=f.persona_id, groups=local.groups if p is None else None)
 
 
 def _hits(hits: list[m.Hit], terms: list[str] | None = None) -> HitsOut:
@@ -134,8 +135,18 @@ def build_mcp(store: StoreBackend, *, allow_local_identity: bool, token_verifier
     identity = RequestIdentity(None, allow_local=allow_local_identity)
     front = StoreFront(store)
 
-    def who() -> Principal:
-        return identity.principal()
+    def who() -> tuple[Principal | None, str]:
+        """(the caller for the front, its tenant): the local principal of a stack without
+        authentication is None to the front, as a gRPC call without a verified identity is."""
+        p = identity.principal()
+        return (None if p.auth_method == "local" else p), p.tenant_id
+
+    def scoped(f: KnowledgeFiltersIn | None) -> tuple[Principal | None, str, m.SearchFilters]:
+        """`who()` and the search's filters: the local principal's groups held to it (the front
+        holds a verified caller to its own)."""
+        p = identity.principal()
+        caller = None if p.auth_method == "local" else p
+        return caller, p.tenant_id, _filters(f, caller, p)
 
     @mcp.tool(name="ingest_documents", description=(
         "Chunk, embed and commit documents into the caller's tenant, each atomically; an existing artifact id is "
@@ -146,8 +157,8 @@ def build_mcp(store: StoreBackend, *, allow_local_identity: bool, token_verifier
         async def run() -> IngestOut:
             docs = [m.DocumentIn(artifact=m.ArtifactMeta(**m.artifact_values(d)), content=d.content,
                                  content_type=d.content_type) for d in documents]
-            p = who()
-            r = await front.ingest(p, p.tenant_id, persona_id, docs, commit_valid=commit_valid)
+            p, tenant = who()
+            r = await front.ingest(p, tenant, persona_id, docs, commit_valid=commit_valid)
             return IngestOut(artifacts=len(r.results), total_entries=r.total_entries,
                              entries_replaced=sum(x.entries_replaced for x in r.results),
                              embed_seconds=r.embed_seconds, commit_seconds=r.commit_seconds,
@@ -162,9 +173,9 @@ def build_mcp(store: StoreBackend, *, allow_local_identity: bool, token_verifier
     async def search_by_vector(query_vector: list[float], top_k: Annotated[int, Field(ge=1, le=1000)] = 10,
                                filters: KnowledgeFiltersIn | None = None) -> HitsOut:
         async def run() -> HitsOut:
-            p = who()
+            p, tenant, scope = scoped(filters)
             answer = await front.retrieve(p, m.RetrievalRequest(
-                p.tenant_id, top_k=top_k, filters=_filters(filters),
+                tenant, top_k=top_k, filters=scope,
                 vectors=np.asarray([query_vector], np.float32), hits=True))
             return _hits(list(answer.dense_hits[0]))
         return await guarded(run)
@@ -174,8 +185,8 @@ def build_mcp(store: StoreBackend, *, allow_local_identity: bool, token_verifier
     async def search_by_keywords(keywords: str, top_k: Annotated[int, Field(ge=1, le=1000)] = 10,
                                  filters: KnowledgeFiltersIn | None = None) -> HitsOut:
         async def run() -> HitsOut:
-            p = who()
-            answer = await front.retrieve(p, m.RetrievalRequest(p.tenant_id, keywords, top_k, _filters(filters),
+            p, tenant, scope = scoped(filters)
+            answer = await front.retrieve(p, m.RetrievalRequest(tenant, keywords, top_k, scope,
                                                                 keyword=True, hits=True))
             return _hits(list(answer.keyword_hits), list(answer.terms))
         return await guarded(run)
@@ -183,16 +194,16 @@ def build_mcp(store: StoreBackend, *, allow_local_identity: bool, token_verifier
     @mcp.tool(name="delete_artifacts", description="Delete artifacts (and all their entries) from every index.")
     async def delete_artifacts(artifact_ids: list[str]) -> DeleteOut:
         async def run() -> DeleteOut:
-            p = who()
-            a, e = await front.delete(p, p.tenant_id, artifact_ids)
+            p, tenant = who()
+            a, e = await front.delete(p, tenant, artifact_ids)
             return DeleteOut(artifacts_deleted=a, entries_deleted=e)
         return await guarded(run)
 
     @mcp.tool(name="tenant_stats", description="Artifacts, entries, sources and last indexed time of the tenant.")
     async def tenant_stats() -> StatsOut:
         async def run() -> StatsOut:
-            p = who()
-            s = await front.stats(p, p.tenant_id)
+            p, tenant = who()
+            s = await front.stats(p, tenant)
             return StatsOut(tenant_id=s.tenant_id, artifacts=s.artifacts, entries=s.entries, vectors=s.vectors,
                             keyword_docs=s.keyword_docs, last_indexed_unix=s.last_indexed_unix,
                             index_kind=s.index_kind, hnsw_ef_search=s.hnsw_ef_search, hnsw_recall=s.hnsw_recall,

@@ -132,6 +132,7 @@ class LlmOrchestrator:
                                      max_wait_s=settings.microbatch_max_wait_ms / 1000.0,
                                      max_size=settings.microbatch_max_size,
                                      query_max_size=settings.microbatch_query_max_size,
+                                     document_chars=getattr(self._backend, "document_chars", 0),
                                      max_inflight=self._backend.max_inflight,
                                      concurrent_encode=getattr(self._backend, "encode_concurrent", None))
         self._started = False

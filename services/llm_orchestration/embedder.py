@@ -57,6 +57,13 @@ log = logging.getLogger(__name__)
 LOCAL_MODEL_NAME = "all-MiniLM-L6-v2"
 LOCAL_RUNTIMES = ("onnx", "torch")
 OPENAI_MAX_CONCURRENT_CHUNKS = 4
+# Characters of ingest text per batch of the local model (MicroBatcher `document_chars`): a
+# search waits behind at most one such slice, which must encode in <= 50 ms. Measured on the
+# 2-core box (ONNX, two-thread session, SciFact texts; docs/BENCHMARKS.md "Searches during an
+# ingest"): a full 256-token chunk (~1,000-1,900 characters, cut at 256 tokens) takes ~45 ms
+# quiet, a title ~6 ms; the cost grows with the tokens, not the batch, so a slice of one chunk
+# (or a few titles) costs ingest only the hand-over.
+DOCUMENT_SLICE_CHARS = 1_000
 
 
 def bundled_model_path() -> str:
@@ -121,6 +128,7 @@ class LocalEmbedder:
     the Hugging Face hub switched off, run by ONNX Runtime or torch (`runtime`)."""
 
     provider = "local"
+    document_chars = DOCUMENT_SLICE_CHARS     # ingest slices (MicroBatcher; the remote endpoint: none)
 
     def __init__(self, model_path: str = "", *, batch_size: int = 64, torch_threads: int = 0,
                  runtime: str = "onnx", onnx_cache_dir: str = "", concurrent_threads: int = 1,

@@ -21,9 +21,15 @@ their embedding.
 Fairness. Each request carries a caller key (the end user a call is made for; "" when
 unknown) and a lane: "query" (searches) or "document" (bulk ingest, `purpose="document"`).
 
-    lanes     when both lanes have waiting texts, batches alternate between them, so an
-              ingest cannot hold searches back for more than one batch, nor a flood of
-              searches stop an ingest
+    lanes     when both lanes have waiting texts, batches alternate between them, so a
+              flood of searches cannot stop an ingest (its guaranteed share: every other batch)
+    slices    with `document_chars` (the local model), a document batch is cut once its texts
+              reach that many characters (at least one text; `embedder.DOCUMENT_SLICE_CHARS`,
+              measured to encode in <= 50 ms), and at most one document batch is handed to the
+              backend at a time, running or queued ahead of a worker. A search's texts wait
+              behind at most that one slice of ingest work at the model, never behind batches
+              of 64 ingest texts queued ahead of it. 0 (a remote endpoint): `max_size` texts,
+              as many batches in flight as `max_inflight`.
     callers   inside a lane, a batch is filled one text at a time round-robin over the
               callers with waiting texts (first come, first served within one caller), so one
               caller's 256 texts take turns with another caller's single query instead of
@@ -103,12 +109,13 @@ class _Lane:
     def oldest_arrival(self) -> float:
         return min(queue[0].arrived for queue in self.callers.values())
 
-    def take(self, limit: int, on_leave: Callable[[_Pending], None]) -> list[_Slice]:
-        """Up to `limit` texts, one per turn, round-robin over the callers. A request whose
-        caller gave up is dropped; `on_leave` is told of every request leaving the queue."""
+    def take(self, limit: int, on_leave: Callable[[_Pending], None], max_chars: int = 0) -> list[_Slice]:
+        """Up to `limit` texts (and, with `max_chars`, no more once they reach that many
+        characters), one per turn, round-robin over the callers. A request whose caller gave up
+        is dropped; `on_leave` is told of every request leaving the queue."""
         slices: dict[_Pending, _Slice] = {}
-        taken = 0
-        while taken < limit and self.callers:
+        taken = chars = 0
+        while taken < limit and self.callers and not (max_chars and chars >= max_chars):
             caller, queue = next(iter(self.callers.items()))
             pending = queue[0]
             if pending.future.done():                   # the caller gave up
@@ -119,6 +126,7 @@ class _Lane:
                 part = slices.get(pending)
                 if part is None:
                     part = slices[pending] = _Slice(pending, pending.taken, pending.taken)
+                chars += len(pending.texts[pending.taken])
                 pending.taken += 1
                 part.stop = pending.taken
                 taken += 1
@@ -158,15 +166,20 @@ class BatchStats:
 class MicroBatcher:
     def __init__(self, encode: Encode, *, max_wait_s: float, max_size: int,
                  max_inflight: int = 1, max_pending: int = DEFAULT_MAX_PENDING,
-                 concurrent_encode: Encode | None = None, query_max_size: int = 0) -> None:
-        """`query_max_size`: texts per batch of the query lane (0 = `max_size`)."""
-        if max_wait_s < 0 or max_size < 1 or max_inflight < 1 or max_pending < 1 or query_max_size < 0:
-            raise ValueError("max_wait_s >= 0, max_size >= 1, max_inflight >= 1, "
-                             "max_pending >= 1, query_max_size >= 0 are required")
+                 concurrent_encode: Encode | None = None, query_max_size: int = 0,
+                 document_chars: int = 0) -> None:
+        """`query_max_size`: texts per batch of the query lane (0 = `max_size`);
+        `document_chars`: the document lane's slices (module docstring; 0 = none)."""
+        if max_wait_s < 0 or max_size < 1 or max_inflight < 1 or max_pending < 1 or query_max_size < 0 \
+                or document_chars < 0:
+            raise ValueError("max_wait_s >= 0, max_size >= 1, max_inflight >= 1, max_pending >= 1, "
+                             "query_max_size >= 0, document_chars >= 0 are required")
         self._encode = encode
         self._concurrent_encode = concurrent_encode
         self._max_wait_s = max_wait_s
         self._lane_max = {"query": query_max_size or max_size, "document": max_size}
+        self._document_chars = document_chars
+        self._documents_handed = 0          # document batches handed over and not finished
         self._max_pending = max_pending
         self._lanes = {name: _Lane() for name in LANES}
         self._turn = 0                      # which lane goes first when both have texts
@@ -225,7 +238,8 @@ class MicroBatcher:
 
     def _next_lane(self) -> str | None:
         order = LANES if self._turn == 0 else LANES[::-1]
-        return next((name for name in order if self._lanes[name].texts), None)
+        return next((name for name in order if self._lanes[name].texts
+                     and not (name == "document" and self._document_chars and self._documents_handed)), None)
 
     async def _collect(self) -> None:
         loop = asyncio.get_running_loop()
@@ -239,6 +253,8 @@ class MicroBatcher:
             if not batch[1]:                 # every request in it was given up
                 self._slots.release()
                 continue
+            if batch[0] == "document":
+                self._documents_handed += 1
             task = asyncio.create_task(self._run(batch))
             self._inflight.add(task)
             task.add_done_callback(self._inflight.discard)
@@ -265,7 +281,7 @@ class MicroBatcher:
             except TimeoutError:
                 break
         self._turn = 1 - LANES.index(name)          # the other lane goes first next time
-        return name, lane.take(limit, self._left_queue)
+        return name, lane.take(limit, self._left_queue, self._document_chars if name == "document" else 0)
 
     def _concurrent_now(self, slices: list[_Slice]) -> bool:
         """Whether a batch serves concurrent callers: it holds several requests, others wait
@@ -320,6 +336,9 @@ class MicroBatcher:
                     self._encoding[s.pending] = left
                 else:
                     self._encoding.pop(s.pending, None)
+            if lane == "document":
+                self._documents_handed -= 1
+                self._work.set()                    # the lane may hand over its next slice
             self._slots.release()
 
 

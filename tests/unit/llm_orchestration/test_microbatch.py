@@ -324,3 +324,45 @@ async def test_batches_handed_ahead_are_formed_while_the_workers_are_busy():
     await asyncio.wait_for(asyncio.gather(first, *later), timeout=5)
     assert enc.batches == [["blocker"], ["q0", "q1"], ["q2"]]
     await batcher.close()
+
+
+async def test_a_search_waits_behind_at_most_one_ingest_slice_and_ingest_keeps_every_other_turn():
+    """`document_chars`: ingest goes to the model in slices of about that many characters, one
+    handed over at a time even where the backend takes batches ahead (max_inflight 3), so a search
+    arriving mid-ingest starts after at most the one slice already handed over; while searches
+    keep coming, every other batch is the ingest's. The order the batches start in is asserted."""
+    enc = Encoder()
+    batcher = MicroBatcher(enc, max_wait_s=0.0, max_size=64, max_inflight=3, document_chars=10)
+    await batcher.start()
+    enc.gate.clear()
+    chunks = [f"chunk{i:02d}..." for i in range(8)]                 # 10 characters each: one a slice
+    ingest = asyncio.create_task(batcher.submit(chunks, caller="ingest", lane="document"))
+    for _ in range(20):
+        await asyncio.sleep(0)
+    assert enc.batches == [["chunk00..."]]                         # one slice handed over, not 8
+    searches = [asyncio.create_task(batcher.submit([f"q{i}"], caller=f"u{i}")) for i in range(3)]
+    for _ in range(20):
+        await asyncio.sleep(0)
+    assert enc.batches[1] == ["q0", "q1", "q2"]                    # at once: beside the one slice
+    enc.gate.set()
+    await asyncio.wait_for(asyncio.gather(ingest, *searches), timeout=5)
+    assert enc.batches[2:] == [[c] for c in chunks[1:]]            # then the ingest, slice by slice
+    np.testing.assert_array_equal(ingest.result(), expected(chunks))
+    titles = ["a", "bb", "ccc", "dddd", "eeeee"]                    # short texts share a slice
+    await batcher.submit(titles, caller="ingest", lane="document")
+    assert enc.batches[-2:] == [["a", "bb", "ccc", "dddd"], ["eeeee"]]
+    await batcher.close()
+
+
+async def test_while_searches_keep_coming_every_other_batch_is_an_ingest_slice():
+    enc = Encoder()
+    batcher = MicroBatcher(enc, max_wait_s=0.0, max_size=64, query_max_size=1, document_chars=1)
+    await batcher.start()
+    blocker = await _hold_first_batch(enc, batcher, caller="u")
+    ingest = asyncio.create_task(batcher.submit(["d0", "d1", "d2"], caller="ingest", lane="document"))
+    searches = [asyncio.create_task(batcher.submit([f"q{i}"], caller=f"u{i}")) for i in range(4)]
+    await asyncio.sleep(0)
+    enc.gate.set()
+    await asyncio.wait_for(asyncio.gather(blocker, ingest, *searches), timeout=5)
+    assert enc.batches[1:] == [["d0"], ["q0"], ["d1"], ["q1"], ["d2"], ["q2"], ["q3"]]
+    await batcher.close()
