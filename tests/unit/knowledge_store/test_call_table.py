@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import ast
 import dataclasses
+import functools
 import inspect
 import json
 from pathlib import Path
@@ -64,16 +65,22 @@ def test_the_in_process_client_serves_every_call_of_the_table_and_nothing_else()
     assert not hasattr(KnowledgeStoreClient, "candidates_by_filters")
 
 
-def _declaring_files(name: str) -> set[str]:
-    files = set()
+@functools.cache
+def _declarations() -> dict[str, set[str]]:
+    """Function name -> the product files declaring it (each file parsed once)."""
+    found: dict[str, set[str]] = {}
     for top in PRODUCT:
         for path in (ROOT / top).rglob("*.py"):
-            if path.name.endswith("_pb2.py") or path.name.endswith("_pb2_grpc.py"):
+            if path.name.endswith(("_pb2.py", "_pb2_grpc.py")):
                 continue
-            tree = ast.parse(path.read_text(encoding="utf-8"))
-            if any(isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef)) and n.name == name for n in ast.walk(tree)):
-                files.add(str(path.relative_to(ROOT)))
-    return files
+            for n in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+                if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                    found.setdefault(n.name, set()).add(str(path.relative_to(ROOT)))
+    return found
+
+
+def _declaring_files(name: str) -> set[str]:
+    return _declarations().get(name, set())
 
 
 def test_each_retrieval_entry_point_is_declared_in_at_most_four_product_files():
