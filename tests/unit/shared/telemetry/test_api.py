@@ -137,6 +137,9 @@ async def test_status_codes_are_recorded_and_errors_marked(pipeline, served, pay
         with pytest.raises(grpc.aio.AioRpcError) as err:
             await channel.unary_unary(f"/{SERVICE}/Say")(payload, timeout=5)
     assert err.value.code() == code
+    deadline = time.monotonic() + 5      # the server span may end just after the client has its answer
+    while not _by_kind(pipeline.spans(), SpanKind.SERVER) and time.monotonic() < deadline:
+        await asyncio.sleep(0.05)
     client = _by_kind(pipeline.spans(), SpanKind.CLIENT)[0]
     server = _by_kind(pipeline.spans(), SpanKind.SERVER)[0]
     for span in (client, server):
