@@ -51,7 +51,7 @@ from pathlib import Path
 from benchmarks.beir import Doc, load_corpus, load_queries
 from benchmarks.metrics import percentile, rss_mb
 from benchmarks.stack import Stack, own_stack, running_stack
-from cli.folder_ingest import FAILED, FolderIngest
+from cli.folder_ingest import FolderIngest
 from nucleus.v1 import common_pb2 as pb
 from nucleus.v1 import rag_pipeline_pb2 as rag_pb
 from nucleus.v1 import rag_pipeline_pb2_grpc as rag_grpc
@@ -131,17 +131,21 @@ async def searcher(rag, tenant: str, queries: list[str], rng: random.Random, run
         run.searches.append((run.now(), (time.perf_counter() - began) * 1000, ok, degraded))
 
 
+async def _rewrite(ks: KnowledgeStoreClient, tenant: str, doc: Doc, marker: str, run: Run, what: str) -> None:
+    """`doc` ingested again with `marker` in its content, acknowledged to `run` (or its failure)."""
+    try:
+        await ks.ingest(tenant, "", [document(doc, marker)])
+        run.wrote(doc.id, marker)
+    except NucleusError as err:
+        run.failed(what, err, (doc.id,))
+
+
 async def writer(ks: KnowledgeStoreClient, tenant: str, docs: list[Doc], rng: random.Random, run: Run,
                  stop: asyncio.Event) -> None:
     n = 0
     while not stop.is_set():
         doc, n = rng.choice(docs), n + 1
-        marker = f"soak-w{n}-{rng.getrandbits(32):08x}"
-        try:
-            await ks.ingest(tenant, "", [document(doc, marker)])
-            run.wrote(doc.id, marker)
-        except NucleusError as err:
-            run.failed("ingest", err, (doc.id,))
+        await _rewrite(ks, tenant, doc, f"soak-w{n}-{rng.getrandbits(32):08x}", run, "ingest")
         await _pause(rng, "writer", stop)
 
 
@@ -151,12 +155,7 @@ async def deleter(ks: KnowledgeStoreClient, tenant: str, docs: list[Doc], rng: r
     while not stop.is_set():
         if gone and (rng.random() < 0.5 or not present):
             doc, n = gone.pop(rng.randrange(len(gone))), n + 1
-            marker = f"soak-r{n}-{rng.getrandbits(32):08x}"
-            try:
-                await ks.ingest(tenant, "", [document(doc, marker)])
-                run.wrote(doc.id, marker)
-            except NucleusError as err:
-                run.failed("re-ingest", err, (doc.id,))
+            await _rewrite(ks, tenant, doc, f"soak-r{n}-{rng.getrandbits(32):08x}", run, "re-ingest")
             present.append(doc)
         else:
             doc = present.pop(rng.randrange(len(present)))

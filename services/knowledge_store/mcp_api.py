@@ -111,10 +111,11 @@ class StatsOut(BaseModel):
     hnsw_recall: float = 0.0         # the recall@10 measured at it on the index's own vectors
 
 
-def _filters(f: KnowledgeFiltersIn | None, p: Principal | None, local: Principal) -> m.SearchFilters:
-    """The tool's filters; the local principal's groups held to it where the front has no caller."""
+def _filters(f: KnowledgeFiltersIn | None, local_groups: tuple[str, ...] | None) -> m.SearchFilters:
+    """The tool's filters; `local_groups` (the local principal's) held to it where the front has
+    no caller to hold to its own."""
     f = f or KnowledgeFiltersIn()
-    return f.to_filters(persona_id=f.persona_id, groups=local.groups if p is None else None)
+    return f.to_filters(persona_id=f.persona_id, groups=local_groups)
 
 
 def _hits(hits: list[m.Hit], terms: list[str] | None = None) -> HitsOut:
@@ -135,18 +136,13 @@ def build_mcp(store: StoreBackend, *, allow_local_identity: bool, token_verifier
     identity = RequestIdentity(None, allow_local=allow_local_identity)
     front = StoreFront(store)
 
-    def who() -> tuple[Principal | None, str]:
-        """(the caller for the front, its tenant): the local principal of a stack without
-        authentication is None to the front, as a gRPC call without a verified identity is."""
+    def who() -> tuple[Principal | None, str, tuple[str, ...] | None]:
+        """(the caller for the front, its tenant, the groups a search is held to here): the local
+        principal of a stack without authentication is None to the front, as a gRPC call
+        without a verified identity is, and its own groups filter its searches."""
         p = identity.principal()
-        return (None if p.auth_method == "local" else p), p.tenant_id
-
-    def scoped(f: KnowledgeFiltersIn | None) -> tuple[Principal | None, str, m.SearchFilters]:
-        """`who()` and the search's filters: the local principal's groups held to it (the front
-        holds a verified caller to its own)."""
-        p = identity.principal()
-        caller = None if p.auth_method == "local" else p
-        return caller, p.tenant_id, _filters(f, caller, p)
+        local = p.auth_method == "local"
+        return (None if local else p), p.tenant_id, (p.groups if local else None)
 
     @mcp.tool(name="ingest_documents", description=(
         "Chunk, embed and commit documents into the caller's tenant, each atomically; an existing artifact id is "
@@ -157,7 +153,7 @@ def build_mcp(store: StoreBackend, *, allow_local_identity: bool, token_verifier
         async def run() -> IngestOut:
             docs = [m.DocumentIn(artifact=m.ArtifactMeta(**m.artifact_values(d)), content=d.content,
                                  content_type=d.content_type) for d in documents]
-            p, tenant = who()
+            p, tenant, _ = who()
             r = await front.ingest(p, tenant, persona_id, docs, commit_valid=commit_valid)
             return IngestOut(artifacts=len(r.results), total_entries=r.total_entries,
                              entries_replaced=sum(x.entries_replaced for x in r.results),
@@ -173,9 +169,9 @@ def build_mcp(store: StoreBackend, *, allow_local_identity: bool, token_verifier
     async def search_by_vector(query_vector: list[float], top_k: Annotated[int, Field(ge=1, le=1000)] = 10,
                                filters: KnowledgeFiltersIn | None = None) -> HitsOut:
         async def run() -> HitsOut:
-            p, tenant, scope = scoped(filters)
+            p, tenant, groups = who()
             answer = await front.retrieve(p, m.RetrievalRequest(
-                tenant, top_k=top_k, filters=scope,
+                tenant, top_k=top_k, filters=_filters(filters, groups),
                 vectors=np.asarray([query_vector], np.float32), hits=True))
             return _hits(list(answer.dense_hits[0]))
         return await guarded(run)
@@ -185,8 +181,8 @@ def build_mcp(store: StoreBackend, *, allow_local_identity: bool, token_verifier
     async def search_by_keywords(keywords: str, top_k: Annotated[int, Field(ge=1, le=1000)] = 10,
                                  filters: KnowledgeFiltersIn | None = None) -> HitsOut:
         async def run() -> HitsOut:
-            p, tenant, scope = scoped(filters)
-            answer = await front.retrieve(p, m.RetrievalRequest(tenant, keywords, top_k, scope,
+            p, tenant, groups = who()
+            answer = await front.retrieve(p, m.RetrievalRequest(tenant, keywords, top_k, _filters(filters, groups),
                                                                 keyword=True, hits=True))
             return _hits(list(answer.keyword_hits), list(answer.terms))
         return await guarded(run)
@@ -194,7 +190,7 @@ def build_mcp(store: StoreBackend, *, allow_local_identity: bool, token_verifier
     @mcp.tool(name="delete_artifacts", description="Delete artifacts (and all their entries) from every index.")
     async def delete_artifacts(artifact_ids: list[str]) -> DeleteOut:
         async def run() -> DeleteOut:
-            p, tenant = who()
+            p, tenant, _ = who()
             a, e = await front.delete(p, tenant, artifact_ids)
             return DeleteOut(artifacts_deleted=a, entries_deleted=e)
         return await guarded(run)
@@ -202,7 +198,7 @@ def build_mcp(store: StoreBackend, *, allow_local_identity: bool, token_verifier
     @mcp.tool(name="tenant_stats", description="Artifacts, entries, sources and last indexed time of the tenant.")
     async def tenant_stats() -> StatsOut:
         async def run() -> StatsOut:
-            p, tenant = who()
+            p, tenant, _ = who()
             s = await front.stats(p, tenant)
             return StatsOut(tenant_id=s.tenant_id, artifacts=s.artifacts, entries=s.entries, vectors=s.vectors,
                             keyword_docs=s.keyword_docs, last_indexed_unix=s.last_indexed_unix,
