@@ -26,7 +26,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import AsyncIterator, Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Protocol
@@ -39,8 +39,8 @@ from shared.documents.rejected import DUPLICATE_ID, UNSUPPORTED
 from shared.documents.loading import Loaded
 from shared.documents.manifest import Manifest, file_sha256
 from shared.documents.worker import ConversionWorker
-from shared.errors import InvalidArgument
-from shared.records import DocumentIn, IngestReport
+from shared.errors import InvalidArgument, Unavailable
+from shared.records import DocumentIn, IngestProgress, IngestReport
 
 INGESTED, TRUNCATED, UNCHANGED, FAILED, REMOVED = "ingested", "truncated", "unchanged", "failed", "removed"
 BATCH_DOCS = 32
@@ -50,6 +50,9 @@ BATCH_CHARS = 8_000_000          # converted characters per request (well under 
 class Store(Protocol):
     async def ingest(self, tenant_id: str, persona_id: str, documents: Sequence[DocumentIn], *,
                      commit_valid: bool = False) -> IngestReport: ...
+
+    def ingest_stream(self, tenant_id: str, persona_id: str, documents: Sequence[DocumentIn], *,
+                      commit_valid: bool = False) -> AsyncIterator[IngestProgress | IngestReport]: ...
 
     async def delete(self, tenant_id: str, artifact_ids: Sequence[str]) -> tuple[int, int]: ...
 
@@ -99,12 +102,14 @@ class FolderIngest:
     def __init__(self, store: Store, root: Path, tenant: str, persona: str = "", *,
                  manifest: Manifest | None = None, strict: bool = False, sync: bool = False,
                  batch_docs: int = BATCH_DOCS, batch_chars: int = BATCH_CHARS,
-                 progress: Progress | None = None, base_url: str | None = None,
+                 progress: Progress | None = None, entries: Callable[[int, int], None] | None = None,
+                 base_url: str | None = None,
                  limits: Limits | None = None, isolate: bool = True) -> None:
         self._store, self._root, self._tenant, self._persona = store, root, tenant, persona
         self._manifest, self._strict, self._sync = manifest, strict, sync
         self._batch_docs, self._batch_chars = max(1, batch_docs), max(1, batch_chars)
         self._progress = progress or (lambda outcome: None)
+        self._entries = entries               # (embedded, expected) of the request in flight
         remembered = manifest.base_url if manifest is not None else ""
         self._base_url = check_base_url(remembered if base_url is None else base_url)
         self._rebase = manifest is not None and self._base_url != remembered   # every file's URI changes
@@ -211,6 +216,16 @@ class FolderIngest:
         pending.append(_Pending(path, sha, loaded.documents, outcome))
         return None
 
+    async def _ingest(self, documents: list[DocumentIn]) -> IngestReport:
+        """One request; with an `entries` callback, streamed, telling it the entries embedded."""
+        if self._entries is None:
+            return await self._store.ingest(self._tenant, self._persona, documents, commit_valid=True)
+        async for event in self._store.ingest_stream(self._tenant, self._persona, documents, commit_valid=True):
+            if isinstance(event, IngestReport):
+                return event
+            self._entries(event.entries_embedded, event.entries_expected)
+        raise Unavailable("the KnowledgeStore ended the ingest without its report")
+
     async def _flush(self, pending: list[_Pending], summary: RunSummary) -> None:
         if not pending:
             return
@@ -225,7 +240,7 @@ class FolderIngest:
                 chars += len(docs[end][1].content)
                 end += 1
             part = docs[start:end]
-            report = await self._store.ingest(self._tenant, self._persona, [d for _, d in part], commit_valid=True)
+            report = await self._ingest([d for _, d in part])
             summary.embed_seconds += report.embed_seconds
             summary.commit_seconds += report.commit_seconds
             for r in report.results:

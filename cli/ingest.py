@@ -92,11 +92,11 @@ async def run(args: argparse.Namespace, store, state_dir: Path, console: Console
     use_manifest = not getattr(args, "no_manifest", False)
     sync = getattr(args, "sync", False) or getattr(args, "watch", False)
 
-    def make_run(progress=None) -> FolderIngest:
+    def make_run(progress=None, entries=None) -> FolderIngest:
         manifest = Manifest.load(manifest_path(state_dir, args.tenant, root), root) if use_manifest else None
         return FolderIngest(store, root, args.tenant, args.persona, manifest=manifest,
-                            strict=getattr(args, "strict", False), sync=sync and use_manifest,
-                            batch_docs=args.batch, progress=progress, base_url=getattr(args, "base_url", None))
+                            strict=getattr(args, "strict", False), sync=sync and use_manifest, batch_docs=args.batch,
+                            progress=progress, entries=entries, base_url=getattr(args, "base_url", None))
 
     def record(summary: RunSummary, mode: str) -> None:     # the console's tenant page reads the last runs
         record_run(state_dir, args.tenant, root, mode, summary.outcomes, summary.seconds)
@@ -114,15 +114,19 @@ async def run(args: argparse.Namespace, store, state_dir: Path, console: Console
     with Progress(TextColumn("[bold]ingest[/bold] {task.description}"), BarColumn(), DownloadColumn(),
                   TransferSpeedColumn(), TimeElapsedColumn(), console=console) as bar:
         task = bar.add_task("0 files", total=total)
-        done = {"files": 0}
+        done = {"files": 0, "entries": ""}
 
         def progress(outcome) -> None:
             if outcome.status == REMOVED:
                 return
             done["files"] += 1
-            bar.update(task, advance=outcome.size, description=f"{done['files']} files")
+            bar.update(task, advance=outcome.size, description=f"{done['files']} files{done['entries']}")
 
-        summary = await make_run(progress).run()
+        def entries(embedded: int, expected: int) -> None:      # inside the request in flight
+            done["entries"] = f", {embedded:,}/{expected:,} entries embedded"
+            bar.update(task, description=f"{done['files']} files{done['entries']}")
+
+        summary = await make_run(progress, entries).run()
     record(summary, "sync" if sync and use_manifest else "ingest")
     print_summary(console, summary, args.tenant)
     return FAILED_EXIT if summary.failed else 0

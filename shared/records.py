@@ -387,6 +387,13 @@ class IngestRejection:
 
 
 @dataclass(frozen=True, slots=True)
+class IngestProgress:
+    """How far an ingest's embedding is: entries (chunks) embedded of those it will write."""
+    entries_embedded: int
+    entries_expected: int
+
+
+@dataclass(frozen=True, slots=True)
 class IngestReport:
     results: tuple[IngestResult, ...]
     total_entries: int

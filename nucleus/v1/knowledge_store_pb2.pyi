@@ -123,6 +123,22 @@ class IngestDocumentsResponse(_message.Message):
     rejected: _containers.RepeatedCompositeFieldContainer[IngestRejection]
     def __init__(self, results: _Optional[_Iterable[_Union[IngestResult, _Mapping]]] = ..., total_entries: _Optional[int] = ..., embed_seconds: _Optional[float] = ..., commit_seconds: _Optional[float] = ..., rejected: _Optional[_Iterable[_Union[IngestRejection, _Mapping]]] = ...) -> None: ...
 
+class IngestProgress(_message.Message):
+    __slots__ = ("entries_embedded", "entries_expected")
+    ENTRIES_EMBEDDED_FIELD_NUMBER: _ClassVar[int]
+    ENTRIES_EXPECTED_FIELD_NUMBER: _ClassVar[int]
+    entries_embedded: int
+    entries_expected: int
+    def __init__(self, entries_embedded: _Optional[int] = ..., entries_expected: _Optional[int] = ...) -> None: ...
+
+class IngestEvent(_message.Message):
+    __slots__ = ("progress", "report")
+    PROGRESS_FIELD_NUMBER: _ClassVar[int]
+    REPORT_FIELD_NUMBER: _ClassVar[int]
+    progress: IngestProgress
+    report: IngestDocumentsResponse
+    def __init__(self, progress: _Optional[_Union[IngestProgress, _Mapping]] = ..., report: _Optional[_Union[IngestDocumentsResponse, _Mapping]] = ...) -> None: ...
+
 class DeleteArtifactsRequest(_message.Message):
     __slots__ = ("tenant_id", "artifact_ids")
     TENANT_ID_FIELD_NUMBER: _ClassVar[int]

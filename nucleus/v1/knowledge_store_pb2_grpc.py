@@ -40,6 +40,11 @@ class KnowledgeStoreStub:
                 request_serializer=nucleus_dot_v1_dot_knowledge__store__pb2.IngestDocumentsRequest.SerializeToString,
                 response_deserializer=nucleus_dot_v1_dot_knowledge__store__pb2.IngestDocumentsResponse.FromString,
                 _registered_method=True)
+        self.IngestDocumentsStream = channel.unary_stream(
+                '/nucleus.v1.KnowledgeStore/IngestDocumentsStream',
+                request_serializer=nucleus_dot_v1_dot_knowledge__store__pb2.IngestDocumentsRequest.SerializeToString,
+                response_deserializer=nucleus_dot_v1_dot_knowledge__store__pb2.IngestEvent.FromString,
+                _registered_method=True)
         self.DeleteArtifacts = channel.unary_unary(
                 '/nucleus.v1.KnowledgeStore/DeleteArtifacts',
                 request_serializer=nucleus_dot_v1_dot_knowledge__store__pb2.DeleteArtifactsRequest.SerializeToString,
@@ -178,6 +183,14 @@ class KnowledgeStoreServicer:
     def IngestDocuments(self, request, context):
         """Chunk, embed (via LlmOrchestration) and commit documents atomically. Upsert: an artifact
         id that exists has its old entries replaced in the same transaction.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def IngestDocumentsStream(self, request, context):
+        """The same ingest with its progress: IngestProgress while the entries are embedded (the first
+        once the documents are chunked), then the report. One request; each document one commit.
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
@@ -374,6 +387,11 @@ def add_KnowledgeStoreServicer_to_server(servicer, server):
                     request_deserializer=nucleus_dot_v1_dot_knowledge__store__pb2.IngestDocumentsRequest.FromString,
                     response_serializer=nucleus_dot_v1_dot_knowledge__store__pb2.IngestDocumentsResponse.SerializeToString,
             ),
+            'IngestDocumentsStream': grpc.unary_stream_rpc_method_handler(
+                    servicer.IngestDocumentsStream,
+                    request_deserializer=nucleus_dot_v1_dot_knowledge__store__pb2.IngestDocumentsRequest.FromString,
+                    response_serializer=nucleus_dot_v1_dot_knowledge__store__pb2.IngestEvent.SerializeToString,
+            ),
             'DeleteArtifacts': grpc.unary_unary_rpc_method_handler(
                     servicer.DeleteArtifacts,
                     request_deserializer=nucleus_dot_v1_dot_knowledge__store__pb2.DeleteArtifactsRequest.FromString,
@@ -532,6 +550,33 @@ class KnowledgeStore:
             '/nucleus.v1.KnowledgeStore/IngestDocuments',
             nucleus_dot_v1_dot_knowledge__store__pb2.IngestDocumentsRequest.SerializeToString,
             nucleus_dot_v1_dot_knowledge__store__pb2.IngestDocumentsResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def IngestDocumentsStream(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_stream(
+            request,
+            target,
+            '/nucleus.v1.KnowledgeStore/IngestDocumentsStream',
+            nucleus_dot_v1_dot_knowledge__store__pb2.IngestDocumentsRequest.SerializeToString,
+            nucleus_dot_v1_dot_knowledge__store__pb2.IngestEvent.FromString,
             options,
             channel_credentials,
             insecure,

@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Sequence
+from typing import AsyncIterator, Sequence
+
+import grpc
 
 import numpy as np
 
@@ -18,6 +20,7 @@ from services.knowledge_store.models import StoreStatus, TenantCheck
 from services.knowledge_store.personas import Persona
 from shared import records as m
 from shared.grpc_client import aio_channel, call
+from shared.grpc_errors import from_grpc_error
 from shared.records import Keywords
 
 SERVICE = "KnowledgeStore"
@@ -37,11 +40,21 @@ class KnowledgeStoreClient:
 
     async def ingest(self, tenant_id: str, persona_id: str, documents: Sequence[m.DocumentIn], *,
                      commit_valid: bool = False) -> m.IngestReport:
-        request = ks_pb.IngestDocumentsRequest(
-            tenant_id=tenant_id, persona_id=persona_id, documents=[convert.document_to_pb(d) for d in documents],
-            commit_valid=commit_valid)
+        request = convert.ingest_request_to_pb(tenant_id, persona_id, documents, commit_valid)
         response = await call(self._stub.IngestDocuments, request, timeout=self.ingest_timeout_s, service=SERVICE)
         return convert.ingest_report_from_pb(response)
+
+    async def ingest_stream(self, tenant_id: str, persona_id: str, documents: Sequence[m.DocumentIn], *,
+                            commit_valid: bool = False) -> AsyncIterator[m.IngestProgress | m.IngestReport]:
+        """IngestDocumentsStream: progress while the entries are embedded, then the report (the
+        ingest deadline covers the whole stream)."""
+        stream = self._stub.IngestDocumentsStream(
+            convert.ingest_request_to_pb(tenant_id, persona_id, documents, commit_valid), timeout=self.ingest_timeout_s)
+        try:
+            async for event in stream:
+                yield convert.ingest_event_from_pb(event)
+        except grpc.RpcError as err:
+            raise from_grpc_error(err, service=SERVICE) from None
 
     async def delete(self, tenant_id: str, artifact_ids: Sequence[str]) -> tuple[int, int]:
         response = await call(self._stub.DeleteArtifacts, ks_pb.DeleteArtifactsRequest(

@@ -345,6 +345,25 @@ def ingest_report_from_pb(r: ks_pb.IngestDocumentsResponse) -> m.IngestReport:
     )
 
 
+def ingest_request_to_pb(tenant_id: str, persona_id: str, documents: Sequence[m.DocumentIn],
+                         commit_valid: bool) -> ks_pb.IngestDocumentsRequest:
+    return ks_pb.IngestDocumentsRequest(tenant_id=tenant_id, persona_id=persona_id, commit_valid=commit_valid,
+                                        documents=[document_to_pb(d) for d in documents])
+
+
+def ingest_event_to_pb(e: m.IngestProgress | m.IngestReport) -> ks_pb.IngestEvent:
+    if isinstance(e, m.IngestProgress):
+        return ks_pb.IngestEvent(progress=ks_pb.IngestProgress(entries_embedded=e.entries_embedded,
+                                                               entries_expected=e.entries_expected))
+    return ks_pb.IngestEvent(report=ingest_report_to_pb(e))
+
+
+def ingest_event_from_pb(e: ks_pb.IngestEvent) -> m.IngestProgress | m.IngestReport:
+    if e.HasField("progress"):
+        return m.IngestProgress(e.progress.entries_embedded, e.progress.entries_expected)
+    return ingest_report_from_pb(e.report)
+
+
 def stats_to_pb(s: m.TenantStats) -> ks_pb.TenantStats:
     return ks_pb.TenantStats(
         tenant_id=s.tenant_id, artifacts=s.artifacts, entries=s.entries, vectors=s.vectors,

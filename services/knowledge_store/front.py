@@ -13,9 +13,11 @@ deadline instead of the call deadline). The adapters and the clients' retry poli
 """
 from __future__ import annotations
 
+import asyncio
+from collections.abc import AsyncIterator
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Callable, Sequence
+from typing import Sequence
 
 import numpy as np
 
@@ -43,6 +45,7 @@ class Call:
 
 CALLS: dict[str, Call] = {
     "ingest": Call("IngestDocuments", False, long=True),
+    "ingest_stream": Call("IngestDocumentsStream", False, long=True),
     "delete": Call("DeleteArtifacts", False),
     "retrieve": Call("Retrieve", True),
     "get_entries": Call("GetEntries", True),
@@ -138,10 +141,37 @@ class StoreFront:
 
     # -- writes --------------------------------------------------------------------------------
     async def ingest(self, p: Principal | None, tenant_id: str, persona_id: str, documents: Sequence[m.DocumentIn],
-                     *, commit_valid: bool = False, progress: Callable[[int, int], None] | None = None
-                     ) -> m.IngestReport:
-        return await self.store.ingest(policy.write(p, tenant_id, "ingest"), persona_id, list(documents), progress,
+                     *, commit_valid: bool = False) -> m.IngestReport:
+        return await self.store.ingest(policy.write(p, tenant_id, "ingest"), persona_id, list(documents),
                                        commit_valid=commit_valid)
+
+    async def ingest_stream(self, p: Principal | None, tenant_id: str, persona_id: str,
+                            documents: Sequence[m.DocumentIn], *, commit_valid: bool = False
+                            ) -> AsyncIterator[m.IngestProgress | m.IngestReport]:
+        """`ingest`, telling its progress: the latest `IngestProgress` whenever it moved (the first,
+        0 of n, once the documents are chunked), then the report. A consumer that stops listening
+        cancels the ingest (each document is still all or nothing)."""
+        tenant = policy.write(p, tenant_id, "ingest")
+        latest: list[m.IngestProgress] = []
+        moved = asyncio.Event()
+
+        def progress(done: int, expected: int) -> None:
+            latest[:] = [m.IngestProgress(done, expected)]
+            moved.set()
+
+        work = asyncio.ensure_future(self.store.ingest(tenant, persona_id, list(documents), progress,
+                                                       commit_valid=commit_valid))
+        try:
+            while not work.done():
+                waiting = asyncio.ensure_future(moved.wait())
+                await asyncio.wait((work, waiting), return_when=asyncio.FIRST_COMPLETED)
+                waiting.cancel()
+                moved.clear()
+                if latest:
+                    yield latest.pop()
+            yield work.result()
+        finally:
+            work.cancel()
 
     async def delete(self, p: Principal | None, tenant_id: str, artifact_ids: Sequence[str]) -> tuple[int, int]:
         return await self.store.delete(policy.write(p, tenant_id, "delete"), list(artifact_ids))

@@ -10,7 +10,8 @@ from nucleus.v1 import knowledge_store_pb2_grpc as ks_grpc
 from services.knowledge_store import convert
 from services.knowledge_store.backend import StoreBackend
 from services.knowledge_store.front import StoreFront
-from shared.grpc_errors import translate_errors
+from shared.errors import NucleusError
+from shared.grpc_errors import abort_for, translate_errors
 from shared.identity import verified_caller
 from shared.records import RetrievalRequest
 
@@ -27,6 +28,15 @@ class KnowledgeStoreServicer(ks_grpc.KnowledgeStoreServicer):
                                           [convert.document_from_pb(d) for d in request.documents],
                                           commit_valid=request.commit_valid)
         return convert.ingest_report_to_pb(report)
+
+    async def IngestDocumentsStream(self, request, context):
+        try:
+            async for event in self._front.ingest_stream(
+                    verified_caller(), request.tenant_id, request.persona_id,
+                    [convert.document_from_pb(d) for d in request.documents], commit_valid=request.commit_valid):
+                yield convert.ingest_event_to_pb(event)
+        except NucleusError as err:
+            await abort_for(context, err)
 
     @translate_errors
     async def DeleteArtifacts(self, request, context):

@@ -7,7 +7,7 @@ import dataclasses
 from typing import Annotated, Any, Literal
 
 import numpy as np
-from mcp.server.mcpserver import MCPServer
+from mcp.server.mcpserver import Context, MCPServer
 from pydantic import BaseModel, Field, create_model
 
 from services.knowledge_store.backend import StoreBackend
@@ -148,13 +148,16 @@ def build_mcp(store: StoreBackend, *, allow_local_identity: bool, token_verifier
         "Chunk, embed and commit documents into the caller's tenant, each atomically; an existing artifact id is "
         "replaced. The batch is all-or-nothing unless commit_valid is true: then invalid documents are listed in "
         "`rejected` by index and the valid ones are committed."))
-    async def ingest_documents(documents: list[DocumentIn], persona_id: str = "",
-                               commit_valid: bool = False) -> IngestOut:
+    async def ingest_documents(documents: list[DocumentIn], persona_id: str = "", commit_valid: bool = False,
+                               ctx: Context | None = None) -> IngestOut:
         async def run() -> IngestOut:
             docs = [m.DocumentIn(artifact=m.ArtifactMeta(**m.artifact_values(d)), content=d.content,
                                  content_type=d.content_type) for d in documents]
             p, tenant, _ = who()
-            r = await front.ingest(p, tenant, persona_id, docs, commit_valid=commit_valid)
+            async for r in front.ingest_stream(p, tenant, persona_id, docs, commit_valid=commit_valid):
+                if isinstance(r, m.IngestProgress) and ctx is not None and ctx._request_context is not None:
+                    # a notification when the client's request carries a progress token (the SDK checks)
+                    await ctx.report_progress(r.entries_embedded, r.entries_expected, "entries embedded")
             return IngestOut(artifacts=len(r.results), total_entries=r.total_entries,
                              entries_replaced=sum(x.entries_replaced for x in r.results),
                              embed_seconds=r.embed_seconds, commit_seconds=r.commit_seconds,

@@ -83,6 +83,15 @@ class PreparedBatch:
         """What ingest embeds in one pass: every chunk's text, then the non-empty titles."""
         return self.texts + self.titles
 
+    def entry_progress(self, progress: Callable[[int, int], None] | None) -> Callable[[int, int], None] | None:
+        """`progress(entries embedded, entries expected)`, told (0, n) now, as `embed_texts`' callback
+        over `embed_inputs` (the titles after the chunks count as the last entry's)."""
+        if progress is None:
+            return None
+        n = len(self.texts)
+        progress(0, n)
+        return lambda done, _total: progress(min(done, n), n)
+
     def split_vectors(self, vectors: NDArray[np.float32]
                       ) -> tuple[NDArray[np.float32], list[NDArray[np.float32] | None]]:
         """`embed_inputs`' vectors as (chunk vectors, each document's title vector or None)."""

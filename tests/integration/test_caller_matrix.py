@@ -112,6 +112,9 @@ def _calls(scratch: Path) -> dict[str, tuple[Callable[[Any], Any], Callable[[Any
     return {
         "ingest": (lambda c: c.ingest(TENANT, "", DOCS[TENANT][:1]),
                    lambda r: ([x.artifact_id for x in r.results], len(r.rejected))),
+        "ingest_stream": (lambda c: c.ingest_stream(TENANT, "", DOCS[TENANT][:1]),
+                          lambda r: (len(r) > 1 and all(type(x).__name__ == "IngestProgress" for x in r[:-1]),
+                                     [x.artifact_id for x in r[-1].results], len(r[-1].rejected))),
         "delete": (lambda c: c.delete(TENANT, ["no-such-artifact"]), tuple),
         "retrieve": (lambda c: c.retrieve(keyword), lambda r: _ids(r.keyword_hits)),
         "retrieve (dense)": (lambda c: c.retrieve(dense), lambda r: _ids(r.dense_hits[0])),
@@ -180,6 +183,8 @@ BOTH, PUBLIC_ONLY = ok(["public", "secret"]), ok(["public"])
 EXPECTED: dict[str, tuple[tuple[str, Any], ...]] = {
     "ingest": (NOT_ITS_TENANT, admin_only("ingest"), admin_only("ingest"), ok((["public"], 0)),
                admin_only("ingest")),
+    "ingest_stream": (NOT_ITS_TENANT, admin_only("ingest"), admin_only("ingest"), ok((True, ["public"], 0)),
+                      admin_only("ingest")),
     "delete": (NOT_ITS_TENANT, admin_only("delete"), admin_only("delete"), ok((0, 0)), admin_only("delete")),
     # reads: bob and the service see the public artifact only, ann and ada both
     "retrieve": (NOT_ITS_TENANT, PUBLIC_ONLY, BOTH, BOTH, PUBLIC_ONLY),
@@ -237,8 +242,8 @@ MCP_TOOLS: dict[str, tuple[str, dict[str, Any]]] = {
     "stats": ("tenant_stats", {}),
 }
 
-#: No front call streams its reply today (a streamed one would be drained by `_outcome`).
-STREAMED: tuple[str, ...] = ()
+#: The front's calls with a streamed reply (`_outcome` drains one: its progress, then its report).
+STREAMED: tuple[str, ...] = ("ingest_stream",)
 
 
 async def _outcome(make: Callable[[], Any], summarize: Callable[[Any], Any]) -> tuple[str, Any]:

@@ -21,18 +21,18 @@ import pytest
 from services.knowledge_store.client import KnowledgeStoreClient
 from shared.records import ArtifactMeta, DocumentIn, SearchFilters
 from services.llm_orchestration.client import LlmOrchestrationClient
-from shared.errors import InvalidArgument, NotFound
+from shared.errors import InvalidArgument, NotFound, Unavailable
 from tests.support.retrieval import candidates_by_both_legs, candidates_by_filters, candidates_by_vector, candidates_by_vector_with_completion, search_by_filters, search_by_vector
 
 pytestmark = pytest.mark.integration
 DAY = 86_400
 
 
-def start_store(data_dir: Path, llm_target: str) -> tuple[subprocess.Popen, str]:
+def start_store(data_dir: Path, llm_target: str, **env_extra: str) -> tuple[subprocess.Popen, str]:
     ready = data_dir / "ks.ready.json"
     ready.unlink(missing_ok=True)
     env = dict(os.environ, NUCLEUS_DATA_DIR=str(data_dir), NUCLEUS_KS_GRPC_PORT="0", NUCLEUS_KS_MCP_PORT="-1", NUCLEUS_KS_DATA_DIR=str(data_dir),
-               NUCLEUS_KS_LLM_TARGET=llm_target)
+               NUCLEUS_KS_LLM_TARGET=llm_target, **env_extra)
     proc = subprocess.Popen([sys.executable, "-m", "services.knowledge_store.main", "--ready-file", str(ready)],
                             env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     deadline = time.monotonic() + 60
@@ -339,6 +339,49 @@ async def test_kill_9_during_ingest_recovers_exactly_the_acknowledged_writes(tmp
         proc.wait(timeout=15)
 
 
+def _versioned(version: str, chunks: int) -> DocumentIn:
+    body = "\n\n".join(f"## Part {p}\n" + " ".join(f"{version}w{p}x{w}" for w in range(150)) for p in range(chunks))
+    return DocumentIn(artifact=ArtifactMeta(artifact_id="big", title="Big"), content=body,
+                      content_type="text/markdown")
+
+
+async def test_the_streamed_ingest_tells_progress_first_and_a_kill_after_it_keeps_one_whole_version(tmp_path, stack):
+    """IngestDocumentsStream: progress before the report; a kill -9 of the KnowledgeStore once
+    entries are being embedded leaves the previous version or the whole new one."""
+    batch = {"NUCLEUS_KS_EMBED_BATCH_SIZE": "8"}                # progress every 8 entries
+    proc, target = start_store(tmp_path, stack["llm_orchestration"]["grpc"], **batch)
+    client = KnowledgeStoreClient(target)
+    try:
+        events = [e async for e in client.ingest_stream("stream", "", [_versioned("first", 3)])]
+        assert [type(e).__name__ for e in events] == ["IngestProgress"] * (len(events) - 1) + ["IngestReport"]
+        first = events[-1].results[0].entries_written
+        last = events[-2]
+        assert (events[0].entries_embedded, last.entries_embedded, last.entries_expected) == (0, first, first)
+        seen = []
+        with pytest.raises(Unavailable):
+            async for event in client.ingest_stream("stream", "", [_versioned("second", 12)]):
+                seen.append(event)
+                if event.entries_embedded:                  # the first batch is embedded: kill the store
+                    os.kill(proc.pid, signal.SIGKILL)
+        second = seen[0].entries_expected
+        assert [(e.entries_embedded, e.entries_expected) for e in seen] == [(0, second), (8, second)] and second > 8
+        proc.wait(timeout=10)
+    finally:
+        await client.close()
+    proc, target = start_store(tmp_path, stack["llm_orchestration"]["grpc"], **batch)
+    client = KnowledgeStoreClient(target)
+    try:
+        stats = await client.stats("stream")
+        hits, _ = await search_by_filters(client, "stream", "", [], 500, SearchFilters(artifact_ids=("big",)))
+        versions = {v for h in hits for v in re.findall(r"\b(first|second)w", h.entry.text)}
+        assert (versions, len(hits)) in [({"first"}, first), ({"second"}, second)], (versions, len(hits))
+        assert stats.entries == stats.vectors == stats.keyword_docs == len(hits)
+    finally:
+        await client.close()
+        proc.send_signal(signal.SIGTERM)
+        proc.wait(timeout=15)
+
+
 async def test_a_batch_with_commit_valid_commits_the_good_documents_and_reports_the_bad_by_index(store):
     tenant = "commitvalid"
     report = await store.ingest(tenant, "", [doc("cv-good", "Narwhals use their tusks to sense salinity."),
@@ -391,6 +434,7 @@ async def test_nucleus_ingest_reports_rows_past_the_sheet_limit_as_truncated(sto
     assert done.returncode == 0, done.stdout + done.stderr
     out = " ".join(done.stdout.split())
     assert f"truncated {tmp_path / 'sheets' / 'ledger.xlsx'}: {left_out}" in out
+    assert re.search(r"ingest 1 files, (\d+)/\1 entries embedded", out), out   # the streamed progress
     assert re.search(r"\btruncated\W+1\W+1\W", out), out                   # the table: 1 file, 1 document
     [run] = json.loads((tmp_path / "cli-data" / "ingest_runs" / "cli-sheets.json").read_text())["runs"][:1]
     assert run["counts"] == {"truncated": 1} and left_out in run["files"][0]["detail"]

@@ -14,13 +14,20 @@ async def test_knowledge_store_tools_ingest_search_stats_delete(stack):
         names = {t.name for t in (await client.list_tools()).tools}
         assert {"ingest_documents", "search_by_vector", "search_by_keywords", "delete_artifacts",
                 "tenant_stats"} <= names
+        progress: list[tuple[float, float | None, str | None]] = []
+
+        async def told(done: float, total: float | None, message: str | None) -> None:
+            progress.append((done, total, message))
+
         ingested = structured(await client.call_tool("ingest_documents", {"documents": [
             {"artifact_id": "mcp-a", "content": "Heliostat mirrors track the sun across the sky.",
              "source_type": "wiki", "tags": ["solar"]},
             {"artifact_id": "mcp-b", "content": "Sourdough starters need regular feeding with flour.",
              "source_type": "blog"},
-        ]}))
+        ]}, progress_callback=told))
         assert ingested["artifacts"] == 2 and ingested["total_entries"] >= 2
+        n = ingested["total_entries"]          # notifications asked for with a progress token
+        assert progress[0] == (0, n, "entries embedded") and progress[-1] == (n, n, "entries embedded"), progress
 
         keyword = structured(await client.call_tool("search_by_keywords", {
             "keywords": "heliostat mirrors", "top_k": 5, "filters": {"tags": ["solar"]}}))

@@ -75,7 +75,7 @@ class Ingester:
             with tracer.start_as_current_span("knowledge_store.ingest.embed") as stage:  # telemetry hook
                 inputs = batch.embed_inputs()                 # the chunks, then the titles: one pass
                 stage.set_attribute("nucleus.texts", len(inputs))
-                vectors, title_vectors = batch.split_vectors(await self._embed(inputs, progress))
+                vectors, title_vectors = batch.split_vectors(await self._embed(inputs, batch.entry_progress(progress)))
             embed_seconds = time.perf_counter() - started
             span.set_attribute("nucleus.entries", len(texts))
             now = int(time.time())

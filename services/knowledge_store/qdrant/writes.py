@@ -67,7 +67,7 @@ class Writes(TermStatistics):
             span.set_attribute("nucleus.entries", len(texts))
             started = time.perf_counter()
             vectors, title_vectors = batch.split_vectors(            # the chunks, then the titles: one pass
-                await embed_texts(self._embedder, self._settings, batch.embed_inputs(), progress))
+                await embed_texts(self._embedder, self._settings, batch.embed_inputs(), batch.entry_progress(progress)))
             embed_seconds = time.perf_counter() - started
             started = time.perf_counter()
             await self._ensure()

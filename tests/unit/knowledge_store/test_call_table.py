@@ -29,8 +29,8 @@ ENTRY_POINTS = ("retrieve", "score_keywords")
 
 
 def _public_calls() -> set[str]:
-    return {name for name, fn in inspect.getmembers(front.StoreFront, inspect.iscoroutinefunction)
-            if not name.startswith("_")}
+    return {name for name, fn in inspect.getmembers(front.StoreFront)
+            if (inspect.iscoroutinefunction(fn) or inspect.isasyncgenfunction(fn)) and not name.startswith("_")}
 
 
 def test_every_call_of_the_front_is_in_the_table_and_marked():

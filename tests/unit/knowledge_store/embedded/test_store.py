@@ -78,7 +78,7 @@ async def test_progress_reports_embedded_entries(tmp_path, embedder):
         await store.ingest("t", "", [doc(f"d{i}", f"text {i}") for i in range(5)], progress=lambda d, t: seen.append((d, t)))
     finally:
         store.close()
-    assert seen == [(2, 5), (4, 5), (5, 5)] and embedder.calls == 3
+    assert seen == [(0, 5), (2, 5), (4, 5), (5, 5)] and embedder.calls == 3   # 0 of n once chunked
 
 
 # -- upsert and delete -----------------------------------------------------------------------
