@@ -74,16 +74,18 @@ class Document(_message.Message):
     def __init__(self, artifact: _Optional[_Union[_common_pb2.ArtifactMetadata, _Mapping]] = ..., content: _Optional[str] = ..., content_type: _Optional[str] = ..., truncated: _Optional[str] = ...) -> None: ...
 
 class IngestDocumentsRequest(_message.Message):
-    __slots__ = ("tenant_id", "persona_id", "documents", "commit_valid")
+    __slots__ = ("tenant_id", "persona_id", "documents", "commit_valid", "idempotency_key")
     TENANT_ID_FIELD_NUMBER: _ClassVar[int]
     PERSONA_ID_FIELD_NUMBER: _ClassVar[int]
     DOCUMENTS_FIELD_NUMBER: _ClassVar[int]
     COMMIT_VALID_FIELD_NUMBER: _ClassVar[int]
+    IDEMPOTENCY_KEY_FIELD_NUMBER: _ClassVar[int]
     tenant_id: str
     persona_id: str
     documents: _containers.RepeatedCompositeFieldContainer[Document]
     commit_valid: bool
-    def __init__(self, tenant_id: _Optional[str] = ..., persona_id: _Optional[str] = ..., documents: _Optional[_Iterable[_Union[Document, _Mapping]]] = ..., commit_valid: _Optional[bool] = ...) -> None: ...
+    idempotency_key: str
+    def __init__(self, tenant_id: _Optional[str] = ..., persona_id: _Optional[str] = ..., documents: _Optional[_Iterable[_Union[Document, _Mapping]]] = ..., commit_valid: _Optional[bool] = ..., idempotency_key: _Optional[str] = ...) -> None: ...
 
 class IngestResult(_message.Message):
     __slots__ = ("artifact_id", "entries_written", "entries_replaced", "index")

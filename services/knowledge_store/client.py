@@ -3,6 +3,7 @@ the CLI and the benchmarks. Every call has a deadline; errors arrive as `shared.
 from __future__ import annotations
 
 import json
+import uuid
 from pathlib import Path
 from typing import AsyncIterator, Sequence
 
@@ -39,17 +40,22 @@ class KnowledgeStoreClient:
         await self._channel.close()
 
     async def ingest(self, tenant_id: str, persona_id: str, documents: Sequence[m.DocumentIn], *,
-                     commit_valid: bool = False) -> m.IngestReport:
-        request = convert.ingest_request_to_pb(tenant_id, persona_id, documents, commit_valid)
+                     commit_valid: bool = False, key: str = "") -> m.IngestReport:
+        """IngestDocuments with `key` (a fresh one when not given): the channel's retry of a request
+        that already committed is answered its report and writes nothing."""
+        request = convert.ingest_request_to_pb(tenant_id, persona_id, documents, commit_valid,
+                                               key or uuid.uuid4().hex)
         response = await call(self._stub.IngestDocuments, request, timeout=self.ingest_timeout_s, service=SERVICE)
         return convert.ingest_report_from_pb(response)
 
     async def ingest_stream(self, tenant_id: str, persona_id: str, documents: Sequence[m.DocumentIn], *,
-                            commit_valid: bool = False) -> AsyncIterator[m.IngestProgress | m.IngestReport]:
+                            commit_valid: bool = False, key: str = ""
+                            ) -> AsyncIterator[m.IngestProgress | m.IngestReport]:
         """IngestDocumentsStream: progress while the entries are embedded, then the report (the
         ingest deadline covers the whole stream)."""
         stream = self._stub.IngestDocumentsStream(
-            convert.ingest_request_to_pb(tenant_id, persona_id, documents, commit_valid), timeout=self.ingest_timeout_s)
+            convert.ingest_request_to_pb(tenant_id, persona_id, documents, commit_valid, key or uuid.uuid4().hex),
+            timeout=self.ingest_timeout_s)
         try:
             async for event in stream:
                 yield convert.ingest_event_from_pb(event)

@@ -346,9 +346,9 @@ def ingest_report_from_pb(r: ks_pb.IngestDocumentsResponse) -> m.IngestReport:
 
 
 def ingest_request_to_pb(tenant_id: str, persona_id: str, documents: Sequence[m.DocumentIn],
-                         commit_valid: bool) -> ks_pb.IngestDocumentsRequest:
+                         commit_valid: bool, key: str) -> ks_pb.IngestDocumentsRequest:
     return ks_pb.IngestDocumentsRequest(tenant_id=tenant_id, persona_id=persona_id, commit_valid=commit_valid,
-                                        documents=[document_to_pb(d) for d in documents])
+                                        documents=[document_to_pb(d) for d in documents], idempotency_key=key)
 
 
 def ingest_event_to_pb(e: m.IngestProgress | m.IngestReport) -> ks_pb.IngestEvent:

@@ -44,8 +44,8 @@ class Call:
 
 
 CALLS: dict[str, Call] = {
-    "ingest": Call("IngestDocuments", False, long=True),
-    "ingest_stream": Call("IngestDocumentsStream", False, long=True),
+    "ingest": Call("IngestDocuments", True, long=True),                # by its idempotency key
+    "ingest_stream": Call("IngestDocumentsStream", True, long=True),
     "delete": Call("DeleteArtifacts", False),
     "retrieve": Call("Retrieve", True),
     "get_entries": Call("GetEntries", True),
@@ -141,12 +141,12 @@ class StoreFront:
 
     # -- writes --------------------------------------------------------------------------------
     async def ingest(self, p: Principal | None, tenant_id: str, persona_id: str, documents: Sequence[m.DocumentIn],
-                     *, commit_valid: bool = False) -> m.IngestReport:
+                     *, commit_valid: bool = False, key: str = "") -> m.IngestReport:
         return await self.store.ingest(policy.write(p, tenant_id, "ingest"), persona_id, list(documents),
-                                       commit_valid=commit_valid)
+                                       commit_valid=commit_valid, key=key)
 
     async def ingest_stream(self, p: Principal | None, tenant_id: str, persona_id: str,
-                            documents: Sequence[m.DocumentIn], *, commit_valid: bool = False
+                            documents: Sequence[m.DocumentIn], *, commit_valid: bool = False, key: str = ""
                             ) -> AsyncIterator[m.IngestProgress | m.IngestReport]:
         """`ingest`, telling its progress: the latest `IngestProgress` whenever it moved (the first,
         0 of n, once the documents are chunked), then the report. A consumer that stops listening
@@ -160,7 +160,7 @@ class StoreFront:
             moved.set()
 
         work = asyncio.ensure_future(self.store.ingest(tenant, persona_id, list(documents), progress,
-                                                       commit_valid=commit_valid))
+                                                       commit_valid=commit_valid, key=key))
         try:
             while not work.done():
                 waiting = asyncio.ensure_future(moved.wait())

@@ -26,14 +26,15 @@ class KnowledgeStoreServicer(ks_grpc.KnowledgeStoreServicer):
     async def IngestDocuments(self, request, context):
         report = await self._front.ingest(verified_caller(), request.tenant_id, request.persona_id,
                                           [convert.document_from_pb(d) for d in request.documents],
-                                          commit_valid=request.commit_valid)
+                                          commit_valid=request.commit_valid, key=request.idempotency_key)
         return convert.ingest_report_to_pb(report)
 
     async def IngestDocumentsStream(self, request, context):
         try:
             async for event in self._front.ingest_stream(
                     verified_caller(), request.tenant_id, request.persona_id,
-                    [convert.document_from_pb(d) for d in request.documents], commit_valid=request.commit_valid):
+                    [convert.document_from_pb(d) for d in request.documents], commit_valid=request.commit_valid,
+                    key=request.idempotency_key):
                 yield convert.ingest_event_to_pb(event)
         except NucleusError as err:
             await abort_for(context, err)

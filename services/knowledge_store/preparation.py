@@ -108,10 +108,11 @@ class PreparedBatch:
 # -- the ingest opening ----------------------------------------------------------------------
 
 def open_batch(settings: KnowledgeStoreSettings, tenant_id: str, persona_id: str, documents: Sequence[DocumentIn],
-               commit_valid: bool) -> tuple[list[DocumentIn], tuple[IngestRejection, ...]]:
+               commit_valid: bool, key: str = "") -> tuple[list[DocumentIn], tuple[IngestRejection, ...]]:
     """(the documents, the rejected ones): see the module docstring."""
     validation.tenant_id(tenant_id)
     validation.persona_id(persona_id)
+    validation.ingest_key(key)
     docs = list(documents)
     return docs, check_documents(settings, docs, commit_valid)
 

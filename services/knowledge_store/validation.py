@@ -21,6 +21,7 @@ from shared.records import AnalysedText, ArtifactMeta, SearchFilters
 _PERSONA = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.:@-]{0,127}$")
 _NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.:-]{0,63}$")
 _CONTROL = re.compile(r"[\x00-\x1f\x7f]")
+_KEY = re.compile(r"^[A-Za-z0-9_.:-]{1,128}$")
 _CHUNK = re.compile(r"^[0-9]{1,12}$")          # ASCII digits only ('²'.isdigit() is true)
 
 MAX_ARTIFACT_ID_CHARS = 512
@@ -44,6 +45,13 @@ def persona_id(value: str, field: str = "persona_id") -> str:
         raise InvalidArgument(
             field, f"{value!r} is not a persona id: 1-128 characters, letters, digits, "
                    "'_', '.', ':', '@', '-', starting with a letter or digit (or empty)")
+    return value
+
+
+def ingest_key(value: str) -> str:
+    if value and not _KEY.match(value):
+        raise InvalidArgument("idempotency_key", f"{value!r} is not an idempotency key: 1-128 characters, letters, "
+                                                 "digits, '_', '.', ':', '-' (or empty: none)")
     return value
 
 

@@ -99,11 +99,12 @@ class KnowledgeStore(Searcher):
 
     async def ingest(self, tenant_id: str, persona_id: str, documents: Sequence[DocumentIn],
                      progress: Callable[[int, int], None] | None = None, *,
-                     commit_valid: bool = False) -> IngestReport:
+                     commit_valid: bool = False, key: str = "") -> IngestReport:
         """Chunk, embed and commit `documents` (upsert by artifact id), each atomically; the
-        batch is all-or-nothing unless `commit_valid` (then invalid ones are reported by index)."""
+        batch is all-or-nothing unless `commit_valid` (then invalid ones are reported by index).
+        `key`: the request's idempotency key; a key already committed is answered its report."""
         return await self._ingester.ingest(tenant_id, persona_id, documents, progress,
-                                           commit_valid=commit_valid)
+                                           commit_valid=commit_valid, key=key)
 
     async def delete(self, tenant_id: str, artifact_ids: Sequence[str]) -> tuple[int, int]:
         """Delete artifacts from records, keyword index and vectors. Returns (artifacts, entries)."""

@@ -19,6 +19,7 @@ locked part of the write only appends.
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import sqlite3
 import time
 from collections.abc import Callable, Sequence
@@ -58,8 +59,8 @@ class Ingester:
 
     async def ingest(self, tenant_id: str, persona_id: str, documents: Sequence[DocumentIn],
                      progress: Callable[[int, int], None] | None = None, *,
-                     commit_valid: bool = False) -> IngestReport:
-        docs, rejected = open_batch(self._settings, tenant_id, persona_id, documents, commit_valid)
+                     commit_valid: bool = False, key: str = "") -> IngestReport:
+        docs, rejected = open_batch(self._settings, tenant_id, persona_id, documents, commit_valid, key)
         with tracer.start_as_current_span("knowledge_store.ingest") as span:
             span.set_attributes(offered_attributes(docs))
             with tracer.start_as_current_span("knowledge_store.ingest.chunk") as stage:  # telemetry hook
@@ -81,6 +82,9 @@ class Ingester:
             now = int(time.time())
 
             def work(conn) -> tuple[list[IngestResult], IndexChange]:
+                done = storage.entries.remembered(conn, key) if key else None
+                if done is not None:              # a retry of a committed request: its report, nothing written
+                    return [IngestResult(*r) for r in done], NO_CHANGE
                 results, removed, added = [], [], []
                 offset = 0
                 for p, title_vector in zip(prepared, title_vectors, strict=True):
@@ -91,6 +95,8 @@ class Ingester:
                     removed += old
                     added += new
                     results.append(IngestResult(p.meta.artifact_id, len(new), len(old), p.index))
+                if key:
+                    storage.entries.remember(conn, key, [dataclasses.astuple(r) for r in results], now)
                 return results, IndexChange(removed, added, vectors, keyword_batch)
 
             started = time.perf_counter()

@@ -46,6 +46,7 @@ from services.knowledge_store.qdrant.statistics import TermStatistics
 from shared.records import ARTIFACT_FIELDS, DocumentIn, IngestReport, IngestResult
 
 log = logging.getLogger(__name__)
+KEYS_KEPT = 8                  # idempotency keys an artifact's record remembers
 tracer = trace.get_tracer(__name__)
 
 
@@ -54,8 +55,8 @@ class Writes(TermStatistics):
 
     async def ingest(self, tenant_id: str, persona_id: str, documents: Sequence[DocumentIn],
                      progress: Callable[[int, int], None] | None = None, *,
-                     commit_valid: bool = False) -> IngestReport:
-        docs, rejected = open_batch(self._settings, tenant_id, persona_id, documents, commit_valid)
+                     commit_valid: bool = False, key: str = "") -> IngestReport:
+        docs, rejected = open_batch(self._settings, tenant_id, persona_id, documents, commit_valid, key)
         with tracer.start_as_current_span("knowledge_store.ingest") as span:      # as the embedded backend's
             span.set_attributes(offered_attributes(docs))
             batch = await asyncio.to_thread(prepare_batch, self._settings, docs, rejected, commit_valid)
@@ -71,19 +72,24 @@ class Writes(TermStatistics):
             embed_seconds = time.perf_counter() - started
             started = time.perf_counter()
             await self._ensure()
-            results = await self._write(tenant_id, persona_id, prepared, vectors, title_vectors)
+            results = await self._write(tenant_id, persona_id, prepared, vectors, title_vectors, key)
             return IngestReport(results=tuple(results), total_entries=len(texts), embed_seconds=embed_seconds,
                                 commit_seconds=time.perf_counter() - started, rejected=rejected)
 
     async def _write(self, tenant_id: str, persona_id: str, prepared: list[PreparedDocument],
-                     vectors: np.ndarray, title_vectors: Sequence[np.ndarray | None] | None = None
-                     ) -> list[IngestResult]:
+                     vectors: np.ndarray, title_vectors: Sequence[np.ndarray | None] | None = None,
+                     key: str = "") -> list[IngestResult]:
         """Where an ingest commits: the steps of the module docstring. `title_vectors`: each
-        document's (None: an empty title; the whole list None: not embedded, the backfill's)."""
+        document's (None: an empty title; the whole list None: not embedded, the backfill's).
+        `key`: the request's idempotency key, kept in its records (the last `KEYS_KEPT`): a
+        retry of a committed request is answered its results and writes nothing."""
         await self._ensure()
         now = int(time.time())
         artifact_ids = [p.meta.artifact_id for p in prepared]
         records = await self._records(tenant_id, artifact_ids)
+        done = [r["ingest_keys"][key] for r in records.values() if key and key in (r.get("ingest_keys") or {})]
+        if done:
+            return [IngestResult(*d) for d in done]
         old_chunks = await self._current_chunks(tenant_id, artifact_ids)
         n, total = await self._tenant_stats(tenant_id)
         counted = [(bm25.term_counts(r.fts_title, r.fts_body, self._weights)) for p in prepared for r in p.rows]
@@ -138,12 +144,14 @@ class Writes(TermStatistics):
             a = p.meta.artifact_id
             old = records.get(a, {})
             title_vector = title_vectors[k] if title_vectors is not None else None
+            keys = list((old.get("ingest_keys") or {}).items())[1 - KEYS_KEPT:]      # a later write keeps them
+            keys += [(key, [a, len(p.rows), int(old.get("entries", 0)), p.index])] if key else []
             record_points.append(qm.PointStruct(id=layout.artifact_point(tenant_id, a), vector={}, payload={
                 "title_vector": None if title_vector is None else np.asarray(title_vector, np.float32).tolist(),
                 "tenant_id": tenant_id, **_meta_payload(p.meta), "persona_id": persona_id, "indexed_unix": now,
                 "version": versions[a], "entries": len(p.rows), "pending": a not in same,
                 "feedback_helpful": old.get("feedback_helpful", 0),
-                "feedback_unhelpful": old.get("feedback_unhelpful", 0)}))
+                "feedback_unhelpful": old.get("feedback_unhelpful", 0), "ingest_keys": dict(keys)}))
             results.append(IngestResult(a, len(p.rows), int(old.get("entries", 0)), p.index))
         await self._call("upsert", collection_name=self._names.artifacts, points=record_points, wait=True)
         changed = [a for a in artifact_ids if a not in same]

@@ -174,6 +174,18 @@ async def test_upsert_replaces_and_delete_removes(store):
     assert _artifacts(hits) == {"ash"}
 
 
+async def test_a_retried_ingest_key_answers_its_commit_and_never_overwrites_a_newer_version(store):
+    tenant = "retried"
+    first = await store.ingest(tenant, "", [doc("note", "Kestrels hover above meadows.", title="Note")], key="k-1")
+    await store.ingest(tenant, "", [doc("note", "Ospreys dive for fish.", title="Note")])     # written in between
+    retry = await store.ingest(tenant, "", [doc("note", "Kestrels hover above meadows.", title="Note")], key="k-1")
+    assert retry.results == first.results                     # the first attempt's report, nothing written
+    hits, _ = await store.keyword(tenant, "ospreys kestrels", [], 10, SearchFilters(), hits=True)
+    assert [h.entry.text for h in hits] == ["Ospreys dive for fish."]
+    with pytest.raises(InvalidArgument, match="idempotency_key"):
+        await store.ingest(tenant, "", [doc("other", "Wrens sing.")], key="not a key")
+
+
 async def test_tenants_never_see_each_other(store):
     await store.ingest("canary-a", "", [doc("secret-a", "zebracanary alpha only in tenant a")])
     await store.ingest("canary-b", "", [doc("secret-b", "zebracanary beta only in tenant b")])

@@ -36,11 +36,11 @@ from shared.errors import FailedPrecondition, NucleusError, Unavailable
 
 log = logging.getLogger(__name__)
 
-SCHEMA_VERSION = 6            # 2: `votes`, one vote per user per artifact; 3: row checksums (rowsums.py);
+SCHEMA_VERSION = 7            # 2: `votes`, one vote per user per artifact; 3: row checksums (rowsums.py);
                               # 4: a profile's re-rank fields (ranking_inputs.add_rerank_columns);
                               # 5: a profile's learned-ranking fields (add_model_columns), `ranking_models`;
                               # 6: `title_vectors` (artifacts stored before are backfilled in the
-                              # background: ../../title_vectors.py)
+                              # background: ../../title_vectors.py); 7: `ingest_keys`
 DB_FILE = "store.sqlite"
 
 _SCHEMA = """
@@ -188,6 +188,12 @@ CREATE TABLE IF NOT EXISTS search_votes (
     PRIMARY KEY (search_id, target_id, user_id)
 ) WITHOUT ROWID;
 
+CREATE TABLE IF NOT EXISTS ingest_keys (
+    key          TEXT PRIMARY KEY,
+    results      TEXT NOT NULL,
+    created_unix INTEGER NOT NULL
+) WITHOUT ROWID;
+
 CREATE TABLE IF NOT EXISTS source_votes (
     source_id    TEXT NOT NULL,
     user_id      TEXT NOT NULL,
@@ -206,9 +212,15 @@ def _add_title_vectors(conn: sqlite3.Connection) -> None:
                  "WITHOUT ROWID")
 
 
+def _add_ingest_keys(conn: sqlite3.Connection) -> None:
+    """Schema 7: the idempotency keys of committed ingests (storage/entries.py `remember`)."""
+    conn.execute("CREATE TABLE IF NOT EXISTS ingest_keys (key TEXT PRIMARY KEY, results TEXT NOT NULL, "
+                 "created_unix INTEGER NOT NULL) WITHOUT ROWID")
+
+
 _MIGRATIONS = {2: ranking_inputs.keep_one_vote_per_user, 3: rowsums.add_columns,
                4: ranking_inputs.add_rerank_columns, 5: ranking_inputs.add_model_columns,
-               6: _add_title_vectors}
+               6: _add_title_vectors, 7: _add_ingest_keys}
 
 
 # -- tenant directories ----------------------------------------------------------------------

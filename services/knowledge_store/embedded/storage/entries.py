@@ -41,6 +41,22 @@ def _delete_rids(conn: sqlite3.Connection, rids: list[int]) -> None:
     conn.execute("DELETE FROM entries WHERE rid IN (SELECT value FROM json_each(?))", (ids,))
 
 
+KEY_KEEP_S = 86_400            # how long an ingest's idempotency key is remembered
+
+
+def remembered(conn: sqlite3.Connection, key: str) -> list[tuple[str, int, int, int]] | None:
+    """The results (artifact id, written, replaced, index) of the ingest committed with `key`."""
+    row = conn.execute("SELECT results FROM ingest_keys WHERE key = ?", (key,)).fetchone()
+    return None if row is None else [tuple(r) for r in json.loads(row[0])]
+
+
+def remember(conn: sqlite3.Connection, key: str, results: Iterable[tuple[str, int, int, int]], now: int) -> None:
+    """Record `key` with its ingest's results in the ingest's transaction; forget day-old keys."""
+    conn.execute("DELETE FROM ingest_keys WHERE created_unix < ?", (now - KEY_KEEP_S,))
+    conn.execute("INSERT INTO ingest_keys (key, results, created_unix) VALUES (?, ?, ?)",
+                 (key, json.dumps([list(r) for r in results]), now))
+
+
 def replace_artifact(conn: sqlite3.Connection, meta: ArtifactMeta, persona_id: str, indexed_unix: int,
                      rows: Sequence[EntryRow], vectors: NDArray[np.float32],
                      title_vector: NDArray[np.float32] | None = None) -> tuple[list[int], list[int]]:
