@@ -6,8 +6,9 @@ ingested tenants — persists between runs. If a healthy stack already serves th
 (another harness left it running), it is used rather than started twice on the same data.
 
 Running stack (`--use-running`): the addresses in `<data_dir>/run/stack.json`, as written by
-`nucleus up`. Every benchmark command that starts a stack takes the same two options
-(`add_running_arguments`) and opens its stack with `open_stack`.
+`nucleus up`. `python -m benchmarks.soak` and `benchmarks.federate` take it as `nucleus bench` does
+(`add_running_arguments`; there `--data-dir` is the `nucleus` option) and open their stack with
+`open_stack`. (`nucleus attack` always starts its own: it attacks with credentials it makes.)
 """
 from __future__ import annotations
 
