@@ -17,8 +17,8 @@ from rich.console import Console
 
 from benchmarks.options import DEFAULT_CACHE, BenchOptions
 from benchmarks.scale import add_arguments as add_scale_arguments
+from benchmarks.stack import running_data_dir
 from shared.errors import InvalidArgument
-from shared.settings import default_data_dir
 
 # The harness, the federation benchmark and the scale run are imported when `nucleus bench` runs: every
 # other `nucleus` command starts without them.
@@ -115,7 +115,8 @@ def cmd_bench(args: argparse.Namespace) -> int:
             sources=args.federate, dataset=args.dataset[0], split=args.split, tenant=args.tenant[0],
             cache_dir=args.cache_dir, top_k_initial=args.top_k_initial, timeout=args.timeout,
             queries=args.federate_queries, docs=args.federate_docs, foreign_scale=args.foreign_scale,
-            source_timeout=10.0, rescore_rounds=20, remote_hits=20))
+            source_timeout=10.0, rescore_rounds=20, remote_hits=20, use_running=args.use_running,
+            data_dir=getattr(args, "data_dir", None)))
 
     if args.scale:
         return run_and_report(args)
@@ -133,10 +134,7 @@ def cmd_bench(args: argparse.Namespace) -> int:
                 args.stack_dir = args.cache_dir / "stack-data-qdrant"
             if not os.environ.get("NUCLEUS_QDRANT_URL"):
                 os.environ.setdefault("NUCLEUS_QDRANT_PATH", str(args.stack_dir.resolve() / "qdrant"))
-    running_dir = None
-    if args.use_running:
-        data_dir = getattr(args, "data_dir", None)
-        running_dir = Path(data_dir).resolve() if data_dir else default_data_dir()
+    running_dir = running_data_dir(args) if args.use_running else None
     options = BenchOptions(
         datasets=list(args.dataset), tenants=list(args.tenant), split=args.split, tenant_slices=args.tenant_slices,
         use_running=args.use_running, running_data_dir=running_dir, cache_dir=args.cache_dir.resolve(),

@@ -5,8 +5,9 @@ RAG MCP servers, ranked four ways, in one run.
     nucleus bench --dataset ../shared/data/scifact --tenant fed --federate 3
 
 Sources (real processes, every one on 127.0.0.1, ephemeral ports):
-  local       a Nucleus stack (`.bench-cache/federate/local`): tenant `<t>-single` holds the
-              whole evaluated corpus (the single-index reference), `<t>-p1of<N>` its share
+  local       a Nucleus stack (`.bench-cache/federate/local`, or with `--use-running` the running
+              one): tenant `<t>-single` holds the whole evaluated corpus (the single-index
+              reference), `<t>-p1of<N>` its share
   nucleus<i>  N−2 more Nucleus stacks (`.bench-cache/federate/remote<i>`), each holding one
               share in its tenant, searched over MCP (`rag_get_raw_results`: 4R scores in [0, 1])
   foreign     `benchmarks/foreign_rag.py`: another RAG server with its own analyser and BM25,
@@ -62,7 +63,7 @@ from benchmarks.federate_rescore import (
     run_rescore_only,
 )
 from benchmarks.metrics import latency_summary, ndcg_at_k
-from benchmarks.stack import Stack, own_stack
+from benchmarks.stack import Stack, add_running_arguments, open_stack, own_stack
 from benchmarks.tenants import TenantPlan, ingest_plan
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -189,7 +190,7 @@ async def run(args: argparse.Namespace) -> dict:
     workdir = Path(tempfile.mkdtemp(prefix="federate-"))
     try:
         t = time.perf_counter()
-        local = own_stack(base / "local", extra_env={"NUCLEUS_LOCAL_TENANT": local_tenant})
+        local = open_stack(args, base / "local", extra_env={"NUCLEUS_LOCAL_TENANT": local_tenant})
         stacks.append(local)
         remotes: list[tuple[str, Stack, str]] = []
         for i in range(1, n - 1):
@@ -204,8 +205,8 @@ async def run(args: argparse.Namespace) -> dict:
 
         ks = KnowledgeStoreClient(local.grpc("knowledge_store"), timeout_s=args.timeout, ingest_timeout_s=600)
         llm = LlmOrchestrationClient(local.grpc("llm_orchestration"), timeout_s=args.timeout)
-        ingests = [ingest_plan(ks, TenantPlan(single_tenant, ds, tuple(rows)), base / "local" / "bench"),
-                   ingest_plan(ks, TenantPlan(local_tenant, ds, tuple(shares[0])), base / "local" / "bench")]
+        ingests = [ingest_plan(ks, TenantPlan(single_tenant, ds, tuple(rows)), local.data_dir / "bench"),
+                   ingest_plan(ks, TenantPlan(local_tenant, ds, tuple(shares[0])), local.data_dir / "bench")]
         remote_ks = []
         for i, (tenant, stack, _sid) in enumerate(remotes, start=1):
             client = KnowledgeStoreClient(stack.grpc("knowledge_store"), timeout_s=args.timeout, ingest_timeout_s=600)
@@ -383,6 +384,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    help="with --rescore-only: the KnowledgeStore in this process, through the in-process client "
                         "single mode uses (else the stack's, over gRPC)")
     p.add_argument("--federate-tenant", dest="tenant", default="fed", help="tenant prefix (default fed)")
+    add_running_arguments(p)
 
 
 def run_federate(args: argparse.Namespace) -> int:

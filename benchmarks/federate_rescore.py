@@ -162,13 +162,13 @@ async def run_rescore_only(args: argparse.Namespace, ds: BeirDataset, qids: Sequ
                            ) -> dict:
     """Only the re-scoring measurements, on the local stack's share of `rows` (the evaluated
     queries and documents of a full run: federate.evaluated_rows)."""
-    from benchmarks.stack import own_stack
+    from benchmarks.stack import open_stack
     from services.knowledge_store.client import KnowledgeStoreClient
     from services.llm_orchestration.client import LlmOrchestrationClient
 
     tenant = f"{args.tenant}-p1of{args.sources}"
     plan = TenantPlan(tenant, ds, tuple(rows[0::args.sources]))
-    stack = own_stack(args.cache_dir / "federate" / "local")
+    stack = open_stack(args, args.cache_dir / "federate" / "local")
     store = None
     try:
         llm = LlmOrchestrationClient(stack.grpc("llm_orchestration"), timeout_s=args.timeout)
@@ -176,7 +176,7 @@ async def run_rescore_only(args: argparse.Namespace, ds: BeirDataset, qids: Sequ
             store, ks = await _in_process_store(args, llm, plan)
         else:
             ks = KnowledgeStoreClient(stack.grpc("knowledge_store"), timeout_s=args.timeout)
-            await ingest_plan(ks, plan, args.cache_dir / "federate" / "local" / "bench")
+            await ingest_plan(ks, plan, stack.data_dir / "bench")
         await measure_rescoring(ks, llm, ds, rows[::-1], qids, tenant, 3, args.timeout)     # warm-up: other texts
         parts: dict[str, list[float]] = {}
         cold, warm = await measure_rescoring(ks, llm, ds, rows, qids, tenant, args.rescore_rounds, args.timeout,

@@ -26,7 +26,7 @@ import numpy as np
 from benchmarks.baseline import EmbeddingCache, encode, load_model
 from benchmarks.beir import load_dataset
 from benchmarks.field_index import FieldIndex, feature_matrix, title_vectors
-from benchmarks.splits import load_split
+from benchmarks.splits import RULE, load_split, make_split
 from ranking import rank
 from ranking.learned import learned_order
 from services.rag_pipeline.learning.crossval import SETTINGS, Learner, Prepared, Setting, query_groups
@@ -52,9 +52,12 @@ def inputs(args: argparse.Namespace):
     """(dataset, its committed query split, the model, the field index, the query vectors) of
     `args.dataset` / `args.split`, vectors from `args.cache_dir` (encoded once when missing)."""
     dataset = load_dataset(args.dataset, args.split)
-    split = load_split(dataset.name, dataset.split)
+    split = load_split(dataset.name, dataset.split, args.query_split)
+    if split is None and args.query_split:
+        raise SystemExit(f"--query-split {args.query_split}: no such file")
     if split is None:
-        raise SystemExit(f"no committed split for {dataset.name}-{dataset.split}: run python -m benchmarks.splits")
+        split = make_split(dataset)
+        print(f"no committed split for {dataset.name}-{dataset.split}; halves by the rule: {RULE}")
     model = load_model()
     doc_vectors, _ = EmbeddingCache(args.cache_dir).corpus_vectors(dataset, model)
     index = FieldIndex(dataset, doc_vectors, title_vectors(dataset, model, args.cache_dir))
@@ -66,6 +69,8 @@ def main() -> None:
     parser.add_argument("--dataset", type=Path, required=True)
     parser.add_argument("--split", default="test")
     parser.add_argument("--cache-dir", type=Path, default=ROOT / ".bench-cache")
+    parser.add_argument("--query-split", type=Path, help="tune/heldout query split (default benchmarks/splits/"
+                        "<dataset>-<split>.json; without one, made by benchmarks.splits' rule)")
     parser.add_argument("--settings", default="", help="';'-separated setting names the inner folds choose "
                         "among (default: all; the current profile is always one)")
     parser.add_argument("--force", action="append", default=[],

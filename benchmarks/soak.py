@@ -50,7 +50,7 @@ from pathlib import Path
 
 from benchmarks.beir import Doc, load_corpus, load_queries
 from benchmarks.metrics import percentile, rss_mb
-from benchmarks.stack import Stack, own_stack, running_stack
+from benchmarks.stack import Stack, add_running_arguments, open_stack
 from cli.folder_ingest import FolderIngest
 from nucleus.v1 import common_pb2 as pb
 from nucleus.v1 import rag_pipeline_pb2 as rag_pb
@@ -61,7 +61,6 @@ from shared.documents.manifest import Manifest
 from shared.errors import NucleusError
 from shared.grpc_client import aio_channel, call
 from shared.records import ArtifactMeta, DocumentIn
-from shared.settings import default_data_dir
 
 PROFILE = "soak"
 FOLDER_FILES = 6
@@ -451,10 +450,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--timeout", type=float, default=30.0, help="deadline per search, s (default 30)")
     p.add_argument("--settle-minutes", type=float, default=10.0,
                    help="RSS, fds and threads are judged after this (default 10)")
-    p.add_argument("--use-running", action="store_true",
-                   help="use the stack in <data-dir>/run/stack.json (`nucleus up`) instead of starting one")
-    p.add_argument("--data-dir", type=Path, help="with --use-running: the stack's data directory "
-                                                 "(default NUCLEUS_DATA_DIR, else .nucleus-data)")
+    add_running_arguments(p)
     p.add_argument("--stack-dir", type=Path, default=Path(".bench-cache/soak-stack"),
                    help="data directory of the stack it starts (default .bench-cache/soak-stack)")
     args = p.parse_args(argv)
@@ -469,8 +465,7 @@ def main(argv: list[str] | None = None) -> int:
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
     os.environ.setdefault("NUCLEUS_MODE", "single")          # own stack: one process (Supervisor reads it)
     try:
-        stack = (running_stack((args.data_dir or default_data_dir()).resolve()) if args.use_running
-                 else own_stack(args.stack_dir))
+        stack = open_stack(args, args.stack_dir)
     except NucleusError as err:
         print(f"error: {err}", file=sys.stderr)
         return 2

@@ -86,9 +86,11 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--dataset", type=Path, required=True)
     parser.add_argument("--split", default="test")
+    parser.add_argument("--out", type=Path, help="write the split file here (default benchmarks/splits/"
+                                                 "<dataset>-<split>.json)")
     args = parser.parse_args()
     dataset = load_dataset(args.dataset, args.split)
-    path = path_for(dataset.name, dataset.split)
+    path = args.out or path_for(dataset.name, dataset.split)
     if path.exists():
         print(f"{path} exists; a committed split is never rewritten")
         return

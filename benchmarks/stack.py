@@ -6,7 +6,9 @@ ingested tenants — persists between runs. If a healthy stack already serves th
 (another harness left it running), it is used rather than started twice on the same data.
 
 Running stack (`--use-running`): the addresses in `<data_dir>/run/stack.json`, as written by
-`nucleus up`.
+`nucleus up`. `python -m benchmarks.soak` and `benchmarks.federate` take it as `nucleus bench` does
+(`add_running_arguments`; there `--data-dir` is the `nucleus` option) and open their stack with
+`open_stack`. (`nucleus attack` always starts its own: it attacks with credentials it makes.)
 """
 from __future__ import annotations
 
@@ -36,6 +38,30 @@ class Stack:
         if self._supervisor is not None:
             self._supervisor.stop()
             self._supervisor = None
+
+
+def add_running_arguments(p) -> None:
+    """`--use-running` and `--data-dir`, as `nucleus bench --use-running` reads them (there `--data-dir`
+    is the `nucleus` option)."""
+    p.add_argument("--use-running", action="store_true",
+                   help="use the stack in <data-dir>/run/stack.json (`nucleus up`) instead of starting one")
+    p.add_argument("--data-dir", type=Path, help="with --use-running: the stack's data directory "
+                                                 "(default NUCLEUS_DATA_DIR, else .nucleus-data)")
+
+
+def running_data_dir(args) -> Path:
+    """The data directory `--use-running` names: `args.data_dir`, else the stack's default."""
+    from shared.settings import default_data_dir
+
+    data_dir = getattr(args, "data_dir", None)
+    return Path(data_dir).resolve() if data_dir else default_data_dir().resolve()
+
+
+def open_stack(args, stack_dir: Path, **own) -> Stack:
+    """The running stack when `args.use_running`, else `own_stack(stack_dir, **own)`."""
+    if getattr(args, "use_running", False):
+        return running_stack(running_data_dir(args))
+    return own_stack(stack_dir, **own)
 
 
 def running_stack(data_dir: Path) -> Stack:
