@@ -37,6 +37,7 @@ import sys
 import time
 from pathlib import Path
 
+from benchmarks.big_file import chunk_texts
 from benchmarks.metrics import rss_mb
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -89,27 +90,7 @@ def generate(root: Path, n: int, titles: list[str], counts: list[int], sentences
     return paths
 
 
-def chunk_texts(paths: list[Path]) -> list[list[str]]:
-    """Per file, the texts the store embeds for it (its chunker, as at ingest)."""
-    from services.knowledge_store.chunking import PAGED_FILE_TYPES, chunk_document, context_line
-    from services.knowledge_store.extraction import content_kind, to_text
-    from services.knowledge_store.preparation import embed_text as _embed_text
-    from shared.documents import load_documents
-    from shared.settings import KnowledgeStoreSettings
-
-    s = KnowledgeStoreSettings()
-    out = []
-    for path in paths:
-        texts = []
-        for doc in load_documents(path).documents:
-            kind = content_kind(doc.content_type or "")
-            meta = doc.artifact
-            for c in chunk_document(to_text(doc.content, kind), markdown=kind != "plain", title=meta.title,
-                                    chunk_tokens=s.chunk_tokens, overlap_tokens=s.chunk_overlap_tokens,
-                                    split_sections=meta.file_type in PAGED_FILE_TYPES):
-                texts.append(_embed_text(context_line(meta.title, c.path), c.text))
-        out.append(texts)
-    return out
+# chunk_texts: benchmarks/big_file.py (the store's cut, as the shipped benchmark makes it)
 
 
 # -- model-bound rate ----------------------------------------------------------------------

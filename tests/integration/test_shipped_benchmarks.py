@@ -6,6 +6,7 @@ tenant of its own; each must print its figures.
     nucleus bench --use-running              quality, latency, throughput, isolation (no baseline)
     python -m benchmarks.federate --use-running --sources 2    the local stack and the foreign server
     python -m benchmarks.soak --use-running  a few seconds of load, every acknowledged write read back
+    python -m benchmarks.big_file --use-running   a small parts list through nucleus ingest vs the model
     python -m benchmarks.splits --out        in process
     python -m benchmarks.learned_ranking     in process (its model and vectors in a cache made here)
     python -m benchmarks.scale --no-grpc     in process (its gRPC part measures a KnowledgeStore it
@@ -120,3 +121,11 @@ def test_a_short_soak_prints_its_rows_and_loses_no_write(dataset, stack_data_dir
     writes, _, read_back, lost, resurrected = map(int, counts.groups())
     assert writes > 0 and read_back > 0 and lost == 0 and resurrected == 0, out
     assert "PASS  lost writes == 0" in out and "PASS  errors == 0" in out
+
+
+def test_a_parts_list_through_nucleus_ingest_against_the_model(stack_data_dir, stack, tmp_path):
+    out = run_module("benchmarks.big_file", "--rows", "60", "--runs", "1", "--use-running", "--data-dir",
+                     str(stack_data_dir), "--tenant", "shipped-big", "--cache-dir", str(tmp_path))
+    chunks = figure(r"parts-60.xlsx: [\d.]+ MB, (\d+) chunks", out)
+    assert chunks >= 2
+    assert 0.0 < figure(r"median model ÷ ingest over 1 rounds: " + NUMBER, out) < 5.0
