@@ -11,6 +11,7 @@ them can be killed. The class is composed by concern:
     writes.py      ingest and delete: the commit point, the flip, recovery of killed writes
     search.py      vector, keyword (sparse BM25 + quoted phrases), listing, by id
     feedback_log.py  the search log, votes on federated sources
+    topics.py      the reads of topics (clustered as on the embedded backend, ../topics.py)
     this module    stats, profiles, personas, feedback, status; what the backend does not serve
 
 Eventually consistent (beyond the term statistics, statistics.py): profile versions are
@@ -36,7 +37,10 @@ from services.knowledge_store.qdrant import layout
 from services.knowledge_store.qdrant.base import BACKEND
 from services.knowledge_store.qdrant.feedback_log import FeedbackLog
 from services.knowledge_store.qdrant.search import Searches
+from services.knowledge_store.qdrant.topics import QdrantTopicSource
 from services.knowledge_store.qdrant.writes import Writes
+from services.knowledge_store.topics import Topics
+from services.knowledge_store.topics import answer as topic_answer
 from shared.bounds import INT32_MAX, check_int
 from shared.errors import InvalidArgument, NotFound, Unimplemented
 from shared.records import FeedbackAck, SearchFilters, SourceStats, TenantStats
@@ -51,6 +55,7 @@ class QdrantKnowledgeStore(Searches, Writes, FeedbackLog):
     def __init__(self, settings: KnowledgeStoreSettings, embedder: Embedder, *,
                  bm25_weights: tuple[float, float] = DEFAULT_BM25_WEIGHTS) -> None:
         super().__init__(settings, embedder, bm25_weights)
+        self._topics = Topics(QdrantTopicSource(self), settings.dimension)
 
     # -- stats, index configuration, consistency, health -------------------------------------
 
@@ -209,8 +214,9 @@ class QdrantKnowledgeStore(Searches, Writes, FeedbackLog):
     # -- topics ------------------------------------------------------------------------------
 
     async def topics(self, tenant_id: str, filters: SearchFilters, kind: str, **params) -> dict:
-        raise Unimplemented("GetTopics is not served by the qdrant backend yet: topics are clustered from the "
-                            "embedded backend's in-memory vectors (embedded/topics.py)")
+        """The embedded backend's topics, from the tenant's points (topics.py: the reads)."""
+        validation.tenant_id(tenant_id)
+        return await topic_answer(self._topics, tenant_id, filters, kind, **params)
 
     # -- feedback ----------------------------------------------------------------------------
 
