@@ -159,9 +159,12 @@ def check_table(check: TenantCheck) -> Table:
                   str(check.repaired_vectors))
     table.add_row("keyword rows", str(check.keyword_rows), str(check.keyword_rows_indexed),
                   str(check.missing_keyword_rows), str(check.orphan_keyword_rows), str(check.repaired_keyword_rows))
-    table.caption = f"orphan rows removed: {check.removed_orphans}; SQLite quick_check: " + (
+    table.caption = f"orphan rows removed: {check.removed_orphans}; SQLite quick_check (qdrant: findings): " + (
         "ok" if not check.integrity_errors else escape("; ".join(check.integrity_errors))) + (
-        f"; row checksums: {check.corrupt_rows} corrupt, {check.unverified_rows} unverified")
+        f"; row checksums: {check.corrupt_rows} corrupt, {check.unverified_rows} unverified") + (
+        f"; qdrant: {check.missing_entries} entries gone (re-ingest or re-import them), {check.changed_vectors} "
+        f"vectors changed, {check.keyword_stats_off} keyword statistics off"
+        if check.missing_entries or check.changed_vectors or check.keyword_stats_off else "")
     return table
 
 

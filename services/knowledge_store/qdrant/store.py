@@ -9,6 +9,7 @@ them can be killed. The class is composed by concern:
     base.py        connection, collections, shards, scrolls, records
     statistics.py  the tenant's term statistics (df, N, total length): deltas, recount
     writes.py      ingest and delete: the commit point, the flip, recovery of killed writes
+    consistency.py the check of a tenant (records, points, vector hashes, statistics) and repair
     search.py      vector, keyword (sparse BM25 + quoted phrases), listing, by id
     feedback_log.py  the search log, votes on federated sources
     topics.py      the reads of topics (clustered as on the embedded backend, ../topics.py)
@@ -30,7 +31,7 @@ from qdrant_client import models as qm
 from ranking.profile import RankingProfile
 from services.knowledge_store import personas, profiles, ranking_models, validation
 from services.knowledge_store.keywords import DEFAULT_BM25_WEIGHTS
-from services.knowledge_store.models import Embedder, StoreStatus, TenantCheck
+from services.knowledge_store.models import Embedder, StoreStatus
 from services.knowledge_store.personas import Persona
 from services.knowledge_store.qdrant import filters as qf
 from services.knowledge_store.qdrant import layout
@@ -90,11 +91,6 @@ class QdrantKnowledgeStore(Searches, Writes, FeedbackLog):
         raise Unimplemented("ConfigureTenantIndex is not served by the qdrant backend: Qdrant chooses and "
                             "builds its own HNSW index (set it on the collection); index kinds are the embedded "
                             "backend's")
-
-    async def check_tenant(self, tenant_id: str, *, repair: bool = True) -> TenantCheck:
-        raise Unimplemented("CheckTenant is not served by the qdrant backend: it checks the embedded backend's "
-                            "SQLite, FAISS and keyword rows; Qdrant keeps one copy of each point (use "
-                            "`nucleus migrate --verify` to compare a tenant with the embedded store)")
 
     async def settle_repairs(self, timeout_s: float = 30.0) -> None:
         return None
