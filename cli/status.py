@@ -42,7 +42,7 @@ CONSISTENT_EXIT, INCONSISTENT_EXIT = 0, 8
 CHECK_EXIT_CODES = {
     CONSISTENT_EXIT: "the tenant is consistent (after the repair)",
     errors.NucleusError.exit_code: "internal error (the KnowledgeStore's INTERNAL, or a bug: its traceback is shown)",
-    USAGE_EXIT: "bad arguments or tenant id, or CheckTenant not served (the qdrant backend)",
+    USAGE_EXIT: "bad arguments or tenant id",
     errors.NotFound.exit_code: "not found",
     errors.Unauthenticated.exit_code: "the operator credential was refused (unauthenticated, permission denied)",
     errors.ResourceExhausted.exit_code: "rate limited, or no space left in the data directory",
@@ -50,7 +50,9 @@ CHECK_EXIT_CODES = {
     errors.FailedPrecondition.exit_code: "the tenant cannot be checked until an operator acts "
                                          "(read-only data directory, corrupted database)",
     INCONSISTENT_EXIT: "problems remain: damaged, missing or orphaned rows, or indexes disagreeing with "
-                       "SQLite (with --no-repair: found, not repaired)",
+                       "SQLite; on qdrant, entries gone, changed vectors or keyword statistics off (with --no-repair: "
+                       "found, not repaired)",
+    errors.Unimplemented.exit_code: "the KnowledgeStore does not serve CheckTenant (UNIMPLEMENTED: an older version)",
     INTERRUPTED_EXIT: "interrupted (Ctrl-C)",
 }
 

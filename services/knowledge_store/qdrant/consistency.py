@@ -99,9 +99,9 @@ class Checks(TermStatistics):
             return report
         repaired, deferred = await self._repair(tenant_id, found)
         after = replace(_report(tenant_id, await self._scan(tenant_id)), deferred=deferred, **repaired)
-        for kind, rows in (("vectors", repaired["repaired_vectors"]), ("keyword_rows", repaired["repaired_keyword_rows"]),
-                           ("orphans", repaired["removed_orphans"])):
-            self.health.count_repair(kind, rows)
+        for kind, field in (("vectors", "repaired_vectors"), ("keyword_rows", "repaired_keyword_rows"),
+                            ("orphans", "removed_orphans")):
+            self.health.count_repair(kind, repaired[field])
         log.warning("tenant %s repaired: %d vectors re-embedded, %d keyword statistics recounted, %d orphan points "
                     "removed; now %s%s", tenant_id, repaired["repaired_vectors"], repaired["repaired_keyword_rows"],
                     repaired["removed_orphans"], "consistent" if after.consistent else "still inconsistent: "

@@ -58,7 +58,8 @@ async def test_topics_give_the_same_partition_on_both_backends(stores, demo_docs
     for k in (0, 4):
         maps = {name: await _ready(s, TENANT, "map", k=k, max_points=1_000) for name, s in stores.items()}
         assert len(maps["embedded"]["points"]) == len(demo_docs)
-        assert (maps["qdrant"]["k"], maps["qdrant"]["criterion"]) == (maps["embedded"]["k"], maps["embedded"]["criterion"])
+        q, e = maps["qdrant"], maps["embedded"]
+        assert (q["k"], q["criterion"]) == (e["k"], e["criterion"])
         assert _partition(maps["qdrant"]) == _partition(maps["embedded"])
         xy = {name: {p["artifact_id"]: (p["x"], p["y"]) for p in m["points"]} for name, m in maps.items()}
         for a, (x, y) in xy["embedded"].items():                       # the same PCA map, to rounding
