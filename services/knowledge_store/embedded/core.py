@@ -19,7 +19,7 @@ FAISS + BM25) in a data directory; one of the two backends behind backend.StoreB
       ├── profiles and feedback (ranking_inputs.py; the profile rules are ../profiles.py)
       ├── the search log and source votes (feedback_log.py; the rules are ../search_log.py)
       ├── personas (personas.py; the record is ../personas.py)
-      ├── topics (topics.py: the reads; ../topics.py, topic_model.py, topic_answers.py)
+      ├── topics (topics.py: the reads; the clustering is the front's, ../topics.py)
       ├── stats, integrity check, index configuration (maintenance.py)
       ├── row checksums checked on read (storage/rowsums.py) and by a background scrub at a
       │   bounded read rate (scrub.py); online snapshots and restores of tenants (backup.py)
