@@ -42,7 +42,7 @@ CONSISTENT_EXIT, INCONSISTENT_EXIT = 0, 8
 CHECK_EXIT_CODES = {
     CONSISTENT_EXIT: "the tenant is consistent (after the repair)",
     errors.NucleusError.exit_code: "internal error (the KnowledgeStore's INTERNAL, or a bug: its traceback is shown)",
-    USAGE_EXIT: "bad arguments or tenant id, or CheckTenant not served (the qdrant backend)",
+    USAGE_EXIT: "bad arguments or tenant id",
     errors.NotFound.exit_code: "not found",
     errors.Unauthenticated.exit_code: "the operator credential was refused (unauthenticated, permission denied)",
     errors.ResourceExhausted.exit_code: "rate limited, or no space left in the data directory",
@@ -50,7 +50,9 @@ CHECK_EXIT_CODES = {
     errors.FailedPrecondition.exit_code: "the tenant cannot be checked until an operator acts "
                                          "(read-only data directory, corrupted database)",
     INCONSISTENT_EXIT: "problems remain: damaged, missing or orphaned rows, or indexes disagreeing with "
-                       "SQLite (with --no-repair: found, not repaired)",
+                       "SQLite; on qdrant, entries gone, changed vectors or keyword statistics off (with --no-repair: "
+                       "found, not repaired)",
+    errors.Unimplemented.exit_code: "the KnowledgeStore does not serve CheckTenant (UNIMPLEMENTED: an older version)",
     INTERRUPTED_EXIT: "interrupted (Ctrl-C)",
 }
 
@@ -159,9 +161,12 @@ def check_table(check: TenantCheck) -> Table:
                   str(check.repaired_vectors))
     table.add_row("keyword rows", str(check.keyword_rows), str(check.keyword_rows_indexed),
                   str(check.missing_keyword_rows), str(check.orphan_keyword_rows), str(check.repaired_keyword_rows))
-    table.caption = f"orphan rows removed: {check.removed_orphans}; SQLite quick_check: " + (
+    table.caption = f"orphan rows removed: {check.removed_orphans}; SQLite quick_check (qdrant: findings): " + (
         "ok" if not check.integrity_errors else escape("; ".join(check.integrity_errors))) + (
-        f"; row checksums: {check.corrupt_rows} corrupt, {check.unverified_rows} unverified")
+        f"; row checksums: {check.corrupt_rows} corrupt, {check.unverified_rows} unverified") + (
+        f"; qdrant: {check.missing_entries} entries gone (re-ingest or re-import them), {check.changed_vectors} "
+        f"vectors changed, {check.keyword_stats_off} keyword statistics off"
+        if check.missing_entries or check.changed_vectors or check.keyword_stats_off else "")
     return table
 
 

@@ -21,7 +21,11 @@ Cores raise these. Each adapter translates exactly once, in its own module:
 
     gRPC status, and back on the client side   shared.grpc_errors (grpc_status, from_grpc_error)
     MCP tool error / JSON-RPC code             shared.mcp_errors
-    CLI exit code                              `exit_code` on each class, used by the operator CLI
+    CLI exit code                              `exit_code` on each class, used by the operator CLI:
+                                               1 internal, 2 invalid argument, 3 not found / exists,
+                                               4 unauthenticated / denied, 5 exhausted / storage full,
+                                               6 unavailable / deadline / upstream, 7 failed
+                                               precondition, 9 unimplemented (docs/OPERATIONS.md)
 """
 from __future__ import annotations
 
@@ -109,7 +113,7 @@ class Unavailable(NucleusError):
 
 class Unimplemented(NucleusError):
     kind = "unimplemented"
-    exit_code = 2
+    exit_code = 9           # not 2 (invalid arguments): the same call elsewhere may be served
 
 
 class DeadlineExceeded(NucleusError):

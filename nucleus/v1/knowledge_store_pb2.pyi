@@ -524,7 +524,7 @@ class CheckTenantRequest(_message.Message):
     def __init__(self, tenant_id: _Optional[str] = ..., repair: _Optional[bool] = ...) -> None: ...
 
 class TenantCheck(_message.Message):
-    __slots__ = ("tenant_id", "entries", "vectors", "keyword_rows", "vectors_indexed", "keyword_rows_indexed", "missing_vectors", "malformed_vectors", "missing_keyword_rows", "orphan_vectors", "orphan_keyword_rows", "entries_without_artifact", "integrity_errors", "repaired_vectors", "repaired_keyword_rows", "removed_orphans", "deferred", "consistent", "corrupt_rows", "unverified_rows")
+    __slots__ = ("tenant_id", "entries", "vectors", "keyword_rows", "vectors_indexed", "keyword_rows_indexed", "missing_vectors", "malformed_vectors", "missing_keyword_rows", "orphan_vectors", "orphan_keyword_rows", "entries_without_artifact", "integrity_errors", "repaired_vectors", "repaired_keyword_rows", "removed_orphans", "deferred", "consistent", "corrupt_rows", "unverified_rows", "missing_entries", "changed_vectors", "keyword_stats_off")
     TENANT_ID_FIELD_NUMBER: _ClassVar[int]
     ENTRIES_FIELD_NUMBER: _ClassVar[int]
     VECTORS_FIELD_NUMBER: _ClassVar[int]
@@ -545,6 +545,9 @@ class TenantCheck(_message.Message):
     CONSISTENT_FIELD_NUMBER: _ClassVar[int]
     CORRUPT_ROWS_FIELD_NUMBER: _ClassVar[int]
     UNVERIFIED_ROWS_FIELD_NUMBER: _ClassVar[int]
+    MISSING_ENTRIES_FIELD_NUMBER: _ClassVar[int]
+    CHANGED_VECTORS_FIELD_NUMBER: _ClassVar[int]
+    KEYWORD_STATS_OFF_FIELD_NUMBER: _ClassVar[int]
     tenant_id: str
     entries: int
     vectors: int
@@ -565,7 +568,10 @@ class TenantCheck(_message.Message):
     consistent: bool
     corrupt_rows: int
     unverified_rows: int
-    def __init__(self, tenant_id: _Optional[str] = ..., entries: _Optional[int] = ..., vectors: _Optional[int] = ..., keyword_rows: _Optional[int] = ..., vectors_indexed: _Optional[int] = ..., keyword_rows_indexed: _Optional[int] = ..., missing_vectors: _Optional[int] = ..., malformed_vectors: _Optional[int] = ..., missing_keyword_rows: _Optional[int] = ..., orphan_vectors: _Optional[int] = ..., orphan_keyword_rows: _Optional[int] = ..., entries_without_artifact: _Optional[int] = ..., integrity_errors: _Optional[_Iterable[str]] = ..., repaired_vectors: _Optional[int] = ..., repaired_keyword_rows: _Optional[int] = ..., removed_orphans: _Optional[int] = ..., deferred: _Optional[str] = ..., consistent: _Optional[bool] = ..., corrupt_rows: _Optional[int] = ..., unverified_rows: _Optional[int] = ...) -> None: ...
+    missing_entries: int
+    changed_vectors: int
+    keyword_stats_off: int
+    def __init__(self, tenant_id: _Optional[str] = ..., entries: _Optional[int] = ..., vectors: _Optional[int] = ..., keyword_rows: _Optional[int] = ..., vectors_indexed: _Optional[int] = ..., keyword_rows_indexed: _Optional[int] = ..., missing_vectors: _Optional[int] = ..., malformed_vectors: _Optional[int] = ..., missing_keyword_rows: _Optional[int] = ..., orphan_vectors: _Optional[int] = ..., orphan_keyword_rows: _Optional[int] = ..., entries_without_artifact: _Optional[int] = ..., integrity_errors: _Optional[_Iterable[str]] = ..., repaired_vectors: _Optional[int] = ..., repaired_keyword_rows: _Optional[int] = ..., removed_orphans: _Optional[int] = ..., deferred: _Optional[str] = ..., consistent: _Optional[bool] = ..., corrupt_rows: _Optional[int] = ..., unverified_rows: _Optional[int] = ..., missing_entries: _Optional[int] = ..., changed_vectors: _Optional[int] = ..., keyword_stats_off: _Optional[int] = ...) -> None: ...
 
 class ExternalText(_message.Message):
     __slots__ = ("title", "text", "analyser", "title_terms", "body_terms", "richness")

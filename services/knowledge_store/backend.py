@@ -13,8 +13,9 @@ so). What both need is the front's, beside this module: validation.py, document 
 constants (keywords.py), the profile rules (profiles.py), the persona record (personas.py);
 they differ in storage and search only. `open_store` picks one from the settings
 (NUCLEUS_KS_BACKEND): the one place of the front that names a backend. A call one backend
-cannot serve raises `Unimplemented` naming the backend (UNIMPLEMENTED on gRPC): index kinds,
-the SQLite/FAISS consistency check and (for now) topics are the embedded backend's.
+cannot serve raises `Unimplemented` naming the backend (UNIMPLEMENTED on gRPC): index kinds
+and the backups of tenants' database files are the embedded backend's (docs/SCALE.md, "Not
+applicable on Qdrant"). Topics (topics.py) are both backends' over each one's reads.
 """
 from __future__ import annotations
 

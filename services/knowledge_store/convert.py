@@ -452,7 +452,7 @@ def store_status_from_pb(s: ks_pb.StoreStatus) -> StoreStatus:
 _CHECK_COUNTS = ("entries", "vectors", "keyword_rows", "vectors_indexed", "keyword_rows_indexed", "missing_vectors",
                  "malformed_vectors", "missing_keyword_rows", "orphan_vectors", "orphan_keyword_rows",
                  "entries_without_artifact", "repaired_vectors", "repaired_keyword_rows", "removed_orphans",
-                 "corrupt_rows", "unverified_rows")
+                 "corrupt_rows", "unverified_rows", "missing_entries", "changed_vectors", "keyword_stats_off")
 
 
 def tenant_check_to_pb(c: TenantCheck) -> ks_pb.TenantCheck:

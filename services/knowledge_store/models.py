@@ -96,10 +96,17 @@ class TenantCheck:
     corrupt_rows: int = 0            # entries and artifacts failing their checksums (not repairable:
                                      # re-ingest the documents or restore a backup)
     unverified_rows: int = 0         # rows written before checksums existed, not yet given one
+    # qdrant (qdrant/consistency.py): entries a record counts whose points are gone (the only copy
+    # of their text: re-ingest or re-import), vectors differing from their hash, keyword statistics
+    # disagreeing with the points
+    missing_entries: int = 0
+    changed_vectors: int = 0
+    keyword_stats_off: int = 0
 
     @property
     def consistent(self) -> bool:
         return (not self.integrity_errors and self.corrupt_rows == 0
+                and self.missing_entries == self.changed_vectors == self.keyword_stats_off == 0
                 and self.missing_vectors == self.malformed_vectors == 0
                 and self.missing_keyword_rows == self.orphan_vectors == self.orphan_keyword_rows == 0
                 and self.entries == self.vectors_indexed == self.keyword_rows_indexed)
@@ -110,4 +117,7 @@ class TenantCheck:
                 f"{self.missing_vectors} vectors, {self.missing_keyword_rows} keyword rows; malformed vectors: "
                 f"{self.malformed_vectors}; orphans: {self.orphan_vectors} vectors, {self.orphan_keyword_rows} "
                 f"keyword rows" + (f"; {self.corrupt_rows} rows fail their checksums" if self.corrupt_rows else "")
+                + (f"; {self.missing_entries} entries gone" if self.missing_entries else "")
+                + (f"; {self.changed_vectors} vectors changed" if self.changed_vectors else "")
+                + (f"; {self.keyword_stats_off} keyword statistics off" if self.keyword_stats_off else "")
                 + (f"; integrity: {'; '.join(self.integrity_errors)}" if self.integrity_errors else ""))

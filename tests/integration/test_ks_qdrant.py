@@ -1,7 +1,8 @@
 """The KnowledgeStore process on the qdrant backend (NUCLEUS_KS_BACKEND=qdrant), through gRPC,
 embedding through the real LlmOrchestration: serving searches, stateless replicas (replica A
 killed with SIGKILL mid-ingest, replica B on the same Qdrant store serves every acknowledged
-document exactly once and no half artifact), and an unreachable Qdrant answering UNAVAILABLE.
+document exactly once and no half artifact, a consistent check and topics), and an unreachable
+Qdrant answering UNAVAILABLE.
 
 Qdrant runs in qdrant-client's local mode here (one process per folder, so the replicas run one
 after the other); concurrent replicas need a Qdrant server (test_backend_contract.py runs against
@@ -120,6 +121,14 @@ async def test_replica_killed_mid_ingest_leaves_every_acknowledged_document_once
         assert (await client.stats(TENANT)).entries == stats.entries
         assert await client.delete(TENANT, [acked[0]]) == (1, per_doc)
         assert (await client.stats(TENANT)).artifacts == len(chunks) - 1
+        check = await client.check_tenant(TENANT, repair=False)       # what the kills left is consistent
+        assert check.consistent and check.entries == per_doc * (len(chunks) - 1), check.summary()
+        for _ in range(300):                                           # GetTopics (the topic tools' call)
+            topics = await client.topics(TENANT, SearchFilters(), "topics")
+            if topics["status"] == "ready":
+                break
+            await asyncio.sleep(0.1)
+        assert topics["documents"] == sum(t["size"] for t in topics["topics"]) == len(chunks) - 1, topics
     finally:
         await client.close()
         stop(proc)

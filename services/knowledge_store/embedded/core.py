@@ -19,7 +19,7 @@ FAISS + BM25) in a data directory; one of the two backends behind backend.StoreB
       ├── profiles and feedback (ranking_inputs.py; the profile rules are ../profiles.py)
       ├── the search log and source votes (feedback_log.py; the rules are ../search_log.py)
       ├── personas (personas.py; the record is ../personas.py)
-      ├── topics (topics.py, topic_model.py, topic_answers.py)
+      ├── topics (topics.py: the reads; the clustering is the front's, ../topics.py)
       ├── stats, integrity check, index configuration (maintenance.py)
       ├── row checksums checked on read (storage/rowsums.py) and by a background scrub at a
       │   bounded read rate (scrub.py); online snapshots and restores of tenants (backup.py)
@@ -54,13 +54,14 @@ from services.knowledge_store.embedded.ingest import Ingester
 from services.knowledge_store.embedded.scrub import PassReport, Scrub
 from services.knowledge_store.embedded.search import Searcher
 from services.knowledge_store.embedded.tenants import Tenants
-from services.knowledge_store.embedded.topics import Topics
-from services.knowledge_store.embedded.topics import answer as topic_answer
+from services.knowledge_store.embedded.topics import EmbeddedTopicSource
 from services.knowledge_store.health import StoreHealth
 from services.knowledge_store.keywords import DEFAULT_BM25_WEIGHTS
 from services.knowledge_store import validation
 from services.knowledge_store.models import Embedder, StoreStatus, TenantCheck
 from services.knowledge_store.personas import Persona
+from services.knowledge_store.topics import Topics
+from services.knowledge_store.topics import answer as topic_answer
 from shared.records import (
     DocumentIn,
     FeedbackAck,
@@ -86,7 +87,7 @@ class KnowledgeStore(Searcher):
         Searcher.__init__(self, settings, self._tenants)
         self._consistency = Consistency(self._tenants, self._ingester)
         self._tenants.on_inconsistent = self._consistency.schedule
-        self._topics = Topics(self._tenants)
+        self._topics = Topics(EmbeddedTopicSource(self._tenants), settings.dimension)
         self._scrub = Scrub(self._tenants)
         self._scrub.start()
 

@@ -35,6 +35,7 @@ import uuid
 from dataclasses import dataclass, field
 from typing import Any
 
+import numpy as np
 from qdrant_client import models as qm
 
 NAMESPACE = uuid.UUID("6f1c0d7e-5b1a-4f0e-9a57-4e75636c6575")
@@ -99,6 +100,19 @@ def row_id(point: str) -> int:
     """The 63-bit row id of a chunk point (what `CandidateColumns.row_ids` and score
     completion name rows by): the top bits of its uuid, so every replica derives the same."""
     return uuid.UUID(point).int >> 65
+
+
+def vector_hash(values) -> str:
+    """The hash of a dense vector as Qdrant holds it (a point's `vector_sha`, consistency.py)."""
+    return hashlib.sha256(np.asarray(values, np.float32).tobytes()).hexdigest()[:32]
+
+
+def cosine_stored(vector: np.ndarray) -> np.ndarray:
+    """A vector as a cosine collection stores it (Qdrant divides it by its norm; a server's
+    arithmetic may differ in the last bit, which the read-back of consistency.py corrects)."""
+    v = np.asarray(vector, np.float32)
+    norm = np.linalg.norm(v)
+    return v / norm if norm > 0 else v
 
 
 def term_index(term: str) -> int:

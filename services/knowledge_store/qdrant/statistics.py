@@ -12,6 +12,7 @@ slightly until `recount` (or `check_tenant(repair=True)`) counts them again from
 """
 from __future__ import annotations
 
+import uuid
 from collections.abc import Sequence
 
 from qdrant_client import models as qm
@@ -107,8 +108,10 @@ class TermStatistics(QdrantBase):
 
     async def _put_tenant(self, tenant_id: str, entries: int, total_len: float,
                           title_len: float | None = 0.0) -> None:
-        """The tenant point; `title_len` None: unknown (points from before it), left out."""
-        payload = {"tenant_id": tenant_id, "kind": "tenant", "entries": entries, "total_len": total_len}
+        """The tenant point; `title_len` None: unknown (points from before it), left out. Every
+        write of the point gives the tenant a new write generation (topics.py caches by it)."""
+        payload = {"tenant_id": tenant_id, "kind": "tenant", "entries": entries, "total_len": total_len,
+                   "generation": uuid.uuid4().hex}
         if title_len is not None:
             payload["title_len"] = title_len
         await self._call("upsert", collection_name=self._names.term_stats, wait=True, points=[qm.PointStruct(

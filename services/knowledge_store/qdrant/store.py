@@ -9,8 +9,10 @@ them can be killed. The class is composed by concern:
     base.py        connection, collections, shards, scrolls, records
     statistics.py  the tenant's term statistics (df, N, total length): deltas, recount
     writes.py      ingest and delete: the commit point, the flip, recovery of killed writes
+    consistency.py the check of a tenant (records, points, vector hashes, statistics) and repair
     search.py      vector, keyword (sparse BM25 + quoted phrases), listing, by id
     feedback_log.py  the search log, votes on federated sources
+    topics.py      the reads of topics (clustered as on the embedded backend, ../topics.py)
     this module    stats, profiles, personas, feedback, status; what the backend does not serve
 
 Eventually consistent (beyond the term statistics, statistics.py): profile versions are
@@ -29,14 +31,17 @@ from qdrant_client import models as qm
 from ranking.profile import RankingProfile
 from services.knowledge_store import personas, profiles, ranking_models, validation
 from services.knowledge_store.keywords import DEFAULT_BM25_WEIGHTS
-from services.knowledge_store.models import Embedder, StoreStatus, TenantCheck
+from services.knowledge_store.models import Embedder, StoreStatus
 from services.knowledge_store.personas import Persona
 from services.knowledge_store.qdrant import filters as qf
 from services.knowledge_store.qdrant import layout
 from services.knowledge_store.qdrant.base import BACKEND
 from services.knowledge_store.qdrant.feedback_log import FeedbackLog
 from services.knowledge_store.qdrant.search import Searches
+from services.knowledge_store.qdrant.topics import QdrantTopicSource
 from services.knowledge_store.qdrant.writes import Writes
+from services.knowledge_store.topics import Topics
+from services.knowledge_store.topics import answer as topic_answer
 from shared.bounds import INT32_MAX, check_int
 from shared.errors import InvalidArgument, NotFound, Unimplemented
 from shared.records import FeedbackAck, SearchFilters, SourceStats, TenantStats
@@ -51,6 +56,7 @@ class QdrantKnowledgeStore(Searches, Writes, FeedbackLog):
     def __init__(self, settings: KnowledgeStoreSettings, embedder: Embedder, *,
                  bm25_weights: tuple[float, float] = DEFAULT_BM25_WEIGHTS) -> None:
         super().__init__(settings, embedder, bm25_weights)
+        self._topics = Topics(QdrantTopicSource(self), settings.dimension)
 
     # -- stats, index configuration, consistency, health -------------------------------------
 
@@ -85,11 +91,6 @@ class QdrantKnowledgeStore(Searches, Writes, FeedbackLog):
         raise Unimplemented("ConfigureTenantIndex is not served by the qdrant backend: Qdrant chooses and "
                             "builds its own HNSW index (set it on the collection); index kinds are the embedded "
                             "backend's")
-
-    async def check_tenant(self, tenant_id: str, *, repair: bool = True) -> TenantCheck:
-        raise Unimplemented("CheckTenant is not served by the qdrant backend: it checks the embedded backend's "
-                            "SQLite, FAISS and keyword rows; Qdrant keeps one copy of each point (use "
-                            "`nucleus migrate --verify` to compare a tenant with the embedded store)")
 
     async def settle_repairs(self, timeout_s: float = 30.0) -> None:
         return None
@@ -209,8 +210,9 @@ class QdrantKnowledgeStore(Searches, Writes, FeedbackLog):
     # -- topics ------------------------------------------------------------------------------
 
     async def topics(self, tenant_id: str, filters: SearchFilters, kind: str, **params) -> dict:
-        raise Unimplemented("GetTopics is not served by the qdrant backend yet: topics are clustered from the "
-                            "embedded backend's in-memory vectors (embedded/topics.py)")
+        """The embedded backend's topics, from the tenant's points (topics.py: the reads)."""
+        validation.tenant_id(tenant_id)
+        return await topic_answer(self._topics, tenant_id, filters, kind, **params)
 
     # -- feedback ----------------------------------------------------------------------------
 

@@ -6,7 +6,8 @@ analyse, embed); then written as points (layout.py).
 Writes (Qdrant has no multi-point transaction):
 
     ingest   1. the new version's chunk points, `current: false` (ids from tenant, artifact,
-                chunk, version: a retried ingest writes the same points)
+                chunk, version: a retried ingest writes the same points), then each one's
+                `vector_sha`, the hash of its vector as read back (consistency.py)
              2. the artifact's record: version = new, `pending: true`      <- the commit point
              3. one batch per artifact: old version `current: false`, then new `current: true`
              4. term statistics updated (document frequencies, entries, total length)
@@ -29,6 +30,7 @@ import hashlib
 import json
 import logging
 import time
+from collections import Counter
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -42,7 +44,7 @@ from services.knowledge_store.preparation import (PreparedDocument, embed_texts,
 from services.knowledge_store.qdrant import bm25, layout
 from services.knowledge_store.qdrant import filters as qf
 from services.knowledge_store.qdrant.base import UPSERT_BATCH, sparse_of
-from services.knowledge_store.qdrant.statistics import TermStatistics
+from services.knowledge_store.qdrant.consistency import Checks
 from shared.records import ARTIFACT_FIELDS, DocumentIn, IngestReport, IngestResult
 
 log = logging.getLogger(__name__)
@@ -50,7 +52,7 @@ KEYS_KEPT = 8                  # idempotency keys an artifact's record remembers
 tracer = trace.get_tracer(__name__)
 
 
-class Writes(TermStatistics):
+class Writes(Checks):
     """Ingest, delete, and the recovery of interrupted writes (module docstring)."""
 
     async def ingest(self, tenant_id: str, persona_id: str, documents: Sequence[DocumentIn],
@@ -96,8 +98,11 @@ class Writes(TermStatistics):
         batch_len = sum(dl for _, dl in counted)
         avgdl = (total + batch_len) / (n + len(counted)) if n + len(counted) else 1.0   # snapshot, bm25.py
         versions = {p.meta.artifact_id: _version(persona_id, p) for p in prepared}
-        same = {a for a, v in versions.items() if records.get(a, {}).get("version") == v
-                and not records[a].get("pending")}
+        held = Counter(c.payload["artifact_id"] for c in old_chunks)
+        shown = {a for a, v in versions.items() if records.get(a, {}).get("version") == v     # points identical to
+                 and not records[a].get("pending")}                                          # the committed ones
+        same = {a for a, v in versions.items() if records.get(a, {}).get("version") == v      # unchanged and
+                and not records[a].get("pending") and held[a] == records[a].get("entries")}   # whole (check)
         points: list[qm.PointStruct] = []
         df_delta: dict[int, int] = {}
         entries_delta, len_delta, title_delta = 0, 0.0, 0.0
@@ -112,12 +117,13 @@ class Writes(TermStatistics):
                 pid = layout.chunk_id(tenant_id, a, row.chunk_index, version)
                 points.append(qm.PointStruct(id=pid, vector={
                     layout.DENSE: vector.tolist(), layout.SPARSE: bm25.saturated(tf, dl, avgdl)}, payload={
-                    "tenant_id": tenant_id, "artifact_id": a, "version": version, "current": a in same,
+                    "tenant_id": tenant_id, "artifact_id": a, "version": version, "current": a in shown,
                     "entry_id": f"{a}#{row.chunk_index}", "persona_id": persona_id, "chunk_index": row.chunk_index,
                     "text": row.text, "headline": row.headline, "content_summary": row.content_summary,
                     "timestamp_unix": row.timestamp_unix, "richness": row.richness, "indexed_unix": now,
                     "time": row.timestamp_unix or p.meta.modified_unix or p.meta.created_unix,
                     "row_id": layout.row_id(pid), "dl": dl, "tl": len(row.fts_title.split()), "avgdl": avgdl,
+                    "vector_sha": layout.vector_hash(layout.cosine_stored(vector)),
                     **meta}))
                 if a not in same:
                     for i in tf:
@@ -137,6 +143,9 @@ class Writes(TermStatistics):
         for start in range(0, len(points), UPSERT_BATCH):
             await self._call("upsert", **self._chunk_args(tenant_id), points=points[start:start + UPSERT_BATCH],
                              wait=True)
+        # 1b. each point's hash of its vector as Qdrant holds it (the check's, consistency.py)
+        await self._hash_vectors(tenant_id, [pt.id for pt in points],
+                                 {pt.id: pt.payload["vector_sha"] for pt in points})
         # 2. the records: the commit point
         results: list[IngestResult] = []
         record_points = []
@@ -155,8 +164,9 @@ class Writes(TermStatistics):
             results.append(IngestResult(a, len(p.rows), int(old.get("entries", 0)), p.index))
         await self._call("upsert", collection_name=self._names.artifacts, points=record_points, wait=True)
         changed = [a for a in artifact_ids if a not in same]
-        old_ids = [c.id for c in old_chunks if c.payload["artifact_id"] not in same]
         new_ids = [pt.id for pt in points if pt.payload["artifact_id"] not in same]
+        rewritten = set(new_ids)           # the same version again (a point was lost): its ids are kept
+        old_ids = [c.id for c in old_chunks if c.payload["artifact_id"] not in same and c.id not in rewritten]
         await self._flip_ids(tenant_id, old_ids, new_ids)
         await self._apply_stats(tenant_id, df_delta, entries_delta, len_delta, title_delta)
         await self._finish(tenant_id, [(a, versions[a]) for a in changed], old_ids)

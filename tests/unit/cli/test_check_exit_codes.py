@@ -49,7 +49,7 @@ def _check(consistent: bool) -> TenantCheck:
 
 @pytest.mark.parametrize("outcome, code", [
     (_check(True), 0), (_check(False), 8), (errors.Unavailable("no stack"), 6),
-    (errors.FailedPrecondition("read-only"), 7), (errors.Unimplemented("qdrant"), 2), (KeyboardInterrupt(), 130),
+    (errors.FailedPrecondition("read-only"), 7), (errors.Unimplemented("qdrant"), 9), (KeyboardInterrupt(), 130),
 ])
 def test_check_exits_with_the_documented_code(monkeypatch, capsys, outcome, code):
     async def fake_check(*args):

@@ -413,10 +413,6 @@ async def test_embedded_only_calls_name_the_backend(store):
     if store.status().data_dir.startswith("qdrant:"):
         with pytest.raises(Unimplemented, match="qdrant backend"):
             await store.configure_index("filters", "hnsw")
-        with pytest.raises(Unimplemented, match="qdrant backend"):
-            await store.check_tenant("filters")
-        with pytest.raises(Unimplemented, match="qdrant backend"):
-            await store.topics("filters", SearchFilters(), "topics")
     else:
         assert (await store.configure_index("filters", "flat"))[0] == "flat"
 

@@ -1,4 +1,4 @@
-"""Topics of a tenant (services/knowledge_store/embedded/topics.py): planted themes are recovered,
+"""Topics of a tenant (services/knowledge_store/topics.py, embedded backend): planted themes are recovered,
 evolution counts equal a direct count, and labels only ever come from visible documents."""
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ from collections import Counter
 import numpy as np
 import pytest
 
-from services.knowledge_store.embedded import topics as topics_mod
+from services.knowledge_store import topics as topics_mod
 from shared.analysis import analyse
 from services.knowledge_store.embedded.core import KnowledgeStore
 from shared.errors import InvalidArgument

@@ -1,5 +1,5 @@
-"""Topic models of a tenant's documents (topics.py serves them): spherical k-means over the
-artifact vectors of one snapshot, k given or chosen by the best silhouette, a 2-D PCA basis
+"""Topic models of a tenant's documents, on either backend (topics.py serves them): spherical
+k-means over the artifact vectors of one snapshot, k given or chosen by the best silhouette, a 2-D PCA basis
 for the map; and per caller a view of them — labels (c-TF-IDF of the visible members' terms)
 from only the documents that caller may see. Pure numpy and FAISS: no storage, no lock.
 """
@@ -26,8 +26,8 @@ MAX_TERMS = 20
 # ---------------------------------------------------------------------------- snapshot and model
 @dataclass(frozen=True)
 class Snapshot:
-    """What one SQLite snapshot holds of a tenant, per artifact (same order everywhere)."""
-    generation: tuple[int, int]
+    """What one read of a tenant holds, per artifact (artifact id order, the same everywhere)."""
+    generation: object                    # the tenant's write generation (hashable)
     artifact_ids: list[str]
     titles: list[str]
     created: NDArray[np.int64]

@@ -11,7 +11,7 @@ from typing import Any
 import numpy as np
 from numpy.typing import NDArray
 
-from services.knowledge_store.embedded.topic_model import SEED, View
+from services.knowledge_store.topic_model import SEED, View
 from shared.errors import InvalidArgument
 
 MAX_K = 50
