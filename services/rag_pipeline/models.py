@@ -40,6 +40,7 @@ class SearchRequest:
     # None = the settings' collapse_by_artifact; False = rank chunks, several of one document may
     # come back (an answer's synthesis wants the chunks that hold the answer: docs/MODELS.md)
     collapse: bool | None = None
+    embed_timeout_s: float = 0.0     # operators only: the query embedding's deadline (0 = the settings')
 
 
 @dataclass(frozen=True, slots=True)
