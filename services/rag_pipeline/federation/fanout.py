@@ -464,13 +464,14 @@ class McpRemoteSearch:
                          top_k: int, deadline_s: float) -> dict[str, Any] | None:
         """The source's own answer (seed 000 `rag_get_synthesized_results`, asked as `caller`,
         over `resources` or all the caller's): {answer, citations: [{id, uri, title}]}, the
-        remote's words sanitised and bounded; None when the source offers no synthesis."""
+        remote's words sanitised and bounded; None when the source offers no synthesis (seed 000
+        makes it optional: the answer is then synthesized here over the unified ranking)."""
         from services.rag_pipeline.federation.remote import detect_contract    # needs the MCP client stack
 
         remote = self._pool.get(source)
         end = time.monotonic() + deadline_s
         tools = await remote.list_tools(deadline_s=deadline_s)
-        if not detect_contract(tools).seed000:
+        if not detect_contract(tools).synthesis:
             return None
         send = self._send(source, caller, INCOMING_PATH.get())
         wanted = list(resources) or (await self._resources_for(source, remote, caller, send, end)).ids
