@@ -13,7 +13,7 @@ from mcp import Client, StdioServerParameters
 from mcp.shared.exceptions import MCPError
 
 from tests.integration.secure_stack import ROOT, SECURITY_TEAM_DOCS, SecureStack
-from tests.support.mcp_clients import error_text, http_client, structured
+from tests.support.mcp_clients import PROTOCOLS, check_annotations, error_text, http_client, structured
 
 pytestmark = pytest.mark.integration
 TRANSPORTS = ["http", "stdio"]
@@ -118,6 +118,47 @@ async def test_verify_document_access_refreshes_a_link_or_says_why_not(secure_co
     assert gone == {"has_access": False, "refreshed_url": None, "access_level": None,
                     "error": "Document has been deleted or does not exist"}
     assert hidden["has_access"] is False and hidden["refreshed_url"] is None and hidden["error"]
+
+
+async def test_a_forbidden_segment_is_answered_exactly_as_a_missing_one(secure_corpus):
+    async with connect(secure_corpus, "http") as client:
+        hidden = structured(await client.call_tool("verify_document_access",
+                                                   {"segment_uid": "hr-travel-exceptions-2026#0"}))
+        gone = structured(await client.call_tool("verify_document_access", {"segment_uid": "no-such-doc#0"}))
+    hank = secure_corpus.headers("platform", **{"x-user-id": "hr-hank@acme.test"})      # in hr: it exists
+    async with http_client(secure_corpus.mcp_url, hank) as client:
+        seen = structured(await client.call_tool("verify_document_access",
+                                                 {"segment_uid": "hr-travel-exceptions-2026#0"}))
+    assert seen["has_access"] is True
+    assert hidden == gone == {"has_access": False, "refreshed_url": None, "access_level": None,
+                              "error": "Document has been deleted or does not exist"}
+
+
+@pytest.mark.parametrize("mode", sorted(PROTOCOLS))
+async def test_tools_are_annotated_and_cited_documents_are_resource_links_on_both_protocol_versions(
+        secure_corpus, mode):
+    async with http_client(secure_corpus.mcp_url, secure_corpus.headers("alice"), mode=mode) as client:
+        assert client.protocol_version == PROTOCOLS[mode]
+        if mode == "auto":                    # negotiated by server/discover, which names the version
+            discovered = await client.session.send_discover(PROTOCOLS[mode])
+            assert PROTOCOLS[mode] in discovered["supportedVersions"] and "tools" in discovered["capabilities"]
+        hints = check_annotations((await client.list_tools()).tools)
+        search = await client.call_tool("rag_search", {"search_phrases": ["battery controller reset"]})
+        synth = await client.call_tool("rag_get_synthesized_results", {"username": "alice",
+                                                                       "query": "how do I reset the battery controller"})
+    assert ALL_TOOLS <= set(hints)
+    assert all(hints[t].read_only_hint for t in ("rag_search", "verify_document_access", "rag_discover_resources",
+                                                 "rag_get_raw_results", "rag_get_synthesized_results", "search_and_rank"))
+    assert not hints["record_feedback"].read_only_hint and hints["record_feedback"].destructive_hint
+    assert not hints["put_ranking_profile"].read_only_hint and not hints["put_ranking_profile"].destructive_hint
+    for result, documents, link in ((search, "segments", "source_url"), (synth, "citations", "uri")):
+        body = structured(result)
+        assert result.result_type == "complete" and json.loads(result.content[0].text) == body
+        cited = body[documents] if documents == "segments" else body["results"][documents]
+        assert cited and all(c.type == "resource_link" for c in result.content[1:])
+        assert [c.uri for c in result.content[1:]] == [d[link] for d in cited if d[link]]
+    opened = httpx.get(search.content[1].uri, timeout=30)
+    assert opened.status_code == 200 and opened.text == structured(search)["segments"][0]["raw_text"]
 
 
 @pytest.mark.parametrize("transport", TRANSPORTS)
