@@ -359,6 +359,7 @@ async def test_synthesis_takes_remote_sources_the_remotes_own_answer_or_one_over
     assert own["meta_data"]["method"] == "remote" and "recall plan" in own["results"]["answer"]
     assert any("untrusted" in n for n in own["meta_data"]["notes"])
     assert all(c["id"].startswith("peruser:") for c in own["results"]["citations"])
+    assert all("/documents/peruser%3A" in c["uri"] for c in own["results"]["citations"])    # signed here, recorded
     refused = await call(fed, "bob", "rag_get_synthesized_results", {"username": "bob", "query": "battery",
                                                                      "sources": ["peruser:alice-private"]})
     assert refused["results"]["error"]["code"] == "unauthorized_source" and refused["results"]["answer"] == ""

@@ -14,6 +14,7 @@ from mcp.shared.exceptions import MCPError
 
 from tests.integration.secure_stack import ROOT, SECURITY_TEAM_DOCS, SecureStack
 from tests.support.mcp_clients import PROTOCOLS, check_annotations, error_text, http_client, structured
+from tests.support.raw_mcp import message
 
 pytestmark = pytest.mark.integration
 TRANSPORTS = ["http", "stdio"]
@@ -159,6 +160,25 @@ async def test_tools_are_annotated_and_cited_documents_are_resource_links_on_bot
         assert [c.uri for c in result.content[1:]] == [d[link] for d in cited if d[link]]
     opened = httpx.get(search.content[1].uri, timeout=30)
     assert opened.status_code == 200 and opened.text == structured(search)["segments"][0]["raw_text"]
+    if mode == "auto":                        # the 2026-07-28 result as it is on the wire
+        wire = _modern_call(secure_corpus, "rag_search", {"search_phrases": ["battery controller reset"]})
+        assert wire["resultType"] == "complete" and wire["content"][0]["type"] == "text"
+        assert {c["type"] for c in wire["content"][1:]} == {"resource_link"} and wire["structuredContent"]["segments"]
+
+
+def _modern_call(stack: SecureStack, tool: str, arguments: dict) -> dict:
+    """One self-contained 2026-07-28 `tools/call` POST (no handshake), its JSON-RPC result."""
+    version = PROTOCOLS["auto"]
+    meta = {"io.modelcontextprotocol/protocolVersion": version, "io.modelcontextprotocol/clientCapabilities": {},
+            "io.modelcontextprotocol/clientInfo": {"name": "raw-itest", "version": "0"}}
+    response = httpx.post(stack.mcp_url, timeout=30, json={
+        "jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": {"name": tool, "arguments": arguments,
+                                                                       "_meta": meta}},
+        headers={**stack.headers("alice"), "Accept": "application/json, text/event-stream",
+                 "Mcp-Protocol-Version": version, "Mcp-Method": "tools/call", "Mcp-Name": tool})
+    reply = message(response)
+    assert "result" in reply, reply
+    return reply["result"]
 
 
 @pytest.mark.parametrize("transport", TRANSPORTS)

@@ -497,7 +497,7 @@ class McpRemoteSearch:
                 continue
             uri = c.get("uri")
             cid = _str(c.get("id"), 512) or _str(c.get("resourceId"), 512) or _str(uri, 512)
-            citations.append({"id": f"{source.id}:{cid}",
+            citations.append({"id": f"{source.id}:{cid}", "resource_id": _str(c.get("resourceId"), 512),
                               "uri": uri if isinstance(uri, str) and uri.startswith(("https://", "http://")) else None,
                               "title": _sanitise(c.get("title") or "", 300) or None})
         return {"answer": _str(answer, MAX_TEXT_CHARS * 2), "citations": citations[:MAX_SEGMENTS]}

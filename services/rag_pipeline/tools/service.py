@@ -489,7 +489,9 @@ class RagTools:
             return None
         call.notes.append(f"answer synthesized by remote source '{sid}': untrusted text, quoted as it came")
         meta.method, meta.elapsed_ms, meta.notes = "remote", call.elapsed_ms, call.notes or []
-        citations = [CitationOut(id=c["id"], uri=c["uri"], title=c["title"], resourceId=sid) for c in own["citations"]]
+        cite = self.verifier.cite_remote            # the remote's own citations: recorded, links signed here
+        citations = [CitationOut(id=c["id"], uri=cite(who, c["id"], c["resource_id"], c["uri"]) or None,
+                                 title=c["title"], resourceId=sid) for c in own["citations"]]
         self._audit(call, "allow", resources=[sid], entries=[c.id for c in citations])
         return SynthOut(results=SynthResultsOut(answer=own["answer"], citations=citations), meta_data=meta)
 

@@ -52,10 +52,14 @@ class DocumentVerifier:
         signed redirect to its own http(s) URL ("" when it gave none), recorded as returned to `who`."""
         if r.source_id == LOCAL:
             return self.link(who, r.entry.id)
-        sid, _, remote_id = r.entry.id.partition(":")
-        self.citations.remember(Caller.of(who), Cited(r.entry.id, sid, remote_id, r.resource_id,
-                                                      r.artifact.source_uri))
-        return self.redirect_link(who, r.entry.id, r.artifact.source_uri)
+        return self.cite_remote(who, r.entry.id, r.resource_id, r.artifact.source_uri)
+
+    def cite_remote(self, who: Principal, entry_id: str, resource_id: str, url: str | None) -> str:
+        """A federated document (`<source>:<remote id>`) handed to `who`: recorded, and its signed
+        redirect to `url` ("" when there is none)."""
+        sid, _, remote_id = entry_id.partition(":")
+        self.citations.remember(Caller.of(who), Cited(entry_id, sid, remote_id, resource_id, url or ""))
+        return self.redirect_link(who, entry_id, url)
 
     def _unseen(self, call: Call, segment_uid: str, reason: str, resources: list[str] | None = None
                 ) -> DocumentAccessOut:
