@@ -166,6 +166,26 @@ async def test_tools_are_annotated_and_cited_documents_are_resource_links_on_bot
         assert {c["type"] for c in wire["content"][1:]} == {"resource_link"} and wire["structuredContent"]["segments"]
 
 
+async def test_rag_search_max_tokens_counts_the_links_and_a_bad_budget_names_the_field(secure_corpus):
+    from services.rag_pipeline.tools.links import tokens
+
+    phrases = {"search_phrases": ["battery controller reset"]}
+    async with connect(secure_corpus, "http") as client:
+        whole = await client.call_tool("rag_search", phrases)
+        cost = sum(tokens(c.text) if c.type == "text" else tokens(c.model_dump_json(by_alias=True, exclude_none=True))
+                   for c in whole.content)
+        fits = await client.call_tool("rag_search", {**phrases, "max_tokens": cost})
+        short = await client.call_tool("rag_search", {**phrases, "max_tokens": cost - 1})
+        with pytest.raises(MCPError) as bad:
+            await client.call_tool("rag_search", {**phrases, "max_tokens": 0})
+    segments = structured(whole)["segments"]
+    assert structured(fits)["segments"] == segments
+    kept = structured(short)["segments"]
+    assert kept == segments[:len(kept)] and len(kept) < len(segments)
+    assert len(short.content) == 1 + len(kept)                   # a link per segment kept
+    assert bad.value.code == -32602 and "max_tokens" in bad.value.message
+
+
 def _modern_call(stack: SecureStack, tool: str, arguments: dict) -> dict:
     """One self-contained 2026-07-28 `tools/call` POST (no handshake), its JSON-RPC result."""
     version = PROTOCOLS["auto"]

@@ -21,6 +21,7 @@ from services.rag_pipeline.tools.schemas import (
     DiscoverFiltersIn,
     DiscoverOut,
     DocumentAccessOut,
+    MaxTokens,
     ProvidedContextIn,
     RagSearchOut,
     RankingIn,
@@ -55,9 +56,7 @@ def register_rag_tools(mcp: MCPServer, tools: RagTools) -> None:
                          sources: Annotated[list[SourceId] | None, Field(max_length=MAX_SOURCES, description=(
                              "Optional federation selection: 'local' and/or remote source ids; omitted = "
                              "this server's knowledge and every remote source you may use"))] = None,
-                         max_tokens: Annotated[int | None, Field(ge=1, le=1_000_000, description=(
-                             "Optional budget of the whole result (about 4 characters a token): segments "
-                             "are kept best first while they and their resource links fit"))] = None,
+                         max_tokens: MaxTokens = None,
                          ) -> Annotated[CallToolResult, RagSearchOut]:
         out = await tools.rag_search(ctx, search_phrases, max_segments, sources)
         out = within_budget(out, "segments", _segment_link, max_tokens)
