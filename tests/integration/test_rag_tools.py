@@ -145,11 +145,12 @@ async def test_tools_are_annotated_and_cited_documents_are_resource_links_on_bot
             assert PROTOCOLS[mode] in discovered["supportedVersions"] and "tools" in discovered["capabilities"]
         hints = check_annotations((await client.list_tools()).tools)
         search = await client.call_tool("rag_search", {"search_phrases": ["battery controller reset"]})
-        synth = await client.call_tool("rag_get_synthesized_results", {"username": "alice",
-                                                                       "query": "how do I reset the battery controller"})
+        synth = await client.call_tool("rag_get_synthesized_results", {
+            "username": "alice", "query": "how do I reset the battery controller"})
     assert ALL_TOOLS <= set(hints)
-    assert all(hints[t].read_only_hint for t in ("rag_search", "verify_document_access", "rag_discover_resources",
-                                                 "rag_get_raw_results", "rag_get_synthesized_results", "search_and_rank"))
+    reads = ("rag_search", "verify_document_access", "rag_discover_resources", "rag_get_raw_results",
+             "rag_get_synthesized_results", "search_and_rank")
+    assert all(hints[t].read_only_hint for t in reads)
     assert not hints["record_feedback"].read_only_hint and hints["record_feedback"].destructive_hint
     assert not hints["put_ranking_profile"].read_only_hint and not hints["put_ranking_profile"].destructive_hint
     for result, documents, link in ((search, "segments", "source_url"), (synth, "citations", "uri")):
