@@ -105,6 +105,7 @@ class RankedResult:
     explanation: Explanation | None
     probability: float = 0.0                    # calibrated P(relevant) (ranking/factors.py, step 3)
     source_id: str = "local"                    # "local" or the remote source (federation)
+    resource_id: str = ""                       # a remote result's seed-000 resource, if its source said
 
 
 NO_VISIBLE_SOURCES = "no visible sources"      # SearchResponse.debug of a caller who may see nothing

@@ -3,7 +3,7 @@
 answer bad arguments with -32602 (`schemas.JSONRPC_ARGUMENTS`)."""
 from __future__ import annotations
 
-from typing import Annotated
+from typing import Annotated, Any
 
 from mcp.server.mcpserver import Context, MCPServer
 from mcp_types import CallToolResult
@@ -21,6 +21,7 @@ from services.rag_pipeline.tools.schemas import (
     DiscoverFiltersIn,
     DiscoverOut,
     DocumentAccessOut,
+    MaxTokens,
     ProvidedContextIn,
     RagSearchOut,
     RankingIn,
@@ -33,7 +34,9 @@ from services.rag_pipeline.tools.schemas import (
     UserToken,
     Username,
 )
+from services.rag_pipeline.tools.links import cited_result, within_budget
 from services.rag_pipeline.tools.service import RagTools
+from shared.mcp_annotations import READ
 from shared.mcp_errors import guarded, invalid_params_middleware
 from shared.signing import DOCUMENT_PREFIX
 
@@ -43,7 +46,7 @@ def register_rag_tools(mcp: MCPServer, tools: RagTools) -> None:
     rag_get_synthesized_results, nucleus_model_fingerprint and GET /documents/{entry_id} to `mcp`."""
     peer = PeerVectors(tools, fingerprint_of(tools.llm))       # a peer stack's vectors (tools/peer.py)
 
-    @mcp.tool(name="rag_search", description=(
+    @mcp.tool(annotations=READ, name="rag_search", description=(
         "Searches the knowledge base for relevant information using semantic search. Give 1-5 search "
         "phrases: the first is the user's exact input, the others rephrasings; all are searched in "
         "parallel and the union is ranked. Returns up to 20 segments with signed source links."))
@@ -53,10 +56,13 @@ def register_rag_tools(mcp: MCPServer, tools: RagTools) -> None:
                          sources: Annotated[list[SourceId] | None, Field(max_length=MAX_SOURCES, description=(
                              "Optional federation selection: 'local' and/or remote source ids; omitted = "
                              "this server's knowledge and every remote source you may use"))] = None,
-                         ) -> RagSearchOut:
-        return await tools.rag_search(ctx, search_phrases, max_segments, sources)
+                         max_tokens: MaxTokens = None,
+                         ) -> Annotated[CallToolResult, RagSearchOut]:
+        out = await tools.rag_search(ctx, search_phrases, max_segments, sources)
+        out = within_budget(out, "segments", _segment_link, max_tokens)
+        return cited_result(out, [_segment_link(s) for s in out.segments])
 
-    @mcp.tool(name="verify_document_access", description=(
+    @mcp.tool(annotations=READ, name="verify_document_access", description=(
         "Verify that the current user may still open a document segment returned by rag_search, and get a "
         "fresh signed URL for it."))
     async def verify_document_access(
@@ -65,14 +71,14 @@ def register_rag_tools(mcp: MCPServer, tools: RagTools) -> None:
             ctx: Context) -> DocumentAccessOut:
         return await tools.verify_document_access(ctx, segment_uid)
 
-    @mcp.tool(name="rag_discover_resources", description=(
+    @mcp.tool(annotations=READ, name="rag_discover_resources", description=(
         "List the data sources (resources) of this RAG server that the authenticated user may search, "
         "with their visibility groups, last index time and sizes."))
     async def rag_discover_resources(username: Username, ctx: Context, filters: DiscoverFiltersIn | None = None,
                                      user_token: UserToken = None) -> DiscoverOut:
         return await guarded(lambda: tools.discover(ctx, username, filters, user_token))
 
-    @mcp.tool(name="rag_get_raw_results", description=(
+    @mcp.tool(annotations=READ, name="rag_get_raw_results", description=(
         "Ranked raw search hits (snippet, chunk, title, signed uri, scores) from the given data sources. "
         "Sources the user may not see are refused with unauthorized_source; unknown ids with invalid_source."))
     async def rag_get_raw_results(
@@ -82,9 +88,11 @@ def register_rag_tools(mcp: MCPServer, tools: RagTools) -> None:
             ranking: RankingIn | None = None, user_token: UserToken = None) -> Annotated[CallToolResult, RawOut]:
         out = await guarded(lambda: tools.raw_results(ctx, username, query, sources, top_k, filters, ranking,
                                                       user_token))
-        return await peer.answer(ctx, out)
+        answer = await peer.answer(ctx, out)
+        return cited_result(out, [(h.uri, h.title or h.id) for h in out.results.hits],
+                            meta=answer.meta if isinstance(answer, CallToolResult) else None)
 
-    @mcp.tool(name="rag_get_synthesized_results", description=(
+    @mcp.tool(annotations=READ, name="rag_get_synthesized_results", description=(
         "An answer to the query synthesized only from passages the user may see, with citations "
         "(signed uri, title, resourceId) and truncation limits."))
     async def rag_get_synthesized_results(
@@ -92,11 +100,17 @@ def register_rag_tools(mcp: MCPServer, tools: RagTools) -> None:
             sources: Annotated[list[SourceId] | None, Field(max_length=MAX_SOURCES)] = None,
             top_k: Annotated[int, Field(ge=1, le=MAX_TOP_K)] = 8,
             synthesis_params: SynthesisParamsIn | None = None, provided_context: ProvidedContextIn | None = None,
-            user_token: UserToken = None) -> SynthOut:
-        return await guarded(lambda: tools.synthesized_results(
+            user_token: UserToken = None) -> Annotated[CallToolResult, SynthOut]:
+        out = await guarded(lambda: tools.synthesized_results(
             ctx, username, query, sources, top_k, synthesis_params, provided_context, user_token))
+        return cited_result(out, [(c.uri, c.title or c.id) for c in out.results.citations])
 
     register_fingerprint_tool(mcp, peer)
     mcp.custom_route(DOCUMENT_PREFIX + "{entry_id:path}", methods=["GET"], name="document",
                      include_in_schema=False)(tools.documents.open_document)
     mcp.middleware.append(invalid_params_middleware(JSONRPC_ARGUMENTS))
+
+
+def _segment_link(segment: Any) -> tuple[str | None, str]:
+    """A rag_search segment's resource link: its signed source_url, named by its headline."""
+    return segment.source_url, segment.headline or segment.source_file_name

@@ -68,12 +68,18 @@ class DocumentAccessOut(BaseModel):
     error: str | None = None
 
 
+MaxTokens = Annotated[int | None, Field(ge=1, le=1_000_000, description=(
+    "Optional budget of the whole result (about 4 characters a token): segments are kept best first while "
+    "they and their resource links fit"))]
+
+
 class RagSearchArgs(BaseModel):
     """rag_search's arguments, checked before the tool runs so that bad ones are JSON-RPC -32602."""
 
     search_phrases: SearchPhrases
     max_segments: Annotated[int, Field(ge=1, le=MAX_SEGMENTS)] = DEFAULT_SEGMENTS
     sources: Annotated[list[SourceId] | None, Field(max_length=MAX_SOURCES)] = None
+    max_tokens: MaxTokens = None
 
 
 class VerifyArgs(BaseModel):
