@@ -85,7 +85,12 @@ async def _session(args: argparse.Namespace, *, stream: bool
             await chat.close()
 
 
-def _print_answer_tail(console: Any, answer: Any, show_tools: bool = False) -> None:
+def _print_answer(console: Any, answer: Any, show_tools: bool, *, streamed: bool) -> None:
+    """The answer's text (unless the model's reply was streamed as it came), then its tool calls
+    (with `show_tools`), sources and note."""
+    if not streamed or answer.mode != "llm":
+        sys.stdout.write(answer.text)
+    sys.stdout.write("\n")
     if show_tools:
         for c in answer.tool_calls:
             args = "(malformed arguments)" if c.arguments is None else json.dumps(c.arguments, ensure_ascii=False)
@@ -127,11 +132,7 @@ async def _chat(args: argparse.Namespace) -> int:
                 sys.stdout.write(question + "\n")
             sys.stdout.write(f"{who}> ")
             sys.stdout.flush()
-            answer = await bot.ask(question)
-            if answer.mode != "llm":
-                sys.stdout.write(answer.text)
-            sys.stdout.write("\n")
-            _print_answer_tail(console, answer, args.show_tools)
+            _print_answer(console, await bot.ask(question), args.show_tools, streamed=True)
     return 0
 
 
@@ -148,10 +149,7 @@ async def _ask(args: argparse.Namespace) -> int:
     if args.json:
         print(json.dumps(answer.to_json(), ensure_ascii=False, indent=2))
         return 0
-    if not streamed or answer.mode != "llm":
-        sys.stdout.write(answer.text)
-    sys.stdout.write("\n")
-    _print_answer_tail(console, answer, args.show_tools)
+    _print_answer(console, answer, args.show_tools, streamed=streamed)
     return 0
 
 
