@@ -18,6 +18,8 @@ import asyncio
 import base64
 import json
 import sys
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any
 
@@ -61,7 +63,34 @@ async def _agent(client: Any, args: argparse.Namespace, chat: StackChat | None, 
     return bot, persona
 
 
-def _print_answer_tail(console: Any, answer: Any, show_tools: bool = False) -> None:
+def _write_token(text: str) -> None:
+    """A piece of a streamed answer, shown as it arrives."""
+    sys.stdout.write(text)
+    sys.stdout.flush()
+
+
+@asynccontextmanager
+async def _session(args: argparse.Namespace, *, stream: bool
+                   ) -> AsyncIterator[tuple[ChatAgent, dict[str, Any], StackChat | None, str]]:
+    """(the persona agent, its persona, the stack's chat or None, why not) over the stack's MCP
+    endpoint; with `stream`, answers are written as they arrive. The chat is closed on leaving."""
+    url, token = _endpoint(args)
+    chat, why_not = _stack_chat(args, token)
+    try:
+        async with connect(url, token) as client:
+            bot, persona = await _agent(client, args, chat, on_token=_write_token if stream else None)
+            yield bot, persona, chat, why_not
+    finally:
+        if chat is not None:
+            await chat.close()
+
+
+def _print_answer(console: Any, answer: Any, show_tools: bool, *, streamed: bool) -> None:
+    """The answer's text (unless the model's reply was streamed as it came), then its tool calls
+    (with `show_tools`), sources and note."""
+    if not streamed or answer.mode != "llm":
+        sys.stdout.write(answer.text)
+    sys.stdout.write("\n")
     if show_tools:
         for c in answer.tool_calls:
             args = "(malformed arguments)" if c.arguments is None else json.dumps(c.arguments, ensure_ascii=False)
@@ -86,40 +115,24 @@ def cmd_chat(args: argparse.Namespace) -> int:
 
 
 async def _chat(args: argparse.Namespace) -> int:
-    url, token = _endpoint(args)
-
-    def token_out(text: str) -> None:
-        sys.stdout.write(text)
-        sys.stdout.flush()
-
-    chat, why_not = _stack_chat(args, token)
-    try:
-        async with connect(url, token) as client:
-            bot, persona = await _agent(client, args, chat, on_token=token_out)
-            who = persona.get("display_name") or args.persona or "assistant"
-            mode = f"the stack's chat model via RAGPipeline at {chat.target}" if chat else why_not
-            console.print(f"[bold]nucleus chat[/bold] — {escape(who)}, {escape(mode)}. /quit to leave.")
-            while True:
-                try:
-                    question = await asyncio.to_thread(input, "\nyou> ")
-                except EOFError:
-                    break
-                if question.strip() in ("/quit", "/exit", "quit", "exit"):
-                    break
-                if not question.strip():
-                    continue
-                if not sys.stdin.isatty():          # piped questions: show them, as a terminal would
-                    sys.stdout.write(question + "\n")
-                sys.stdout.write(f"{who}> ")
-                sys.stdout.flush()
-                answer = await bot.ask(question)
-                if answer.mode != "llm":
-                    sys.stdout.write(answer.text)
-                sys.stdout.write("\n")
-                _print_answer_tail(console, answer, args.show_tools)
-    finally:
-        if chat is not None:
-            await chat.close()
+    async with _session(args, stream=True) as (bot, persona, chat, why_not):
+        who = persona.get("display_name") or args.persona or "assistant"
+        mode = f"the stack's chat model via RAGPipeline at {chat.target}" if chat else why_not
+        console.print(f"[bold]nucleus chat[/bold] — {escape(who)}, {escape(mode)}. /quit to leave.")
+        while True:
+            try:
+                question = await asyncio.to_thread(input, "\nyou> ")
+            except EOFError:
+                break
+            if question.strip() in ("/quit", "/exit", "quit", "exit"):
+                break
+            if not question.strip():
+                continue
+            if not sys.stdin.isatty():          # piped questions: show them, as a terminal would
+                sys.stdout.write(question + "\n")
+            sys.stdout.write(f"{who}> ")
+            sys.stdout.flush()
+            _print_answer(console, await bot.ask(question), args.show_tools, streamed=True)
     return 0
 
 
@@ -128,30 +141,15 @@ def cmd_ask(args: argparse.Namespace) -> int:
 
 
 async def _ask(args: argparse.Namespace) -> int:
-    url, token = _endpoint(args)
     streamed = not args.json and sys.stdout.isatty()
-
-    def token_out(text: str) -> None:
-        sys.stdout.write(text)
-        sys.stdout.flush()
-
-    chat, why_not = _stack_chat(args, token)
-    try:
-        async with connect(url, token) as client:
-            bot, _ = await _agent(client, args, chat, on_token=token_out if streamed else None)
-            answer = await bot.ask(args.question)
-    finally:
-        if chat is not None:
-            await chat.close()
+    async with _session(args, stream=streamed) as (bot, _, _, why_not):
+        answer = await bot.ask(args.question)
     if why_not and not answer.note:
         answer.note = why_not
     if args.json:
         print(json.dumps(answer.to_json(), ensure_ascii=False, indent=2))
         return 0
-    if not streamed or answer.mode != "llm":
-        sys.stdout.write(answer.text)
-    sys.stdout.write("\n")
-    _print_answer_tail(console, answer, args.show_tools)
+    _print_answer(console, answer, args.show_tools, streamed=streamed)
     return 0
 
 

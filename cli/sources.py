@@ -27,6 +27,8 @@ from __future__ import annotations
 
 import argparse
 import json
+from pathlib import Path
+from typing import Any
 
 from rich.markup import escape
 from rich.table import Table
@@ -82,11 +84,18 @@ def cmd_list(args: argparse.Namespace) -> int:
     return 0
 
 
-def cmd_show(args: argparse.Namespace) -> int:
+def _load_reporting(args: argparse.Namespace) -> tuple[Path, list[Any], str]:
+    """The sources file, its sources and its error ("" when valid), an error printed."""
     path = sources_file(args)
     sources, local_error = load(path)
     if local_error:
         console.print(f"[red]sources file error[/red]: {escape(local_error)}")
+    return path, sources, local_error
+
+
+def cmd_show(args: argparse.Namespace) -> int:
+    path, sources, local_error = _load_reporting(args)
+    if local_error:
         return INVALID_EXIT
     source = next((s for s in sources if s.id == args.id), None)
     if source is None:
@@ -116,11 +125,8 @@ def cmd_show(args: argparse.Namespace) -> int:
 
 
 def cmd_reload(args: argparse.Namespace) -> int:
-    path = sources_file(args)
-    sources, local_error = load(path)
-    if local_error:
-        console.print(f"[red]sources file error[/red]: {escape(local_error)}")
-    else:
+    path, sources, local_error = _load_reporting(args)
+    if not local_error:
         console.print(f"{escape(str(path))}: valid, {len(sources)} sources")
     status = request_reload(path, wait_s=args.wait)
     if status is None:

@@ -139,6 +139,12 @@ class Probe:
             raise RuntimeError(f"list_ranking_profiles as {who}: {answer.describe()}")
         return {p["name"] for p in answer.structured.get("profiles", [])}
 
+    def stores_profile(self, name: str, browser: Browser, path: str, form: dict[str, str], profile: str,
+                       who: str) -> bool:
+        """A control: posting `form` to `path` answers 200, and `who`'s tenant then holds `profile`."""
+        r = browser.post(path, form)
+        return self.check(name, r.status_code == 200 and profile in self.profiles(who), f"HTTP {r.status_code}")
+
     def close(self) -> None:
         for b in self.clients:
             b.http.close()
@@ -323,9 +329,8 @@ def csrf(p: Probe, creds: dict[str, str]) -> None:
     p.check("none of the refused profile forms stored a profile (core listing over MCP, admin page)", not sneaked,
             f"stored: {sneaked}")
     good = f"attack-csrf-ok-{secrets.token_hex(4)}"
-    r = admin.post("/admin/profiles", _profile_form(good, token))
-    ok = r.status_code == 200 and good in p.profiles("alice")
-    p.check("control: the profile form with the session's token stores the profile", ok, f"HTTP {r.status_code}")
+    p.stores_profile("control: the profile form with the session's token stores the profile", admin,
+                     "/admin/profiles", _profile_form(good, token), good, "alice")
 
     def no_session(r: httpx.Response) -> bool:
         return r.status_code == 403 and not any(c.startswith(COOKIE + "=") for c in r.headers.get_list("set-cookie"))
@@ -392,9 +397,8 @@ def cross_tenant(p: Probe, creds: dict[str, str]) -> None:
     g = p.browser()
     g.login(creds["globex_admin"])
     secret = f"globex-secret-{secrets.token_hex(4)}"
-    r = g.post("/admin/profiles", _profile_form(secret, g.csrf()))
-    ok = r.status_code == 200 and secret in p.profiles("gina")
-    p.check("control: globex's admin stores a globex profile", ok, f"HTTP {r.status_code}")
+    p.stores_profile("control: globex's admin stores a globex profile", g, "/admin/profiles",
+                     _profile_form(secret, g.csrf()), secret, "gina")
     gina = p.browser()
     gina.login(p.stack.keys["gina"])
     r = gina.get("/search", q="Globex travel hotel expense limits", k="5")

@@ -117,18 +117,16 @@ def _csrf(p: Any, creds: dict[str, str]) -> None:
     p.check("none of the refused editor forms stored a profile (core listing over MCP)", not sneaked,
             f"stored: {sneaked}")
     good = f"attack-editor-ok-{secrets.token_hex(4)}"
-    r = admin.post("/admin/profile", _editor_form(good, admin.csrf()))
-    ok = r.status_code == 200 and good in p.profiles("alice")
-    p.check("control: the profile editor with the session's token stores the profile", ok, f"HTTP {r.status_code}")
+    p.stores_profile("control: the profile editor with the session's token stores the profile", admin,
+                     "/admin/profile", _editor_form(good, admin.csrf()), good, "alice")
 
 
 def _cross_tenant(p: Any, creds: dict[str, str], editor: SourcesEditor, canary_file: str) -> None:
     g = p.browser()
     g.login(creds["globex_admin"])
     secret = f"globex-editor-{secrets.token_hex(4)}"
-    r = g.post("/admin/profile", _editor_form(secret, g.csrf()))
-    ok = r.status_code == 200 and secret in p.profiles("gina")
-    p.check("control: globex's admin stores a globex profile in the editor", ok, f"HTTP {r.status_code}")
+    p.stores_profile("control: globex's admin stores a globex profile in the editor", g, "/admin/profile",
+                     _editor_form(secret, g.csrf()), secret, "gina")
     r = g.get("/admin/sources")
     p.check("control: globex's admin sees globex's source", f'data-source="{GLOBEX_SOURCE}"' in r.text,
             f"HTTP {r.status_code}")

@@ -26,6 +26,7 @@ from typing import Any
 from cli.agent.config import AgentConfig
 from cli.agent.stack_chat import NO_CHAT_MODEL
 from cli.agent.tools import McpToolbox, Source
+from services.llm_orchestration.chat import join_tool_call_pieces
 from shared.errors import NucleusError, Unavailable
 from shared.redaction import Redactor
 
@@ -158,11 +159,7 @@ class ChatAgent:
                 text.append(chunk.content)
                 if self.on_token is not None:
                     self.on_token(chunk.content)
-            for tc in chunk.tool_calls:
-                slot = calls.setdefault(tc.index, {"id": "", "name": "", "arguments": ""})
-                slot["id"] = slot["id"] or tc.id
-                slot["name"] += tc.name
-                slot["arguments"] += tc.arguments
+            join_tool_call_pieces(calls, chunk.tool_calls)
         ordered = [calls[i] for i in sorted(calls)]
         for i, c in enumerate(ordered):
             c["id"] = c["id"] or f"call_{i}"

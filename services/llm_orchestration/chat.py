@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any
@@ -81,6 +81,16 @@ class ChatChunk:
     input_tokens: int = 0
     output_tokens: int = 0
     done: bool = False
+
+
+def join_tool_call_pieces(calls: dict[int, dict[str, str]], pieces: Iterable[ToolCall]) -> None:
+    """Add a chunk's tool-call pieces to `calls` (by index, as {id, name, arguments}): the first
+    id a call is given stays, its name and arguments are concatenated in arrival order."""
+    for c in pieces:
+        slot = calls.setdefault(c.index, {"id": "", "name": "", "arguments": ""})
+        slot["id"] = slot["id"] or c.id
+        slot["name"] += c.name
+        slot["arguments"] += c.arguments
 
 
 def check_request(request: ChatRequest, *, max_text_chars: int) -> None:

@@ -27,9 +27,7 @@ import hashlib
 import json
 import logging
 import os
-import tempfile
 import threading
-import warnings
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -39,7 +37,7 @@ from numpy.typing import NDArray
 
 from shared.errors import InvalidArgument
 
-from .onnx_encoder import ONNX_OPSET, open_session
+from .onnx_encoder import ONNX_OPSET, export_atomically, open_session, positional_module
 
 log = logging.getLogger(__name__)
 
@@ -170,36 +168,10 @@ class CrossEncoder:
         return session
 
     def _export(self, model: Any, dest: Path) -> None:
-        import torch
-
         features = self._features(list(PROBE_PAIRS), return_tensors="pt")
         names = [n for n in ("input_ids", "attention_mask", "token_type_ids") if n in features]
-
-        class Logits(torch.nn.Module):
-            def __init__(self) -> None:
-                super().__init__()
-                self.model = model
-
-            def forward(self, *inputs: Any) -> Any:
-                return self.model(**dict(zip(names, inputs))).logits
-
-        dest.parent.mkdir(parents=True, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(dir=dest.parent, prefix=f".{dest.name}.", suffix=".tmp")
-        os.close(fd)
-        try:
-            with warnings.catch_warnings(), torch.no_grad():
-                warnings.simplefilter("ignore")
-                torch.onnx.export(Logits().eval(), tuple(features[n] for n in names), tmp, input_names=names,
-                                  output_names=[OUTPUT_NAME],
-                                  dynamic_axes={**{n: {0: "batch", 1: "sequence"} for n in names},
-                                                OUTPUT_NAME: {0: "batch"}},
-                                  opset_version=ONNX_OPSET, dynamo=False)
-            with open(tmp, "rb+") as handle:
-                os.fsync(handle.fileno())
-            os.replace(tmp, dest)
-        finally:
-            if os.path.exists(tmp):
-                os.unlink(tmp)
+        export_atomically(positional_module(model, names, OUTPUT_NAME), tuple(features[n] for n in names), dest, names,
+                          OUTPUT_NAME, {**{n: {0: "batch", 1: "sequence"} for n in names}, OUTPUT_NAME: {0: "batch"}})
         log.info("exported cross-encoder %s to ONNX: %s", self.model_dir, dest)
 
     # -- scoring ------------------------------------------------------------------------------

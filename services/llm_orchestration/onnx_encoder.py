@@ -133,22 +133,29 @@ def cache_file(cache_dir: Path, model_name: str, key: str) -> Path:
 
 def export_onnx(st_model: Any, dest: Path) -> None:
     """Export the transformer of `st_model` (a SentenceTransformer) to `dest`, atomically."""
-    import torch
-
     tokenizer = st_model.tokenizer
     dummy = tokenizer(list(PROBE_TEXTS[:2]), padding=True, return_tensors="pt")  # padded batch
     input_names = [name for name in tokenizer.model_input_names if name in dummy]
     axes = {name: {0: "batch", 1: "sequence"} for name in (*input_names, OUTPUT_NAME)}
-    wrapper = _last_hidden_state_module(st_model[0].auto_model, input_names).eval()
+    wrapper = positional_module(st_model[0].auto_model, input_names, OUTPUT_NAME)
+    with _eager_attention(wrapper.model):
+        export_atomically(wrapper, tuple(dummy[name] for name in input_names), dest, input_names, OUTPUT_NAME, axes)
+
+
+def export_atomically(module: Any, inputs: tuple[Any, ...], dest: Path, input_names: list[str], output_name: str,
+                      dynamic_axes: dict[str, dict[int, str]]) -> None:
+    """torch.onnx.export of `module` to a temporary file beside `dest`, fsynced, then renamed to
+    `dest`: a reader sees the whole export or none."""
+    import torch
+
     dest.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(dir=dest.parent, prefix=f".{dest.name}.", suffix=".tmp")
     os.close(fd)
     try:
-        with warnings.catch_warnings(), torch.no_grad(), _eager_attention(wrapper.model):
+        with warnings.catch_warnings(), torch.no_grad():
             warnings.simplefilter("ignore")   # legacy-exporter and tracer notices, every time
-            torch.onnx.export(wrapper, tuple(dummy[name] for name in input_names), tmp,
-                              input_names=input_names, output_names=[OUTPUT_NAME],
-                              dynamic_axes=axes, opset_version=ONNX_OPSET, dynamo=False)
+            torch.onnx.export(module.eval(), inputs, tmp, input_names=input_names, output_names=[output_name],
+                              dynamic_axes=dynamic_axes, opset_version=ONNX_OPSET, dynamo=False)
         with open(tmp, "rb+") as handle:
             os.fsync(handle.fileno())
         os.replace(tmp, dest)
@@ -192,20 +199,21 @@ def _eager_attention(model: Any) -> Iterator[None]:
         setter(previous)
 
 
-def _last_hidden_state_module(model: Any, input_names: list[str]) -> Any:
+def positional_module(model: Any, input_names: list[str], output: str) -> Any:
     """Wrap a Hugging Face model so the exporter can call it positionally (its `forward`
-    takes keyword arguments in an order that differs from the tokenizer's)."""
+    takes keyword arguments in an order that differs from the tokenizer's) and gets its
+    `output` ("last_hidden_state", "logits")."""
     import torch
 
-    class LastHiddenState(torch.nn.Module):
+    class Positional(torch.nn.Module):
         def __init__(self) -> None:
             super().__init__()
             self.model = model
 
         def forward(self, *inputs: Any) -> Any:
-            return self.model(**dict(zip(input_names, inputs))).last_hidden_state
+            return getattr(self.model(**dict(zip(input_names, inputs))), output)
 
-    return LastHiddenState()
+    return Positional()
 
 
 # -- inference -------------------------------------------------------------------------------

@@ -31,7 +31,7 @@ from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import replace
 from typing import Any
 
-from services.llm_orchestration.chat import ChatChunk, ChatRequest
+from services.llm_orchestration.chat import ChatChunk, ChatRequest, join_tool_call_pieces
 from shared.errors import InvalidArgument, ResourceExhausted, Unauthenticated, retry_after_seconds
 from shared.identity import Principal
 from shared.ratelimit import RateLimiter, rate_key
@@ -135,11 +135,7 @@ async def whole_reply(chunks: AsyncIterator[ChatChunk]) -> dict[str, Any]:
     last = ChatChunk()
     async for chunk in chunks:
         text.append(chunk.content)
-        for c in chunk.tool_calls:
-            slot = calls.setdefault(c.index, {"id": "", "name": "", "arguments": ""})
-            slot["id"] = slot["id"] or c.id
-            slot["name"] += c.name
-            slot["arguments"] += c.arguments
+        join_tool_call_pieces(calls, chunk.tool_calls)
         if chunk.done:
             last = chunk
     return {"content": "".join(text), "tool_calls": [calls[i] for i in sorted(calls)],

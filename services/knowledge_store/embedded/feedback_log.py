@@ -13,6 +13,7 @@ import time
 
 from services.knowledge_store import search_log, validation
 from services.knowledge_store.embedded import storage
+from services.knowledge_store.embedded.reads import read_stored
 from services.knowledge_store.embedded.tenants import Tenants
 from services.knowledge_store.embedded.writes import NO_CHANGE, IndexChange, write
 from shared.errors import NotFound
@@ -110,13 +111,5 @@ async def record_source_feedback(tenants: Tenants, tenant_id: str, source_id: st
 async def source_votes(tenants: Tenants, tenant_id: str) -> list[SourceVotes]:
     """Every federated source's votes in the tenant (none without a store)."""
     validation.tenant_id(tenant_id)
-    try:
-        tenant = await tenants.get(tenant_id)
-    except NotFound:
-        return []
-
-    def read() -> list[SourceVotes]:
-        with tenant.db.read("source votes") as conn:
-            return storage.feedback_log.all_source_votes(conn)
-
-    return await asyncio.to_thread(read)
+    return await read_stored(tenants, tenant_id, storage.feedback_log.all_source_votes, absent=[],
+                             action="source votes")

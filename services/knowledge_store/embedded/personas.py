@@ -5,12 +5,12 @@ record and its checks are the front's (../personas.py).
 """
 from __future__ import annotations
 
-import asyncio
 import time
 from dataclasses import replace
 
 from services.knowledge_store import validation
 from services.knowledge_store.embedded import storage
+from services.knowledge_store.embedded.reads import read_stored
 from services.knowledge_store.embedded.tenants import Tenants
 from services.knowledge_store.embedded.writes import NO_CHANGE, write
 from services.knowledge_store.personas import Persona, check
@@ -34,32 +34,19 @@ async def get_persona(tenants: Tenants, tenant_id: str, persona_id: str) -> Pers
     if not persona_id:
         raise InvalidArgument("persona_id", "is required")
     validation.persona_id(persona_id)
-    missing = NotFound(f"persona '{persona_id}' does not exist for tenant '{tenant_id}'")
-    try:
-        tenant = await tenants.get(tenant_id)
-    except NotFound:
-        raise missing from None
-
-    def read() -> str | None:
-        with tenant.db.read("persona read") as conn:
-            return storage.db.get_meta(conn, KEY_PREFIX + persona_id)
-
-    text = await asyncio.to_thread(read)
+    text = await read_stored(tenants, tenant_id, lambda conn: storage.db.get_meta(conn, KEY_PREFIX + persona_id),
+                             absent=None, action="persona read")
     if text is None:
-        raise missing
+        raise NotFound(f"persona '{persona_id}' does not exist for tenant '{tenant_id}'")
     return Persona.from_json(tenant_id, text)
 
 
 async def list_personas(tenants: Tenants, tenant_id: str) -> list[Persona]:
     validation.tenant_id(tenant_id)
-    try:
-        tenant = await tenants.get(tenant_id)
-    except NotFound:
-        return []
 
-    def read() -> list[tuple[str, str]]:
-        with tenant.db.read("persona read") as conn:
-            return conn.execute("SELECT key, value FROM meta WHERE key >= ? AND key < ? ORDER BY key",
-                                (KEY_PREFIX, KEY_PREFIX[:-1] + chr(ord(KEY_PREFIX[-1]) + 1))).fetchall()
+    def read(conn) -> list[tuple[str, str]]:
+        return conn.execute("SELECT key, value FROM meta WHERE key >= ? AND key < ? ORDER BY key",
+                            (KEY_PREFIX, KEY_PREFIX[:-1] + chr(ord(KEY_PREFIX[-1]) + 1))).fetchall()
 
-    return [Persona.from_json(tenant_id, value) for _, value in await asyncio.to_thread(read)]
+    rows = await read_stored(tenants, tenant_id, read, absent=[], action="persona read")
+    return [Persona.from_json(tenant_id, value) for _, value in rows]

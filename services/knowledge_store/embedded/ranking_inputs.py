@@ -9,7 +9,6 @@ answer "nothing" rather than NotFound.
 """
 from __future__ import annotations
 
-import asyncio
 import time
 from dataclasses import replace
 from typing import Literal
@@ -17,10 +16,11 @@ from typing import Literal
 from ranking.profile import RankingProfile
 from services.knowledge_store import ranking_models, search_log, validation
 from services.knowledge_store.embedded import storage
+from services.knowledge_store.embedded.reads import read_stored
 from services.knowledge_store.embedded.tenants import Tenants
 from services.knowledge_store.embedded.writes import NO_CHANGE, IndexChange, write
 from shared.bounds import INT32_MAX, check_int
-from shared.errors import InvalidArgument, NotFound
+from shared.errors import NotFound
 from shared.records import FeedbackAck
 
 
@@ -72,16 +72,8 @@ async def put_ranking_model(tenants: Tenants, tenant_id: str, raw: bytes,
 async def get_ranking_model(tenants: Tenants, tenant_id: str, sha256: str) -> bytes | None:
     validation.tenant_id(tenant_id)
     ranking_models.model_sha256(sha256)
-    try:
-        tenant = await tenants.get(tenant_id)
-    except NotFound:
-        return None
-
-    def read() -> bytes | None:
-        with tenant.db.read() as conn:
-            return storage.ranking_inputs.get_model(conn, sha256)
-
-    return await asyncio.to_thread(read)
+    return await read_stored(tenants, tenant_id, lambda conn: storage.ranking_inputs.get_model(conn, sha256),
+                             absent=None)
 
 
 async def get_profile(tenants: Tenants, tenant_id: str, persona_id: str, name: str,
@@ -89,31 +81,18 @@ async def get_profile(tenants: Tenants, tenant_id: str, persona_id: str, name: s
     validation.tenant_id(tenant_id)
     validation.persona_id(persona_id)
     check_int("version", version, 0, INT32_MAX)         # 0 = latest
-    try:
-        tenant = await tenants.get(tenant_id)
-    except NotFound:
-        return None
 
-    def read() -> RankingProfile | None:
-        with tenant.db.read() as conn:
-            return storage.ranking_inputs.get_profile(conn, tenant_id, persona_id, name or "", version)
+    def read(conn) -> RankingProfile | None:
+        return storage.ranking_inputs.get_profile(conn, tenant_id, persona_id, name or "", version)
 
-    return await asyncio.to_thread(read)
+    return await read_stored(tenants, tenant_id, read, absent=None)
 
 
 async def list_profiles(tenants: Tenants, tenant_id: str, persona_id: str) -> list[RankingProfile]:
     validation.tenant_id(tenant_id)
     validation.persona_id(persona_id)
-    try:
-        tenant = await tenants.get(tenant_id)
-    except NotFound:
-        return []
-
-    def read() -> list[RankingProfile]:
-        with tenant.db.read() as conn:
-            return storage.ranking_inputs.list_profiles(conn, tenant_id, persona_id)
-
-    return await asyncio.to_thread(read)
+    return await read_stored(tenants, tenant_id,
+                             lambda conn: storage.ranking_inputs.list_profiles(conn, tenant_id, persona_id), absent=[])
 
 
 # -- feedback --------------------------------------------------------------------------------
