@@ -184,14 +184,7 @@ class RemoteSource:
                 self._tools = (time.monotonic(), tuple(tools))
                 return tools
             except BaseException as err:
-                error = _classify(self.source.id, err, conn)
-                status = error.kind
-                span.set_status(Status(StatusCode.ERROR, error.kind))
-                span.set_attribute("error.type", error.kind)
-                if conn is not None and error.kind in ("timeout", "connection", "protocol", "oversize"):
-                    self._drop(conn)
-                if isinstance(err, asyncio.CancelledError):
-                    raise
+                status, error = self._failed(err, conn, span)
                 raise error from None
             finally:
                 self._audit("tools/list", status, (time.perf_counter() - started) * 1000)
@@ -224,17 +217,20 @@ class RemoteSource:
                 span.set_attribute("nucleus.remote.response_bytes", parsed.size_bytes)
                 return parsed
             except BaseException as err:
-                error = _classify(self.source.id, err, conn)
-                status = error.kind
-                span.set_status(Status(StatusCode.ERROR, error.kind))
-                span.set_attribute("error.type", error.kind)
-                if conn is not None and error.kind in ("timeout", "connection", "protocol", "oversize"):
-                    self._drop(conn)            # the next call reconnects
-                if isinstance(err, asyncio.CancelledError):
-                    raise
+                status, error = self._failed(err, conn, span)
                 raise error from None
             finally:
                 self._audit(name, status, (time.perf_counter() - started) * 1000)
+
+    def _failed(self, err: BaseException, conn: _Connection | None, span: Any) -> tuple[str, BaseException]:
+        """A call's failure: classified, on its span, its connection dropped when it may be broken
+        (the next call reconnects); (its kind, what to raise: a cancellation stays one)."""
+        error = _classify(self.source.id, err, conn)
+        span.set_status(Status(StatusCode.ERROR, error.kind))
+        span.set_attribute("error.type", error.kind)
+        if conn is not None and error.kind in ("timeout", "connection", "protocol", "oversize"):
+            self._drop(conn)
+        return error.kind, err if isinstance(err, asyncio.CancelledError) else error
 
     def _attributes(self, method: str, tool: str) -> dict[str, Any]:
         attrs: dict[str, Any] = {"mcp.method.name": method, "nucleus.source.id": self.source.id,
