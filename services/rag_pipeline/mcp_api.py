@@ -100,6 +100,8 @@ class RankedResultOut(BaseModel):
     explanation: ExplanationOut | None = None
     relevance_probability: float = 0.0      # calibrated P(relevant); relevancy is the ordinal 4R score
     source_id: str = "local"                # "local" or the remote source it comes from (federation)
+    #: [start, end) of each word of `snippet` matching an analysed query term, in Unicode code points
+    highlights: list[tuple[int, int]] = Field(default_factory=list)
 
 
 class SourceReportOut(BaseModel):
@@ -188,7 +190,7 @@ def search_response_out(r: SearchResponse) -> SearchAndRankOut:
             explanation=None if e is None else ExplanationOut(**{
                 name: four(v) if _EXPLANATION_HINTS[name] == FourR else v
                 for name, v in explanation_values(e).items()}),
-            source_id=x.source_id,
+            source_id=x.source_id, highlights=list(x.highlights),
         ))
     return SearchAndRankOut(
         results=results, debug_information=r.debug, degraded=r.degraded, degraded_reasons=list(r.degraded_reasons),

@@ -104,6 +104,8 @@ class RankedResult:
     explanation: Explanation | None
     probability: float = 0.0                    # calibrated P(relevant) (ranking/factors.py, step 3)
     source_id: str = "local"                    # "local" or the remote source (federation)
+    #: [start, end) of each word of `snippet` that matches an analysed query term, in code points
+    highlights: tuple[tuple[int, int], ...] = ()
 
 
 NO_VISIBLE_SOURCES = "no visible sources"      # SearchResponse.debug of a caller who may see nothing

@@ -39,6 +39,8 @@ class SegmentOut(BaseModel):
     segment_summary: str | None = None
     raw_text: str
     source_url: str | None = None
+    #: [start, end) of each word of `segment_summary` matching an analysed query term (code points)
+    highlights: list[tuple[int, int]] | None = None
 
 
 class SourceStatusOut(BaseModel):
@@ -209,6 +211,8 @@ class HitOut(BaseModel):
     sourceId: str | None = None
     provenance: ProvenanceOut | None = None
     timestamp: str | None = None
+    #: [start, end) of each word of `snippet` matching an analysed query term (code points)
+    highlights: list[tuple[int, int]] | None = None
 
 
 class RawStatsOut(BaseModel):
