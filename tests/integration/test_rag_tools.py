@@ -12,6 +12,7 @@ import pytest
 from mcp import Client, StdioServerParameters
 from mcp.shared.exceptions import MCPError
 
+from shared.analysis import analyse
 from tests.integration.secure_stack import ROOT, SECURITY_TEAM_DOCS, SecureStack
 from tests.support.mcp_clients import error_text, http_client, structured
 
@@ -154,6 +155,9 @@ async def test_raw_results_hits_come_only_from_the_requested_sources(secure_corp
         assert h["chunk"] and h["title"] and h["uri"].startswith(secure_corpus.base_url + "/documents/")
         assert set(h["provenance"]["scores"]) == {"relevancy", "recency", "richness", "reputation"}
         assert h["provenance"]["source_uri"] is None or h["provenance"]["source_uri"].startswith("http")
+    asked = set(analyse("how do I report a security incident or phishing email"))   # highlights slice matched words
+    assert hits[0]["highlights"] and all(set(analyse(h["snippet"][a:b])) & asked and h["snippet"][a:b].isalnum()
+                                         for h in hits for a, b in h["highlights"] or [])
     assert body["results"]["stats"]["top_k"] == 6 and body["meta_data"]["username"] == "alice"
     assert json.loads(body["artifacts"][0]["data"]).keys() == {"security", "hr-policies"}
 
@@ -186,6 +190,7 @@ async def test_synthesized_results_cite_visible_passages(secure_corpus, transpor
     assert results["citations"] and all(c["resourceId"] == "hr-policies" and c["title"] and c["uri"]
                                         for c in results["citations"])
     assert "hr-travel-exceptions-2026" not in {_artifact(c["id"]) for c in results["citations"]}
+    assert all(c["offsets"]["chunk_index"] == int(c["id"].rsplit("#", 1)[1]) for c in results["citations"])
     assert set(results["limits"]) == {"truncated", "reason"}
     assert body["meta_data"]["method"] in ("llm", "extractive") and body["meta_data"]["latency_ms"] >= 0
 
@@ -210,6 +215,8 @@ async def test_core_tools_still_work(secure_corpus, transport):
             "user_query_text": "how do I report a security incident", "top_k_final_rank": 5}))
         titles = [r["associated_artifact"]["artifact_id"] for r in ranked["results"]]
         assert titles and not SECURITY_TEAM_DOCS & set(titles)
+        top = ranked["results"][0]
+        assert {top["snippet"][a:b].lower() for a, b in top["highlights"]} & {"report", "security", "incident"}
         name = f"itest-{transport}"
         put = structured(await client.call_tool("put_ranking_profile", {
             "name": name, "weights": {"relevancy": 0.7, "recency": 0.1, "richness": 0.1, "reputation": 0.1},
