@@ -10,6 +10,7 @@ from mcp_types import CallToolResult
 from pydantic import Field
 
 from services.rag_pipeline.federation.peer_vectors import fingerprint_of
+from services.rag_pipeline.tools.budget import HITS, SEGMENTS, MaxTokens, fit, fitted
 from services.rag_pipeline.tools.peer import PeerVectors, register_fingerprint_tool
 
 from services.rag_pipeline.tools.schemas import (
@@ -34,7 +35,8 @@ from services.rag_pipeline.tools.schemas import (
     Username,
 )
 from services.rag_pipeline.tools.service import RagTools
-from shared.mcp_errors import guarded, invalid_params_middleware
+from shared.errors import NucleusError
+from shared.mcp_errors import guarded, invalid_params_middleware, jsonrpc_error
 from shared.signing import DOCUMENT_PREFIX
 
 
@@ -53,8 +55,12 @@ def register_rag_tools(mcp: MCPServer, tools: RagTools) -> None:
                          sources: Annotated[list[SourceId] | None, Field(max_length=MAX_SOURCES, description=(
                              "Optional federation selection: 'local' and/or remote source ids; omitted = "
                              "this server's knowledge and every remote source you may use"))] = None,
-                         ) -> RagSearchOut:
-        return await tools.rag_search(ctx, search_phrases, max_segments, sources)
+                         max_tokens: MaxTokens = None) -> Annotated[CallToolResult, RagSearchOut]:
+        out = await tools.rag_search(ctx, search_phrases, max_segments, sources)
+        try:
+            return fit(out, max_tokens, SEGMENTS)
+        except NucleusError as err:
+            raise jsonrpc_error(err) from None
 
     @mcp.tool(name="verify_document_access", description=(
         "Verify that the current user may still open a document segment returned by rag_search, and get a "
@@ -79,9 +85,12 @@ def register_rag_tools(mcp: MCPServer, tools: RagTools) -> None:
             username: Username, query: Annotated[str, Field(min_length=1, max_length=4_000)],
             sources: Annotated[list[SourceId], Field(min_length=1, max_length=MAX_SOURCES)], ctx: Context,
             top_k: Annotated[int, Field(ge=1, le=MAX_TOP_K)] = 8, filters: RawFiltersIn | None = None,
-            ranking: RankingIn | None = None, user_token: UserToken = None) -> Annotated[CallToolResult, RawOut]:
+            ranking: RankingIn | None = None, user_token: UserToken = None,
+            max_tokens: MaxTokens = None) -> Annotated[CallToolResult, RawOut]:
         out = await guarded(lambda: tools.raw_results(ctx, username, query, sources, top_k, filters, ranking,
                                                       user_token))
+        if max_tokens is not None:          # a budgeted answer carries no peer vectors
+            return await guarded(lambda: fitted(out, max_tokens, HITS))
         return await peer.answer(ctx, out)
 
     @mcp.tool(name="rag_get_synthesized_results", description=(

@@ -6,6 +6,7 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, Field
 
+from services.rag_pipeline.tools.budget import BudgetOut, MaxTokens, budget_field
 from shared.bounds import INT32_MAX
 from shared.mcp_errors import ErrorCode
 
@@ -61,6 +62,7 @@ class RagSearchOut(BaseModel):
     sources: list[SourceStatusOut] | None = None   # federation: one per source asked (absent without)
     degraded: bool | None = None                    # federation: a source failed or timed out
     search_id: str | None = None                    # name it in record_feedback when voting on a segment
+    budget: BudgetOut | None = budget_field()       # max_tokens asked: how the answer was fitted (tools/budget.py)
 
 
 class DocumentAccessOut(BaseModel):
@@ -76,6 +78,7 @@ class RagSearchArgs(BaseModel):
     search_phrases: SearchPhrases
     max_segments: Annotated[int, Field(ge=1, le=MAX_SEGMENTS)] = DEFAULT_SEGMENTS
     sources: Annotated[list[SourceId] | None, Field(max_length=MAX_SOURCES)] = None
+    max_tokens: MaxTokens = None
 
 
 class VerifyArgs(BaseModel):
@@ -232,6 +235,7 @@ class RawOut(BaseModel):
     meta_data: MetaOut
     artifacts: list[ArtifactOut] = Field(default_factory=list)
     contract_version: str = CONTRACT_VERSION
+    budget: BudgetOut | None = budget_field()       # max_tokens asked: how the answer was fitted (tools/budget.py)
 
 
 class SynthesisParamsIn(BaseModel):
