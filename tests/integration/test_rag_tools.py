@@ -262,3 +262,31 @@ async def test_a_vote_names_the_search_it_was_given_on_and_is_checked_against_it
         assert again["feedback_helpful"] == vote["feedback_helpful"]
     for refused in (other_user, not_shown, other_tenant):
         assert "search_id" in error_text(refused)
+
+
+async def test_max_tokens_bounds_every_answer_as_measured_and_says_what_was_left_out(secure_corpus):
+    """Several budgets on each search tool: what the client receives (every content item and the
+    structured content) measured with the bundled MiniLM tokenizer stays within it."""
+    from services.rag_pipeline.tools.budget import result_tokens
+
+    calls = {"rag_search": {"search_phrases": ["current hotel and meal expense limits"], "max_segments": 8},
+             "search_and_rank": {"user_query_text": "how do I report a security incident", "top_k_final_rank": 8},
+             "rag_get_raw_results": {"username": "alice", "query": "how do I report a security incident",
+                                     "sources": ["security", "hr-policies"], "top_k": 8}}
+    async with connect(secure_corpus, "http") as client:
+        for tool, args in calls.items():
+            full = await client.call_tool(tool, args)
+            assert "budget" not in structured(full)                # without max_tokens: as before
+            for budget in (900, 2_000, 6_000):
+                result = await client.call_tool(tool, {**args, "max_tokens": budget})
+                body = structured(result)
+                assert result_tokens(result) <= budget, (tool, budget)
+                assert body["budget"]["max_tokens"] == budget and body["budget"]["tokens"] <= budget
+            assert body["budget"]["omitted"] == 0 or body["budget"]["shortened"] > 0
+            assert result_tokens(full) > 900 and structured(await client.call_tool(
+                tool, {**args, "max_tokens": 900}))["budget"]["omitted"] > 0, tool
+        refused = await client.call_tool("rag_get_raw_results", {**calls["rag_get_raw_results"], "max_tokens": 100})
+        assert "max_tokens" in error_text(refused) and "give at least" in error_text(refused)
+        with pytest.raises(MCPError) as err:
+            await client.call_tool("rag_search", {**calls["rag_search"], "max_tokens": 10})
+        assert "max_tokens" in str(err.value)
