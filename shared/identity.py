@@ -68,7 +68,8 @@ def local_principal(tenant_id: str = "") -> Principal:
     `tenant_id` names its tenant instead where the local caller said which (the CLI's `--tenant`,
     as `nucleus ingest` acts on the tenant it names); MCP's local caller keeps NUCLEUS_LOCAL_TENANT."""
     stack = StackSettings()
-    return Principal(tenant_id=tenant_id or stack.local_tenant, user_id=stack.local_user or os.environ.get("USER", "local"),
+    return Principal(tenant_id=tenant_id or stack.local_tenant,
+                     user_id=stack.local_user or os.environ.get("USER", "local"),
                      groups=tuple(g for g in stack.local_groups.split(",") if g), auth_method="local", roles=(ADMIN,))
 
 
