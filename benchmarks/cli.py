@@ -76,6 +76,9 @@ def register(subparsers) -> None:
                    help="own stack: keep LlmOrchestration's query-embedding cache (off by default, so repeated "
                         "queries are measured cold)")
     p.add_argument("--timeout", type=float, default=30.0, help="deadline per SearchAndRank call, s (default 30)")
+    p.add_argument("--embed-timeout", type=float, default=0.0,
+                   help="ask the server for this deadline of each query's embedding, s (operator calls; at most "
+                        "its request deadline; default 0: the server's)")
     p.add_argument("--no-baseline", action="store_true", help="skip the in-process baseline")
     p.add_argument("--no-plots", action="store_true", help="skip the PNG plots")
     p.add_argument("--needle-tokens", type=int, default=200, help="rare-token needles per tenant (default 200)")
@@ -142,7 +145,7 @@ def cmd_bench(args: argparse.Namespace) -> int:
         out_dir=args.out.resolve() if args.out else None, top_k_initial=args.top_k_initial,
         top_k_final=args.top_k_final, dense_weights=args.dense_weights, concurrency=args.concurrency,
         throughput_queries=args.throughput_queries, max_queries=args.max_queries, ingest_batch=args.ingest_batch,
-        force_ingest=args.force_ingest, timeout_s=args.timeout, warmup=args.warmup, query_cache=args.query_cache,
+        force_ingest=args.force_ingest, timeout_s=args.timeout, embed_timeout_s=args.embed_timeout, warmup=args.warmup, query_cache=args.query_cache,
         baseline=not args.no_baseline,
         plots=not args.no_plots, needle_tokens=args.needle_tokens, needle_phrases=args.needle_phrases,
         completion_queries=args.completion_queries, completion_top_k=args.completion_top_k,

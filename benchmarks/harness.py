@@ -172,7 +172,7 @@ async def _service_phase(options: BenchOptions, stack: Stack, runs: list[TenantR
 
     rag_target = stack.grpc("rag_pipeline")
     client = RagClient(rag_target, top_k_initial=options.top_k_initial, top_k_final=options.top_k_final,
-                       timeout_s=options.timeout_s)
+                       timeout_s=options.timeout_s, embed_timeout_s=options.embed_timeout_s)
     owned = {run.plan.tenant: set(run.plan.doc_ids) for run in runs}
     everyone = set().union(*owned.values())
     isolation = IsolationCheck()
@@ -232,7 +232,8 @@ async def _service_phase(options: BenchOptions, stack: Stack, runs: list[TenantR
             status.update(f"throughput: {clients} concurrent clients × {options.throughput_queries} queries")
             throughput.append(await run_concurrent(
                 rag_target, work, clients, options.throughput_queries, top_k_initial=options.top_k_initial,
-                top_k_final=options.top_k_final, timeout_s=options.timeout_s))
+                top_k_final=options.top_k_final, timeout_s=options.timeout_s,
+                embed_timeout_s=options.embed_timeout_s))
         cost = None
         if options.completion_queries:
             status.update("score completion: latency cost…")

@@ -35,6 +35,7 @@ class BenchOptions:
     ingest_batch: int = 64
     force_ingest: bool = False
     timeout_s: float = 30.0
+    embed_timeout_s: float = 0.0      # the query embedding's deadline asked of the server (0: its own)
     warmup: int = 5                             # synthetic warm-up queries per tenant and method
     query_cache: bool = False                   # own stack: keep LlmOrchestration's query-embedding cache
     baseline: bool = True

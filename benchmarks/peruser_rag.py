@@ -1,8 +1,12 @@
 """An independent RAG MCP server whose answers depend on who asks (official MCP SDK, not
 Nucleus code), for the federation trust tests and the attack suite's federation family.
 
-    python -m benchmarks.peruser_rag --ready-file R [--mode seed000|seed002|hostile]
+    python -m benchmarks.peruser_rag --ready-file R [--mode seed000|seed000-min|seed002|hostile]
+        [--withdrawn W]
 
+seed000-min: only seed 000's two required tools (`rag_discover_resources`, `rag_get_raw_results`,
+as in seed000), nothing else. With `--withdrawn W` (JSON {user: [resource ids]}, read at every
+call) those resources are taken from those users: no longer discovered nor searchable.
 seed000: `rag_discover_resources` lists each user's own resources (RESOURCES, by the `username`
 argument); `rag_get_raw_results` answers only for the caller's resources and refuses any other
 in-band (`results.error` = `unauthorized_source`), with scores on a foreign scale (×37);
@@ -22,6 +26,7 @@ import argparse
 import asyncio
 import base64
 import hashlib
+import json
 import os
 from pathlib import Path
 from typing import Any
@@ -68,7 +73,7 @@ def document(rid: str) -> tuple[str, str]:
     return (f"{owner} private notes", f"The battery controller notes private to {owner}: reset it twice.")
 
 
-def build_server(mode: str) -> MCPServer:
+def build_server(mode: str, withdrawn: Path | None = None) -> MCPServer:
     mcp = MCPServer("peruser-rag")
     seen: list[dict[str, Any]] = []
 
@@ -102,27 +107,32 @@ def build_server(mode: str) -> MCPServer:
                  "provenance": {"artifact_id": rid, "source_uri": f"https://peruser.example/{rid}"}}
                 for s, rid, title, text in scored[:k]]
 
-    if mode == "seed000":
+    def mine(username: str) -> list[str]:
+        """The user's resources now: RESOURCES less those the withdrawn file takes from it."""
+        gone = json.loads(withdrawn.read_text()).get(username, []) if withdrawn and withdrawn.exists() else []
+        return [r for r in resources_of(username) if r not in gone]
+
+    if mode in ("seed000", "seed000-min"):
         @mcp.tool(name="rag_discover_resources", description="The caller's resources.")
         async def rag_discover_resources(ctx: Context, username: str = "") -> dict[str, Any]:
             record(ctx, "rag_discover_resources", username)
             return {"results": {"resources": [{"id": r, "name": document(r)[0], "sourceType": "docs"}
-                                              for r in resources_of(username)]},
+                                              for r in mine(username)]},
                     "meta_data": {"username": username}}
 
         @mcp.tool(name="rag_get_raw_results", description="Raw hits of the caller's resources.")
         async def rag_get_raw_results(ctx: Context, query: str, username: str = "", sources: list[str] | None = None,
                                       top_k: int = 8) -> dict[str, Any]:
             record(ctx, "rag_get_raw_results", username)
-            mine = resources_of(username)
-            asked = list(sources or mine)
-            foreign = [s for s in asked if s not in mine]
+            asked = list(sources or mine(username))
+            foreign = [s for s in asked if s not in mine(username)]
             if foreign:
                 return {"results": {"hits": [], "error": {"code": "unauthorized_source",
                                                           "message": f"user {username} may not read {foreign[0]}"}},
                         "meta_data": {"username": username}}
             return {"results": {"hits": hits_for(asked, query, top_k)}, "meta_data": {"username": username}}
 
+    if mode == "seed000":
         @mcp.tool(name="nucleus_model_fingerprint", description="Another model's fingerprint (random vectors).")
         async def nucleus_model_fingerprint() -> dict[str, Any]:
             probes = np.random.default_rng(7).standard_normal((4, 384)).astype(np.float32)
@@ -169,7 +179,7 @@ def build_server(mode: str) -> MCPServer:
             return {"status": "success", "segments": [{"segment_uid": f"h-{kind or 'plain'}", "raw_text": text,
                                                        "headline": "Hostile battery note",
                                                        "source_url": "https://hostile.example/doc"}]}
-    else:
+    elif mode == "seed002":
         @mcp.tool(name="rag_search", description="Searches as the platform user of x-user-id.")
         async def rag_search(ctx: Context, search_phrases: list[str], max_segments: int = 8) -> dict[str, Any]:
             h = record(ctx, "rag_search", None)
@@ -181,22 +191,26 @@ def build_server(mode: str) -> MCPServer:
                 {"segment_uid": h["id"], "raw_text": h["chunk"], "headline": h["title"], "source_url": h["uri"],
                  "source_file_name": h["resourceId"] + ".txt"} for h in hits]}
 
-    @mcp.tool(name="seen", description="Every identity this server received (argument and headers).")
-    async def seen_tool() -> dict[str, Any]:
-        return {"seen": list(seen)}
+    if mode != "seed000-min":
+        @mcp.tool(name="seen", description="Every identity this server received (argument and headers).")
+        async def seen_tool() -> dict[str, Any]:
+            return {"seen": list(seen)}
 
     return mcp
 
 
 async def serve(args: argparse.Namespace) -> None:
-    app = build_server(args.mode).streamable_http_app(host="127.0.0.1")
+    app = build_server(args.mode, Path(args.withdrawn) if args.withdrawn else None).streamable_http_app(
+        host="127.0.0.1")
     await serve_app(app, ready_file=Path(args.ready_file), ready={"pid": os.getpid()})
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--ready-file", required=True)
-    parser.add_argument("--mode", choices=("seed000", "seed002", "hostile"), default="seed000")
+    parser.add_argument("--mode", choices=("seed000", "seed000-min", "seed002", "hostile"), default="seed000")
+    parser.add_argument("--withdrawn", help="a JSON file {user: [resource ids]} of resources taken from users, "
+                                            "read at every call")
     asyncio.run(serve(parser.parse_args()))
 
 

@@ -79,12 +79,14 @@ class QueryRecord:
 class RagClient:
     """One gRPC channel to RAGPipeline (one simulated client)."""
 
-    def __init__(self, target: str, *, top_k_initial: int, top_k_final: int, timeout_s: float) -> None:
+    def __init__(self, target: str, *, top_k_initial: int, top_k_final: int, timeout_s: float,
+                 embed_timeout_s: float = 0.0) -> None:
         self._channel = aio_channel(target)
         self._stub = rag_grpc.RagPipelineStub(self._channel)
         self.top_k_initial = top_k_initial
         self.top_k_final = top_k_final
         self.timeout_s = timeout_s
+        self.embed_timeout_s = embed_timeout_s
 
     async def close(self) -> None:
         await self._channel.close()
@@ -110,7 +112,7 @@ class RagClient:
     async def search(self, tenant: str, method: Method, query_id: str, text: str) -> QueryRecord:
         request = rag_pb.SearchAndRankRequest(
             tenant_id=tenant, user_query_text=text, top_k_initial_retrieve=self.top_k_initial,
-            top_k_final_rank=self.top_k_final,
+            top_k_final_rank=self.top_k_final, embed_timeout_s=self.embed_timeout_s,
             ranking_prefs=pb.RankingPreferences(profile_name=method.profile_name))
         record = QueryRecord(tenant=tenant, method=method.name, query_id=query_id)
         started = time.perf_counter()
@@ -158,7 +160,7 @@ class ThroughputResult:
 
 
 async def run_concurrent(target: str, work: Sequence[tuple[str, str, str]], clients: int, per_client: int, *,
-                         top_k_initial: int, top_k_final: int, timeout_s: float,
+                         top_k_initial: int, top_k_final: int, timeout_s: float, embed_timeout_s: float = 0.0,
                          method: Method = Method("default")) -> ThroughputResult:
     """`clients` channels, each sending `per_client` queries back to back (tenant, qid, text taken
     round-robin from `work`). Bounded: every call has `timeout_s`, the whole sweep
@@ -170,7 +172,8 @@ async def run_concurrent(target: str, work: Sequence[tuple[str, str, str]], clie
 
     async def one(index: int) -> None:
         nonlocal completed
-        client = RagClient(target, top_k_initial=top_k_initial, top_k_final=top_k_final, timeout_s=timeout_s)
+        client = RagClient(target, top_k_initial=top_k_initial, top_k_final=top_k_final, timeout_s=timeout_s,
+                           embed_timeout_s=embed_timeout_s)
         try:
             for j in range(per_client):
                 tenant, qid, text = work[(index * per_client + j) % len(work)]

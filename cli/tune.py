@@ -44,6 +44,7 @@ from shared.errors import InvalidArgument, NotFound, Unavailable
 
 DEPTH = 100                  # candidates asked of each leg (the learned settings re-rank at most 100)
 DEFAULT_FOLDS = 5
+TUNE_EMBED_TIMEOUT_S = 30.0   # each query's embedding (serving's NUCLEUS_RAG_EMBED_TIMEOUT_S is 3 s)
 RM3 = "rm3"                  # the feedback expansion the RM3 settings are captured and saved with
 
 
@@ -86,7 +87,10 @@ async def prepare(args: argparse.Namespace, dataset, qids: list[str], feedback_e
     ks = _store(args)
     llm = LlmOrchestrationClient(target(args, "llm_orchestration"), timeout_s=30.0,
                                  interceptors=credentials(args, "llm_orchestration"), tls_ca_file=tls_ca(args))
-    pipeline = RagPipeline(RagPipelineSettings(), ks, llm)
+    # the operator's own serving code: a longer embed deadline than serving's (a slow model stops nothing)
+    settings = RagPipelineSettings().model_copy(update={"embed_timeout_s": TUNE_EMBED_TIMEOUT_S,
+                                                        "deadline_s": 2 * TUNE_EMBED_TIMEOUT_S})
+    pipeline = RagPipeline(settings, ks, llm)
     captured: list[Captured] = []
     pipeline.learned.capture = captured.append
     if feedback_expansion is not None:

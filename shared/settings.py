@@ -303,7 +303,11 @@ class RagPipelineSettings(ServiceSettings):
     link_secret: SecretStr = SecretStr("")
     """Key signing document links ("" = a random key per process: links die with it)."""
     link_ttl_s: int = 900
-    """How long a signed document link is valid."""
+    """How long a signed document link is valid (and how long the record of the federated results a
+    caller was returned is kept, for verify_document_access: docs/FEDERATION.md)."""
+    verify_cache_ttl_s: float = Field(default=60.0, ge=0)
+    """How long a remote source's answer to verify_document_access is reused for the same caller
+    (0 = the source is asked at every verification)."""
     public_base_url: str = "http://127.0.0.1:8063"
     """The URL signed document links start with."""
     audit_log: Path = Field(default_factory=lambda: default_data_dir() / "audit.jsonl")

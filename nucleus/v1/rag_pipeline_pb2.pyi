@@ -17,7 +17,7 @@ class ChatRequest(_message.Message):
     def __init__(self, completion: _Optional[_Union[_llm_orchestration_pb2.ChatCompletionRequest, _Mapping]] = ..., persona_id: _Optional[str] = ...) -> None: ...
 
 class SearchAndRankRequest(_message.Message):
-    __slots__ = ("tenant_id", "persona_id", "user_query_text", "user_query_vector", "top_k_initial_retrieve", "top_k_final_rank", "ranking_prefs", "filters", "expand_query_with_llm", "extra_query_phrases", "sources")
+    __slots__ = ("tenant_id", "persona_id", "user_query_text", "user_query_vector", "top_k_initial_retrieve", "top_k_final_rank", "ranking_prefs", "filters", "expand_query_with_llm", "extra_query_phrases", "sources", "embed_timeout_s")
     TENANT_ID_FIELD_NUMBER: _ClassVar[int]
     PERSONA_ID_FIELD_NUMBER: _ClassVar[int]
     USER_QUERY_TEXT_FIELD_NUMBER: _ClassVar[int]
@@ -29,6 +29,7 @@ class SearchAndRankRequest(_message.Message):
     EXPAND_QUERY_WITH_LLM_FIELD_NUMBER: _ClassVar[int]
     EXTRA_QUERY_PHRASES_FIELD_NUMBER: _ClassVar[int]
     SOURCES_FIELD_NUMBER: _ClassVar[int]
+    EMBED_TIMEOUT_S_FIELD_NUMBER: _ClassVar[int]
     tenant_id: str
     persona_id: str
     user_query_text: str
@@ -40,7 +41,8 @@ class SearchAndRankRequest(_message.Message):
     expand_query_with_llm: bool
     extra_query_phrases: _containers.RepeatedScalarFieldContainer[str]
     sources: _containers.RepeatedScalarFieldContainer[str]
-    def __init__(self, tenant_id: _Optional[str] = ..., persona_id: _Optional[str] = ..., user_query_text: _Optional[str] = ..., user_query_vector: _Optional[_Iterable[float]] = ..., top_k_initial_retrieve: _Optional[int] = ..., top_k_final_rank: _Optional[int] = ..., ranking_prefs: _Optional[_Union[_common_pb2.RankingPreferences, _Mapping]] = ..., filters: _Optional[_Union[_common_pb2.KnowledgeSearchFilters, _Mapping]] = ..., expand_query_with_llm: _Optional[bool] = ..., extra_query_phrases: _Optional[_Iterable[str]] = ..., sources: _Optional[_Iterable[str]] = ...) -> None: ...
+    embed_timeout_s: float
+    def __init__(self, tenant_id: _Optional[str] = ..., persona_id: _Optional[str] = ..., user_query_text: _Optional[str] = ..., user_query_vector: _Optional[_Iterable[float]] = ..., top_k_initial_retrieve: _Optional[int] = ..., top_k_final_rank: _Optional[int] = ..., ranking_prefs: _Optional[_Union[_common_pb2.RankingPreferences, _Mapping]] = ..., filters: _Optional[_Union[_common_pb2.KnowledgeSearchFilters, _Mapping]] = ..., expand_query_with_llm: _Optional[bool] = ..., extra_query_phrases: _Optional[_Iterable[str]] = ..., sources: _Optional[_Iterable[str]] = ..., embed_timeout_s: _Optional[float] = ...) -> None: ...
 
 class ScoreExplanation(_message.Message):
     __slots__ = ("weights", "contributions", "dense_cosine", "bm25", "dense_rank", "bm25_rank", "dense_norm", "bm25_norm", "rerank_score", "fusion_method", "recency_applied", "age_days", "dense_source", "bm25_source", "dense_weight", "query_profile", "source_id", "remote_score", "reputation_basis", "feature_contributions", "learned_base")

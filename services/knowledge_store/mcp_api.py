@@ -15,6 +15,7 @@ from services.knowledge_store.front import StoreFront
 from shared import records as m
 from shared.auth.principals import RequestIdentity
 from shared.identity import Principal
+from shared.mcp_annotations import DELETE, OVERWRITE, READ
 from shared.mcp_errors import guarded, invalid_params_middleware
 from shared.mcp_schemas import FiltersIn, UnixTime
 
@@ -144,7 +145,7 @@ def build_mcp(store: StoreBackend, *, allow_local_identity: bool, token_verifier
         local = p.auth_method == "local"
         return (None if local else p), p.tenant_id, (p.groups if local else None)
 
-    @mcp.tool(name="ingest_documents", description=(
+    @mcp.tool(annotations=OVERWRITE, name="ingest_documents", description=(
         "Chunk, embed and commit documents into the caller's tenant, each atomically; an existing artifact id is "
         "replaced. The batch is all-or-nothing unless commit_valid is true: then invalid documents are listed in "
         "`rejected` by index and the valid ones are committed."))
@@ -168,7 +169,8 @@ def build_mcp(store: StoreBackend, *, allow_local_identity: bool, token_verifier
                                                    reason=x.reason) for x in r.rejected])
         return await guarded(run)
 
-    @mcp.tool(name="search_by_vector", description="Top-k entries by cosine similarity to a query vector.")
+    @mcp.tool(name="search_by_vector", annotations=READ,
+              description="Top-k entries by cosine similarity to a query vector.")
     async def search_by_vector(query_vector: list[float], top_k: Annotated[int, Field(ge=1, le=1000)] = 10,
                                filters: KnowledgeFiltersIn | None = None) -> HitsOut:
         async def run() -> HitsOut:
@@ -179,7 +181,7 @@ def build_mcp(store: StoreBackend, *, allow_local_identity: bool, token_verifier
             return _hits(list(answer.dense_hits[0]))
         return await guarded(run)
 
-    @mcp.tool(name="search_by_keywords", description=(
+    @mcp.tool(annotations=READ, name="search_by_keywords", description=(
         "BM25 keyword search plus metadata filters (date range, source types, tags, owners, artifact ids)."))
     async def search_by_keywords(keywords: str, top_k: Annotated[int, Field(ge=1, le=1000)] = 10,
                                  filters: KnowledgeFiltersIn | None = None) -> HitsOut:
@@ -190,7 +192,8 @@ def build_mcp(store: StoreBackend, *, allow_local_identity: bool, token_verifier
             return _hits(list(answer.keyword_hits), list(answer.terms))
         return await guarded(run)
 
-    @mcp.tool(name="delete_artifacts", description="Delete artifacts (and all their entries) from every index.")
+    @mcp.tool(name="delete_artifacts", annotations=DELETE,
+              description="Delete artifacts (and all their entries) from every index.")
     async def delete_artifacts(artifact_ids: list[str]) -> DeleteOut:
         async def run() -> DeleteOut:
             p, tenant, _ = who()
@@ -198,7 +201,8 @@ def build_mcp(store: StoreBackend, *, allow_local_identity: bool, token_verifier
             return DeleteOut(artifacts_deleted=a, entries_deleted=e)
         return await guarded(run)
 
-    @mcp.tool(name="tenant_stats", description="Artifacts, entries, sources and last indexed time of the tenant.")
+    @mcp.tool(name="tenant_stats", annotations=READ,
+              description="Artifacts, entries, sources and last indexed time of the tenant.")
     async def tenant_stats() -> StatsOut:
         async def run() -> StatsOut:
             p, tenant, _ = who()

@@ -9,6 +9,7 @@ from pydantic import BaseModel, Field
 
 from services.llm_orchestration.core import LlmOrchestrator
 from shared.bounds import INT32_MAX
+from shared.mcp_annotations import READ
 from shared.mcp_errors import guarded, invalid_params_middleware
 
 
@@ -67,7 +68,8 @@ def build_mcp(core: LlmOrchestrator, *, token_verifier: Any = None, auth: Any = 
         "Embeddings (all-MiniLM-L6-v2 by default), query expansion, re-ranking and grounded answer synthesis."),
         token_verifier=token_verifier, auth=auth)
 
-    @mcp.tool(name="generate_embeddings", description="L2-normalised float32 embeddings of the texts.")
+    @mcp.tool(name="generate_embeddings", annotations=READ,
+              description="L2-normalised float32 embeddings of the texts.")
     async def generate_embeddings(texts: list[str], purpose: Literal["query", "document"] = "query") -> EmbeddingsOut:
         async def run() -> EmbeddingsOut:
             token = get_access_token()          # with authentication on: the operator's token
@@ -76,7 +78,7 @@ def build_mcp(core: LlmOrchestrator, *, token_verifier: Any = None, auth: Any = 
                                  vectors=r.vectors.tolist(), cache_hits=r.cache_hits)
         return await guarded(run)
 
-    @mcp.tool(name="expand_or_rephrase_query", description=(
+    @mcp.tool(annotations=READ, name="expand_or_rephrase_query", description=(
         "Alternative phrasings of a query; the original is always first. Says which technique ran."))
     async def expand_or_rephrase_query(query: str,
                                        max_alternatives: Annotated[int, Field(ge=1, le=4)] = 3) -> ExpansionOut:
@@ -85,7 +87,7 @@ def build_mcp(core: LlmOrchestrator, *, token_verifier: Any = None, auth: Any = 
             return ExpansionOut(phrases=list(e.phrases), method=e.method, note=e.note, model=e.model)
         return await guarded(run)
 
-    @mcp.tool(name="rerank", description=(
+    @mcp.tool(annotations=READ, name="rerank", description=(
         "Relevance score in [0, 1] for each candidate text against the query. method: '' (default), or a "
         "configured model re-ranker ('cross-encoder', 'rerank-api')."))
     async def rerank(query: str, candidates: list[CandidateIn], method: str = "") -> RerankOut:
@@ -94,7 +96,8 @@ def build_mcp(core: LlmOrchestrator, *, token_verifier: Any = None, auth: Any = 
             return RerankOut(scores=list(r.scores), model=r.model, method=r.method)
         return await guarded(run)
 
-    @mcp.tool(name="synthesize", description="An answer grounded only in the passages, citing passage ids.")
+    @mcp.tool(name="synthesize", annotations=READ,
+              description="An answer grounded only in the passages, citing passage ids.")
     async def synthesize(query: str, passages: list[PassageIn],
                          max_chars: Annotated[int, Field(ge=0, le=INT32_MAX)] = 0,
                          style: Literal["concise", "detailed", "bullets"] = "concise") -> SynthesisOut:

@@ -30,6 +30,22 @@ from shared.identity import Principal, acting_for
 from shared.records import Hit, RetrievalRequest, SearchFilters
 
 STATS_TTL_S = 5.0
+MISSING_DOCUMENT = "Document has been deleted or does not exist"
+
+
+@dataclass(frozen=True, slots=True)
+class Unseen:
+    """What a caller is told of a document it may not see: exactly what it is told of one that
+    does not exist (`message`), so no answer tells the two apart. `reason`, the true one, is for
+    the audit trail only."""
+    reason: str
+    message: str = MISSING_DOCUMENT
+
+
+def same_as_missing(reason: str) -> Unseen:
+    """The one answer for a missing, deleted, forbidden or unverifiable document (the tools that
+    say whether, or why not, a caller may see a document all answer through this)."""
+    return Unseen(reason=reason)
 
 
 @dataclass(frozen=True, slots=True)

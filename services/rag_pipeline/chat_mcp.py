@@ -12,6 +12,7 @@ from pydantic import BaseModel, Field
 from services.llm_orchestration import chat as chat_mod
 from services.rag_pipeline.chat import ChatGate, whole_reply
 from shared.identity import Principal
+from shared.mcp_annotations import ADD
 from shared.mcp_errors import guarded
 
 
@@ -57,7 +58,7 @@ def chat_request(messages: list[MessageIn], tools: list[ToolIn] | None, tool_cho
 def register_chat_tool(mcp: MCPServer, gate: ChatGate, principal_of: Callable[[Context], Principal | None]) -> None:
     """Add `rag_chat` to `mcp`; `principal_of(ctx)` is the verified caller of a tool call."""
 
-    @mcp.tool(name="rag_chat", description=(
+    @mcp.tool(annotations=ADD, name="rag_chat", description=(
         "One chat completion from the stack's chat model for the authenticated user (OpenAI-style messages, "
         "optional function tools and tool_choice; persona_id: a persona of the user's tenant, whose model is "
         "used). Subject to the user's request rate and token budget."))

@@ -49,6 +49,7 @@ def request_from_pb(r: rag_pb.SearchAndRankRequest) -> SearchRequest:
         top_k_initial=r.top_k_initial_retrieve, top_k_final=r.top_k_final_rank,
         prefs=prefs_from_pb(r.ranking_prefs), filters=ks_convert.filters_from_pb(r.filters),
         expand=r.expand_query_with_llm, extra_phrases=tuple(r.extra_query_phrases), sources=tuple(r.sources),
+        embed_timeout_s=r.embed_timeout_s,
     )
 
 

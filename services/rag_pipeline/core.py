@@ -42,7 +42,7 @@ from services.rag_pipeline.models import NO_VISIBLE_SOURCES, RankedResult, Searc
 from services.knowledge_store.models import StoreStatus
 from services.rag_pipeline.ports import KnowledgeSource, LanguageModel
 from services.rag_pipeline.results import build_results, ranking_config, recency_applies
-from services.rag_pipeline.validation import validate_request
+from services.rag_pipeline.validation import check_operator_options, settings_for, validate_request
 from shared.errors import DeadlineExceeded, InvalidArgument, NotFound, NucleusError, PermissionDenied, Unavailable
 from shared.auth.config import EMPTY_CONFIG
 from shared.bounds import INT32_MAX, check_int
@@ -188,6 +188,7 @@ class RagPipeline:
         only or, with none, an empty answer (`SearchResponse.nothing_visible`)."""
         if principal is None:
             return await self.search_and_rank(request)
+        check_operator_options(request, principal)
         principal = replace(principal, tenant_id=self.tenant_for(request.tenant_id, principal))
         plan = self.plan(request.sources, principal, principal.tenant_id)
         if scope is None:
@@ -329,7 +330,7 @@ class RagPipeline:
                       ) -> SearchResponse:
         """One SearchAndRank, as its stages: profile and intent → phrases → local legs (beside
         the remote sources) → merge → rank → fetch → the response with its explanations."""
-        q = _Query(request, self._settings)
+        q = _Query(request, settings_for(request, self._settings))
         started: list[FederatedSearch] = []
         self._searching += 1
         try:

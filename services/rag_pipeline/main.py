@@ -127,7 +127,7 @@ def build(settings: RagPipelineSettings, *, stdio: bool, knowledge: KnowledgeSou
     signer = LinkSigner.from_secret_text(settings.link_secret.get_secret_value(), settings.public_base_url,
                                          settings.link_ttl_s)
     tools = RagTools(pipeline, knowledge, llm, identity, access, signer,
-                     audit, synth_timeout_s=max(settings.deadline_s, 30.0))
+                     audit, synth_timeout_s=max(settings.deadline_s, 30.0), verify_ttl_s=settings.verify_cache_ttl_s)
     base_is_set = "public_base_url" in settings.model_fields_set
     # RFC 9728 metadata (which authorization server issues tokens for us) only makes sense with
     # JWTs from a real issuer and a known public URL; API keys need no discovery.

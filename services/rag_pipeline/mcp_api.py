@@ -45,6 +45,7 @@ from services.rag_pipeline.tools.topics import register_topic_tools
 from services.rag_pipeline.topics import TopicTools
 from shared.bounds import INT32_MAX
 from shared.identity import Principal
+from shared.mcp_annotations import ADD, OVERWRITE, READ
 from shared.mcp_errors import guarded
 from shared.mcp_schemas import FiltersIn
 from services.rag_pipeline.tools.calls import tool_audit_middleware
@@ -221,7 +222,7 @@ def profile_out(p: RankingProfile) -> ProfileOut:
 def register_core_tools(mcp: MCPServer, pipeline: RagPipeline, principal: Callable[[Context], Principal]) -> None:
     """search_and_rank, ranking profiles and feedback."""
 
-    @mcp.tool(name="search_and_rank", description=(
+    @mcp.tool(annotations=READ, name="search_and_rank", description=(
         "Hybrid retrieval (dense + BM25) over the caller's tenant, ranked by the 4R factors "
         "(Relevancy, Recency, Richness, Reputation) with an explanation per result."))
     async def search_and_rank(
@@ -260,7 +261,7 @@ def register_core_tools(mcp: MCPServer, pipeline: RagPipeline, principal: Callab
             return fit(search_response_out(await pipeline.search(request, who)), max_tokens, RANKED)
         return await guarded(run)
 
-    @mcp.tool(name="put_ranking_profile", description=(
+    @mcp.tool(annotations=ADD, name="put_ranking_profile", description=(
         "Create or update a named ranking profile for the caller's tenant (or one persona); "
         "each update creates a new version."))
     async def put_ranking_profile(
@@ -302,7 +303,8 @@ def register_core_tools(mcp: MCPServer, pipeline: RagPipeline, principal: Callab
             return profile_out(await pipeline.put_profile(profile, who))
         return await guarded(run)
 
-    @mcp.tool(name="get_ranking_profile", description="Get a ranking profile (latest version unless given).")
+    @mcp.tool(name="get_ranking_profile", annotations=READ,
+              description="Get a ranking profile (latest version unless given).")
     async def get_ranking_profile(name: str = "", persona_id: str = "",
                                   version: Annotated[int, Field(ge=0, le=INT32_MAX)] = 0,
                                   ctx: Context | None = None) -> ProfileOut:
@@ -310,14 +312,15 @@ def register_core_tools(mcp: MCPServer, pipeline: RagPipeline, principal: Callab
             return profile_out(await pipeline.get_profile(principal(ctx).tenant_id, persona_id, name, version))
         return await guarded(run)
 
-    @mcp.tool(name="list_ranking_profiles", description="List the ranking profiles of the caller's tenant.")
+    @mcp.tool(name="list_ranking_profiles", annotations=READ,
+              description="List the ranking profiles of the caller's tenant.")
     async def list_ranking_profiles(persona_id: str = "", ctx: Context | None = None) -> ProfileListOut:
         async def run() -> ProfileListOut:
             profiles = await pipeline.list_profiles(principal(ctx).tenant_id, persona_id)
             return ProfileListOut(profiles=[profile_out(p) for p in profiles])
         return await guarded(run)
 
-    @mcp.tool(name="record_feedback", description=(
+    @mcp.tool(annotations=OVERWRITE, name="record_feedback", description=(
         "Record that a result (entry) or a whole artifact was helpful or not; folded into Reputation. One vote "
         "per user per document (a second replaces the first); a federated result's vote counts on its source. "
         "Pass the search_id of the answer the result came from: the vote is then checked against it."))

@@ -39,6 +39,7 @@ class Merged:
     remote_score: float = math.nan   # a remote hit's own score, on its own scale (explanations only)
     prior_note: str = ""        # a remote hit's prior when not the source's alone (federation/unify.py `prior`)
     carried: bool = False       # a remote hit scored with the vector its remote Nucleus sent (not re-embedded)
+    resource: str = ""          # a remote hit's seed-000 resource (federated citations verify by it)
 
     def source(self, leg: str) -> str:
         """How this candidate got the `leg` ("dense" | "bm25") signal: retrieved, completed,

@@ -40,6 +40,7 @@ class SearchRequest:
     # None = the settings' collapse_by_artifact; False = rank chunks, several of one document may
     # come back (an answer's synthesis wants the chunks that hold the answer: docs/MODELS.md)
     collapse: bool | None = None
+    embed_timeout_s: float = 0.0     # operators only: the query embedding's deadline (0 = the settings')
 
 
 @dataclass(frozen=True, slots=True)
@@ -104,6 +105,7 @@ class RankedResult:
     explanation: Explanation | None
     probability: float = 0.0                    # calibrated P(relevant) (ranking/factors.py, step 3)
     source_id: str = "local"                    # "local" or the remote source (federation)
+    resource_id: str = ""                       # a remote result's seed-000 resource, if its source said
     #: [start, end) of each word of `snippet` that matches an analysed query term, in code points
     highlights: tuple[tuple[int, int], ...] = ()
 

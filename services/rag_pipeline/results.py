@@ -63,7 +63,7 @@ def build_results(merged: list[Merged], ranked: Any, candidates: Candidates, con
         out.append(RankedResult(entry=m.hit.entry, artifact=m.hit.artifact,
                                 snippet=snippet, highlights=highlights(snippet, query),
                                 overall=overall[pos], scores=tuple(factors[pos]), explanation=explanation,
-                                probability=probability[pos], source_id=source_id))
+                                probability=probability[pos], source_id=source_id, resource_id=m.resource))
     return tuple(out)
 
 

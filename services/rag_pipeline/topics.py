@@ -149,7 +149,7 @@ class TopicTools:
                 continue
             seen.add(a.artifact_id)
             meta = dates.get(a.artifact_id, {})
-            link = self.rag._link(who, r.entry.id) if who is not None else ""
+            link = self.rag.verifier.link(who, r.entry.id) if who is not None else ""
             out.append({"artifact_id": a.artifact_id, "title": a.title or a.file_name, "created": meta.get("created"),
                         "modified": meta.get("modified"), "score": round(r.overall, 4),
                         "recency": round(r.scores[1], 4), "relevancy": round(r.scores[0], 4),

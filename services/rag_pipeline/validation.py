@@ -10,11 +10,23 @@ import numpy as np
 from ranking.config import FUSIONS, RECENCY_MODES
 from services.rag_pipeline.models import SearchRequest
 from shared.bounds import check_unix_time
-from shared.errors import InvalidArgument
+from shared.errors import InvalidArgument, PermissionDenied
+from shared.identity import Principal, is_verified_operator, relays_operator
 from shared.records import SearchFilters
 from shared.settings import RagPipelineSettings
 
 MAX_EXTRA_PHRASES = 4
+
+
+def check_operator_options(request: SearchRequest, principal: Principal) -> None:
+    """PermissionDenied for an option only operators may set (`embed_timeout_s`), set by anybody else."""
+    if request.embed_timeout_s and not (is_verified_operator(principal) or relays_operator(principal)):
+        raise PermissionDenied("embed_timeout_s: a longer embed deadline is for operator calls only")
+
+
+def settings_for(request: SearchRequest, s: RagPipelineSettings) -> RagPipelineSettings:
+    """The settings one (validated) request runs under: an operator's embed deadline, if it asks."""
+    return s.model_copy(update={"embed_timeout_s": request.embed_timeout_s}) if request.embed_timeout_s else s
 
 
 def validate_request(request: SearchRequest, s: RagPipelineSettings) -> SearchRequest:
@@ -28,6 +40,10 @@ def validate_request(request: SearchRequest, s: RagPipelineSettings) -> SearchRe
     if len(request.query) > s.max_query_chars:
         raise InvalidArgument("user_query_text",
                               f"is {len(request.query)} characters; at most {s.max_query_chars} accepted")
+    if request.embed_timeout_s and not 0 < request.embed_timeout_s <= s.deadline_s:
+        raise InvalidArgument("embed_timeout_s", f"must be between 0 and the request deadline, {s.deadline_s:g} s "
+                                                 f"(0: the server's {s.embed_timeout_s:g} s), "
+                                                 f"got {request.embed_timeout_s}")
     k_final = request.top_k_final or s.default_top_k_final
     k_init = request.top_k_initial or max(s.default_top_k_initial, k_final)
     if not 1 <= k_final <= s.max_top_k_final:

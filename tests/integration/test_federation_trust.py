@@ -12,7 +12,10 @@ LlmOrchestration), federating:
                  its hits come with their vectors and are not re-embedded;
   * `impostor` — the seed-000 server trusted as a remote Nucleus, whose model fingerprint is another
                  model's: its hits are re-embedded;
-  * `hostile`  — a server answering oversized, dripping, invalid JSON, errors or prompt injection.
+  * `hostile`  — a server answering oversized, dripping, invalid JSON, errors or prompt injection;
+  * `twotool`  — a seed-000 server with only the two required tools (no synthesis, no
+                 verify_document_access), whose resources can be withdrawn from a user mid-test.
+Stack A asks sources at every verification (NUCLEUS_RAG_VERIFY_CACHE_TTL_S=0).
 """
 from __future__ import annotations
 
@@ -45,6 +48,8 @@ USERS = {"alice": ("t1", ["eng"]), "bob": ("t1", ["eng"]), "carol": ("t1", ["sal
 FROZEN_TIMEOUT_S = 1.5
 HOSTILE_TIMEOUT_S = 2.0
 PEER_TENANT = "peer"
+MISSING = {"has_access": False, "refreshed_url": None, "access_level": None,
+           "error": "Document has been deleted or does not exist"}
 
 
 class Fed:
@@ -62,7 +67,8 @@ class Fed:
 def _server(data: Path, name: str, mode: str, env: dict) -> tuple[subprocess.Popen, dict]:
     ready = data / f"{name}.json"
     proc = subprocess.Popen([sys.executable, "-m", "benchmarks.peruser_rag", "--ready-file", str(ready),
-                             "--mode", mode], cwd=ROOT, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+                             "--mode", mode, "--withdrawn", str(data / f"{name}-withdrawn.json")],
+                            cwd=ROOT, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     return proc, wait_ready(ready, proc, name, 60)
 
 
@@ -87,7 +93,8 @@ async def fed(stack, tmp_path_factory):
     procs: list[subprocess.Popen] = []
     f = Fed()
     try:
-        for name, mode in (("peruser", "seed000"), ("hdr", "seed002"), ("frozen", "seed000"), ("hostile", "hostile")):
+        for name, mode in (("peruser", "seed000"), ("hdr", "seed002"), ("frozen", "seed000"), ("hostile", "hostile"),
+                           ("twotool", "seed000-min")):
             proc, ready = _server(data, name, mode, env)
             procs.append(proc)
             f.servers[name] = ready
@@ -148,9 +155,11 @@ async def fed(stack, tmp_path_factory):
             {"id": "impostor", "url": url["peruser"], "tenants": ["t1"], "groups": ["eng"], "timeout_s": 10,
              "identity": "assertion", "audience": "stack-x", "trusted": True},
             {"id": "hostile", "url": url["hostile"], "tenants": ["t1"], "groups": ["eng"], "timeout_s": HOSTILE_TIMEOUT_S,
-             "max_response_bytes": 1_000_000}]
+             "max_response_bytes": 1_000_000},
+            {"id": "twotool", "url": url["twotool"], "tenants": ["t1"], "groups": ["eng"], "timeout_s": 10}]
         (data / "a" / "sources.json").write_text(json.dumps({"sources": a_sources}))
         proc, a = _rag(data / "a", "a", {**common, "NUCLEUS_DATA_DIR": str(data / "a"), "NUCLEUS_STACK_ID": "stack-a",
+                                         "NUCLEUS_RAG_VERIFY_CACHE_TTL_S": "0",
                                          "NUCLEUS_SOURCES_FILE": str(data / "a" / "sources.json"),
                                          "NUCLEUS_RAG_AUTH_CONFIG": str(data / "a" / "auth.json"),
                                          "NUCLEUS_RAG_AUDIT_LOG": str(data / "a" / "audit.jsonl"),
@@ -252,7 +261,8 @@ async def test_another_tenant_neither_sees_nor_searches_nor_administers_t1_sourc
     t2 = await call(fed, "admin2", "rag_sources_status", {})
     t1 = await call(fed, "admin1", "rag_sources_status", {})
     assert {s["id"] for s in t2["sources"]} == {"common"}
-    assert {s["id"] for s in t1["sources"]} == {"peruser", "common", "hdr", "frozen", "peer", "hostile", "impostor"}
+    assert {s["id"] for s in t1["sources"]} == {"peruser", "common", "hdr", "frozen", "peer", "hostile", "impostor",
+                                               "twotool"}
 
 
 async def test_a_frozen_source_never_holds_the_answer_past_its_deadline(fed):
@@ -301,6 +311,8 @@ async def test_every_tool_call_of_every_kind_leaves_exactly_one_tool_audit_line(
 
 
 async def test_a_federated_citation_is_verified_by_its_source_as_the_caller(fed):
+    await call(fed, "alice", "rag_get_raw_results", {"username": "alice", "query": "battery recall plan",
+                                                     "sources": ["peruser:alice-private"]})     # alice is returned it
     alice = await call(fed, "alice", "verify_document_access", {"segment_uid": "peruser:seg-alice-private"})
     bob = await call(fed, "bob", "verify_document_access", {"segment_uid": "peruser:seg-alice-private"})
     assert alice["has_access"] is True and "/documents/peruser%3Aseg-alice-private?" in alice["refreshed_url"]
@@ -309,7 +321,7 @@ async def test_a_federated_citation_is_verified_by_its_source_as_the_caller(fed)
         tampered = web.get(alice["refreshed_url"].replace("peruser.example", "evil.example"))
     assert opened.status_code == 302 and opened.headers["location"] == "https://peruser.example/alice-private?fresh=1"
     assert tampered.status_code == 403 and tampered.json()["error"] == "link tampered"
-    assert bob["has_access"] is False and "not permitted" in bob["error"]
+    assert bob == MISSING                       # one answer for what bob may not see and what does not exist
     # dave may not use t1's source: answered exactly as for an id that does not exist
     dave = await call(fed, "dave", "verify_document_access", {"segment_uid": "peruser:seg-alice-private"})
     missing = await call(fed, "dave", "verify_document_access", {"segment_uid": "nosuch:seg-x"})
@@ -347,6 +359,7 @@ async def test_synthesis_takes_remote_sources_the_remotes_own_answer_or_one_over
     assert own["meta_data"]["method"] == "remote" and "recall plan" in own["results"]["answer"]
     assert any("untrusted" in n for n in own["meta_data"]["notes"])
     assert all(c["id"].startswith("peruser:") for c in own["results"]["citations"])
+    assert all("/documents/peruser%3A" in c["uri"] for c in own["results"]["citations"])    # signed here, recorded
     refused = await call(fed, "bob", "rag_get_synthesized_results", {"username": "bob", "query": "battery",
                                                                      "sources": ["peruser:alice-private"]})
     assert refused["results"]["error"]["code"] == "unauthorized_source" and refused["results"]["answer"] == ""
@@ -453,3 +466,55 @@ async def test_a_trusted_source_with_another_models_fingerprint_is_re_embedded(f
     assert "remote_vectors=0" in out["debug_information"]
     asked = [s for s in await seen(fed, "peruser") if s["tool"] == "rag_get_raw_results"]
     assert asked and not any(s["vectors_asked"] for s in asked)           # never asked for its vectors
+
+
+async def test_a_two_tool_seed000_server_is_searched_and_its_hits_join_the_unified_ranking(fed):
+    status = _sources_status(fed, "twotool")
+    assert status["state"] == "connected" and status["contract"] == "seed000", status
+    out = await call(fed, "alice", "search_and_rank", {"user_query_text": "battery controller recall plan handbook",
+                                                       "sources": ["twotool", "peer"], "top_k_final_rank": 10})
+    sources = [r["source_id"] for r in out["results"]]
+    assert {"twotool", "peer"} <= set(sources), out["results"]          # one ranking over both
+    scores = [r["overall_rank_score"] for r in out["results"]]
+    assert scores == sorted(scores, reverse=True)
+    assert {_dense(out, "twotool")[k][1] for k in _dense(out, "twotool")} == {"rescored"}   # on the local scale
+    assert "twotool:seg-alice-private" in {r["persona_knowledge_entry_id"] for r in out["results"]}
+    # no synthesis tool there: the answer is synthesized here, over the unified ranking
+    synth = await call(fed, "alice", "rag_get_synthesized_results", {"username": "alice", "query": "battery recall",
+                                                                     "sources": ["twotool"]})
+    assert synth["meta_data"]["method"] != "remote" and synth["results"]["answer"]
+    assert synth["results"]["citations"] and all(c["id"].startswith("twotool:") for c in synth["results"]["citations"])
+
+
+async def test_a_federated_hit_verifies_for_its_user_until_the_remote_withdraws_that_users_resource(fed):
+    withdrawn = fed.data / "twotool-withdrawn.json"
+    out = await call(fed, "alice", "rag_search", {"search_phrases": ["battery controller recall plan"],
+                                                  "sources": ["twotool"]})
+    uids = {s["segment_uid"] for s in out["segments"]}
+    assert {"twotool:seg-alice-private", "twotool:seg-shared"} <= uids
+    try:
+        ok = await call(fed, "alice", "verify_document_access", {"segment_uid": "twotool:seg-alice-private"})
+        assert ok["has_access"] is True and ok["access_level"] == "view", ok
+        with httpx.Client(follow_redirects=False, timeout=10) as web:       # the signed redirect to the remote
+            opened = web.get(ok["refreshed_url"])
+        assert opened.status_code == 302 and opened.headers["location"] == "https://peruser.example/alice-private"
+        assert await call(fed, "bob", "verify_document_access", {"segment_uid": "twotool:seg-alice-private"}) == MISSING
+        withdrawn.write_text(json.dumps({"alice": ["alice-private"]}))      # the remote takes it from alice
+        gone = await call(fed, "alice", "verify_document_access", {"segment_uid": "twotool:seg-alice-private"})
+        kept = await call(fed, "alice", "verify_document_access", {"segment_uid": "twotool:seg-shared"})
+    finally:
+        withdrawn.write_text("{}")
+    assert gone == MISSING
+    assert kept["has_access"] is True
+
+
+async def test_a_forged_federated_uid_naming_one_of_the_callers_own_resources_is_refused(fed):
+    forged = "twotool:seg-bob-notes"        # bob's own resource, in the remote's id format, never returned to bob
+    refused = await call(fed, "bob", "verify_document_access", {"segment_uid": forged})
+    nosuch = await call(fed, "bob", "verify_document_access", {"segment_uid": "twotool:seg-no-such"})
+    assert refused == nosuch == MISSING
+    raw = await call(fed, "bob", "rag_get_raw_results", {"username": "bob", "query": "bob field notes battery",
+                                                         "sources": ["twotool"]})
+    assert forged in {h["id"] for h in raw["results"]["hits"]}
+    # the same uid, once it was returned to bob, verifies: the refusal came from the record alone
+    assert (await call(fed, "bob", "verify_document_access", {"segment_uid": forged}))["has_access"] is True

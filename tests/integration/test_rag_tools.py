@@ -14,7 +14,8 @@ from mcp.shared.exceptions import MCPError
 
 from shared.analysis import analyse
 from tests.integration.secure_stack import ROOT, SECURITY_TEAM_DOCS, SecureStack
-from tests.support.mcp_clients import error_text, http_client, structured
+from tests.support.mcp_clients import PROTOCOLS, check_annotations, error_text, http_client, structured
+from tests.support.raw_mcp import message
 
 pytestmark = pytest.mark.integration
 TRANSPORTS = ["http", "stdio"]
@@ -119,6 +120,85 @@ async def test_verify_document_access_refreshes_a_link_or_says_why_not(secure_co
     assert gone == {"has_access": False, "refreshed_url": None, "access_level": None,
                     "error": "Document has been deleted or does not exist"}
     assert hidden["has_access"] is False and hidden["refreshed_url"] is None and hidden["error"]
+
+
+async def test_a_forbidden_segment_is_answered_exactly_as_a_missing_one(secure_corpus):
+    async with connect(secure_corpus, "http") as client:
+        hidden = structured(await client.call_tool("verify_document_access",
+                                                   {"segment_uid": "hr-travel-exceptions-2026#0"}))
+        gone = structured(await client.call_tool("verify_document_access", {"segment_uid": "no-such-doc#0"}))
+    hank = secure_corpus.headers("platform", **{"x-user-id": "hr-hank@acme.test"})      # in hr: it exists
+    async with http_client(secure_corpus.mcp_url, hank) as client:
+        seen = structured(await client.call_tool("verify_document_access",
+                                                 {"segment_uid": "hr-travel-exceptions-2026#0"}))
+    assert seen["has_access"] is True
+    assert hidden == gone == {"has_access": False, "refreshed_url": None, "access_level": None,
+                              "error": "Document has been deleted or does not exist"}
+
+
+@pytest.mark.parametrize("mode", sorted(PROTOCOLS))
+async def test_tools_are_annotated_and_cited_documents_are_resource_links_on_both_protocol_versions(
+        secure_corpus, mode):
+    async with http_client(secure_corpus.mcp_url, secure_corpus.headers("alice"), mode=mode) as client:
+        assert client.protocol_version == PROTOCOLS[mode]
+        if mode == "auto":                    # negotiated by server/discover, which names the version
+            discovered = await client.session.send_discover(PROTOCOLS[mode])
+            assert PROTOCOLS[mode] in discovered["supportedVersions"] and "tools" in discovered["capabilities"]
+        hints = check_annotations((await client.list_tools()).tools)
+        search = await client.call_tool("rag_search", {"search_phrases": ["battery controller reset"]})
+        synth = await client.call_tool("rag_get_synthesized_results", {
+            "username": "alice", "query": "how do I reset the battery controller"})
+    assert ALL_TOOLS <= set(hints)
+    reads = ("rag_search", "verify_document_access", "rag_discover_resources", "rag_get_raw_results",
+             "rag_get_synthesized_results", "search_and_rank")
+    assert all(hints[t].read_only_hint for t in reads)
+    assert not hints["record_feedback"].read_only_hint and hints["record_feedback"].destructive_hint
+    assert not hints["put_ranking_profile"].read_only_hint and not hints["put_ranking_profile"].destructive_hint
+    for result, documents, link in ((search, "segments", "source_url"), (synth, "citations", "uri")):
+        body = structured(result)
+        assert result.result_type == "complete" and json.loads(result.content[0].text) == body
+        cited = body[documents] if documents == "segments" else body["results"][documents]
+        assert cited and all(c.type == "resource_link" for c in result.content[1:])
+        assert [c.uri for c in result.content[1:]] == [d[link] for d in cited if d[link]]
+    opened = httpx.get(search.content[1].uri, timeout=30)
+    assert opened.status_code == 200 and opened.text == structured(search)["segments"][0]["raw_text"]
+    if mode == "auto":                        # the 2026-07-28 result as it is on the wire
+        wire = _modern_call(secure_corpus, "rag_search", {"search_phrases": ["battery controller reset"]})
+        assert wire["resultType"] == "complete" and wire["content"][0]["type"] == "text"
+        assert {c["type"] for c in wire["content"][1:]} == {"resource_link"} and wire["structuredContent"]["segments"]
+
+
+async def test_rag_search_max_tokens_counts_the_links_and_a_bad_budget_names_the_field(secure_corpus):
+    from services.rag_pipeline.tools.budget import result_tokens
+
+    phrases = {"search_phrases": ["battery controller reset"]}
+    async with connect(secure_corpus, "http") as client:
+        whole = await client.call_tool("rag_search", phrases)
+        cost = result_tokens(whole)                                  # the JSON text, the links, the structured content
+        short = await client.call_tool("rag_search", {**phrases, "max_tokens": cost // 3})
+        with pytest.raises(MCPError) as bad:
+            await client.call_tool("rag_search", {**phrases, "max_tokens": 0})
+    segments = structured(whole)["segments"]
+    kept = structured(short)["segments"]
+    assert result_tokens(short) <= cost // 3
+    assert [s["segment_uid"] for s in kept] == [s["segment_uid"] for s in segments[:len(kept)]]
+    assert len(short.content) == 1 + len(kept)                   # a link per segment kept
+    assert bad.value.code == -32602 and "max_tokens" in bad.value.message
+
+
+def _modern_call(stack: SecureStack, tool: str, arguments: dict) -> dict:
+    """One self-contained 2026-07-28 `tools/call` POST (no handshake), its JSON-RPC result."""
+    version = PROTOCOLS["auto"]
+    meta = {"io.modelcontextprotocol/protocolVersion": version, "io.modelcontextprotocol/clientCapabilities": {},
+            "io.modelcontextprotocol/clientInfo": {"name": "raw-itest", "version": "0"}}
+    response = httpx.post(stack.mcp_url, timeout=30, json={
+        "jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": {"name": tool, "arguments": arguments,
+                                                                       "_meta": meta}},
+        headers={**stack.headers("alice"), "Accept": "application/json, text/event-stream",
+                 "Mcp-Protocol-Version": version, "Mcp-Method": "tools/call", "Mcp-Name": tool})
+    reply = message(response)
+    assert "result" in reply, reply
+    return reply["result"]
 
 
 @pytest.mark.parametrize("transport", TRANSPORTS)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from tests.support.mcp_clients import error_text, http_client, structured
+from tests.support.mcp_clients import PROTOCOLS, check_annotations, error_text, http_client, structured
 
 pytestmark = pytest.mark.integration
 
@@ -79,3 +79,17 @@ async def test_llm_orchestration_tools(stack):
         assert synthesis["method"] == "extractive" and [c["passage_id"] for c in synthesis["citations"]] == ["p1"]
         bad = await client.call_tool("generate_embeddings", {"texts": []})
         assert "texts" in error_text(bad)
+
+
+@pytest.mark.parametrize("mode", sorted(PROTOCOLS))
+async def test_every_tool_of_both_services_is_annotated_on_both_protocol_versions(stack, mode):
+    hints = {}
+    for service in ("knowledge_store", "llm_orchestration"):
+        async with http_client(stack[service]["mcp"], mode=mode) as client:
+            assert client.protocol_version == PROTOCOLS[mode]
+            hints.update(check_annotations((await client.list_tools()).tools))
+    assert {"ingest_documents", "delete_artifacts", "tenant_stats", "generate_embeddings", "synthesize"} <= set(hints)
+    for name in ("ingest_documents", "delete_artifacts"):          # they overwrite or delete what is there
+        assert not hints[name].read_only_hint and hints[name].destructive_hint, name
+    assert all(hints[n].read_only_hint for n in ("search_by_vector", "search_by_keywords", "tenant_stats",
+                                                 "generate_embeddings", "expand_or_rephrase_query", "rerank"))

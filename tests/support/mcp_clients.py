@@ -8,9 +8,29 @@ from mcp.client.streamable_http import streamable_http_client
 from mcp.shared._httpx_utils import create_mcp_http_client
 
 
-def http_client(url: str, headers: dict[str, str] | None = None) -> Client:
-    """An MCP client over streamable HTTP sending `headers` on every request."""
-    return Client(streamable_http_client(url, http_client=create_mcp_http_client(headers=headers or {})))
+def http_client(url: str, headers: dict[str, str] | None = None, *, mode: str = "auto") -> Client:
+    """An MCP client over streamable HTTP sending `headers` on every request; `mode` "legacy" speaks
+    2025-11-25 (the initialize handshake), "auto" negotiates by `server/discover` (2026-07-28)."""
+    return Client(streamable_http_client(url, http_client=create_mcp_http_client(headers=headers or {})), mode=mode)
+
+
+#: The protocol version each client mode ends up speaking with our servers.
+PROTOCOLS = {"legacy": "2025-11-25", "auto": "2026-07-28"}
+
+
+def check_annotations(tools: Any) -> dict[str, Any]:
+    """Every tool listed carries the three hints; a read-only one is idempotent and not destructive.
+    The annotations by tool name."""
+    out = {}
+    for t in tools:
+        a = t.annotations
+        assert a is not None, f"{t.name}: no annotations"
+        hints = (a.read_only_hint, a.destructive_hint, a.idempotent_hint)
+        assert None not in hints, f"{t.name}: {a}"
+        if a.read_only_hint:
+            assert a.idempotent_hint and not a.destructive_hint, f"{t.name}: {a}"
+        out[t.name] = a
+    return out
 
 
 def structured(result: Any) -> dict:

@@ -60,6 +60,7 @@ from services.rag_pipeline.federation.sources import (
 from shared.audit import AuditEvent, AuditLog
 from shared.errors import AlreadyExists, InvalidArgument, NotFound, NucleusError, PermissionDenied
 from shared.identity import Principal
+from shared.mcp_annotations import ADD, DELETE, OVERWRITE
 from shared.mcp_errors import guarded
 
 #: What a tenant admin may set on its tenant's sources (every other field is the operator's).
@@ -374,14 +375,14 @@ def register_admin_tools(mcp: Any, runtime: Any, principal_of: Callable[[Any], P
                                reloaded=reloaded.ok and ((current is None) == (action == "removed")),
                                error=reloaded.error)
 
-    @mcp.tool(name="rag_sources_add", description=(
+    @mcp.tool(annotations=ADD, name="rag_sources_add", description=(
         "Admins only: add a remote source to the sources file (fields as in the file: id, url, kind, groups, "
         "timeout_s, reputation, enabled, name, description, compliance, identity, credential_secret). A tenant "
         "admin adds sources of its own tenant only, https URLs only; operator-only fields are refused."))
     async def rag_sources_add(source: dict[str, Any], ctx: Context) -> SourceChangeOut:
         return await guarded(lambda: apply(ctx, "added", lambda ed, who: ed.add(who, source, tool="rag_sources_add")))
 
-    @mcp.tool(name="rag_sources_edit", description=(
+    @mcp.tool(annotations=OVERWRITE, name="rag_sources_edit", description=(
         "Admins only: change the given fields of a source (others stay); `clear` resets fields to their "
         "default. A tenant admin edits its own tenant's sources only; operator-only fields are refused."))
     async def rag_sources_edit(id: str, ctx: Context, changes: dict[str, Any] | None = None,
@@ -389,18 +390,21 @@ def register_admin_tools(mcp: Any, runtime: Any, principal_of: Callable[[Any], P
         return await guarded(lambda: apply(ctx, "edited", lambda ed, who: ed.edit(
             who, id, changes or {}, clear or (), tool="rag_sources_edit")))
 
-    @mcp.tool(name="rag_sources_remove", description="Admins only: remove a source of your tenant from the "
+    @mcp.tool(name="rag_sources_remove", annotations=DELETE,
+              description="Admins only: remove a source of your tenant from the "
               "sources file.")
     async def rag_sources_remove(id: str, ctx: Context) -> SourceChangeOut:
         return await guarded(lambda: apply(ctx, "removed", lambda ed, who: ed.remove(who, id,
                                                                                      tool="rag_sources_remove")))
 
-    @mcp.tool(name="rag_sources_enable", description="Admins only: enable a source of your tenant.")
+    @mcp.tool(name="rag_sources_enable", annotations=OVERWRITE,
+              description="Admins only: enable a source of your tenant.")
     async def rag_sources_enable(id: str, ctx: Context) -> SourceChangeOut:
         return await guarded(lambda: apply(ctx, "enabled", lambda ed, who: ed.set_enabled(
             who, id, True, tool="rag_sources_enable")))
 
-    @mcp.tool(name="rag_sources_disable", description="Admins only: disable a source of your tenant (kept in "
+    @mcp.tool(name="rag_sources_disable", annotations=OVERWRITE,
+              description="Admins only: disable a source of your tenant (kept in "
               "the file, used by nobody).")
     async def rag_sources_disable(id: str, ctx: Context) -> SourceChangeOut:
         return await guarded(lambda: apply(ctx, "disabled", lambda ed, who: ed.set_enabled(

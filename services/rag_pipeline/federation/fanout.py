@@ -270,7 +270,8 @@ def hits_from_raw_results(source_id: str, data: Any) -> list[RemoteHit]:
                              reputation=reputation if reputation is not None and 0.0 <= reputation <= 1.0 else None,
                              source_type=_str(prov.get("source_type"), 128) or _str(h.get("sourceType"), 128),
                              tags=_names(prov.get("tags", h.get("tags"))),
-                             owners=_names(prov.get("owners", h.get("owners")))))
+                             owners=_names(prov.get("owners", h.get("owners"))),
+                             resource_id=_str(h.get("resourceId"), 512)))
     return out
 
 
@@ -415,13 +416,13 @@ class McpRemoteSearch:
         raise RuntimeError(f"source '{source.id}' speaks neither rag_get_raw_results nor rag_search")
 
     async def _resources_for(self, source: Source, remote: Any, caller: Caller | None, send: Any,
-                             end: float) -> _Resources:
+                             end: float, *, fresh: bool = False) -> _Resources:
         """The caller's resources at `source` (seed 000's rag_discover_resources, asked as that
-        caller), cached for RESOURCES_TTL_S under the caller's key."""
+        caller), cached for RESOURCES_TTL_S under the caller's key (`fresh`: asked again now)."""
         key = (source.id, hash(source), caller.key if caller is not None else None)   # any edit: asked again
         cached = self._resources.get(key)
         now = time.monotonic()
-        if cached is not None and cached.expires >= now:
+        if cached is not None and cached.expires >= now and not fresh:
             self._resources.move_to_end(key)
             return cached
         listed = await remote.call_tool("rag_discover_resources", {"username": send.username},
@@ -435,18 +436,26 @@ class McpRemoteSearch:
             self._resources.popitem(last=False)
         return entry
 
-    async def verify(self, source: Source, caller: Caller | None, remote_id: str, deadline_s: float
+    async def verify(self, source: Source, caller: Caller | None, cited: Any, deadline_s: float
                      ) -> dict[str, Any]:
-        """Ask `source` whether `caller` may open its document `remote_id` (its own
-        `verify_document_access`, as that caller): {has_access, refreshed_url?, access_level?,
-        error?}. A source without the tool cannot say: has_access false, with the reason."""
+        """Ask `source` whether `caller` may still open `cited` (citations.py `Cited`, as recorded
+        when it was returned), as that caller: its own `verify_document_access` when it has one,
+        else (seed 000) whether its `rag_discover_resources`, asked now, still lists the resource
+        the hit came from. {has_access, refreshed_url?, access_level?, error?}; a source that can
+        do neither cannot say: has_access false, with the reason."""
+        from services.rag_pipeline.federation.remote import detect_contract    # needs the MCP client stack
+
         remote = self._pool.get(source)
         end = time.monotonic() + deadline_s
         tools = await remote.list_tools(deadline_s=deadline_s)
-        if not any(getattr(t, "name", "") == "verify_document_access" for t in tools):
-            return {"has_access": False, "error": f"source '{source.id}' cannot verify document access"}
         send = self._send(source, caller, INCOMING_PATH.get())
-        arguments: dict[str, Any] = {"segment_uid": remote_id}
+        if not any(getattr(t, "name", "") == "verify_document_access" for t in tools):
+            if not (detect_contract(tools).seed000 and cited.resource_id):
+                return {"has_access": False, "error": f"source '{source.id}' cannot verify document access"}
+            held = cited.resource_id in (await self._resources_for(source, remote, caller, send, end, fresh=True)).ids
+            return {"has_access": held, "refreshed_url": cited.url or None, "access_level": "view" if held else None,
+                    "error": None}
+        arguments: dict[str, Any] = {"segment_uid": cited.remote_id}
         if send.username and _takes(tools, "verify_document_access", "username"):
             arguments["username"] = send.username
         result = await remote.call_tool("verify_document_access", arguments,
@@ -464,13 +473,14 @@ class McpRemoteSearch:
                          top_k: int, deadline_s: float) -> dict[str, Any] | None:
         """The source's own answer (seed 000 `rag_get_synthesized_results`, asked as `caller`,
         over `resources` or all the caller's): {answer, citations: [{id, uri, title}]}, the
-        remote's words sanitised and bounded; None when the source offers no synthesis."""
+        remote's words sanitised and bounded; None when the source offers no synthesis (seed 000
+        makes it optional: the answer is then synthesized here over the unified ranking)."""
         from services.rag_pipeline.federation.remote import detect_contract    # needs the MCP client stack
 
         remote = self._pool.get(source)
         end = time.monotonic() + deadline_s
         tools = await remote.list_tools(deadline_s=deadline_s)
-        if not detect_contract(tools).seed000:
+        if not detect_contract(tools).synthesis:
             return None
         send = self._send(source, caller, INCOMING_PATH.get())
         wanted = list(resources) or (await self._resources_for(source, remote, caller, send, end)).ids
@@ -487,7 +497,7 @@ class McpRemoteSearch:
                 continue
             uri = c.get("uri")
             cid = _str(c.get("id"), 512) or _str(c.get("resourceId"), 512) or _str(uri, 512)
-            citations.append({"id": f"{source.id}:{cid}",
+            citations.append({"id": f"{source.id}:{cid}", "resource_id": _str(c.get("resourceId"), 512),
                               "uri": uri if isinstance(uri, str) and uri.startswith(("https://", "http://")) else None,
                               "title": _sanitise(c.get("title") or "", 300) or None})
         return {"answer": _str(answer, MAX_TEXT_CHARS * 2), "citations": citations[:MAX_SEGMENTS]}

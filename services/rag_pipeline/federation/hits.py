@@ -52,6 +52,7 @@ class RemoteHit:
     source_type: str = ""             # the remote's source type of the document, if it says
     tags: tuple[str, ...] | None = None     # the document's tags, if the remote says (None: unknown)
     owners: tuple[str, ...] | None = None   # the document's owners, if the remote says (None: unknown)
+    resource_id: str = ""             # the seed-000 resource the hit came from (its `resourceId`), if any
     # The remote's stored unit vector of the hit (float32 bytes), sent by a trusted remote Nucleus
     # with this stack's model fingerprint (peer_vectors.py); b"" = re-embedded here.
     vector: bytes = field(default=b"", compare=False, repr=False)

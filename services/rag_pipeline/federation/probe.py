@@ -4,7 +4,7 @@ contract, and record the result as the source's status in the registry.
     connected        the source answered tools/list (and, for kind "rag", speaks a RAG contract)
     action_required  the credential is missing, or the source refused it (HTTP 401/403)
     locked           disabled in the sources file, or its address is refused by the safety rules
-    error            unreachable, timed out, or a "rag" source without rag_search / the seed-000 trio
+    error            unreachable, timed out, or a "rag" source without rag_search / seed 000's two required tools
 
 A source marked `trusted` with `identity: assertion` (a remote Nucleus) is also asked for its
 embedding model's fingerprint (`nucleus_model_fingerprint`), compared with this stack's own
@@ -68,8 +68,8 @@ class SourceProber:
         contract = detect_contract(tools)
         problem = ""
         if source.kind == "rag" and not contract.is_rag:
-            problem = ("kind 'rag' but the source has neither rag_search nor the seed-000 trio "
-                       "(rag_discover_resources, rag_get_raw_results, rag_get_synthesized_results)")
+            problem = ("kind 'rag' but the source has neither rag_search nor seed 000's required tools "
+                       "(rag_discover_resources, rag_get_raw_results)")
         self.registry.set_status(
             source.id, state="error" if problem else "connected", contract=contract.label,
             tools=tuple(t.name for t in tools), last_error=problem, last_probe=time.time(),

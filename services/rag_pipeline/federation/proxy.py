@@ -145,13 +145,16 @@ class ProxyTools:
         """The proxy tools `principal` may see, as MCP tool definitions."""
         from mcp_types import Tool
 
+        from shared.mcp_annotations import PROXIED
+
         out = []
         for source in self.registry.current().visible_to(principal):
             for tool in self._tools.get(source.id, {}).values():
                 schema = tool.input_schema if tool.input_schema.get("type") == "object" else {
                     "type": "object", "properties": {}}
                 out.append(Tool(name=proxy_name(source.id, tool.name), title=tool.title or None,
-                                description=f"[{source.id}] {tool.description}".strip(), input_schema=schema))
+                                description=f"[{source.id}] {tool.description}".strip(), input_schema=schema,
+                                annotations=PROXIED))
         return out
 
     def resolve(self, principal: Principal | None, name: str) -> tuple[Source, ToolInfo] | None:

@@ -3,7 +3,7 @@
     pool = RemotePool(audit=audit)
     remote = pool.get(source)                      # one pooled session per source (reconnects on failure)
     tools = await remote.list_tools()
-    contract = detect_contract(tools)              # seed-000 trio and/or seed-002 rag_search
+    contract = detect_contract(tools)              # seed 000 (its two required tools) and/or seed-002 rag_search
     result = await remote.call_tool("rag_search", {"search_phrases": ["q"]}, deadline_s=3.0)
     result.data                                    # structured content, or the JSON text parsed
 

@@ -1,5 +1,6 @@
 """What a remote source speaks and answers: its tools (`ToolInfo`), which RAG contracts they
-make up (`detect_contract`: the seed-000 trio and/or seed-002 rag_search), a call's result
+make up (`detect_contract`: seed 000's two required tools, with or without its synthesis tool,
+and/or seed-002 rag_search), a call's result
 read into a `RemoteResult` (`parse_result`: size limit, tool errors, JSON text parsed), and
 `RemoteError`, how every remote failure is reported (redacted). The session: remote.py.
 """
@@ -14,7 +15,8 @@ from typing import Any
 from services.rag_pipeline.federation.sources import Source
 from shared.redaction import redact
 
-SEED000_TOOLS = ("rag_discover_resources", "rag_get_raw_results", "rag_get_synthesized_results")
+SEED000_TOOLS = ("rag_discover_resources", "rag_get_raw_results")      # required by seed 000
+SEED000_SYNTHESIS = "rag_get_synthesized_results"                        # optional (recommended)
 SEED002_TOOL = "rag_search"
 ERROR_KINDS = ("timeout", "connection", "oversize", "bad_json", "tool_error", "refused", "credential",
                "protocol")
@@ -57,9 +59,10 @@ class RemoteResult:
 class RagContract:
     """Which RAG contracts a remote speaks, from its tool list."""
 
-    seed000: bool = False               # rag_discover_resources + rag_get_raw_results + rag_get_synthesized_results
+    seed000: bool = False               # rag_discover_resources + rag_get_raw_results (the required two)
     seed002: bool = False               # rag_search
-    partial000: tuple[str, ...] = ()    # seed-000 tools present when the trio is incomplete
+    partial000: tuple[str, ...] = ()    # seed-000 tools present when the required two are not both there
+    synthesis: bool = False             # seed 000's optional rag_get_synthesized_results, with the two
 
     @property
     def is_rag(self) -> bool:
@@ -73,9 +76,11 @@ class RagContract:
 
 def detect_contract(tools: Sequence[ToolInfo | str]) -> RagContract:
     names = {t if isinstance(t, str) else t.name for t in tools}
-    trio = [n for n in SEED000_TOOLS if n in names]
-    return RagContract(seed000=len(trio) == len(SEED000_TOOLS), seed002=SEED002_TOOL in names,
-                       partial000=tuple(trio) if 0 < len(trio) < len(SEED000_TOOLS) else ())
+    required = [n for n in SEED000_TOOLS if n in names]
+    seed000 = len(required) == len(SEED000_TOOLS)
+    partial = [*required, *([SEED000_SYNTHESIS] if SEED000_SYNTHESIS in names else [])]
+    return RagContract(seed000=seed000, seed002=SEED002_TOOL in names, synthesis=seed000 and SEED000_SYNTHESIS in names,
+                       partial000=tuple(partial) if partial and not seed000 else ())
 
 
 def text_of(content: Any) -> str:

@@ -36,6 +36,7 @@ from services.rag_pipeline.federation.sources import SourcesRegistry, is_admin, 
 from shared.audit import AuditLog
 from shared.errors import PermissionDenied
 from shared.identity import Principal
+from shared.mcp_annotations import READ, REFRESH
 from shared.mcp_errors import guarded
 from shared.settings import StackSettings
 
@@ -192,7 +193,7 @@ def _admin(principal_of: Callable[[Any], Principal], ctx: Any) -> Principal:
 
 def register_sources_tools(mcp: MCPServer, runtime: FederationRuntime,
                            principal_of: Callable[[Any], Principal]) -> None:
-    @mcp.tool(name="rag_sources_status", description=(
+    @mcp.tool(annotations=READ, name="rag_sources_status", description=(
         "Admins only: the remote sources of the federation (sources file), each with its connection "
         "state, RAG contract, tools and last error, plus the last reload error."))
     async def rag_sources_status(ctx: Context) -> SourcesStatusOut:
@@ -200,7 +201,7 @@ def register_sources_tools(mcp: MCPServer, runtime: FederationRuntime,
             return runtime.status(_admin(principal_of, ctx))
         return await guarded(run)
 
-    @mcp.tool(name="rag_sources_reload", description=(
+    @mcp.tool(annotations=REFRESH, name="rag_sources_reload", description=(
         "Admins only: reload the sources file now. A broken file keeps the current configuration "
         "and the error names the file, entry and field."))
     async def rag_sources_reload(ctx: Context) -> SourcesReloadOut:

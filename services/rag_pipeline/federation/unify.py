@@ -142,7 +142,7 @@ def remote_candidate(h: RemoteHit, rescored: Rescored, i: int, reputation: float
                   dense=float(rescored.dense[i]), bm25=float(rescored.bm25[i]),
                   hit=Hit(entry=entry, artifact=artifact, score=h.score if h.score is not None else 0.0, rank=h.rank),
                   origin=h.source_id, remote_score=h.score if h.score is not None else math.nan,
-                  carried=bool(h.vector))
+                  carried=bool(h.vector), resource=h.resource_id)
 
 
 def without_local_repeats(results: Sequence[RankedResult], k: int) -> tuple[tuple[RankedResult, ...], int]:

@@ -155,6 +155,7 @@ def fit(out: BaseModel, max_tokens: int | None, spec: Fit,
     return best[1]
 
 
-async def fitted(out: BaseModel, max_tokens: int | None, spec: Fit) -> BaseModel | CallToolResult:
+async def fitted(out: BaseModel, max_tokens: int | None, spec: Fit,
+                 render: Callable[[BaseModel], CallToolResult] = as_result) -> BaseModel | CallToolResult:
     """`fit` for a tool body run by `guarded` (which awaits it)."""
-    return fit(out, max_tokens, spec)
+    return fit(out, max_tokens, spec, render)

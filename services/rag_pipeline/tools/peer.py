@@ -32,6 +32,7 @@ from services.rag_pipeline.federation.peer_vectors import (
 )
 from services.rag_pipeline.tools.schemas import RawOut
 from shared.errors import NucleusError
+from shared.mcp_annotations import READ
 from shared.mcp_errors import guarded
 
 log = logging.getLogger(__name__)
@@ -72,7 +73,7 @@ class PeerVectors:
 
 
 def register_fingerprint_tool(mcp: MCPServer, peer: PeerVectors) -> None:
-    @mcp.tool(name=FINGERPRINT_TOOL, description=(
+    @mcp.tool(annotations=READ, name=FINGERPRINT_TOOL, description=(
         "This stack's embedding model, identified by its own output: the unit vectors of a few fixed "
         "probe texts (float16, base64), their dimension and a digest. A federating Nucleus compares it "
         "with its own to use this stack's vectors without re-embedding."))

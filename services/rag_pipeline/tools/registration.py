@@ -3,7 +3,7 @@
 answer bad arguments with -32602 (`schemas.JSONRPC_ARGUMENTS`)."""
 from __future__ import annotations
 
-from typing import Annotated
+from typing import Annotated, Any
 
 from mcp.server.mcpserver import Context, MCPServer
 from mcp_types import CallToolResult
@@ -34,8 +34,10 @@ from services.rag_pipeline.tools.schemas import (
     UserToken,
     Username,
 )
+from services.rag_pipeline.tools.links import cited_result
 from services.rag_pipeline.tools.service import RagTools
 from shared.errors import NucleusError
+from shared.mcp_annotations import READ
 from shared.mcp_errors import guarded, invalid_params_middleware, jsonrpc_error
 from shared.signing import DOCUMENT_PREFIX
 
@@ -45,7 +47,7 @@ def register_rag_tools(mcp: MCPServer, tools: RagTools) -> None:
     rag_get_synthesized_results, nucleus_model_fingerprint and GET /documents/{entry_id} to `mcp`."""
     peer = PeerVectors(tools, fingerprint_of(tools.llm))       # a peer stack's vectors (tools/peer.py)
 
-    @mcp.tool(name="rag_search", description=(
+    @mcp.tool(annotations=READ, name="rag_search", description=(
         "Searches the knowledge base for relevant information using semantic search. Give 1-5 search "
         "phrases: the first is the user's exact input, the others rephrasings; all are searched in "
         "parallel and the union is ranked. Returns up to 20 segments with signed source links."))
@@ -55,14 +57,19 @@ def register_rag_tools(mcp: MCPServer, tools: RagTools) -> None:
                          sources: Annotated[list[SourceId] | None, Field(max_length=MAX_SOURCES, description=(
                              "Optional federation selection: 'local' and/or remote source ids; omitted = "
                              "this server's knowledge and every remote source you may use"))] = None,
-                         max_tokens: MaxTokens = None) -> Annotated[CallToolResult, RagSearchOut]:
+                         max_tokens: MaxTokens = None,
+                         ) -> Annotated[CallToolResult, RagSearchOut]:
         out = await tools.rag_search(ctx, search_phrases, max_segments, sources)
+
+        def render(o: RagSearchOut) -> CallToolResult:
+            return cited_result(o, [_segment_link(s) for s in o.segments])
         try:
-            return fit(out, max_tokens, SEGMENTS)
+            answer = fit(out, max_tokens, SEGMENTS, render)     # max_tokens: links and all (tools/budget.py)
         except NucleusError as err:
             raise jsonrpc_error(err) from None
+        return answer if isinstance(answer, CallToolResult) else render(out)
 
-    @mcp.tool(name="verify_document_access", description=(
+    @mcp.tool(annotations=READ, name="verify_document_access", description=(
         "Verify that the current user may still open a document segment returned by rag_search, and get a "
         "fresh signed URL for it."))
     async def verify_document_access(
@@ -71,14 +78,14 @@ def register_rag_tools(mcp: MCPServer, tools: RagTools) -> None:
             ctx: Context) -> DocumentAccessOut:
         return await tools.verify_document_access(ctx, segment_uid)
 
-    @mcp.tool(name="rag_discover_resources", description=(
+    @mcp.tool(annotations=READ, name="rag_discover_resources", description=(
         "List the data sources (resources) of this RAG server that the authenticated user may search, "
         "with their visibility groups, last index time and sizes."))
     async def rag_discover_resources(username: Username, ctx: Context, filters: DiscoverFiltersIn | None = None,
                                      user_token: UserToken = None) -> DiscoverOut:
         return await guarded(lambda: tools.discover(ctx, username, filters, user_token))
 
-    @mcp.tool(name="rag_get_raw_results", description=(
+    @mcp.tool(annotations=READ, name="rag_get_raw_results", description=(
         "Ranked raw search hits (snippet, chunk, title, signed uri, scores) from the given data sources. "
         "Sources the user may not see are refused with unauthorized_source; unknown ids with invalid_source."))
     async def rag_get_raw_results(
@@ -90,10 +97,12 @@ def register_rag_tools(mcp: MCPServer, tools: RagTools) -> None:
         out = await guarded(lambda: tools.raw_results(ctx, username, query, sources, top_k, filters, ranking,
                                                       user_token))
         if max_tokens is not None:          # a budgeted answer carries no peer vectors
-            return await guarded(lambda: fitted(out, max_tokens, HITS))
-        return await peer.answer(ctx, out)
+            return await guarded(lambda: fitted(out, max_tokens, HITS, _hit_links))
+        answer = await peer.answer(ctx, out)
+        return cited_result(out, [(h.uri, h.title or h.id) for h in out.results.hits],  # = _hit_links, with _meta
+                            meta=answer.meta if isinstance(answer, CallToolResult) else None)
 
-    @mcp.tool(name="rag_get_synthesized_results", description=(
+    @mcp.tool(annotations=READ, name="rag_get_synthesized_results", description=(
         "An answer to the query synthesized only from passages the user may see, with citations "
         "(signed uri, title, resourceId) and truncation limits."))
     async def rag_get_synthesized_results(
@@ -101,11 +110,22 @@ def register_rag_tools(mcp: MCPServer, tools: RagTools) -> None:
             sources: Annotated[list[SourceId] | None, Field(max_length=MAX_SOURCES)] = None,
             top_k: Annotated[int, Field(ge=1, le=MAX_TOP_K)] = 8,
             synthesis_params: SynthesisParamsIn | None = None, provided_context: ProvidedContextIn | None = None,
-            user_token: UserToken = None) -> SynthOut:
-        return await guarded(lambda: tools.synthesized_results(
+            user_token: UserToken = None) -> Annotated[CallToolResult, SynthOut]:
+        out = await guarded(lambda: tools.synthesized_results(
             ctx, username, query, sources, top_k, synthesis_params, provided_context, user_token))
+        return cited_result(out, [(c.uri, c.title or c.id) for c in out.results.citations])
 
     register_fingerprint_tool(mcp, peer)
     mcp.custom_route(DOCUMENT_PREFIX + "{entry_id:path}", methods=["GET"], name="document",
                      include_in_schema=False)(tools.documents.open_document)
     mcp.middleware.append(invalid_params_middleware(JSONRPC_ARGUMENTS))
+
+
+def _hit_links(out: Any) -> CallToolResult:
+    """A rag_get_raw_results answer with one resource link per hit."""
+    return cited_result(out, [(h.uri, h.title or h.id) for h in out.results.hits])
+
+
+def _segment_link(segment: Any) -> tuple[str | None, str]:
+    """A rag_search segment's resource link: its signed source_url, named by its headline."""
+    return segment.source_url, segment.headline or segment.source_file_name

@@ -52,6 +52,7 @@ from services.rag_pipeline.tools.convert import (
     worst_error,
 )
 from services.rag_pipeline.tools.documents import DocumentRoute
+from services.rag_pipeline.tools.verify import DocumentVerifier
 from services.rag_pipeline.tools.schemas import (
     DEFAULT_SEGMENTS,
     MAX_TOP_K,
@@ -116,7 +117,7 @@ class RagTools:
 
     def __init__(self, pipeline: RagPipeline, knowledge: KnowledgeSource, llm: LanguageModel,
                  identity: RequestIdentity, access: AccessPolicy, signer: LinkSigner, audit: AuditLog, *,
-                 synth_timeout_s: float = 30.0) -> None:
+                 synth_timeout_s: float = 30.0, verify_ttl_s: float = 60.0) -> None:
         self.pipeline = pipeline
         self.ks = knowledge
         self.llm = llm
@@ -126,6 +127,8 @@ class RagTools:
         self.audit = audit
         self.synth_timeout_s = synth_timeout_s
         self.documents = DocumentRoute(knowledge, access, signer, audit, pipeline.federation)
+        self.verifier = DocumentVerifier(knowledge, access, signer, audit, pipeline.federation,
+                                         verify_ttl_s=verify_ttl_s)
 
     # -- identity --------------------------------------------------------------------------
     def principal(self, ctx: Context | None) -> Principal:
@@ -163,20 +166,9 @@ class RagTools:
                resources: tuple[str, ...] | list[str] = (), entries: tuple[str, ...] | list[str] = ()) -> None:
         audit_call(self.audit, call, decision, reason, resources=resources, entries=entries)
 
-    def _link(self, who: Principal, entry_id: str) -> str:
-        return self.signer.sign(entry_id, who.tenant_id, who.user_id, who.groups)
-
     def _result_link(self, who: Principal, r: RankedResult) -> str:
-        """A local result's signed link; a remote result's signed redirect to its own http(s)
-        URL, expiring like a local link ("" when the remote gave no URL)."""
-        if r.source_id == LOCAL_SOURCE:
-            return self._link(who, r.entry.id)
-        return self._redirect_link(who, r.entry.id, r.artifact.source_uri)
-
-    def _redirect_link(self, who: Principal, entry_id: str, url: str | None) -> str:
-        if not url or not url.startswith(("https://", "http://")) or len(url) > 2_048:
-            return ""
-        return self.signer.sign_redirect(entry_id, url, who.tenant_id, who.user_id, who.groups)
+        """A result's signed link, recorded as handed to `who` when it is a federated one (tools/verify.py)."""
+        return self.verifier.cite(who, r)
 
     def _remote_selection(self, who: Principal, requested: list[str]) -> list[str]:
         """The ids among `requested` that name a remote source `who` may use, or one of its
@@ -264,53 +256,11 @@ class RagTools:
         call = Call("verify_document_access")
         try:
             who = self.principal(ctx)
-        except NucleusError as err:
-            self._audit(call, "deny", f"{err.kind}: {err.message}")
-            raise jsonrpc_error(err) from None
-        call.principal = who
-        remote = await self._verify_remote(call, who, segment_uid)
-        if remote is not None:
-            return remote
-        denied = DocumentAccessOut(has_access=False, error="Document has been deleted or does not exist")
-        try:
-            hits = await self.ks.get_entries(who.tenant_id, [segment_uid])
-        except (NotFound, InvalidArgument):
-            hits = []
+            call.principal = who
+            return await self.verifier.verify(call, who, segment_uid)
         except NucleusError as err:
             self._audit(call, "deny", f"{err.kind}: {err.message}", entries=[segment_uid])
             raise jsonrpc_error(err) from None
-        if not hits:
-            self._audit(call, "deny", "entry not found", entries=[segment_uid])
-            return denied
-        reason = self.access.entry_denial(who, hits[0])
-        if reason:
-            self._audit(call, "deny", reason, resources=[hits[0].artifact.source_id], entries=[segment_uid])
-            return DocumentAccessOut(has_access=False, error="Access to this document is not permitted for this user")
-        self._audit(call, "allow", resources=[hits[0].artifact.source_id], entries=[segment_uid])
-        return DocumentAccessOut(has_access=True, refreshed_url=self._link(who, segment_uid), access_level="view")
-
-    async def _verify_remote(self, call: Call, who: Principal, segment_uid: str) -> DocumentAccessOut | None:
-        """A federated result's id (`<source>:<remote id>`, of a source the caller may use) is
-        verified by its source, as the caller; None: not a federated id (the local store answers)."""
-        federation = self.pipeline.federation
-        if federation is None or ":" not in segment_uid:
-            return None
-        sid, remote_id = segment_uid.split(":", 1)
-        source = federation.source_for(who, sid)
-        if source is None or not remote_id:
-            return None
-        try:
-            answer = await federation.search.verify(source, Caller.of(who), remote_id, source.timeout_s)
-        except Exception as err:             # the source failing answers "cannot verify", never allow
-            message = getattr(err, "message", "") or type(err).__name__
-            self._audit(call, "deny", f"source {sid} did not verify: {message}"[:300], resources=[sid],
-                        entries=[segment_uid])
-            return DocumentAccessOut(has_access=False, error=f"source '{sid}' could not verify access now")
-        self._audit(call, "allow" if answer["has_access"] else "deny", "" if answer["has_access"] else
-                    f"source {sid}: {answer.get('error') or 'no access'}", resources=[sid], entries=[segment_uid])
-        refreshed = self._redirect_link(who, segment_uid, answer.get("refreshed_url")) if answer["has_access"] else ""
-        return DocumentAccessOut(has_access=answer["has_access"], refreshed_url=refreshed or None,
-                                 access_level=answer.get("access_level"), error=answer.get("error"))
 
     # -- rag_discover_resources ------------------------------------------------------------
     async def discover(self, ctx: Context | None, username: str, filters: DiscoverFiltersIn | None,
@@ -540,7 +490,9 @@ class RagTools:
             return None
         call.notes.append(f"answer synthesized by remote source '{sid}': untrusted text, quoted as it came")
         meta.method, meta.elapsed_ms, meta.notes = "remote", call.elapsed_ms, call.notes or []
-        citations = [CitationOut(id=c["id"], uri=c["uri"], title=c["title"], resourceId=sid) for c in own["citations"]]
+        cite = self.verifier.cite_remote            # the remote's own citations: recorded, links signed here
+        citations = [CitationOut(id=c["id"], uri=cite(who, c["id"], c["resource_id"], c["uri"]) or None,
+                                 title=c["title"], resourceId=sid) for c in own["citations"]]
         self._audit(call, "allow", resources=[sid], entries=[c.id for c in citations])
         return SynthOut(results=SynthResultsOut(answer=own["answer"], citations=citations), meta_data=meta)
 

@@ -10,6 +10,7 @@ from pydantic import Field
 
 from services.rag_pipeline.personas import get_persona
 from services.rag_pipeline.topics import TopicTools
+from shared.mcp_annotations import READ
 from shared.mcp_errors import guarded
 
 K = Annotated[int, Field(ge=0, le=50, description=(
@@ -26,7 +27,7 @@ def register_topic_tools(mcp: MCPServer, topics: TopicTools) -> None:
     def who(ctx: Context):
         return topics.rag.principal(ctx)
 
-    @mcp.tool(name="rag_topics", description=(
+    @mcp.tool(annotations=READ, name="rag_topics", description=(
         "The main themes (topics) of the documents you may see: k-means clusters, each with its most "
         "distinctive terms (label), size, representative documents and date span. Use for 'what are the main "
         "themes / topics?'."))
@@ -37,7 +38,7 @@ def register_topic_tools(mcp: MCPServer, topics: TopicTools) -> None:
         return await guarded(lambda: topics.run(who(ctx), "rag_topics", k=k, max_terms=max_terms,
                                                 examples=examples))
 
-    @mcp.tool(name="rag_topic_evolution", description=(
+    @mcp.tool(annotations=READ, name="rag_topic_evolution", description=(
         "How topics evolved: document counts per period (month, quarter or year of the created or modified "
         "date) for every topic, one topic_id, or the topic nearest to a query. Use for 'how did X evolve?'."))
     async def rag_topic_evolution(
@@ -47,7 +48,7 @@ def register_topic_tools(mcp: MCPServer, topics: TopicTools) -> None:
         return await guarded(lambda: topics.run(who(ctx), "rag_topic_evolution", period=period,
                                                 date_field=date_field, topic_id=topic_id, query=query, k=k))
 
-    @mcp.tool(name="rag_recent_developments", description=(
+    @mcp.tool(annotations=READ, name="rag_recent_developments", description=(
         "The newest documents of a topic (topic_id from rag_topics) or of the topic nearest to a query, "
         "ranked with recency forced on, with signed links. Use for 'what is new in Y?'."))
     async def rag_recent_developments(
@@ -57,7 +58,7 @@ def register_topic_tools(mcp: MCPServer, topics: TopicTools) -> None:
         return await guarded(lambda: topics.run(who(ctx), "rag_recent_developments", query=query,
                                                 topic_id=topic_id, limit=limit, k=k))
 
-    @mcp.tool(name="rag_topic_map", description=(
+    @mcp.tool(annotations=READ, name="rag_topic_map", description=(
         "A 2-D map of the documents you may see (PCA of their vectors) with their topic ids, as JSON points; "
         "include_png adds a rendered PNG (base64) for humans."))
     async def rag_topic_map(
@@ -67,7 +68,7 @@ def register_topic_tools(mcp: MCPServer, topics: TopicTools) -> None:
         return await guarded(lambda: topics.run(who(ctx), "rag_topic_map", k=k, max_points=max_points,
                                                 include_png=include_png))
 
-    @mcp.tool(name="rag_get_persona", description=(
+    @mcp.tool(annotations=READ, name="rag_get_persona", description=(
         "The settings of a persona agent of your tenant: system prompt, allowed tools and sources, LLM model "
         "(used by agents such as `nucleus chat --persona`)."))
     async def rag_get_persona(

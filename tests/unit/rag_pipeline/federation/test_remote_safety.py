@@ -91,6 +91,16 @@ def test_contract_detection() -> None:
     assert not none.is_rag and none.label == "tools"
 
 
+def test_seed000_needs_only_its_two_required_tools_and_synthesis_is_optional() -> None:
+    two = detect_contract(["rag_discover_resources", "rag_get_raw_results"])
+    assert two.seed000 and two.is_rag and not two.synthesis and two.label == "seed000" and two.partial000 == ()
+    trio = detect_contract(["rag_discover_resources", "rag_get_raw_results", "rag_get_synthesized_results"])
+    assert trio.seed000 and trio.synthesis
+    lone = detect_contract(["rag_get_raw_results", "rag_get_synthesized_results"])
+    assert not lone.is_rag and not lone.synthesis
+    assert lone.partial000 == ("rag_get_raw_results", "rag_get_synthesized_results")
+
+
 def test_the_pool_keeps_a_session_across_metadata_changes_and_retires_old_connections() -> None:
     from services.rag_pipeline.federation.remote import RemotePool
 
