@@ -39,9 +39,10 @@ def check_top_k(top_k: int) -> None:
 
 async def _search(args: argparse.Namespace) -> int:
     """SearchAndRank as one principal, named in the output: with authentication off, the local
-    principal — the tenant, user and groups RAGPipeline's MCP endpoint gives a local caller —
-    unless `--as-operator` (every document of any tenant); with it on, the user of
-    $NUCLEUS_API_KEY, else the operator (the CLI's own key)."""
+    principal — the user and groups RAGPipeline's MCP endpoint gives a local caller — of the
+    tenant `--tenant` names (as `nucleus ingest --tenant` writes to it), unless `--as-operator`
+    (every document of any tenant); with it on, the user of $NUCLEUS_API_KEY (whose tenant
+    the key decides), else the operator (the CLI's own key)."""
     request = rag_pb.SearchAndRankRequest(
         tenant_id=args.tenant, persona_id=args.persona, user_query_text=args.query, top_k_final_rank=args.top_k,
         expand_query_with_llm=args.expand,
@@ -63,9 +64,8 @@ async def _search(args: argparse.Namespace) -> int:
         except grpc.RpcError as err:
             failure = from_grpc_error(err, service="RAGPipeline")
             if as_local and not key and failure.kind == "permission_denied":
-                failure.message += (" (`nucleus search` acts as the stack's local principal, the tenant MCP "
-                                    "gives a local caller: NUCLEUS_LOCAL_TENANT when the stack started; "
-                                    "--as-operator searches any tenant as the operator)")
+                failure.message += (" (`nucleus search` acts as the stack's local principal of the tenant "
+                                    "--tenant names; --as-operator searches any tenant as the operator)")
             raise failure from None
     answered = answered or ("the local principal" if as_local and not key else "the operator")
     if args.json:

@@ -63,15 +63,19 @@ def relays_operator(principal: Principal | None) -> bool:
     return principal is not None and principal.auth_method == "service" and principal.extra.get(FOR_OPERATOR) == "1"
 
 
-def local_principal() -> Principal:
-    """NUCLEUS_LOCAL_TENANT / _USER / _GROUPS (`StackSettings`): the owner of a local stack."""
+def local_principal(tenant_id: str = "") -> Principal:
+    """NUCLEUS_LOCAL_TENANT / _USER / _GROUPS (`StackSettings`): the owner of a local stack.
+    `tenant_id` names its tenant instead where the local caller said which (the CLI's `--tenant`,
+    as `nucleus ingest` acts on the tenant it names); MCP's local caller keeps NUCLEUS_LOCAL_TENANT."""
     stack = StackSettings()
-    return Principal(tenant_id=stack.local_tenant, user_id=stack.local_user or os.environ.get("USER", "local"),
+    return Principal(tenant_id=tenant_id or stack.local_tenant,
+                     user_id=stack.local_user or os.environ.get("USER", "local"),
                      groups=tuple(g for g in stack.local_groups.split(",") if g), auth_method="local", roles=(ADMIN,))
 
 
 #: gRPC metadata of a caller without a verified identity (authentication off) asking to be
-#: answered as the local principal, as MCP answers every such caller (`nucleus search` sends it).
+#: answered as the local principal, as MCP answers every such caller (`nucleus search` sends it),
+#: of the tenant the request names (`--tenant`), else of NUCLEUS_LOCAL_TENANT.
 LOCAL_PRINCIPAL_METADATA = ("x-nucleus-principal", "local")
 #: Response metadata naming the principal a request was answered as (`describe_principal`).
 ANSWERED_AS_METADATA = "x-nucleus-answered-as"

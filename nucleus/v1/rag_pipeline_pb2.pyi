@@ -101,7 +101,7 @@ class FeatureContribution(_message.Message):
     def __init__(self, name: _Optional[str] = ..., value: _Optional[float] = ..., contribution: _Optional[float] = ...) -> None: ...
 
 class RankedKnowledgeResult(_message.Message):
-    __slots__ = ("persona_knowledge_entry_id", "associated_artifact", "snippet", "overall_rank_score", "individual_scores", "explanation", "headline", "text", "timestamp_unix", "relevance_probability", "source_id")
+    __slots__ = ("persona_knowledge_entry_id", "associated_artifact", "snippet", "overall_rank_score", "individual_scores", "explanation", "headline", "text", "timestamp_unix", "relevance_probability", "source_id", "highlights")
     PERSONA_KNOWLEDGE_ENTRY_ID_FIELD_NUMBER: _ClassVar[int]
     ASSOCIATED_ARTIFACT_FIELD_NUMBER: _ClassVar[int]
     SNIPPET_FIELD_NUMBER: _ClassVar[int]
@@ -113,6 +113,7 @@ class RankedKnowledgeResult(_message.Message):
     TIMESTAMP_UNIX_FIELD_NUMBER: _ClassVar[int]
     RELEVANCE_PROBABILITY_FIELD_NUMBER: _ClassVar[int]
     SOURCE_ID_FIELD_NUMBER: _ClassVar[int]
+    HIGHLIGHTS_FIELD_NUMBER: _ClassVar[int]
     persona_knowledge_entry_id: str
     associated_artifact: _common_pb2.ArtifactMetadataSummary
     snippet: str
@@ -124,7 +125,16 @@ class RankedKnowledgeResult(_message.Message):
     timestamp_unix: int
     relevance_probability: float
     source_id: str
-    def __init__(self, persona_knowledge_entry_id: _Optional[str] = ..., associated_artifact: _Optional[_Union[_common_pb2.ArtifactMetadataSummary, _Mapping]] = ..., snippet: _Optional[str] = ..., overall_rank_score: _Optional[float] = ..., individual_scores: _Optional[_Union[_common_pb2.FourRScores, _Mapping]] = ..., explanation: _Optional[_Union[ScoreExplanation, _Mapping]] = ..., headline: _Optional[str] = ..., text: _Optional[str] = ..., timestamp_unix: _Optional[int] = ..., relevance_probability: _Optional[float] = ..., source_id: _Optional[str] = ...) -> None: ...
+    highlights: _containers.RepeatedCompositeFieldContainer[TextRange]
+    def __init__(self, persona_knowledge_entry_id: _Optional[str] = ..., associated_artifact: _Optional[_Union[_common_pb2.ArtifactMetadataSummary, _Mapping]] = ..., snippet: _Optional[str] = ..., overall_rank_score: _Optional[float] = ..., individual_scores: _Optional[_Union[_common_pb2.FourRScores, _Mapping]] = ..., explanation: _Optional[_Union[ScoreExplanation, _Mapping]] = ..., headline: _Optional[str] = ..., text: _Optional[str] = ..., timestamp_unix: _Optional[int] = ..., relevance_probability: _Optional[float] = ..., source_id: _Optional[str] = ..., highlights: _Optional[_Iterable[_Union[TextRange, _Mapping]]] = ...) -> None: ...
+
+class TextRange(_message.Message):
+    __slots__ = ("start", "end")
+    START_FIELD_NUMBER: _ClassVar[int]
+    END_FIELD_NUMBER: _ClassVar[int]
+    start: int
+    end: int
+    def __init__(self, start: _Optional[int] = ..., end: _Optional[int] = ...) -> None: ...
 
 class StageTiming(_message.Message):
     __slots__ = ("stage", "ms")

@@ -63,6 +63,7 @@ def result_to_pb(r: RankedResult) -> rag_pb.RankedKnowledgeResult:
         snippet=r.snippet, overall_rank_score=r.overall, individual_scores=_four(r.scores),
         headline=r.entry.headline, text=r.entry.text, timestamp_unix=r.entry.timestamp_unix,
         relevance_probability=r.probability, source_id=r.source_id,
+        highlights=[rag_pb.TextRange(start=a, end=b) for a, b in r.highlights],
     )
     e = r.explanation
     if e is not None:

@@ -73,7 +73,7 @@ class RagPipelineServicer(rag_grpc.RagPipelineServicer):
         search = convert.request_from_pb(request)
         caller = verified_caller()
         if caller is None and LOCAL_PRINCIPAL_METADATA in _metadata(context):
-            caller = local_principal()        # as MCP answers a caller without a verified identity
+            caller = local_principal(search.tenant_id)   # as MCP answers an unverified caller, of the tenant named
         await context.send_initial_metadata(((ANSWERED_AS_METADATA, _ascii(describe_principal(caller))),))
         return convert.response_to_pb(await self._pipeline.search(search, caller))
 

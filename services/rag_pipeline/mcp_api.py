@@ -16,6 +16,7 @@ from dataclasses import MISSING, fields
 from typing import Annotated, Any, Callable, Literal, get_type_hints
 
 from mcp.server.mcpserver import Context, MCPServer
+from mcp_types import CallToolResult
 from pydantic import BaseModel, Field, create_model
 
 from ranking.config import (
@@ -39,6 +40,7 @@ from services.rag_pipeline.models import (
     explanation_values,
 )
 from services.rag_pipeline.tools import RagTools, register_rag_tools
+from services.rag_pipeline.tools.budget import RANKED, BudgetOut, MaxTokens, budget_field, fit
 from services.rag_pipeline.tools.topics import register_topic_tools
 from services.rag_pipeline.topics import TopicTools
 from shared.bounds import INT32_MAX
@@ -101,6 +103,8 @@ class RankedResultOut(BaseModel):
     explanation: ExplanationOut | None = None
     relevance_probability: float = 0.0      # calibrated P(relevant); relevancy is the ordinal 4R score
     source_id: str = "local"                # "local" or the remote source it comes from (federation)
+    #: [start, end) of each word of `snippet` matching an analysed query term, in Unicode code points
+    highlights: list[tuple[int, int]] = Field(default_factory=list)
 
 
 class SourceReportOut(BaseModel):
@@ -129,6 +133,7 @@ class SearchAndRankOut(BaseModel):
     temporal_intent: bool
     sources: list[SourceReportOut] = Field(default_factory=list)   # federation: one per source asked
     search_id: str = ""               # name it in record_feedback to vote on a result of this answer
+    budget: BudgetOut | None = budget_field()   # max_tokens asked: how the answer was fitted (tools/budget.py)
 
 
 class WeightsIn(BaseModel):
@@ -189,7 +194,7 @@ def search_response_out(r: SearchResponse) -> SearchAndRankOut:
             explanation=None if e is None else ExplanationOut(**{
                 name: four(v) if _EXPLANATION_HINTS[name] == FourR else v
                 for name, v in explanation_values(e).items()}),
-            source_id=x.source_id,
+            source_id=x.source_id, highlights=list(x.highlights),
         ))
     return SearchAndRankOut(
         results=results, debug_information=r.debug, degraded=r.degraded, degraded_reasons=list(r.degraded_reasons),
@@ -238,8 +243,9 @@ def register_core_tools(mcp: MCPServer, pipeline: RagPipeline, principal: Callab
                                        "source ids); omitted = this store and every remote source you may use"),
         ] = None,
         ctx: Context | None = None,
-    ) -> SearchAndRankOut:
-        async def run() -> SearchAndRankOut:
+        max_tokens: MaxTokens = None,
+    ) -> Annotated[CallToolResult, SearchAndRankOut]:
+        async def run() -> SearchAndRankOut | CallToolResult:
             who = principal(ctx)
             request = SearchRequest(
                 tenant_id=who.tenant_id, persona_id=persona_id, query=user_query_text,
@@ -252,7 +258,7 @@ def register_core_tools(mcp: MCPServer, pipeline: RagPipeline, principal: Callab
                 filters=(filters or FiltersIn()).to_filters(persona_id=persona_id),
                 expand=expand_query_with_llm, sources=tuple(sources or ()),
             )
-            return search_response_out(await pipeline.search(request, who))
+            return fit(search_response_out(await pipeline.search(request, who)), max_tokens, RANKED)
         return await guarded(run)
 
     @mcp.tool(annotations=ADD, name="put_ranking_profile", description=(

@@ -106,6 +106,8 @@ class RankedResult:
     probability: float = 0.0                    # calibrated P(relevant) (ranking/factors.py, step 3)
     source_id: str = "local"                    # "local" or the remote source (federation)
     resource_id: str = ""                       # a remote result's seed-000 resource, if its source said
+    #: [start, end) of each word of `snippet` that matches an analysed query term, in code points
+    highlights: tuple[tuple[int, int], ...] = ()
 
 
 NO_VISIBLE_SOURCES = "no visible sources"      # SearchResponse.debug of a caller who may see nothing

@@ -14,7 +14,7 @@ from services.rag_pipeline.federation.hits import LOCAL
 from services.rag_pipeline.learned import LearnedExplainer
 from services.rag_pipeline.merge import Merged
 from services.rag_pipeline.models import Explanation, Preferences, RankedResult
-from services.rag_pipeline.snippets import make_snippet
+from services.rag_pipeline.snippets import highlights, make_snippet
 
 
 def build_results(merged: list[Merged], ranked: Any, candidates: Candidates, config: RankingConfig, query: str,
@@ -59,8 +59,9 @@ def build_results(merged: list[Merged], ranked: Any, candidates: Candidates, con
                 **({} if scored[pos] is None else {"learned_base": scored[pos][0],
                                                    "feature_contributions": scored[pos][1]}),
             )
+        snippet = make_snippet(m.hit.entry.text, query)
         out.append(RankedResult(entry=m.hit.entry, artifact=m.hit.artifact,
-                                snippet=make_snippet(m.hit.entry.text, query),
+                                snippet=snippet, highlights=highlights(snippet, query),
                                 overall=overall[pos], scores=tuple(factors[pos]), explanation=explanation,
                                 probability=probability[pos], source_id=source_id, resource_id=m.resource))
     return tuple(out)

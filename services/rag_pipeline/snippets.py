@@ -4,6 +4,8 @@ from __future__ import annotations
 import functools
 import re
 
+from shared.analysis import analyse, term_spans
+
 SNIPPET_CHARS = 320
 _WORD = re.compile(r"\w+", re.UNICODE)
 
@@ -69,3 +71,20 @@ def make_snippet(text: str, query: str, limit: int = SNIPPET_CHARS) -> str:
     if end >= limit // 2:
         return window[:end + 1]
     return window[:limit].rsplit(" ", 1)[0] + "…"
+
+
+
+def highlights(text: str, query: str) -> tuple[tuple[int, int], ...]:
+    """Where the query's analysed terms (shared/analysis.py: the BM25 leg's lower-casing,
+    stopwords and Snowball stems) match in `text`: the [start, end) ranges of the words whose
+    analysed term is one of the query's, in Unicode code points (Python str indices), ascending:
+    `text[start:end]` is a matched word ("batteries" for the query "battery")."""
+    terms = _query_terms(query)
+    if not terms or not text:
+        return ()
+    return tuple(dict.fromkeys((start, end) for start, end, term in term_spans(text) if term in terms))
+
+
+@functools.lru_cache(maxsize=256)
+def _query_terms(query: str) -> frozenset[str]:
+    return frozenset(analyse(query))

@@ -3,7 +3,8 @@
 - one local caller, one principal: `nucleus search` answers as the local principal — the tenant,
   user and groups RAGPipeline's MCP endpoint gives an unauthenticated local caller — so documents
   restricted to a group it is not in are hidden from it exactly as from MCP `search_and_rank`;
-  `--as-operator` shows them; the output says which principal answered;
+  `--as-operator` shows them; the output says which principal answered; `--tenant` names the
+  local principal's tenant, as it names the tenant `nucleus ingest` writes to;
 - a KnowledgeStore too slow for the deadline is reported by `search_and_rank` with the kind
   docs/MCP.md documents (`deadline_exceeded: …`);
 - a bad `NUCLEUS_CHAT_MAX_TOOL_ROUNDS` is one line naming the variable, no traceback.
@@ -107,13 +108,27 @@ def test_cli_search_table_names_the_principal_that_answered(stack, restricted, t
     assert "answered as local principal" in out and f"of tenant {TENANT}" in out and "--as-operator" in out
 
 
-def test_cli_search_of_another_tenant_as_the_local_principal_is_refused_with_the_way_out(
-        stack, tmp_path, capsys, monkeypatch):
+def test_cli_search_acts_in_the_tenant_it_names_as_ingest_does(stack, tmp_path, capsys, monkeypatch):
+    """Authentication off: `--tenant` names the local principal's tenant, as `nucleus ingest
+    --tenant` names the tenant it writes to (MCP's local caller keeps NUCLEUS_LOCAL_TENANT)."""
+    from shared.documents import load_document
+
     monkeypatch.delenv("NUCLEUS_API_KEY", raising=False)
-    done = cli_run(search_argv(stack, tmp_path, tenant="other-tenant"))
-    code, err = done.returncode, one_line(done.stderr)
-    assert code == 4
-    assert "permission_denied" in err and "other-tenant" in err and "--as-operator" in err
+    doc = load_document(DEMO / DOCS[3])
+
+    async def ingest() -> None:
+        client = KnowledgeStoreClient(stack["knowledge_store"]["grpc"])
+        try:
+            await client.ingest("cli-tenant", "", [doc])
+        finally:
+            await client.close()
+
+    asyncio.run(ingest())
+    done = cli_run(search_argv(stack, tmp_path, "--json", tenant="cli-tenant"))
+    assert done.returncode == 0, done.stderr
+    body = json.loads(done.stdout)
+    assert titles_of(body) == {doc.artifact.title}
+    assert body["answeredAs"].startswith("local principal ") and "of tenant cli-tenant" in body["answeredAs"]
 
 
 async def test_a_knowledge_store_too_slow_is_deadline_exceeded_as_mcp_md_documents(stack, tmp_path):

@@ -7,6 +7,7 @@ import pytest
 
 from nucleus.v1 import common_pb2 as pb
 from nucleus.v1 import rag_pipeline_pb2 as rag_pb
+from shared.identity import LOCAL_PRINCIPAL_METADATA
 from tests.integration.secure_stack import GLOBEX_CANARY, SECURITY_TEAM_DOCS, bearer
 
 pytestmark = pytest.mark.integration
@@ -40,6 +41,18 @@ async def test_grpc_tenant_comes_from_the_token_and_cannot_be_overridden(rag, se
         await rag.SearchAndRank(rag_pb.SearchAndRankRequest(tenant_id="globex", user_query_text=GLOBEX_CANARY),
                                 timeout=10, metadata=bearer(secure_corpus, "alice"))
     assert err.value.code() == grpc.StatusCode.PERMISSION_DENIED
+
+
+async def test_with_auth_on_asking_for_the_local_principal_of_a_tenant_changes_nothing(rag, secure_corpus):
+    """`nucleus search --tenant T` asks (auth off) for the local principal of T; with auth on the
+    verified key decides: alice (acme) is refused globex, and no key is still unauthenticated."""
+    asks = rag_pb.SearchAndRankRequest(tenant_id="globex", user_query_text=GLOBEX_CANARY)
+    with pytest.raises(grpc.aio.AioRpcError) as err:
+        await rag.SearchAndRank(asks, timeout=10, metadata=(*bearer(secure_corpus, "alice"), LOCAL_PRINCIPAL_METADATA))
+    assert err.value.code() == grpc.StatusCode.PERMISSION_DENIED and "globex" in err.value.details()
+    with pytest.raises(grpc.aio.AioRpcError) as err:
+        await rag.SearchAndRank(asks, timeout=10, metadata=(LOCAL_PRINCIPAL_METADATA,))
+    assert err.value.code() == grpc.StatusCode.UNAUTHENTICATED
 
 
 async def test_grpc_results_respect_the_callers_groups(rag, secure_corpus):

@@ -12,6 +12,7 @@ import pytest
 from mcp import Client, StdioServerParameters
 from mcp.shared.exceptions import MCPError
 
+from shared.analysis import analyse
 from tests.integration.secure_stack import ROOT, SECURITY_TEAM_DOCS, SecureStack
 from tests.support.mcp_clients import PROTOCOLS, check_annotations, error_text, http_client, structured
 from tests.support.raw_mcp import message
@@ -168,21 +169,19 @@ async def test_tools_are_annotated_and_cited_documents_are_resource_links_on_bot
 
 
 async def test_rag_search_max_tokens_counts_the_links_and_a_bad_budget_names_the_field(secure_corpus):
-    from services.rag_pipeline.tools.links import tokens
+    from services.rag_pipeline.tools.budget import result_tokens
 
     phrases = {"search_phrases": ["battery controller reset"]}
     async with connect(secure_corpus, "http") as client:
         whole = await client.call_tool("rag_search", phrases)
-        cost = sum(tokens(c.text) if c.type == "text" else tokens(c.model_dump_json(by_alias=True, exclude_none=True))
-                   for c in whole.content)
-        fits = await client.call_tool("rag_search", {**phrases, "max_tokens": cost})
-        short = await client.call_tool("rag_search", {**phrases, "max_tokens": cost - 1})
+        cost = result_tokens(whole)                                  # the JSON text, the links, the structured content
+        short = await client.call_tool("rag_search", {**phrases, "max_tokens": cost // 3})
         with pytest.raises(MCPError) as bad:
             await client.call_tool("rag_search", {**phrases, "max_tokens": 0})
     segments = structured(whole)["segments"]
-    assert structured(fits)["segments"] == segments
     kept = structured(short)["segments"]
-    assert kept == segments[:len(kept)] and len(kept) < len(segments)
+    assert result_tokens(short) <= cost // 3
+    assert [s["segment_uid"] for s in kept] == [s["segment_uid"] for s in segments[:len(kept)]]
     assert len(short.content) == 1 + len(kept)                   # a link per segment kept
     assert bad.value.code == -32602 and "max_tokens" in bad.value.message
 
@@ -236,6 +235,9 @@ async def test_raw_results_hits_come_only_from_the_requested_sources(secure_corp
         assert h["chunk"] and h["title"] and h["uri"].startswith(secure_corpus.base_url + "/documents/")
         assert set(h["provenance"]["scores"]) == {"relevancy", "recency", "richness", "reputation"}
         assert h["provenance"]["source_uri"] is None or h["provenance"]["source_uri"].startswith("http")
+    asked = set(analyse("how do I report a security incident or phishing email"))   # highlights slice matched words
+    assert hits[0]["highlights"] and all(set(analyse(h["snippet"][a:b])) & asked and h["snippet"][a:b].isalnum()
+                                         for h in hits for a, b in h["highlights"] or [])
     assert body["results"]["stats"]["top_k"] == 6 and body["meta_data"]["username"] == "alice"
     assert json.loads(body["artifacts"][0]["data"]).keys() == {"security", "hr-policies"}
 
@@ -268,6 +270,7 @@ async def test_synthesized_results_cite_visible_passages(secure_corpus, transpor
     assert results["citations"] and all(c["resourceId"] == "hr-policies" and c["title"] and c["uri"]
                                         for c in results["citations"])
     assert "hr-travel-exceptions-2026" not in {_artifact(c["id"]) for c in results["citations"]}
+    assert all(c["offsets"]["chunk_index"] == int(c["id"].rsplit("#", 1)[1]) for c in results["citations"])
     assert set(results["limits"]) == {"truncated", "reason"}
     assert body["meta_data"]["method"] in ("llm", "extractive") and body["meta_data"]["latency_ms"] >= 0
 
@@ -292,6 +295,8 @@ async def test_core_tools_still_work(secure_corpus, transport):
             "user_query_text": "how do I report a security incident", "top_k_final_rank": 5}))
         titles = [r["associated_artifact"]["artifact_id"] for r in ranked["results"]]
         assert titles and not SECURITY_TEAM_DOCS & set(titles)
+        top = ranked["results"][0]
+        assert {top["snippet"][a:b].lower() for a, b in top["highlights"]} & {"report", "security", "incident"}
         name = f"itest-{transport}"
         put = structured(await client.call_tool("put_ranking_profile", {
             "name": name, "weights": {"relevancy": 0.7, "recency": 0.1, "richness": 0.1, "reputation": 0.1},
@@ -337,3 +342,31 @@ async def test_a_vote_names_the_search_it_was_given_on_and_is_checked_against_it
         assert again["feedback_helpful"] == vote["feedback_helpful"]
     for refused in (other_user, not_shown, other_tenant):
         assert "search_id" in error_text(refused)
+
+
+async def test_max_tokens_bounds_every_answer_as_measured_and_says_what_was_left_out(secure_corpus):
+    """Several budgets on each search tool: what the client receives (every content item and the
+    structured content) measured with the bundled MiniLM tokenizer stays within it."""
+    from services.rag_pipeline.tools.budget import result_tokens
+
+    calls = {"rag_search": {"search_phrases": ["current hotel and meal expense limits"], "max_segments": 8},
+             "search_and_rank": {"user_query_text": "how do I report a security incident", "top_k_final_rank": 8},
+             "rag_get_raw_results": {"username": "alice", "query": "how do I report a security incident",
+                                     "sources": ["security", "hr-policies"], "top_k": 8}}
+    async with connect(secure_corpus, "http") as client:
+        for tool, args in calls.items():
+            full = await client.call_tool(tool, args)
+            assert "budget" not in structured(full)                # without max_tokens: as before
+            for budget in (900, 2_000, 6_000):
+                result = await client.call_tool(tool, {**args, "max_tokens": budget})
+                body = structured(result)
+                assert result_tokens(result) <= budget, (tool, budget)
+                assert body["budget"]["max_tokens"] == budget and body["budget"]["tokens"] <= budget
+            assert body["budget"]["omitted"] == 0 or body["budget"]["shortened"] > 0
+            assert result_tokens(full) > 900 and structured(await client.call_tool(
+                tool, {**args, "max_tokens": 900}))["budget"]["omitted"] > 0, tool
+        refused = await client.call_tool("rag_get_raw_results", {**calls["rag_get_raw_results"], "max_tokens": 100})
+        assert "max_tokens" in error_text(refused) and "give at least" in error_text(refused)
+        with pytest.raises(MCPError) as err:
+            await client.call_tool("rag_search", {**calls["rag_search"], "max_tokens": 10})
+        assert "max_tokens" in str(err.value)

@@ -36,8 +36,20 @@ def _result_view(rank: int, r: RankedResult) -> dict[str, Any]:
         "rank": rank, "entry_id": r.entry.id, "artifact_id": r.artifact.artifact_id,
         "title": r.artifact.title or r.artifact.artifact_id, "source_uri": r.artifact.source_uri,
         "source_id": r.source_id, "snippet": r.snippet, "overall": r.overall, "probability": r.probability,
-        "factors": factors, "explanation": e,
+        "snippet_parts": snippet_parts(r.snippet, r.highlights), "factors": factors, "explanation": e,
     }
+
+
+def snippet_parts(snippet: str, highlights: tuple[tuple[int, int], ...]) -> list[tuple[str, bool]]:
+    """The snippet cut at its highlights: (text, marked) in order; the template marks each
+    highlighted part with <mark> and escapes every part."""
+    parts, at = [], 0
+    for start, end in highlights:
+        if start >= at:
+            parts += [(snippet[at:start], False), (snippet[start:end], True)]
+            at = end
+    parts.append((snippet[at:], False))
+    return [(text, marked) for text, marked in parts if text]
 
 
 async def search(pipeline: RagPipeline, principal: Principal, *, query: str, top_k: int, profile: str,

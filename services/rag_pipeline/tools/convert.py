@@ -11,6 +11,7 @@ from services.rag_pipeline.access import SourceView
 from services.rag_pipeline.federation.discover import RemoteResources
 from services.rag_pipeline.federation.hits import LOCAL, SourceReport
 from services.rag_pipeline.models import RankedResult
+from services.rag_pipeline.snippets import highlights
 from services.rag_pipeline.tools.schemas import (
     HEADLINE_WORDS,
     CountsOut,
@@ -79,14 +80,29 @@ def auth_mode(principal: Principal) -> Literal["api_key", "bearer", "none"]:
     return {"api_key": "api_key", "jwt": "bearer"}.get(principal.auth_method, "none")  # type: ignore[return-value]
 
 
-def segment_out(r: RankedResult, source_url: str) -> SegmentOut:
-    """A rag_search segment for one result, linking to it by `source_url`."""
+def segment_out(r: RankedResult, source_url: str, query: str = "") -> SegmentOut:
+    """A rag_search segment for one result, linking to it by `source_url`; its summary's
+    highlights are where `query`'s analysed terms match in it."""
     e, a = r.entry, r.artifact
+    summary = e.content_summary or r.snippet
     return SegmentOut(
         segment_uid=e.id, source_file_name=a.file_name or a.title or a.artifact_id,
         source_file_type=a.file_type or a.source_type or "text",
-        headline=headline(e.headline or a.title) or None, segment_summary=(e.content_summary or r.snippet) or None,
-        raw_text=e.text, source_url=source_url)
+        headline=headline(e.headline or a.title) or None, segment_summary=summary or None,
+        raw_text=e.text, source_url=source_url,
+        highlights=list(r.highlights if summary == r.snippet else highlights(summary, query)) or None)
+
+
+def passage_offsets(r: RankedResult) -> dict[str, int] | None:
+    """seed-000 `citations.offsets`: where the cited passage lies within its document, as far as
+    the store knows it — `chunk_index` (the passage's 0-based place among the document's
+    passages, in document order) and, for a paged format, `page` (1-based). No character span:
+    a passage carries its heading context and overlaps its neighbours, so it is not a verbatim
+    slice of the document. None for a remote source's passage (its place is the source's)."""
+    if r.source_id != LOCAL:
+        return None
+    page = page_of(r.entry.headline, r.artifact.file_type)
+    return {"chunk_index": r.entry.chunk_index, **({"page": page} if page else {})}
 
 
 def hit_out(r: RankedResult, uri: str) -> HitOut:
@@ -102,7 +118,8 @@ def hit_out(r: RankedResult, uri: str) -> HitOut:
                                  headline=e.headline, page=page_of(e.headline, a.file_type),
                                  tags=list(a.tags) or None,
                                  scores=ScoresOut(relevancy=rel, recency=rec, richness=rich, reputation=rep)),
-        timestamp=iso_utc(e.timestamp_unix or a.modified_unix or a.created_unix))
+        timestamp=iso_utc(e.timestamp_unix or a.modified_unix or a.created_unix),
+        highlights=list(r.highlights) or None)
 
 
 def resource_out(who: Principal, v: SourceView) -> ResourceOut:

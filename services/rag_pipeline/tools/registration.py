@@ -10,6 +10,7 @@ from mcp_types import CallToolResult
 from pydantic import Field
 
 from services.rag_pipeline.federation.peer_vectors import fingerprint_of
+from services.rag_pipeline.tools.budget import HITS, SEGMENTS, MaxTokens, fit, fitted
 from services.rag_pipeline.tools.peer import PeerVectors, register_fingerprint_tool
 
 from services.rag_pipeline.tools.schemas import (
@@ -21,7 +22,6 @@ from services.rag_pipeline.tools.schemas import (
     DiscoverFiltersIn,
     DiscoverOut,
     DocumentAccessOut,
-    MaxTokens,
     ProvidedContextIn,
     RagSearchOut,
     RankingIn,
@@ -34,10 +34,11 @@ from services.rag_pipeline.tools.schemas import (
     UserToken,
     Username,
 )
-from services.rag_pipeline.tools.links import cited_result, within_budget
+from services.rag_pipeline.tools.links import cited_result
 from services.rag_pipeline.tools.service import RagTools
+from shared.errors import NucleusError
 from shared.mcp_annotations import READ
-from shared.mcp_errors import guarded, invalid_params_middleware
+from shared.mcp_errors import guarded, invalid_params_middleware, jsonrpc_error
 from shared.signing import DOCUMENT_PREFIX
 
 
@@ -59,8 +60,14 @@ def register_rag_tools(mcp: MCPServer, tools: RagTools) -> None:
                          max_tokens: MaxTokens = None,
                          ) -> Annotated[CallToolResult, RagSearchOut]:
         out = await tools.rag_search(ctx, search_phrases, max_segments, sources)
-        out = within_budget(out, "segments", _segment_link, max_tokens)
-        return cited_result(out, [_segment_link(s) for s in out.segments])
+
+        def render(o: RagSearchOut) -> CallToolResult:
+            return cited_result(o, [_segment_link(s) for s in o.segments])
+        try:
+            answer = fit(out, max_tokens, SEGMENTS, render)     # max_tokens: links and all (tools/budget.py)
+        except NucleusError as err:
+            raise jsonrpc_error(err) from None
+        return answer if isinstance(answer, CallToolResult) else render(out)
 
     @mcp.tool(annotations=READ, name="verify_document_access", description=(
         "Verify that the current user may still open a document segment returned by rag_search, and get a "
@@ -85,11 +92,14 @@ def register_rag_tools(mcp: MCPServer, tools: RagTools) -> None:
             username: Username, query: Annotated[str, Field(min_length=1, max_length=4_000)],
             sources: Annotated[list[SourceId], Field(min_length=1, max_length=MAX_SOURCES)], ctx: Context,
             top_k: Annotated[int, Field(ge=1, le=MAX_TOP_K)] = 8, filters: RawFiltersIn | None = None,
-            ranking: RankingIn | None = None, user_token: UserToken = None) -> Annotated[CallToolResult, RawOut]:
+            ranking: RankingIn | None = None, user_token: UserToken = None,
+            max_tokens: MaxTokens = None) -> Annotated[CallToolResult, RawOut]:
         out = await guarded(lambda: tools.raw_results(ctx, username, query, sources, top_k, filters, ranking,
                                                       user_token))
+        if max_tokens is not None:          # a budgeted answer carries no peer vectors
+            return await guarded(lambda: fitted(out, max_tokens, HITS, _hit_links))
         answer = await peer.answer(ctx, out)
-        return cited_result(out, [(h.uri, h.title or h.id) for h in out.results.hits],
+        return cited_result(out, [(h.uri, h.title or h.id) for h in out.results.hits],  # = _hit_links, with _meta
                             meta=answer.meta if isinstance(answer, CallToolResult) else None)
 
     @mcp.tool(annotations=READ, name="rag_get_synthesized_results", description=(
@@ -109,6 +119,11 @@ def register_rag_tools(mcp: MCPServer, tools: RagTools) -> None:
     mcp.custom_route(DOCUMENT_PREFIX + "{entry_id:path}", methods=["GET"], name="document",
                      include_in_schema=False)(tools.documents.open_document)
     mcp.middleware.append(invalid_params_middleware(JSONRPC_ARGUMENTS))
+
+
+def _hit_links(out: Any) -> CallToolResult:
+    """A rag_get_raw_results answer with one resource link per hit."""
+    return cited_result(out, [(h.uri, h.title or h.id) for h in out.results.hits])
 
 
 def _segment_link(segment: Any) -> tuple[str | None, str]:

@@ -6,6 +6,7 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, Field
 
+from services.rag_pipeline.tools.budget import BudgetOut, MaxTokens, budget_field
 from shared.bounds import INT32_MAX
 from shared.mcp_errors import ErrorCode
 
@@ -39,6 +40,8 @@ class SegmentOut(BaseModel):
     segment_summary: str | None = None
     raw_text: str
     source_url: str | None = None
+    #: [start, end) of each word of `segment_summary` matching an analysed query term (code points)
+    highlights: list[tuple[int, int]] | None = None
 
 
 class SourceStatusOut(BaseModel):
@@ -59,6 +62,7 @@ class RagSearchOut(BaseModel):
     sources: list[SourceStatusOut] | None = None   # federation: one per source asked (absent without)
     degraded: bool | None = None                    # federation: a source failed or timed out
     search_id: str | None = None                    # name it in record_feedback when voting on a segment
+    budget: BudgetOut | None = budget_field()       # max_tokens asked: how the answer was fitted (tools/budget.py)
 
 
 class DocumentAccessOut(BaseModel):
@@ -66,11 +70,6 @@ class DocumentAccessOut(BaseModel):
     refreshed_url: str | None = None
     access_level: str | None = None
     error: str | None = None
-
-
-MaxTokens = Annotated[int | None, Field(ge=1, le=1_000_000, description=(
-    "Optional budget of the whole result (about 4 characters a token): segments are kept best first while "
-    "they and their resource links fit"))]
 
 
 class RagSearchArgs(BaseModel):
@@ -215,6 +214,8 @@ class HitOut(BaseModel):
     sourceId: str | None = None
     provenance: ProvenanceOut | None = None
     timestamp: str | None = None
+    #: [start, end) of each word of `snippet` matching an analysed query term (code points)
+    highlights: list[tuple[int, int]] | None = None
 
 
 class RawStatsOut(BaseModel):
@@ -234,6 +235,7 @@ class RawOut(BaseModel):
     meta_data: MetaOut
     artifacts: list[ArtifactOut] = Field(default_factory=list)
     contract_version: str = CONTRACT_VERSION
+    budget: BudgetOut | None = budget_field()       # max_tokens asked: how the answer was fitted (tools/budget.py)
 
 
 class SynthesisParamsIn(BaseModel):

@@ -40,6 +40,7 @@ from services.rag_pipeline.tools.calls import Call, audit_call
 from services.rag_pipeline.tools.convert import (
     add_degraded,
     hit_out,
+    passage_offsets,
     passage_title,
     remote_resources_out,
     remote_servers,
@@ -238,7 +239,7 @@ class RagTools:
                 self._audit(call, "allow", NO_VISIBLE_SOURCES)
                 return RagSearchOut(segments=[])
             kept = list(response.results)
-            segments = [segment_out(r, self._result_link(who, r)) for r in kept[:max_segments]]
+            segments = [segment_out(r, self._result_link(who, r), phrases.keywords) for r in kept[:max_segments]]
             if response.degraded:
                 call.notes.append("degraded: " + "; ".join(response.degraded_reasons)[:300])
             self._audit(call, "allow", resources=sorted({r.artifact.source_id for r in kept}),
@@ -453,7 +454,7 @@ class RagTools:
             if r is not None:
                 citations.append(CitationOut(id=r.entry.id, uri=self._result_link(who, r) or None,
                                              title=r.artifact.title or r.artifact.file_name,
-                                             resourceId=r.artifact.source_id))
+                                             resourceId=r.artifact.source_id, offsets=passage_offsets(r)))
         meta.model, meta.method = answer.model or None, answer.method or None
         add_degraded(meta, answer)
         meta.elapsed_ms, meta.notes = call.elapsed_ms, call.notes or []

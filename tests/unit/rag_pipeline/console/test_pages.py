@@ -225,3 +225,19 @@ def test_a_result_page_shows_a_learned_model_s_feature_contributions():
                      snippet="s", overall=0.5, scores=(0.5, 0.5, 0.5, 0.5), explanation=e)
     html = " ".join(_env().get_template("_result.html").render(row=_result_view(1, r), full=True).split())
     assert "learned model</dt><dd>base 7.500; fused 0.750 (-2.500), other features – (+0.250)" in html
+
+
+def test_a_result_snippet_marks_its_highlights_and_escapes_every_part():
+    from services.rag_pipeline.console.app import _env
+    from services.rag_pipeline.console.views import _result_view
+    from services.rag_pipeline.models import RankedResult
+    from services.rag_pipeline.snippets import highlights
+    from shared.records import ArtifactSummary, Entry
+
+    snippet = "<b>Batteries</b> & the <script>x()</script> battery's reset"
+    r = RankedResult(entry=Entry("e", "t", "", "a", 0, snippet, "h", "s", 0, 0.5), artifact=ArtifactSummary("a"),
+                     snippet=snippet, overall=0.5, scores=(0.5, 0.5, 0.5, 0.5), explanation=None,
+                     highlights=highlights(snippet, "battery script"))
+    html = _env().get_template("_result.html").render(row=_result_view(1, r), full=True)
+    assert ('<p class="snippet">&lt;b&gt;<mark>Batteries</mark>&lt;/b&gt; &amp; the &lt;<mark>script</mark>&gt;x()'
+            '&lt;/<mark>script</mark>&gt; <mark>battery</mark>&#39;s reset</p>') in html
