@@ -26,6 +26,7 @@ from typing import Any
 from services.rag_pipeline.federation.peer_vectors import FINGERPRINT_TOOL, LocalFingerprint
 from services.rag_pipeline.federation.remote import RemoteError, RemotePool, ToolInfo, detect_contract
 from services.rag_pipeline.federation.sources import Source, SourcesConfig, SourcesRegistry
+from services.rag_pipeline.federation.sources_registry import cancelled
 
 log = logging.getLogger(__name__)
 
@@ -143,9 +144,4 @@ class SourceProber:
     async def stop(self) -> None:
         self._unsubscribe()
         task, self._task = self._task, None
-        if task is not None:
-            task.cancel()
-            try:
-                await task
-            except (asyncio.CancelledError, Exception):
-                pass
+        await cancelled(task)

@@ -248,12 +248,17 @@ class SourcesRegistry:
 
     async def stop(self) -> None:
         task, self._task = self._task, None
-        if task is not None:
-            task.cancel()
-            try:
-                await task
-            except (asyncio.CancelledError, Exception):
-                pass
+        await cancelled(task)
+
+
+async def cancelled(task: asyncio.Task | None) -> None:
+    """Cancel a background task (None: none) and wait until it has stopped, whatever it raised."""
+    if task is not None:
+        task.cancel()
+        try:
+            await task
+        except (asyncio.CancelledError, Exception):
+            pass
 
 
 _background: set[asyncio.Task] = set()
