@@ -142,13 +142,13 @@ class Pages:
         if cursor:
             rid, offset = self._claims(cursor, who, fp)
             held = self._get(who, rid)
-            size = self._pipeline.validate(request).top_k_final
+            size = self._pipeline.validate(replace(request, tenant_id=who[0])).top_k_final
             return await self._later(held, rid, who, fp, offset, size, principal)
         return await self._first(request, principal, scope, who, fp)
 
     async def _first(self, request: SearchRequest, principal: Principal | None, scope: Scope | None,
                      who: CallerKey, fp: str) -> Page:
-        asked = self._pipeline.validate(request)
+        asked = self._pipeline.validate(replace(request, tenant_id=who[0]))
         size = asked.top_k_final
         depth = max(size, min(size * MAX_PAGES, MAX_DEPTH, asked.top_k_initial))
         # the same candidates as a search of one page (top_k_initial pinned), ranked deeper
