@@ -143,7 +143,7 @@ class Pages:
             rid, offset = self._claims(cursor, who, fp)
             held = self._get(who, rid)
             size = self._pipeline.validate(replace(request, tenant_id=who[0])).top_k_final
-            return await self._later(held, rid, who, fp, offset, size, principal)
+            return await self._later(request, held, rid, who, fp, offset, size, principal)
         return await self._first(request, principal, scope, who, fp)
 
     async def _first(self, request: SearchRequest, principal: Principal | None, scope: Scope | None,
@@ -153,7 +153,7 @@ class Pages:
         depth = max(size, min(size * MAX_PAGES, MAX_DEPTH, asked.top_k_initial))
         # the same candidates as a search of one page (top_k_initial pinned), ranked deeper
         deep = replace(request, top_k_final=depth, top_k_initial=asked.top_k_initial)
-        response = await self._pipeline.search(deep, principal, scope=scope)
+        response = await self._pipeline.search(deep, principal, scope=scope, shown=size)   # votes: what is shown
         ranking = response.results
         page = replace(response, results=ranking[:size])
         shown = tuple(range(len(page.results)))
@@ -169,8 +169,8 @@ class Pages:
     def _cursor_at(self, who: CallerKey, rid: str, fp: str, exp: int, total: int) -> Callable[[int], str | None]:
         return lambda offset: self._cursor(who, rid, fp, offset, exp) if offset < total else None
 
-    async def _later(self, held: _Held, rid: str, who: CallerKey, fp: str, offset: int, size: int,
-                     principal: Principal | None) -> Page:
+    async def _later(self, request: SearchRequest, held: _Held, rid: str, who: CallerKey, fp: str, offset: int,
+                     size: int, principal: Principal | None) -> Page:
         """`size` results from `offset` on that the caller may still see, read again from the store."""
         kept: list[RankedResult] = []
         positions: list[int] = []
@@ -183,7 +183,10 @@ class Pages:
                     kept.append(result)
                     positions.append(i)
             at = chunk[-1] + 1
-        return Page(replace(held.answer, results=tuple(kept)), tuple(positions), at,
+        answer = replace(held.answer, results=tuple(kept), search_id="")
+        # the page's own search id, naming what it shows (a vote is checked against it, feedback.py)
+        answer = self._pipeline.search_log.record(answer, request, principal, who[0])
+        return Page(answer, tuple(positions), at,
                     self._cursor_at(who, rid, fp, held.expires_unix, len(held.results)))
 
     async def _still_visible(self, results: list[RankedResult], query: str, tenant: str,

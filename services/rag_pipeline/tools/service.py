@@ -189,7 +189,8 @@ class RagTools:
     async def _search(self, who: Principal, query: str, scope: Scope, top_k: int, *,
                       extra_phrases: tuple[str, ...] = (), rerank: bool = False, sources: tuple[str, ...] = (),
                       resources: tuple[tuple[str, tuple[str, ...]], ...] = (), collapse: bool | None = None,
-                      paged: bool = False, cursor: str | None = None) -> tuple[SearchResponse, list[RankedResult], Page | None]:
+                      paged: bool = False, cursor: str | None = None
+                      ) -> tuple[SearchResponse, list[RankedResult], Page | None]:
         """The search's answer and results; with `paged`, its page (`cursor` names a later one)."""
         request = SearchRequest(tenant_id=who.tenant_id, query=query, top_k_final=top_k,
                                 prefs=Preferences(rerank=rerank, explain=True), filters=scope.filters,
