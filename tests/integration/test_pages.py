@@ -38,6 +38,14 @@ async def test_three_pages_are_one_search_without_repeat_or_gap(secure_corpus):
         raw_args = {"username": "sec", "query": QUERY, "sources": ["hr-policies"], "top_k": 2}
         raw = structured(await client.call_tool("rag_get_raw_results", raw_args))
         raw2 = structured(await client.call_tool("rag_get_raw_results", {**raw_args, "cursor": raw["next_cursor"]}))
+        budgeted = structured(await client.call_tool("search_and_rank", {
+            "user_query_text": QUERY, "top_k_final_rank": 10, "explain": False, "max_tokens": 2500}))
+        after = structured(await client.call_tool("search_and_rank", {
+            "user_query_text": QUERY, "top_k_final_rank": 10, "explain": False, "max_tokens": 2500,
+            "cursor": budgeted["next_cursor"]}))
+    shown = _ids(budgeted)
+    assert 0 < budgeted["budget"]["omitted"] < 10 and shown == whole[:len(shown)]
+    assert _ids(after)[0] == whole[len(shown)], "the results the budget left out start the next page"
     assert [len(p) for p in pages] == [10, 10, 10]
     assert pages[0] + pages[1] + pages[2] == whole
     assert len(raw2["results"]["hits"]) == 2
