@@ -165,15 +165,14 @@ class RagPipeline:
         tags); `only_sources` must already be vetted. `Scope.empty`: nothing is visible."""
         return await self.access.scope(principal, base=base, only_sources=only_sources)
 
-    async def search(self, request: SearchRequest, principal: Principal | None, *, scope: Scope | None = None,
-                     shown: int | None = None) -> SearchResponse:
-        """SearchAndRank for a verified caller (`_search_for`); its search id names its first `shown` results."""
-        response = await self._search_for(request, principal, scope)
-        return self.search_log.record(response, request, principal, self.tenant_for(request.tenant_id, principal),
-                                      shown=shown)
+    async def search(self, request: SearchRequest, principal: Principal | None, *,
+                     scope: Scope | None = None) -> SearchResponse:
+        """SearchAndRank for a verified caller (`search_for`), its answer given a search id (feedback.py)."""
+        response = await self.search_for(request, principal, scope)
+        return self.search_log.record(response, request, principal, self.tenant_for(request.tenant_id, principal))
 
-    async def _search_for(self, request: SearchRequest, principal: Principal | None,
-                          scope: Scope | None) -> SearchResponse:
+    async def search_for(self, request: SearchRequest, principal: Principal | None,
+                         scope: Scope | None) -> SearchResponse:
         """SearchAndRank for a verified caller: the one access decision for every transport.
 
         The caller's tenant; its groups (enforced inside the store's searches); the auth
@@ -471,8 +470,9 @@ class RagPipeline:
         if fed is not None:
             # Re-scoring embeds every remote hit not seen before: it may use what is left of the
             # request's deadline (less a margin for ranking), not just one embed call's.
-            remote_rows, remote_reasons = await fed.candidates(r.tenant_id, phrases, legs.vectors, r.tenant_id,
-                                                               timeout_s=max(s.embed_timeout_s, q.left(RANK_MARGIN_S)))
+            remote_rows, remote_reasons = await fed.candidates(
+                r.tenant_id, phrases, legs.vectors, r.tenant_id,
+                timeout_s=max(s.embed_timeout_s, q.left(RANK_MARGIN_S)))
             q.reasons.extend(remote_reasons)
             merged = merged + remote_rows
             final_k += min(len(remote_rows), r.top_k_final)   # room for remote repeats of local results

@@ -72,9 +72,9 @@ class SearchLog:
         self._pending: dict[str, asyncio.Task[None]] = {}
 
     def record(self, response: SearchResponse, request: SearchRequest, principal: Principal | None,
-               tenant_id: str, *, shown: int | None = None) -> SearchResponse:
-        """`response` with a new search id, its log entry (of its first `shown` results, None: all)
-        being written; unchanged when it has no result or its caller has no user (a vote needs one)."""
+               tenant_id: str) -> SearchResponse:
+        """`response` with a new search id, its log entry being written; unchanged when it has
+        no result or its caller has no user (a vote needs one)."""
         if not response.results or (principal is not None and not principal.user_id):
             return response
         sid = secrets.token_urlsafe(SEARCH_ID_BYTES)
@@ -82,7 +82,7 @@ class SearchLog:
             tenant_id=tenant_id, search_id=sid, user_id=principal.user_id if principal is not None else "",
             created_unix=int(self._clock()), query_sha256=hashlib.sha256(request.query.encode()).hexdigest(),
             items=tuple(SearchLogItem(r.entry.id, r.artifact.artifact_id, rank)
-                        for rank, r in enumerate(response.results[:shown], 1)))
+                        for rank, r in enumerate(response.results, 1)))
         task = asyncio.create_task(self._write(entry, principal))
         self._pending[sid] = task
         task.add_done_callback(lambda _: self._pending.pop(sid, None))

@@ -5,10 +5,13 @@ rag_search, gRPC SearchAndRank; docs/MCP.md "Pages").
     page.response.results          # this page's results, best first
     page.cursor_after(n)           # the cursor of the page after the first n of them (None: no more)
 
-The first page (no cursor) runs the search once, ranked `MAX_PAGES` pages deep (at most
-`MAX_DEPTH` results, never more than the request's candidates), and holds that ranking here,
-keyed by the caller (tenant, end user, auth method) and a random request id. Later pages are
-read from it, never ranked again, so pages neither repeat nor skip a result. Every page reads
+The first page (no cursor) is the search as any search answers it, so a search nobody pages
+costs nothing more; a full page gets a cursor and is remembered here, keyed by the caller
+(tenant, end user, auth method) and a random request id. The second page asks for the ranking
+once, `MAX_PAGES` pages deep (at most `MAX_DEPTH` results, never more than the request's
+candidates: the same candidates as the first page, top_k_initial pinned, ranked by the same
+code), and holds it; every later page is read from it, never ranked again, so pages neither
+repeat nor skip a result. Every page reads
 its entries again from the store as the caller (the fetch stage's `GetEntries`) and re-checks
 them with the access policy: a document deleted or hidden since the first page is dropped,
 and the page filled from the next ones.
@@ -59,7 +62,7 @@ CallerKey = tuple[str, str, str]
 class _Held:
     fingerprint: str
     query: str
-    results: tuple[RankedResult, ...]       # the first page's ranking, best first (local texts dropped)
+    results: tuple[RankedResult, ...] | None  # the deep ranking, best first (local texts dropped); None: not yet
     expires_unix: int
     answer: SearchResponse                  # the first page's answer without results (search id, profile)
 
@@ -141,30 +144,38 @@ class Pages:
         fp = fingerprint(request)
         if cursor:
             rid, offset = self._claims(cursor, who, fp)
-            held = self._get(who, rid)
+            held = await self._ranked(self._get(who, rid), rid, request, principal, scope, who)
             size = self._pipeline.validate(replace(request, tenant_id=who[0])).top_k_final
             return await self._later(request, held, rid, who, fp, offset, size, principal)
         return await self._first(request, principal, scope, who, fp)
 
     async def _first(self, request: SearchRequest, principal: Principal | None, scope: Scope | None,
                      who: CallerKey, fp: str) -> Page:
+        response = await self._pipeline.search(request, principal, scope=scope)
+        shown = tuple(range(len(response.results)))
+        asked = self._pipeline.validate(replace(request, tenant_id=who[0]))
+        if len(shown) < asked.top_k_final:
+            return Page(response, shown, len(shown), lambda _offset: None)
+        rid, exp = secrets.token_urlsafe(12), int(self._clock()) + TTL_S
+        self._put(who, rid, _Held(fp, asked.query, None, exp, replace(response, results=(), timings=())))
+        return Page(response, shown, len(shown), lambda offset: self._cursor(who, rid, fp, offset, exp))
+
+    async def _ranked(self, held: _Held, rid: str, request: SearchRequest, principal: Principal | None,
+                      scope: Scope | None, who: CallerKey) -> _Held:
+        """`held` with its deep ranking, made by the second page's call (module docstring)."""
+        if held.results is not None:
+            return held
         asked = self._pipeline.validate(replace(request, tenant_id=who[0]))
         size = asked.top_k_final
         depth = max(size, min(size * MAX_PAGES, MAX_DEPTH, asked.top_k_initial))
-        # the same candidates as a search of one page (top_k_initial pinned), ranked deeper
         deep = replace(request, top_k_final=depth, top_k_initial=asked.top_k_initial)
-        response = await self._pipeline.search(deep, principal, scope=scope, shown=size)   # votes: what is shown
-        ranking = response.results
-        page = replace(response, results=ranking[:size])
-        shown = tuple(range(len(page.results)))
-        if len(ranking) <= size:
-            return Page(page, shown, len(shown), lambda _offset: None)
-        rid, exp = secrets.token_urlsafe(12), int(self._clock()) + TTL_S
+        ranking = (await self._pipeline.search_for(deep, principal, scope)).results    # not logged: pages are
         slim = tuple(r if r.source_id != LOCAL else   # a local text is read again for its page
                      replace(r, entry=replace(r.entry, text="", content_summary=""), snippet="", highlights=())
                      for r in ranking)
-        self._put(who, rid, _Held(fp, asked.query, slim, exp, replace(response, results=(), timings=())))
-        return Page(page, shown, len(shown), self._cursor_at(who, rid, fp, exp, len(ranking)))
+        held = replace(held, results=slim)
+        self._held[(who, rid)] = held
+        return held
 
     def _cursor_at(self, who: CallerKey, rid: str, fp: str, exp: int, total: int) -> Callable[[int], str | None]:
         return lambda offset: self._cursor(who, rid, fp, offset, exp) if offset < total else None
