@@ -13,6 +13,9 @@ that those groups still see it, so revoking access also revokes outstanding link
 
 Without a configured secret a random one is made per process: links then stop working when
 the process restarts (and are not shared between replicas), which is logged once at start.
+Other signed values (e.g. search cursors) use a key derived from the secret for them alone
+(`derive_key`), never the secret itself.
+
 Signatures never reach logs (`shared.log` redacts `sig=`) or the audit trail.
 """
 from __future__ import annotations
@@ -82,6 +85,11 @@ class LinkSigner:
         log.warning("NUCLEUS_RAG_LINK_SECRET is not set: signed document links use a random per-process "
                     "secret and stop working when this process restarts")
         return cls(secrets.token_bytes(32), base_url, ttl_s)
+
+    def derive_key(self, purpose: str) -> bytes:
+        """A key of its own for `purpose` (e.g. "cursor"), derived from the link secret by HMAC:
+        what it signs never verifies as a link, and the link secret itself signs links only."""
+        return hmac.new(self._secret, b"nucleus-derived-key-v1\x00" + purpose.encode("utf-8"), hashlib.sha256).digest()
 
     def _mac(self, path: str, tenant: str, user: str, groups: Sequence[str], exp: int,
              target: str | None = None) -> str:

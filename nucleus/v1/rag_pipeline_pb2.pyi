@@ -17,7 +17,7 @@ class ChatRequest(_message.Message):
     def __init__(self, completion: _Optional[_Union[_llm_orchestration_pb2.ChatCompletionRequest, _Mapping]] = ..., persona_id: _Optional[str] = ...) -> None: ...
 
 class SearchAndRankRequest(_message.Message):
-    __slots__ = ("tenant_id", "persona_id", "user_query_text", "user_query_vector", "top_k_initial_retrieve", "top_k_final_rank", "ranking_prefs", "filters", "expand_query_with_llm", "extra_query_phrases", "sources", "embed_timeout_s")
+    __slots__ = ("tenant_id", "persona_id", "user_query_text", "user_query_vector", "top_k_initial_retrieve", "top_k_final_rank", "ranking_prefs", "filters", "expand_query_with_llm", "extra_query_phrases", "sources", "embed_timeout_s", "cursor")
     TENANT_ID_FIELD_NUMBER: _ClassVar[int]
     PERSONA_ID_FIELD_NUMBER: _ClassVar[int]
     USER_QUERY_TEXT_FIELD_NUMBER: _ClassVar[int]
@@ -30,6 +30,7 @@ class SearchAndRankRequest(_message.Message):
     EXTRA_QUERY_PHRASES_FIELD_NUMBER: _ClassVar[int]
     SOURCES_FIELD_NUMBER: _ClassVar[int]
     EMBED_TIMEOUT_S_FIELD_NUMBER: _ClassVar[int]
+    CURSOR_FIELD_NUMBER: _ClassVar[int]
     tenant_id: str
     persona_id: str
     user_query_text: str
@@ -42,7 +43,8 @@ class SearchAndRankRequest(_message.Message):
     extra_query_phrases: _containers.RepeatedScalarFieldContainer[str]
     sources: _containers.RepeatedScalarFieldContainer[str]
     embed_timeout_s: float
-    def __init__(self, tenant_id: _Optional[str] = ..., persona_id: _Optional[str] = ..., user_query_text: _Optional[str] = ..., user_query_vector: _Optional[_Iterable[float]] = ..., top_k_initial_retrieve: _Optional[int] = ..., top_k_final_rank: _Optional[int] = ..., ranking_prefs: _Optional[_Union[_common_pb2.RankingPreferences, _Mapping]] = ..., filters: _Optional[_Union[_common_pb2.KnowledgeSearchFilters, _Mapping]] = ..., expand_query_with_llm: _Optional[bool] = ..., extra_query_phrases: _Optional[_Iterable[str]] = ..., sources: _Optional[_Iterable[str]] = ..., embed_timeout_s: _Optional[float] = ...) -> None: ...
+    cursor: str
+    def __init__(self, tenant_id: _Optional[str] = ..., persona_id: _Optional[str] = ..., user_query_text: _Optional[str] = ..., user_query_vector: _Optional[_Iterable[float]] = ..., top_k_initial_retrieve: _Optional[int] = ..., top_k_final_rank: _Optional[int] = ..., ranking_prefs: _Optional[_Union[_common_pb2.RankingPreferences, _Mapping]] = ..., filters: _Optional[_Union[_common_pb2.KnowledgeSearchFilters, _Mapping]] = ..., expand_query_with_llm: _Optional[bool] = ..., extra_query_phrases: _Optional[_Iterable[str]] = ..., sources: _Optional[_Iterable[str]] = ..., embed_timeout_s: _Optional[float] = ..., cursor: _Optional[str] = ...) -> None: ...
 
 class ScoreExplanation(_message.Message):
     __slots__ = ("weights", "contributions", "dense_cosine", "bm25", "dense_rank", "bm25_rank", "dense_norm", "bm25_norm", "rerank_score", "fusion_method", "recency_applied", "age_days", "dense_source", "bm25_source", "dense_weight", "query_profile", "source_id", "remote_score", "reputation_basis", "feature_contributions", "learned_base")
@@ -145,7 +147,7 @@ class StageTiming(_message.Message):
     def __init__(self, stage: _Optional[str] = ..., ms: _Optional[float] = ...) -> None: ...
 
 class SearchAndRankResponse(_message.Message):
-    __slots__ = ("results", "debug_information", "error_message", "degraded", "degraded_reasons", "profile_name", "profile_version", "query_phrases", "candidates_considered", "timings", "temporal_intent", "sources", "search_id")
+    __slots__ = ("results", "debug_information", "error_message", "degraded", "degraded_reasons", "profile_name", "profile_version", "query_phrases", "candidates_considered", "timings", "temporal_intent", "sources", "search_id", "next_cursor")
     RESULTS_FIELD_NUMBER: _ClassVar[int]
     DEBUG_INFORMATION_FIELD_NUMBER: _ClassVar[int]
     ERROR_MESSAGE_FIELD_NUMBER: _ClassVar[int]
@@ -159,6 +161,7 @@ class SearchAndRankResponse(_message.Message):
     TEMPORAL_INTENT_FIELD_NUMBER: _ClassVar[int]
     SOURCES_FIELD_NUMBER: _ClassVar[int]
     SEARCH_ID_FIELD_NUMBER: _ClassVar[int]
+    NEXT_CURSOR_FIELD_NUMBER: _ClassVar[int]
     results: _containers.RepeatedCompositeFieldContainer[RankedKnowledgeResult]
     debug_information: str
     error_message: str
@@ -172,7 +175,8 @@ class SearchAndRankResponse(_message.Message):
     temporal_intent: bool
     sources: _containers.RepeatedCompositeFieldContainer[SourceReport]
     search_id: str
-    def __init__(self, results: _Optional[_Iterable[_Union[RankedKnowledgeResult, _Mapping]]] = ..., debug_information: _Optional[str] = ..., error_message: _Optional[str] = ..., degraded: _Optional[bool] = ..., degraded_reasons: _Optional[_Iterable[str]] = ..., profile_name: _Optional[str] = ..., profile_version: _Optional[int] = ..., query_phrases: _Optional[_Iterable[str]] = ..., candidates_considered: _Optional[int] = ..., timings: _Optional[_Iterable[_Union[StageTiming, _Mapping]]] = ..., temporal_intent: _Optional[bool] = ..., sources: _Optional[_Iterable[_Union[SourceReport, _Mapping]]] = ..., search_id: _Optional[str] = ...) -> None: ...
+    next_cursor: str
+    def __init__(self, results: _Optional[_Iterable[_Union[RankedKnowledgeResult, _Mapping]]] = ..., debug_information: _Optional[str] = ..., error_message: _Optional[str] = ..., degraded: _Optional[bool] = ..., degraded_reasons: _Optional[_Iterable[str]] = ..., profile_name: _Optional[str] = ..., profile_version: _Optional[int] = ..., query_phrases: _Optional[_Iterable[str]] = ..., candidates_considered: _Optional[int] = ..., timings: _Optional[_Iterable[_Union[StageTiming, _Mapping]]] = ..., temporal_intent: _Optional[bool] = ..., sources: _Optional[_Iterable[_Union[SourceReport, _Mapping]]] = ..., search_id: _Optional[str] = ..., next_cursor: _Optional[str] = ...) -> None: ...
 
 class SourceReport(_message.Message):
     __slots__ = ("source_id", "status", "latency_ms", "result_count", "error_message", "error_code", "filtered", "note")

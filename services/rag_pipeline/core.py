@@ -167,12 +167,12 @@ class RagPipeline:
 
     async def search(self, request: SearchRequest, principal: Principal | None, *,
                      scope: Scope | None = None) -> SearchResponse:
-        """SearchAndRank for a verified caller (`_search_for`), its answer given a search id (feedback.py)."""
-        response = await self._search_for(request, principal, scope)
+        """SearchAndRank for a verified caller (`search_for`), its answer given a search id (feedback.py)."""
+        response = await self.search_for(request, principal, scope)
         return self.search_log.record(response, request, principal, self.tenant_for(request.tenant_id, principal))
 
-    async def _search_for(self, request: SearchRequest, principal: Principal | None,
-                          scope: Scope | None) -> SearchResponse:
+    async def search_for(self, request: SearchRequest, principal: Principal | None,
+                         scope: Scope | None) -> SearchResponse:
         """SearchAndRank for a verified caller: the one access decision for every transport.
 
         The caller's tenant; its groups (enforced inside the store's searches); the auth

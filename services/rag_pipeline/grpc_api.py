@@ -18,6 +18,7 @@ from nucleus.v1 import rag_pipeline_pb2_grpc as rag_grpc
 from services.knowledge_store import convert as ks_convert
 from services.rag_pipeline import convert, personas
 from services.rag_pipeline.core import RagPipeline
+from services.rag_pipeline.pages import Pages
 from services.rag_pipeline.topics import TopicTools
 from services.llm_orchestration import convert as llm_convert
 from services.rag_pipeline.chat import ChatGate
@@ -45,8 +46,9 @@ def _ascii(text: str) -> str:
 
 class RagPipelineServicer(rag_grpc.RagPipelineServicer):
     def __init__(self, pipeline: RagPipeline, topic_tools: TopicTools | None = None,
-                 chat: ChatGate | None = None) -> None:
+                 chat: ChatGate | None = None, pages: Pages | None = None) -> None:
         self._pipeline = pipeline
+        self._pages = pages or Pages(pipeline)      # MCP's, to share its held rankings and cursor key
         self._topics = topic_tools
         self._chat = chat
 
@@ -75,7 +77,10 @@ class RagPipelineServicer(rag_grpc.RagPipelineServicer):
         if caller is None and LOCAL_PRINCIPAL_METADATA in _metadata(context):
             caller = local_principal(search.tenant_id)   # as MCP answers an unverified caller, of the tenant named
         await context.send_initial_metadata(((ANSWERED_AS_METADATA, _ascii(describe_principal(caller))),))
-        return convert.response_to_pb(await self._pipeline.search(search, caller))
+        page = await self._pages.search(search, caller, cursor=request.cursor)
+        answer = convert.response_to_pb(page.response)
+        answer.next_cursor = page.cursor_after(len(page.response.results)) or ""
+        return answer
 
     @translate_errors
     async def PutRankingProfile(self, request, context):

@@ -183,7 +183,7 @@ def build(settings: RagPipelineSettings, *, stdio: bool, knowledge: KnowledgeSou
         name="rag_pipeline",
         grpc_service_name="nucleus.v1.RagPipeline",
         add_servicers=lambda server: rag_grpc.add_RagPipelineServicer_to_server(
-            RagPipelineServicer(pipeline, topic_tools, chat=chat_gate), server),
+            RagPipelineServicer(pipeline, topic_tools, chat=chat_gate, pages=tools.pages), server),
         mcp_server=mcp,
         close=close,
         allowed_hosts=_public_hosts(settings.public_base_url) if base_is_set else [],

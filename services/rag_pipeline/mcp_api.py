@@ -17,7 +17,7 @@ from typing import Annotated, Any, Callable, Literal, get_type_hints
 
 from mcp.server.mcpserver import Context, MCPServer
 from mcp_types import CallToolResult
-from pydantic import BaseModel, Field, create_model
+from pydantic import BaseModel, Field, PrivateAttr, create_model
 
 from ranking.config import (
     DEFAULT_DENSE_WEIGHT,
@@ -40,7 +40,9 @@ from services.rag_pipeline.models import (
     explanation_values,
 )
 from services.rag_pipeline.tools import RagTools, register_rag_tools
-from services.rag_pipeline.tools.budget import RANKED, BudgetOut, MaxTokens, budget_field, fit
+from services.rag_pipeline.pages import Pages
+from services.rag_pipeline.tools.budget import RANKED, BudgetOut, MaxTokens, budget_field
+from services.rag_pipeline.tools.paging import Cursor, cursor_field, fit_page
 from services.rag_pipeline.tools.topics import register_topic_tools
 from services.rag_pipeline.topics import TopicTools
 from shared.bounds import INT32_MAX
@@ -134,6 +136,8 @@ class SearchAndRankOut(BaseModel):
     sources: list[SourceReportOut] = Field(default_factory=list)   # federation: one per source asked
     search_id: str = ""               # name it in record_feedback to vote on a result of this answer
     budget: BudgetOut | None = budget_field()   # max_tokens asked: how the answer was fitted (tools/budget.py)
+    next_cursor: str | None = cursor_field()    # the next page's cursor (tools/paging.py); absent: no more
+    _page: Any = PrivateAttr(default=None)
 
 
 class WeightsIn(BaseModel):
@@ -219,8 +223,9 @@ def profile_out(p: RankingProfile) -> ProfileOut:
         feedback_expansion=p.feedback_expansion)
 
 
-def register_core_tools(mcp: MCPServer, pipeline: RagPipeline, principal: Callable[[Context], Principal]) -> None:
-    """search_and_rank, ranking profiles and feedback."""
+def register_core_tools(mcp: MCPServer, pipeline: RagPipeline, principal: Callable[[Context], Principal],
+                        pages: Pages) -> None:
+    """search_and_rank (its pages: `pages`), ranking profiles and feedback."""
 
     @mcp.tool(annotations=READ, name="search_and_rank", description=(
         "Hybrid retrieval (dense + BM25) over the caller's tenant, ranked by the 4R factors "
@@ -244,6 +249,7 @@ def register_core_tools(mcp: MCPServer, pipeline: RagPipeline, principal: Callab
         ] = None,
         ctx: Context | None = None,
         max_tokens: MaxTokens = None,
+        cursor: Cursor = None,
     ) -> Annotated[CallToolResult, SearchAndRankOut]:
         async def run() -> SearchAndRankOut | CallToolResult:
             who = principal(ctx)
@@ -258,7 +264,10 @@ def register_core_tools(mcp: MCPServer, pipeline: RagPipeline, principal: Callab
                 filters=(filters or FiltersIn()).to_filters(persona_id=persona_id),
                 expand=expand_query_with_llm, sources=tuple(sources or ()),
             )
-            return fit(search_response_out(await pipeline.search(request, who)), max_tokens, RANKED)
+            page = await pages.search(request, who, cursor=cursor)
+            out = search_response_out(page.response)
+            out._page = page
+            return fit_page(out, max_tokens, RANKED)
         return await guarded(run)
 
     @mcp.tool(annotations=ADD, name="put_ranking_profile", description=(
@@ -352,7 +361,7 @@ def build_mcp(pipeline: RagPipeline, rag_tools: RagTools, *, token_verifier: Any
     mcp.middleware.append(tool_audit_middleware(rag_tools.audit, principal_of))
     if limiter is not None:
         mcp.middleware.append(rate_limit_middleware(limiter, principal_of))
-    register_core_tools(mcp, pipeline, rag_tools.principal)
+    register_core_tools(mcp, pipeline, rag_tools.principal, rag_tools.pages)
     register_rag_tools(mcp, rag_tools)
     register_topic_tools(mcp, topic_tools or TopicTools(rag_tools))
     return mcp

@@ -154,8 +154,3 @@ def fit(out: BaseModel, max_tokens: int | None, spec: Fit,
                                             f"({n} tokens); give at least {n} (at most {MAX_MAX_TOKENS})")
     return best[1]
 
-
-async def fitted(out: BaseModel, max_tokens: int | None, spec: Fit,
-                 render: Callable[[BaseModel], CallToolResult] = as_result) -> BaseModel | CallToolResult:
-    """`fit` for a tool body run by `guarded` (which awaits it)."""
-    return fit(out, max_tokens, spec, render)

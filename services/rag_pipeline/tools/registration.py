@@ -10,7 +10,8 @@ from mcp_types import CallToolResult
 from pydantic import Field
 
 from services.rag_pipeline.federation.peer_vectors import fingerprint_of
-from services.rag_pipeline.tools.budget import HITS, SEGMENTS, MaxTokens, fit, fitted
+from services.rag_pipeline.tools.budget import HITS, SEGMENTS, MaxTokens
+from services.rag_pipeline.tools.paging import Cursor, fit_page
 from services.rag_pipeline.tools.peer import PeerVectors, register_fingerprint_tool
 
 from services.rag_pipeline.tools.schemas import (
@@ -50,21 +51,22 @@ def register_rag_tools(mcp: MCPServer, tools: RagTools) -> None:
     @mcp.tool(annotations=READ, name="rag_search", description=(
         "Searches the knowledge base for relevant information using semantic search. Give 1-5 search "
         "phrases: the first is the user's exact input, the others rephrasings; all are searched in "
-        "parallel and the union is ranked. Returns up to 20 segments with signed source links."))
+        "parallel and the union is ranked. Returns up to 20 segments with signed source links; "
+        "next_cursor, when present, gives the next page (pass it as cursor with the same arguments)."))
     async def rag_search(search_phrases: SearchPhrases, ctx: Context,
                          max_segments: Annotated[int, Field(ge=1, le=MAX_SEGMENTS, description=(
                              "How many segments to return (default 8, at most 20)"))] = DEFAULT_SEGMENTS,
                          sources: Annotated[list[SourceId] | None, Field(max_length=MAX_SOURCES, description=(
                              "Optional federation selection: 'local' and/or remote source ids; omitted = "
                              "this server's knowledge and every remote source you may use"))] = None,
-                         max_tokens: MaxTokens = None,
+                         max_tokens: MaxTokens = None, cursor: Cursor = None,
                          ) -> Annotated[CallToolResult, RagSearchOut]:
-        out = await tools.rag_search(ctx, search_phrases, max_segments, sources)
+        out = await tools.rag_search(ctx, search_phrases, max_segments, sources, cursor)
 
         def render(o: RagSearchOut) -> CallToolResult:
             return cited_result(o, [_segment_link(s) for s in o.segments])
         try:
-            answer = fit(out, max_tokens, SEGMENTS, render)     # max_tokens: links and all (tools/budget.py)
+            answer = fit_page(out, max_tokens, SEGMENTS, render)   # max_tokens: links and all (tools/budget.py)
         except NucleusError as err:
             raise jsonrpc_error(err) from None
         return answer if isinstance(answer, CallToolResult) else render(out)
@@ -93,11 +95,12 @@ def register_rag_tools(mcp: MCPServer, tools: RagTools) -> None:
             sources: Annotated[list[SourceId], Field(min_length=1, max_length=MAX_SOURCES)], ctx: Context,
             top_k: Annotated[int, Field(ge=1, le=MAX_TOP_K)] = 8, filters: RawFiltersIn | None = None,
             ranking: RankingIn | None = None, user_token: UserToken = None,
-            max_tokens: MaxTokens = None) -> Annotated[CallToolResult, RawOut]:
+            max_tokens: MaxTokens = None, cursor: Cursor = None) -> Annotated[CallToolResult, RawOut]:
         out = await guarded(lambda: tools.raw_results(ctx, username, query, sources, top_k, filters, ranking,
-                                                      user_token))
+                                                      user_token, cursor))
         if max_tokens is not None:          # a budgeted answer carries no peer vectors
-            return await guarded(lambda: fitted(out, max_tokens, HITS, _hit_links))
+            return await guarded(lambda: _fitted(out, max_tokens))
+        fit_page(out, None, HITS)           # its next_cursor
         answer = await peer.answer(ctx, out)
         return cited_result(out, [(h.uri, h.title or h.id) for h in out.results.hits],  # = _hit_links, with _meta
                             meta=answer.meta if isinstance(answer, CallToolResult) else None)
@@ -119,6 +122,11 @@ def register_rag_tools(mcp: MCPServer, tools: RagTools) -> None:
     mcp.custom_route(DOCUMENT_PREFIX + "{entry_id:path}", methods=["GET"], name="document",
                      include_in_schema=False)(tools.documents.open_document)
     mcp.middleware.append(invalid_params_middleware(JSONRPC_ARGUMENTS))
+
+
+async def _fitted(out: Any, max_tokens: int) -> Any:
+    """A rag_get_raw_results answer fitted to `max_tokens`, its cursor after the hits kept (run by `guarded`)."""
+    return fit_page(out, max_tokens, HITS, _hit_links)
 
 
 def _hit_links(out: Any) -> CallToolResult:

@@ -4,9 +4,10 @@ from __future__ import annotations
 
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, Field, PrivateAttr
 
 from services.rag_pipeline.tools.budget import BudgetOut, MaxTokens, budget_field
+from services.rag_pipeline.tools.paging import Cursor, cursor_field
 from shared.bounds import INT32_MAX
 from shared.mcp_errors import ErrorCode
 
@@ -63,6 +64,8 @@ class RagSearchOut(BaseModel):
     degraded: bool | None = None                    # federation: a source failed or timed out
     search_id: str | None = None                    # name it in record_feedback when voting on a segment
     budget: BudgetOut | None = budget_field()       # max_tokens asked: how the answer was fitted (tools/budget.py)
+    next_cursor: str | None = cursor_field()        # the next page's cursor (tools/paging.py); absent: no more
+    _page: Any = PrivateAttr(default=None)
 
 
 class DocumentAccessOut(BaseModel):
@@ -79,6 +82,7 @@ class RagSearchArgs(BaseModel):
     max_segments: Annotated[int, Field(ge=1, le=MAX_SEGMENTS)] = DEFAULT_SEGMENTS
     sources: Annotated[list[SourceId] | None, Field(max_length=MAX_SOURCES)] = None
     max_tokens: MaxTokens = None
+    cursor: Cursor = None
 
 
 class VerifyArgs(BaseModel):
@@ -236,6 +240,8 @@ class RawOut(BaseModel):
     artifacts: list[ArtifactOut] = Field(default_factory=list)
     contract_version: str = CONTRACT_VERSION
     budget: BudgetOut | None = budget_field()       # max_tokens asked: how the answer was fitted (tools/budget.py)
+    next_cursor: str | None = cursor_field()        # the next page's cursor (tools/paging.py); absent: no more
+    _page: Any = PrivateAttr(default=None)
 
 
 class SynthesisParamsIn(BaseModel):

@@ -28,6 +28,7 @@ from services.rag_pipeline.federation.discover import discover_remotes
 from services.rag_pipeline.federation.hits import Caller
 from services.rag_pipeline.federation.identity import INCOMING_PATH, path_from_meta
 from services.rag_pipeline.federation.hits import LOCAL as LOCAL_SOURCE
+from services.rag_pipeline.pages import Page, Pages
 from services.rag_pipeline.models import (
     NO_VISIBLE_SOURCES,
     Preferences,
@@ -129,6 +130,7 @@ class RagTools:
         self.documents = DocumentRoute(knowledge, access, signer, audit, pipeline.federation)
         self.verifier = DocumentVerifier(knowledge, access, signer, audit, pipeline.federation,
                                          verify_ttl_s=verify_ttl_s)
+        self.pages = Pages(pipeline, signer.derive_key("cursor"))    # cursors: a key of their own (pages.py)
 
     # -- identity --------------------------------------------------------------------------
     def principal(self, ctx: Context | None) -> Principal:
@@ -186,14 +188,19 @@ class RagTools:
     # -- searching -------------------------------------------------------------------------
     async def _search(self, who: Principal, query: str, scope: Scope, top_k: int, *,
                       extra_phrases: tuple[str, ...] = (), rerank: bool = False, sources: tuple[str, ...] = (),
-                      resources: tuple[tuple[str, tuple[str, ...]], ...] = (), collapse: bool | None = None
-                      ) -> tuple[SearchResponse, list[RankedResult]]:
+                      resources: tuple[tuple[str, tuple[str, ...]], ...] = (), collapse: bool | None = None,
+                      paged: bool = False, cursor: str | None = None
+                      ) -> tuple[SearchResponse, list[RankedResult], Page | None]:
+        """The search's answer and results; with `paged`, its page (`cursor` names a later one)."""
         request = SearchRequest(tenant_id=who.tenant_id, query=query, top_k_final=top_k,
                                 prefs=Preferences(rerank=rerank, explain=True), filters=scope.filters,
                                 extra_phrases=extra_phrases, sources=sources, remote_resources=resources,
                                 collapse=collapse)
-        response = await self.pipeline.search(request, who, scope=scope)
-        return response, list(response.results)
+        if not paged:
+            response = await self.pipeline.search(request, who, scope=scope)
+            return response, list(response.results), None
+        page = await self.pages.search(request, who, cursor=cursor, scope=scope)
+        return page.response, list(page.response.results), page
 
     async def _vet_sources(self, who: Principal, requested: list[str]) -> tuple[list[str], list[SourceErrorOut],
                                                                              dict[str, SourceView]]:
@@ -214,7 +221,8 @@ class RagTools:
 
     # -- rag_search ------------------------------------------------------------------------
     async def rag_search(self, ctx: Context | None, search_phrases: list[str],
-                         max_segments: int = DEFAULT_SEGMENTS, sources: list[str] | None = None) -> RagSearchOut:
+                         max_segments: int = DEFAULT_SEGMENTS, sources: list[str] | None = None,
+                         cursor: str | None = None) -> RagSearchOut:
         call = Call("rag_search")
         try:
             who = self.principal(ctx)
@@ -231,7 +239,8 @@ class RagTools:
                                     prefs=Preferences(explain=True), extra_phrases=phrases.extra,
                                     sources=tuple(sources or ()))
             try:
-                response = await self.pipeline.search(request, who)
+                page = await self.pages.search(request, who, cursor=cursor)
+                response = page.response
             except NotFound:        # nothing ingested for this tenant yet
                 self._audit(call, "allow", "tenant has no knowledge")
                 return RagSearchOut(segments=[])
@@ -245,8 +254,10 @@ class RagTools:
             self._audit(call, "allow", resources=sorted({r.artifact.source_id for r in kept}),
                         entries=[s.segment_uid for s in segments])
             federated = {"sources": source_status_out(response.sources), "degraded": response.degraded}
-            return RagSearchOut(segments=segments, search_id=response.search_id or None,
-                                **(federated if response.sources else {}))
+            out = RagSearchOut(segments=segments, search_id=response.search_id or None,
+                               **(federated if response.sources else {}))
+            out._page = page
+            return out
         except NucleusError as err:
             self._audit(call, "deny", f"{err.kind}: {err.message}")
             raise jsonrpc_error(err) from None
@@ -310,7 +321,7 @@ class RagTools:
     # -- rag_get_raw_results ---------------------------------------------------------------
     async def raw_results(self, ctx: Context | None, username: str, query: str, sources: list[str], top_k: int,
                           filters: RawFiltersIn | None, ranking: RankingIn | None,
-                          user_token: str | None) -> RawOut:
+                          user_token: str | None, cursor: str | None = None) -> RawOut:
         call = Call("rag_get_raw_results")
         meta = MetaOut()
         try:
@@ -330,11 +341,12 @@ class RagTools:
             if ranking is not None and ranking.model:
                 call.notes.append("ranking.model is not selectable here; the service's re-ranker was used")
             if scope.empty and not remote:
-                response, kept = None, []
+                response, kept, page = None, [], None
             else:
-                response, kept = await self._search(who, query, scope, top_k,
-                                                    rerank=bool(ranking and ranking.rerank), sources=selection,
-                                                    resources=restrict)
+                response, kept, page = await self._search(who, query, scope, top_k,
+                                                          rerank=bool(ranking and ranking.rerank),
+                                                          sources=selection, resources=restrict, paged=True,
+                                                          cursor=cursor)
         except _Refused as refused:
             return self._raw_refused(call, meta, refused, top_k, sources)
         except NucleusError as err:
@@ -359,13 +371,15 @@ class RagTools:
         per_source = {sid: sum(1 for h in hits if h.resourceId == sid) for sid in allowed}
         for sid in remote:                  # a remote result's resourceId is its source
             per_source[sid] = sum(1 for h in hits if h.resourceId == sid.split(":", 1)[0])
-        return RawOut(
+        out = RawOut(
             results=RawResultsOut(hits=hits, stats=RawStatsOut(
                 total_found=response.candidates_considered if response is not None else 0, top_k=top_k,
                 elapsed_ms=meta.elapsed_ms)),
             meta_data=meta,
             artifacts=[ArtifactOut(name="per_source_hits.json", mime_type="application/json",
                                    data=json.dumps(per_source))])
+        out._page = page
+        return out
 
     def _raw_refused(self, call: Call, meta: MetaOut, refused: _Refused, top_k: int, sources: list[str]) -> RawOut:
         self._audit(call, "deny", f"{refused.code}: {refused.message}", resources=sources)
@@ -419,8 +433,8 @@ class RagTools:
                     try:
                         # the best chunks, not one per document: the answer's sentence may not be in
                         # its document's best chunk (docs/BENCHMARKS.md, "Extractive answers")
-                        response, passages = await self._search(who, query, scope, top_k, sources=selection,
-                                                                resources=restrict, collapse=False)
+                        response, passages, _ = await self._search(who, query, scope, top_k, sources=selection,
+                                                                   resources=restrict, collapse=False)
                     except NotFound:
                         response, passages = None, []
                     if response is not None:

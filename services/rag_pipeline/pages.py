@@ -1,0 +1,248 @@
+"""Pages of one search: `cursor` in, `next_cursor` out (search_and_rank, rag_get_raw_results,
+rag_search, gRPC SearchAndRank; docs/MCP.md "Pages").
+
+    page = await pages.search(request, principal, cursor=cursor, scope=scope)
+    page.response.results          # this page's results, best first
+    page.cursor_after(n)           # the cursor of the page after the first n of them (None: no more)
+
+The first page (no cursor) is the search as any search answers it, so a search nobody pages
+costs nothing more; a full page gets a cursor and is remembered here, keyed by the caller
+(tenant, end user, auth method) and a random request id. The second page asks for the ranking
+once, `MAX_PAGES` pages deep (at most `MAX_DEPTH` results, never more than the request's
+candidates: the same candidates as the first page, top_k_initial pinned, ranked by the same
+code), and holds it; every later page is read from it, never ranked again, so pages neither
+repeat nor skip a result. Every page reads
+its entries again from the store as the caller (the fetch stage's `GetEntries`) and re-checks
+them with the access policy: a document deleted or hidden since the first page is dropped,
+and the page filled from the next ones.
+
+Held rankings are bounded: `MAX_PER_CALLER` per caller (its oldest goes first), `MAX_HELD` in
+all (the oldest goes first), each for `TTL_S` seconds after its first page. A cursor is an
+HMAC over its claims (tenant, user, auth method, request id, the request's fingerprint,
+offset, expiry) with a key derived for cursors only (`LinkSigner.derive_key`), never the link
+key: a cursor is not a document link, nor a link a cursor. A forged, expired or foreign cursor,
+one given with another request, or one whose ranking this process does not hold (restarted,
+another replica, evicted) is InvalidArgument naming `cursor`: search again without one.
+"""
+from __future__ import annotations
+
+import base64
+import hashlib
+import hmac
+import json
+import secrets
+import time
+from collections import OrderedDict
+from dataclasses import dataclass, replace
+from typing import TYPE_CHECKING, Callable
+
+from services.rag_pipeline.access import Scope
+from services.rag_pipeline.federation.hits import LOCAL
+from services.rag_pipeline.models import RankedResult, SearchRequest, SearchResponse
+from services.rag_pipeline.snippets import highlights, make_snippet
+from shared.errors import InvalidArgument, NotFound
+from shared.identity import Principal, acting_for
+
+if TYPE_CHECKING:
+    from services.rag_pipeline.core import RagPipeline
+
+MAX_PAGES = 5                 # a first page is ranked this many pages deep ...
+MAX_DEPTH = 100               # ... and at most this many results
+TTL_S = 600                   # a held ranking, and its cursors, live 10 minutes after the first page
+MAX_PER_CALLER = 8            # rankings held per caller (tenant, user, auth method)
+MAX_HELD = 2_000              # rankings held in all, by this process
+MAX_CURSOR_CHARS = 1_024
+_VERSION = "nucleus-cursor-v1"
+AGAIN = "search again without a cursor"
+
+CallerKey = tuple[str, str, str]
+
+
+@dataclass(frozen=True, slots=True)
+class _Held:
+    fingerprint: str
+    query: str
+    results: tuple[RankedResult, ...] | None  # the deep ranking, best first (local texts dropped); None: not yet
+    expires_unix: int
+    answer: SearchResponse                  # the first page's answer without results (search id, profile)
+
+
+@dataclass(frozen=True, slots=True)
+class Page:
+    """One page of a search: its response, and where each of its results sits in the ranking."""
+    response: SearchResponse
+    positions: tuple[int, ...]              # each result's place in the held ranking
+    end: int                                # the place after the last one this page looked at
+    cursor_at: Callable[[int], str | None]  # the cursor of a page starting at a place (None: past the end)
+
+    def cursor_after(self, shown: int) -> str | None:
+        """The next page's cursor when the first `shown` results of this page were shown (a
+        budget may show fewer: the next page then starts at the first one left out)."""
+        return self.cursor_at(self.end if shown >= len(self.positions) else self.positions[shown])
+
+
+def caller_key(principal: Principal | None, tenant_id: str) -> CallerKey:
+    if principal is None:                   # authentication off: the tenant's trusted network
+        return (tenant_id, "", "none")
+    return (principal.tenant_id, principal.user_id, principal.auth_method)
+
+
+def fingerprint(request: SearchRequest) -> str:
+    """The request as the caller sent it (its page size included): a cursor works with it only."""
+    return hashlib.sha256(repr(replace(request, tenant_id="")).encode("utf-8")).hexdigest()[:32]
+
+
+def _b64(raw: bytes) -> str:
+    return base64.urlsafe_b64encode(raw).rstrip(b"=").decode("ascii")
+
+
+def _unb64(text: str) -> bytes:
+    return base64.urlsafe_b64decode(text + "=" * (-len(text) % 4))
+
+
+class Pages:
+    """The held rankings of this process and the cursors that read them (module docstring)."""
+
+    def __init__(self, pipeline: "RagPipeline", key: bytes | None = None, *,
+                 clock: Callable[[], float] = time.time) -> None:
+        self._pipeline = pipeline
+        self._key = key or secrets.token_bytes(32)
+        self._clock = clock
+        self._held: OrderedDict[tuple[CallerKey, str], _Held] = OrderedDict()
+
+    # -- cursors ---------------------------------------------------------------------------
+    def _mac(self, payload: bytes) -> str:
+        return _b64(hmac.new(self._key, _VERSION.encode() + b"\x00" + payload, hashlib.sha256).digest())
+
+    def _cursor(self, who: CallerKey, rid: str, fp: str, offset: int, exp: int) -> str:
+        payload = json.dumps([*who, rid, fp, offset, exp], separators=(",", ":")).encode("utf-8")
+        return f"{_b64(payload)}.{self._mac(payload)}"
+
+    def _claims(self, cursor: str, who: CallerKey, fp: str) -> tuple[str, int]:
+        """(request id, offset) of a valid cursor of this caller and request."""
+        head, dot, sig = cursor.partition(".") if len(cursor) <= MAX_CURSOR_CHARS else ("", "", "")
+        try:
+            payload = _unb64(head) if dot else b""
+        except ValueError:
+            payload = b""
+        if not payload or not hmac.compare_digest(self._mac(payload).encode(), sig.encode("ascii", "replace")):
+            raise InvalidArgument("cursor", f"is not a cursor this server issued; {AGAIN}")
+        tenant, user, method, rid, cursor_fp, offset, exp = json.loads(payload)
+        if exp < int(self._clock()):
+            raise InvalidArgument("cursor", f"has expired (cursors live {TTL_S} s); {AGAIN}")
+        if not all(hmac.compare_digest(a.encode(), b.encode()) for a, b in zip((tenant, user, method), who)):
+            raise InvalidArgument("cursor", f"was issued to another caller; {AGAIN}")
+        if cursor_fp != fp:
+            raise InvalidArgument("cursor", f"belongs to another search request (give the same arguments); {AGAIN}")
+        return rid, offset
+
+    # -- pages -----------------------------------------------------------------------------
+    async def search(self, request: SearchRequest, principal: Principal | None, *, cursor: str | None = None,
+                     scope: Scope | None = None) -> Page:
+        """The first page (`cursor` empty) or the page `cursor` names (module docstring)."""
+        who = caller_key(principal, self._pipeline.tenant_for(request.tenant_id, principal))
+        fp = fingerprint(request)
+        if cursor:
+            rid, offset = self._claims(cursor, who, fp)
+            held = await self._ranked(self._get(who, rid), rid, request, principal, scope, who)
+            size = self._pipeline.validate(replace(request, tenant_id=who[0])).top_k_final
+            return await self._later(request, held, rid, who, fp, offset, size, principal)
+        return await self._first(request, principal, scope, who, fp)
+
+    async def _first(self, request: SearchRequest, principal: Principal | None, scope: Scope | None,
+                     who: CallerKey, fp: str) -> Page:
+        response = await self._pipeline.search(request, principal, scope=scope)
+        shown = tuple(range(len(response.results)))
+        asked = self._pipeline.validate(replace(request, tenant_id=who[0]))
+        if len(shown) < asked.top_k_final:
+            return Page(response, shown, len(shown), lambda _offset: None)
+        rid, exp = secrets.token_urlsafe(12), int(self._clock()) + TTL_S
+        self._put(who, rid, _Held(fp, asked.query, None, exp, replace(response, results=(), timings=())))
+        return Page(response, shown, len(shown), lambda offset: self._cursor(who, rid, fp, offset, exp))
+
+    async def _ranked(self, held: _Held, rid: str, request: SearchRequest, principal: Principal | None,
+                      scope: Scope | None, who: CallerKey) -> _Held:
+        """`held` with its deep ranking, made by the second page's call (module docstring)."""
+        if held.results is not None:
+            return held
+        asked = self._pipeline.validate(replace(request, tenant_id=who[0]))
+        size = asked.top_k_final
+        depth = max(size, min(size * MAX_PAGES, MAX_DEPTH, asked.top_k_initial))
+        deep = replace(request, top_k_final=depth, top_k_initial=asked.top_k_initial)
+        ranking = (await self._pipeline.search_for(deep, principal, scope)).results    # not logged: pages are
+        slim = tuple(r if r.source_id != LOCAL else   # a local text is read again for its page
+                     replace(r, entry=replace(r.entry, text="", content_summary=""), snippet="", highlights=())
+                     for r in ranking)
+        held = replace(held, results=slim)
+        self._held[(who, rid)] = held
+        return held
+
+    def _cursor_at(self, who: CallerKey, rid: str, fp: str, exp: int, total: int) -> Callable[[int], str | None]:
+        return lambda offset: self._cursor(who, rid, fp, offset, exp) if offset < total else None
+
+    async def _later(self, request: SearchRequest, held: _Held, rid: str, who: CallerKey, fp: str, offset: int,
+                     size: int, principal: Principal | None) -> Page:
+        """`size` results from `offset` on that the caller may still see, read again from the store."""
+        kept: list[RankedResult] = []
+        positions: list[int] = []
+        at = offset
+        while len(kept) < size and at < len(held.results):
+            chunk = list(range(at, min(len(held.results), at + size - len(kept))))
+            found = await self._still_visible([held.results[i] for i in chunk], held.query, who[0], principal)
+            for i, result in zip(chunk, found):
+                if result is not None:
+                    kept.append(result)
+                    positions.append(i)
+            at = chunk[-1] + 1
+        answer = replace(held.answer, results=tuple(kept), search_id="")
+        # the page's own search id, naming what it shows (a vote is checked against it, feedback.py)
+        answer = self._pipeline.search_log.record(answer, request, principal, who[0])
+        return Page(answer, tuple(positions), at,
+                    self._cursor_at(who, rid, fp, held.expires_unix, len(held.results)))
+
+    async def _still_visible(self, results: list[RankedResult], query: str, tenant: str,
+                             principal: Principal | None) -> list[RankedResult | None]:
+        """Each result re-read from its source as the caller (None: deleted, hidden or unusable now)."""
+        local = [r.entry.id for r in results if r.source_id == LOCAL]
+        hits = {}
+        if local:
+            with acting_for(principal):
+                try:
+                    hits = {h.entry.id: h for h in await self._pipeline.knowledge.get_entries(tenant, local)}
+                except NotFound:
+                    hits = {}
+        out: list[RankedResult | None] = []
+        federation = self._pipeline.federation
+        for r in results:
+            if r.source_id != LOCAL:        # a remote result: while the caller may still use its source
+                usable = principal is None or (federation is not None and
+                                               federation.source_for(principal, r.source_id) is not None)
+                out.append(r if usable else None)
+                continue
+            hit = hits.get(r.entry.id)
+            if hit is None or (principal is not None and self._pipeline.access.entry_denial(principal, hit)):
+                out.append(None)
+                continue
+            snippet = make_snippet(hit.entry.text, query)
+            out.append(replace(r, entry=hit.entry, artifact=hit.artifact, snippet=snippet,
+                               highlights=highlights(snippet, query)))
+        return out
+
+    # -- the held rankings -----------------------------------------------------------------
+    def _put(self, who: CallerKey, rid: str, held: _Held) -> None:
+        now = int(self._clock())
+        for key in [k for k, v in self._held.items() if v.expires_unix < now]:
+            del self._held[key]
+        mine = [k for k in self._held if k[0] == who]
+        for key in mine[:max(0, len(mine) - MAX_PER_CALLER + 1)]:
+            del self._held[key]
+        while len(self._held) >= MAX_HELD:
+            self._held.popitem(last=False)
+        self._held[(who, rid)] = held
+
+    def _get(self, who: CallerKey, rid: str) -> _Held:
+        held = self._held.get((who, rid))
+        if held is None or held.expires_unix < int(self._clock()):
+            raise InvalidArgument("cursor", "names a ranking this server does not hold (it restarted, another "
+                                            f"replica answered the first page, or the ranking was evicted); {AGAIN}")
+        return held

@@ -1,0 +1,87 @@
+"""Cursors and held rankings of services/rag_pipeline/pages.py (the pages themselves run against
+a real stack: tests/integration/test_pages.py)."""
+from __future__ import annotations
+
+import pytest
+
+from services.rag_pipeline.models import SearchResponse
+from services.rag_pipeline.pages import MAX_PER_CALLER, TTL_S, Page, Pages, _Held
+from shared.errors import InvalidArgument
+from shared.signing import LinkRejected, LinkSigner
+
+ALICE = ("acme", "alice", "api_key")
+SIGNER = LinkSigner(b"s" * 32, "https://rag.example", 600)
+
+
+def _pages(now: float = 1_000_000.0) -> Pages:
+    return Pages(None, SIGNER.derive_key("cursor"), clock=lambda: now)
+
+
+def test_the_cursor_key_is_derived_and_is_not_the_link_secret():
+    key = SIGNER.derive_key("cursor")
+    assert len(key) == 32 and key != b"s" * 32 and key != SIGNER.derive_key("other")
+
+
+def test_a_cursor_is_no_link_and_a_link_is_no_cursor():
+    pages = _pages()
+    cursor = pages._cursor(ALICE, "rid", "fp", 10, 1_000_600)
+    assert pages._claims(cursor, ALICE, "fp") == ("rid", 10)
+    with pytest.raises(LinkRejected):
+        SIGNER.verify_link(cursor)
+    with pytest.raises(LinkRejected):
+        SIGNER.verify_link(f"https://rag.example/documents/{cursor}")
+    link = SIGNER.sign("doc#0", "acme", "alice")
+    for not_a_cursor in (link, link.rsplit("sig=", 1)[1], "x.y", "", "." * 2_000):
+        with pytest.raises(InvalidArgument, match="cursor: is not a cursor this server issued; search again"):
+            pages._claims(not_a_cursor, ALICE, "fp")
+
+
+@pytest.mark.parametrize("who, fp, problem", [
+    (("acme", "bob", "api_key"), "fp", "another caller"),
+    (("acme", "alice", "jwt"), "fp", "another caller"),
+    (("globex", "alice", "api_key"), "fp", "another caller"),
+    (ALICE, "other", "another search request"),
+])
+def test_a_cursor_is_bound_to_its_caller_and_request(who, fp, problem):
+    pages = _pages()
+    with pytest.raises(InvalidArgument, match=f"cursor: .*{problem}.*search again"):
+        pages._claims(pages._cursor(ALICE, "rid", "fp", 0, 1_000_600), who, fp)
+
+
+def test_an_expired_or_tampered_cursor_is_refused():
+    pages = _pages()
+    with pytest.raises(InvalidArgument, match="cursor: has expired"):
+        pages._claims(pages._cursor(ALICE, "rid", "fp", 0, 999_999), ALICE, "fp")
+    head, _, sig = pages._cursor(ALICE, "rid", "fp", 0, 1_000_600).partition(".")
+    other = _pages()._cursor(ALICE, "rid", "fp", 90, 1_000_600).partition(".")[0]
+    with pytest.raises(InvalidArgument, match="not a cursor this server issued"):
+        pages._claims(f"{other}.{sig}", ALICE, "fp")
+    with pytest.raises(InvalidArgument, match="not a cursor this server issued"):
+        Pages(None, SIGNER.derive_key("another stack"))._claims(f"{head}.{sig}", ALICE, "fp")
+
+
+def test_held_rankings_are_bounded_per_caller_and_expire():
+    pages = _pages()
+    held = _Held("fp", "q", (), 1_000_000 + TTL_S, SearchResponse(results=()))
+    for i in range(MAX_PER_CALLER + 2):
+        pages._put(ALICE, f"r{i}", held)
+    pages._put(("acme", "bob", "api_key"), "b", held)
+    with pytest.raises(InvalidArgument, match="cursor: names a ranking this server does not hold"):
+        pages._get(ALICE, "r0")
+    assert pages._get(ALICE, f"r{MAX_PER_CALLER + 1}") is held and pages._get(("acme", "bob", "api_key"), "b")
+    with pytest.raises(InvalidArgument, match="search again"):
+        pages._get(("acme", "bob", "api_key"), "r1")          # another caller's request id
+    now = [1_000_000.0]
+    later = Pages(None, clock=lambda: now[0])
+    later._put(ALICE, "r", held)
+    assert later._get(ALICE, "r") is held
+    now[0] += TTL_S + 1
+    with pytest.raises(InvalidArgument, match="does not hold"):
+        later._get(ALICE, "r")
+
+
+def test_the_next_cursor_starts_at_the_first_result_not_shown():
+    offsets: list[int] = []
+    page = Page(SearchResponse(results=()), positions=(4, 6, 7), end=9,
+                cursor_at=lambda at: offsets.append(at) or str(at))
+    assert [page.cursor_after(n) for n in (3, 2, 0)] == ["9", "7", "4"]
