@@ -14,6 +14,10 @@ read, an archive without its manifest and MAC at the end (truncated), a MAC that
 changed byte); `Archive.records` hashes again as it reads, and raises at the end if the file
 changed in between (an import commits only after the last record). Written 0600 beside the
 target and renamed into place; it holds no secrets.
+
+Over the wire (ExportTenant / ImportTenant) the file travels as chunks of CHUNK_BYTES; the store
+writes it to a 0600 file of its own in its data directory (`scratch`, removed after the call),
+never to a path a caller names, and takes at most MAX_ARCHIVE_BYTES in.
 """
 from __future__ import annotations
 
@@ -23,6 +27,7 @@ import json
 import os
 import time
 from collections.abc import AsyncIterable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -32,11 +37,54 @@ FORMAT = "nucleus-tenant-archive"
 VERSION = 1
 KINDS = ("artifact", "profile", "persona")
 _MAC_CONTEXT = b"nucleus-tenant-archive-v1\0"
+CHUNK_BYTES = 1 << 20               # an archive streamed in pieces of 1 MiB
+MAX_ARCHIVE_BYTES = 16 << 30        # the largest archive a store takes in (on its disk while imported)
+MIN_KEY_BYTES = 32                  # a backup key's length (cli/snapshots.py `load_key`)
 
 
 def key_id(key: bytes) -> str:
     """The backup key's public id (as backup snapshots name it)."""
     return hashlib.sha256(b"nucleus-backup-key-id" + key).hexdigest()[:16]
+
+
+def check_key(key: bytes) -> bytes:
+    """`key` if it can be a backup key; InvalidArgument naming the field otherwise."""
+    if len(key) < MIN_KEY_BYTES:
+        raise InvalidArgument("backup_key", f"must be the stack's backup key ({MIN_KEY_BYTES} bytes or more), "
+                                            f"got {len(key)} bytes")
+    return key
+
+
+@contextmanager
+def scratch(directory: Path, purpose: str) -> Iterator[Path]:
+    """A name for an archive file of the store's own in `directory`, removed afterwards."""
+    directory.mkdir(parents=True, exist_ok=True, mode=0o700)
+    path = directory / f".archive-{purpose}-{os.getpid()}-{os.urandom(4).hex()}"
+    try:
+        yield path
+    finally:
+        path.unlink(missing_ok=True)
+
+
+async def receive(path: Path, chunks: AsyncIterable[bytes]) -> int:
+    """`chunks` written to the new file `path` (0600); InvalidArgument past MAX_ARCHIVE_BYTES."""
+    size = 0
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    with os.fdopen(fd, "wb") as out:
+        async for chunk in chunks:
+            size += len(chunk)
+            if size > MAX_ARCHIVE_BYTES:
+                raise InvalidArgument("data", f"the archive is larger than {MAX_ARCHIVE_BYTES >> 30} GiB, the "
+                                              "most a store takes in")
+            out.write(chunk)
+    return size
+
+
+def chunks_of(path: Path) -> Iterator[bytes]:
+    """The file at `path` in pieces of CHUNK_BYTES."""
+    with open(path, "rb") as f:
+        while chunk := f.read(CHUNK_BYTES):
+            yield chunk
 
 
 def _canonical(manifest: dict) -> bytes:

@@ -20,6 +20,7 @@ applicable on Qdrant"). Topics (topics.py) are both backends' over each one's re
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
+from pathlib import Path
 from typing import Literal, Protocol, runtime_checkable
 
 import numpy as np
@@ -181,6 +182,11 @@ class StoreBackend(Protocol):
     async def put_archived(self, tenant_id: str, items: Sequence[tuple]) -> None: ...
 
     async def import_stage(self, tenant_id: str, replace: bool): ...
+
+    # The store's own directory (an archive streamed in is written there while it is imported)
+    # and its embedder (whose model an archive names).
+    data_dir: Path
+    embedder: Embedder
 
     def close(self) -> None: ...
 

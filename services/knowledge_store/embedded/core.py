@@ -91,6 +91,8 @@ class KnowledgeStore(Searcher):
         self._tenants = Tenants(settings, bm25_weights)
         self._search_log = feedback_log.SearchLogWriter(self._tenants)
         self.dimension = settings.dimension         # of every tenant's vectors
+        self.data_dir = Path(settings.data_dir)     # the store's own directory
+        self.embedder = embedder
         self._ingester = Ingester(settings, embedder, bm25_weights, self._tenants)
         Searcher.__init__(self, settings, self._tenants)
         self._consistency = Consistency(self._tenants, self._ingester)
