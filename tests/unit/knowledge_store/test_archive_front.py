@@ -26,7 +26,8 @@ async def _chunks(raw: bytes, size: int = 1000):
 @pytest.fixture
 async def front(tmp_path):
     store = open_store(settings_for(tmp_path / "s", chunk_tokens=32), HashEmbedder())
-    await store.ingest("acme", "", [doc(f"d{i}", f"Pump {i} seal leaks after the pressure test {i}.") for i in range(3)])
+    await store.ingest("acme", "", [doc(f"d{i}", f"Pump {i} seal leaks after the pressure test {i}.")
+                                    for i in range(3)])
     yield StoreFront(store)
     store.close()
 
