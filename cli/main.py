@@ -17,6 +17,7 @@
     nucleus topics [list|evolution|recent|map]   topics of your documents (map --png FILE)
     nucleus persona put|get|list     persona agents' settings (system prompt, tools, sources, model)
     nucleus profile put|get|list     ranking profiles (weights, fusion, model re-ranking)
+    nucleus tenant export|import     a tenant as a portable archive file (operators)
     nucleus top [--once]             live requests, errors and latency per service, method and stage
                                      (from the services' /metrics)
 
@@ -35,7 +36,7 @@ from rich.markup import escape
 from benchmarks.attacks.cli import register as register_attack
 from benchmarks.cli import register as register_bench
 from cli import (backup, chat, demo, identity, ingest, lifecycle, migrate, persona, profile, search, sources, status,
-                 top, traces, tune)
+                 tenant, top, traces, tune)
 from cli.stack import INTERRUPTED_EXIT, err_console
 from shared.errors import NucleusError
 from shared.settings import CliSettings, settings_from_env, warn_unknown_env
@@ -64,6 +65,7 @@ def build_parser() -> argparse.ArgumentParser:
     sources.register(sub)    # nucleus sources
     migrate.register(sub)    # nucleus migrate
     backup.register(sub)     # nucleus backup, nucleus restore
+    tenant.register(sub)     # nucleus tenant export, nucleus tenant import
     tune.register(sub)       # nucleus tune
     return parser
 

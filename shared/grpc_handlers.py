@@ -39,4 +39,11 @@ def wrap_unary_stream(handler: Any, behaviour: Any) -> Any:
         response_serializer=handler.response_serializer)
 
 
-__all__ = ["PROBE_SERVICES", "split_method", "wrap_unary", "wrap_unary_stream"]
+def wrap_stream_unary(handler: Any, behaviour: Behaviour) -> Any:
+    """A stream-unary handler (streamed request) with `handler`'s (de)serialisers running `behaviour`."""
+    return grpc.stream_unary_rpc_method_handler(
+        behaviour, request_deserializer=handler.request_deserializer,
+        response_serializer=handler.response_serializer)
+
+
+__all__ = ["PROBE_SERVICES", "split_method", "wrap_stream_unary", "wrap_unary", "wrap_unary_stream"]

@@ -7,6 +7,56 @@ from typing import ClassVar as _ClassVar, Optional as _Optional, Union as _Union
 
 DESCRIPTOR: _descriptor.FileDescriptor
 
+class ExportTenantRequest(_message.Message):
+    __slots__ = ("tenant_id", "backup_key")
+    TENANT_ID_FIELD_NUMBER: _ClassVar[int]
+    BACKUP_KEY_FIELD_NUMBER: _ClassVar[int]
+    tenant_id: str
+    backup_key: bytes
+    def __init__(self, tenant_id: _Optional[str] = ..., backup_key: _Optional[bytes] = ...) -> None: ...
+
+class ArchiveChunk(_message.Message):
+    __slots__ = ("data",)
+    DATA_FIELD_NUMBER: _ClassVar[int]
+    data: bytes
+    def __init__(self, data: _Optional[bytes] = ...) -> None: ...
+
+class ImportTenantOptions(_message.Message):
+    __slots__ = ("backup_key", "as_tenant", "replace", "keep_groups", "with_user_data")
+    BACKUP_KEY_FIELD_NUMBER: _ClassVar[int]
+    AS_TENANT_FIELD_NUMBER: _ClassVar[int]
+    REPLACE_FIELD_NUMBER: _ClassVar[int]
+    KEEP_GROUPS_FIELD_NUMBER: _ClassVar[int]
+    WITH_USER_DATA_FIELD_NUMBER: _ClassVar[int]
+    backup_key: bytes
+    as_tenant: str
+    replace: bool
+    keep_groups: bool
+    with_user_data: bool
+    def __init__(self, backup_key: _Optional[bytes] = ..., as_tenant: _Optional[str] = ..., replace: _Optional[bool] = ..., keep_groups: _Optional[bool] = ..., with_user_data: _Optional[bool] = ...) -> None: ...
+
+class ImportTenantRequest(_message.Message):
+    __slots__ = ("options", "data")
+    OPTIONS_FIELD_NUMBER: _ClassVar[int]
+    DATA_FIELD_NUMBER: _ClassVar[int]
+    options: ImportTenantOptions
+    data: bytes
+    def __init__(self, options: _Optional[_Union[ImportTenantOptions, _Mapping]] = ..., data: _Optional[bytes] = ...) -> None: ...
+
+class ImportTenantResponse(_message.Message):
+    __slots__ = ("tenant_id", "artifacts", "entries", "profiles", "personas")
+    TENANT_ID_FIELD_NUMBER: _ClassVar[int]
+    ARTIFACTS_FIELD_NUMBER: _ClassVar[int]
+    ENTRIES_FIELD_NUMBER: _ClassVar[int]
+    PROFILES_FIELD_NUMBER: _ClassVar[int]
+    PERSONAS_FIELD_NUMBER: _ClassVar[int]
+    tenant_id: str
+    artifacts: int
+    entries: int
+    profiles: int
+    personas: int
+    def __init__(self, tenant_id: _Optional[str] = ..., artifacts: _Optional[int] = ..., entries: _Optional[int] = ..., profiles: _Optional[int] = ..., personas: _Optional[int] = ...) -> None: ...
+
 class BackupTenantsRequest(_message.Message):
     __slots__ = ("tenant_ids", "directory", "final_directory")
     TENANT_IDS_FIELD_NUMBER: _ClassVar[int]

@@ -175,6 +175,16 @@ class KnowledgeStoreStub:
                 request_serializer=nucleus_dot_v1_dot_knowledge__store__pb2.RestoreTenantRequest.SerializeToString,
                 response_deserializer=nucleus_dot_v1_dot_knowledge__store__pb2.RestoreTenantResponse.FromString,
                 _registered_method=True)
+        self.ExportTenant = channel.unary_stream(
+                '/nucleus.v1.KnowledgeStore/ExportTenant',
+                request_serializer=nucleus_dot_v1_dot_knowledge__store__pb2.ExportTenantRequest.SerializeToString,
+                response_deserializer=nucleus_dot_v1_dot_knowledge__store__pb2.ArchiveChunk.FromString,
+                _registered_method=True)
+        self.ImportTenant = channel.stream_unary(
+                '/nucleus.v1.KnowledgeStore/ImportTenant',
+                request_serializer=nucleus_dot_v1_dot_knowledge__store__pb2.ImportTenantRequest.SerializeToString,
+                response_deserializer=nucleus_dot_v1_dot_knowledge__store__pb2.ImportTenantResponse.FromString,
+                _registered_method=True)
 
 
 class KnowledgeStoreServicer:
@@ -379,6 +389,22 @@ class KnowledgeStoreServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def ExportTenant(self, request, context):
+        """Operators (either backend): one tenant as a portable archive file (docs/OPERATIONS.md,
+        "Tenant archives"), streamed to the caller; the store never opens a path the caller names.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def ImportTenant(self, request_iterator, context):
+        """Operators: an archive streamed in (the first message its options, then its bytes), verified
+        with the backup key, then imported all or nothing (`nucleus tenant import`).
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_KnowledgeStoreServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -521,6 +547,16 @@ def add_KnowledgeStoreServicer_to_server(servicer, server):
                     servicer.RestoreTenant,
                     request_deserializer=nucleus_dot_v1_dot_knowledge__store__pb2.RestoreTenantRequest.FromString,
                     response_serializer=nucleus_dot_v1_dot_knowledge__store__pb2.RestoreTenantResponse.SerializeToString,
+            ),
+            'ExportTenant': grpc.unary_stream_rpc_method_handler(
+                    servicer.ExportTenant,
+                    request_deserializer=nucleus_dot_v1_dot_knowledge__store__pb2.ExportTenantRequest.FromString,
+                    response_serializer=nucleus_dot_v1_dot_knowledge__store__pb2.ArchiveChunk.SerializeToString,
+            ),
+            'ImportTenant': grpc.stream_unary_rpc_method_handler(
+                    servicer.ImportTenant,
+                    request_deserializer=nucleus_dot_v1_dot_knowledge__store__pb2.ImportTenantRequest.FromString,
+                    response_serializer=nucleus_dot_v1_dot_knowledge__store__pb2.ImportTenantResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -1279,6 +1315,60 @@ class KnowledgeStore:
             '/nucleus.v1.KnowledgeStore/RestoreTenant',
             nucleus_dot_v1_dot_knowledge__store__pb2.RestoreTenantRequest.SerializeToString,
             nucleus_dot_v1_dot_knowledge__store__pb2.RestoreTenantResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def ExportTenant(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_stream(
+            request,
+            target,
+            '/nucleus.v1.KnowledgeStore/ExportTenant',
+            nucleus_dot_v1_dot_knowledge__store__pb2.ExportTenantRequest.SerializeToString,
+            nucleus_dot_v1_dot_knowledge__store__pb2.ArchiveChunk.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def ImportTenant(request_iterator,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.stream_unary(
+            request_iterator,
+            target,
+            '/nucleus.v1.KnowledgeStore/ImportTenant',
+            nucleus_dot_v1_dot_knowledge__store__pb2.ImportTenantRequest.SerializeToString,
+            nucleus_dot_v1_dot_knowledge__store__pb2.ImportTenantResponse.FromString,
             options,
             channel_credentials,
             insecure,

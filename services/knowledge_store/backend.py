@@ -20,6 +20,7 @@ applicable on Qdrant"). Topics (topics.py) are both backends' over each one's re
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
+from pathlib import Path
 from typing import Literal, Protocol, runtime_checkable
 
 import numpy as np
@@ -172,6 +173,20 @@ class StoreBackend(Protocol):
     async def get_persona(self, tenant_id: str, persona_id: str): ...
 
     async def list_personas(self, tenant_id: str) -> list: ...
+
+    # The tenant archive (archive.py): the artifacts in id order, prepared entries written with
+    # their stored vectors, and where an import is written (swapped in on commit; qdrant: the
+    # empty tenant itself).
+    async def archive_listing(self, tenant_id: str, after: str, limit: int) -> list[tuple[str, list[str]]]: ...
+
+    async def put_archived(self, tenant_id: str, items: Sequence[tuple]) -> None: ...
+
+    async def import_stage(self, tenant_id: str, replace: bool): ...
+
+    # The store's own directory (an archive streamed in is written there while it is imported)
+    # and its embedder (whose model an archive names).
+    data_dir: Path
+    embedder: Embedder
 
     def close(self) -> None: ...
 

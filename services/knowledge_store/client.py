@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 import uuid
 from pathlib import Path
-from typing import AsyncIterator, Sequence
+from typing import AsyncIterable, AsyncIterator, Sequence
 
 import grpc
 
@@ -16,6 +16,7 @@ from nucleus.v1 import knowledge_store_pb2 as ks_pb
 from nucleus.v1 import knowledge_store_pb2_grpc as ks_grpc
 from ranking.profile import RankingProfile
 from services.knowledge_store import convert
+from services.knowledge_store.archive import ImportReport
 from services.knowledge_store.front import idempotent_methods
 from services.knowledge_store.models import StoreStatus, TenantCheck
 from services.knowledge_store.personas import Persona
@@ -245,3 +246,32 @@ class KnowledgeStoreClient:
             tenant_id=tenant_id, file=file, sha256=sha256), timeout=timeout_s or self.ingest_timeout_s,
             service=SERVICE)
         return convert.snapshot_from_pb(response.restored), response.unavailable_seconds
+
+    async def export_tenant(self, tenant_id: str, backup_key: bytes, *, timeout_s: float | None = None
+                            ) -> AsyncIterator[bytes]:
+        """ExportTenant (operators): the tenant's archive file, MAC'd with `backup_key`, in chunks."""
+        stream = self._stub.ExportTenant(ks_pb.ExportTenantRequest(tenant_id=tenant_id, backup_key=backup_key),
+                                         timeout=timeout_s or self.ingest_timeout_s)
+        try:
+            async for chunk in stream:
+                yield chunk.data
+        except grpc.RpcError as err:
+            raise from_grpc_error(err, service=SERVICE) from None
+
+    async def import_tenant(self, chunks: AsyncIterable[bytes], backup_key: bytes, *, as_tenant: str = "",
+                            replace: bool = False, keep_groups: bool = False, with_user_data: bool = False,
+                            timeout_s: float | None = None) -> ImportReport:
+        """ImportTenant (operators): the archive's `chunks` streamed in, verified with `backup_key`
+        (the key of the stack that made it) and imported all or nothing; its counts."""
+        async def requests() -> AsyncIterator[ks_pb.ImportTenantRequest]:
+            yield ks_pb.ImportTenantRequest(options=ks_pb.ImportTenantOptions(
+                backup_key=backup_key, as_tenant=as_tenant, replace=replace, keep_groups=keep_groups,
+                with_user_data=with_user_data))
+            async for chunk in chunks:
+                yield ks_pb.ImportTenantRequest(data=chunk)
+
+        try:
+            r = await self._stub.ImportTenant(requests(), timeout=timeout_s or self.ingest_timeout_s)
+        except grpc.RpcError as err:
+            raise from_grpc_error(err, service=SERVICE) from None
+        return ImportReport(r.tenant_id, r.artifacts, r.entries, r.profiles, r.personas)

@@ -10,11 +10,16 @@ is calling and translate. Retrieval is one call, `retrieve` (a `RetrievalRequest
 `CALLS` names every call with its RPC, whether it may be retried (idempotent: a retry of an
 attempt that already took effect changes nothing) and whether it is long work (the ingest
 deadline instead of the call deadline). The adapters and the clients' retry policy read it.
+
+The KnowledgeStore keeps no audit log: a tenant import (operators only) is recorded as one INFO
+line of this module's logger ("tenant archive imported": tenant=, as_tenant=, replace=, the
+counts, the operator credential's key id and the backup key's id; never key material).
 """
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator
+import logging
+from collections.abc import AsyncIterable, AsyncIterator
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Sequence
@@ -23,7 +28,8 @@ import numpy as np
 
 from ranking.profile import RankingProfile
 from services.knowledge_store import caller_policy as policy
-from services.knowledge_store import ranking_models
+from services.knowledge_store import archive_file, ranking_models, validation
+from services.knowledge_store.archive import ImportReport, export_records, import_archive
 from services.knowledge_store.backend import StoreBackend
 from services.knowledge_store.feedback_expansion import expanded_terms
 from services.knowledge_store.field_signals import field_signals
@@ -34,6 +40,7 @@ from shared.errors import InvalidArgument, NotFound, Unimplemented
 from shared.identity import OPERATOR, Principal
 
 RPC_SERVICE = "nucleus.v1.KnowledgeStore"
+log = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True, slots=True)
@@ -72,6 +79,8 @@ CALLS: dict[str, Call] = {
     "source_votes": Call("GetSourceVotes", True),
     "backup_tenants": Call("BackupTenants", False, long=True),
     "restore_tenant": Call("RestoreTenant", False, long=True),
+    "export_tenant": Call("ExportTenant", True, long=True),
+    "import_tenant": Call("ImportTenant", False, long=True),
 }
 
 # The seed RPCs, served by `retrieve` too: idempotent reads.
@@ -258,6 +267,49 @@ class StoreFront:
     async def restore_tenant(self, p: Principal | None, tenant_id: str, file: str, sha256: str) -> tuple:
         policy.operator_only(p, "a restore")
         return await self._embedded_only("restore_tenant")(tenant_id, Path(file), sha256)
+
+    # -- tenant archives (archive.py, archive_file.py) ----------------------------------------
+    async def _model(self) -> dict:
+        return {"name": await self.store.embedder.model_name(), "dimension": self.store.dimension}
+
+    async def export_tenant(self, p: Principal | None, tenant_id: str, backup_key: bytes) -> AsyncIterator[bytes]:
+        """The tenant as an archive file MAC'd with `backup_key`, in chunks: written whole to a
+        0600 file in the store's data directory first (a failure sends no byte), removed after."""
+        policy.operator_only(p, "a tenant export")
+        key = archive_file.check_key(backup_key)
+        validation.tenant_id(tenant_id)
+        if tenant_id not in await asyncio.to_thread(self.store.list_tenants):
+            raise NotFound(f"tenant '{tenant_id}' not found")
+        model = await self._model()
+        with archive_file.scratch(self.store.data_dir, "export") as path:
+            await archive_file.write_archive(path, key, tenant_id, model, export_records(self.store, tenant_id))
+            for chunk in archive_file.chunks_of(path):
+                yield chunk
+
+    async def import_tenant(self, p: Principal | None, chunks: AsyncIterable[bytes], backup_key: bytes, *,
+                            as_tenant: str = "", replace: bool = False, keep_groups: bool = False,
+                            with_user_data: bool = False) -> ImportReport:
+        """The archive streamed in as `chunks`, received into a 0600 file in the store's data
+        directory, verified with `backup_key` (the key of the stack that made it) and imported into
+        `as_tenant` (default its own tenant) all or nothing; the file is removed after."""
+        policy.operator_only(p, "a tenant import")
+        if with_user_data:
+            raise Unimplemented("with_user_data: an archive does not carry user data yet (per-user votes, the "
+                                "search log): import without it")
+        key = archive_file.check_key(backup_key)
+        if as_tenant:
+            validation.tenant_id(as_tenant, "as_tenant")
+        with archive_file.scratch(self.store.data_dir, "import") as path:
+            await archive_file.receive(path, chunks)
+            archive = await asyncio.to_thread(archive_file.open_archive, path, key)
+            tenant = as_tenant or archive.manifest["tenant"]
+            report = await import_archive(self.store, archive, tenant, await self._model(), replace_tenant=replace,
+                                          keep_groups=keep_groups)
+        log.info("tenant archive imported: tenant=%s as_tenant=%s replace=%s artifacts=%d entries=%d profiles=%d "
+                 "personas=%d operator_key_id=%s backup_key_id=%s", archive.manifest["tenant"], tenant, replace,
+                 report.artifacts, report.entries, report.profiles, report.personas,
+                 p.key_id if p is not None else "(authentication off)", archive_file.key_id(key))
+        return report
 
     # -- profiles, models, personas ------------------------------------------------------------
     async def put_profile(self, p: Principal | None, profile: RankingProfile) -> RankingProfile:

@@ -10,7 +10,7 @@ from nucleus.v1 import knowledge_store_pb2_grpc as ks_grpc
 from services.knowledge_store import convert
 from services.knowledge_store.backend import StoreBackend
 from services.knowledge_store.front import StoreFront
-from shared.errors import NucleusError
+from shared.errors import InvalidArgument, NucleusError
 from shared.grpc_errors import abort_for, translate_errors
 from shared.identity import verified_caller
 from shared.records import RetrievalRequest
@@ -202,3 +202,30 @@ class KnowledgeStoreServicer(ks_grpc.KnowledgeStoreServicer):
         restored, seconds = await self._front.restore_tenant(verified_caller(), request.tenant_id, request.file,
                                                              request.sha256)
         return ks_pb.RestoreTenantResponse(restored=convert.snapshot_to_pb(restored), unavailable_seconds=seconds)
+
+    async def ExportTenant(self, request, context):
+        try:
+            async for chunk in self._front.export_tenant(verified_caller(), request.tenant_id, request.backup_key):
+                yield ks_pb.ArchiveChunk(data=chunk)
+        except NucleusError as err:
+            await abort_for(context, err)
+
+    @translate_errors
+    async def ImportTenant(self, request_iterator, context):
+        messages = aiter(request_iterator)
+        first = await anext(messages, None)
+        if first is None or first.WhichOneof("part") != "options":
+            raise InvalidArgument("options", "the first ImportTenant message carries the options, then the data")
+        o = first.options
+
+        async def chunks():
+            async for message in messages:
+                if message.WhichOneof("part") != "data":
+                    raise InvalidArgument("options", "only the first ImportTenant message carries options")
+                yield message.data
+
+        report = await self._front.import_tenant(verified_caller(), chunks(), o.backup_key, as_tenant=o.as_tenant,
+                                                 replace=o.replace, keep_groups=o.keep_groups,
+                                                 with_user_data=o.with_user_data)
+        return ks_pb.ImportTenantResponse(tenant_id=report.tenant_id, artifacts=report.artifacts,
+                                          entries=report.entries, profiles=report.profiles, personas=report.personas)

@@ -32,6 +32,13 @@ class GrpcEmbedder:
     def __init__(self, client: Any, timeout_s: float) -> None:
         self._client = client
         self._timeout_s = timeout_s
+        self._name = ""
+
+    async def model_name(self) -> str:
+        """LlmOrchestration's embedding model (GetModelInfo), asked once."""
+        if not self._name:
+            self._name = await self._client.embedding_model(timeout_s=self._timeout_s)
+        return self._name
 
     async def embed(self, texts: list[str]) -> np.ndarray:
         return await self._client.embed(texts, purpose="document", timeout_s=self._timeout_s)

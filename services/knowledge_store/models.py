@@ -22,6 +22,10 @@ class Embedder(Protocol):
         """(len(texts), dim) float32, rows L2-normalised."""
         ...
 
+    async def model_name(self) -> str:
+        """The embedding model's name (a tenant archive records it; another model's is refused)."""
+        ...
+
 
 @dataclass(frozen=True, slots=True)
 class StoredFields:

@@ -33,10 +33,10 @@ MAX_FEEDBACK_COMMENT_CHARS = 4_000
 MAX_EXTERNAL_TEXT_CHARS = 100_000  # per title / text of ScoreKeywords
 
 
-def tenant_id(value: str) -> str:
+def tenant_id(value: str, field: str = "tenant_id") -> str:
     if not isinstance(value, str) or not TENANT_ID.match(value):
         raise InvalidArgument(
-            "tenant_id", f"{value!r} is not a tenant id: {TENANT_ID_RULE}")
+            field, f"{value!r} is not a tenant id: {TENANT_ID_RULE}")
     return value
 
 

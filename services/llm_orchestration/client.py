@@ -91,5 +91,11 @@ class LlmOrchestrationClient:
                           service=SERVICE)
         return list(info.rerankers)
 
+    async def embedding_model(self, *, timeout_s: float | None = None) -> str:
+        """The embedding model's name (GetModelInfo)."""
+        info = await call(self._stub.GetModelInfo, llm_pb.ModelInfoRequest(), timeout=timeout_s or self.timeout_s,
+                          service=SERVICE)
+        return info.embedding_model
+
     async def info(self) -> llm_pb.ModelInfo:
         return await call(self._stub.GetModelInfo, llm_pb.ModelInfoRequest(), timeout=self.timeout_s, service=SERVICE)

@@ -77,6 +77,10 @@ class InProcessLlmOrchestrationClient:
         async with self._call("GetModelInfo", timeout_s):
             return list(self._core.rerankers)
 
+    async def embedding_model(self, *, timeout_s: float | None = None) -> str:
+        async with self._call("GetModelInfo", timeout_s):
+            return self._core.embedding_model
+
     async def synthesize(self, query: str, passages: Sequence[tuple[str, str, str]], *, max_chars: int = 0,
                          style: str = "", timeout_s: float | None = None) -> Synthesis:
         async with self._call("Synthesize", timeout_s):

@@ -4,11 +4,12 @@ interceptor that signs every call.
 Server side, `AuthServerInterceptor(authenticate)` runs `authenticate(metadata)` for each call
 (health checks excepted: probes carry no credentials) and either aborts with UNAUTHENTICATED /
 PERMISSION_DENIED before the handler runs, or runs the handler with the verified principal as
-`shared.identity.verified_caller()` (a streamed reply, RagPipeline.Chat, as well). Adapters
+`shared.identity.verified_caller()` (a streamed reply, RagPipeline.Chat, and a streamed request,
+KnowledgeStore.ImportTenant, as well). Adapters
 only read that; the cores decide what it may do.
 
-Client side, `signing_interceptors(signer, audience)` (unary calls and calls with a streamed
-reply) add `authorization: Bearer <token>` to every call: an on-behalf-of assertion when the
+Client side, `signing_interceptors(signer, audience)` (unary calls, calls with a streamed
+reply or request) add `authorization: Bearer <token>` to every call: an on-behalf-of assertion when the
 work is done for an end user (`shared.identity.on_behalf_of`: the user a request is served
 for), else the caller's own service token (an operator's or a service's call stays the
 service's own; for a verified operator it says `for_operator`, which grants no role:
@@ -24,7 +25,7 @@ import grpc
 from shared.auth.service_identity import ServiceSigner
 from shared.errors import NucleusError, Unauthenticated
 from shared.grpc_errors import grpc_status
-from shared.grpc_handlers import split_method, wrap_unary, wrap_unary_stream
+from shared.grpc_handlers import split_method, wrap_stream_unary, wrap_unary, wrap_unary_stream
 from shared.identity import OPERATOR, Principal, is_verified_operator, on_behalf_of, serving
 
 log = logging.getLogger(__name__)
@@ -74,7 +75,15 @@ class AuthServerInterceptor(grpc.aio.ServerInterceptor):
                         yield response
 
             return wrap_unary_stream(handler, stream_as_caller)
-        return handler     # client streaming (reflection): authenticated above, needs no principal
+        if handler.stream_unary is not None:      # a streamed request (KnowledgeStore.ImportTenant) as well
+            inner_streamed = handler.stream_unary
+
+            async def from_caller(requests: Any, context: grpc.aio.ServicerContext) -> Any:
+                with serving(principal):
+                    return await inner_streamed(requests, context)
+
+            return wrap_stream_unary(handler, from_caller)
+        return handler     # bidirectional streaming (reflection): authenticated above, needs no principal
 
 
 def _refusal(handler: Any, code: grpc.StatusCode, message: str) -> Any:
@@ -126,9 +135,18 @@ class StreamSigningInterceptor(_Signing, grpc.aio.UnaryStreamClientInterceptor):
         return await continuation(self._signed(client_call_details), request)
 
 
+class RequestStreamSigningInterceptor(_Signing, grpc.aio.StreamUnaryClientInterceptor):
+    """Signs every call with a streamed request (KnowledgeStore.ImportTenant)."""
+
+    async def intercept_stream_unary(self, continuation, client_call_details, request_iterator):
+        return await continuation(self._signed(client_call_details), request_iterator)
+
+
 def signing_interceptors(signer: ServiceSigner, audience: str) -> list[Any]:
-    """The client interceptors that sign every call to `audience`: unary and streamed replies."""
-    return [SigningInterceptor(signer, audience), StreamSigningInterceptor(signer, audience)]
+    """The client interceptors that sign every call to `audience`: unary, streamed replies and
+    streamed requests."""
+    return [SigningInterceptor(signer, audience), StreamSigningInterceptor(signer, audience),
+            RequestStreamSigningInterceptor(signer, audience)]
 
 
 def require(principal: Principal | None, what: str) -> Principal:

@@ -155,7 +155,15 @@ def _calls(scratch: Path) -> dict[str, tuple[Callable[[Any], Any], Callable[[Any
         "backup_tenants": (lambda c: c.backup_tenants([TENANT], str(scratch / "backup")), len),
         "restore_tenant": (lambda c: c.restore_tenant(TENANT, str(scratch / "none.snapshot"), "0" * 64),
                            lambda r: r[0]),
+        "export_tenant": (lambda c: c.export_tenant(TENANT, bytes(32)), len),
+        "import_tenant": (lambda c: c.import_tenant(_chunks(b"not an archive"), bytes(32), as_tenant="copy"),
+                          lambda r: r.tenant_id),
     }
+
+
+async def _chunks(*parts: bytes):
+    for part in parts:
+        yield part
 
 
 def ok(answer: Any) -> tuple[str, Any]:
@@ -231,6 +239,8 @@ EXPECTED: dict[str, tuple[tuple[str, Any], ...]] = {
     "source_votes": (NOT_ITS_TENANT, ok(["peer-docs"]), ok(["peer-docs"]), ok(["peer-docs"]), ok(["peer-docs"])),
     "backup_tenants": (denied("a backup needs an operator credential"),) * 5,
     "restore_tenant": (denied("a restore needs an operator credential"),) * 5,
+    "export_tenant": (denied("a tenant export needs an operator credential"),) * 5,
+    "import_tenant": (denied("a tenant import needs an operator credential"),) * 5,
 }
 
 #: The MCP tool of a cell's call (the KnowledgeStore's /mcp has these five; other calls: no tool).
@@ -243,7 +253,7 @@ MCP_TOOLS: dict[str, tuple[str, dict[str, Any]]] = {
 }
 
 #: The front's calls with a streamed reply (`_outcome` drains one: its progress, then its report).
-STREAMED: tuple[str, ...] = ("ingest_stream",)
+STREAMED: tuple[str, ...] = ("ingest_stream", "export_tenant")
 
 
 async def _outcome(make: Callable[[], Any], summarize: Callable[[Any], Any]) -> tuple[str, Any]:

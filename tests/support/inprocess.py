@@ -159,6 +159,9 @@ class InProcessLanguageModel(_Port):
         self._enter("rerankers")
         return ["embedding-cosine"]                     # as LlmOrchestration without model re-rankers
 
+    async def embedding_model(self, *, timeout_s: float | None = None) -> str:
+        return await self.embedder.model_name()
+
     async def synthesize(self, query: str, passages: Sequence[tuple[str, str, str]], *, max_chars: int = 0,
                          style: str = "", timeout_s: float | None = None) -> Synthesis:
         self._enter("synthesize")

@@ -48,7 +48,15 @@ from pathlib import Path
 import numpy as np
 
 from ranking.profile import RankingProfile
-from services.knowledge_store.embedded import backup, catalog, feedback_log, maintenance, personas, ranking_inputs
+from services.knowledge_store.embedded import (
+    archive,
+    backup,
+    catalog,
+    feedback_log,
+    maintenance,
+    personas,
+    ranking_inputs,
+)
 from services.knowledge_store.embedded.consistency import Consistency
 from services.knowledge_store.embedded.ingest import Ingester
 from services.knowledge_store.embedded.scrub import PassReport, Scrub
@@ -83,6 +91,8 @@ class KnowledgeStore(Searcher):
         self._tenants = Tenants(settings, bm25_weights)
         self._search_log = feedback_log.SearchLogWriter(self._tenants)
         self.dimension = settings.dimension         # of every tenant's vectors
+        self.data_dir = Path(settings.data_dir)     # the store's own directory
+        self.embedder = embedder
         self._ingester = Ingester(settings, embedder, bm25_weights, self._tenants)
         Searcher.__init__(self, settings, self._tenants)
         self._consistency = Consistency(self._tenants, self._ingester)
@@ -230,6 +240,23 @@ class KnowledgeStore(Searcher):
             return time.perf_counter() - started
 
         return restored, await asyncio.to_thread(swap)
+
+    # -- the tenant archive (../archive.py) -------------------------------------------------
+
+    async def archive_listing(self, tenant_id: str, after: str, limit: int) -> list[tuple[str, list[str]]]:
+        """(artifact id, its entry ids) of up to `limit` artifacts after `after`, in id order."""
+        validation.tenant_id(tenant_id)
+        return await archive.listing(self._tenants, tenant_id, after, limit)
+
+    async def put_archived(self, tenant_id: str, items: Sequence[archive.Archived]) -> None:
+        """Archived artifacts written with their stored vectors and feedback counters (one write)."""
+        validation.tenant_id(tenant_id)
+        await archive.put(self._tenants, tenant_id, items)
+
+    async def import_stage(self, tenant_id: str, replace: bool) -> archive.ImportStage:
+        """A store of its own to import the tenant into, swapped in on commit."""
+        validation.tenant_id(tenant_id)
+        return archive.stage(self._tenants, tenant_id, replace, lambda s: KnowledgeStore(s, self._ingester))
 
     # -- ranking profiles --------------------------------------------------------------------
 

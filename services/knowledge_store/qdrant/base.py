@@ -29,7 +29,8 @@ class QdrantBase:
     def __init__(self, settings: KnowledgeStoreSettings, embedder: Embedder,
                  bm25_weights: tuple[float, float]) -> None:
         self._settings = settings
-        self._embedder = embedder
+        self._embedder = self.embedder = embedder
+        self.data_dir = Path(settings.data_dir)     # the store's own directory (temporary files)
         self._weights = (float(bm25_weights[0]), float(bm25_weights[1]))
         self._q = Connection(settings)
         self._names = layout.Collections(settings.qdrant_collection_prefix)

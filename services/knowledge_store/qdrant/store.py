@@ -35,6 +35,7 @@ from services.knowledge_store.models import Embedder, StoreStatus
 from services.knowledge_store.personas import Persona
 from services.knowledge_store.qdrant import filters as qf
 from services.knowledge_store.qdrant import layout
+from services.knowledge_store.qdrant.archive import Archiving
 from services.knowledge_store.qdrant.base import BACKEND
 from services.knowledge_store.qdrant.feedback_log import FeedbackLog
 from services.knowledge_store.qdrant.search import Searches
@@ -48,7 +49,7 @@ from shared.records import FeedbackAck, SearchFilters, SourceStats, TenantStats
 from shared.settings import KnowledgeStoreSettings
 
 
-class QdrantKnowledgeStore(Searches, Writes, FeedbackLog):
+class QdrantKnowledgeStore(Searches, Writes, FeedbackLog, Archiving):
     """The KnowledgeStore on Qdrant (module docstring); every method is tenant-scoped."""
 
     backend = BACKEND

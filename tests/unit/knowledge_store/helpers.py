@@ -32,6 +32,9 @@ class HashEmbedder:
             norm = 1.0
         return v / norm
 
+    async def model_name(self) -> str:
+        return f"feature-hashing-{self.dimension}"
+
     async def embed(self, texts: list[str]) -> np.ndarray:
         self.calls += 1
         return np.stack([self.vector(t) for t in texts]) if texts else np.zeros((0, self.dimension), np.float32)

@@ -1,0 +1,220 @@
+"""A tenant as a backend-neutral record stream, and that stream written back: the store's half of
+the portable tenant archive (the file and its MAC: archive_file.py; docs/OPERATIONS.md, "Tenant
+archives").
+
+    export_records   the tenant read through the backend's read primitives (`archive_listing`
+                     for the artifacts and their entry ids, then `get_entries`, `entry_terms`,
+                     `entry_vectors`, `title_vectors`; profiles of every version with the models
+                     they name; personas) as JSON-ready records, one artifact a record
+    import_archive   a verified archive written into a tenant: refused first for another model
+                     (name or dimension) and for grouped documents under another tenant without
+                     `keep_groups`; then every record checked by the write validators (artifact
+                     metadata, entry ids, profiles, personas, each vector's dimension, finiteness
+                     and unit norm) and written with its stored vectors (nothing is re-embedded)
+                     through the backend's `import_stage`: the embedded backend builds the tenant
+                     aside and swaps it in, the qdrant backend writes an empty tenant only and
+                     removes what it wrote on a failure. A failure part-way leaves the tenant as it was.
+
+Not carried (yet): user data (per-user votes, the search log, votes on federated sources); each
+artifact's feedback counters are.
+"""
+from __future__ import annotations
+
+import base64
+from collections.abc import AsyncIterator, Iterator
+from dataclasses import asdict, dataclass, fields, replace
+
+import numpy as np
+
+from ranking.profile import RankingProfile
+from services.knowledge_store import ranking_models, validation
+from services.knowledge_store.archive_file import Archive
+from services.knowledge_store.backend import StoreBackend
+from services.knowledge_store.personas import Persona
+from services.knowledge_store.preparation import EntryRow, PreparedDocument
+from shared.errors import FailedPrecondition, InvalidArgument
+from shared.records import ARTIFACT_FIELDS, ArtifactMeta
+
+BATCH = 64                     # artifacts per read and per write
+NORM_TOLERANCE = 1e-3          # a stored vector is a unit vector
+_PROFILE_FIELDS = tuple(f.name for f in fields(RankingProfile) if f.name != "tenant_id")
+
+
+@dataclass(frozen=True, slots=True)
+class ImportReport:
+    tenant_id: str
+    artifacts: int
+    entries: int
+    profiles: int
+    personas: int
+
+
+def _b64(vector: np.ndarray) -> str:
+    return base64.b64encode(np.ascontiguousarray(vector, "<f4").tobytes()).decode()
+
+
+def _vector(text: str, dimension: int, field: str) -> np.ndarray:
+    try:
+        v = np.frombuffer(base64.b64decode(text, validate=True), "<f4").astype(np.float32)
+    except (ValueError, TypeError):
+        raise InvalidArgument(field, "is not a base64 float32 vector") from None
+    if v.shape != (dimension,):
+        raise InvalidArgument(field, f"has {v.size} dimensions, the store's vectors have {dimension}")
+    if not np.isfinite(v).all():
+        raise InvalidArgument(field, "contains NaN or infinity")
+    if abs(float(np.linalg.norm(v)) - 1.0) > NORM_TOLERANCE:
+        raise InvalidArgument(field, f"is not a unit vector (norm {float(np.linalg.norm(v)):.4f})")
+    return v
+
+
+# ---------------------------------------------------------------------------- export
+async def export_records(store: StoreBackend, tenant_id: str) -> AsyncIterator[dict]:
+    """The tenant's records (module docstring), artifacts in artifact id order."""
+    validation.tenant_id(tenant_id)
+    after = ""
+    while listing := await store.archive_listing(tenant_id, after, BATCH):
+        after = listing[-1][0]
+        ids = [e for _, entry_ids in listing for e in entry_ids]
+        hits, vectors, terms = {}, {}, {}
+        for start in range(0, len(ids), 256):
+            part = ids[start:start + 256]
+            hits.update((h.entry.id, h) for h in await store.get_entries(tenant_id, part))
+            vectors.update(await store.entry_vectors(tenant_id, part))
+            terms.update(await store.entry_terms(tenant_id, part))
+        titles = await store.title_vectors(tenant_id, [a for a, _ in listing])
+        for artifact_id, entry_ids in listing:
+            present = [hits[e] for e in entry_ids if e in hits and e in vectors and e in terms]
+            if not present:
+                continue
+            first = present[0]
+            title = titles.get(artifact_id)
+            yield {"kind": "artifact", "persona_id": first.entry.persona_id,
+                   "artifact": {f: _plain(getattr(first.artifact, f)) for f in ARTIFACT_FIELDS},
+                   "feedback": [first.artifact.feedback_helpful, first.artifact.feedback_unhelpful],
+                   "title_vector": None if title is None else _b64(title),
+                   "entries": [{"chunk_index": h.entry.chunk_index, "text": h.entry.text, "headline": h.entry.headline,
+                                "content_summary": h.entry.content_summary, "timestamp_unix": h.entry.timestamp_unix,
+                                "richness": h.entry.richness, "title_terms": terms[h.entry.id][0],
+                                "body_terms": terms[h.entry.id][1], "vector": _b64(vectors[h.entry.id])}
+                               for h in present]}
+    for latest in sorted(await store.list_profiles(tenant_id), key=lambda p: (p.persona_id, p.name)):
+        for version in range(1, latest.version + 1):
+            p = await store.get_profile(tenant_id, latest.persona_id, latest.name, version)
+            if p is None or p.version != version or p.persona_id != latest.persona_id:
+                continue
+            raw = await store.get_ranking_model(tenant_id, p.model_sha256) if p.model_sha256 else None
+            yield {"kind": "profile", "profile": {f: getattr(p, f) for f in _PROFILE_FIELDS},
+                   "model": None if raw is None else base64.b64encode(raw).decode()}
+    for persona in await store.list_personas(tenant_id):
+        yield {"kind": "persona", "persona": {k: _plain(v) for k, v in asdict(persona).items() if k != "tenant_id"}}
+
+
+def _plain(value):
+    return list(value) if isinstance(value, tuple) else value
+
+
+# ---------------------------------------------------------------------------- import
+def check_archive(archive: Archive, tenant_id: str, model: dict, *, keep_groups: bool) -> None:
+    """The refusals before anything is written (module docstring)."""
+    m = archive.manifest
+    if m["model"].get("dimension") != model.get("dimension") or m["model"].get("name") != model.get("name"):
+        raise FailedPrecondition(f"archive {archive.path} was made with embedding model {m['model'].get('name')!r} "
+                                 f"({m['model'].get('dimension')} dimensions); this store's is {model.get('name')!r} "
+                                 f"({model.get('dimension')}): its vectors cannot be searched here: refused")
+    if tenant_id != m["tenant"] and m.get("grouped_artifacts") and not keep_groups:
+        raise FailedPrecondition(
+            f"archive {archive.path} holds {m['grouped_artifacts']} documents of tenant '{m['tenant']}' visible to "
+            f"groups only; under tenant '{tenant_id}' those groups may mean other people: pass --keep-groups to "
+            "keep them as they are: refused")
+
+
+async def import_archive(store: StoreBackend, archive: Archive, tenant_id: str, model: dict, *,
+                         replace_tenant: bool = False, keep_groups: bool = False) -> ImportReport:
+    """Write the verified `archive` into `tenant_id` (module docstring); all or nothing."""
+    validation.tenant_id(tenant_id)
+    check_archive(archive, tenant_id, model, keep_groups=keep_groups)
+    stage = await store.import_stage(tenant_id, replace_tenant)
+    try:
+        report = await _write_records(stage.store, tenant_id, archive.records())
+        await stage.commit()
+    except BaseException:
+        await stage.abort()
+        raise
+    return report
+
+
+async def _write_records(store: StoreBackend, tenant_id: str, records: Iterator[dict]) -> ImportReport:
+    counts = {"artifact": 0, "entries": 0, "profile": 0, "persona": 0}
+    batch: list[tuple[str, PreparedDocument, np.ndarray, np.ndarray | None, tuple[int, int]]] = []
+    for n, record in enumerate(records):
+        kind = record.get("kind")
+        if kind == "artifact":
+            batch.append(_artifact(record, store.dimension, f"records[{n}]", len(batch)))
+            counts["entries"] += len(batch[-1][1].rows)
+            if len(batch) >= BATCH:
+                await store.put_archived(tenant_id, batch)
+                batch = []
+        elif kind == "profile":
+            await _put_profile(store, tenant_id, record, f"records[{n}]")
+        elif kind == "persona":
+            await store.put_persona(Persona(tenant_id=tenant_id, **_persona_fields(record["persona"])))
+        else:
+            raise InvalidArgument(f"records[{n}].kind", f"{kind!r} is not one of artifact, profile, persona")
+        counts[kind] += 1
+    if batch:
+        await store.put_archived(tenant_id, batch)
+    return ImportReport(tenant_id, counts["artifact"], counts["entries"], counts["profile"], counts["persona"])
+
+
+def _artifact(record: dict, dimension: int, field: str, index: int
+              ) -> tuple[str, PreparedDocument, np.ndarray, np.ndarray | None, tuple[int, int]]:
+    a = record["artifact"]
+    meta = ArtifactMeta(**{f: tuple(a[f]) if isinstance(a[f], list) else a[f] for f in ARTIFACT_FIELDS})
+    validation.artifact(meta, f"{field}.artifact")
+    persona = validation.persona_id(record["persona_id"], f"{field}.persona_id")
+    rows, vectors = [], []
+    for k, e in enumerate(record["entries"]):
+        validation.entry_id(f"{meta.artifact_id}#{e['chunk_index']}", f"{field}.entries[{k}].chunk_index")
+        rows.append(EntryRow(chunk_index=int(e["chunk_index"]), text=str(e["text"]), headline=str(e["headline"]),
+                             content_summary=str(e["content_summary"]), timestamp_unix=int(e["timestamp_unix"]),
+                             richness=float(e["richness"]), fts_title=str(e["title_terms"]),
+                             fts_body=str(e["body_terms"])))
+        vectors.append(_vector(e["vector"], dimension, f"{field}.entries[{k}].vector"))
+    if not rows:
+        raise InvalidArgument(f"{field}.entries", "an artifact needs at least one entry")
+    if len({r.chunk_index for r in rows}) != len(rows):
+        raise InvalidArgument(f"{field}.entries", "chunk indexes repeat")
+    title = record.get("title_vector")
+    title_vector = None if title is None else _vector(title, dimension, f"{field}.title_vector")
+    helpful, unhelpful = (int(x) for x in record.get("feedback", (0, 0)))
+    if helpful < 0 or unhelpful < 0:
+        raise InvalidArgument(f"{field}.feedback", "counts must be >= 0")
+    return persona, PreparedDocument(meta, index, tuple(rows), ()), np.stack(vectors), title_vector, (helpful,
+                                                                                                   unhelpful)
+
+
+async def _put_profile(store: StoreBackend, tenant_id: str, record: dict, field: str) -> None:
+    data = record["profile"]
+    unknown = set(data) - set(_PROFILE_FIELDS)
+    if unknown:
+        raise InvalidArgument(f"{field}.profile", f"unknown fields {', '.join(sorted(unknown))}")
+    profile = RankingProfile(tenant_id=tenant_id, **data)
+    validation.profile(profile)
+    untuned = replace(profile, version=0, model_sha256="", feature_version=0)
+    if record.get("model"):
+        raw = base64.b64decode(record["model"])
+        sha, _ = ranking_models.check_model(raw)
+        if sha != profile.model_sha256:
+            raise InvalidArgument(f"{field}.model", f"its SHA-256 is {sha}, the profile names {profile.model_sha256}")
+        await store.put_ranking_model(tenant_id, raw, untuned)
+    else:
+        await store.put_profile(untuned)
+
+
+def _persona_fields(data: dict) -> dict:
+    names = {f.name for f in fields(Persona)} - {"tenant_id"}
+    unknown = set(data) - names
+    if unknown:
+        raise InvalidArgument("persona", f"unknown fields {', '.join(sorted(unknown))}")
+    validation.persona_id(data.get("persona_id", ""))
+    return {k: tuple(v) if isinstance(v, list) else v for k, v in data.items()}

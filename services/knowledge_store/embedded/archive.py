@@ -1,0 +1,103 @@
+"""The embedded backend's primitives of the tenant archive (../archive.py): the artifacts in id
+order, prepared entries written with their stored vectors, and an import built aside.
+
+    listing    (artifact id, its entry ids) after an artifact id, in id order
+    put        prepared artifacts with their vectors, title vectors and feedback counters in one
+               write (the ingest's: SQLite transaction, then FAISS and the keyword index)
+    stage      a store of its own in `<data dir>/.import-<tenant>-…` receives the import; commit
+               closes it and swaps its tenant directory with the tenant's exactly as a restore
+               does (backup.py `swap`; the tenant answers UNAVAILABLE for the swap only), abort
+               removes it: the tenant is untouched until the swap
+"""
+from __future__ import annotations
+
+import asyncio
+import os
+import shutil
+import time
+from collections.abc import Sequence
+from pathlib import Path
+
+import numpy as np
+
+from services.knowledge_store.embedded import backup, storage
+from services.knowledge_store.embedded.keyword_index import KeywordBatch
+from services.knowledge_store.embedded.reads import read_stored
+from services.knowledge_store.embedded.tenants import Tenants
+from services.knowledge_store.embedded.writes import IndexChange, write
+from services.knowledge_store.preparation import PreparedDocument
+from shared.errors import FailedPrecondition
+
+Archived = tuple[str, PreparedDocument, np.ndarray, "np.ndarray | None", tuple[int, int]]
+
+
+async def listing(tenants: Tenants, tenant_id: str, after: str, limit: int) -> list[tuple[str, list[str]]]:
+    def read(conn) -> list[tuple[str, list[str]]]:
+        ids = [r[0] for r in conn.execute("SELECT artifact_id FROM artifacts WHERE artifact_id > ? "
+                                          "ORDER BY artifact_id LIMIT ?", (after, limit))]
+        out: dict[str, list[str]] = {a: [] for a in ids}
+        marks = ",".join("?" * len(ids))
+        for a, e in conn.execute(f"SELECT artifact_id, entry_id FROM entries WHERE artifact_id IN ({marks}) "
+                                 "ORDER BY artifact_id, chunk_index", ids):
+            out[a].append(e)
+        return list(out.items())
+
+    return await read_stored(tenants, tenant_id, read, absent=[], action="export")
+
+
+async def put(tenants: Tenants, tenant_id: str, items: Sequence[Archived]) -> None:
+    now = int(time.time())
+    keywords = KeywordBatch.from_docs(((r.fts_title, r.fts_body) for _, p, _, _, _ in items for r in p.rows),
+                                      tenants.bm25_weights)
+    vectors = np.concatenate([v for _, _, v, _, _ in items]).astype(np.float32)
+
+    def work(conn) -> tuple[None, IndexChange]:
+        removed, added = [], []
+        for persona, p, vecs, title_vector, (helpful, unhelpful) in items:
+            old, new = storage.entries.replace_artifact(conn, p.meta, persona, now, p.rows, vecs, title_vector)
+            conn.execute("UPDATE artifacts SET feedback_helpful = ?, feedback_unhelpful = ? WHERE artifact_id = ?",
+                         (helpful, unhelpful, p.meta.artifact_id))
+            removed += old
+            added += new
+        return None, IndexChange(removed, added, vectors, keywords)
+
+    await write(tenants, tenant_id, work, create=True, action="import")
+
+
+class ImportStage:
+    """Where an import is written, and how it takes the tenant's place (module docstring)."""
+
+    def __init__(self, owner: Tenants, tenant_id: str, make_store) -> None:
+        self._owner, self._tenant_id = owner, tenant_id
+        root = Path(owner.settings.data_dir)
+        self._dir = root / f".import-{storage.db.tenant_dir_name(tenant_id)}-{os.getpid()}-{os.urandom(3).hex()}"
+        self._dir.mkdir(mode=0o700, parents=True)
+        self.store = make_store(owner.settings.model_copy(update={"data_dir": self._dir}))
+
+    async def commit(self) -> None:
+        self.store.close()
+        root = Path(self._owner.settings.data_dir) / "tenants"
+        staged = self._dir / "tenants" / storage.db.tenant_dir_name(self._tenant_id)
+        if not staged.is_dir():            # an empty archive: an empty tenant
+            staged.mkdir(parents=True, mode=0o700)
+
+        def swap() -> None:
+            root.mkdir(parents=True, exist_ok=True)
+            with self._owner.unavailable_for(self._tenant_id, "being imported"):
+                backup.swap(root, self._tenant_id, staged)
+            shutil.rmtree(self._dir, ignore_errors=True)
+
+        await asyncio.to_thread(swap)
+
+    async def abort(self) -> None:
+        self.store.close()
+        await asyncio.to_thread(shutil.rmtree, self._dir, True)
+
+
+def stage(owner: Tenants, tenant_id: str, replace: bool, make_store) -> ImportStage:
+    if owner.settings.read_only:
+        raise FailedPrecondition("the KnowledgeStore is configured read-only: an import is refused")
+    if owner.database_path(tenant_id).exists() and not replace:
+        raise FailedPrecondition(f"tenant '{tenant_id}' already holds data: import it with --replace to replace it "
+                                 "(its documents, profiles and personas), or import --as-tenant another tenant")
+    return ImportStage(owner, tenant_id, make_store)

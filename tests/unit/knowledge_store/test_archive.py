@@ -1,0 +1,192 @@
+"""The portable tenant archive (archive.py, archive_file.py) on real stores: embedded → archive →
+Qdrant (local mode) → archive → embedded keeps ids, texts, metadata, vectors, profiles,
+personas and feedback counters, and searches answer the same; damaged, truncated, foreign-key,
+other-model and regrouped archives are refused with nothing written."""
+from __future__ import annotations
+
+import os
+
+import numpy as np
+import pytest
+
+from ranking.profile import RankingProfile
+from services.knowledge_store.archive import export_records, import_archive
+from services.knowledge_store.archive_file import open_archive, write_archive
+from services.knowledge_store.backend import open_store
+from services.knowledge_store.personas import Persona
+from shared.errors import FailedPrecondition, Unimplemented
+from shared.records import SearchFilters
+from tests.unit.knowledge_store.helpers import HashEmbedder, doc, settings_for
+
+KEY = bytes(range(32))
+MODEL = {"name": "hash-test", "dimension": 384}
+WORDS = ("volcanic ash climate yeast bread sourdough glacier ocean engine aircraft sulfur brewer dough "
+         "ferment ice atmosphere strain sugar alcohol cloud").split()
+CORPUS = [doc(f"d{i:02d}", " ".join(WORDS[(i * 7 + k) % len(WORDS)] for k in range(40)) + f". Part {i}.",
+              title=f"Doc {i}", source_type="wiki" if i % 2 else "blog", source_id="s", tags=(f"t{i % 3}",),
+              owners=("ann",), created_unix=1_000 + i, visibility_groups=("lab",) if i == 3 else ())
+          for i in range(12)]
+
+
+def _store(path, backend="embedded"):
+    extra = {"backend": "qdrant", "qdrant_path": path / "qdrant"} if backend == "qdrant" else {}
+    return open_store(settings_for(path, chunk_tokens=32, **extra), HashEmbedder())
+
+
+async def _fill(store, tenant="acme"):
+    await store.ingest(tenant, "", CORPUS[:10])
+    await store.ingest(tenant, "p1", CORPUS[10:])
+    await store.put_profile(RankingProfile(tenant_id=tenant, name="news", recency_weight=0.5))
+    await store.put_profile(RankingProfile(tenant_id=tenant, name="news", recency_weight=0.7))
+    await store.put_persona(Persona(tenant_id=tenant, persona_id="p1", display_name="Pat", system_prompt="hi"))
+    await store.record_feedback(tenant, "artifact", "d01", True, "u1")
+    await store.record_feedback(tenant, "artifact", "d01", False, "u2")
+
+
+async def _export(store, tenant, path, key=KEY, model=MODEL):
+    return await write_archive(path, key, tenant, model, export_records(store, tenant))
+
+
+async def _everything(store, tenant):
+    listing = await store.archive_listing(tenant, "", 1_000)
+    ids = [e for _, es in listing for e in es]
+    hits = {h.entry.id: h for h in await store.get_entries(tenant, ids)}
+    vectors = await store.entry_vectors(tenant, ids)
+    return listing, hits, vectors
+
+
+@pytest.fixture
+async def source(tmp_path):
+    store = _store(tmp_path / "a")
+    await _fill(store)
+    yield store
+    store.close()
+
+
+async def test_a_tenant_goes_embedded_to_qdrant_and_back_unchanged(source, tmp_path):
+    first = tmp_path / "one.archive"
+    await _export(source, "acme", first)
+    assert oct(first.stat().st_mode & 0o777) == "0o600"
+    qdrant = _store(tmp_path / "q", "qdrant")
+    back = _store(tmp_path / "b")
+    try:
+        report = await import_archive(qdrant, open_archive(first, KEY), "acme", MODEL)
+        assert (report.artifacts, report.profiles, report.personas) == (12, 2, 1)
+        second = tmp_path / "two.archive"
+        await _export(qdrant, "acme", second)
+        await import_archive(back, open_archive(second, KEY), "acme", MODEL)
+        for target in (qdrant, back):
+            listing, hits, vectors = await _everything(target, "acme")
+            want_listing, want_hits, want_vectors = await _everything(source, "acme")
+            assert listing == want_listing and set(hits) == set(want_hits) and len(hits) > 12
+            for e, h in want_hits.items():
+                got = hits[e]
+                assert (got.entry.text, got.entry.headline, got.entry.persona_id, got.entry.richness) == (
+                    h.entry.text, h.entry.headline, h.entry.persona_id, h.entry.richness)
+                assert got.artifact == h.artifact            # metadata and feedback counters
+                np.testing.assert_allclose(vectors[e], want_vectors[e], atol=1e-6)
+            titles = await target.title_vectors("acme", ["d00", "d05"])
+            want = await source.title_vectors("acme", ["d00", "d05"])
+            np.testing.assert_allclose(titles["d05"], want["d05"], atol=1e-6)
+            assert [(p.name, p.version, p.recency_weight) for p in await target.list_profiles("acme")] == [
+                (p.name, p.version, p.recency_weight) for p in await source.list_profiles("acme")]
+            assert (await target.get_profile("acme", "", "news", 1)).recency_weight == 0.5
+            assert (await target.get_persona("acme", "p1")).display_name == "Pat"
+        embedder = HashEmbedder()
+        rng = np.random.default_rng(0)
+        for q in range(20):
+            words = " ".join(rng.choice(WORDS, 3))
+            [a], [b] = (await source.dense("acme", await embedder.embed([words]), 10, SearchFilters(), hits=True),
+                        await back.dense("acme", await embedder.embed([words]), 10, SearchFilters(), hits=True))
+            assert [h.entry.id for h in a] == [h.entry.id for h in b], q
+            (a, _), (b, _) = (await source.keyword("acme", words, [], 10, SearchFilters(), hits=True),
+                              await back.keyword("acme", words, [], 10, SearchFilters(), hits=True))
+            assert [h.entry.id for h in a] == [h.entry.id for h in b], q
+    finally:
+        qdrant.close()
+        back.close()
+
+
+def _damaged(path, change):
+    data = bytearray(path.read_bytes())
+    change(data)
+    out = path.with_name("damaged.archive")
+    out.write_bytes(bytes(data))
+    return out
+
+
+@pytest.mark.parametrize("how, message", [
+    ("flipped byte", "SHA-256"),
+    ("truncated", "truncated"),
+    ("other key", "another backup key"),
+    ("changed manifest", "MAC does not verify"),
+])
+async def test_a_damaged_or_foreign_archive_is_refused(source, tmp_path, how, message):
+    path = tmp_path / "x.archive"
+    await _export(source, "acme", path, key=os.urandom(32) if how == "other key" else KEY)
+    if how == "flipped byte":
+        path = _damaged(path, lambda d: d.__setitem__(d.find(b"volcanic") + 2, d[d.find(b"volcanic") + 2] ^ 0x01))
+    elif how == "truncated":
+        path = _damaged(path, lambda d: d.__delitem__(slice(len(d) - 100, None)))
+    elif how == "changed manifest":
+        path = _damaged(path, lambda d: d.__setitem__(slice(None), d.replace(b'"tenant":"acme"', b'"tenant":"acmf"')))
+    with pytest.raises(FailedPrecondition, match=message):
+        open_archive(path, KEY)
+
+
+async def test_another_model_and_regrouped_documents_are_refused_before_anything_is_written(source, tmp_path):
+    path = tmp_path / "x.archive"
+    await _export(source, "acme", path)
+    target = _store(tmp_path / "t")
+    try:
+        archive = open_archive(path, KEY)
+        with pytest.raises(FailedPrecondition, match="embedding model 'hash-test'"):
+            await import_archive(target, archive, "acme", {"name": "other", "dimension": 384})
+        with pytest.raises(FailedPrecondition, match="--keep-groups"):
+            await import_archive(target, archive, "globex", MODEL)
+        assert target.list_tenants() == []
+        assert not list((tmp_path / "t").glob(".import-*"))
+        report = await import_archive(target, archive, "globex", MODEL, keep_groups=True)
+        assert report.artifacts == 12 and target.list_tenants() == ["globex"]
+    finally:
+        target.close()
+
+
+async def test_an_import_into_a_tenant_with_data_needs_replace_and_a_failure_leaves_it_as_it_was(source, tmp_path):
+    path = tmp_path / "x.archive"
+    await _export(source, "acme", path)
+    target = _store(tmp_path / "t")
+    try:
+        await target.ingest("acme", "", [doc("mine", "a document of the target tenant about glaciers")])
+        archive = open_archive(path, KEY)
+        with pytest.raises(FailedPrecondition, match="--replace"):
+            await import_archive(target, archive, "acme", MODEL)
+        bad = _damaged(path, lambda d: None)
+        lines = bad.read_bytes().splitlines(keepends=True)
+        with pytest.raises(FailedPrecondition, match="changed while it was read"):
+            original = open_archive(bad, KEY)
+            bad.write_bytes(b"".join(lines[:1] + lines[2:]))     # an artifact gone after verification
+            await import_archive(target, original, "acme", MODEL, replace_tenant=True)
+        listing, _, _ = await _everything(target, "acme")
+        assert [a for a, _ in listing] == ["mine"]
+        await import_archive(target, archive, "acme", MODEL, replace_tenant=True)
+        listing, _, _ = await _everything(target, "acme")
+        assert [a for a, _ in listing] == [d.artifact.artifact_id for d in CORPUS]
+    finally:
+        target.close()
+
+
+async def test_qdrant_imports_into_an_empty_tenant_only(source, tmp_path):
+    path = tmp_path / "x.archive"
+    await _export(source, "acme", path)
+    qdrant = _store(tmp_path / "q", "qdrant")
+    try:
+        await qdrant.ingest("acme", "", [doc("mine", "a document of the target tenant")])
+        with pytest.raises(Unimplemented, match="--replace is not served by the qdrant backend"):
+            await import_archive(qdrant, open_archive(path, KEY), "acme", MODEL, replace_tenant=True)
+        with pytest.raises(FailedPrecondition, match="empty tenant only"):
+            await import_archive(qdrant, open_archive(path, KEY), "acme", MODEL)
+        listing, _, _ = await _everything(qdrant, "acme")
+        assert [a for a, _ in listing] == ["mine"]
+    finally:
+        qdrant.close()
