@@ -161,7 +161,7 @@ def check_table(check: TenantCheck) -> Table:
                   str(check.repaired_vectors))
     table.add_row("keyword rows", str(check.keyword_rows), str(check.keyword_rows_indexed),
                   str(check.missing_keyword_rows), str(check.orphan_keyword_rows), str(check.repaired_keyword_rows))
-    table.caption = f"orphan rows removed: {check.removed_orphans}; SQLite quick_check (qdrant: findings): " + (
+    table.caption = f"orphan rows removed: {check.removed_orphans}; SQLite quick_check: " + (
         "ok" if not check.integrity_errors else escape("; ".join(check.integrity_errors))) + (
         f"; row checksums: {check.corrupt_rows} corrupt, {check.unverified_rows} unverified") + (
         f"; qdrant: {check.missing_entries} entries gone (re-ingest or re-import them), {check.changed_vectors} "
