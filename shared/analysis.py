@@ -16,6 +16,7 @@ baselines) plus a few function words that carry no topical signal.
 """
 from __future__ import annotations
 
+import functools
 import hashlib
 import re
 import threading
@@ -71,23 +72,23 @@ def analyse_words(text_words: list[str]) -> list[str]:
     return _stemmer().stemWords(kept) if kept else []
 
 
-def term_spans(text: str) -> list[tuple[int, int, str]]:
+def term_spans(text: str, only: frozenset[str] | None = None) -> list[tuple[int, int, str]]:
     """The analysed terms of each word of `text` with the word's place, as (start, end, term):
     `text[start:end]` is the word in Unicode code points (Python str indices). A word is
     analysed on its own, so its terms are `analyse(word)` (a rare letter whose lower case is
-    two code points may make one word two terms)."""
-    spans: list[tuple[int, int, str]] = []
-    plain: list[tuple[int, int, str]] = []
+    two code points may make one word two terms). `only`: just the spans of these terms."""
+    spans = []
     for m in _WORD.finditer(text):
-        w = m.group().lower()
-        if _WORD.fullmatch(w):
-            if w not in STOPWORDS and len(w) <= _MAX_TERM_CHARS:
-                plain.append((m.start(), m.end(), w))
-        else:
-            spans.extend((m.start(), m.end(), t) for t in analyse(m.group()))
-    stems = _stemmer().stemWords([w for _, _, w in plain]) if plain else []
-    spans.extend((a, b, t) for (a, b, _), t in zip(plain, stems))
-    return sorted(spans)
+        for t in _word_terms(m.group()):
+            if only is None or t in only:
+                spans.append((*m.span(), t))
+    return spans
+
+
+@functools.lru_cache(maxsize=1 << 16)
+def _word_terms(word: str) -> tuple[str, ...]:
+    """`analyse(word)`, cached: the words of snippets repeat across results and queries."""
+    return tuple(analyse(word))
 
 
 def query_terms(phrases: Iterable[str]) -> list[str]:

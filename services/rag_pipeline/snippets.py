@@ -82,7 +82,7 @@ def highlights(text: str, query: str) -> tuple[tuple[int, int], ...]:
     terms = _query_terms(query)
     if not terms or not text:
         return ()
-    return tuple(dict.fromkeys((start, end) for start, end, term in term_spans(text) if term in terms))
+    return tuple(dict.fromkeys((start, end) for start, end, term in term_spans(text, terms)))
 
 
 @functools.lru_cache(maxsize=256)
