@@ -109,6 +109,7 @@ class Pages:
         self._key = key or secrets.token_bytes(32)
         self._clock = clock
         self._held: OrderedDict[tuple[CallerKey, str], _Held] = OrderedDict()
+        self._by_caller: dict[CallerKey, list[str]] = {}     # each caller's held request ids, oldest first
 
     # -- cursors ---------------------------------------------------------------------------
     def _mac(self, payload: bytes) -> str:
@@ -230,15 +231,25 @@ class Pages:
 
     # -- the held rankings -----------------------------------------------------------------
     def _put(self, who: CallerKey, rid: str, held: _Held) -> None:
+        """Hold `held`, first forgetting the expired (the oldest are first: one TTL for all), the
+        caller's oldest beyond `MAX_PER_CALLER` and the oldest beyond `MAX_HELD`: no scan of all."""
         now = int(self._clock())
-        for key in [k for k, v in self._held.items() if v.expires_unix < now]:
-            del self._held[key]
-        mine = [k for k in self._held if k[0] == who]
-        for key in mine[:max(0, len(mine) - MAX_PER_CALLER + 1)]:
-            del self._held[key]
+        while self._held and next(iter(self._held.values())).expires_unix < now:
+            self._forget(next(iter(self._held)))
+        while len(self._by_caller.get(who, ())) >= MAX_PER_CALLER:
+            self._forget((who, self._by_caller[who][0]))
         while len(self._held) >= MAX_HELD:
-            self._held.popitem(last=False)
+            self._forget(next(iter(self._held)))
         self._held[(who, rid)] = held
+        self._by_caller.setdefault(who, []).append(rid)
+
+    def _forget(self, key: tuple[CallerKey, str]) -> None:
+        self._held.pop(key, None)
+        mine = self._by_caller.get(key[0], [])
+        if key[1] in mine:
+            mine.remove(key[1])
+        if not mine:
+            self._by_caller.pop(key[0], None)
 
     def _get(self, who: CallerKey, rid: str) -> _Held:
         held = self._held.get((who, rid))
