@@ -36,6 +36,8 @@ from collections import OrderedDict
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Callable
 
+import numpy as np
+
 from services.rag_pipeline.access import Scope
 from services.rag_pipeline.federation.hits import LOCAL
 from services.rag_pipeline.models import RankedResult, SearchRequest, SearchResponse
@@ -88,8 +90,12 @@ def caller_key(principal: Principal | None, tenant_id: str) -> CallerKey:
 
 
 def fingerprint(request: SearchRequest) -> str:
-    """The request as the caller sent it (its page size included): a cursor works with it only."""
-    return hashlib.sha256(repr(replace(request, tenant_id="")).encode("utf-8")).hexdigest()[:32]
+    """The request as the caller sent it (its page size included): a cursor works with it only.
+    A query vector is hashed as its float32 bytes (its repr would cost more than the hash)."""
+    digest = hashlib.sha256(repr(replace(request, tenant_id="", query_vector=None)).encode("utf-8"))
+    if request.query_vector is not None:
+        digest.update(np.asarray(request.query_vector, np.float32).tobytes())
+    return digest.hexdigest()[:32]
 
 
 def _b64(raw: bytes) -> str:
@@ -142,22 +148,22 @@ class Pages:
                      scope: Scope | None = None) -> Page:
         """The first page (`cursor` empty) or the page `cursor` names (module docstring)."""
         who = caller_key(principal, self._pipeline.tenant_for(request.tenant_id, principal))
-        fp = fingerprint(request)
         if cursor:
+            fp = fingerprint(request)
             rid, offset = self._claims(cursor, who, fp)
             held = await self._ranked(self._get(who, rid), rid, request, principal, scope, who)
             size = self._pipeline.validate(replace(request, tenant_id=who[0])).top_k_final
             return await self._later(request, held, rid, who, fp, offset, size, principal)
-        return await self._first(request, principal, scope, who, fp)
+        return await self._first(request, principal, scope, who)
 
     async def _first(self, request: SearchRequest, principal: Principal | None, scope: Scope | None,
-                     who: CallerKey, fp: str) -> Page:
+                     who: CallerKey) -> Page:
         response = await self._pipeline.search(request, principal, scope=scope)
         shown = tuple(range(len(response.results)))
         asked = self._pipeline.validate(replace(request, tenant_id=who[0]))
         if len(shown) < asked.top_k_final:
             return Page(response, shown, len(shown), lambda _offset: None)
-        rid, exp = secrets.token_urlsafe(12), int(self._clock()) + TTL_S
+        rid, exp, fp = secrets.token_urlsafe(12), int(self._clock()) + TTL_S, fingerprint(request)
         self._put(who, rid, _Held(fp, asked.query, None, exp, replace(response, results=(), timings=())))
         return Page(response, shown, len(shown), lambda offset: self._cursor(who, rid, fp, offset, exp))
 
