@@ -19,6 +19,7 @@ reset) reads "the connection to the <service> was closed by the server: <gRPC's 
 from __future__ import annotations
 
 import functools
+import inspect
 import logging
 import re
 from typing import Any, Callable
@@ -105,20 +106,34 @@ async def abort_for(context: grpc.aio.ServicerContext, err: NucleusError) -> Non
 
 
 def translate_errors(method: Callable[..., Any]) -> Callable[..., Any]:
-    """Wrap an async servicer method: NucleusError -> its status; anything else -> INTERNAL
-    with a generic message (the traceback is logged, never sent to the caller)."""
+    """Wrap an async servicer method, or one streaming its reply (an async generator):
+    NucleusError -> its status; anything else -> INTERNAL with a generic message (the traceback
+    is logged, never sent to the caller)."""
+
+    async def fail(err: Exception, context: grpc.aio.ServicerContext) -> None:
+        if isinstance(err, NucleusError):
+            await abort_for(context, err)
+        if isinstance(err, grpc.aio.AbortError):
+            raise err
+        log.error("unhandled error in %s", method.__name__, exc_info=err)
+        await context.abort(grpc.StatusCode.INTERNAL, f"internal error in {method.__name__}")
+
+    if inspect.isasyncgenfunction(method):
+        @functools.wraps(method)
+        async def streamed(self: Any, request: Any, context: grpc.aio.ServicerContext) -> Any:
+            try:
+                async for reply in method(self, request, context):
+                    yield reply
+            except Exception as err:  # noqa: BLE001 - the boundary
+                await fail(err, context)
+        return streamed
 
     @functools.wraps(method)
     async def wrapper(self: Any, request: Any, context: grpc.aio.ServicerContext) -> Any:
         try:
             return await method(self, request, context)
-        except NucleusError as err:
-            await abort_for(context, err)
-        except grpc.aio.AbortError:
-            raise
-        except Exception:  # noqa: BLE001 - the boundary: log, answer INTERNAL
-            log.exception("unhandled error in %s", method.__name__)
-            await context.abort(grpc.StatusCode.INTERNAL, f"internal error in {method.__name__}")
+        except Exception as err:  # noqa: BLE001 - the boundary
+            await fail(err, context)
 
     return wrapper
 

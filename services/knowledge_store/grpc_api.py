@@ -10,8 +10,8 @@ from nucleus.v1 import knowledge_store_pb2_grpc as ks_grpc
 from services.knowledge_store import convert
 from services.knowledge_store.backend import StoreBackend
 from services.knowledge_store.front import StoreFront
-from shared.errors import InvalidArgument, NucleusError
-from shared.grpc_errors import abort_for, translate_errors
+from shared.errors import InvalidArgument
+from shared.grpc_errors import translate_errors
 from shared.identity import verified_caller
 from shared.records import RetrievalRequest
 
@@ -29,15 +29,13 @@ class KnowledgeStoreServicer(ks_grpc.KnowledgeStoreServicer):
                                           commit_valid=request.commit_valid, key=request.idempotency_key)
         return convert.ingest_report_to_pb(report)
 
+    @translate_errors
     async def IngestDocumentsStream(self, request, context):
-        try:
-            async for event in self._front.ingest_stream(
-                    verified_caller(), request.tenant_id, request.persona_id,
-                    [convert.document_from_pb(d) for d in request.documents], commit_valid=request.commit_valid,
-                    key=request.idempotency_key):
-                yield convert.ingest_event_to_pb(event)
-        except NucleusError as err:
-            await abort_for(context, err)
+        async for event in self._front.ingest_stream(
+                verified_caller(), request.tenant_id, request.persona_id,
+                [convert.document_from_pb(d) for d in request.documents], commit_valid=request.commit_valid,
+                key=request.idempotency_key):
+            yield convert.ingest_event_to_pb(event)
 
     @translate_errors
     async def DeleteArtifacts(self, request, context):
@@ -203,12 +201,10 @@ class KnowledgeStoreServicer(ks_grpc.KnowledgeStoreServicer):
                                                              request.sha256)
         return ks_pb.RestoreTenantResponse(restored=convert.snapshot_to_pb(restored), unavailable_seconds=seconds)
 
+    @translate_errors
     async def ExportTenant(self, request, context):
-        try:
-            async for chunk in self._front.export_tenant(verified_caller(), request.tenant_id, request.backup_key):
-                yield ks_pb.ArchiveChunk(data=chunk)
-        except NucleusError as err:
-            await abort_for(context, err)
+        async for chunk in self._front.export_tenant(verified_caller(), request.tenant_id, request.backup_key):
+            yield ks_pb.ArchiveChunk(data=chunk)
 
     @translate_errors
     async def ImportTenant(self, request_iterator, context):

@@ -22,8 +22,8 @@ from services.rag_pipeline.pages import Pages
 from services.rag_pipeline.topics import TopicTools
 from services.llm_orchestration import convert as llm_convert
 from services.rag_pipeline.chat import ChatGate
-from shared.errors import NucleusError, Unavailable
-from shared.grpc_errors import abort_for, translate_errors
+from shared.errors import Unavailable
+from shared.grpc_errors import translate_errors
 from shared.identity import (
     ANSWERED_AS_METADATA,
     LOCAL_PRINCIPAL_METADATA,
@@ -52,16 +52,14 @@ class RagPipelineServicer(rag_grpc.RagPipelineServicer):
         self._topics = topic_tools
         self._chat = chat
 
+    @translate_errors
     async def Chat(self, request, context):
         """The verified caller's chat completion, streamed (services/rag_pipeline/chat.py)."""
-        try:
-            if self._chat is None:
-                raise Unavailable("chat is not served by this process")
-            async for chunk in self._chat.chat(llm_convert.chat_request_from_pb(request.completion),
-                                               verified_caller(), persona_id=request.persona_id):
-                yield llm_convert.chat_chunk_to_pb(chunk)
-        except NucleusError as err:
-            await abort_for(context, err)
+        if self._chat is None:
+            raise Unavailable("chat is not served by this process")
+        async for chunk in self._chat.chat(llm_convert.chat_request_from_pb(request.completion),
+                                           verified_caller(), persona_id=request.persona_id):
+            yield llm_convert.chat_chunk_to_pb(chunk)
 
     @property
     def _knowledge(self):
