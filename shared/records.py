@@ -55,6 +55,7 @@ class Entry:
     content_summary: str      # the chunk's opening, cut at a word boundary
     timestamp_unix: int       # the artifact's modified, else created time; 0 = unknown
     richness: float
+    text_hash: str = ""       # the normalised text hash (shared/text_hash.py); "" = none (a remote hit's)
 
 
 @dataclass(frozen=True, slots=True)

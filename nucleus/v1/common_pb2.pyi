@@ -105,7 +105,7 @@ class ArtifactMetadataSummary(_message.Message):
     def __init__(self, artifact_id: _Optional[str] = ..., title: _Optional[str] = ..., source_type: _Optional[str] = ..., source_id: _Optional[str] = ..., source_uri: _Optional[str] = ..., file_name: _Optional[str] = ..., file_type: _Optional[str] = ..., created_unix: _Optional[int] = ..., modified_unix: _Optional[int] = ..., reputation_prior: _Optional[float] = ..., feedback_helpful: _Optional[int] = ..., feedback_unhelpful: _Optional[int] = ..., visibility_groups: _Optional[_Iterable[str]] = ..., tags: _Optional[_Iterable[str]] = ..., owners: _Optional[_Iterable[str]] = ...) -> None: ...
 
 class PersonaKnowledgeEntry(_message.Message):
-    __slots__ = ("id", "tenant_id", "persona_id", "artifact_id", "chunk_index", "text", "headline", "content_summary", "timestamp_unix", "richness")
+    __slots__ = ("id", "tenant_id", "persona_id", "artifact_id", "chunk_index", "text", "headline", "content_summary", "timestamp_unix", "richness", "text_hash")
     ID_FIELD_NUMBER: _ClassVar[int]
     TENANT_ID_FIELD_NUMBER: _ClassVar[int]
     PERSONA_ID_FIELD_NUMBER: _ClassVar[int]
@@ -116,6 +116,7 @@ class PersonaKnowledgeEntry(_message.Message):
     CONTENT_SUMMARY_FIELD_NUMBER: _ClassVar[int]
     TIMESTAMP_UNIX_FIELD_NUMBER: _ClassVar[int]
     RICHNESS_FIELD_NUMBER: _ClassVar[int]
+    TEXT_HASH_FIELD_NUMBER: _ClassVar[int]
     id: str
     tenant_id: str
     persona_id: str
@@ -126,7 +127,8 @@ class PersonaKnowledgeEntry(_message.Message):
     content_summary: str
     timestamp_unix: int
     richness: float
-    def __init__(self, id: _Optional[str] = ..., tenant_id: _Optional[str] = ..., persona_id: _Optional[str] = ..., artifact_id: _Optional[str] = ..., chunk_index: _Optional[int] = ..., text: _Optional[str] = ..., headline: _Optional[str] = ..., content_summary: _Optional[str] = ..., timestamp_unix: _Optional[int] = ..., richness: _Optional[float] = ...) -> None: ...
+    text_hash: str
+    def __init__(self, id: _Optional[str] = ..., tenant_id: _Optional[str] = ..., persona_id: _Optional[str] = ..., artifact_id: _Optional[str] = ..., chunk_index: _Optional[int] = ..., text: _Optional[str] = ..., headline: _Optional[str] = ..., content_summary: _Optional[str] = ..., timestamp_unix: _Optional[int] = ..., richness: _Optional[float] = ..., text_hash: _Optional[str] = ...) -> None: ...
 
 class KnowledgeSearchFilters(_message.Message):
     __slots__ = ("date_from_unix", "date_to_unix", "source_types", "tags", "owners", "artifact_ids", "source_ids", "persona_id", "visibility_groups", "enforce_visibility", "exclude_source_ids")

@@ -76,9 +76,14 @@ class QdrantBase:
             await self._call(call.method, **call.kwargs)
         self._ready = True
         await self.recover()
+        await self.backfill_text_hashes()
 
     async def recover(self) -> int:
         """Finish the writes a killed replica left pending (writes.py); run once by `_ensure`."""
+        raise NotImplementedError
+
+    async def backfill_text_hashes(self) -> int:
+        """Hash the texts of points stored without one (writes.py); run once by `_ensure`."""
         raise NotImplementedError
 
     def _shard(self, tenant_id: str) -> str | None:

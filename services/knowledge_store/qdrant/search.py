@@ -42,6 +42,7 @@ from services.knowledge_store.qdrant import filters as qf
 from services.knowledge_store.qdrant.base import sparse_of
 from services.knowledge_store.qdrant.statistics import TermStatistics
 from shared.errors import InvalidArgument
+from shared.text_hash import text_hash
 from shared.records import (
     ARTIFACT_FIELDS,
     ArtifactSummary,
@@ -55,8 +56,8 @@ from shared.records import (
     SearchFilters,
 )
 
-ENTRY_PAYLOAD = ["tenant_id", "artifact_id", "entry_id", "persona_id", "chunk_index", "text", "headline",
-                 "content_summary", "timestamp_unix", "richness", "time", "row_id", *ARTIFACT_FIELDS]
+ENTRY_PAYLOAD = ["tenant_id", "artifact_id", "entry_id", "persona_id", "chunk_index", "text", "text_hash",
+                 "headline", "content_summary", "timestamp_unix", "richness", "time", "row_id", *ARTIFACT_FIELDS]
 COLUMN_PAYLOAD = ["artifact_id", "entry_id", "time", "richness", "reputation_prior", "row_id"]
 _LIST_FIELDS = ("owners", "tags", "visibility_groups")
 
@@ -376,5 +377,6 @@ def _record(pl: dict, tenant_id: str, counts: dict[str, tuple[int, int]]) -> tup
     entry = Entry(id=pl["entry_id"], tenant_id=tenant_id, persona_id=pl.get("persona_id", ""),
                   artifact_id=pl["artifact_id"], chunk_index=int(pl["chunk_index"]), text=pl["text"],
                   headline=pl["headline"], content_summary=pl["content_summary"],
-                  timestamp_unix=int(pl["timestamp_unix"]), richness=float(pl["richness"]))
+                  timestamp_unix=int(pl["timestamp_unix"]), richness=float(pl["richness"]),
+                  text_hash=pl.get("text_hash") or text_hash(pl["text"]))
     return entry, art

@@ -46,6 +46,7 @@ from services.knowledge_store.qdrant import filters as qf
 from services.knowledge_store.qdrant.base import UPSERT_BATCH, sparse_of
 from services.knowledge_store.qdrant.consistency import Checks
 from shared.records import ARTIFACT_FIELDS, DocumentIn, IngestReport, IngestResult
+from shared.text_hash import text_hash
 
 log = logging.getLogger(__name__)
 KEYS_KEPT = 8                  # idempotency keys an artifact's record remembers
@@ -119,7 +120,8 @@ class Writes(Checks):
                     layout.DENSE: vector.tolist(), layout.SPARSE: bm25.saturated(tf, dl, avgdl)}, payload={
                     "tenant_id": tenant_id, "artifact_id": a, "version": version, "current": a in shown,
                     "entry_id": f"{a}#{row.chunk_index}", "persona_id": persona_id, "chunk_index": row.chunk_index,
-                    "text": row.text, "headline": row.headline, "content_summary": row.content_summary,
+                    "text": row.text, "text_hash": text_hash(row.text), "headline": row.headline,
+                    "content_summary": row.content_summary,
                     "timestamp_unix": row.timestamp_unix, "richness": row.richness, "indexed_unix": now,
                     "time": row.timestamp_unix or p.meta.modified_unix or p.meta.created_unix,
                     "row_id": layout.row_id(pid), "dl": dl, "tl": len(row.fts_title.split()), "avgdl": avgdl,
@@ -248,6 +250,22 @@ class Writes(Checks):
             await self._finish(tenant_id, artifacts)
             await self.recount(tenant_id)
         return len(pending)
+
+    async def backfill_text_hashes(self) -> int:
+        """Give every chunk point stored without a `text_hash` (before it existed) the hash of its
+        stored text (shared/text_hash.py); run once by `_ensure`, after `recover`. Derived data:
+        `vector_sha` and the consistency check do not read it. Returns the points hashed."""
+        points = await self._scroll({"collection_name": self._names.chunks}, qm.Filter(must=[
+            qm.IsEmptyCondition(is_empty=qm.PayloadField(key="text_hash"))]), payload=["tenant_id", "text"])
+        for start in range(0, len(points), 256):
+            ops = [qm.SetPayloadOperation(set_payload=qm.SetPayload(
+                payload={"text_hash": text_hash(p.payload.get("text") or "")}, points=[p.id],
+                shard_key=self._shard(p.payload.get("tenant_id", "")))) for p in points[start:start + 256]]
+            await self._call("batch_update_points", collection_name=self._names.chunks, update_operations=ops,
+                             wait=True)
+        if points:
+            log.info("text hashes backfilled for %d chunk points", len(points))
+        return len(points)
 
     async def delete(self, tenant_id: str, artifact_ids: Sequence[str]) -> tuple[int, int]:
         validation.tenant_id(tenant_id)

@@ -33,14 +33,16 @@ from pathlib import Path
 
 from services.knowledge_store.embedded.storage import faults, ranking_inputs, rowsums
 from shared.errors import FailedPrecondition, NucleusError, Unavailable
+from shared.text_hash import text_hash
 
 log = logging.getLogger(__name__)
 
-SCHEMA_VERSION = 7            # 2: `votes`, one vote per user per artifact; 3: row checksums (rowsums.py);
+SCHEMA_VERSION = 8            # 2: `votes`, one vote per user per artifact; 3: row checksums (rowsums.py);
                               # 4: a profile's re-rank fields (ranking_inputs.add_rerank_columns);
                               # 5: a profile's learned-ranking fields (add_model_columns), `ranking_models`;
                               # 6: `title_vectors` (artifacts stored before are backfilled in the
-                              # background: ../../title_vectors.py); 7: `ingest_keys`
+                              # background: ../../title_vectors.py); 7: `ingest_keys`;
+                              # 8: `entries.text_hash` (shared/text_hash.py), backfilled from the text
 DB_FILE = "store.sqlite"
 
 _SCHEMA = """
@@ -82,7 +84,8 @@ CREATE TABLE IF NOT EXISTS entries (
     headline        TEXT NOT NULL,
     content_summary TEXT NOT NULL,
     text            TEXT NOT NULL,
-    checksum        INTEGER
+    checksum        INTEGER,
+    text_hash       TEXT
 );
 CREATE INDEX IF NOT EXISTS entries_by_artifact ON entries(artifact_id, chunk_index);
 
@@ -218,9 +221,22 @@ def _add_ingest_keys(conn: sqlite3.Connection) -> None:
                  "created_unix INTEGER NOT NULL) WITHOUT ROWID")
 
 
+def _add_text_hashes(conn: sqlite3.Connection) -> None:
+    """Schema 8: each entry's normalised text hash (shared/text_hash.py), computed from its stored
+    text. Derived data outside the row checksums (rowsums.py), so no row reads as corrupt after it."""
+    if not has_text_hash(conn):
+        conn.execute("ALTER TABLE entries ADD COLUMN text_hash TEXT")
+    rows = conn.execute("SELECT rid, text FROM entries WHERE text_hash IS NULL").fetchall()
+    conn.executemany("UPDATE entries SET text_hash = ? WHERE rid = ?", ((text_hash(t or ""), rid) for rid, t in rows))
+
+
+def has_text_hash(conn: sqlite3.Connection) -> bool:
+    return "text_hash" in {r[1] for r in conn.execute("PRAGMA table_info(entries)")}
+
+
 _MIGRATIONS = {2: ranking_inputs.keep_one_vote_per_user, 3: rowsums.add_columns,
                4: ranking_inputs.add_rerank_columns, 5: ranking_inputs.add_model_columns,
-               6: _add_title_vectors, 7: _add_ingest_keys}
+               6: _add_title_vectors, 7: _add_ingest_keys, 8: _add_text_hashes}
 
 
 # -- tenant directories ----------------------------------------------------------------------
@@ -248,6 +264,7 @@ class TenantConnection(sqlite3.Connection):
     row_faults: Callable[[Iterable[int], Iterable[str]], None] | None = None
     known_corrupt: set[int] | frozenset[int] = frozenset()   # rids found corrupt so far (left out of answers); shared
     has_checksums: bool = True              # False: a schema-2 database served read-only (not migrated)
+    has_text_hash: bool = True              # False: a schema-7 one (entries.text_hash is computed on read)
 
 
 def _connect_read_only(path: Path, *, immutable: bool) -> sqlite3.Connection:
@@ -332,11 +349,12 @@ class TenantDB:
         # entries (rids) and artifacts found failing their checksums (rowsums.py); shared with the
         # store's scrub, which finds them in tenants that are not open too
         self.corrupt_rids, self.corrupt_artifacts = corrupt if corrupt is not None else (set(), set())
-        self.has_checksums = True
+        self.has_checksums = self.has_text_hash = True
         try:
             self.writer = (self._open_read_only() if read_only
                            else self._open_writer(dimension, index_config_json))
             self.has_checksums = rowsums.has_columns(self.writer)
+            self.has_text_hash = has_text_hash(self.writer)
         except (sqlite3.Error, OSError) as err:
             raise self.fault(err, "open") from err
         self._adopt(self.writer)
@@ -347,6 +365,7 @@ class TenantDB:
         conn.row_faults = self.rows_failed
         conn.known_corrupt = self.corrupt_rids
         conn.has_checksums = self.has_checksums
+        conn.has_text_hash = self.has_text_hash
 
     def rows_failed(self, rids: Iterable[int], artifacts: Iterable[str] = ()) -> None:
         """Entries (rids) or artifacts found failing their checksums: left out of answers from now
