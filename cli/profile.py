@@ -44,7 +44,7 @@ def _show(p: RankingProfile) -> dict:
             "recency_half_life_days": p.recency_half_life_days,
             "reputation_prior_strength": p.reputation_prior_strength,
             "reranker": p.reranker, "rerank_top_n": p.rerank_top_n, "rerank_weight": round(p.rerank_weight, 6),
-            "feedback_expansion": p.feedback_expansion}
+            "feedback_expansion": p.feedback_expansion, "fold_duplicates": p.fold_duplicates}
 
 
 def cmd_profile(args: argparse.Namespace) -> int:
@@ -59,7 +59,8 @@ def cmd_profile(args: argparse.Namespace) -> int:
             recency_weight=w[1], richness_weight=w[2], reputation_weight=w[3],
             fusion_method=args.fusion or base.fusion_method, recency_mode=args.recency_mode or base.recency_mode,
             is_default=args.default, reranker=args.reranker, rerank_top_n=args.rerank_top_n,
-            rerank_weight=args.rerank_weight, feedback_expansion=args.feedback_expansion)
+            rerank_weight=args.rerank_weight, feedback_expansion=args.feedback_expansion,
+            fold_duplicates=args.fold_duplicates)
         stored = asyncio.run(call_pipeline(args, "PutRankingProfile", profile_to_pb(profile)))
         print(json.dumps(_show(profile_from_pb(stored)), indent=2))
     elif args.action == "get":
@@ -91,5 +92,7 @@ def register(sub: argparse._SubParsersAction) -> None:
                    help="the re-ranker's weight in Relevancy, 0-1")
     p.add_argument("--feedback-expansion", default="", choices=FEEDBACK_EXPANSIONS,
                    help="keyword feedback expansion of the keyword leg: '' = off (default) or rm3 (docs/RANKING.md)")
+    p.add_argument("--fold-duplicates", action="store_true",
+                   help="fold near-identical documents into one result (docs/RANKING.md \"Duplicates folded\")")
     p.add_argument("--rag-pipeline-target", dest="rag_pipeline_target")
     p.set_defaults(func=cmd_profile)

@@ -63,6 +63,8 @@ class RankingProfile:
     model_sha256: str = ""
     feature_version: int = 0
     feedback_expansion: str = ""
+    # Duplicate folding (docs/RANKING.md "Duplicates folded"): off unless a profile or a request turns it on.
+    fold_duplicates: bool = False
     updated_unix: int = 0
     is_default: bool = False
 

@@ -195,7 +195,7 @@ class RankingPreferences(_message.Message):
     def __init__(self, has_weights: _Optional[bool] = ..., relevancy_weight: _Optional[float] = ..., recency_weight: _Optional[float] = ..., richness_weight: _Optional[float] = ..., reputation_weight: _Optional[float] = ..., profile_name: _Optional[str] = ..., fusion_method: _Optional[_Union[FusionMethod, str]] = ..., recency_mode: _Optional[_Union[RecencyMode, str]] = ..., recency_half_life_days: _Optional[float] = ..., rerank: _Optional[bool] = ..., explain: _Optional[bool] = ...) -> None: ...
 
 class RankingProfile(_message.Message):
-    __slots__ = ("tenant_id", "persona_id", "name", "version", "relevancy_weight", "recency_weight", "richness_weight", "reputation_weight", "fusion_method", "dense_weight", "recency_mode", "recency_half_life_days", "reputation_prior_strength", "updated_unix", "is_default", "reranker", "rerank_top_n", "rerank_weight", "model_sha256", "feature_version", "feedback_expansion")
+    __slots__ = ("tenant_id", "persona_id", "name", "version", "relevancy_weight", "recency_weight", "richness_weight", "reputation_weight", "fusion_method", "dense_weight", "recency_mode", "recency_half_life_days", "reputation_prior_strength", "updated_unix", "is_default", "reranker", "rerank_top_n", "rerank_weight", "model_sha256", "feature_version", "feedback_expansion", "fold_duplicates")
     TENANT_ID_FIELD_NUMBER: _ClassVar[int]
     PERSONA_ID_FIELD_NUMBER: _ClassVar[int]
     NAME_FIELD_NUMBER: _ClassVar[int]
@@ -217,6 +217,7 @@ class RankingProfile(_message.Message):
     MODEL_SHA256_FIELD_NUMBER: _ClassVar[int]
     FEATURE_VERSION_FIELD_NUMBER: _ClassVar[int]
     FEEDBACK_EXPANSION_FIELD_NUMBER: _ClassVar[int]
+    FOLD_DUPLICATES_FIELD_NUMBER: _ClassVar[int]
     tenant_id: str
     persona_id: str
     name: str
@@ -238,7 +239,8 @@ class RankingProfile(_message.Message):
     model_sha256: str
     feature_version: int
     feedback_expansion: str
-    def __init__(self, tenant_id: _Optional[str] = ..., persona_id: _Optional[str] = ..., name: _Optional[str] = ..., version: _Optional[int] = ..., relevancy_weight: _Optional[float] = ..., recency_weight: _Optional[float] = ..., richness_weight: _Optional[float] = ..., reputation_weight: _Optional[float] = ..., fusion_method: _Optional[_Union[FusionMethod, str]] = ..., dense_weight: _Optional[float] = ..., recency_mode: _Optional[_Union[RecencyMode, str]] = ..., recency_half_life_days: _Optional[float] = ..., reputation_prior_strength: _Optional[float] = ..., updated_unix: _Optional[int] = ..., is_default: _Optional[bool] = ..., reranker: _Optional[str] = ..., rerank_top_n: _Optional[int] = ..., rerank_weight: _Optional[float] = ..., model_sha256: _Optional[str] = ..., feature_version: _Optional[int] = ..., feedback_expansion: _Optional[str] = ...) -> None: ...
+    fold_duplicates: bool
+    def __init__(self, tenant_id: _Optional[str] = ..., persona_id: _Optional[str] = ..., name: _Optional[str] = ..., version: _Optional[int] = ..., relevancy_weight: _Optional[float] = ..., recency_weight: _Optional[float] = ..., richness_weight: _Optional[float] = ..., reputation_weight: _Optional[float] = ..., fusion_method: _Optional[_Union[FusionMethod, str]] = ..., dense_weight: _Optional[float] = ..., recency_mode: _Optional[_Union[RecencyMode, str]] = ..., recency_half_life_days: _Optional[float] = ..., reputation_prior_strength: _Optional[float] = ..., updated_unix: _Optional[int] = ..., is_default: _Optional[bool] = ..., reranker: _Optional[str] = ..., rerank_top_n: _Optional[int] = ..., rerank_weight: _Optional[float] = ..., model_sha256: _Optional[str] = ..., feature_version: _Optional[int] = ..., feedback_expansion: _Optional[str] = ..., fold_duplicates: _Optional[bool] = ...) -> None: ...
 
 class Feedback(_message.Message):
     __slots__ = ("tenant_id", "target", "target_id", "helpful", "user_id", "comment", "search_id")

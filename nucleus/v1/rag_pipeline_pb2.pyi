@@ -17,7 +17,7 @@ class ChatRequest(_message.Message):
     def __init__(self, completion: _Optional[_Union[_llm_orchestration_pb2.ChatCompletionRequest, _Mapping]] = ..., persona_id: _Optional[str] = ...) -> None: ...
 
 class SearchAndRankRequest(_message.Message):
-    __slots__ = ("tenant_id", "persona_id", "user_query_text", "user_query_vector", "top_k_initial_retrieve", "top_k_final_rank", "ranking_prefs", "filters", "expand_query_with_llm", "extra_query_phrases", "sources", "embed_timeout_s", "cursor")
+    __slots__ = ("tenant_id", "persona_id", "user_query_text", "user_query_vector", "top_k_initial_retrieve", "top_k_final_rank", "ranking_prefs", "filters", "expand_query_with_llm", "extra_query_phrases", "sources", "embed_timeout_s", "cursor", "fold_duplicates")
     TENANT_ID_FIELD_NUMBER: _ClassVar[int]
     PERSONA_ID_FIELD_NUMBER: _ClassVar[int]
     USER_QUERY_TEXT_FIELD_NUMBER: _ClassVar[int]
@@ -31,6 +31,7 @@ class SearchAndRankRequest(_message.Message):
     SOURCES_FIELD_NUMBER: _ClassVar[int]
     EMBED_TIMEOUT_S_FIELD_NUMBER: _ClassVar[int]
     CURSOR_FIELD_NUMBER: _ClassVar[int]
+    FOLD_DUPLICATES_FIELD_NUMBER: _ClassVar[int]
     tenant_id: str
     persona_id: str
     user_query_text: str
@@ -44,7 +45,8 @@ class SearchAndRankRequest(_message.Message):
     sources: _containers.RepeatedScalarFieldContainer[str]
     embed_timeout_s: float
     cursor: str
-    def __init__(self, tenant_id: _Optional[str] = ..., persona_id: _Optional[str] = ..., user_query_text: _Optional[str] = ..., user_query_vector: _Optional[_Iterable[float]] = ..., top_k_initial_retrieve: _Optional[int] = ..., top_k_final_rank: _Optional[int] = ..., ranking_prefs: _Optional[_Union[_common_pb2.RankingPreferences, _Mapping]] = ..., filters: _Optional[_Union[_common_pb2.KnowledgeSearchFilters, _Mapping]] = ..., expand_query_with_llm: _Optional[bool] = ..., extra_query_phrases: _Optional[_Iterable[str]] = ..., sources: _Optional[_Iterable[str]] = ..., embed_timeout_s: _Optional[float] = ..., cursor: _Optional[str] = ...) -> None: ...
+    fold_duplicates: bool
+    def __init__(self, tenant_id: _Optional[str] = ..., persona_id: _Optional[str] = ..., user_query_text: _Optional[str] = ..., user_query_vector: _Optional[_Iterable[float]] = ..., top_k_initial_retrieve: _Optional[int] = ..., top_k_final_rank: _Optional[int] = ..., ranking_prefs: _Optional[_Union[_common_pb2.RankingPreferences, _Mapping]] = ..., filters: _Optional[_Union[_common_pb2.KnowledgeSearchFilters, _Mapping]] = ..., expand_query_with_llm: _Optional[bool] = ..., extra_query_phrases: _Optional[_Iterable[str]] = ..., sources: _Optional[_Iterable[str]] = ..., embed_timeout_s: _Optional[float] = ..., cursor: _Optional[str] = ..., fold_duplicates: _Optional[bool] = ...) -> None: ...
 
 class ScoreExplanation(_message.Message):
     __slots__ = ("weights", "contributions", "dense_cosine", "bm25", "dense_rank", "bm25_rank", "dense_norm", "bm25_norm", "rerank_score", "fusion_method", "recency_applied", "age_days", "dense_source", "bm25_source", "dense_weight", "query_profile", "source_id", "remote_score", "reputation_basis", "feature_contributions", "learned_base")
@@ -103,7 +105,7 @@ class FeatureContribution(_message.Message):
     def __init__(self, name: _Optional[str] = ..., value: _Optional[float] = ..., contribution: _Optional[float] = ...) -> None: ...
 
 class RankedKnowledgeResult(_message.Message):
-    __slots__ = ("persona_knowledge_entry_id", "associated_artifact", "snippet", "overall_rank_score", "individual_scores", "explanation", "headline", "text", "timestamp_unix", "relevance_probability", "source_id", "highlights")
+    __slots__ = ("persona_knowledge_entry_id", "associated_artifact", "snippet", "overall_rank_score", "individual_scores", "explanation", "headline", "text", "timestamp_unix", "relevance_probability", "source_id", "highlights", "duplicates")
     PERSONA_KNOWLEDGE_ENTRY_ID_FIELD_NUMBER: _ClassVar[int]
     ASSOCIATED_ARTIFACT_FIELD_NUMBER: _ClassVar[int]
     SNIPPET_FIELD_NUMBER: _ClassVar[int]
@@ -116,6 +118,7 @@ class RankedKnowledgeResult(_message.Message):
     RELEVANCE_PROBABILITY_FIELD_NUMBER: _ClassVar[int]
     SOURCE_ID_FIELD_NUMBER: _ClassVar[int]
     HIGHLIGHTS_FIELD_NUMBER: _ClassVar[int]
+    DUPLICATES_FIELD_NUMBER: _ClassVar[int]
     persona_knowledge_entry_id: str
     associated_artifact: _common_pb2.ArtifactMetadataSummary
     snippet: str
@@ -128,7 +131,24 @@ class RankedKnowledgeResult(_message.Message):
     relevance_probability: float
     source_id: str
     highlights: _containers.RepeatedCompositeFieldContainer[TextRange]
-    def __init__(self, persona_knowledge_entry_id: _Optional[str] = ..., associated_artifact: _Optional[_Union[_common_pb2.ArtifactMetadataSummary, _Mapping]] = ..., snippet: _Optional[str] = ..., overall_rank_score: _Optional[float] = ..., individual_scores: _Optional[_Union[_common_pb2.FourRScores, _Mapping]] = ..., explanation: _Optional[_Union[ScoreExplanation, _Mapping]] = ..., headline: _Optional[str] = ..., text: _Optional[str] = ..., timestamp_unix: _Optional[int] = ..., relevance_probability: _Optional[float] = ..., source_id: _Optional[str] = ..., highlights: _Optional[_Iterable[_Union[TextRange, _Mapping]]] = ...) -> None: ...
+    duplicates: _containers.RepeatedCompositeFieldContainer[FoldedDuplicate]
+    def __init__(self, persona_knowledge_entry_id: _Optional[str] = ..., associated_artifact: _Optional[_Union[_common_pb2.ArtifactMetadataSummary, _Mapping]] = ..., snippet: _Optional[str] = ..., overall_rank_score: _Optional[float] = ..., individual_scores: _Optional[_Union[_common_pb2.FourRScores, _Mapping]] = ..., explanation: _Optional[_Union[ScoreExplanation, _Mapping]] = ..., headline: _Optional[str] = ..., text: _Optional[str] = ..., timestamp_unix: _Optional[int] = ..., relevance_probability: _Optional[float] = ..., source_id: _Optional[str] = ..., highlights: _Optional[_Iterable[_Union[TextRange, _Mapping]]] = ..., duplicates: _Optional[_Iterable[_Union[FoldedDuplicate, _Mapping]]] = ...) -> None: ...
+
+class FoldedDuplicate(_message.Message):
+    __slots__ = ("artifact_id", "entry_id", "title", "source_id", "source_uri", "file_name")
+    ARTIFACT_ID_FIELD_NUMBER: _ClassVar[int]
+    ENTRY_ID_FIELD_NUMBER: _ClassVar[int]
+    TITLE_FIELD_NUMBER: _ClassVar[int]
+    SOURCE_ID_FIELD_NUMBER: _ClassVar[int]
+    SOURCE_URI_FIELD_NUMBER: _ClassVar[int]
+    FILE_NAME_FIELD_NUMBER: _ClassVar[int]
+    artifact_id: str
+    entry_id: str
+    title: str
+    source_id: str
+    source_uri: str
+    file_name: str
+    def __init__(self, artifact_id: _Optional[str] = ..., entry_id: _Optional[str] = ..., title: _Optional[str] = ..., source_id: _Optional[str] = ..., source_uri: _Optional[str] = ..., file_name: _Optional[str] = ...) -> None: ...
 
 class TextRange(_message.Message):
     __slots__ = ("start", "end")

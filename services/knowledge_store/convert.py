@@ -398,6 +398,7 @@ def profile_to_pb(p: RankingProfile) -> pb.RankingProfile:
         reputation_prior_strength=p.reputation_prior_strength, updated_unix=p.updated_unix,
         is_default=p.is_default, reranker=p.reranker, rerank_top_n=p.rerank_top_n, rerank_weight=p.rerank_weight,
         model_sha256=p.model_sha256, feature_version=p.feature_version, feedback_expansion=p.feedback_expansion,
+        fold_duplicates=p.fold_duplicates,
     )
 
 
@@ -416,6 +417,7 @@ def profile_from_pb(p: pb.RankingProfile) -> RankingProfile:
         rerank_top_n=p.rerank_top_n or defaults.rerank_top_n,
         rerank_weight=p.rerank_weight if p.HasField("rerank_weight") else defaults.rerank_weight,
         model_sha256=p.model_sha256, feature_version=p.feature_version, feedback_expansion=p.feedback_expansion,
+        fold_duplicates=p.fold_duplicates,
     )
 
 

@@ -26,10 +26,11 @@ from ranking.profile import DEFAULT_RERANK_TOP_N, DEFAULT_RERANK_WEIGHT, MODEL_F
 
 #: Fields added to the stored row since its first layout, in order, with the value an older row reads as.
 ADDED_FIELDS = {"reranker": "", "rerank_top_n": DEFAULT_RERANK_TOP_N, "rerank_weight": DEFAULT_RERANK_WEIGHT,
-                "model_sha256": "", "feature_version": 0, "feedback_expansion": ""}
+                "model_sha256": "", "feature_version": 0, "feedback_expansion": "", "fold_duplicates": False}
 #: SQLite column types of `ADDED_FIELDS` (the embedded backend's migrations add them).
 ADDED_TYPES = {"reranker": "TEXT", "rerank_top_n": "INTEGER", "rerank_weight": "REAL",
-               "model_sha256": "TEXT", "feature_version": "INTEGER", "feedback_expansion": "TEXT"}
+               "model_sha256": "TEXT", "feature_version": "INTEGER", "feedback_expansion": "TEXT",
+               "fold_duplicates": "INTEGER"}
 PROFILE_FIELDS = ("relevancy_weight", "recency_weight", "richness_weight", "reputation_weight",
                   "fusion_method", "dense_weight", "recency_mode", "recency_half_life_days",
                   "reputation_prior_strength", *ADDED_FIELDS)
@@ -67,7 +68,7 @@ def select_columns(have: Iterable[str]) -> str:
 
 def sql_literal(value: object) -> str:
     """A default of `ADDED_FIELDS` as an SQL literal."""
-    return f"'{value}'" if isinstance(value, str) else repr(value)
+    return f"'{value}'" if isinstance(value, str) else repr(int(value) if isinstance(value, bool) else value)
 
 
 def next_version(rows: Iterable[Row], persona_id: str, name: str) -> int:
@@ -112,6 +113,7 @@ def profile_of(row: Row, tenant_id: str, defaults: set[tuple[str, str]]) -> Rank
     """The profile a row holds; `is_default` only if it is its scope's default now."""
     persona_id, name, version = row[0], row[1], row[2]
     fields = dict(zip(PROFILE_FIELDS, row[3:_DEFAULT]))
+    fields["fold_duplicates"] = bool(fields["fold_duplicates"])     # SQLite holds it as 0/1
     return RankingProfile(tenant_id=tenant_id, persona_id=persona_id, name=name, version=version,
                           updated_unix=row[_DEFAULT + 1],
                           is_default=bool(row[_DEFAULT]) and (persona_id, name) in defaults, **fields)

@@ -189,6 +189,8 @@ def profile(p: RankingProfile) -> None:
     if not isinstance(p.reputation_prior_strength, (int, float)) or not (
             math.isfinite(p.reputation_prior_strength) and p.reputation_prior_strength >= 0):
         raise InvalidArgument("reputation_prior_strength", f"must be >= 0, got {p.reputation_prior_strength!r}")
+    if not isinstance(p.fold_duplicates, bool):
+        raise InvalidArgument("fold_duplicates", f"must be true or false, got {p.fold_duplicates!r}")
     # Which re-rankers the stack has configured only LlmOrchestration knows: the RAGPipeline checks
     # that before it stores a profile (services/rag_pipeline/rerankers.py); here, the vocabulary.
     if p.reranker not in ("", *RERANKERS):

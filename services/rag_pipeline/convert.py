@@ -6,6 +6,7 @@ from typing import get_type_hints
 from nucleus.v1 import common_pb2 as pb
 from nucleus.v1 import rag_pipeline_pb2 as rag_pb
 from services.knowledge_store import convert as ks_convert
+from services.rag_pipeline.folding import duplicate_values
 from services.rag_pipeline.models import (
     Explanation,
     FeatureContribution,
@@ -50,6 +51,7 @@ def request_from_pb(r: rag_pb.SearchAndRankRequest) -> SearchRequest:
         prefs=prefs_from_pb(r.ranking_prefs), filters=ks_convert.filters_from_pb(r.filters),
         expand=r.expand_query_with_llm, extra_phrases=tuple(r.extra_query_phrases), sources=tuple(r.sources),
         embed_timeout_s=r.embed_timeout_s,
+        fold_duplicates=r.fold_duplicates if r.HasField("fold_duplicates") else None,
     )
 
 
@@ -64,6 +66,7 @@ def result_to_pb(r: RankedResult) -> rag_pb.RankedKnowledgeResult:
         headline=r.entry.headline, text=r.entry.text, timestamp_unix=r.entry.timestamp_unix,
         relevance_probability=r.probability, source_id=r.source_id,
         highlights=[rag_pb.TextRange(start=a, end=b) for a, b in r.highlights],
+        duplicates=[rag_pb.FoldedDuplicate(**duplicate_values(d)) for d in r.duplicates],
     )
     e = r.explanation
     if e is not None:

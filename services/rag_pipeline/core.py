@@ -4,7 +4,8 @@
 `_search` is the query's stages, each a method below taking and returning typed values:
   profile and intent -> phrases (expansion) -> federation (started, runs beside) -> local legs
   (embedding + one `Retrieve` per leg or both, `_local_legs`) -> merge -> rank (4R, learned,
-  re-rank) -> fetch (an entry deleted since the search is dropped and refilled) -> results.
+  re-rank) -> fetch (an entry deleted since the search is dropped and refilled; duplicates
+  folded when asked, folding.py) -> results.
 
 A dependency failing mid-query degrades the answer instead of failing it: no embedding or no
 vector leg -> keyword-only; no keyword leg -> vector-only; both -> Unavailable. The whole call
@@ -26,7 +27,7 @@ from ranking import Candidates, RankingConfig, rank
 from ranking.profile import BUILTIN_PROFILE, MAX_RERANK_TOP_N, RankingProfile, refuse_model_fields
 from ranking.query_features import query_features
 from ranking.temporal import detect_temporal_intent
-from services.rag_pipeline import permissions, rerankers
+from services.rag_pipeline import folding, permissions, rerankers
 from services.rag_pipeline.access import AccessPolicy, Scope
 from services.rag_pipeline.federation.fanout import MAX_REMOTE_HITS, Federation, Plan, RemoteQuery
 from services.rag_pipeline.federation.hits import LOCAL, Caller
@@ -64,8 +65,7 @@ RANK_MARGIN_S = 0.5             # of the deadline kept for ranking after the re-
 
 @dataclass(slots=True)
 class _Query:
-    """One search in flight: its request and what it has gathered so far (timings per stage,
-    the reasons it is degraded, debug notes, entries found deleted since the search)."""
+    """One search in flight: its request and what it gathered (timings, degraded reasons, notes, vanished ids)."""
 
     request: SearchRequest
     settings: RagPipelineSettings
@@ -75,6 +75,8 @@ class _Query:
     reasons: list[str] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
     vanished: set[str] = field(default_factory=set)
+    fold: int = 0                       # duplicate folding (folding.py): top_k_final, 0 = off; and
+    folded: dict[str, str] = field(default_factory=dict)   # folded artifact id -> its representative's
 
     def __post_init__(self) -> None:
         self.last = self.t0
@@ -148,8 +150,7 @@ class RagPipeline:
         self.search_log, self.source_votes = SearchLog(knowledge, clock), SourceVoteCache(knowledge)   # feedback.py
         self._searching = 0      # searches in flight (the combined legs call is for concurrent ones)
         self._profiles: dict[tuple[str, str, str], tuple[float, RankingProfile | None]] = {}
-        # a profile's learned model (learned.py); its field signals are a retrieval call
-        self.learned = LearnedRanking(knowledge, signals_timeout_s=settings.retrieval_timeout_s)
+        self.learned = LearnedRanking(knowledge, signals_timeout_s=settings.retrieval_timeout_s)   # learned.py
 
     async def close(self) -> None:
         await self.search_log.close()
@@ -202,7 +203,7 @@ class RagPipeline:
                                                           filters=scope.filters),
                                                   plan=plan, caller=Caller.of(principal))
         if scope.post_tags:
-            response = replace(response, results=tuple(r for r in response.results if scope.keep(r.artifact.tags)))
+            response = replace(response, results=folding.visible_copies(response.results, scope.keep))
         return response
 
     @staticmethod
@@ -339,9 +340,9 @@ class RagPipeline:
             fed = self._federate(q, plan, caller, phrases, started)
             legs = await self._local_legs(q, phrases, profile, plan is None or plan.local, fed)
             merged, reports, final_k = await self._merge(q, legs, plan, fed, phrases)
-            ranked, candidates, config, learned = await self._rank(q, merged, legs, profile, intent.has_intent,
-                                                                   now, final_k)
-            results = await self._fetch(q, merged, candidates, ranked, config, final_k, now, learned, fed)
+            q.fold, k = folding.plan(request, profile, final_k)
+            ranked, candidates, config, learned = await self._rank(q, merged, legs, profile, intent.has_intent, now, k)
+            results = await self._fetch(q, merged, candidates, ranked, config, k, now, learned, fed)
         finally:
             self._searching -= 1
             for federated in started:      # an answer or an error: no remote call outlives the query
@@ -441,8 +442,7 @@ class RagPipeline:
         return legs
 
     async def _retrieve(self, q: _Query, request: RetrievalRequest, leg: str) -> Retrieval:
-        """One retrieval call, its span named by the leg(s) it runs. InvalidArgument is the
-        caller's mistake and propagates as any other failure does."""
+        """One retrieval call, its span named by the leg(s) it runs (InvalidArgument propagates)."""
         with tracer.start_as_current_span(f"rag.retrieve.{leg}") as span:
             retrieval_attributes(span, data_source=f"knowledge_store.{leg}", top_k=request.top_k,
                                  query=list(request.phrases))  # telemetry hook
@@ -524,9 +524,8 @@ class RagPipeline:
     async def _fetch(self, q: _Query, merged: list[Merged], candidates: Candidates, ranked: Any,
                      config: RankingConfig, final_k: int, now: float, learned: Any,
                      fed: FederatedSearch | None) -> tuple[RankedResult, ...]:
-        """The chosen entries read in one call (the legs sent ranking signals only; an entry
-        deleted since the search is dropped and its place refilled, fetch.py), with snippets and
-        explanations."""
+        """The chosen entries read in one call (fetch.py: one deleted since the search is refilled),
+        with snippets and explanations; copies folded when asked (folding.py)."""
         if ranked is None:
             return ()
         r = q.request
@@ -539,6 +538,7 @@ class RagPipeline:
         if ranked is not None:
             results = build_results(kept, ranked, kept_candidates, config, r.query, r.prefs.explain,
                                     now_unix=now, learned=learned)
+            results = await folding.fold_results(self._ks, q, results) if q.fold else results
             if fed is not None:
                 results, repeats = without_local_repeats(results, r.top_k_final)
                 if repeats:

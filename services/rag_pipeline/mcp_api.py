@@ -41,6 +41,8 @@ from services.rag_pipeline.models import (
 )
 from services.rag_pipeline.tools import RagTools, register_rag_tools
 from services.rag_pipeline.pages import Pages
+from services.rag_pipeline.folding import duplicate_values
+from services.rag_pipeline.tools.schemas import DuplicateOut, FoldDuplicates
 from services.rag_pipeline.tools.budget import RANKED, BudgetOut, MaxTokens, budget_field
 from services.rag_pipeline.tools.paging import Cursor, cursor_field, fit_page
 from services.rag_pipeline.tools.topics import register_topic_tools
@@ -107,6 +109,7 @@ class RankedResultOut(BaseModel):
     source_id: str = "local"                # "local" or the remote source it comes from (federation)
     #: [start, end) of each word of `snippet` matching an analysed query term, in Unicode code points
     highlights: list[tuple[int, int]] = Field(default_factory=list)
+    duplicates: list[DuplicateOut] = Field(default_factory=list)   # fold_duplicates: the copies folded into it
 
 
 class SourceReportOut(BaseModel):
@@ -168,6 +171,7 @@ class ProfileOut(BaseModel):
     model_sha256: str = ""
     feature_version: int = 0
     feedback_expansion: str = ""
+    fold_duplicates: bool = False
 
 
 class ProfileListOut(BaseModel):
@@ -199,6 +203,7 @@ def search_response_out(r: SearchResponse) -> SearchAndRankOut:
                 name: four(v) if _EXPLANATION_HINTS[name] == FourR else v
                 for name, v in explanation_values(e).items()}),
             source_id=x.source_id, highlights=list(x.highlights),
+            duplicates=[DuplicateOut(**duplicate_values(d)) for d in x.duplicates],
         ))
     return SearchAndRankOut(
         results=results, debug_information=r.debug, degraded=r.degraded, degraded_reasons=list(r.degraded_reasons),
@@ -220,7 +225,7 @@ def profile_out(p: RankingProfile) -> ProfileOut:
         recency_half_life_days=p.recency_half_life_days, reputation_prior_strength=p.reputation_prior_strength,
         is_default=p.is_default, updated_unix=p.updated_unix, reranker=p.reranker, rerank_top_n=p.rerank_top_n,
         rerank_weight=p.rerank_weight, model_sha256=p.model_sha256, feature_version=p.feature_version,
-        feedback_expansion=p.feedback_expansion)
+        feedback_expansion=p.feedback_expansion, fold_duplicates=p.fold_duplicates)
 
 
 def register_core_tools(mcp: MCPServer, pipeline: RagPipeline, principal: Callable[[Context], Principal],
@@ -250,6 +255,7 @@ def register_core_tools(mcp: MCPServer, pipeline: RagPipeline, principal: Callab
         ctx: Context | None = None,
         max_tokens: MaxTokens = None,
         cursor: Cursor = None,
+        fold_duplicates: FoldDuplicates = None,
     ) -> Annotated[CallToolResult, SearchAndRankOut]:
         async def run() -> SearchAndRankOut | CallToolResult:
             who = principal(ctx)
@@ -262,7 +268,7 @@ def register_core_tools(mcp: MCPServer, pipeline: RagPipeline, principal: Callab
                     profile_name=profile_name, fusion=fusion_method, recency_mode=recency_mode, rerank=rerank,
                     explain=explain),
                 filters=(filters or FiltersIn()).to_filters(persona_id=persona_id),
-                expand=expand_query_with_llm, sources=tuple(sources or ()),
+                expand=expand_query_with_llm, sources=tuple(sources or ()), fold_duplicates=fold_duplicates,
             )
             page = await pages.search(request, who, cursor=cursor)
             out = search_response_out(page.response)
@@ -297,6 +303,8 @@ def register_core_tools(mcp: MCPServer, pipeline: RagPipeline, principal: Callab
             "not accepted here (a non-empty value is refused): only `nucleus tune` names a model; "
             "a new version of a tuned profile keeps its model"))] = "",
         feature_version: Annotated[int, Field(description="not accepted here, as model_sha256")] = 0,
+        fold_duplicates: Annotated[bool, Field(description=(
+            "fold near-identical documents into one result listing the others (docs/RANKING.md)"))] = False,
         ctx: Context | None = None,
     ) -> ProfileOut:
         async def run() -> ProfileOut:
@@ -308,7 +316,8 @@ def register_core_tools(mcp: MCPServer, pipeline: RagPipeline, principal: Callab
                 fusion_method=fusion_method, dense_weight=dense_weight, recency_mode=recency_mode,
                 recency_half_life_days=recency_half_life_days, reputation_prior_strength=reputation_prior_strength,
                 is_default=is_default, reranker=reranker, rerank_top_n=rerank_top_n, rerank_weight=rerank_weight,
-                feedback_expansion=feedback_expansion, model_sha256=model_sha256, feature_version=feature_version)
+                feedback_expansion=feedback_expansion, model_sha256=model_sha256, feature_version=feature_version,
+                fold_duplicates=fold_duplicates)
             return profile_out(await pipeline.put_profile(profile, who))
         return await guarded(run)
 

@@ -41,6 +41,7 @@ class SearchRequest:
     # come back (an answer's synthesis wants the chunks that hold the answer: docs/MODELS.md)
     collapse: bool | None = None
     embed_timeout_s: float = 0.0     # operators only: the query embedding's deadline (0 = the settings')
+    fold_duplicates: bool | None = None   # None = the profile's (folding.py); True/False overrides it
 
 
 @dataclass(frozen=True, slots=True)
@@ -108,6 +109,8 @@ class RankedResult:
     resource_id: str = ""                       # a remote result's seed-000 resource, if its source said
     #: [start, end) of each word of `snippet` that matches an analysed query term, in code points
     highlights: tuple[tuple[int, int], ...] = ()
+    #: the near-identical copies folded into this result (folding.py), best first; each without its own
+    duplicates: tuple[RankedResult, ...] = ()
 
 
 NO_VISIBLE_SOURCES = "no visible sources"      # SearchResponse.debug of a caller who may see nothing

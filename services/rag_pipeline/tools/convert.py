@@ -10,11 +10,13 @@ from services.llm_orchestration.results import Synthesis
 from services.rag_pipeline.access import SourceView
 from services.rag_pipeline.federation.discover import RemoteResources
 from services.rag_pipeline.federation.hits import LOCAL, SourceReport
+from services.rag_pipeline.folding import duplicate_values
 from services.rag_pipeline.models import RankedResult
 from services.rag_pipeline.snippets import highlights
 from services.rag_pipeline.tools.schemas import (
     HEADLINE_WORDS,
     CountsOut,
+    DuplicateOut,
     ErrorOut,
     HitOut,
     MetaOut,
@@ -90,7 +92,13 @@ def segment_out(r: RankedResult, source_url: str, query: str = "") -> SegmentOut
         source_file_type=a.file_type or a.source_type or "text",
         headline=headline(e.headline or a.title) or None, segment_summary=summary or None,
         raw_text=e.text, source_url=source_url,
-        highlights=list(r.highlights if summary == r.snippet else highlights(summary, query)) or None)
+        highlights=list(r.highlights if summary == r.snippet else highlights(summary, query)) or None,
+        duplicates=duplicates_out(r))
+
+
+def duplicates_out(r: RankedResult) -> list[DuplicateOut] | None:
+    """The copies folded into `r` (services/rag_pipeline/folding.py); None when none were."""
+    return [DuplicateOut(**duplicate_values(d)) for d in r.duplicates] or None
 
 
 def passage_offsets(r: RankedResult) -> dict[str, int] | None:
@@ -119,7 +127,7 @@ def hit_out(r: RankedResult, uri: str) -> HitOut:
                                  tags=list(a.tags) or None,
                                  scores=ScoresOut(relevancy=rel, recency=rec, richness=rich, reputation=rep)),
         timestamp=iso_utc(e.timestamp_unix or a.modified_unix or a.created_unix),
-        highlights=list(r.highlights) or None)
+        highlights=list(r.highlights) or None, duplicates=duplicates_out(r))
 
 
 def resource_out(who: Principal, v: SourceView) -> ResourceOut:

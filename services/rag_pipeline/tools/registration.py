@@ -23,6 +23,7 @@ from services.rag_pipeline.tools.schemas import (
     DiscoverFiltersIn,
     DiscoverOut,
     DocumentAccessOut,
+    FoldDuplicates,
     ProvidedContextIn,
     RagSearchOut,
     RankingIn,
@@ -60,8 +61,9 @@ def register_rag_tools(mcp: MCPServer, tools: RagTools) -> None:
                              "Optional federation selection: 'local' and/or remote source ids; omitted = "
                              "this server's knowledge and every remote source you may use"))] = None,
                          max_tokens: MaxTokens = None, cursor: Cursor = None,
+                         fold_duplicates: FoldDuplicates = None,
                          ) -> Annotated[CallToolResult, RagSearchOut]:
-        out = await tools.rag_search(ctx, search_phrases, max_segments, sources, cursor)
+        out = await tools.rag_search(ctx, search_phrases, max_segments, sources, cursor, fold_duplicates)
 
         def render(o: RagSearchOut) -> CallToolResult:
             return cited_result(o, [_segment_link(s) for s in o.segments])
@@ -95,9 +97,10 @@ def register_rag_tools(mcp: MCPServer, tools: RagTools) -> None:
             sources: Annotated[list[SourceId], Field(min_length=1, max_length=MAX_SOURCES)], ctx: Context,
             top_k: Annotated[int, Field(ge=1, le=MAX_TOP_K)] = 8, filters: RawFiltersIn | None = None,
             ranking: RankingIn | None = None, user_token: UserToken = None,
-            max_tokens: MaxTokens = None, cursor: Cursor = None) -> Annotated[CallToolResult, RawOut]:
+            max_tokens: MaxTokens = None, cursor: Cursor = None,
+            fold_duplicates: FoldDuplicates = None) -> Annotated[CallToolResult, RawOut]:
         out = await guarded(lambda: tools.raw_results(ctx, username, query, sources, top_k, filters, ranking,
-                                                      user_token, cursor))
+                                                      user_token, cursor, fold_duplicates))
         if max_tokens is not None:          # a budgeted answer carries no peer vectors
             return await guarded(lambda: _fitted(out, max_tokens))
         fit_page(out, None, HITS)           # its next_cursor

@@ -30,6 +30,19 @@ UserToken = Annotated[str | None, Field(
     description="Sensitive, optional: the end user's own API key or JWT, so the platform need not be trusted "
                 "with the user's identity. Never logged or shown to a model")]
 SourceId = Annotated[str, Field(min_length=1, max_length=256)]
+FoldDuplicates = Annotated[bool | None, Field(description=(
+    "Optional: true folds near-identical documents into one result that lists the others in `duplicates`; "
+    "false turns it off; omitted = the ranking profile's setting (off unless set; docs/RANKING.md)"))]
+
+
+class DuplicateOut(BaseModel):
+    """A near-identical copy folded into a result (services/rag_pipeline/folding.py): its ids and source."""
+    artifact_id: str
+    entry_id: str
+    title: str = ""
+    source_id: str = ""
+    source_uri: str = ""
+    file_name: str = ""
 
 
 # ---------------------------------------------------------------------------- seed 002 types
@@ -43,6 +56,7 @@ class SegmentOut(BaseModel):
     source_url: str | None = None
     #: [start, end) of each word of `segment_summary` matching an analysed query term (code points)
     highlights: list[tuple[int, int]] | None = None
+    duplicates: list[DuplicateOut] | None = None     # fold_duplicates: the copies folded into this segment
 
 
 class SourceStatusOut(BaseModel):
@@ -83,6 +97,7 @@ class RagSearchArgs(BaseModel):
     sources: Annotated[list[SourceId] | None, Field(max_length=MAX_SOURCES)] = None
     max_tokens: MaxTokens = None
     cursor: Cursor = None
+    fold_duplicates: FoldDuplicates = None
 
 
 class VerifyArgs(BaseModel):
@@ -220,6 +235,7 @@ class HitOut(BaseModel):
     timestamp: str | None = None
     #: [start, end) of each word of `snippet` matching an analysed query term (code points)
     highlights: list[tuple[int, int]] | None = None
+    duplicates: list[DuplicateOut] | None = None     # fold_duplicates: the copies folded into this hit
 
 
 class RawStatsOut(BaseModel):

@@ -189,13 +189,13 @@ class RagTools:
     async def _search(self, who: Principal, query: str, scope: Scope, top_k: int, *,
                       extra_phrases: tuple[str, ...] = (), rerank: bool = False, sources: tuple[str, ...] = (),
                       resources: tuple[tuple[str, tuple[str, ...]], ...] = (), collapse: bool | None = None,
-                      paged: bool = False, cursor: str | None = None
+                      paged: bool = False, cursor: str | None = None, fold: bool | None = None
                       ) -> tuple[SearchResponse, list[RankedResult], Page | None]:
         """The search's answer and results; with `paged`, its page (`cursor` names a later one)."""
         request = SearchRequest(tenant_id=who.tenant_id, query=query, top_k_final=top_k,
                                 prefs=Preferences(rerank=rerank, explain=True), filters=scope.filters,
                                 extra_phrases=extra_phrases, sources=sources, remote_resources=resources,
-                                collapse=collapse)
+                                collapse=collapse, fold_duplicates=fold)
         if not paged:
             response = await self.pipeline.search(request, who, scope=scope)
             return response, list(response.results), None
@@ -222,7 +222,7 @@ class RagTools:
     # -- rag_search ------------------------------------------------------------------------
     async def rag_search(self, ctx: Context | None, search_phrases: list[str],
                          max_segments: int = DEFAULT_SEGMENTS, sources: list[str] | None = None,
-                         cursor: str | None = None) -> RagSearchOut:
+                         cursor: str | None = None, fold_duplicates: bool | None = None) -> RagSearchOut:
         call = Call("rag_search")
         try:
             who = self.principal(ctx)
@@ -237,7 +237,7 @@ class RagTools:
             # sources (a caller who sees nothing and asks no remote source gets nothing).
             request = SearchRequest(tenant_id=who.tenant_id, query=phrases.keywords, top_k_final=max_segments,
                                     prefs=Preferences(explain=True), extra_phrases=phrases.extra,
-                                    sources=tuple(sources or ()))
+                                    sources=tuple(sources or ()), fold_duplicates=fold_duplicates)
             try:
                 page = await self.pages.search(request, who, cursor=cursor)
                 response = page.response
@@ -321,7 +321,8 @@ class RagTools:
     # -- rag_get_raw_results ---------------------------------------------------------------
     async def raw_results(self, ctx: Context | None, username: str, query: str, sources: list[str], top_k: int,
                           filters: RawFiltersIn | None, ranking: RankingIn | None,
-                          user_token: str | None, cursor: str | None = None) -> RawOut:
+                          user_token: str | None, cursor: str | None = None,
+                          fold_duplicates: bool | None = None) -> RawOut:
         call = Call("rag_get_raw_results")
         meta = MetaOut()
         try:
@@ -346,7 +347,7 @@ class RagTools:
                 response, kept, page = await self._search(who, query, scope, top_k,
                                                           rerank=bool(ranking and ranking.rerank),
                                                           sources=selection, resources=restrict, paged=True,
-                                                          cursor=cursor)
+                                                          cursor=cursor, fold=fold_duplicates)
         except _Refused as refused:
             return self._raw_refused(call, meta, refused, top_k, sources)
         except NucleusError as err:

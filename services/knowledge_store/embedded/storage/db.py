@@ -42,7 +42,8 @@ SCHEMA_VERSION = 8            # 2: `votes`, one vote per user per artifact; 3: r
                               # 5: a profile's learned-ranking fields (add_model_columns), `ranking_models`;
                               # 6: `title_vectors` (artifacts stored before are backfilled in the
                               # background: ../../title_vectors.py); 7: `ingest_keys`;
-                              # 8: `entries.text_hash` (shared/text_hash.py), backfilled from the text
+                              # 8: `entries.text_hash` (shared/text_hash.py), backfilled from the text;
+                              # a profile's `fold_duplicates`
 DB_FILE = "store.sqlite"
 
 _SCHEMA = """
@@ -123,6 +124,7 @@ CREATE TABLE IF NOT EXISTS profiles (
     model_sha256              TEXT NOT NULL DEFAULT '',
     feature_version           INTEGER NOT NULL DEFAULT 0,
     feedback_expansion        TEXT NOT NULL DEFAULT '',
+    fold_duplicates           INTEGER NOT NULL DEFAULT 0,
     is_default                INTEGER NOT NULL,
     updated_unix              INTEGER NOT NULL,
     UNIQUE (persona_id, name, version)
@@ -223,7 +225,9 @@ def _add_ingest_keys(conn: sqlite3.Connection) -> None:
 
 def _add_text_hashes(conn: sqlite3.Connection) -> None:
     """Schema 8: each entry's normalised text hash (shared/text_hash.py), computed from its stored
-    text. Derived data outside the row checksums (rowsums.py), so no row reads as corrupt after it."""
+    text — derived data outside the row checksums (rowsums.py), so no row reads as corrupt after
+    it — and a profile's `fold_duplicates` (off)."""
+    ranking_inputs.add_fold_column(conn)
     if not has_text_hash(conn):
         conn.execute("ALTER TABLE entries ADD COLUMN text_hash TEXT")
     rows = conn.execute("SELECT rid, text FROM entries WHERE text_hash IS NULL").fetchall()

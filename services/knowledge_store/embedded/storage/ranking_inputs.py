@@ -38,6 +38,11 @@ def add_model_columns(conn: sqlite3.Connection) -> None:
     _add_columns(conn, ("model_sha256", "feature_version", "feedback_expansion"))
 
 
+def add_fold_column(conn: sqlite3.Connection) -> None:
+    """Schema 7 -> 8: a profile's `fold_duplicates`, off for every older profile."""
+    _add_columns(conn, ("fold_duplicates",))
+
+
 def _add_columns(conn: sqlite3.Connection, names: tuple[str, ...]) -> None:
     have = {r[1] for r in conn.execute("PRAGMA table_info(profiles)")}
     for name in names:
