@@ -94,7 +94,8 @@ async def export_records(store: StoreBackend, tenant_id: str) -> AsyncIterator[d
                    "title_vector": None if title is None else _b64(title),
                    "entries": [{"chunk_index": h.entry.chunk_index, "text": h.entry.text, "headline": h.entry.headline,
                                 "content_summary": h.entry.content_summary, "timestamp_unix": h.entry.timestamp_unix,
-                                "richness": h.entry.richness, "title_terms": terms[h.entry.id][0],
+                                "richness": h.entry.richness, "text_hash": h.entry.text_hash,
+                                "title_terms": terms[h.entry.id][0],
                                 "body_terms": terms[h.entry.id][1], "vector": _b64(vectors[h.entry.id])}
                                for h in present]}
     for latest in sorted(await store.list_profiles(tenant_id), key=lambda p: (p.persona_id, p.name)):
@@ -178,7 +179,7 @@ def _artifact(record: dict, dimension: int, field: str, index: int
         rows.append(EntryRow(chunk_index=int(e["chunk_index"]), text=str(e["text"]), headline=str(e["headline"]),
                              content_summary=str(e["content_summary"]), timestamp_unix=int(e["timestamp_unix"]),
                              richness=float(e["richness"]), fts_title=str(e["title_terms"]),
-                             fts_body=str(e["body_terms"])))
+                             fts_body=str(e["body_terms"]), text_hash=_text_hash(e, f"{field}.entries[{k}]")))
         vectors.append(_vector(e["vector"], dimension, f"{field}.entries[{k}].vector"))
     if not rows:
         raise InvalidArgument(f"{field}.entries", "an artifact needs at least one entry")
@@ -191,6 +192,15 @@ def _artifact(record: dict, dimension: int, field: str, index: int
         raise InvalidArgument(f"{field}.feedback", "counts must be >= 0")
     return persona, PreparedDocument(meta, index, tuple(rows), ()), np.stack(vectors), title_vector, (helpful,
                                                                                                    unhelpful)
+
+
+def _text_hash(entry: dict, field: str) -> str:
+    """An archived entry's text hash: format 2 carries it (checked to be one), format 1 does not (""
+    = computed from the text when written: the backfill)."""
+    value = entry.get("text_hash") or ""
+    if value and not (isinstance(value, str) and len(value) == 24 and set(value) <= set("0123456789abcdef")):
+        raise InvalidArgument(f"{field}.text_hash", "must be 24 lower-case hex digits (shared/text_hash.py) or absent")
+    return value
 
 
 async def _put_profile(store: StoreBackend, tenant_id: str, record: dict, field: str) -> None:

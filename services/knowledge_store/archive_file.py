@@ -1,6 +1,6 @@
 """The portable tenant archive's file: JSON lines, authenticated with the stack's backup key.
 
-    line 1       {"format": "nucleus-tenant-archive", "version": 1}
+    line 1       {"format": "nucleus-tenant-archive", "version": 2}
     records      {"kind": "artifact" | "profile" | "persona", ...}, one a line (archive.py)
     manifest     {"manifest": {format, version, tenant, model {name, dimension}, created_unix,
                   counts {kind: n}, sha256 {kind: hex of that kind's lines}, grouped_artifacts,
@@ -34,7 +34,8 @@ from pathlib import Path
 from shared.errors import FailedPrecondition, InvalidArgument
 
 FORMAT = "nucleus-tenant-archive"
-VERSION = 1
+VERSION = 2                         # 2: entries carry `text_hash` (archive.py); 1 still imports
+READS = (1, 2)
 KINDS = ("artifact", "profile", "persona")
 _MAC_CONTEXT = b"nucleus-tenant-archive-v1\0"
 CHUNK_BYTES = 1 << 20               # an archive streamed in pieces of 1 MiB
@@ -170,9 +171,9 @@ def open_archive(path: Path, key: bytes) -> Archive:
             header = {}
         if header.get("format") != FORMAT:
             raise FailedPrecondition(f"{path} is not a Nucleus tenant archive")
-        if header.get("version") != VERSION:
+        if header.get("version") not in READS:
             raise FailedPrecondition(f"{path} is archive format version {header.get('version')}; this Nucleus "
-                                     f"reads version {VERSION}")
+                                     f"reads versions {', '.join(map(str, READS))}")
         for line in f:
             if tail or line.startswith(b'{"manifest":'):
                 tail.append(line)

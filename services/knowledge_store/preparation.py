@@ -53,6 +53,7 @@ class EntryRow:
     richness: float
     fts_title: str            # analysed terms, space separated
     fts_body: str
+    text_hash: str = ""       # shared/text_hash.py of `text`; "" = computed when written (an archive's may carry it)
 
 
 @dataclass(frozen=True, slots=True)

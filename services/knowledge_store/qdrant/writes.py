@@ -120,7 +120,7 @@ class Writes(Checks):
                     layout.DENSE: vector.tolist(), layout.SPARSE: bm25.saturated(tf, dl, avgdl)}, payload={
                     "tenant_id": tenant_id, "artifact_id": a, "version": version, "current": a in shown,
                     "entry_id": f"{a}#{row.chunk_index}", "persona_id": persona_id, "chunk_index": row.chunk_index,
-                    "text": row.text, "text_hash": text_hash(row.text), "headline": row.headline,
+                    "text": row.text, "text_hash": row.text_hash or text_hash(row.text), "headline": row.headline,
                     "content_summary": row.content_summary,
                     "timestamp_unix": row.timestamp_unix, "richness": row.richness, "indexed_unix": now,
                     "time": row.timestamp_unix or p.meta.modified_unix or p.meta.created_unix,

@@ -4,6 +4,8 @@ personas and feedback counters, and searches answer the same; damaged, truncated
 other-model and regrouped archives are refused with nothing written."""
 from __future__ import annotations
 
+import hashlib
+import json
 import os
 
 import numpy as np
@@ -11,11 +13,12 @@ import pytest
 
 from ranking.profile import RankingProfile
 from services.knowledge_store.archive import export_records, import_archive
-from services.knowledge_store.archive_file import open_archive, write_archive
+from services.knowledge_store.archive_file import _line, mac_of, open_archive, write_archive
 from services.knowledge_store.backend import open_store
 from services.knowledge_store.personas import Persona
 from shared.errors import FailedPrecondition, Unimplemented
 from shared.records import SearchFilters
+from shared.text_hash import text_hash
 from tests.unit.knowledge_store.helpers import HashEmbedder, doc, settings_for
 
 KEY = bytes(range(32))
@@ -81,8 +84,9 @@ async def test_a_tenant_goes_embedded_to_qdrant_and_back_unchanged(source, tmp_p
             assert listing == want_listing and set(hits) == set(want_hits) and len(hits) > 12
             for e, h in want_hits.items():
                 got = hits[e]
-                assert (got.entry.text, got.entry.headline, got.entry.persona_id, got.entry.richness) == (
-                    h.entry.text, h.entry.headline, h.entry.persona_id, h.entry.richness)
+                assert (got.entry.text, got.entry.headline, got.entry.persona_id, got.entry.richness,
+                        got.entry.text_hash) == (h.entry.text, h.entry.headline, h.entry.persona_id, h.entry.richness,
+                                                 text_hash(h.entry.text))
                 assert got.artifact == h.artifact            # metadata and feedback counters
                 np.testing.assert_allclose(vectors[e], want_vectors[e], atol=1e-6)
             titles = await target.title_vectors("acme", ["d00", "d05"])
@@ -105,6 +109,39 @@ async def test_a_tenant_goes_embedded_to_qdrant_and_back_unchanged(source, tmp_p
     finally:
         qdrant.close()
         back.close()
+
+
+def _as_version_1(path) -> int:
+    """Rewrite the archive at `path` as format 1 left it: entries without `text_hash`, its members'
+    SHA-256 and the MAC made again with the key. Returns the entries it held."""
+    lines = path.read_bytes().splitlines(keepends=True)
+    records = [json.loads(line) for line in lines[1:-2]]
+    entries = 0
+    for r in records:
+        for e in r.get("entries", ()):
+            assert len(e.pop("text_hash")) == 24
+            entries += 1
+    manifest = json.loads(lines[-2])["manifest"]
+    hashes = {kind: hashlib.sha256() for kind in manifest["sha256"]}
+    for r in records:
+        hashes[r["kind"]].update(_line(r))
+    manifest.update(version=1, sha256={k: h.hexdigest() for k, h in hashes.items()})
+    path.write_bytes(b"".join([_line({"format": "nucleus-tenant-archive", "version": 1}), *map(_line, records),
+                               _line({"manifest": manifest}), _line({"mac": mac_of(KEY, manifest)})]))
+    return entries
+
+
+async def test_a_format_1_archive_imports_with_its_text_hashes_backfilled(source, tmp_path):
+    old = tmp_path / "old.archive"
+    await _export(source, "acme", old)
+    assert _as_version_1(old) > 12
+    target = _store(tmp_path / "t")                 # (both backends write an entry through EntryRow)
+    try:
+        await import_archive(target, open_archive(old, KEY), "acme", MODEL)
+        _, hits, _ = await _everything(target, "acme")
+        assert hits and all(h.entry.text_hash == text_hash(h.entry.text) for h in hits.values())
+    finally:
+        target.close()
 
 
 def _damaged(path, change):

@@ -100,7 +100,7 @@ def replace_artifact(conn: sqlite3.Connection, meta: ArtifactMeta, persona_id: s
             """INSERT INTO entries(entry_id, artifact_id, persona_id, chunk_index, timestamp_unix,
                    richness, headline, content_summary, text, checksum, text_hash)
                VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) RETURNING rid""",
-            (*fields, rowsums.entry_sum(*fields, blob), text_hash(row.text))).fetchone()
+            (*fields, rowsums.entry_sum(*fields, blob), row.text_hash or text_hash(row.text))).fetchone()
         new.append(rid)
     conn.executemany("INSERT INTO entry_vectors(rid, vector) VALUES (?, ?)", zip(new, blobs))
     conn.executemany("INSERT INTO entries_fts(rowid, title, body) VALUES (?, ?, ?)",
