@@ -12,6 +12,9 @@ add noise) and recency off, so it measures retrieval and fusion alone:
     dense-only    convex with α = 1 (BM25-only candidates score 0)
     keyword-only  convex with α = 0
 
+`default-folded` is `default` with duplicate folding asked for by the request's flag
+(services/rag_pipeline/folding.py): nDCG with folding on beside `default`'s, off.
+
 Results are chunks; `doc_ids` keeps each artifact id at its first (best) position.
 """
 from __future__ import annotations
@@ -37,6 +40,7 @@ class Method:
     fusion: str = ""                 # "" = default profile (no preferences sent)
     dense_weight: float = 0.5
     description: str = ""
+    fold: bool = False               # ask for duplicate folding (SearchAndRankRequest.fold_duplicates)
 
     @property
     def profile_name(self) -> str:
@@ -52,7 +56,8 @@ class Method:
 
 
 def methods_for(dense_weights: Sequence[float]) -> list[Method]:
-    methods = [Method("default", description="no preferences: the tenant's default profile (4R weights as shipped)")]
+    methods = [Method("default", description="no preferences: the tenant's default profile (4R weights as shipped)"),
+               Method("default-folded", fold=True, description="default, duplicates folded (the request's flag)")]
     for alpha in dict.fromkeys(dense_weights):   # a weight given twice is one method
         methods.append(Method(f"convex-a{alpha:g}", "convex", float(alpha),
                               f"convex fusion, dense weight {alpha:g}, relevancy only"))
@@ -113,7 +118,8 @@ class RagClient:
         request = rag_pb.SearchAndRankRequest(
             tenant_id=tenant, user_query_text=text, top_k_initial_retrieve=self.top_k_initial,
             top_k_final_rank=self.top_k_final, embed_timeout_s=self.embed_timeout_s,
-            ranking_prefs=pb.RankingPreferences(profile_name=method.profile_name))
+            ranking_prefs=pb.RankingPreferences(profile_name=method.profile_name),
+            fold_duplicates=True if method.fold else None)
         record = QueryRecord(tenant=tenant, method=method.name, query_id=query_id)
         started = time.perf_counter()
         try:

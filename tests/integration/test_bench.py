@@ -135,7 +135,7 @@ def test_quality_is_high_on_the_easy_set_for_ours_and_the_baseline(bench_result)
     result, _ = bench_result
     assert set(result["quality"]) == {"tiny-s1of2", "tiny-s2of2"}
     for tenant, per_method in result["quality"].items():
-        for method in ("default", "rrf", "keyword-only"):
+        for method in ("default", "default-folded", "rrf", "keyword-only"):
             q = per_method[method]
             assert q["errors"] == 0, (tenant, method)
             assert q["ndcg@10"] > 0.5, (tenant, method, q)
