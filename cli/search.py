@@ -45,7 +45,7 @@ async def _search(args: argparse.Namespace) -> int:
     the key decides), else the operator (the CLI's own key)."""
     request = rag_pb.SearchAndRankRequest(
         tenant_id=args.tenant, persona_id=args.persona, user_query_text=args.query, top_k_final_rank=args.top_k,
-        expand_query_with_llm=args.expand,
+        expand_query_with_llm=args.expand, fold_duplicates=True if args.fold_duplicates else None,
         ranking_prefs=pb.RankingPreferences(profile_name=args.profile, explain=True, rerank=args.rerank))
     key = cli_settings(args).api_key.get_secret_value()   # search as that user when the pipeline requires auth,
     signing = None if key else credentials(args, "rag_pipeline")   # else as the operator (public documents)
@@ -86,6 +86,10 @@ async def _search(args: argparse.Namespace) -> int:
                       f"{s.richness:.3f}", f"{s.reputation:.3f}", a.title[:48], a.source_type,
                       time.strftime("%Y-%m-%d", time.gmtime(a.modified_unix)) if a.modified_unix else "-")
     console.print(table)
+    for r in response.results:
+        if r.duplicates:
+            console.print(f"{escape(r.associated_artifact.artifact_id)} folds "
+                          + ", ".join(escape(d.artifact_id) for d in r.duplicates))
     if response.results:
         top = response.results[0]
         console.print(f"[bold]top snippet[/bold] ({top.persona_knowledge_entry_id}): {top.snippet}")
@@ -122,6 +126,8 @@ def register(sub: argparse._SubParsersAction) -> None:
     search.add_argument("--expand", action="store_true")
     search.add_argument("--rerank", action="store_true")
     search.add_argument("--json", action="store_true", help="print the raw response as JSON")
+    search.add_argument("--fold-duplicates", action="store_true",
+                        help="fold near-identical documents into one result (default: the profile's setting)")
     search.add_argument("--as-operator", action="store_true",
                         help="authentication off: search as the operator (every document of any tenant) "
                              "instead of as the local principal that MCP callers get")
