@@ -98,6 +98,12 @@ def fingerprint(request: SearchRequest) -> str:
     return digest.hexdigest()[:32]
 
 
+def _slim(r: RankedResult) -> RankedResult:
+    """A held local result without its texts (and its folded copies' alike): read again for its page."""
+    return replace(r, entry=replace(r.entry, text="", content_summary=""), snippet="", highlights=(),
+                   duplicates=tuple(_slim(d) for d in r.duplicates))
+
+
 def _b64(raw: bytes) -> str:
     return base64.urlsafe_b64encode(raw).rstrip(b"=").decode("ascii")
 
@@ -177,9 +183,7 @@ class Pages:
         depth = max(size, min(size * MAX_PAGES, MAX_DEPTH, asked.top_k_initial))
         deep = replace(request, top_k_final=depth, top_k_initial=asked.top_k_initial)
         ranking = (await self._pipeline.search_for(deep, principal, scope)).results    # not logged: pages are
-        slim = tuple(r if r.source_id != LOCAL else   # a local text is read again for its page
-                     replace(r, entry=replace(r.entry, text="", content_summary=""), snippet="", highlights=())
-                     for r in ranking)
+        slim = tuple(r if r.source_id != LOCAL else _slim(r) for r in ranking)   # a local text: read again
         held = replace(held, results=slim)
         self._held[(who, rid)] = held
         return held
@@ -210,7 +214,7 @@ class Pages:
     async def _still_visible(self, results: list[RankedResult], query: str, tenant: str,
                              principal: Principal | None) -> list[RankedResult | None]:
         """Each result re-read from its source as the caller (None: deleted, hidden or unusable now)."""
-        local = [r.entry.id for r in results if r.source_id == LOCAL]
+        local = [c.entry.id for r in results if r.source_id == LOCAL for c in (r, *r.duplicates)]
         hits = {}
         if local:
             with acting_for(principal):
@@ -226,13 +230,17 @@ class Pages:
                                                federation.source_for(principal, r.source_id) is not None)
                 out.append(r if usable else None)
                 continue
-            hit = hits.get(r.entry.id)
-            if hit is None or (principal is not None and self._pipeline.access.entry_denial(principal, hit)):
+            # a folded group (folding.py): the copies still visible, the first of them representing it
+            copies = [(c, h) for c in (r, *r.duplicates) if (h := hits.get(c.entry.id)) is not None
+                      and not (principal is not None and self._pipeline.access.entry_denial(principal, h))]
+            if not copies:
                 out.append(None)
                 continue
+            (first, hit), rest = copies[0], copies[1:]
             snippet = make_snippet(hit.entry.text, query)
-            out.append(replace(r, entry=hit.entry, artifact=hit.artifact, snippet=snippet,
-                               highlights=highlights(snippet, query)))
+            out.append(replace(first, entry=hit.entry, artifact=hit.artifact, snippet=snippet,
+                               highlights=highlights(snippet, query),
+                               duplicates=tuple(replace(c, entry=h.entry, artifact=h.artifact) for c, h in rest)))
         return out
 
     # -- the held rankings -----------------------------------------------------------------

@@ -255,17 +255,23 @@ class Writes(Checks):
         """Give every chunk point stored without a `text_hash` (before it existed) the hash of its
         stored text (shared/text_hash.py); run once by `_ensure`, after `recover`. Derived data:
         `vector_sha` and the consistency check do not read it. Returns the points hashed."""
-        points = await self._scroll({"collection_name": self._names.chunks}, qm.Filter(must=[
-            qm.IsEmptyCondition(is_empty=qm.PayloadField(key="text_hash"))]), payload=["tenant_id", "text"])
-        for start in range(0, len(points), 256):
+        missing = qm.Filter(must=[qm.IsEmptyCondition(is_empty=qm.PayloadField(key="text_hash"))])
+        done, seen = 0, set()
+        while True:         # a page at a time: the points hashed no longer match, so always the first page
+            points, _ = await self._call("scroll", collection_name=self._names.chunks, scroll_filter=missing,
+                                         limit=256, with_payload=["tenant_id", "text"], with_vectors=False)
+            if not points or seen.issuperset(p.id for p in points):     # none left (or none Qdrant sees as set)
+                break
+            seen.update(p.id for p in points)
             ops = [qm.SetPayloadOperation(set_payload=qm.SetPayload(
                 payload={"text_hash": text_hash(p.payload.get("text") or "")}, points=[p.id],
-                shard_key=self._shard(p.payload.get("tenant_id", "")))) for p in points[start:start + 256]]
+                shard_key=self._shard(p.payload.get("tenant_id", "")))) for p in points]
             await self._call("batch_update_points", collection_name=self._names.chunks, update_operations=ops,
                              wait=True)
-        if points:
-            log.info("text hashes backfilled for %d chunk points", len(points))
-        return len(points)
+            done += len(points)
+        if done:
+            log.info("text hashes backfilled for %d chunk points", done)
+        return done
 
     async def delete(self, tenant_id: str, artifact_ids: Sequence[str]) -> tuple[int, int]:
         validation.tenant_id(tenant_id)

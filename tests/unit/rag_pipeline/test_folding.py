@@ -10,6 +10,7 @@ from ranking.profile import RankingProfile
 from services.rag_pipeline.core import RagPipeline
 from services.rag_pipeline.folding import FOLD_COSINE, fold, folded_into, visible_copies
 from services.rag_pipeline.models import RankedResult, SearchRequest
+from services.rag_pipeline.pages import Pages, _slim
 from shared.records import ArtifactSummary, Entry
 from shared.settings import RagPipelineSettings
 from shared.text_hash import text_hash
@@ -89,3 +90,20 @@ async def test_folding_is_off_by_default_and_on_by_the_request_or_the_profile(pi
     pipeline._profiles.clear()
     assert await ids(pipeline) == on
     assert await ids(pipeline, fold_duplicates=False) == off
+
+
+async def test_a_later_page_lists_only_copies_still_there_and_promotes_one_when_the_representative_is_gone(
+        pipeline):
+    response = await pipeline.search_and_rank(SearchRequest("acme", "reset the battery controller", top_k_final=3,
+                                                            fold_duplicates=True))
+    group = _slim(response.results[0])               # as a held ranking keeps it
+    rep, [copy] = group.artifact.artifact_id, [d.artifact.artifact_id for d in group.duplicates]
+    pages = Pages(pipeline)
+    [same] = await pages._still_visible([group], "battery", "acme", None)
+    assert (same.artifact.artifact_id, [d.artifact.artifact_id for d in same.duplicates]) == (rep, [copy])
+    assert group.entry.text == "" and same.entry.text == CORPUS[rep]          # read again for the page
+    await pipeline.knowledge.store.delete("acme", [rep])
+    [promoted] = await pages._still_visible([group], "battery", "acme", None)
+    assert (promoted.artifact.artifact_id, promoted.duplicates) == (copy, ())
+    await pipeline.knowledge.store.delete("acme", [copy])
+    assert await pages._still_visible([group], "battery", "acme", None) == [None]
