@@ -42,7 +42,7 @@ from services.rag_pipeline.models import (
 from services.rag_pipeline.tools import RagTools, register_rag_tools
 from services.rag_pipeline.pages import Pages
 from services.rag_pipeline.folding import duplicate_values
-from services.rag_pipeline.tools.schemas import DuplicateOut, FoldDuplicates
+from services.rag_pipeline.tools.schemas import DuplicateOut, FoldDuplicates, duplicates_field
 from services.rag_pipeline.tools.budget import RANKED, BudgetOut, MaxTokens, budget_field
 from services.rag_pipeline.tools.paging import Cursor, cursor_field, fit_page
 from services.rag_pipeline.tools.topics import register_topic_tools
@@ -109,7 +109,7 @@ class RankedResultOut(BaseModel):
     source_id: str = "local"                # "local" or the remote source it comes from (federation)
     #: [start, end) of each word of `snippet` matching an analysed query term, in Unicode code points
     highlights: list[tuple[int, int]] = Field(default_factory=list)
-    duplicates: list[DuplicateOut] = Field(default_factory=list)   # fold_duplicates: the copies folded into it
+    duplicates: list[DuplicateOut] | None = duplicates_field()   # fold_duplicates: the copies folded into it
 
 
 class SourceReportOut(BaseModel):
@@ -203,7 +203,7 @@ def search_response_out(r: SearchResponse) -> SearchAndRankOut:
                 name: four(v) if _EXPLANATION_HINTS[name] == FourR else v
                 for name, v in explanation_values(e).items()}),
             source_id=x.source_id, highlights=list(x.highlights),
-            duplicates=[DuplicateOut(**duplicate_values(d)) for d in x.duplicates],
+            duplicates=[DuplicateOut(**duplicate_values(d)) for d in x.duplicates] or None,
         ))
     return SearchAndRankOut(
         results=results, debug_information=r.debug, degraded=r.degraded, degraded_reasons=list(r.degraded_reasons),

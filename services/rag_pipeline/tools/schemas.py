@@ -45,6 +45,12 @@ class DuplicateOut(BaseModel):
     file_name: str = ""
 
 
+def duplicates_field() -> Any:
+    """The `duplicates` field of a result: absent unless copies were folded into it (so an answer
+    without folding is as before, and a `rag_search` segment keeps its seed-002 shape)."""
+    return Field(default=None, exclude_if=lambda v: not v)
+
+
 # ---------------------------------------------------------------------------- seed 002 types
 class SegmentOut(BaseModel):
     segment_uid: str
@@ -56,7 +62,7 @@ class SegmentOut(BaseModel):
     source_url: str | None = None
     #: [start, end) of each word of `segment_summary` matching an analysed query term (code points)
     highlights: list[tuple[int, int]] | None = None
-    duplicates: list[DuplicateOut] | None = None     # fold_duplicates: the copies folded into this segment
+    duplicates: list[DuplicateOut] | None = duplicates_field()   # fold_duplicates: the copies folded into it
 
 
 class SourceStatusOut(BaseModel):
@@ -235,7 +241,7 @@ class HitOut(BaseModel):
     timestamp: str | None = None
     #: [start, end) of each word of `snippet` matching an analysed query term (code points)
     highlights: list[tuple[int, int]] | None = None
-    duplicates: list[DuplicateOut] | None = None     # fold_duplicates: the copies folded into this hit
+    duplicates: list[DuplicateOut] | None = duplicates_field()   # fold_duplicates: the copies folded into it
 
 
 class RawStatsOut(BaseModel):
