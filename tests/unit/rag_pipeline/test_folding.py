@@ -6,7 +6,9 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+from nucleus.v1 import rag_pipeline_pb2 as rag_pb
 from ranking.profile import RankingProfile
+from services.rag_pipeline.convert import request_from_pb, result_to_pb
 from services.rag_pipeline.core import RagPipeline
 from services.rag_pipeline.folding import FOLD_COSINE, fold, folded_into, visible_copies
 from services.rag_pipeline.models import RankedResult, SearchRequest
@@ -107,3 +109,13 @@ async def test_a_later_page_lists_only_copies_still_there_and_promotes_one_when_
     assert (promoted.artifact.artifact_id, promoted.duplicates) == (copy, ())
     await pipeline.knowledge.store.delete("acme", [copy])
     assert await pages._still_visible([group], "battery", "acme", None) == [None]
+
+
+def test_the_flag_and_the_duplicates_cross_grpc():
+    assert request_from_pb(rag_pb.SearchAndRankRequest(tenant_id="t", user_query_text="q")).fold_duplicates is None
+    for flag in (True, False):
+        request = rag_pb.SearchAndRankRequest(tenant_id="t", user_query_text="q", fold_duplicates=flag)
+        assert request_from_pb(request).fold_duplicates is flag
+    out, _ = fold((result("pdf", 0.9, "One text."), result("html", 0.8, "ONE text")), {}, k=10)
+    [msg] = [result_to_pb(r) for r in out]
+    assert [(d.artifact_id, d.entry_id) for d in msg.duplicates] == [("html", "html#0")]
