@@ -26,7 +26,7 @@ def _doc(aid: str, text: str, groups: tuple[str, ...] = ()) -> DocumentIn:
 
 
 def _groups(body: dict) -> list[tuple[str, list[str]]]:
-    return [(r["associated_artifact"]["artifact_id"], [d["artifact_id"] for d in r["duplicates"]])
+    return [(r["associated_artifact"]["artifact_id"], [d["artifact_id"] for d in r.get("duplicates", ())])
             for r in body["results"] if r["associated_artifact"]["artifact_id"].startswith("zephyrine")]
 
 
@@ -48,6 +48,7 @@ async def test_copies_fold_into_one_result_and_a_hidden_copy_is_never_shown_or_n
         await ks.delete("acme", [HIDDEN, PDF, HTML])
         await ks.close()
     assert sorted(a for a, _ in _groups(off)) == [PDF, HTML]              # off by default: both copies
+    assert not any("duplicates" in r for r in off["results"])            # and the answer as before
     assert _groups(on) == [(PDF, [HTML])]                                 # one result, the hidden copy not named
     assert on["results"][0]["duplicates"][0] == {
         "artifact_id": HTML, "entry_id": f"{HTML}#0", "title": "Zephyrine valve audit", "source_id": "hr-policies",

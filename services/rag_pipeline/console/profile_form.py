@@ -55,7 +55,7 @@ def editable_fields() -> list[FormField]:
 def _value(field: FormField, raw: str | None) -> Any:
     text = (raw or "").strip()
     if field.kind == "flag":
-        return raw is not None and text not in ("", "0", "false", "off")
+        return raw is not None and text.lower() not in ("", "0", "false", "off")
     if field.kind == "number":
         try:
             value = float(text)
