@@ -524,11 +524,10 @@ class RagPipeline:
     async def _fetch(self, q: _Query, merged: list[Merged], candidates: Candidates, ranked: Any,
                      config: RankingConfig, final_k: int, now: float, learned: Any,
                      fed: FederatedSearch | None) -> tuple[RankedResult, ...]:
-        """The chosen entries read in one call (fetch.py: one deleted since the search is refilled),
-        with snippets and explanations; copies folded when asked (folding.py)."""
+        """The chosen entries read in one call (fetch.py), copies folded when asked (folding.py), explained."""
         if ranked is None:
             return ()
-        r = q.request
+        r, vectors = q.request, await folding.prefetch(self._ks, q, merged, ranked) if q.fold else None
         kept, kept_candidates, ranked = await load_results(
             self._ks, r.tenant_id, merged, candidates, ranked, config, final_k, q.reasons, q.vanished,
             timeout_s=q.settings.retrieval_timeout_s)
@@ -536,9 +535,10 @@ class RagPipeline:
             q.notes.append(f"vanished={len(q.vanished)} (deleted during the search, refilled)")
         results: tuple[RankedResult, ...] = ()
         if ranked is not None:
-            results = build_results(kept, ranked, kept_candidates, config, r.query, r.prefs.explain,
-                                    now_unix=now, learned=learned)
-            results = await folding.fold_results(self._ks, q, results) if q.fold else results
+            folded = folding.Folded(q, kept, ranked, vectors) if q.fold else None    # groups, then their results
+            results = build_results(kept, folded.ranked if folded else ranked, kept_candidates, config, r.query,
+                                    r.prefs.explain, now_unix=now, learned=learned)
+            results = folded.attach(results) if folded else results
             if fed is not None:
                 results, repeats = without_local_repeats(results, r.top_k_final)
                 if repeats:

@@ -15,13 +15,15 @@ instead of top_k_final, and `fold` walks them best first:
 - **Access.** The fold sees only what the caller's search returned: the store applied the
   caller's tenant, groups, source rules and session tags to both legs, so a copy the caller
   may not see is never a candidate — it never represents a group, suppresses a visible copy
-  or is named. The stored vectors are read in one call made as the caller (`acting_for`), for
-  those results only. A caller's own post-filter on tags (access.py `Scope.post_tags`) keeps
-  a group's first copy that passes it (`visible_copies`).
+  or is named. The window's entries and stored vectors are read in one call made as the
+  caller (`acting_for`, `prefetch`), for those candidates only. A caller's own post-filter on
+  tags (access.py `Scope.post_tags`) keeps a group's first copy that passes it (`visible_copies`).
 - **Remote results** are never folded here (federation folds its own: federation/dedupe.py).
 
 `folded_into` reads a ranking's folds as {folded artifact id: representative artifact id}.
-With folding off nothing here runs.
+The groups are formed on the ranked rows before any result is built (`Folded`), so snippets
+and explanations are made for the results shown and their copies only. With folding off nothing
+here runs.
 """
 from __future__ import annotations
 
@@ -37,6 +39,7 @@ from shared.text_hash import text_hash
 FOLD_COSINE = 0.98      # the cosine of two stored unit vectors above which two results are copies
 FOLD_WINDOW = 3         # ranked candidates looked at: FOLD_WINDOW × top_k_final
 LOCAL = "local"
+PER_ROW = ("rows", "overall", "factors", "contributions", "dense_norm", "bm25_norm", "probability")   # ranking.Ranked
 
 
 def wanted(request: SearchRequest, profile: Any) -> bool:
@@ -49,63 +52,92 @@ def plan(request: SearchRequest, profile: Any, final_k: int) -> tuple[int, int]:
     return (final_k, final_k * FOLD_WINDOW) if wanted(request, profile) else (0, final_k)
 
 
-def _hash(r: RankedResult) -> str:
-    return r.entry.text_hash or text_hash(r.entry.text)
+Item = tuple[str, str, float, str, bool]       # (artifact id, entry id, overall, text hash, local)
+
+
+def _groups(items: Sequence[Item], vectors: dict[str, np.ndarray], k: int) -> tuple[list[int], dict[int, list[int]]]:
+    """(the first `k` representatives, in input order; each one's copies, best first) of ranked
+    `items` (module docstring: detection and tie-break; a remote item is its own group)."""
+    order = sorted((i for i, it in enumerate(items) if it[4]), key=lambda i: (-items[i][2], items[i][0], items[i][1]))
+    reps: list[int] = []
+    members: dict[int, list[int]] = {i: [] for i, it in enumerate(items) if not it[4]}
+    by_hash: dict[str, int] = {}
+    for i in order:
+        artifact, entry, _, hashed, _ = items[i]
+        rep = by_hash.get(hashed) if hashed else None
+        if rep is not None and items[rep][0] == artifact:
+            rep = None
+        if rep is None and entry in vectors:
+            v = vectors[entry]
+            rep = next((j for j in reps if items[j][1] in vectors and items[j][0] != artifact
+                        and float(np.dot(vectors[items[j][1]], v)) >= FOLD_COSINE), None)
+        if rep is None:
+            reps.append(i)
+            members[i] = []
+            if hashed:
+                by_hash.setdefault(hashed, i)
+        else:
+            members[rep].append(i)
+    shown = sorted(members)[:k]
+    return shown, {i: members[i] for i in shown}
 
 
 def fold(results: Sequence[RankedResult], vectors: dict[str, np.ndarray], k: int
          ) -> tuple[tuple[RankedResult, ...], dict[str, str]]:
-    """The results with copies folded (module docstring), at most `k`, in their ranked order,
-    and {folded artifact id: representative artifact id}. `vectors`: stored unit vectors by
-    entry id (an entry without one is compared by its hash only)."""
-    local = [i for i, r in enumerate(results) if r.source_id == LOCAL]
-    order = sorted(local, key=lambda i: (-results[i].overall, results[i].artifact.artifact_id, results[i].entry.id))
-    reps: list[int] = []
-    members: dict[int, list[int]] = {}
-    by_hash: dict[str, int] = {}
-    for i in order:
-        r = results[i]
-        rep = by_hash.get(_hash(r)) if _hash(r) else None
-        if rep is not None and results[rep].artifact.artifact_id == r.artifact.artifact_id:
-            rep = None
-        if rep is None and r.entry.id in vectors:
-            v = vectors[r.entry.id]
-            rep = next((j for j in reps if results[j].entry.id in vectors
-                        and results[j].artifact.artifact_id != r.artifact.artifact_id
-                        and float(np.dot(vectors[results[j].entry.id], v)) >= FOLD_COSINE), None)
-        if rep is None:
-            reps.append(i)
-            members[i] = []
-            if _hash(r):
-                by_hash.setdefault(_hash(r), i)
-        else:
-            members[rep].append(i)
-    folded = {results[m].artifact.artifact_id: results[rep].artifact.artifact_id
-              for rep, ms in members.items() for m in ms}
-    gone = {m for ms in members.values() for m in ms}
-    out = tuple(replace(r, duplicates=tuple(results[m] for m in members[i])) if members.get(i) else r
-                for i, r in enumerate(results) if i not in gone)
-    return out[:k], folded
+    """Ranked `results` with copies folded, at most `k`, and {folded artifact id: representative
+    artifact id} (module docstring). `vectors`: stored unit vectors by entry id (an entry without
+    one is compared by its hash only)."""
+    shown, members = _groups([(r.artifact.artifact_id, r.entry.id, r.overall, r.entry.text_hash
+                               or text_hash(r.entry.text), r.source_id == LOCAL) for r in results], vectors, k)
+    out = tuple(replace(results[i], duplicates=tuple(results[m] for m in members[i])) if members[i] else results[i]
+                for i in shown)
+    return out, folded_into(out)
 
 
-async def fold_results(ks: Any, q: Any, results: tuple[RankedResult, ...]) -> tuple[RankedResult, ...]:
-    """The fold stage of a search (`q`: core.py's query in flight, `q.fold` its top_k_final):
-    the local results' stored vectors read in one call, then `fold`. The vectors unavailable:
-    folded by the hash alone, the note says so. `q.folded` gets what was folded into what."""
-    ids = [r.entry.id for r in results if r.source_id == LOCAL]
-    vectors: dict[str, np.ndarray] = {}
-    if len(ids) > 1:
-        try:
-            hits, stored = await ks.get_entries_with_vectors(q.request.tenant_id, ids,
-                                                             timeout_s=q.settings.retrieval_timeout_s)
-            vectors = {h.entry.id: np.asarray(v, np.float32) for h, v in zip(hits, stored) if v is not None}
-        except NucleusError as err:
-            q.notes.append(f"fold: stored vectors unavailable, folded by text hash only ({err})")
-    folded_results, folded = fold(results, vectors, q.fold)
-    q.folded.update(folded)
-    q.notes.append(f"folded={len(folded)}")
-    q.mark("fold")
-    return folded_results
+async def prefetch(ks: Any, q: Any, merged: Sequence[Any], ranked: Any) -> dict[str, np.ndarray]:
+    """The fold's one store call (`q`: core.py's query in flight): the ranked window's local
+    entries with their stored vectors — their hits kept on the candidates, so the fetch stage reads
+    none again. The call failing: {} (folded by the text hash alone, the note says so; the fetch
+    stage reads the hits itself)."""
+    local = [merged[r] for r in ranked.rows.tolist() if not merged[r].origin and merged[r].hit is None]
+    if not local:
+        return {}
+    try:
+        hits, stored = await ks.get_entries_with_vectors(q.request.tenant_id, [m.entry_id for m in local],
+                                                         timeout_s=q.settings.retrieval_timeout_s)
+    except NucleusError as err:
+        q.notes.append(f"fold: stored vectors unavailable, folded by text hash only ({err})")
+        return {}
+    found = {h.entry.id: h for h in hits}
+    for m in local:
+        m.hit = found.get(m.entry_id, m.hit)
+    return {h.entry.id: np.asarray(v, np.float32) for h, v in zip(hits, stored) if v is not None}
+
+
+class Folded:
+    """A folding search's groups over its ranked rows, before any result is built (`rows`), and
+    the results built for them put together (`attach`)."""
+
+    def __init__(self, q: Any, merged: Sequence[Any], ranked: Any, vectors: dict[str, np.ndarray]) -> None:
+        rows = ranked.rows.tolist()
+        items = [(m.artifact_id, m.entry_id, score, (m.hit.entry.text_hash or text_hash(m.hit.entry.text))
+                  if m.hit is not None else "", not m.origin)
+                 for m, score in ((merged[r], s) for r, s in zip(rows, ranked.overall.tolist()))]
+        shown, members = _groups(items, vectors, q.fold)
+        keep = sorted({*shown, *(j for ms in members.values() for j in ms)})
+        at = {pos: n for n, pos in enumerate(keep)}
+        self.groups = [(at[i], [at[j] for j in members[i]]) for i in shown]
+        n = len(rows)
+        index = np.asarray(keep, np.intp)
+        self.ranked = replace(ranked, **{name: getattr(ranked, name)[index] for name in PER_ROW
+                                         if len(getattr(ranked, name)) == n})
+        q.folded.update({items[j][0]: items[i][0] for i in shown for j in members[i]})
+        q.notes.append(f"folded={sum(map(len, members.values()))}")
+
+    def attach(self, results: Sequence[RankedResult]) -> tuple[RankedResult, ...]:
+        """The results built for `self.ranked`'s rows, each representative listing its copies."""
+        return tuple(replace(results[i], duplicates=tuple(results[j] for j in ms)) if ms else results[i]
+                     for i, ms in self.groups)
 
 
 def visible_copies(results: Sequence[RankedResult], keep: Callable[[tuple[str, ...]], bool]

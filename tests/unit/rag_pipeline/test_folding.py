@@ -84,6 +84,9 @@ async def test_folding_is_off_by_default_and_on_by_the_request_or_the_profile(pi
     off = await ids(pipeline)
     assert {a for a, _ in off[:2]} == {"battery.html", "battery.pdf"} and len(off) == 3
     on = await ids(pipeline, fold_duplicates=True)
+    debug = (await pipeline.search_and_rank(SearchRequest("acme", "reset the battery controller", top_k_final=3,
+                                                          fold_duplicates=True))).debug
+    assert "folded=1" in debug and "unavailable" not in debug          # its one store call answered
     assert on[0] in (("battery.html", ["battery.pdf"]), ("battery.pdf", ["battery.html"]))
     assert len(on) == 3 and {a for a, _ in on[1:]} == {"turbine", "garden"}      # the freed place refilled
     await pipeline.put_profile(RankingProfile(tenant_id="acme", name="folds", is_default=True, fold_duplicates=True))
