@@ -35,6 +35,7 @@ from services.rag_pipeline.models import (
     Explanation,
     FourR,
     Preferences,
+    RankedResult,
     SearchRequest,
     SearchResponse,
     explanation_values,
@@ -107,6 +108,9 @@ class RankedResultOut(BaseModel):
     source_id: str = "local"                # "local" or the remote source it comes from (federation)
     #: [start, end) of each word of `snippet` matching an analysed query term, in Unicode code points
     highlights: list[tuple[int, int]] = Field(default_factory=list)
+    #: the signed link of the document (docs/MCP.md); a federated one's is recorded as handed to the caller,
+    #: so verify_document_access answers for it. None: a remote result without an http(s) URL
+    uri: str | None = None
 
 
 class SourceReportOut(BaseModel):
@@ -185,7 +189,7 @@ def four(values: tuple[float, float, float, float]) -> FourRScoresOut:
     return FourRScoresOut(relevancy=values[0], recency=values[1], richness=values[2], reputation=values[3])
 
 
-def search_response_out(r: SearchResponse) -> SearchAndRankOut:
+def search_response_out(r: SearchResponse, link: Callable[[RankedResult], str] = lambda _: "") -> SearchAndRankOut:
     results = []
     for x in r.results:
         a = x.artifact
@@ -198,7 +202,7 @@ def search_response_out(r: SearchResponse) -> SearchAndRankOut:
             explanation=None if e is None else ExplanationOut(**{
                 name: four(v) if _EXPLANATION_HINTS[name] == FourR else v
                 for name, v in explanation_values(e).items()}),
-            source_id=x.source_id, highlights=list(x.highlights),
+            source_id=x.source_id, highlights=list(x.highlights), uri=link(x) or None,
         ))
     return SearchAndRankOut(
         results=results, debug_information=r.debug, degraded=r.degraded, degraded_reasons=list(r.degraded_reasons),
@@ -224,8 +228,8 @@ def profile_out(p: RankingProfile) -> ProfileOut:
 
 
 def register_core_tools(mcp: MCPServer, pipeline: RagPipeline, principal: Callable[[Context], Principal],
-                        pages: Pages) -> None:
-    """search_and_rank (its pages: `pages`), ranking profiles and feedback."""
+                        pages: Pages, cite: Callable[[Principal, RankedResult], str]) -> None:
+    """search_and_rank (its pages: `pages`; each result's link: `cite`), ranking profiles and feedback."""
 
     @mcp.tool(annotations=READ, name="search_and_rank", description=(
         "Hybrid retrieval (dense + BM25) over the caller's tenant, ranked by the 4R factors "
@@ -265,7 +269,7 @@ def register_core_tools(mcp: MCPServer, pipeline: RagPipeline, principal: Callab
                 expand=expand_query_with_llm, sources=tuple(sources or ()),
             )
             page = await pages.search(request, who, cursor=cursor)
-            out = search_response_out(page.response)
+            out = search_response_out(page.response, lambda r: cite(who, r))
             out._page = page
             return fit_page(out, max_tokens, RANKED)
         return await guarded(run)
@@ -361,7 +365,7 @@ def build_mcp(pipeline: RagPipeline, rag_tools: RagTools, *, token_verifier: Any
     mcp.middleware.append(tool_audit_middleware(rag_tools.audit, principal_of))
     if limiter is not None:
         mcp.middleware.append(rate_limit_middleware(limiter, principal_of))
-    register_core_tools(mcp, pipeline, rag_tools.principal, rag_tools.pages)
+    register_core_tools(mcp, pipeline, rag_tools.principal, rag_tools.pages, rag_tools.verifier.cite)
     register_rag_tools(mcp, rag_tools)
     register_topic_tools(mcp, topic_tools or TopicTools(rag_tools))
     return mcp

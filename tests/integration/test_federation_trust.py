@@ -479,6 +479,11 @@ async def test_a_two_tool_seed000_server_is_searched_and_its_hits_join_the_unifi
     assert scores == sorted(scores, reverse=True)
     assert {_dense(out, "twotool")[k][1] for k in _dense(out, "twotool")} == {"rescored"}   # on the local scale
     assert "twotool:seg-alice-private" in {r["persona_knowledge_entry_id"] for r in out["results"]}
+    # each result carries its signed link; a federated one was recorded as returned to alice, so it verifies
+    (hit,) = [r for r in out["results"] if r["persona_knowledge_entry_id"] == "twotool:seg-alice-private"]
+    assert "/documents/twotool%3Aseg-alice-private?" in hit["uri"], hit
+    verified = await call(fed, "alice", "verify_document_access", {"segment_uid": "twotool:seg-alice-private"})
+    assert verified["has_access"] is True, verified
     # no synthesis tool there: the answer is synthesized here, over the unified ranking
     synth = await call(fed, "alice", "rag_get_synthesized_results", {"username": "alice", "query": "battery recall",
                                                                      "sources": ["twotool"]})
