@@ -67,6 +67,7 @@ class _Held:
     results: tuple[RankedResult, ...] | None  # the deep ranking, best first (local texts dropped); None: not yet
     expires_unix: int
     answer: SearchResponse                  # the first page's answer without results (search id, profile)
+    request: SearchRequest | None = None    # as the caller sent it (a why-not names it by its search id)
 
 
 @dataclass(frozen=True, slots=True)
@@ -164,7 +165,7 @@ class Pages:
         if len(shown) < asked.top_k_final:
             return Page(response, shown, len(shown), lambda _offset: None)
         rid, exp, fp = secrets.token_urlsafe(12), int(self._clock()) + TTL_S, fingerprint(request)
-        self._put(who, rid, _Held(fp, asked.query, None, exp, replace(response, results=(), timings=())))
+        self._put(who, rid, _Held(fp, asked.query, None, exp, replace(response, results=(), timings=()), request))
         return Page(response, shown, len(shown), lambda offset: self._cursor(who, rid, fp, offset, exp))
 
     async def _ranked(self, held: _Held, rid: str, request: SearchRequest, principal: Principal | None,
@@ -256,6 +257,19 @@ class Pages:
             mine.remove(key[1])
         if not mine:
             self._by_caller.pop(key[0], None)
+
+    def held_request(self, principal: Principal | None, tenant_id: str, search_id: str) -> SearchRequest:
+        """The request of this caller's recent search `search_id` (why_not.py): one whose first page
+        is held (a full page, within `TTL_S`); any other id, another caller's included, is refused alike."""
+        who = caller_key(principal, self._pipeline.tenant_for(tenant_id, principal))
+        now = int(self._clock())
+        for rid in self._by_caller.get(who, ()):
+            held = self._held.get((who, rid))
+            if (held is not None and held.request is not None and held.expires_unix >= now
+                    and hmac.compare_digest(held.answer.search_id.encode(), search_id.encode("utf-8", "replace"))):
+                return held.request
+        raise InvalidArgument("search_id", f"names no search of yours this server holds (a search whose first "
+                                           f"page was full, for {TTL_S} s); give the search request instead")
 
     def _get(self, who: CallerKey, rid: str) -> _Held:
         held = self._held.get((who, rid))
