@@ -141,11 +141,14 @@ def missing(artifact_id: str) -> WhyNotDocOut:
 # -- the explanation ----------------------------------------------------------------------------
 
 
-async def why_not(pipeline: RagPipeline, pages: Pages, request: SearchRequest | None, principal: Principal | None,
-                  artifact_ids: list[str] | tuple[str, ...], search_id: str = "") -> WhyNotOut:
+async def why_not(pipeline: RagPipeline, pages: Pages | None, request: SearchRequest | None,
+                  principal: Principal | None, artifact_ids: list[str] | tuple[str, ...], search_id: str = ""
+                  ) -> WhyNotOut:
     """Why each of `artifact_ids` is not among the results of `request` (or of the caller's
     recent search `search_id`), for a verified caller (None: authentication off)."""
     ids = checked_ids(artifact_ids)
+    if search_id and pages is None:
+        raise InvalidArgument("search_id", "is not accepted here; give the search request")
     if search_id:
         request = pages.held_request(principal, request.tenant_id if request else "", search_id)
     if request is None:
