@@ -43,7 +43,7 @@ from services.knowledge_store.models import StoreStatus
 from services.rag_pipeline.ports import KnowledgeSource, LanguageModel
 from services.rag_pipeline.results import build_results, ranking_config, recency_applies
 from services.rag_pipeline.validation import check_operator_options, settings_for, validate_request
-from services.rag_pipeline.why_not import CAPTURE
+from services.rag_pipeline.capture import CAPTURE
 from shared.errors import DeadlineExceeded, InvalidArgument, NotFound, NucleusError, PermissionDenied, Unavailable
 from shared.auth.config import EMPTY_CONFIG
 from shared.bounds import INT32_MAX, check_int
@@ -341,7 +341,7 @@ class RagPipeline:
             ranked, candidates, config, learned = await self._rank(q, merged, legs, profile, intent.has_intent,
                                                                    now, final_k)
             results = await self._fetch(q, merged, candidates, ranked, config, final_k, now, learned, fed)
-            if (capture := CAPTURE.get()) is not None:       # a why-not's search (why_not.py)
+            if (capture := CAPTURE.get()) is not None:       # a why-not's search (capture.py)
                 capture.took(request, legs, merged, candidates, config, results)
         finally:
             self._searching -= 1

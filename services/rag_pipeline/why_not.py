@@ -26,8 +26,7 @@ request is held by pages.py under the caller's key, `Pages.held_request`):
 from __future__ import annotations
 
 import math
-from contextvars import ContextVar
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, replace
 from datetime import datetime, timezone
 from typing import TYPE_CHECKING, Any
 
@@ -36,8 +35,9 @@ from pydantic import BaseModel, Field
 
 from ranking import rank
 from services.rag_pipeline.access import same_as_missing
+from services.rag_pipeline.capture import CAPTURE, Captured
 from services.rag_pipeline.federation.hits import LOCAL
-from services.rag_pipeline.models import FACTORS, RankedResult, SearchRequest
+from services.rag_pipeline.models import FACTORS, SearchRequest
 from services.rag_pipeline.pages import MAX_DEPTH, MAX_PAGES
 from shared.errors import InvalidArgument, NotFound
 from shared.identity import Principal, acting_for
@@ -50,27 +50,6 @@ if TYPE_CHECKING:
 MAX_IDS = 5
 MAX_ID_CHARS = 256
 PROBE_K = 1_000                  # entries of the asked documents the probe reads per leg
-
-# -- what the search ranked ---------------------------------------------------------------------
-
-
-@dataclass(slots=True)
-class Captured:
-    """What one search ranked, handed over by `RagPipeline._search` while `CAPTURE` is set."""
-    request: SearchRequest | None = None        # validated
-    legs: Any = None                            # core._Legs: phrases, vectors, each leg's columns
-    merged: list = field(default_factory=list)  # merge.Merged per candidate
-    candidates: Any = None                      # ranking.Candidates of `merged`
-    config: Any = None                          # ranking.RankingConfig
-    results: tuple[RankedResult, ...] = ()
-
-    def took(self, request: SearchRequest, legs: Any, merged: list, candidates: Any, config: Any,
-             results: tuple[RankedResult, ...]) -> None:
-        self.request, self.legs, self.merged, self.candidates, self.config = request, legs, merged, candidates, config
-        self.results = results
-
-
-CAPTURE: ContextVar[Captured | None] = ContextVar("nucleus_why_not_capture", default=None)
 
 # -- the answer ---------------------------------------------------------------------------------
 

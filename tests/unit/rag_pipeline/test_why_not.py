@@ -9,7 +9,8 @@ import pytest
 from ranking import RankingConfig, rank
 from services.rag_pipeline.merge import Merged, ranking_candidates
 from services.rag_pipeline.models import RankedResult, SearchRequest
-from services.rag_pipeline.why_not import Captured, Probed, checked_ids, decide, failed_filter
+from services.rag_pipeline.capture import Captured
+from services.rag_pipeline.why_not import Probed, checked_ids, decide, failed_filter
 from shared.errors import InvalidArgument
 from shared.records import ArtifactSummary, Entry, Hit, SearchFilters
 
