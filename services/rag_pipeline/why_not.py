@@ -148,8 +148,11 @@ async def why_not(pipeline: RagPipeline, pages: Pages | None, request: SearchReq
     ranked = rank(captured.candidates, captured.config, len(captured.merged)) if captured.merged else None
     docs = [decide(aid, captured, asked, probe.get(aid), hits.get(aid), ranked) if aid in probe else missing(aid)
             for aid in ids]
+    reasons = list(response.degraded_reasons)
+    if captured.legs is not None and captured.legs.vectors is None:
+        reasons.append("why-not: no query vector, so a document no query term matches reads as not found")
     return WhyNotOut(search_id=search_id, candidates=len(captured.merged), shown=len(response.results),
-                     page_size=asked.top_k_final, documents=docs, degraded_reasons=list(response.degraded_reasons))
+                     page_size=asked.top_k_final, documents=docs, degraded_reasons=reasons)
 
 
 @dataclass(slots=True)
