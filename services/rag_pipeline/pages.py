@@ -23,6 +23,9 @@ offset, expiry) with a key derived for cursors only (`LinkSigner.derive_key`), n
 key: a cursor is not a document link, nor a link a cursor. A forged, expired or foreign cursor,
 one given with another request, or one whose ranking this process does not hold (restarted,
 another replica, evicted) is InvalidArgument naming `cursor`: search again without one.
+
+A held first page also keeps the request as sent: a why-not names it by the page's search id
+(`held_request`, why_not.py), for the same caller only and as long as the ranking is held.
 """
 from __future__ import annotations
 
