@@ -26,6 +26,9 @@ another replica, evicted) is InvalidArgument naming `cursor`: search again witho
 
 A held first page also keeps the request as sent: a why-not names it by the page's search id
 (`held_request`, why_not.py), for the same caller only and as long as the ranking is held.
+Each holds the tenant's data id its first page read (ports.py `data_id`): once a read answers
+with another one (a restore or an import replaced the tenant's data), its cursors and search id
+are refused and it is forgotten.
 """
 from __future__ import annotations
 
@@ -71,6 +74,7 @@ class _Held:
     expires_unix: int
     answer: SearchResponse                  # the first page's answer without results (search id, profile)
     request: SearchRequest | None = None    # as the caller sent it (a why-not names it by its search id)
+    data_id: str = ""                       # the copy of the tenant's data it was ranked on (ports.py)
 
 
 @dataclass(frozen=True, slots=True)
@@ -168,7 +172,8 @@ class Pages:
         if len(shown) < asked.top_k_final:
             return Page(response, shown, len(shown), lambda _offset: None)
         rid, exp, fp = secrets.token_urlsafe(12), int(self._clock()) + TTL_S, fingerprint(request)
-        self._put(who, rid, _Held(fp, asked.query, None, exp, replace(response, results=(), timings=()), request))
+        self._put(who, rid, _Held(fp, asked.query, None, exp, replace(response, results=(), timings=()), request,
+                                  self._pipeline.knowledge.data_id(who[0])))
         return Page(response, shown, len(shown), lambda offset: self._cursor(who, rid, fp, offset, exp))
 
     async def _ranked(self, held: _Held, rid: str, request: SearchRequest, principal: Principal | None,
@@ -205,6 +210,7 @@ class Pages:
                     kept.append(result)
                     positions.append(i)
             at = chunk[-1] + 1
+        self._check_data(who, rid, held, "cursor")
         answer = replace(held.answer, results=tuple(kept), search_id="")
         # the page's own search id, naming what it shows (a vote is checked against it, feedback.py)
         answer = self._pipeline.search_log.record(answer, request, principal, who[0])
@@ -270,9 +276,18 @@ class Pages:
             held = self._held.get((who, rid))
             if (held is not None and held.request is not None and held.expires_unix >= now
                     and hmac.compare_digest(held.answer.search_id.encode(), search_id.encode("utf-8", "replace"))):
+                self._check_data(who, rid, held, "search_id")
                 return held.request
         raise InvalidArgument("search_id", f"names no search of yours this server holds (a search whose first "
                                            f"page was full, for {TTL_S} s); give the search request instead")
+
+    def _check_data(self, who: CallerKey, rid: str, held: _Held, field: str) -> None:
+        """A held ranking of data a restore or an import has replaced since is forgotten and refused."""
+        if held.data_id != self._pipeline.knowledge.data_id(who[0]):
+            self._forget((who, rid))
+            again = AGAIN if field == "cursor" else "give the search request instead"
+            raise InvalidArgument(field, f"names a search of data replaced since (a restore or an import of the "
+                                         f"tenant); {again}")
 
     def _get(self, who: CallerKey, rid: str) -> _Held:
         held = self._held.get((who, rid))

@@ -141,6 +141,8 @@ async def why_not(pipeline: RagPipeline, pages: Pages | None, request: SearchReq
         response = await pipeline.search_for(request, who, None)      # the search itself, as any search runs
     finally:
         CAPTURE.reset(token)
+    if search_id:       # the search read the tenant's data: a search of data replaced since is refused
+        pages.held_request(principal, request.tenant_id, search_id)
     asked = captured.request or pipeline.validate(request)
     probe = await _probe(pipeline, who, asked, captured, ids)
     visible = [aid for aid in ids if aid in probe]

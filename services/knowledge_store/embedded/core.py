@@ -42,6 +42,7 @@ from dataclasses import replace
 from typing import Literal
 
 import asyncio
+import os
 import time
 from pathlib import Path
 
@@ -175,6 +176,15 @@ class KnowledgeStore(Searcher):
     def health(self) -> StoreHealth:
         """The store's condition: problems by tenant, repairs (../health.py)."""
         return self._tenants.health
+
+    def data_id(self, tenant_id: str) -> str:
+        """The tenant directory's identity (device, inode): a restore or an import swaps another
+        directory into its place (backup.py `swap`), writes keep it; "" while there is none."""
+        try:
+            st = os.stat(self._tenants.database_path(tenant_id).parent)
+        except (OSError, ValueError):
+            return ""
+        return f"{st.st_dev:x}.{st.st_ino:x}"
 
     @property
     def counters(self) -> dict[str, int]:
