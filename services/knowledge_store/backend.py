@@ -61,6 +61,11 @@ class StoreBackend(Protocol):
 
     def list_tenants(self) -> list[str]: ...
 
+    def data_id(self, tenant_id: str) -> str:
+        """Which copy of the tenant's data the store serves: new when a restore or an import
+        replaces it, kept by writes ("" = no such identity: never replaced in place)."""
+        ...
+
     async def ingest(self, tenant_id: str, persona_id: str, documents: Sequence[DocumentIn],
                      progress: Callable[[int, int], None] | None = None, *,
                      commit_valid: bool = False, key: str = "") -> IngestReport: ...

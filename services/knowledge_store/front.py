@@ -108,8 +108,7 @@ async def retrieve(store: StoreBackend, r: m.RetrievalRequest) -> m.Retrieval:
     leg completing the keyword leg's rows, with the query expanded once for both. `degraded` is
     checked after the legs, so the answer whose reads found damage says so."""
     answer = await _retrieve(store, r)
-    degraded = damage(store, r.tenant_id)
-    return replace(answer, degraded=degraded) if degraded else answer
+    return replace(answer, degraded=damage(store, r.tenant_id), data_id=store.data_id(r.tenant_id))
 
 
 async def _retrieve(store: StoreBackend, r: m.RetrievalRequest) -> m.Retrieval:
@@ -197,6 +196,10 @@ class StoreFront:
 
     async def get_entries(self, p: Principal | None, tenant_id: str, entry_ids: Sequence[str]) -> list[m.Hit]:
         return (await self._visible_entries(p, tenant_id, entry_ids))[1]
+
+    def data_id(self, p: Principal | None, tenant_id: str) -> str:
+        """Which copy of the caller's tenant's data is served (StoreBackend.data_id)."""
+        return self.store.data_id(policy.read_tenant(p, tenant_id))
 
     async def get_entries_with_vectors(self, p: Principal | None, tenant_id: str, entry_ids: Sequence[str]
                                        ) -> tuple[list[m.Hit], list[np.ndarray | None]]:

@@ -80,7 +80,8 @@ class KnowledgeStoreServicer(ks_grpc.KnowledgeStoreServicer):
         caller, ids = verified_caller(), list(request.entry_ids)
         if not (request.include_vectors or request.include_terms):
             hits = await self._front.get_entries(caller, request.tenant_id, ids)
-            return ks_pb.GetEntriesResponse(entries=[convert.hit_to_pb(h) for h in hits])
+            return ks_pb.GetEntriesResponse(entries=[convert.hit_to_pb(h) for h in hits],
+                                            data_id=self._front.data_id(caller, request.tenant_id))
         peer = await self._front.get_peer_entries(caller, request.tenant_id, ids)
         response = ks_pb.GetEntriesResponse(entries=[convert.hit_to_pb(h) for h in peer.hits])
         if request.include_vectors:     # the vectors of exactly the entries the caller may see

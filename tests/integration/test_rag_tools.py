@@ -19,9 +19,9 @@ from tests.support.raw_mcp import message
 
 pytestmark = pytest.mark.integration
 TRANSPORTS = ["http", "stdio"]
-ALL_TOOLS = {"search_and_rank", "put_ranking_profile", "get_ranking_profile", "list_ranking_profiles",
-             "record_feedback", "rag_search", "verify_document_access", "rag_discover_resources",
-             "rag_get_raw_results", "rag_get_synthesized_results"}
+ALL_TOOLS = {"search_and_rank", "rag_why_not", "put_ranking_profile", "get_ranking_profile",
+             "list_ranking_profiles", "record_feedback", "rag_search", "verify_document_access",
+             "rag_discover_resources", "rag_get_raw_results", "rag_get_synthesized_results"}
 SEGMENT_FIELDS = {"segment_uid", "source_file_name", "source_file_type", "headline", "segment_summary", "raw_text",
                   "source_url"}
 

@@ -1,7 +1,8 @@
 """`nucleus tenant export` / `tenant import` as CLI processes against a KnowledgeStore process of
 their own (embedding through the suite stack's LlmOrchestration): a tenant exported to a 0600
 file and imported under another tenant id answers the same searches; a changed byte is refused
-with a non-zero exit and the tenant it was to replace is unchanged."""
+with a non-zero exit and the tenant it was to replace is unchanged; a read names the copy of the
+data it read (`data_id`), kept by a write, new after an import replaced the tenant."""
 from __future__ import annotations
 
 import shutil
@@ -74,6 +75,16 @@ async def test_a_tenant_exported_and_imported_under_another_id_answers_the_same_
                                        as_tenant="copy", replace=True)
         assert await _listing(client, "copy") == before
         assert not list(data.glob(".archive-*")) and not list(data.glob(".import-*"))
+
+        # a read names the copy of the data it read (pages.py drops held rankings of a replaced one)
+        held = client.data_id("copy")
+        await client.ingest("copy", "", [DocumentIn(ArtifactMeta(artifact_id="extra"), "An extra pump note.")])
+        await _listing(client, "copy")
+        assert held and client.data_id("copy") == held, "a write keeps the data id"
+        await client.import_tenant(_chunks(archive.read_bytes()), bytes.fromhex(key.read_text().strip()),
+                                   as_tenant="copy", replace=True)
+        await _listing(client, "copy")
+        assert client.data_id("copy") not in ("", held), "an import that replaces the data gives it a new id"
     finally:
         await client.close()
         stop(proc)

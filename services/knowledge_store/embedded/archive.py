@@ -67,8 +67,8 @@ async def put(tenants: Tenants, tenant_id: str, items: Sequence[Archived]) -> No
 class ImportStage:
     """Where an import is written, and how it takes the tenant's place (module docstring)."""
 
-    def __init__(self, owner: Tenants, tenant_id: str, make_store) -> None:
-        self._owner, self._tenant_id = owner, tenant_id
+    def __init__(self, owner: Tenants, tenant_id: str, make_store, swapped=lambda: None) -> None:
+        self._owner, self._tenant_id, self._swapped = owner, tenant_id, swapped
         root = Path(owner.settings.data_dir)
         self._dir = root / f".import-{storage.db.tenant_dir_name(tenant_id)}-{os.getpid()}-{os.urandom(3).hex()}"
         self._dir.mkdir(mode=0o700, parents=True)
@@ -85,6 +85,7 @@ class ImportStage:
             root.mkdir(parents=True, exist_ok=True)
             with self._owner.unavailable_for(self._tenant_id, "being imported"):
                 backup.swap(root, self._tenant_id, staged)
+                self._swapped()
             shutil.rmtree(self._dir, ignore_errors=True)
 
         await asyncio.to_thread(swap)
@@ -94,10 +95,10 @@ class ImportStage:
         await asyncio.to_thread(shutil.rmtree, self._dir, True)
 
 
-def stage(owner: Tenants, tenant_id: str, replace: bool, make_store) -> ImportStage:
+def stage(owner: Tenants, tenant_id: str, replace: bool, make_store, swapped=lambda: None) -> ImportStage:
     if owner.settings.read_only:
         raise FailedPrecondition("the KnowledgeStore is configured read-only: an import is refused")
     if owner.database_path(tenant_id).exists() and not replace:
         raise FailedPrecondition(f"tenant '{tenant_id}' already holds data: import it with --replace to replace it "
                                  "(its documents, profiles and personas), or import --as-tenant another tenant")
-    return ImportStage(owner, tenant_id, make_store)
+    return ImportStage(owner, tenant_id, make_store, swapped)
