@@ -75,10 +75,12 @@ def take(name: str, start: Start) -> tuple[Any, Callable[[], None]]:
         future = _futures.get(name)
         _lock.notify_all()
     value, stop = start() if future is None or future.cancel() else future.result()
-    return value, lambda: _stop_in_background(name, stop)
+    return value, lambda: stop_in_background(name, stop)
 
 
-def _stop_in_background(name: str, stop: Callable[[], None]) -> None:
+def stop_in_background(name: str, stop: Callable[[], None]) -> None:
+    """`stop()` in a thread of its own (processes of a module's fixture, say); `stop_untaken()`
+    waits for it."""
     def run() -> None:
         try:
             stop()
