@@ -64,20 +64,22 @@ class Fed:
         return {"Authorization": f"Bearer {self.keys[who]}"}
 
 
-def _server(data: Path, name: str, mode: str, env: dict) -> tuple[subprocess.Popen, dict]:
+def _server(data: Path, name: str, mode: str, env: dict) -> tuple[subprocess.Popen, Path]:
+    """The per-user RAG server `name`, started (its ready file to wait on)."""
     ready = data / f"{name}.json"
     proc = subprocess.Popen([sys.executable, "-m", "benchmarks.peruser_rag", "--ready-file", str(ready),
                              "--mode", mode, "--withdrawn", str(data / f"{name}-withdrawn.json")],
                             cwd=ROOT, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    return proc, wait_ready(ready, proc, name, 60)
+    return proc, ready
 
 
-def _rag(data: Path, name: str, env: dict) -> tuple[subprocess.Popen, dict]:
+def _rag(data: Path, name: str, env: dict) -> tuple[subprocess.Popen, Path]:
+    """A RAGPipeline of its own, started (its ready file to wait on)."""
     ready = data / f"{name}-rag.json"
     proc = subprocess.Popen([sys.executable, "-m", "services.rag_pipeline.main", "--grpc-port", "0", "--mcp-port",
                              "0", "--ready-file", str(ready)], cwd=ROOT, env=env,
                             stdout=open(data / f"{name}.log", "wb"), stderr=subprocess.STDOUT)
-    return proc, wait_ready(ready, proc, f"rag_pipeline {name}", 120)
+    return proc, ready
 
 
 def _auth(keys: dict[str, str], users: dict[str, tuple[str, list[str]]]) -> dict:
@@ -93,11 +95,12 @@ async def fed(stack, tmp_path_factory):
     procs: list[subprocess.Popen] = []
     f = Fed()
     try:
+        starting = []                  # the five servers and stack B start at once; A needs their URLs
         for name, mode in (("peruser", "seed000"), ("hdr", "seed002"), ("frozen", "seed000"), ("hostile", "hostile"),
                            ("twotool", "seed000-min")):
             proc, ready = _server(data, name, mode, env)
             procs.append(proc)
-            f.servers[name] = ready
+            starting.append((name, proc, ready))
 
         async def ingest() -> None:
             client = KnowledgeStoreClient(stack["knowledge_store"]["grpc"], ingest_timeout_s=120)
@@ -134,13 +137,15 @@ async def fed(stack, tmp_path_factory):
         # Stack B first (A's sources name it); B federates A back, A's URL is known once A runs.
         b_sources = data / "b" / "sources.json"
         b_sources.write_text(json.dumps({"sources": []}))
-        proc, b = _rag(data / "b", "b", {**common, "NUCLEUS_DATA_DIR": str(data / "b"), "NUCLEUS_STACK_ID": "stack-b",
-                                         "NUCLEUS_SOURCES_FILE": str(b_sources),
-                                         "NUCLEUS_RAG_AUTH_CONFIG": str(data / "b" / "auth.json"),
-                                         "NUCLEUS_RAG_AUDIT_LOG": str(data / "b" / "audit.jsonl"),
-                                         "NUCLEUS_ITEST_KEY_FOR_A": f.keys["stack_b"]})
+        proc, b_ready = _rag(data / "b", "b", {**common, "NUCLEUS_DATA_DIR": str(data / "b"),
+                                               "NUCLEUS_STACK_ID": "stack-b", "NUCLEUS_SOURCES_FILE": str(b_sources),
+                                               "NUCLEUS_RAG_AUTH_CONFIG": str(data / "b" / "auth.json"),
+                                               "NUCLEUS_RAG_AUDIT_LOG": str(data / "b" / "audit.jsonl"),
+                                               "NUCLEUS_ITEST_KEY_FOR_A": f.keys["stack_b"]})
         procs.append(proc)
-        f.peer_url = b["mcp"]
+        for name, server, ready in starting:
+            f.servers[name] = wait_ready(ready, server, name, 60)
+        f.peer_url = wait_ready(b_ready, proc, "rag_pipeline b", 120)["mcp"]
         url = {n: r["url"] for n, r in f.servers.items()}
         a_sources = [
             {"id": "peruser", "url": url["peruser"], "tenants": ["t1"], "groups": ["eng", "sales"], "timeout_s": 10},
@@ -158,14 +163,14 @@ async def fed(stack, tmp_path_factory):
              "max_response_bytes": 1_000_000},
             {"id": "twotool", "url": url["twotool"], "tenants": ["t1"], "groups": ["eng"], "timeout_s": 10}]
         (data / "a" / "sources.json").write_text(json.dumps({"sources": a_sources}))
-        proc, a = _rag(data / "a", "a", {**common, "NUCLEUS_DATA_DIR": str(data / "a"), "NUCLEUS_STACK_ID": "stack-a",
-                                         "NUCLEUS_RAG_VERIFY_CACHE_TTL_S": "0",
-                                         "NUCLEUS_SOURCES_FILE": str(data / "a" / "sources.json"),
-                                         "NUCLEUS_RAG_AUTH_CONFIG": str(data / "a" / "auth.json"),
-                                         "NUCLEUS_RAG_AUDIT_LOG": str(data / "a" / "audit.jsonl"),
-                                         "NUCLEUS_ITEST_KEY_FOR_B": f.peer_keys["stack_a"]})
+        proc, a_ready = _rag(data / "a", "a", {**common, "NUCLEUS_DATA_DIR": str(data / "a"),
+                                               "NUCLEUS_STACK_ID": "stack-a", "NUCLEUS_RAG_VERIFY_CACHE_TTL_S": "0",
+                                               "NUCLEUS_SOURCES_FILE": str(data / "a" / "sources.json"),
+                                               "NUCLEUS_RAG_AUTH_CONFIG": str(data / "a" / "auth.json"),
+                                               "NUCLEUS_RAG_AUDIT_LOG": str(data / "a" / "audit.jsonl"),
+                                               "NUCLEUS_ITEST_KEY_FOR_B": f.peer_keys["stack_a"]})
         procs.append(proc)
-        f.url = a["mcp"]
+        f.url = wait_ready(a_ready, proc, "rag_pipeline a", 120)["mcp"]
         b_sources.write_text(json.dumps({"sources": [
             {"id": "back", "url": f.url, "groups": ["eng"], "timeout_s": 20, "credential_env": "NUCLEUS_ITEST_KEY_FOR_A"}]}))
         end = time.monotonic() + 30

@@ -14,7 +14,8 @@ from mcp.shared.exceptions import MCPError
 
 from shared.analysis import analyse
 from tests.integration.secure_stack import ROOT, SECURITY_TEAM_DOCS, SecureStack
-from tests.support.mcp_clients import PROTOCOLS, check_annotations, error_text, http_client, structured
+from tests.support.mcp_clients import (PROTOCOLS, check_annotations, error_text, held_stdio_client, http_client,
+                                      structured)
 from tests.support.raw_mcp import message
 
 pytestmark = pytest.mark.integration
@@ -44,8 +45,7 @@ async def connect(stack: SecureStack, transport: str, who: str = "alice") -> Asy
     }
     params = StdioServerParameters(command=sys.executable, args=["-m", "services.rag_pipeline.main", "--stdio"],
                                    env=env, cwd=str(ROOT))
-    async with Client(params) as client:
-        yield client
+    yield await held_stdio_client((stack.mcp_url, who), params)   # one stdio server for the module's stdio tests
 
 
 def _artifact(uid: str) -> str:
