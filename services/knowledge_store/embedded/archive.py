@@ -8,6 +8,8 @@ order, prepared entries written with their stored vectors, and an import built a
                closes it and swaps its tenant directory with the tenant's exactly as a restore
                does (backup.py `swap`; the tenant answers UNAVAILABLE for the swap only), abort
                removes it: the tenant is untouched until the swap
+    fingerprint  the tenant's embedding model fingerprint (../fingerprints.py), in its `meta`
+               table (key FINGERPRINT_KEY), written in an ordinary write transaction
 """
 from __future__ import annotations
 
@@ -24,10 +26,11 @@ from services.knowledge_store.embedded import backup, storage
 from services.knowledge_store.embedded.keyword_index import KeywordBatch
 from services.knowledge_store.embedded.reads import read_stored
 from services.knowledge_store.embedded.tenants import Tenants
-from services.knowledge_store.embedded.writes import IndexChange, write
+from services.knowledge_store.embedded.writes import NO_CHANGE, IndexChange, write
 from services.knowledge_store.preparation import PreparedDocument
 from shared.errors import FailedPrecondition
 
+FINGERPRINT_KEY = "model_fingerprint"
 Archived = tuple[str, PreparedDocument, np.ndarray, "np.ndarray | None", tuple[int, int]]
 
 
@@ -62,6 +65,19 @@ async def put(tenants: Tenants, tenant_id: str, items: Sequence[Archived]) -> No
         return None, IndexChange(removed, added, vectors, keywords)
 
     await write(tenants, tenant_id, work, create=True, action="import")
+
+
+async def fingerprint(tenants: Tenants, tenant_id: str) -> str:
+    return await read_stored(tenants, tenant_id, lambda conn: storage.db.get_meta(conn, FINGERPRINT_KEY) or "",
+                             absent="", action="fingerprint read")
+
+
+async def set_fingerprint(tenants: Tenants, tenant_id: str, value: str) -> None:
+    def work(conn):
+        storage.db.set_meta(conn, FINGERPRINT_KEY, value)
+        return None, NO_CHANGE
+
+    await write(tenants, tenant_id, work, create=True, action="fingerprint write")
 
 
 class ImportStage:

@@ -258,6 +258,15 @@ class KnowledgeStore(Searcher):
         validation.tenant_id(tenant_id)
         return archive.stage(self._tenants, tenant_id, replace, lambda s: KnowledgeStore(s, self._ingester))
 
+    async def tenant_fingerprint(self, tenant_id: str) -> str:
+        """The tenant's recorded embedding model fingerprint ("" none recorded; ../fingerprints.py)."""
+        validation.tenant_id(tenant_id)
+        return await archive.fingerprint(self._tenants, tenant_id)
+
+    async def set_tenant_fingerprint(self, tenant_id: str, fingerprint: str) -> None:
+        validation.tenant_id(tenant_id)
+        await archive.set_fingerprint(self._tenants, tenant_id, fingerprint)
+
     # -- ranking profiles --------------------------------------------------------------------
 
     async def put_profile(self, profile: RankingProfile) -> RankingProfile:
