@@ -100,6 +100,8 @@ class KnowledgeStore(Searcher):
         self._topics = Topics(EmbeddedTopicSource(self._tenants), settings.dimension)
         self._scrub = Scrub(self._tenants)
         self._scrub.start()
+        if not settings.read_only and self.data_dir.is_dir():
+            archive.sweep(self.data_dir)                     # a killed import's leftovers
 
     # -- tenants -----------------------------------------------------------------------------
 
