@@ -7,7 +7,8 @@ tenant's statistics (rescore.py). Both sides must agree, and say so:
 
     fingerprint   each stack's embedding model, identified by its own output: the unit vectors
                   of PROBE_TEXTS (a few fixed texts), their dimension, and a digest of the vectors
-                  rounded to two decimals (shared/model_fingerprint.py). Served by the MCP tool `nucleus_model_fingerprint`.
+                  rounded to two decimals (shared/model_fingerprint.py). Served by the MCP tool
+                  `nucleus_model_fingerprint`.
     probe         this stack asks every source marked `trusted` with `identity: assertion` (a
                   remote Nucleus) for its fingerprint at each probe (probe.py) and compares it
                   with its own: same dimension and every probe vector's cosine >= MATCH_COSINE.
