@@ -42,6 +42,7 @@ from shared.records import ARTIFACT_FIELDS, ArtifactMeta
 
 BATCH = 64                     # artifacts per read and per write
 NORM_TOLERANCE = 1e-3          # a stored vector is a unit vector
+EMBED_BATCH = 128              # texts per embed call of `reembed` (as ingest's embed_batch_size)
 _PROFILE_FIELDS = tuple(f.name for f in fields(RankingProfile) if f.name != "tenant_id")
 
 
@@ -195,7 +196,9 @@ async def _reembedded(batch: list, embedder, dimension: int) -> list:
         return batch
     texts = [derived_rows(p.meta.title, r.headline, r.text)[2] for _, p, _, _, _ in batch for r in p.rows]
     titles = [p.meta.title for _, p, _, _, _ in batch if p.meta.title.strip()]
-    got = np.asarray(await embedder.embed(texts + titles), np.float32)
+    inputs = texts + titles
+    got = np.concatenate([np.asarray(await embedder.embed(inputs[i:i + EMBED_BATCH]), np.float32).reshape(
+        -1, dimension) for i in range(0, len(inputs), EMBED_BATCH)]) if inputs else np.zeros((0, dimension))
     if got.shape != (len(texts) + len(titles), dimension) or not np.isfinite(got).all():
         raise FailedPrecondition(f"re-embedding gave vectors of shape {got.shape}, the store's have {dimension} "
                                  "dimensions: nothing imported")

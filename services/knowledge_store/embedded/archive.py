@@ -81,7 +81,7 @@ async def set_fingerprint(tenants: Tenants, tenant_id: str, value: str) -> None:
         storage.db.set_meta(conn, FINGERPRINT_KEY, value)
         return None, NO_CHANGE
 
-    await write(tenants, tenant_id, work, create=True, action="fingerprint write")
+    await write(tenants, tenant_id, work, create=True, action="fingerprint write", quiet=True)
 
 
 def sweep(data_dir: Path) -> list[Path]:
