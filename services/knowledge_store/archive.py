@@ -40,7 +40,7 @@ from services.knowledge_store.preparation import EntryRow, PreparedDocument, der
 from shared.errors import FailedPrecondition, InvalidArgument
 from shared.records import ARTIFACT_FIELDS, ArtifactMeta
 
-BATCH = 64                     # artifacts per read and per write
+BATCH = 256                    # artifacts per read and per write
 NORM_TOLERANCE = 1e-3          # a stored vector is a unit vector
 EMBED_BATCH = 128              # texts per embed call of `reembed` (as ingest's embed_batch_size)
 _PROFILE_FIELDS = tuple(f.name for f in fields(RankingProfile) if f.name != "tenant_id")

@@ -121,8 +121,8 @@ async def test_a_kill_9_after_the_first_batch_of_an_import_leaves_the_previous_t
         small.write_bytes(b"".join([c async for c in client.export_tenant("acme", key)]))
         archive = open_archive(small, key)
 
-        async def many():           # the same artifacts 400 times over: ~19 write batches of 64
-            for n in range(400):
+        async def many():           # the same artifacts 600 times over: ~8 write batches of 256
+            for n in range(600):
                 for r in archive.records():
                     if r["kind"] == "artifact":
                         yield {**r, "artifact": {**r["artifact"], "artifact_id": f"{r['artifact']['artifact_id']}-{n}"}}
