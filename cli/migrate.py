@@ -198,9 +198,7 @@ async def _move(settings: KnowledgeStoreSettings, source: StoreBackend, target: 
 
 
 def _split(record: dict) -> tuple[bytes, list[np.ndarray]]:
-    """(the record without its vectors as canonical JSON, its vectors)."""
-    if record["kind"] != "artifact":
-        return b"", []
+    """(the artifact record without its vectors as canonical JSON, its vectors)."""
     vectors = [e["vector"] for e in record["entries"]] + ([record["title_vector"]] if record["title_vector"] else [])
     bare = {**record, "title_vector": bool(record["title_vector"]),
             "entries": [{k: v for k, v in e.items() if k != "vector"} for e in record["entries"]]}
@@ -208,47 +206,66 @@ def _split(record: dict) -> tuple[bytes, list[np.ndarray]]:
             [np.frombuffer(base64.b64decode(v), "<f4") for v in vectors])
 
 
-async def _summary(store: StoreBackend, tenant_id: str, picks: list | None, samples: int) -> dict:
-    counts = {"artifact": 0, "entries": 0, "profile": set(), "persona": set()}
-    digest, vectors = hashlib.sha256(), []
-    rng, seen = random.Random(0), 0
-    async for record in export_records(store, tenant_id):
-        kind = record["kind"]
-        if kind == "profile":
-            counts["profile"].add((record["profile"]["persona_id"], record["profile"]["name"],
-                                   record["profile"]["version"]))
-        elif kind == "persona":
-            counts["persona"].add(record["persona"]["persona_id"])
+class _Side:
+    """One store's archive records summed up: counts, profile and persona keys, the SHA-256 of
+    the artifact records without their vectors."""
+
+    def __init__(self) -> None:
+        self.counts = {"artifact": 0, "entries": 0}
+        self.profiles: set[tuple] = set()
+        self.personas: set[str] = set()
+        self.sha = hashlib.sha256()
+
+    def add(self, record: dict | None) -> list[np.ndarray] | None:
+        """Count `record`; an artifact's vectors (None for other records)."""
+        if record is None:
+            return None
+        if record["kind"] == "profile":
+            p = record["profile"]
+            self.profiles.add((p["persona_id"], p["name"], p["version"]))
+        elif record["kind"] == "persona":
+            self.personas.add(record["persona"]["persona_id"])
         else:
-            counts["artifact"] += 1
-            counts["entries"] += len(record["entries"])
-            bare, vs = _split(record)
-            digest.update(bare)
-            vectors += vs
-            if picks is not None:
-                for e in record["entries"]:     # reservoir sampling of the sample searches' queries
-                    seen += 1
-                    slot = len(picks) if len(picks) < samples else rng.randrange(seen)
-                    if slot < samples:
-                        query = (e["headline"], np.frombuffer(base64.b64decode(e["vector"]), "<f4")[None, :])
-                        picks[slot:slot + 1] = [query]
-    return {"counts": {k: v if isinstance(v, int) else len(v) for k, v in counts.items()},
-            "keys": (counts["profile"], counts["persona"]), "sha256": digest.hexdigest(), "vectors": vectors}
+            self.counts["artifact"] += 1
+            self.counts["entries"] += len(record["entries"])
+            bare, vectors = _split(record)
+            self.sha.update(bare)
+            return vectors
+        return None
+
+    def summary(self) -> dict:
+        return {**self.counts, "profile": len(self.profiles), "persona": len(self.personas)}
 
 
 async def verify(source: StoreBackend, target: StoreBackend, tenant_id: str, *, samples: int, log=print) -> bool:
-    """The tenant's archive records and sample searches agree on both stores (module docstring)."""
+    """The tenant's archive records and sample searches agree on both stores (module docstring):
+    both read in step, artifact by artifact in id order."""
+    a, b = _Side(), _Side()
+    left, right = export_records(source, tenant_id), export_records(target, tenant_id)
+    diff, paired = 0.0, True
     picks: list = []
-    a = await _summary(source, tenant_id, picks, samples)
-    b = await _summary(target, tenant_id, None, samples)
-    ok = a["counts"] == b["counts"] and a["keys"] == b["keys"] and a["sha256"] == b["sha256"]
-    diff = max((float(np.max(np.abs(x - y))) for x, y in zip(a["vectors"], b["vectors"])), default=0.0)
-    ok = ok and len(a["vectors"]) == len(b["vectors"]) and diff <= VECTOR_TOLERANCE
-    c = a["counts"]
+    rng, seen = random.Random(0), 0
+    while True:
+        x, y = await anext(left, None), await anext(right, None)
+        if x is None and y is None:
+            break
+        vx, vy = a.add(x), b.add(y)
+        if vx is not None and vy is not None and len(vx) == len(vy):
+            diff = max([diff] + [float(np.max(np.abs(p - q))) for p, q in zip(vx, vy)])
+        elif vx is not None or vy is not None:
+            paired = False                     # records out of step: the counts or the hash tell why
+        for e in x["entries"] if vx is not None else ():     # reservoir sampling of the sample queries
+            seen += 1
+            slot = len(picks) if len(picks) < samples else rng.randrange(seen)
+            if slot < samples:
+                picks[slot:slot + 1] = [(e["headline"], np.frombuffer(base64.b64decode(e["vector"]), "<f4")[None, :])]
+    same = a.sha.digest() == b.sha.digest()
+    ok = (a.summary() == b.summary() and (a.profiles, a.personas) == (b.profiles, b.personas) and same and paired
+          and diff <= VECTOR_TOLERANCE)
+    c, d = a.summary(), b.summary()
     log(f"tenant {tenant_id}: counts {c['artifact']} artifacts / {c['entries']} entries / {c['profile']} profile "
-        f"versions / {c['persona']} personas, target {b['counts']['artifact']} / {b['counts']['entries']} / "
-        f"{b['counts']['profile']} / {b['counts']['persona']}; records SHA-256 "
-        f"{'equal' if a['sha256'] == b['sha256'] else 'DIFFER'}; vectors max difference {diff:.1e}: "
+        f"versions / {c['persona']} personas, target {d['artifact']} / {d['entries']} / {d['profile']} / "
+        f"{d['persona']}; records SHA-256 {'equal' if same else 'DIFFER'}; vectors max difference {diff:.1e}: "
         f"{'ok' if ok else 'DIFFER'}")
     agree = {"dense": 0.0, "keyword": 0.0}
     for headline, q in picks:
