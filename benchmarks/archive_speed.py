@@ -1,5 +1,6 @@
 """Tenant archive speed: export and import (entries/s) of the SciFact tenant on each backend,
-against the store's own ingest of the same documents (docs/BENCHMARKS.md, "Tenant archives").
+against the store's own ingest of the same documents (docs/BENCHMARKS.md, "KnowledgeStore
+backends").
 
     .venv/bin/python -m benchmarks.archive_speed --dataset ../shared/data/scifact
     .venv/bin/python -m benchmarks.archive_speed --dataset ../shared/data/scifact --backends embedded
