@@ -22,18 +22,20 @@ class ArchiveChunk(_message.Message):
     def __init__(self, data: _Optional[bytes] = ...) -> None: ...
 
 class ImportTenantOptions(_message.Message):
-    __slots__ = ("backup_key", "as_tenant", "replace", "keep_groups", "with_user_data")
+    __slots__ = ("backup_key", "as_tenant", "replace", "keep_groups", "with_user_data", "reembed")
     BACKUP_KEY_FIELD_NUMBER: _ClassVar[int]
     AS_TENANT_FIELD_NUMBER: _ClassVar[int]
     REPLACE_FIELD_NUMBER: _ClassVar[int]
     KEEP_GROUPS_FIELD_NUMBER: _ClassVar[int]
     WITH_USER_DATA_FIELD_NUMBER: _ClassVar[int]
+    REEMBED_FIELD_NUMBER: _ClassVar[int]
     backup_key: bytes
     as_tenant: str
     replace: bool
     keep_groups: bool
     with_user_data: bool
-    def __init__(self, backup_key: _Optional[bytes] = ..., as_tenant: _Optional[str] = ..., replace: _Optional[bool] = ..., keep_groups: _Optional[bool] = ..., with_user_data: _Optional[bool] = ...) -> None: ...
+    reembed: bool
+    def __init__(self, backup_key: _Optional[bytes] = ..., as_tenant: _Optional[str] = ..., replace: _Optional[bool] = ..., keep_groups: _Optional[bool] = ..., with_user_data: _Optional[bool] = ..., reembed: _Optional[bool] = ...) -> None: ...
 
 class ImportTenantRequest(_message.Message):
     __slots__ = ("options", "data")

@@ -188,6 +188,11 @@ class StoreBackend(Protocol):
 
     async def import_stage(self, tenant_id: str, replace: bool): ...
 
+    # The tenant's embedding model fingerprint (fingerprints.py): "" when none is recorded.
+    async def tenant_fingerprint(self, tenant_id: str) -> str: ...
+
+    async def set_tenant_fingerprint(self, tenant_id: str, fingerprint: str) -> None: ...
+
     # The store's own directory (an archive streamed in is written there while it is imported)
     # and its embedder (whose model an archive names).
     data_dir: Path

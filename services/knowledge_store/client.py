@@ -267,13 +267,13 @@ class KnowledgeStoreClient:
 
     async def import_tenant(self, chunks: AsyncIterable[bytes], backup_key: bytes, *, as_tenant: str = "",
                             replace: bool = False, keep_groups: bool = False, with_user_data: bool = False,
-                            timeout_s: float | None = None) -> ImportReport:
+                            reembed: bool = False, timeout_s: float | None = None) -> ImportReport:
         """ImportTenant (operators): the archive's `chunks` streamed in, verified with `backup_key`
         (the key of the stack that made it) and imported all or nothing; its counts."""
         async def requests() -> AsyncIterator[ks_pb.ImportTenantRequest]:
             yield ks_pb.ImportTenantRequest(options=ks_pb.ImportTenantOptions(
                 backup_key=backup_key, as_tenant=as_tenant, replace=replace, keep_groups=keep_groups,
-                with_user_data=with_user_data))
+                with_user_data=with_user_data, reembed=reembed))
             async for chunk in chunks:
                 yield ks_pb.ImportTenantRequest(data=chunk)
 

@@ -223,6 +223,6 @@ class KnowledgeStoreServicer(ks_grpc.KnowledgeStoreServicer):
 
         report = await self._front.import_tenant(verified_caller(), chunks(), o.backup_key, as_tenant=o.as_tenant,
                                                  replace=o.replace, keep_groups=o.keep_groups,
-                                                 with_user_data=o.with_user_data)
+                                                 with_user_data=o.with_user_data, reembed=o.reembed)
         return ks_pb.ImportTenantResponse(tenant_id=report.tenant_id, artifacts=report.artifacts,
                                           entries=report.entries, profiles=report.profiles, personas=report.personas)

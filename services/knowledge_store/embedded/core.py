@@ -104,6 +104,8 @@ class KnowledgeStore(Searcher):
         self._topics = Topics(EmbeddedTopicSource(self._tenants), settings.dimension)
         self._scrub = Scrub(self._tenants)
         self._scrub.start()
+        if not settings.read_only and self.data_dir.is_dir():
+            archive.sweep(self.data_dir)                     # a killed import's leftovers
 
     # -- tenants -----------------------------------------------------------------------------
 
@@ -279,6 +281,15 @@ class KnowledgeStore(Searcher):
         validation.tenant_id(tenant_id)
         return archive.stage(self._tenants, tenant_id, replace, lambda s: KnowledgeStore(s, self._ingester),
                              swapped=lambda: self._data_ids.pop(tenant_id, None))
+
+    async def tenant_fingerprint(self, tenant_id: str) -> str:
+        """The tenant's recorded embedding model fingerprint ("" none recorded; ../fingerprints.py)."""
+        validation.tenant_id(tenant_id)
+        return await archive.fingerprint(self._tenants, tenant_id)
+
+    async def set_tenant_fingerprint(self, tenant_id: str, fingerprint: str) -> None:
+        validation.tenant_id(tenant_id)
+        await archive.set_fingerprint(self._tenants, tenant_id, fingerprint)
 
     # -- ranking profiles --------------------------------------------------------------------
 
