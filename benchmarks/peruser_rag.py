@@ -5,8 +5,9 @@ Nucleus code), for the federation trust tests and the attack suite's federation 
         [--withdrawn W]
 
 seed000-min: only seed 000's two required tools (`rag_discover_resources`, `rag_get_raw_results`,
-as in seed000), nothing else. With `--withdrawn W` (JSON {user: [resource ids]}, read at every
-call) those resources are taken from those users: no longer discovered nor searchable.
+as in seed000), nothing else; its discovery shows one resource a page (seed 000 `paging`). With
+`--withdrawn W` (JSON {user: [resource ids]}, read at every call) those resources are taken from
+those users: no longer discovered nor searchable.
 seed000: `rag_discover_resources` lists each user's own resources (RESOURCES, by the `username`
 argument); `rag_get_raw_results` answers only for the caller's resources and refuses any other
 in-band (`results.error` = `unauthorized_source`), with scores on a foreign scale (×37);
@@ -107,6 +108,8 @@ def build_server(mode: str, withdrawn: Path | None = None) -> MCPServer:
                  "provenance": {"artifact_id": rid, "source_uri": f"https://peruser.example/{rid}"}}
                 for s, rid, title, text in scored[:k]]
 
+    max_page = 1 if mode == "seed000-min" else 200      # seed000-min discovers one resource a page
+
     def mine(username: str) -> list[str]:
         """The user's resources now: RESOURCES less those the withdrawn file takes from it."""
         gone = json.loads(withdrawn.read_text()).get(username, []) if withdrawn and withdrawn.exists() else []
@@ -114,10 +117,14 @@ def build_server(mode: str, withdrawn: Path | None = None) -> MCPServer:
 
     if mode in ("seed000", "seed000-min"):
         @mcp.tool(name="rag_discover_resources", description="The caller's resources.")
-        async def rag_discover_resources(ctx: Context, username: str = "") -> dict[str, Any]:
+        async def rag_discover_resources(ctx: Context, username: str = "",
+                                         filters: dict[str, Any] | None = None) -> dict[str, Any]:
             record(ctx, "rag_discover_resources", username)
+            listed = mine(username)
+            page, size = int((filters or {}).get("page", 1)), min(int((filters or {}).get("page_size", 50)), max_page)
             return {"results": {"resources": [{"id": r, "name": document(r)[0], "sourceType": "docs"}
-                                              for r in mine(username)]},
+                                              for r in listed[(page - 1) * size: page * size]],
+                                "paging": {"page": page, "page_size": size, "total": len(listed)}},
                     "meta_data": {"username": username}}
 
         @mcp.tool(name="rag_get_raw_results", description="Raw hits of the caller's resources.")

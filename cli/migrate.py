@@ -1,20 +1,37 @@
-"""`nucleus migrate --to qdrant --tenant T`: copy a tenant from the embedded store to Qdrant.
+"""`nucleus migrate --to qdrant|embedded --tenant T`: move tenants between the two backends.
 
     nucleus migrate --to qdrant --tenant acme --qdrant-url http://qdrant:6333
-    nucleus migrate --to qdrant --tenant acme --qdrant-path ./qdrant-data     # local mode
+    nucleus migrate --to qdrant --tenant acme --tenant globex --qdrant-path ./qdrant-data   # local mode
+    nucleus migrate --to embedded --tenant acme --data-dir .nucleus-data/knowledge_store --qdrant-url URL
     nucleus migrate --to qdrant --tenant acme --verify-only
     nucleus migrate --to qdrant --tenant acme --recount       # Qdrant side only: see below
 
-Reads the tenant's SQLite file read-only (a running KnowledgeStore may keep serving it), and
-writes artifact by artifact in batches through the qdrant backend's own write path, with the
-stored vectors (nothing is re-embedded) and the stored analysed terms; then the tenant's ranking
-profiles, feedback votes, votes on federated sources and the search log. Resumable: after each
-batch the last artifact copied is written to a checkpoint file next to the tenant's database,
-and a new run continues after it (a batch written twice is harmless: point ids are
-deterministic). Then the sparse vectors are
-re-saturated with the tenant's final average length, and the copy is verified: the same
-artifact and entry counts, and sample searches (stored vectors as dense queries, stored
-headlines as keyword queries) returning the same top 10 on both. Exit 0 when they agree, 1 if not.
+Each tenant moves as a tenant archive (services/knowledge_store/archive.py, the format of
+`nucleus tenant export` / `import`): exported from the other backend through its read primitives
+into an archive file in the embedded store's data directory (`.migrate-*`, 0600, MAC'd with a
+key of this run, removed after), verified, then imported into the target through the target's
+all-or-nothing import (`import_archive`: the embedded store builds the tenant aside and swaps it
+in; Qdrant writes an empty tenant and re-saturates it) with the stored vectors (nothing is
+re-embedded) and the tenant's model fingerprint, then verified. The stores are opened here, not
+through a running KnowledgeStore: the source read-only; an embedded target needs its data
+directory to itself (stop the KnowledgeStore that owns it), as does Qdrant's local mode.
+
+Resumable per tenant: the state of each tenant (`importing`, then `verified`) is kept in
+`migrate-to-<backend>.json` in the embedded data directory. A rerun skips a verified tenant; a
+tenant whose import an interruption (^C, kill -9) cut short is imported again: on the embedded
+store the swap had not happened (or it had, and the tenant is replaced), on Qdrant its points
+are removed first. `--restart` imports the named tenants again even when verified.
+
+Verified at the end (and alone with `--verify-only`, either direction): both stores' archive
+records agree — the same counts of artifacts, entries, profile versions and personas, the same
+SHA-256 over every artifact record without its vectors (ids, texts, metadata, analysed terms,
+feedback counters), and every vector within VECTOR_TOLERANCE (Qdrant re-normalises on upsert) —
+and sample searches (stored vectors as dense queries, stored headlines as keyword queries)
+return the same top 10 on both (mean overlap: dense >= 0.95, keyword >= 0.9; equal scores may
+order differently at the cut). Exit 0 when every tenant agrees, 1 if not.
+
+Not carried: user data (per-user votes, the search log, votes on federated sources), which
+archives do not carry yet; each artifact's feedback counters are.
 
 `--recount` touches only the Qdrant side: it recounts the tenant's term statistics from its
 entries and re-saturates their sparse vectors with the current average length (after
@@ -24,47 +41,47 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import base64
+import hashlib
 import json
+import os
 import random
-import sqlite3
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 import numpy as np
 
-from services.knowledge_store.backend import open_store
-from services.knowledge_store.preparation import PreparedDocument as _Prepared
-from services.knowledge_store.embedded.storage.db import DB_FILE, tenant_dir_name
-from services.knowledge_store.preparation import EntryRow
-from services.knowledge_store.profiles import select_columns
-from shared.errors import FailedPrecondition, NotFound
-from shared.records import ArtifactMeta, SearchFilters
+from services.knowledge_store.archive import export_records, import_archive
+from services.knowledge_store.archive_file import open_archive, scratch, write_archive
+from services.knowledge_store.backend import StoreBackend, open_store
+from shared.errors import FailedPrecondition
+from shared.records import SearchFilters
 from shared.settings import KnowledgeStoreSettings
 
-if TYPE_CHECKING:     # the Qdrant client is imported where a command uses it: every other `nucleus`
-    from services.knowledge_store.qdrant import QdrantKnowledgeStore    # command starts without it
-
-_ARTIFACT_COLUMNS = ("artifact_id, title, source_type, source_id, source_uri, file_name, file_type, created_unix, "
-                     "modified_unix, owners, tags, reputation_prior, visibility_groups, persona_id, "
-                     "feedback_helpful, feedback_unhelpful")
+VECTOR_TOLERANCE = 1e-5
+OTHER = {"qdrant": "embedded", "embedded": "qdrant"}
 
 
 class _NoEmbedder:
-    async def embed(self, texts: list[str]) -> np.ndarray:     # the stored vectors are copied instead
-        raise FailedPrecondition("migrate copies stored vectors; nothing is embedded")
+    async def embed(self, texts: list[str]) -> np.ndarray:     # the stored vectors are moved instead
+        raise FailedPrecondition("migrate moves stored vectors; nothing is embedded")
+
+    async def model_name(self) -> str:
+        return ""
 
 
 def register(subparsers) -> None:
-    p = subparsers.add_parser("migrate", help="copy a tenant from the embedded store to Qdrant (resumable, verified)")
-    p.add_argument("--to", choices=["qdrant"], required=True)
-    p.add_argument("--tenant", required=True)
-    p.add_argument("--from-data-dir", type=Path, help="the embedded store's data directory "
-                                                      "(default: NUCLEUS_KS_DATA_DIR or <data-dir>/knowledge_store)")
+    p = subparsers.add_parser("migrate", help="move tenants between the embedded store and Qdrant, either way "
+                                              "(as tenant archives; resumable, verified)")
+    p.add_argument("--to", choices=["qdrant", "embedded"], required=True)
+    p.add_argument("--tenant", required=True, action="append", help="a tenant to move (repeat for more)")
+    p.add_argument("--data-dir", "--from-data-dir", dest="data_dir", type=Path,
+                   help="the embedded store's data directory (default: NUCLEUS_KS_DATA_DIR or "
+                        "<data-dir>/knowledge_store)")
     p.add_argument("--qdrant-url", default=None, help="default NUCLEUS_QDRANT_URL")
     p.add_argument("--qdrant-path", type=Path, default=None, help="local mode folder (default NUCLEUS_QDRANT_PATH)")
-    p.add_argument("--batch", type=int, default=200, help="artifacts per write (default 200)")
     p.add_argument("--samples", type=int, default=20, help="sample searches of the verification (default 20)")
-    p.add_argument("--restart", action="store_true", help="ignore the checkpoint and copy everything again")
+    p.add_argument("--restart", action="store_true", help="import the tenants again even if an earlier run "
+                                                          "verified them")
     p.add_argument("--verify-only", action="store_true")
     p.add_argument("--recount", action="store_true",
                    help="only recount the tenant's term statistics in Qdrant and re-saturate its vectors")
@@ -72,24 +89,26 @@ def register(subparsers) -> None:
 
 
 def cmd_migrate(args: argparse.Namespace) -> int:
-    overrides: dict[str, object] = {"backend": "qdrant"}
-    if args.from_data_dir:
-        overrides["data_dir"] = args.from_data_dir
+    overrides: dict[str, object] = {}
+    if args.data_dir:
+        overrides["data_dir"] = args.data_dir
     if args.qdrant_url:
         overrides["qdrant_url"] = args.qdrant_url
     if args.qdrant_path:
         overrides["qdrant_path"] = args.qdrant_path
     settings = KnowledgeStoreSettings(**overrides)
     if args.recount:
-        return asyncio.run(recount(settings, args.tenant))
-    return asyncio.run(migrate(settings, args.tenant, batch=args.batch, samples=args.samples,
-                               restart=args.restart, verify_only=args.verify_only))
+        if args.to != "qdrant":
+            raise FailedPrecondition("--recount recounts a tenant in Qdrant: pass --to qdrant")
+        return max(asyncio.run(recount(settings, t)) for t in args.tenant)
+    return asyncio.run(migrate(settings, args.to, args.tenant, samples=args.samples, restart=args.restart,
+                               verify_only=args.verify_only))
 
 
 async def recount(settings: KnowledgeStoreSettings, tenant_id: str, log=print) -> int:
     from services.knowledge_store.qdrant import QdrantKnowledgeStore
 
-    store = QdrantKnowledgeStore(settings, _NoEmbedder())
+    store = QdrantKnowledgeStore(settings.model_copy(update={"backend": "qdrant"}), _NoEmbedder())
     try:
         await store._ensure()
         await store._require_tenant(tenant_id)
@@ -102,161 +121,164 @@ async def recount(settings: KnowledgeStoreSettings, tenant_id: str, log=print) -
         store.close()
 
 
-def _connect(settings: KnowledgeStoreSettings, tenant_id: str) -> tuple[sqlite3.Connection, Path]:
-    path = Path(settings.data_dir) / "tenants" / tenant_dir_name(tenant_id) / DB_FILE
-    if not path.is_file():
-        raise NotFound(f"tenant '{tenant_id}' has no embedded store at {path}")
-    conn = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
-    return conn, path
+class _State:
+    """Each tenant's progress (module docstring), rewritten whole after every change."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self.tenants: dict[str, str] = json.loads(path.read_text())["tenants"] if path.exists() else {}
+
+    def set(self, tenant_id: str, state: str) -> None:
+        self.tenants[tenant_id] = state
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = self.path.with_name(self.path.name + ".tmp")
+        tmp.write_text(json.dumps({"tenants": self.tenants}, indent=1, sort_keys=True) + "\n")
+        os.replace(tmp, self.path)
 
 
-async def migrate(settings: KnowledgeStoreSettings, tenant_id: str, *, batch: int = 200, samples: int = 20,
+def _open(settings: KnowledgeStoreSettings, backend: str, *, read_only: bool) -> StoreBackend:
+    update: dict[str, object] = {"backend": backend}
+    if read_only and backend == "embedded":
+        update["read_only"] = True
+    return open_store(settings.model_copy(update=update), _NoEmbedder())
+
+
+async def migrate(settings: KnowledgeStoreSettings, to: str, tenants: list[str], *, samples: int = 20,
                   restart: bool = False, verify_only: bool = False, log=print) -> int:
-    conn, path = _connect(settings, tenant_id)
-    checkpoint = path.with_name("migrate-qdrant.json")
-    from services.knowledge_store.qdrant import QdrantKnowledgeStore
-
-    target = QdrantKnowledgeStore(settings, _NoEmbedder())
+    """Move `tenants` into the `to` backend from the other (module docstring); 0 when all agree."""
+    state = _State(Path(settings.data_dir) / f"migrate-to-{to}.json")
+    source = _open(settings, OTHER[to], read_only=True)
+    target = _open(settings, to, read_only=verify_only)
     try:
-        if not verify_only:
-            after = "" if restart or not checkpoint.exists() else json.loads(checkpoint.read_text())["after"]
-            if after:
-                log(f"resuming after artifact {after!r} (checkpoint {checkpoint})")
-            copied = 0
-            while True:
-                rows = conn.execute(f"SELECT {_ARTIFACT_COLUMNS} FROM artifacts WHERE artifact_id > ? "
-                                    f"ORDER BY artifact_id LIMIT ?", (after, batch)).fetchall()
-                if not rows:
-                    break
-                await _copy_batch(conn, target, tenant_id, rows)
-                after = rows[-1][0]
-                copied += len(rows)
-                checkpoint.write_text(json.dumps({"tenant": tenant_id, "after": after}) + "\n")
-                log(f"copied {copied} artifacts (through {after!r})")
-            await _copy_profiles_and_votes(conn, target, tenant_id)
-            rewritten = await target.resaturate(tenant_id)
-            log(f"re-saturated {rewritten} sparse vectors with the tenant's final average length")
-        ok = await verify(conn, settings, target, tenant_id, samples=samples, log=log)
-        if ok and not verify_only:
-            checkpoint.unlink(missing_ok=True)
-        return 0 if ok else 1
+        failed = []
+        for tenant_id in tenants:
+            if verify_only:
+                ok = await verify(source, target, tenant_id, samples=samples, log=log)
+            else:
+                ok = await _move(settings, source, target, to, tenant_id, state, samples=samples, restart=restart,
+                                 log=log)
+            if not ok:
+                failed.append(tenant_id)
+        if failed:
+            log(f"DIFFER: {', '.join(failed)}")
+        return 1 if failed else 0
     finally:
         target.close()
-        conn.close()
-
-
-async def _copy_batch(conn: sqlite3.Connection, target: QdrantKnowledgeStore, tenant_id: str, artifacts: list) -> None:
-    from services.knowledge_store.qdrant import layout
-
-    ids = [a[0] for a in artifacts]
-    marks = ",".join("?" * len(ids))
-    entries = conn.execute(
-        f"""SELECT e.artifact_id, e.chunk_index, e.text, e.headline, e.content_summary, e.timestamp_unix,
-                   e.richness, f.title, f.body, v.vector
-            FROM entries e JOIN entries_fts f ON f.rowid = e.rid JOIN entry_vectors v ON v.rid = e.rid
-            WHERE e.artifact_id IN ({marks}) ORDER BY e.artifact_id, e.chunk_index""", ids).fetchall()
-    by_artifact: dict[str, list] = {}
-    for row in entries:
-        by_artifact.setdefault(row[0], []).append(row)
-    by_persona: dict[str, list[tuple[_Prepared, np.ndarray, tuple[int, int]]]] = {}
-    for i, a in enumerate(artifacts):
-        rows = by_artifact.get(a[0], [])
-        if not rows:
-            continue
-        meta = ArtifactMeta(artifact_id=a[0], title=a[1], source_type=a[2], source_id=a[3], source_uri=a[4],
-                            file_name=a[5], file_type=a[6], created_unix=a[7], modified_unix=a[8],
-                            owners=tuple(json.loads(a[9])), tags=tuple(json.loads(a[10])), reputation_prior=a[11],
-                            visibility_groups=tuple(json.loads(a[12])))
-        prepared = _Prepared(meta, i, tuple(EntryRow(chunk_index=r[1], text=r[2], headline=r[3], content_summary=r[4],
-                                                     timestamp_unix=r[5], richness=r[6], fts_title=r[7], fts_body=r[8])
-                                            for r in rows), ())
-        vectors = np.stack([np.frombuffer(r[9], np.float32) for r in rows])
-        by_persona.setdefault(a[13], []).append((prepared, vectors, (a[14], a[15])))
-    for persona, items in by_persona.items():
-        await target._write(tenant_id, persona, [p for p, _, _ in items], np.concatenate([v for _, v, _ in items]))
-        for p, _, (good, bad) in items:
-            if good or bad:
-                await target._call("set_payload", collection_name=target._names.artifacts, wait=True,
-                                   payload={"feedback_helpful": good, "feedback_unhelpful": bad},
-                                   points=[layout.artifact_point(tenant_id, p.meta.artifact_id)])
-
-
-async def _copy_profiles_and_votes(conn: sqlite3.Connection, target: QdrantKnowledgeStore, tenant_id: str) -> None:
-    from qdrant_client import models as qm
-
-    from services.knowledge_store.qdrant import layout
-    cols = select_columns(r[1] for r in conn.execute("PRAGMA table_info(profiles)"))  # an older table: defaults
-    profiles = conn.execute(f"SELECT {cols} FROM profiles ORDER BY seq").fetchall()
-    points = [qm.PointStruct(id=layout.profile_point(tenant_id, r[0], r[1], r[2]), vector={},
-                             payload={"tenant_id": tenant_id, "persona_id": r[0], "name": r[1], "version": r[2],
-                                      "row": list(r)}) for r in profiles]
-    if points:
-        await target._call("upsert", collection_name=target._names.profiles, points=points, wait=True)
-    tables = {r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
-    if "ranking_models" in tables:           # the models the profiles name, checked again, stored once by hash
-        for (raw,) in conn.execute("SELECT model FROM ranking_models ORDER BY sha256").fetchall():
-            await target.put_ranking_model(tenant_id, bytes(raw))
-    votes = conn.execute("SELECT artifact_id, user_id, helpful, target, target_id, updated_unix FROM votes").fetchall()
-    points = [qm.PointStruct(id=layout.vote_point(tenant_id, v[0], v[1]), vector={}, payload={
-        "tenant_id": tenant_id, "artifact_id": v[0], "user_id": v[1], "helpful": bool(v[2]), "target": v[3],
-        "target_id": v[4], "updated_unix": v[5]}) for v in votes]
-    for start in range(0, len(points), 512):
-        await target._call("upsert", collection_name=target._names.votes, points=points[start:start + 512], wait=True)
-    await _copy_feedback_log(conn, target, tenant_id)
-
-
-async def _copy_feedback_log(conn: sqlite3.Connection, target: QdrantKnowledgeStore, tenant_id: str) -> None:
-    """The tenant's votes on federated sources and its search log (search_log.py), as the
-    qdrant backend keeps them (qdrant/feedback_log.py)."""
-    from qdrant_client import models as qm
-
-    from services.knowledge_store.qdrant import layout
-    tables = {r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}   # older: none
-    votes = conn.execute("SELECT source_id, user_id, helpful, target_id, updated_unix FROM source_votes"
-                         ).fetchall() if "source_votes" in tables else []
-    searches = conn.execute("SELECT search_id, user_id, created_unix, query_sha256, items FROM searches"
-                            ).fetchall() if "searches" in tables else []
-    for collection, points in (
-            (target._names.source_votes, [qm.PointStruct(
-                id=layout.source_vote_point(tenant_id, v[0], v[1]), vector={}, payload={
-                    "tenant_id": tenant_id, "source_id": v[0], "user_id": v[1], "helpful": bool(v[2]),
-                    "target_id": v[3], "updated_unix": v[4]}) for v in votes]),
-            (target._names.searches, [qm.PointStruct(
-                id=layout.search_point(tenant_id, r[0]), vector={}, payload={
-                    "tenant_id": tenant_id, "search_id": r[0], "user_id": r[1], "created_unix": r[2],
-                    "query_sha256": r[3], "items": json.loads(r[4])}) for r in searches])):
-        for start in range(0, len(points), 512):
-            await target._call("upsert", collection_name=collection, points=points[start:start + 512], wait=True)
-
-
-async def verify(conn: sqlite3.Connection, settings: KnowledgeStoreSettings, target: QdrantKnowledgeStore,
-                 tenant_id: str, *, samples: int, log=print) -> bool:
-    """Counts equal, and sample searches agree (top 10 of both legs on both stores)."""
-    (artifacts,), (entries,) = (conn.execute("SELECT count(*) FROM artifacts").fetchone(),
-                                conn.execute("SELECT count(*) FROM entries").fetchone())
-    stats = await target.stats(tenant_id)
-    ok = stats.artifacts == artifacts and stats.entries == entries
-    log(f"counts: embedded {artifacts} artifacts / {entries} entries, qdrant {stats.artifacts} / {stats.entries}"
-        f" {'ok' if ok else 'DIFFER'}")
-    rows = conn.execute("SELECT e.headline, v.vector FROM entries e JOIN entry_vectors v ON v.rid = e.rid").fetchall()
-    picks = random.Random(0).sample(rows, min(samples, len(rows)))
-    source = open_store(KnowledgeStoreSettings(data_dir=settings.data_dir, dimension=settings.dimension,
-                                               read_only=True), _NoEmbedder())
-    try:
-        agree = {"dense": 0.0, "keyword": 0.0}
-        for headline, blob in picks:
-            q = np.frombuffer(blob, np.float32)[None, :]
-            [a], [b] = (await source.dense(tenant_id, q, 10, SearchFilters(), hits=True),
-                        await target.dense(tenant_id, q, 10, SearchFilters(), hits=True))
-            agree["dense"] += _overlap(a, b)
-            (a, _), (b, _) = (await source.keyword(tenant_id, headline, [], 10, SearchFilters(), hits=True),
-                              await target.keyword(tenant_id, headline, [], 10, SearchFilters(), hits=True))
-            agree["keyword"] += _overlap(a, b)
-    finally:
         source.close()
+
+
+async def _move(settings: KnowledgeStoreSettings, source: StoreBackend, target: StoreBackend, to: str,
+                tenant_id: str, state: _State, *, samples: int, restart: bool, log) -> bool:
+    was = state.tenants.get(tenant_id)
+    if was == "verified" and not restart:
+        log(f"tenant {tenant_id}: moved and verified by an earlier run, skipped")
+        return True
+    again = was is not None
+    if again:
+        log(f"tenant {tenant_id}: {'an earlier run stopped during its import' if was == 'importing' else 'restart'}"
+            f": importing it again")
+        if to == "qdrant":
+            await target.discard_tenant(tenant_id)
+    key = os.urandom(32)
+    model = {"name": "", "dimension": source.dimension, "fingerprint": await source.tenant_fingerprint(tenant_id)}
+    with scratch(Path(settings.data_dir), f"migrate-{to}") as path:
+        path.unlink(missing_ok=True)
+        manifest = await write_archive(path, key, tenant_id, model, export_records(source, tenant_id))
+        log(f"tenant {tenant_id}: exported {manifest['counts']['artifact']} artifacts, {manifest['counts']['profile']}"
+            f" profile versions, {manifest['counts']['persona']} personas from {OTHER[to]}")
+        archive = open_archive(path, key)
+        state.set(tenant_id, "importing")
+        report = await import_archive(target, archive, tenant_id, {**model, "dimension": target.dimension},
+                                      replace_tenant=again and to == "embedded", keep_groups=True)
+    log(f"tenant {tenant_id}: imported {report.artifacts} artifacts, {report.entries} entries into {to}")
+    ok = await verify(source, target, tenant_id, samples=samples, log=log)
+    if ok:
+        state.set(tenant_id, "verified")
+    return ok
+
+
+def _split(record: dict) -> tuple[bytes, list[np.ndarray]]:
+    """(the artifact record without its vectors as canonical JSON, its vectors)."""
+    vectors = [e["vector"] for e in record["entries"]] + ([record["title_vector"]] if record["title_vector"] else [])
+    bare = {**record, "title_vector": bool(record["title_vector"]),
+            "entries": [{k: v for k, v in e.items() if k != "vector"} for e in record["entries"]]}
+    return (json.dumps(bare, sort_keys=True, separators=(",", ":")).encode(),
+            [np.frombuffer(base64.b64decode(v), "<f4") for v in vectors])
+
+
+class _Side:
+    """One store's archive records summed up: counts, profile and persona keys, the SHA-256 of
+    the artifact records without their vectors."""
+
+    def __init__(self) -> None:
+        self.counts = {"artifact": 0, "entries": 0}
+        self.profiles: set[tuple] = set()
+        self.personas: set[str] = set()
+        self.sha = hashlib.sha256()
+
+    def add(self, record: dict | None) -> list[np.ndarray] | None:
+        """Count `record`; an artifact's vectors (None for other records)."""
+        if record is None:
+            return None
+        if record["kind"] == "profile":
+            p = record["profile"]
+            self.profiles.add((p["persona_id"], p["name"], p["version"]))
+        elif record["kind"] == "persona":
+            self.personas.add(record["persona"]["persona_id"])
+        else:
+            self.counts["artifact"] += 1
+            self.counts["entries"] += len(record["entries"])
+            bare, vectors = _split(record)
+            self.sha.update(bare)
+            return vectors
+        return None
+
+    def summary(self) -> dict:
+        return {**self.counts, "profile": len(self.profiles), "persona": len(self.personas)}
+
+
+async def verify(source: StoreBackend, target: StoreBackend, tenant_id: str, *, samples: int, log=print) -> bool:
+    """The tenant's archive records and sample searches agree on both stores (module docstring):
+    both read in step, artifact by artifact in id order."""
+    a, b = _Side(), _Side()
+    left, right = export_records(source, tenant_id), export_records(target, tenant_id)
+    diff, paired = 0.0, True
+    picks: list = []
+    rng, seen = random.Random(0), 0
+    while True:
+        x, y = await anext(left, None), await anext(right, None)
+        if x is None and y is None:
+            break
+        vx, vy = a.add(x), b.add(y)
+        if vx is not None and vy is not None and len(vx) == len(vy):
+            diff = max([diff] + [float(np.max(np.abs(p - q))) for p, q in zip(vx, vy)])
+        elif vx is not None or vy is not None:
+            paired = False                     # records out of step: the counts or the hash tell why
+        for e in x["entries"] if vx is not None else ():     # reservoir sampling of the sample queries
+            seen += 1
+            slot = len(picks) if len(picks) < samples else rng.randrange(seen)
+            if slot < samples:
+                picks[slot:slot + 1] = [(e["headline"], np.frombuffer(base64.b64decode(e["vector"]), "<f4")[None, :])]
+    same = a.sha.digest() == b.sha.digest()
+    ok = (a.summary() == b.summary() and (a.profiles, a.personas) == (b.profiles, b.personas) and same and paired
+          and diff <= VECTOR_TOLERANCE)
+    c, d = a.summary(), b.summary()
+    log(f"tenant {tenant_id}: counts {c['artifact']} artifacts / {c['entries']} entries / {c['profile']} profile "
+        f"versions / {c['persona']} personas, target {d['artifact']} / {d['entries']} / {d['profile']} / "
+        f"{d['persona']}; records SHA-256 {'equal' if same else 'DIFFER'}; vectors max difference {diff:.1e}: "
+        f"{'ok' if ok else 'DIFFER'}")
+    agree = {"dense": 0.0, "keyword": 0.0}
+    for headline, q in picks:
+        [x], [y] = (await source.dense(tenant_id, q, 10, SearchFilters(), hits=True),
+                    await target.dense(tenant_id, q, 10, SearchFilters(), hits=True))
+        agree["dense"] += _overlap(x, y)
+        (x, _), (y, _) = (await source.keyword(tenant_id, headline, [], 10, SearchFilters(), hits=True),
+                          await target.keyword(tenant_id, headline, [], 10, SearchFilters(), hits=True))
+        agree["keyword"] += _overlap(x, y)
     n = max(1, len(picks))
     for leg, total in agree.items():
-        log(f"sample searches, {leg}: mean top-10 overlap {total / n:.3f} over {len(picks)} queries")
+        log(f"tenant {tenant_id}: sample searches, {leg}: mean top-10 overlap {total / n:.3f} over {len(picks)} "
+            "queries")
     # Equal scores may order differently at the cut (the embedded store breaks ties by row id).
     return ok and agree["dense"] / n >= 0.95 and agree["keyword"] / n >= 0.9
 

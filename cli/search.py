@@ -56,8 +56,10 @@ async def _search(args: argparse.Namespace) -> int:
     if as_local:
         metadata.append(LOCAL_PRINCIPAL_METADATA)
     async with aio_channel(target(args, "rag_pipeline"), signing, tls_ca_file=tls_ca(args)) as channel:
-        pending = rag_grpc.RagPipelineStub(channel).SearchAndRank(request, timeout=30.0,
-                                                                  metadata=tuple(metadata) or None)
+        stub = rag_grpc.RagPipelineStub(channel)
+        pending = (stub.WhyNot(rag_pb.WhyNotRequest(search=request, artifact_ids=args.why_not), timeout=30.0,
+                               metadata=tuple(metadata) or None) if args.why_not else
+                   stub.SearchAndRank(request, timeout=30.0, metadata=tuple(metadata) or None))
         try:
             response = await pending
             answered = dict(await pending.initial_metadata() or ()).get(ANSWERED_AS_METADATA, "")
@@ -68,6 +70,8 @@ async def _search(args: argparse.Namespace) -> int:
                                     "--tenant names; --as-operator searches any tenant as the operator)")
             raise failure from None
     answered = answered or ("the local principal" if as_local and not key else "the operator")
+    if args.why_not:
+        return _why_not(args, json.loads(response.result_json), answered)
     if args.json:
         console.print_json(json.dumps({**MessageToDict(response), "answeredAs": answered}))
         return 0
@@ -107,6 +111,26 @@ async def _search(args: argparse.Namespace) -> int:
     return 0
 
 
+def _why_not(args: argparse.Namespace, answer: dict, answered: str) -> int:
+    """`--why-not`: each document's deciding factor (docs/RANKING.md "Why not"), or the JSON answer."""
+    if args.json:
+        console.print_json(json.dumps({**answer, "answeredAs": answered}))
+        return 0
+    table = Table(title=f"why not — “{escape(args.query)}”: {answer['shown']} shown of {answer['candidates']} "
+                        f"candidates, page size {answer['page_size']}")
+    for col in ("document", "deciding factor", "rank", "dense", "keyword", "why"):
+        table.add_column(col)
+    for d in answer["documents"]:
+        legs = [d.get(leg) or {} for leg in ("dense", "keyword")]
+        table.add_row(escape(d["artifact_id"]), d["deciding_factor"] or "-", str(d["rank"] or "-"),
+                      *(f"#{x.get('rank') or '-'} {x['score']:.3f}" if x.get("score") is not None else "-"
+                        for x in legs),
+                      escape(d["detail"] or d["error"]))
+    console.print(table)
+    console.print(f"answered as {escape(answered)}")
+    return 0
+
+
 def learned_line(e: rag_pb.ScoreExplanation) -> str:
     """The top result's feature contributions to a learned model's score, one line ("" without)."""
     if not e.feature_contributions:
@@ -128,6 +152,8 @@ def register(sub: argparse._SubParsersAction) -> None:
     search.add_argument("--json", action="store_true", help="print the raw response as JSON")
     search.add_argument("--fold-duplicates", action="store_true",
                         help="fold near-identical documents into one result (default: the profile's setting)")
+    search.add_argument("--why-not", nargs="+", metavar="ARTIFACT_ID", default=[],
+                        help="why these documents (at most 5) are not among this search's results")
     search.add_argument("--as-operator", action="store_true",
                         help="authentication off: search as the operator (every document of any tenant) "
                              "instead of as the local principal that MCP callers get")

@@ -15,7 +15,6 @@ from rich.markup import escape
 
 from cli.sources_file import INVALID_EXIT, read_status_file, request_reload, sources_file
 from cli.stack import console, data_dir
-from services.rag_pipeline.federation.admin import SourcesEditor, operator_principal
 from shared.audit import AuditLog
 from shared.errors import InvalidArgument
 from shared.settings import RagPipelineSettings
@@ -32,6 +31,8 @@ def _audit_path(args: argparse.Namespace) -> Path:
 def sources_editor(args: argparse.Namespace):
     """The operator's editor of the sources file: every field, every tenant; the tenant rule of
     the running stack when it has published its tenants."""
+    from services.rag_pipeline.federation.admin import SourcesEditor   # here: it loads the MCP SDK
+
     path = sources_file(args)
     published = read_status_file(path) or {}
     tenants = published.get("stack_tenants")
@@ -40,6 +41,8 @@ def sources_editor(args: argparse.Namespace):
 
 
 def cli_operator():
+    from services.rag_pipeline.federation.admin import operator_principal
+
     try:
         user = getpass.getuser()
     except (KeyError, OSError):

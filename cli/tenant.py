@@ -7,11 +7,13 @@ between stacks, tenant ids and backends (operators; docs/OPERATIONS.md, "Tenant 
         on first use as `nucleus backup` makes it); written 0600 beside FILE, verified, renamed
         into place: FILE exists complete or not at all (an existing FILE is refused)
     nucleus tenant import FILE [--key FILE] [--as-tenant T2] [--replace] [--keep-groups]
-                               [--with-user-data]
+                               [--with-user-data] [--reembed]
         verified here first (MAC, SHA-256 of every member), then streamed to the running
         KnowledgeStore (gRPC ImportTenant), which verifies it again and imports it all or nothing.
         --key: the backup key of the stack that made the archive. --with-user-data is refused:
-        archives do not carry user data yet.
+        archives do not carry user data yet. --reembed: the archive was made with another
+        embedding model, or its tenant's model is `unknown` (its fingerprint, in the manifest):
+        the texts are embedded again by this stack's model instead of refused.
 
 The backup key travels to the store with the call (it MACs and verifies there) and is never
 stored or logged by it.
@@ -92,7 +94,8 @@ async def _import(args: argparse.Namespace, path: Path, key: bytes):
     client = _client(args)
     try:
         return await client.import_tenant(chunks(), key, as_tenant=args.as_tenant or "", replace=args.replace,
-                                          keep_groups=args.keep_groups, with_user_data=args.with_user_data)
+                                          keep_groups=args.keep_groups, with_user_data=args.with_user_data,
+                                          reembed=args.reembed)
     finally:
         await client.close()
 
@@ -116,5 +119,7 @@ def register(sub: argparse._SubParsersAction) -> None:
                    help="keep group-only documents visible to their groups under another tenant id")
     i.add_argument("--with-user-data", dest="with_user_data", action="store_true",
                    help="also user data (votes, search log): not carried by archives yet, refused")
+    i.add_argument("--reembed", action="store_true",
+                   help="embed the texts again with this stack's model (an archive of another or an unknown model)")
     i.add_argument("--knowledge-store-target", dest="knowledge_store_target")
     i.set_defaults(func=cmd_import)

@@ -1,12 +1,16 @@
 """What a ranked result costs outside the model, in process (issue 42's pages and highlights).
 
-    HF_HUB_OFFLINE=1 .venv/bin/python -m lab.result_cost [--queries 200]
+    HF_HUB_OFFLINE=1 .venv/bin/python -m lab.result_cost [--queries 200] [--part all|search|highlights|why-not]
 
 1. CPU per SearchAndRank (time.process_time) over a 600-document tenant of random words, the
    store and pipeline in process with a hashing embedder (no model: its CPU would drown the
    difference), top_k_final 10 against
    50 (what ranking every first page five pages deep would cost), alternating, two rounds each;
-2. `snippets.highlights` per result (µs) on 200 snippets of random 200-word texts.
+2. `snippets.highlights` per result (µs) on 200 snippets of random 200-word texts;
+3. why-not (services/rag_pipeline/why_not.py): wall time of `why_not` for 5 ids (4 of the
+   tenant's documents at random and a made-up one) against a fresh search of the same request
+   (`search_for`, what why-not runs inside), alternating per query, on the tenant of 1.: p50 and
+   p90 of each and the ratio of the p50s.
 """
 from __future__ import annotations
 
@@ -22,12 +26,14 @@ import numpy as np
 from services.knowledge_store.embedded.core import KnowledgeStore
 from services.knowledge_store.inprocess_client import InProcessKnowledgeStoreClient
 from services.rag_pipeline.core import RagPipeline
-from services.rag_pipeline.models import SearchRequest
+from services.rag_pipeline.models import Preferences, SearchRequest
 from services.rag_pipeline.snippets import highlights, make_snippet
+from services.rag_pipeline.why_not import why_not
 from shared.auth.inprocess import InProcessCaller
 from shared.records import ArtifactMeta, DocumentIn
 from shared.settings import KnowledgeStoreSettings, RagPipelineSettings
 
+EXPLAIN = Preferences(explain=True)
 WORDS = ["pump", "seal", "valve", "pressure", "gasket", "the", "of", "battery", "firmware"] + \
         [f"w{i}" for i in range(400)]
 
@@ -49,7 +55,8 @@ class HashingModel:
         pass
 
 
-async def search_cpu(n: int) -> None:
+async def tenant(n: int) -> tuple[RagPipeline, KnowledgeStore, list[str]]:
+    """The in-process store and pipeline over 600 random-word documents, and `n` queries."""
     settings = KnowledgeStoreSettings(data_dir=Path(tempfile.mkdtemp()))
     llm = HashingModel(settings.dimension)
     store = KnowledgeStore(settings, llm)
@@ -58,7 +65,11 @@ async def search_cpu(n: int) -> None:
     rng = random.Random(1)
     await store.ingest("t", "", [DocumentIn(ArtifactMeta(artifact_id=f"d{i}", title=f"T {i}"),
                                             " ".join(rng.choice(WORDS) for _ in range(180))) for i in range(600)])
-    queries = [" ".join(rng.choice(WORDS) for _ in range(4)) for _ in range(n)]
+    return pipeline, store, [" ".join(rng.choice(WORDS) for _ in range(4)) for _ in range(n)]
+
+
+async def search_cpu(n: int) -> None:
+    pipeline, store, queries = await tenant(n)
     try:
         for k in (10, 50, 10, 50):
             started = time.process_time()
@@ -68,6 +79,29 @@ async def search_cpu(n: int) -> None:
     finally:
         await pipeline.close()
         store.close()
+
+
+async def why_not_cost(n: int) -> None:
+    pipeline, store, queries = await tenant(n)
+    rng = random.Random(2)
+    fresh, why = [], []
+    try:
+        for q in queries:
+            request = SearchRequest(query=q, tenant_id="t", top_k_final=10, top_k_initial=50, prefs=EXPLAIN)
+            ids = [f"d{i}" for i in rng.sample(range(600), 4)] + ["no-such-document"]
+            started = time.perf_counter()
+            await pipeline.search_for(request, None, None)
+            fresh.append(time.perf_counter() - started)
+            started = time.perf_counter()
+            answer = await why_not(pipeline, None, request, None, ids)
+            why.append(time.perf_counter() - started)
+            assert len(answer.documents) == 5
+    finally:
+        await pipeline.close()
+        store.close()
+    (f50, f90), (w50, w90) = (np.percentile(np.asarray(x) * 1000, [50, 90]) for x in (fresh, why))
+    print(f"fresh search: p50 {f50:.2f} ms, p90 {f90:.2f} ms; why_not (5 ids): p50 {w50:.2f} ms, p90 {w90:.2f} ms; "
+          f"ratio of p50s {w50 / f50:.2f}x ({n} queries)")
 
 
 def highlight_cost() -> None:
@@ -84,9 +118,14 @@ def highlight_cost() -> None:
 def main() -> None:
     p = argparse.ArgumentParser(prog="python -m lab.result_cost")
     p.add_argument("--queries", type=int, default=200)
+    p.add_argument("--part", choices=("all", "search", "highlights", "why-not"), default="all")
     args = p.parse_args()
-    asyncio.run(search_cpu(args.queries))
-    highlight_cost()
+    if args.part in ("all", "search"):
+        asyncio.run(search_cpu(args.queries))
+    if args.part in ("all", "highlights"):
+        highlight_cost()
+    if args.part in ("all", "why-not"):
+        asyncio.run(why_not_cost(args.queries))
 
 
 if __name__ == "__main__":

@@ -368,6 +368,7 @@ class Retrieval:
     keyword_hits: tuple[Hit, ...] | None = None
     dense_hits: tuple[tuple[Hit, ...], ...] | None = None
     degraded: str = ""
+    data_id: str = ""               # which copy of the tenant's data answered (StoreBackend.data_id)
 
 
 @dataclass(frozen=True, slots=True)

@@ -16,13 +16,12 @@ import contextlib
 import json
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
-from typing import Any
-
-from mcp import Client
-from mcp.client.streamable_http import streamable_http_client
-from mcp.shared._httpx_utils import create_mcp_http_client
+from typing import TYPE_CHECKING, Any
 
 from shared.redaction import Redactor
+
+if TYPE_CHECKING:
+    from mcp import Client
 
 # The tools offered to the model unless a persona says otherwise: retrieval and the topic tools.
 DEFAULT_TOOLS = ("rag_search", "rag_topics", "rag_topic_evolution", "rag_recent_developments", "rag_topic_map")
@@ -35,6 +34,10 @@ RESULT_CHARS = 6_000
 @contextlib.asynccontextmanager
 async def connect(url: str, token: str = "") -> AsyncIterator[Client]:
     """An MCP client of the RAGPipeline at `url` (…/mcp), authenticated by `token` if given."""
+    from mcp import Client           # here, not at the top: the CLI's other commands never load the MCP SDK
+    from mcp.client.streamable_http import streamable_http_client
+    from mcp.shared._httpx_utils import create_mcp_http_client
+
     headers = {"Authorization": f"Bearer {token}"} if token else {}
     async with Client(streamable_http_client(url, http_client=create_mcp_http_client(headers=headers))) as client:
         yield client

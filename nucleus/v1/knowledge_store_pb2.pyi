@@ -22,18 +22,20 @@ class ArchiveChunk(_message.Message):
     def __init__(self, data: _Optional[bytes] = ...) -> None: ...
 
 class ImportTenantOptions(_message.Message):
-    __slots__ = ("backup_key", "as_tenant", "replace", "keep_groups", "with_user_data")
+    __slots__ = ("backup_key", "as_tenant", "replace", "keep_groups", "with_user_data", "reembed")
     BACKUP_KEY_FIELD_NUMBER: _ClassVar[int]
     AS_TENANT_FIELD_NUMBER: _ClassVar[int]
     REPLACE_FIELD_NUMBER: _ClassVar[int]
     KEEP_GROUPS_FIELD_NUMBER: _ClassVar[int]
     WITH_USER_DATA_FIELD_NUMBER: _ClassVar[int]
+    REEMBED_FIELD_NUMBER: _ClassVar[int]
     backup_key: bytes
     as_tenant: str
     replace: bool
     keep_groups: bool
     with_user_data: bool
-    def __init__(self, backup_key: _Optional[bytes] = ..., as_tenant: _Optional[str] = ..., replace: _Optional[bool] = ..., keep_groups: _Optional[bool] = ..., with_user_data: _Optional[bool] = ...) -> None: ...
+    reembed: bool
+    def __init__(self, backup_key: _Optional[bytes] = ..., as_tenant: _Optional[str] = ..., replace: _Optional[bool] = ..., keep_groups: _Optional[bool] = ..., with_user_data: _Optional[bool] = ..., reembed: _Optional[bool] = ...) -> None: ...
 
 class ImportTenantRequest(_message.Message):
     __slots__ = ("options", "data")
@@ -252,7 +254,7 @@ class RetrieveRequest(_message.Message):
     def __init__(self, tenant_id: _Optional[str] = ..., keywords: _Optional[str] = ..., extra_keywords: _Optional[_Iterable[str]] = ..., top_k: _Optional[int] = ..., filters: _Optional[_Union[_common_pb2.KnowledgeSearchFilters, _Mapping]] = ..., query_vectors: _Optional[_Iterable[_Union[FloatVector, _Mapping]]] = ..., keyword_leg: _Optional[bool] = ..., complete_scores: _Optional[bool] = ..., complete_row_ids: _Optional[_Iterable[int]] = ..., hits: _Optional[bool] = ..., feedback_expansion: _Optional[str] = ...) -> None: ...
 
 class RetrieveResponse(_message.Message):
-    __slots__ = ("keyword_columns", "keyword_query_terms", "dense_columns", "completion", "keyword_hits", "dense_hits", "degraded")
+    __slots__ = ("keyword_columns", "keyword_query_terms", "dense_columns", "completion", "keyword_hits", "dense_hits", "degraded", "data_id")
     KEYWORD_COLUMNS_FIELD_NUMBER: _ClassVar[int]
     KEYWORD_QUERY_TERMS_FIELD_NUMBER: _ClassVar[int]
     DENSE_COLUMNS_FIELD_NUMBER: _ClassVar[int]
@@ -260,6 +262,7 @@ class RetrieveResponse(_message.Message):
     KEYWORD_HITS_FIELD_NUMBER: _ClassVar[int]
     DENSE_HITS_FIELD_NUMBER: _ClassVar[int]
     DEGRADED_FIELD_NUMBER: _ClassVar[int]
+    DATA_ID_FIELD_NUMBER: _ClassVar[int]
     keyword_columns: CandidateColumns
     keyword_query_terms: _containers.RepeatedScalarFieldContainer[str]
     dense_columns: _containers.RepeatedCompositeFieldContainer[CandidateColumns]
@@ -267,7 +270,8 @@ class RetrieveResponse(_message.Message):
     keyword_hits: _containers.RepeatedCompositeFieldContainer[ScoredEntry]
     dense_hits: _containers.RepeatedCompositeFieldContainer[VectorHits]
     degraded: str
-    def __init__(self, keyword_columns: _Optional[_Union[CandidateColumns, _Mapping]] = ..., keyword_query_terms: _Optional[_Iterable[str]] = ..., dense_columns: _Optional[_Iterable[_Union[CandidateColumns, _Mapping]]] = ..., completion: _Optional[_Union[ScoreCompletion, _Mapping]] = ..., keyword_hits: _Optional[_Iterable[_Union[ScoredEntry, _Mapping]]] = ..., dense_hits: _Optional[_Iterable[_Union[VectorHits, _Mapping]]] = ..., degraded: _Optional[str] = ...) -> None: ...
+    data_id: str
+    def __init__(self, keyword_columns: _Optional[_Union[CandidateColumns, _Mapping]] = ..., keyword_query_terms: _Optional[_Iterable[str]] = ..., dense_columns: _Optional[_Iterable[_Union[CandidateColumns, _Mapping]]] = ..., completion: _Optional[_Union[ScoreCompletion, _Mapping]] = ..., keyword_hits: _Optional[_Iterable[_Union[ScoredEntry, _Mapping]]] = ..., dense_hits: _Optional[_Iterable[_Union[VectorHits, _Mapping]]] = ..., degraded: _Optional[str] = ..., data_id: _Optional[str] = ...) -> None: ...
 
 class ScoreCompletion(_message.Message):
     __slots__ = ("row_ids", "dense", "bm25", "query_terms", "document_frequency", "keyword_entries")
@@ -440,14 +444,16 @@ class GetEntriesRequest(_message.Message):
     def __init__(self, tenant_id: _Optional[str] = ..., entry_ids: _Optional[_Iterable[str]] = ..., include_vectors: _Optional[bool] = ..., include_terms: _Optional[bool] = ...) -> None: ...
 
 class GetEntriesResponse(_message.Message):
-    __slots__ = ("entries", "vectors", "terms")
+    __slots__ = ("entries", "vectors", "terms", "data_id")
     ENTRIES_FIELD_NUMBER: _ClassVar[int]
     VECTORS_FIELD_NUMBER: _ClassVar[int]
     TERMS_FIELD_NUMBER: _ClassVar[int]
+    DATA_ID_FIELD_NUMBER: _ClassVar[int]
     entries: _containers.RepeatedCompositeFieldContainer[ScoredEntry]
     vectors: _containers.RepeatedCompositeFieldContainer[FloatVector]
     terms: _containers.RepeatedCompositeFieldContainer[EntryTerms]
-    def __init__(self, entries: _Optional[_Iterable[_Union[ScoredEntry, _Mapping]]] = ..., vectors: _Optional[_Iterable[_Union[FloatVector, _Mapping]]] = ..., terms: _Optional[_Iterable[_Union[EntryTerms, _Mapping]]] = ...) -> None: ...
+    data_id: str
+    def __init__(self, entries: _Optional[_Iterable[_Union[ScoredEntry, _Mapping]]] = ..., vectors: _Optional[_Iterable[_Union[FloatVector, _Mapping]]] = ..., terms: _Optional[_Iterable[_Union[EntryTerms, _Mapping]]] = ..., data_id: _Optional[str] = ...) -> None: ...
 
 class EntryTerms(_message.Message):
     __slots__ = ("title", "body")

@@ -166,6 +166,22 @@ class StageTiming(_message.Message):
     ms: float
     def __init__(self, stage: _Optional[str] = ..., ms: _Optional[float] = ...) -> None: ...
 
+class WhyNotRequest(_message.Message):
+    __slots__ = ("search", "artifact_ids", "search_id")
+    SEARCH_FIELD_NUMBER: _ClassVar[int]
+    ARTIFACT_IDS_FIELD_NUMBER: _ClassVar[int]
+    SEARCH_ID_FIELD_NUMBER: _ClassVar[int]
+    search: SearchAndRankRequest
+    artifact_ids: _containers.RepeatedScalarFieldContainer[str]
+    search_id: str
+    def __init__(self, search: _Optional[_Union[SearchAndRankRequest, _Mapping]] = ..., artifact_ids: _Optional[_Iterable[str]] = ..., search_id: _Optional[str] = ...) -> None: ...
+
+class WhyNotResponse(_message.Message):
+    __slots__ = ("result_json",)
+    RESULT_JSON_FIELD_NUMBER: _ClassVar[int]
+    result_json: str
+    def __init__(self, result_json: _Optional[str] = ...) -> None: ...
+
 class SearchAndRankResponse(_message.Message):
     __slots__ = ("results", "debug_information", "error_message", "degraded", "degraded_reasons", "profile_name", "profile_version", "query_phrases", "candidates_considered", "timings", "temporal_intent", "sources", "search_id", "next_cursor")
     RESULTS_FIELD_NUMBER: _ClassVar[int]

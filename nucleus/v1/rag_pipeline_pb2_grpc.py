@@ -66,6 +66,11 @@ class RagPipelineStub:
                 request_serializer=nucleus_dot_v1_dot_rag__pipeline__pb2.TopicToolRequest.SerializeToString,
                 response_deserializer=nucleus_dot_v1_dot_rag__pipeline__pb2.TopicToolResponse.FromString,
                 _registered_method=True)
+        self.WhyNot = channel.unary_unary(
+                '/nucleus.v1.RagPipeline/WhyNot',
+                request_serializer=nucleus_dot_v1_dot_rag__pipeline__pb2.WhyNotRequest.SerializeToString,
+                response_deserializer=nucleus_dot_v1_dot_rag__pipeline__pb2.WhyNotResponse.FromString,
+                _registered_method=True)
         self.PutPersona = channel.unary_unary(
                 '/nucleus.v1.RagPipeline/PutPersona',
                 request_serializer=nucleus_dot_v1_dot_common__pb2.Persona.SerializeToString,
@@ -124,6 +129,14 @@ class RagPipelineServicer:
     def RunTopicTool(self, request, context):
         """The topic tools (rag_topics, rag_topic_evolution, rag_recent_developments, rag_topic_map)
         for the verified caller, as over MCP (docs/AGENTS.md).
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def WhyNot(self, request, context):
+        """Why these documents are not among a search's results, for the verified caller, as MCP's
+        rag_why_not answers (docs/RANKING.md "Why not").
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
@@ -188,6 +201,11 @@ def add_RagPipelineServicer_to_server(servicer, server):
                     servicer.RunTopicTool,
                     request_deserializer=nucleus_dot_v1_dot_rag__pipeline__pb2.TopicToolRequest.FromString,
                     response_serializer=nucleus_dot_v1_dot_rag__pipeline__pb2.TopicToolResponse.SerializeToString,
+            ),
+            'WhyNot': grpc.unary_unary_rpc_method_handler(
+                    servicer.WhyNot,
+                    request_deserializer=nucleus_dot_v1_dot_rag__pipeline__pb2.WhyNotRequest.FromString,
+                    response_serializer=nucleus_dot_v1_dot_rag__pipeline__pb2.WhyNotResponse.SerializeToString,
             ),
             'PutPersona': grpc.unary_unary_rpc_method_handler(
                     servicer.PutPersona,
@@ -372,6 +390,33 @@ class RagPipeline:
             '/nucleus.v1.RagPipeline/RunTopicTool',
             nucleus_dot_v1_dot_rag__pipeline__pb2.TopicToolRequest.SerializeToString,
             nucleus_dot_v1_dot_rag__pipeline__pb2.TopicToolResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def WhyNot(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/nucleus.v1.RagPipeline/WhyNot',
+            nucleus_dot_v1_dot_rag__pipeline__pb2.WhyNotRequest.SerializeToString,
+            nucleus_dot_v1_dot_rag__pipeline__pb2.WhyNotResponse.FromString,
             options,
             channel_credentials,
             insecure,

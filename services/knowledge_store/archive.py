@@ -7,13 +7,17 @@ archives").
                      `entry_vectors`, `title_vectors`; profiles of every version with the models
                      they name; personas) as JSON-ready records, one artifact a record
     import_archive   a verified archive written into a tenant: refused first for another model
-                     (name or dimension) and for grouped documents under another tenant without
-                     `keep_groups`; then every record checked by the write validators (artifact
-                     metadata, entry ids, profiles, personas, each vector's dimension, finiteness
-                     and unit norm) and written with its stored vectors (nothing is re-embedded)
-                     through the backend's `import_stage`: the embedded backend builds the tenant
-                     aside and swaps it in, the qdrant backend writes an empty tenant only and
-                     removes what it wrote on a failure. A failure part-way leaves the tenant as it was.
+                     (name, dimension, or a model fingerprint other than the serving model's, or
+                     `unknown`: fingerprints.py) unless `reembed`, and for grouped documents under
+                     another tenant without `keep_groups`; then every record checked by the write
+                     validators (artifact metadata, entry ids, profiles, personas, each vector's
+                     dimension, finiteness and unit norm) and written with its stored vectors
+                     (`reembed`: vectors of the serving model, from each entry's text as ingest
+                     embedded it) through the backend's `import_stage`: the embedded backend builds
+                     the tenant aside and swaps it in, the qdrant backend writes an empty tenant
+                     only and removes what it wrote on a failure. A failure part-way leaves the
+                     tenant as it was. The tenant records the archive's fingerprint (`reembed`: the
+                     serving model's).
 
 Not carried (yet): user data (per-user votes, the search log, votes on federated sources); each
 artifact's feedback counters are.
@@ -30,13 +34,15 @@ from ranking.profile import RankingProfile
 from services.knowledge_store import ranking_models, validation
 from services.knowledge_store.archive_file import Archive
 from services.knowledge_store.backend import StoreBackend
+from services.knowledge_store.fingerprints import UNKNOWN
 from services.knowledge_store.personas import Persona
-from services.knowledge_store.preparation import EntryRow, PreparedDocument
+from services.knowledge_store.preparation import EntryRow, PreparedDocument, derived_rows
 from shared.errors import FailedPrecondition, InvalidArgument
 from shared.records import ARTIFACT_FIELDS, ArtifactMeta
 
-BATCH = 64                     # artifacts per read and per write
+BATCH = 256                    # artifacts per read and per write
 NORM_TOLERANCE = 1e-3          # a stored vector is a unit vector
+EMBED_BATCH = 128              # texts per embed call of `reembed` (as ingest's embed_batch_size)
 _PROFILE_FIELDS = tuple(f.name for f in fields(RankingProfile) if f.name != "tenant_id")
 
 
@@ -115,13 +121,24 @@ def _plain(value):
 
 
 # ---------------------------------------------------------------------------- import
-def check_archive(archive: Archive, tenant_id: str, model: dict, *, keep_groups: bool) -> None:
-    """The refusals before anything is written (module docstring)."""
+def check_archive(archive: Archive, tenant_id: str, model: dict, *, keep_groups: bool, reembed: bool = False) -> None:
+    """The refusals before anything is written (module docstring). `model`: the serving model's
+    name, dimension and fingerprint (without one: not compared)."""
     m = archive.manifest
-    if m["model"].get("dimension") != model.get("dimension") or m["model"].get("name") != model.get("name"):
+    theirs = m["model"].get("fingerprint") or UNKNOWN
+    if reembed:
+        pass
+    elif m["model"].get("dimension") != model.get("dimension") or m["model"].get("name") != model.get("name"):
         raise FailedPrecondition(f"archive {archive.path} was made with embedding model {m['model'].get('name')!r} "
                                  f"({m['model'].get('dimension')} dimensions); this store's is {model.get('name')!r} "
-                                 f"({model.get('dimension')}): its vectors cannot be searched here: refused")
+                                 f"({model.get('dimension')}): its vectors cannot be searched here: import it with "
+                                 "--reembed, or refused")
+    elif "fingerprint" in model and theirs != (model["fingerprint"] or UNKNOWN):
+        which = ("an unknown model (its tenant's vectors could not be reproduced by the model that served it)"
+                 if theirs == UNKNOWN else f"a model of fingerprint {theirs}")
+        raise FailedPrecondition(f"archive {archive.path} holds vectors of {which}; this store's model's fingerprint "
+                                 f"is {model['fingerprint']}: import it with --reembed to embed its texts again: "
+                                 "refused")
     if tenant_id != m["tenant"] and m.get("grouped_artifacts") and not keep_groups:
         raise FailedPrecondition(
             f"archive {archive.path} holds {m['grouped_artifacts']} documents of tenant '{m['tenant']}' visible to "
@@ -130,13 +147,17 @@ def check_archive(archive: Archive, tenant_id: str, model: dict, *, keep_groups:
 
 
 async def import_archive(store: StoreBackend, archive: Archive, tenant_id: str, model: dict, *,
-                         replace_tenant: bool = False, keep_groups: bool = False) -> ImportReport:
+                         replace_tenant: bool = False, keep_groups: bool = False, reembed: bool = False
+                         ) -> ImportReport:
     """Write the verified `archive` into `tenant_id` (module docstring); all or nothing."""
     validation.tenant_id(tenant_id)
-    check_archive(archive, tenant_id, model, keep_groups=keep_groups)
+    check_archive(archive, tenant_id, model, keep_groups=keep_groups, reembed=reembed)
     stage = await store.import_stage(tenant_id, replace_tenant)
     try:
-        report = await _write_records(stage.store, tenant_id, archive.records())
+        report = await _write_records(stage.store, tenant_id, archive.records(), store.embedder if reembed else None)
+        fingerprint = model.get("fingerprint") if reembed else archive.manifest["model"].get("fingerprint")
+        if fingerprint:                 # none recorded in the source (nucleus migrate): decided here later
+            await stage.store.set_tenant_fingerprint(tenant_id, fingerprint)
         await stage.commit()
     except BaseException:
         await stage.abort()
@@ -144,16 +165,18 @@ async def import_archive(store: StoreBackend, archive: Archive, tenant_id: str, 
     return report
 
 
-async def _write_records(store: StoreBackend, tenant_id: str, records: Iterator[dict]) -> ImportReport:
+async def _write_records(store: StoreBackend, tenant_id: str, records: Iterator[dict], embedder=None
+                         ) -> ImportReport:
+    """`embedder`: the vectors are embedded again with it (`reembed`), the archived ones ignored."""
     counts = {"artifact": 0, "entries": 0, "profile": 0, "persona": 0}
     batch: list[tuple[str, PreparedDocument, np.ndarray, np.ndarray | None, tuple[int, int]]] = []
     for n, record in enumerate(records):
         kind = record.get("kind")
         if kind == "artifact":
-            batch.append(_artifact(record, store.dimension, f"records[{n}]", len(batch)))
+            batch.append(_artifact(record, store.dimension, f"records[{n}]", len(batch), embedder is None))
             counts["entries"] += len(batch[-1][1].rows)
             if len(batch) >= BATCH:
-                await store.put_archived(tenant_id, batch)
+                await store.put_archived(tenant_id, await _reembedded(batch, embedder, store.dimension))
                 batch = []
         elif kind == "profile":
             await _put_profile(store, tenant_id, record, f"records[{n}]")
@@ -163,11 +186,35 @@ async def _write_records(store: StoreBackend, tenant_id: str, records: Iterator[
             raise InvalidArgument(f"records[{n}].kind", f"{kind!r} is not one of artifact, profile, persona")
         counts[kind] += 1
     if batch:
-        await store.put_archived(tenant_id, batch)
+        await store.put_archived(tenant_id, await _reembedded(batch, embedder, store.dimension))
     return ImportReport(tenant_id, counts["artifact"], counts["entries"], counts["profile"], counts["persona"])
 
 
-def _artifact(record: dict, dimension: int, field: str, index: int
+async def _reembedded(batch: list, embedder, dimension: int) -> list:
+    """`batch` with the vectors of `embedder` (None: as it is): each entry's from the text ingest
+    embedded it from, each non-empty title's from the title."""
+    if embedder is None:
+        return batch
+    texts = [derived_rows(p.meta.title, r.headline, r.text)[2] for _, p, _, _, _ in batch for r in p.rows]
+    titles = [p.meta.title for _, p, _, _, _ in batch if p.meta.title.strip()]
+    inputs = texts + titles
+    got = np.concatenate([np.asarray(await embedder.embed(inputs[i:i + EMBED_BATCH]), np.float32).reshape(
+        -1, dimension) for i in range(0, len(inputs), EMBED_BATCH)]) if inputs else np.zeros((0, dimension))
+    if got.shape != (len(texts) + len(titles), dimension) or not np.isfinite(got).all():
+        raise FailedPrecondition(f"re-embedding gave vectors of shape {got.shape}, the store's have {dimension} "
+                                 "dimensions: nothing imported")
+    got = got / np.maximum(np.linalg.norm(got, axis=1, keepdims=True), 1e-12)
+    out, at, title_at = [], 0, len(texts)
+    for persona, p, _, _, feedback in batch:
+        title = None
+        if p.meta.title.strip():
+            title, title_at = got[title_at], title_at + 1
+        out.append((persona, p, got[at:at + len(p.rows)], title, feedback))
+        at += len(p.rows)
+    return out
+
+
+def _artifact(record: dict, dimension: int, field: str, index: int, vectors_too: bool = True
               ) -> tuple[str, PreparedDocument, np.ndarray, np.ndarray | None, tuple[int, int]]:
     a = record["artifact"]
     meta = ArtifactMeta(**{f: tuple(a[f]) if isinstance(a[f], list) else a[f] for f in ARTIFACT_FIELDS})
@@ -180,18 +227,19 @@ def _artifact(record: dict, dimension: int, field: str, index: int
                              content_summary=str(e["content_summary"]), timestamp_unix=int(e["timestamp_unix"]),
                              richness=float(e["richness"]), fts_title=str(e["title_terms"]),
                              fts_body=str(e["body_terms"]), text_hash=_text_hash(e, f"{field}.entries[{k}]")))
-        vectors.append(_vector(e["vector"], dimension, f"{field}.entries[{k}].vector"))
+        if vectors_too:
+            vectors.append(_vector(e["vector"], dimension, f"{field}.entries[{k}].vector"))
     if not rows:
         raise InvalidArgument(f"{field}.entries", "an artifact needs at least one entry")
     if len({r.chunk_index for r in rows}) != len(rows):
         raise InvalidArgument(f"{field}.entries", "chunk indexes repeat")
-    title = record.get("title_vector")
+    title = record.get("title_vector") if vectors_too else None
     title_vector = None if title is None else _vector(title, dimension, f"{field}.title_vector")
     helpful, unhelpful = (int(x) for x in record.get("feedback", (0, 0)))
     if helpful < 0 or unhelpful < 0:
         raise InvalidArgument(f"{field}.feedback", "counts must be >= 0")
-    return persona, PreparedDocument(meta, index, tuple(rows), ()), np.stack(vectors), title_vector, (helpful,
-                                                                                                   unhelpful)
+    return (persona, PreparedDocument(meta, index, tuple(rows), ()),
+            np.stack(vectors) if vectors else np.zeros((0, dimension), np.float32), title_vector, (helpful, unhelpful))
 
 
 def _text_hash(entry: dict, field: str) -> str:

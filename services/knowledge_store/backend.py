@@ -61,6 +61,11 @@ class StoreBackend(Protocol):
 
     def list_tenants(self) -> list[str]: ...
 
+    def data_id(self, tenant_id: str) -> str:
+        """Which copy of the tenant's data the store serves: new when a restore or an import
+        replaces it, kept by writes ("" = no such identity: never replaced in place)."""
+        ...
+
     async def ingest(self, tenant_id: str, persona_id: str, documents: Sequence[DocumentIn],
                      progress: Callable[[int, int], None] | None = None, *,
                      commit_valid: bool = False, key: str = "") -> IngestReport: ...
@@ -182,6 +187,11 @@ class StoreBackend(Protocol):
     async def put_archived(self, tenant_id: str, items: Sequence[tuple]) -> None: ...
 
     async def import_stage(self, tenant_id: str, replace: bool): ...
+
+    # The tenant's embedding model fingerprint (fingerprints.py): "" when none is recorded.
+    async def tenant_fingerprint(self, tenant_id: str) -> str: ...
+
+    async def set_tenant_fingerprint(self, tenant_id: str, fingerprint: str) -> None: ...
 
     # The store's own directory (an archive streamed in is written there while it is imported)
     # and its embedder (whose model an archive names).

@@ -36,6 +36,7 @@ class KnowledgeStoreClient:
         self._stub = ks_grpc.KnowledgeStoreStub(self._channel)
         self.timeout_s = timeout_s
         self.ingest_timeout_s = ingest_timeout_s
+        self._data_ids: dict[str, str] = {}      # tenant -> the data id its last read answered with
 
     async def close(self) -> None:
         await self._channel.close()
@@ -72,7 +73,12 @@ class KnowledgeStoreClient:
         """One retrieval (Retrieve): the keyword leg, the dense leg or both (m.RetrievalRequest)."""
         response = await call(self._stub.Retrieve, convert.retrieval_request_to_pb(request),
                               timeout=timeout_s or self.timeout_s, service=SERVICE)
+        self._data_ids[request.tenant_id] = response.data_id
         return convert.retrieval_from_pb(request, response)
+
+    def data_id(self, tenant_id: str) -> str:
+        """The tenant's data id (StoreBackend.data_id) the last Retrieve or GetEntries answered with."""
+        return self._data_ids.get(tenant_id, "")
 
     async def stats(self, tenant_id: str) -> m.TenantStats:
         response = await call(self._stub.GetTenantStats, ks_pb.TenantStatsRequest(tenant_id=tenant_id),
@@ -103,6 +109,7 @@ class KnowledgeStoreClient:
                           timeout_s: float | None = None) -> list[m.Hit]:
         response = await call(self._stub.GetEntries, ks_pb.GetEntriesRequest(
             tenant_id=tenant_id, entry_ids=list(entry_ids)), timeout=timeout_s or self.timeout_s, service=SERVICE)
+        self._data_ids[tenant_id] = response.data_id
         return [convert.hit_from_pb(h) for h in response.entries]
 
     async def get_entries_with_vectors(self, tenant_id: str, entry_ids: Sequence[str], *,
@@ -260,13 +267,13 @@ class KnowledgeStoreClient:
 
     async def import_tenant(self, chunks: AsyncIterable[bytes], backup_key: bytes, *, as_tenant: str = "",
                             replace: bool = False, keep_groups: bool = False, with_user_data: bool = False,
-                            timeout_s: float | None = None) -> ImportReport:
+                            reembed: bool = False, timeout_s: float | None = None) -> ImportReport:
         """ImportTenant (operators): the archive's `chunks` streamed in, verified with `backup_key`
         (the key of the stack that made it) and imported all or nothing; its counts."""
         async def requests() -> AsyncIterator[ks_pb.ImportTenantRequest]:
             yield ks_pb.ImportTenantRequest(options=ks_pb.ImportTenantOptions(
                 backup_key=backup_key, as_tenant=as_tenant, replace=replace, keep_groups=keep_groups,
-                with_user_data=with_user_data))
+                with_user_data=with_user_data, reembed=reembed))
             async for chunk in chunks:
                 yield ks_pb.ImportTenantRequest(data=chunk)
 

@@ -173,7 +173,7 @@ def retrieval_request_from_pb(q: ks_pb.RetrieveRequest) -> m.RetrievalRequest:
 
 
 def retrieval_to_pb(r: m.Retrieval) -> ks_pb.RetrieveResponse:
-    response = ks_pb.RetrieveResponse(keyword_query_terms=r.terms, degraded=r.degraded)
+    response = ks_pb.RetrieveResponse(keyword_query_terms=r.terms, degraded=r.degraded, data_id=r.data_id)
     if r.keyword is not None:
         response.keyword_columns.CopyFrom(columns_to_pb(r.keyword))
     response.dense_columns.extend(columns_to_pb(c) for c in r.dense or ())
@@ -194,7 +194,7 @@ def retrieval_from_pb(q: m.RetrievalRequest, r: ks_pb.RetrieveResponse) -> m.Ret
         completion=completion_from_pb(r.completion) if q.complete else None,
         keyword_hits=tuple(hit_from_pb(h) for h in r.keyword_hits) if q.keyword and q.hits else None,
         dense_hits=tuple(tuple(hit_from_pb(h) for h in v.hits) for v in r.dense_hits) if dense and q.hits else None,
-        degraded=r.degraded)
+        degraded=r.degraded, data_id=r.data_id)
 
 
 def completion_to_pb(c: m.ScoreCompletion) -> ks_pb.ScoreCompletion:

@@ -30,6 +30,7 @@ from ranking.profile import RankingProfile
 from services.knowledge_store import caller_policy as policy
 from services.knowledge_store import archive_file, ranking_models, validation
 from services.knowledge_store.archive import ImportReport, export_records, import_archive
+from services.knowledge_store.fingerprints import Fingerprints
 from services.knowledge_store.backend import StoreBackend
 from services.knowledge_store.feedback_expansion import expanded_terms
 from services.knowledge_store.field_signals import field_signals
@@ -108,8 +109,7 @@ async def retrieve(store: StoreBackend, r: m.RetrievalRequest) -> m.Retrieval:
     leg completing the keyword leg's rows, with the query expanded once for both. `degraded` is
     checked after the legs, so the answer whose reads found damage says so."""
     answer = await _retrieve(store, r)
-    degraded = damage(store, r.tenant_id)
-    return replace(answer, degraded=degraded) if degraded else answer
+    return replace(answer, degraded=damage(store, r.tenant_id), data_id=store.data_id(r.tenant_id))
 
 
 async def _retrieve(store: StoreBackend, r: m.RetrievalRequest) -> m.Retrieval:
@@ -147,12 +147,17 @@ class StoreFront:
 
     def __init__(self, store: StoreBackend) -> None:
         self.store = store
+        self.fingerprints = Fingerprints(store)       # each tenant's embedding model (fingerprints.py)
 
     # -- writes --------------------------------------------------------------------------------
     async def ingest(self, p: Principal | None, tenant_id: str, persona_id: str, documents: Sequence[m.DocumentIn],
                      *, commit_valid: bool = False, key: str = "") -> m.IngestReport:
-        return await self.store.ingest(policy.write(p, tenant_id, "ingest"), persona_id, list(documents),
-                                       commit_valid=commit_valid, key=key)
+        tenant = policy.write(p, tenant_id, "ingest")
+        fingerprint = await self.fingerprints.before_ingest(tenant)
+        report = await self.store.ingest(tenant, persona_id, list(documents), commit_valid=commit_valid, key=key)
+        if report.total_entries:
+            await self.fingerprints.after_ingest(tenant, fingerprint)
+        return report
 
     async def ingest_stream(self, p: Principal | None, tenant_id: str, persona_id: str,
                             documents: Sequence[m.DocumentIn], *, commit_valid: bool = False, key: str = ""
@@ -161,6 +166,7 @@ class StoreFront:
         0 of n, once the documents are chunked), then the report. A consumer that stops listening
         cancels the ingest (each document is still all or nothing)."""
         tenant = policy.write(p, tenant_id, "ingest")
+        fingerprint = await self.fingerprints.before_ingest(tenant)
         latest: list[m.IngestProgress] = []
         moved = asyncio.Event()
 
@@ -178,6 +184,8 @@ class StoreFront:
                 moved.clear()
                 if latest:
                     yield latest.pop()
+            if work.result().total_entries:
+                await self.fingerprints.after_ingest(tenant, fingerprint)
             yield work.result()
         finally:
             work.cancel()
@@ -197,6 +205,10 @@ class StoreFront:
 
     async def get_entries(self, p: Principal | None, tenant_id: str, entry_ids: Sequence[str]) -> list[m.Hit]:
         return (await self._visible_entries(p, tenant_id, entry_ids))[1]
+
+    def data_id(self, p: Principal | None, tenant_id: str) -> str:
+        """Which copy of the caller's tenant's data is served (StoreBackend.data_id)."""
+        return self.store.data_id(policy.read_tenant(p, tenant_id))
 
     async def get_entries_with_vectors(self, p: Principal | None, tenant_id: str, entry_ids: Sequence[str]
                                        ) -> tuple[list[m.Hit], list[np.ndarray | None]]:
@@ -269,8 +281,12 @@ class StoreFront:
         return await self._embedded_only("restore_tenant")(tenant_id, Path(file), sha256)
 
     # -- tenant archives (archive.py, archive_file.py) ----------------------------------------
-    async def _model(self) -> dict:
-        return {"name": await self.store.embedder.model_name(), "dimension": self.store.dimension}
+    async def _model(self, tenant_id: str = "") -> dict:
+        """The serving model's name, dimension and fingerprint; with `tenant_id`, that tenant's
+        fingerprint instead (fingerprints.py)."""
+        fingerprint = await (self.fingerprints.of_tenant(tenant_id) if tenant_id else self.fingerprints.serving())
+        return {"name": await self.store.embedder.model_name(), "dimension": self.store.dimension,
+                "fingerprint": fingerprint}
 
     async def export_tenant(self, p: Principal | None, tenant_id: str, backup_key: bytes) -> AsyncIterator[bytes]:
         """The tenant as an archive file MAC'd with `backup_key`, in chunks: written whole to a
@@ -280,7 +296,7 @@ class StoreFront:
         validation.tenant_id(tenant_id)
         if tenant_id not in await asyncio.to_thread(self.store.list_tenants):
             raise NotFound(f"tenant '{tenant_id}' not found")
-        model = await self._model()
+        model = await self._model(tenant_id)
         with archive_file.scratch(self.store.data_dir, "export") as path:
             await archive_file.write_archive(path, key, tenant_id, model, export_records(self.store, tenant_id))
             for chunk in archive_file.chunks_of(path):
@@ -288,10 +304,12 @@ class StoreFront:
 
     async def import_tenant(self, p: Principal | None, chunks: AsyncIterable[bytes], backup_key: bytes, *,
                             as_tenant: str = "", replace: bool = False, keep_groups: bool = False,
-                            with_user_data: bool = False) -> ImportReport:
+                            with_user_data: bool = False, reembed: bool = False) -> ImportReport:
         """The archive streamed in as `chunks`, received into a 0600 file in the store's data
         directory, verified with `backup_key` (the key of the stack that made it) and imported into
-        `as_tenant` (default its own tenant) all or nothing; the file is removed after."""
+        `as_tenant` (default its own tenant) all or nothing; the file is removed after. `reembed`:
+        the entries are embedded again by the serving model (an archive of another or an unknown
+        model)."""
         policy.operator_only(p, "a tenant import")
         if with_user_data:
             raise Unimplemented("with_user_data: an archive does not carry user data yet (per-user votes, the "
@@ -303,10 +321,14 @@ class StoreFront:
             await archive_file.receive(path, chunks)
             archive = await asyncio.to_thread(archive_file.open_archive, path, key)
             tenant = as_tenant or archive.manifest["tenant"]
-            report = await import_archive(self.store, archive, tenant, await self._model(), replace_tenant=replace,
-                                          keep_groups=keep_groups)
-        log.info("tenant archive imported: tenant=%s as_tenant=%s replace=%s artifacts=%d entries=%d profiles=%d "
-                 "personas=%d operator_key_id=%s backup_key_id=%s", archive.manifest["tenant"], tenant, replace,
+            try:
+                report = await import_archive(self.store, archive, tenant, await self._model(), replace_tenant=replace,
+                                              keep_groups=keep_groups, reembed=reembed)
+            finally:
+                self.fingerprints.forget(tenant)
+        log.info("tenant archive imported: tenant=%s as_tenant=%s replace=%s reembed=%s artifacts=%d entries=%d "
+                 "profiles=%d personas=%d operator_key_id=%s backup_key_id=%s", archive.manifest["tenant"], tenant,
+                 replace, reembed,
                  report.artifacts, report.entries, report.profiles, report.personas,
                  p.key_id if p is not None else "(authentication off)", archive_file.key_id(key))
         return report

@@ -80,7 +80,8 @@ class KnowledgeStoreServicer(ks_grpc.KnowledgeStoreServicer):
         caller, ids = verified_caller(), list(request.entry_ids)
         if not (request.include_vectors or request.include_terms):
             hits = await self._front.get_entries(caller, request.tenant_id, ids)
-            return ks_pb.GetEntriesResponse(entries=[convert.hit_to_pb(h) for h in hits])
+            return ks_pb.GetEntriesResponse(entries=[convert.hit_to_pb(h) for h in hits],
+                                            data_id=self._front.data_id(caller, request.tenant_id))
         peer = await self._front.get_peer_entries(caller, request.tenant_id, ids)
         response = ks_pb.GetEntriesResponse(entries=[convert.hit_to_pb(h) for h in peer.hits])
         if request.include_vectors:     # the vectors of exactly the entries the caller may see
@@ -222,6 +223,6 @@ class KnowledgeStoreServicer(ks_grpc.KnowledgeStoreServicer):
 
         report = await self._front.import_tenant(verified_caller(), chunks(), o.backup_key, as_tenant=o.as_tenant,
                                                  replace=o.replace, keep_groups=o.keep_groups,
-                                                 with_user_data=o.with_user_data)
+                                                 with_user_data=o.with_user_data, reembed=o.reembed)
         return ks_pb.ImportTenantResponse(tenant_id=report.tenant_id, artifacts=report.artifacts,
                                           entries=report.entries, profiles=report.profiles, personas=report.personas)

@@ -38,6 +38,10 @@ class InProcessKnowledgeStoreClient:
     async def close(self) -> None:
         """The store belongs to the KnowledgeStore service, which closes it."""
 
+    def data_id(self, tenant_id: str) -> str:
+        """The tenant's data id (StoreBackend.data_id) now: as the gRPC client's after its last read."""
+        return self._front.store.data_id(tenant_id)
+
     def __getattr__(self, name: str) -> Any:
         call = CALLS.get(name)
         if call is None:

@@ -44,6 +44,7 @@ from services.knowledge_store.models import StoreStatus
 from services.rag_pipeline.ports import KnowledgeSource, LanguageModel
 from services.rag_pipeline.results import build_results, ranking_config, recency_applies
 from services.rag_pipeline.validation import check_operator_options, settings_for, validate_request
+from services.rag_pipeline.capture import CAPTURE
 from shared.errors import DeadlineExceeded, InvalidArgument, NotFound, NucleusError, PermissionDenied, Unavailable
 from shared.auth.config import EMPTY_CONFIG
 from shared.bounds import INT32_MAX, check_int
@@ -309,8 +310,7 @@ class RagPipeline:
         `caller`: who the remote sources are asked for (None: the request's tenant, no user)."""
         if plan == "auto":
             plan = self.plan(request.sources, None, request.tenant_id)
-        if caller is None:
-            caller = Caller(request.tenant_id)
+        caller = caller or Caller(request.tenant_id)
         request = self.validate(request)
         with tracer.start_as_current_span("rag.search_and_rank") as span:
             span.set_attributes({"nucleus.tenant_id": request.tenant_id, "nucleus.top_k_final": request.top_k_final,
@@ -329,8 +329,7 @@ class RagPipeline:
 
     async def _search(self, request: SearchRequest, plan: Plan | None = None, caller: Caller | None = None
                       ) -> SearchResponse:
-        """One SearchAndRank, as its stages: profile and intent → phrases → local legs (beside
-        the remote sources) → merge → rank → fetch → the response with its explanations."""
+        """One SearchAndRank, as its stages (module docstring); `CAPTURE` set: what it ranked, for why_not.py."""
         q = _Query(request, settings_for(request, self._settings))
         started: list[FederatedSearch] = []
         self._searching += 1
@@ -343,6 +342,8 @@ class RagPipeline:
             q.fold, k = folding.plan(request, profile, final_k)
             ranked, candidates, config, learned = await self._rank(q, merged, legs, profile, intent.has_intent, now, k)
             results = await self._fetch(q, merged, candidates, ranked, config, k, now, learned, fed)
+            if (capture := CAPTURE.get()) is not None:       # a why-not's search (capture.py)
+                capture.took(request, legs, merged, candidates, config, results)
         finally:
             self._searching -= 1
             for federated in started:      # an answer or an error: no remote call outlives the query
@@ -596,5 +597,4 @@ class RagPipeline:
         rerank_col = np.full(len(merged), np.nan, dtype=np.float32)
         rerank_col[rows] = np.asarray(scored.scores, dtype=np.float32)
         updated = replace(candidates, rerank=rerank_col)
-        ranked = rank(updated, config, request.top_k_final)
-        return ranked, updated, ""
+        return rank(updated, config, request.top_k_final), updated, ""

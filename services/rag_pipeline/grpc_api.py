@@ -20,6 +20,7 @@ from services.rag_pipeline import convert, personas
 from services.rag_pipeline.core import RagPipeline
 from services.rag_pipeline.pages import Pages
 from services.rag_pipeline.topics import TopicTools
+from services.rag_pipeline.why_not import why_not
 from services.llm_orchestration import convert as llm_convert
 from services.rag_pipeline.chat import ChatGate
 from shared.errors import Unavailable
@@ -79,6 +80,17 @@ class RagPipelineServicer(rag_grpc.RagPipelineServicer):
         answer = convert.response_to_pb(page.response)
         answer.next_cursor = page.cursor_after(len(page.response.results)) or ""
         return answer
+
+    @translate_errors
+    async def WhyNot(self, request, context):
+        search = convert.request_from_pb(request.search) if request.HasField("search") else None
+        caller = verified_caller()
+        if caller is None and LOCAL_PRINCIPAL_METADATA in _metadata(context):
+            caller = local_principal(search.tenant_id if search else "")
+        await context.send_initial_metadata(((ANSWERED_AS_METADATA, _ascii(describe_principal(caller))),))
+        answer = await why_not(self._pipeline, self._pages, search if search and search.query else None, caller,
+                               tuple(request.artifact_ids), request.search_id)
+        return rag_pb.WhyNotResponse(result_json=answer.model_dump_json())
 
     @translate_errors
     async def PutRankingProfile(self, request, context):

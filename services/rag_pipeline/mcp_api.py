@@ -6,7 +6,7 @@ from tool arguments. Searches run under the caller's access scope, decided in th
 (`RagPipeline.search`, services/rag_pipeline/access.py) as for gRPC. Errors are translated
 once, here, into MCP tool errors (shared/mcp_errors.py).
 
-    search_and_rank, put/get/list_ranking_profile(s), record_feedback   (this module)
+    search_and_rank, rag_why_not, put/get/list_ranking_profile(s), record_feedback   (this module)
     rag_search, verify_document_access, rag_discover_resources,
     rag_get_raw_results, rag_get_synthesized_results, GET /documents/…  (tools/)
 """
@@ -35,6 +35,7 @@ from services.rag_pipeline.models import (
     Explanation,
     FourR,
     Preferences,
+    RankedResult,
     SearchRequest,
     SearchResponse,
     explanation_values,
@@ -43,6 +44,7 @@ from services.rag_pipeline.tools import RagTools, register_rag_tools
 from services.rag_pipeline.pages import Pages
 from services.rag_pipeline.folding import duplicate_values
 from services.rag_pipeline.tools.schemas import DuplicateOut, FoldDuplicates, duplicates_field
+from services.rag_pipeline.why_not import MAX_IDS as WHY_NOT_MAX_IDS, WhyNotOut, why_not
 from services.rag_pipeline.tools.budget import RANKED, BudgetOut, MaxTokens, budget_field
 from services.rag_pipeline.tools.paging import Cursor, cursor_field, fit_page
 from services.rag_pipeline.tools.topics import register_topic_tools
@@ -50,7 +52,8 @@ from services.rag_pipeline.topics import TopicTools
 from shared.bounds import INT32_MAX
 from shared.identity import Principal
 from shared.mcp_annotations import ADD, OVERWRITE, READ
-from shared.mcp_errors import guarded
+from shared.errors import InvalidArgument
+from shared.mcp_errors import guarded, jsonrpc_error
 from shared.mcp_schemas import FiltersIn
 from services.rag_pipeline.tools.calls import tool_audit_middleware
 from shared.ratelimit import RateLimiter
@@ -109,6 +112,9 @@ class RankedResultOut(BaseModel):
     source_id: str = "local"                # "local" or the remote source it comes from (federation)
     #: [start, end) of each word of `snippet` matching an analysed query term, in Unicode code points
     highlights: list[tuple[int, int]] = Field(default_factory=list)
+    #: the signed link of the document (docs/MCP.md); a federated one's is recorded as handed to the caller,
+    #: so verify_document_access answers for it. None: a remote result without an http(s) URL
+    uri: str | None = None
     duplicates: list[DuplicateOut] | None = duplicates_field()   # fold_duplicates: the copies folded into it
 
 
@@ -189,7 +195,7 @@ def four(values: tuple[float, float, float, float]) -> FourRScoresOut:
     return FourRScoresOut(relevancy=values[0], recency=values[1], richness=values[2], reputation=values[3])
 
 
-def search_response_out(r: SearchResponse) -> SearchAndRankOut:
+def search_response_out(r: SearchResponse, link: Callable[[RankedResult], str] = lambda _: "") -> SearchAndRankOut:
     results = []
     for x in r.results:
         a = x.artifact
@@ -202,7 +208,7 @@ def search_response_out(r: SearchResponse) -> SearchAndRankOut:
             explanation=None if e is None else ExplanationOut(**{
                 name: four(v) if _EXPLANATION_HINTS[name] == FourR else v
                 for name, v in explanation_values(e).items()}),
-            source_id=x.source_id, highlights=list(x.highlights),
+            source_id=x.source_id, highlights=list(x.highlights), uri=link(x) or None,
             duplicates=[DuplicateOut(**duplicate_values(d)) for d in x.duplicates] or None,
         ))
     return SearchAndRankOut(
@@ -229,8 +235,8 @@ def profile_out(p: RankingProfile) -> ProfileOut:
 
 
 def register_core_tools(mcp: MCPServer, pipeline: RagPipeline, principal: Callable[[Context], Principal],
-                        pages: Pages) -> None:
-    """search_and_rank (its pages: `pages`), ranking profiles and feedback."""
+                        pages: Pages, cite: Callable[[Principal, RankedResult], str]) -> None:
+    """search_and_rank (its pages: `pages`; each result's link: `cite`), ranking profiles and feedback."""
 
     @mcp.tool(annotations=READ, name="search_and_rank", description=(
         "Hybrid retrieval (dense + BM25) over the caller's tenant, ranked by the 4R factors "
@@ -259,21 +265,53 @@ def register_core_tools(mcp: MCPServer, pipeline: RagPipeline, principal: Callab
     ) -> Annotated[CallToolResult, SearchAndRankOut]:
         async def run() -> SearchAndRankOut | CallToolResult:
             who = principal(ctx)
-            request = SearchRequest(
-                tenant_id=who.tenant_id, persona_id=persona_id, query=user_query_text,
-                top_k_initial=top_k_initial_retrieve, top_k_final=top_k_final_rank,
-                prefs=Preferences(
-                    weights=None if weights is None else (weights.relevancy, weights.recency, weights.richness,
-                                                          weights.reputation),
-                    profile_name=profile_name, fusion=fusion_method, recency_mode=recency_mode, rerank=rerank,
-                    explain=explain),
-                filters=(filters or FiltersIn()).to_filters(persona_id=persona_id),
-                expand=expand_query_with_llm, sources=tuple(sources or ()), fold_duplicates=fold_duplicates,
-            )
+            request = search_request(who, user_query_text, persona_id, top_k_initial_retrieve, top_k_final_rank,
+                                     weights, profile_name, fusion_method, recency_mode, rerank, explain,
+                                     expand_query_with_llm, filters, sources,
+                                     fold=fold_duplicates)
             page = await pages.search(request, who, cursor=cursor)
-            out = search_response_out(page.response)
+            out = search_response_out(page.response, lambda r: cite(who, r))
             out._page = page
             return fit_page(out, max_tokens, RANKED)
+        return await guarded(run)
+
+    @mcp.tool(annotations=READ, name="rag_why_not", description=(
+        "Why are these documents not among a search's results? Give the search (the same arguments as "
+        "search_and_rank) or the search_id of one of your recent searches, and up to 5 artifact ids: each gets "
+        "its rank among the candidates (or its exact scores against each leg's last candidate), each leg's rank "
+        "and score, its 4R factors and weights, and the deciding factor: a filter, not retrieved, page cut, "
+        "out-ranked (by which factor) or folded (docs/RANKING.md \"Why not\")."))
+    async def rag_why_not(
+        artifact_ids: Annotated[list[Annotated[str, Field(max_length=256)]], Field(description=(
+            f"The documents asked about: 1 to {WHY_NOT_MAX_IDS} artifact ids"))],
+        user_query_text: Annotated[str, Field(description="The search's text (not needed with search_id)")] = "",
+        search_id: Annotated[str, Field(max_length=64, description=(
+            "A recent search of yours (its search_id; its first page full, within 10 minutes): its request is "
+            "used and the other search arguments are ignored"))] = "",
+        persona_id: str = "",
+        top_k_initial_retrieve: Annotated[int, Field(ge=0, le=1000)] = 0,
+        top_k_final_rank: Annotated[int, Field(ge=0, le=100)] = 0,
+        weights: WeightsIn | None = None,
+        profile_name: str = "",
+        fusion_method: Literal["", Fusion] = "",
+        recency_mode: Literal["", RecencyMode] = "",
+        rerank: bool = False,
+        expand_query_with_llm: bool = False,
+        filters: FiltersIn | None = None,
+        sources: Annotated[list[Annotated[str, Field(min_length=1, max_length=64)]] | None, Field(
+            max_length=64)] = None,
+        fold_duplicates: FoldDuplicates = None,
+        ctx: Context | None = None,
+    ) -> WhyNotOut:
+        async def run() -> WhyNotOut:
+            who = principal(ctx)
+            request = None if search_id or not user_query_text else search_request(
+                who, user_query_text, persona_id, top_k_initial_retrieve, top_k_final_rank, weights, profile_name,
+                fusion_method, recency_mode, rerank, True, expand_query_with_llm, filters, sources, fold_duplicates)
+            try:
+                return await why_not(pipeline, pages, request, who, artifact_ids, search_id)
+            except InvalidArgument as err:           # invalid params (-32602), naming the field
+                raise jsonrpc_error(err) from None
         return await guarded(run)
 
     @mcp.tool(annotations=ADD, name="put_ranking_profile", description=(
@@ -354,6 +392,22 @@ def register_core_tools(mcp: MCPServer, pipeline: RagPipeline, principal: Callab
         return await guarded(run)
 
 
+def search_request(who: Principal, query: str, persona_id: str, top_k_initial: int, top_k_final: int,
+                   weights: WeightsIn | None, profile_name: str, fusion: str, recency_mode: str, rerank: bool,
+                   explain: bool, expand: bool, filters: FiltersIn | None, sources: list[str] | None,
+                   fold: bool | None = None) -> SearchRequest:
+    """The SearchRequest of search_and_rank's (and rag_why_not's) arguments, for the caller `who`."""
+    return SearchRequest(
+        tenant_id=who.tenant_id, persona_id=persona_id, query=query, top_k_initial=top_k_initial,
+        top_k_final=top_k_final,
+        prefs=Preferences(
+            weights=None if weights is None else (weights.relevancy, weights.recency, weights.richness,
+                                                  weights.reputation),
+            profile_name=profile_name, fusion=fusion, recency_mode=recency_mode, rerank=rerank, explain=explain),
+        filters=(filters or FiltersIn()).to_filters(persona_id=persona_id), expand=expand,
+        sources=tuple(sources or ()), fold_duplicates=fold)
+
+
 def build_mcp(pipeline: RagPipeline, rag_tools: RagTools, *, token_verifier: Any = None,
               auth: Any = None, limiter: RateLimiter | None = None,
               topic_tools: TopicTools | None = None) -> MCPServer:
@@ -370,7 +424,7 @@ def build_mcp(pipeline: RagPipeline, rag_tools: RagTools, *, token_verifier: Any
     mcp.middleware.append(tool_audit_middleware(rag_tools.audit, principal_of))
     if limiter is not None:
         mcp.middleware.append(rate_limit_middleware(limiter, principal_of))
-    register_core_tools(mcp, pipeline, rag_tools.principal, rag_tools.pages)
+    register_core_tools(mcp, pipeline, rag_tools.principal, rag_tools.pages, rag_tools.verifier.cite)
     register_rag_tools(mcp, rag_tools)
     register_topic_tools(mcp, topic_tools or TopicTools(rag_tools))
     return mcp

@@ -23,6 +23,12 @@ offset, expiry) with a key derived for cursors only (`LinkSigner.derive_key`), n
 key: a cursor is not a document link, nor a link a cursor. A forged, expired or foreign cursor,
 one given with another request, or one whose ranking this process does not hold (restarted,
 another replica, evicted) is InvalidArgument naming `cursor`: search again without one.
+
+A held first page also keeps the request as sent: a why-not names it by the page's search id
+(`held_request`, why_not.py), for the same caller only and as long as the ranking is held.
+Each holds the tenant's data id its first page read (ports.py `data_id`): once a read answers
+with another one (a restore or an import replaced the tenant's data), its cursors and search id
+are refused and it is forgotten.
 """
 from __future__ import annotations
 
@@ -67,6 +73,8 @@ class _Held:
     results: tuple[RankedResult, ...] | None  # the deep ranking, best first (local texts dropped); None: not yet
     expires_unix: int
     answer: SearchResponse                  # the first page's answer without results (search id, profile)
+    request: SearchRequest | None = None    # as the caller sent it (a why-not names it by its search id)
+    data_id: str = ""                       # the copy of the tenant's data it was ranked on (ports.py)
 
 
 @dataclass(frozen=True, slots=True)
@@ -170,7 +178,8 @@ class Pages:
         if len(shown) < asked.top_k_final:
             return Page(response, shown, len(shown), lambda _offset: None)
         rid, exp, fp = secrets.token_urlsafe(12), int(self._clock()) + TTL_S, fingerprint(request)
-        self._put(who, rid, _Held(fp, asked.query, None, exp, replace(response, results=(), timings=())))
+        self._put(who, rid, _Held(fp, asked.query, None, exp, replace(response, results=(), timings=()), request,
+                                  self._pipeline.knowledge.data_id(who[0])))
         return Page(response, shown, len(shown), lambda offset: self._cursor(who, rid, fp, offset, exp))
 
     async def _ranked(self, held: _Held, rid: str, request: SearchRequest, principal: Principal | None,
@@ -205,6 +214,7 @@ class Pages:
                     kept.append(result)
                     positions.append(i)
             at = chunk[-1] + 1
+        self._check_data(who, rid, held, "cursor")
         answer = replace(held.answer, results=tuple(kept), search_id="")
         # the page's own search id, naming what it shows (a vote is checked against it, feedback.py)
         answer = self._pipeline.search_log.record(answer, request, principal, who[0])
@@ -264,6 +274,28 @@ class Pages:
             mine.remove(key[1])
         if not mine:
             self._by_caller.pop(key[0], None)
+
+    def held_request(self, principal: Principal | None, tenant_id: str, search_id: str) -> SearchRequest:
+        """The request of this caller's recent search `search_id` (why_not.py): one whose first page
+        is held (a full page, within `TTL_S`); any other id, another caller's included, is refused alike."""
+        who = caller_key(principal, self._pipeline.tenant_for(tenant_id, principal))
+        now = int(self._clock())
+        for rid in self._by_caller.get(who, ()):
+            held = self._held.get((who, rid))
+            if (held is not None and held.request is not None and held.expires_unix >= now
+                    and hmac.compare_digest(held.answer.search_id.encode(), search_id.encode("utf-8", "replace"))):
+                self._check_data(who, rid, held, "search_id")
+                return held.request
+        raise InvalidArgument("search_id", f"names no search of yours this server holds (a search whose first "
+                                           f"page was full, for {TTL_S} s); give the search request instead")
+
+    def _check_data(self, who: CallerKey, rid: str, held: _Held, field: str) -> None:
+        """A held ranking of data a restore or an import has replaced since is forgotten and refused."""
+        if held.data_id != self._pipeline.knowledge.data_id(who[0]):
+            self._forget((who, rid))
+            again = AGAIN if field == "cursor" else "give the search request instead"
+            raise InvalidArgument(field, f"names a search of data replaced since (a restore or an import of the "
+                                         f"tenant); {again}")
 
     def _get(self, who: CallerKey, rid: str) -> _Held:
         held = self._held.get((who, rid))

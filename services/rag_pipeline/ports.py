@@ -54,6 +54,11 @@ class KnowledgeSource(Protocol):
         """The entries with these ids, in request order; unknown ids are skipped."""
         ...
 
+    def data_id(self, tenant_id: str) -> str:
+        """Which copy of the tenant's data the last read answered from: new after a restore or an
+        import replaced it, kept by writes ("" = unknown). Held rankings are dropped when it changes."""
+        ...
+
     async def get_entries_with_vectors(self, tenant_id: str, entry_ids: Sequence[str], *,
                                        timeout_s: float | None = None) -> tuple[list[Hit], list[np.ndarray | None]]:
         """`get_entries`, and each entry's stored unit vector, parallel (None: the index holds none)

@@ -13,9 +13,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable, Mapping
-
-from mcp.server.auth.provider import AccessToken
+from typing import TYPE_CHECKING, Any, Callable, Mapping
 
 from shared.auth.api_keys import fingerprint
 from shared.auth.grpc_auth import AuthServerInterceptor, signing_interceptors
@@ -23,6 +21,9 @@ from shared.auth.service_identity import ServiceSigner, ServiceVerifier, bearer
 from shared.identity import OPERATOR
 from shared.errors import NucleusError
 from shared.identity import Principal
+
+if TYPE_CHECKING:
+    from mcp.server.auth.provider import AccessToken
 
 
 @dataclass
@@ -61,6 +62,8 @@ class ServiceTokenVerifier:
         self._verifier = verifier
 
     async def verify_token(self, token: str) -> AccessToken | None:
+        from mcp.server.auth.provider import AccessToken   # here: the CLI imports this module, never the MCP SDK
+
         try:
             p = self._verifier.verify(token)
         except NucleusError:

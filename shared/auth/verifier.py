@@ -13,10 +13,9 @@ from __future__ import annotations
 
 import logging
 import time
-from typing import Any, Callable
+from typing import TYPE_CHECKING, Any, Callable
 
 import jwt
-from mcp.server.auth.provider import AccessToken
 
 from shared.audit import AuditEvent, AuditLog
 from shared.auth.api_keys import fingerprint, hash_key
@@ -24,6 +23,9 @@ from shared.auth.config import CONTROL_CHARS, GROUP_NAME, MAX_USER_CHARS, ROLES,
 from shared.identity import TENANT_ID
 from shared.errors import Unauthenticated
 from shared.telemetry.prometheus import count_refusal
+
+if TYPE_CHECKING:
+    from mcp.server.auth.provider import AccessToken
 
 log = logging.getLogger(__name__)
 
@@ -81,6 +83,8 @@ class NucleusTokenVerifier:
             raise
 
     def _authenticate(self, token: str) -> AccessToken:
+        from mcp.server.auth.provider import AccessToken   # here: the CLI imports this module, never the MCP SDK
+
         if not isinstance(token, str) or not token or len(token) > MAX_TOKEN_CHARS:
             raise TokenRejected("malformed", "bearer token is empty or too long")
         token = token.strip()
@@ -99,6 +103,8 @@ class NucleusTokenVerifier:
         raise TokenRejected("unknown_key", "bearer token is not a known API key or a valid JWT")
 
     def _verify_jwt(self, token: str) -> AccessToken:
+        from mcp.server.auth.provider import AccessToken
+
         cfg = self.config.jwt
         assert cfg is not None
         try:

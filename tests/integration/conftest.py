@@ -51,6 +51,15 @@ def demo_docs():
 from tests.integration.secure_stack import secure_corpus, secure_rag, secure_stack  # noqa: E402,F401
 from tests.integration.secure_stack import begin_secure_stack  # noqa: E402
 from tests.support import background  # noqa: E402
+from tests.support.mcp_clients import close_held_clients  # noqa: E402
+
+
+@pytest.fixture(scope="session", autouse=True)
+async def _held_stdio_clients():
+    """The stdio MCP servers tests share (tests/support/mcp_clients.py `held_stdio_client`), stopped
+    at the session's end."""
+    yield
+    await close_held_clients()
 
 
 @pytest.fixture(scope="session", autouse=True)

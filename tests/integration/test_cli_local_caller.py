@@ -178,3 +178,15 @@ def test_cli_profile_stores_re_rank_fields_and_refuses_a_reranker_the_stack_lack
     refused = cli_run([*base, "--reranker", "cross-encoder"])          # the session stack has no cross-encoder
     assert refused.returncode != 0 and "Traceback" not in refused.stderr
     assert "reranker: 'cross-encoder' is not configured on this stack" in one_line(refused.stderr)
+
+
+def test_cli_why_not_hides_what_the_local_principal_may_not_see(stack, restricted, tmp_path, monkeypatch):
+    """`--why-not`: a group-restricted document answers as a made-up id for the local principal;
+    one it may see gets its deciding factor."""
+    monkeypatch.delenv("NUCLEUS_API_KEY", raising=False)
+    ids = ("security-runbook-pallas-fleet-compromise", "no-such-runbook", "security-incident-reporting-2025")
+    done = cli_run(search_argv(stack, tmp_path, "--json", "--why-not", *ids))
+    assert done.returncode == 0, done.stderr
+    hidden, made_up, seen = json.loads(done.stdout)["documents"]
+    assert {**hidden, "artifact_id": ""} == {**made_up, "artifact_id": ""} and hidden["found"] is False
+    assert seen["found"] and seen["deciding_factor"] in ("shown", "page_cut", "out_ranked", "not_retrieved")

@@ -14,6 +14,7 @@ import re
 import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
+from urllib.parse import quote
 
 import httpx
 import pytest
@@ -282,6 +283,12 @@ async def test_a_title_with_script_shows_as_text_and_no_script_runs(console):
         assert title.is_visible()
         assert title.inner_text() == XSS_TITLE
         browser.shot(page, "06-hostile-title")
+        hostile_id = "<script>window.__xss=3</script>"        # the why-not panel escapes an id too
+        page.goto(f"{base}/console/search?q=zebra+quokka+memo&k=3&why_not=console-xss-memo+{quote(hostile_id)}")
+        rows = page.locator("#why-not tr")
+        assert rows.nth(1).locator("td").nth(1).inner_text() == "shown"
+        assert rows.nth(2).locator("td").first.inner_text() == hostile_id
+        assert "does not exist" in rows.nth(2).inner_text()
         assert_no_script_ran(page, dialogs)
         ctx.close()
 

@@ -27,6 +27,7 @@ from nucleus.v1 import rag_pipeline_pb2_grpc as rag_grpc
 from benchmarks.secure_stack import corpus
 from services.knowledge_store.client import KnowledgeStoreClient
 from shared.records import ArtifactMeta, DocumentIn
+from tests.support import background
 from tests.support.mcp_clients import http_client, structured
 from tests.support.processes import stop, wait_ready
 
@@ -147,10 +148,12 @@ async def federated(stack, secure_corpus, tmp_path_factory):
         procs.append(rag)
         yield _wait_ready(data / "rag.json", rag, "federating rag_pipeline")
     finally:
-        for p in reversed(procs):
-            _stop(p)
-        for s in sockets:
-            s.stop()
+        def stop_processes() -> None:
+            for p in reversed(procs):
+                _stop(p)
+            for s in sockets:
+                s.stop()
+        background.stop_in_background("federated-ranking", stop_processes)   # while the next module runs
 
 
 async def _search(target: str, tenant: str, sources: tuple[str, ...] = (), top_k: int = 8):

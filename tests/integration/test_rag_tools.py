@@ -14,14 +14,15 @@ from mcp.shared.exceptions import MCPError
 
 from shared.analysis import analyse
 from tests.integration.secure_stack import ROOT, SECURITY_TEAM_DOCS, SecureStack
-from tests.support.mcp_clients import PROTOCOLS, check_annotations, error_text, http_client, structured
+from tests.support.mcp_clients import (PROTOCOLS, check_annotations, error_text, held_stdio_client, http_client,
+                                      structured)
 from tests.support.raw_mcp import message
 
 pytestmark = pytest.mark.integration
 TRANSPORTS = ["http", "stdio"]
-ALL_TOOLS = {"search_and_rank", "put_ranking_profile", "get_ranking_profile", "list_ranking_profiles",
-             "record_feedback", "rag_search", "verify_document_access", "rag_discover_resources",
-             "rag_get_raw_results", "rag_get_synthesized_results"}
+ALL_TOOLS = {"search_and_rank", "rag_why_not", "put_ranking_profile", "get_ranking_profile",
+             "list_ranking_profiles", "record_feedback", "rag_search", "verify_document_access",
+             "rag_discover_resources", "rag_get_raw_results", "rag_get_synthesized_results"}
 SEGMENT_FIELDS = {"segment_uid", "source_file_name", "source_file_type", "headline", "segment_summary", "raw_text",
                   "source_url"}
 
@@ -44,8 +45,7 @@ async def connect(stack: SecureStack, transport: str, who: str = "alice") -> Asy
     }
     params = StdioServerParameters(command=sys.executable, args=["-m", "services.rag_pipeline.main", "--stdio"],
                                    env=env, cwd=str(ROOT))
-    async with Client(params) as client:
-        yield client
+    yield await held_stdio_client((stack.mcp_url, who), params)   # one stdio server for the module's stdio tests
 
 
 def _artifact(uid: str) -> str:

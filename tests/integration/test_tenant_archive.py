@@ -1,17 +1,28 @@
 """`nucleus tenant export` / `tenant import` as CLI processes against a KnowledgeStore process of
 their own (embedding through the suite stack's LlmOrchestration): a tenant exported to a 0600
 file and imported under another tenant id answers the same searches; a changed byte is refused
-with a non-zero exit and the tenant it was to replace is unchanged."""
+with a non-zero exit and the tenant it was to replace is unchanged; a read names the copy of the
+data it read (`data_id`), kept by a write, new after an import replaced the tenant; a kill -9 of the
+store after the first batch of an import is written leaves the tenant as it was and never answers
+success."""
 from __future__ import annotations
 
+import asyncio
+import os
 import shutil
+import signal
+import sqlite3
+import time
 from pathlib import Path
 
 import pytest
 
 from services.knowledge_store.client import KnowledgeStoreClient
-from shared.errors import FailedPrecondition
+from services.knowledge_store.embedded.core import KnowledgeStore
+from services.knowledge_store.archive_file import open_archive, write_archive
+from shared.errors import FailedPrecondition, Unavailable
 from shared.records import ArtifactMeta, DocumentIn, SearchFilters
+from shared.settings import KnowledgeStoreSettings
 from tests.integration.test_backup_restore import nucleus_run, start_store, stop
 from tests.support.retrieval import search_by_filters
 
@@ -74,6 +85,16 @@ async def test_a_tenant_exported_and_imported_under_another_id_answers_the_same_
                                        as_tenant="copy", replace=True)
         assert await _listing(client, "copy") == before
         assert not list(data.glob(".archive-*")) and not list(data.glob(".import-*"))
+
+        # a read names the copy of the data it read (pages.py drops held rankings of a replaced one)
+        held = client.data_id("copy")
+        await client.ingest("copy", "", [DocumentIn(ArtifactMeta(artifact_id="extra"), "An extra pump note.")])
+        await _listing(client, "copy")
+        assert held and client.data_id("copy") == held, "a write keeps the data id"
+        await client.import_tenant(_chunks(archive.read_bytes()), bytes.fromhex(key.read_text().strip()),
+                                   as_tenant="copy", replace=True)
+        await _listing(client, "copy")
+        assert client.data_id("copy") not in ("", held), "an import that replaces the data gives it a new id"
     finally:
         await client.close()
         stop(proc)
@@ -82,3 +103,61 @@ async def test_a_tenant_exported_and_imported_under_another_id_answers_the_same_
 async def _chunks(raw: bytes, size: int = 4096):
     for start in range(0, len(raw), size):
         yield raw[start:start + size]
+
+
+def _first_batch_written(data: Path) -> bool:
+    """The import's side directory (embedded/archive.py) holds a tenant database with artifacts."""
+    for db in data.glob(".import-*/tenants/*/store.sqlite"):
+        try:
+            with sqlite3.connect(f"file:{db}?mode=ro", uri=True, timeout=0.05) as conn:
+                if conn.execute("SELECT count(*) FROM artifacts").fetchone()[0]:
+                    return True
+        except sqlite3.Error:
+            pass
+    return False
+
+
+async def test_a_kill_9_after_the_first_batch_of_an_import_leaves_the_previous_tenant_and_never_answers_success(
+        stack, tmp_path: Path):
+    data = tmp_path / "store"
+    data.mkdir()
+    llm = stack["llm_orchestration"]["grpc"]
+    proc, ks = start_store(data, llm)
+    key = os.urandom(32)
+    client = KnowledgeStoreClient(ks, ingest_timeout_s=60)
+    try:
+        await client.ingest("acme", "", [DocumentIn(ArtifactMeta(artifact_id=a, title=a.title()), text)
+                                         for a, text in NOTES.items()])
+        before = await _listing(client, "acme")
+        small = tmp_path / "acme.archive"
+        small.write_bytes(b"".join([c async for c in client.export_tenant("acme", key)]))
+        archive = open_archive(small, key)
+
+        async def many():           # the same artifacts 600 times over: ~8 write batches of 256
+            for n in range(600):
+                for r in archive.records():
+                    if r["kind"] == "artifact":
+                        yield {**r, "artifact": {**r["artifact"], "artifact_id": f"{r['artifact']['artifact_id']}-{n}"}}
+
+        big = tmp_path / "big.archive"
+        await write_archive(big, key, "acme", archive.manifest["model"], many())
+        call = asyncio.create_task(client.import_tenant(_chunks(big.read_bytes(), 1 << 20), key, replace=True))
+        deadline = time.monotonic() + 60
+        while not _first_batch_written(data):
+            assert not call.done(), f"the import ended before its first batch was seen: {call.result()}"
+            assert time.monotonic() < deadline, "no batch of the import was written"
+            await asyncio.sleep(0.005)
+        os.kill(proc.pid, signal.SIGKILL)
+        proc.wait(timeout=10)
+        with pytest.raises(Unavailable):                   # the import never answered success
+            await call
+    finally:
+        await client.close()
+    store = KnowledgeStore(KnowledgeStoreSettings(data_dir=data), embedder=None)     # the data dir, reopened
+    try:
+        listing = await store.archive_listing("acme", "", 100)
+        hits = await store.get_entries("acme", [e for _, entries in listing for e in entries])
+        assert sorted((h.entry.artifact_id, h.entry.text) for h in hits) == before
+        assert not list(data.glob(".import-*")) and not list(data.glob(".archive-*"))   # swept at the start
+    finally:
+        store.close()

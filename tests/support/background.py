@@ -9,6 +9,11 @@ session cut short, e.g. by -x). Taking a stack nobody began just starts it in th
 
 At most `AHEAD` stacks are started and not yet taken at any time: the next one starts when a test
 takes one, so a session holds its running stacks plus one waiting, not every stack at once.
+
+The `stop` that `take` hands over returns at once: the stack stops in a thread of its own (a
+graceful stop is mostly waiting for processes to exit) while the next tests run, each on its own
+ports and data directory. `stop_untaken()` waits for those stops too and raises the first error
+one of them met.
 """
 from __future__ import annotations
 
@@ -26,6 +31,8 @@ _futures: dict[str, Future] = {}
 _taken: set[str] = set()
 _queue: queue.SimpleQueue = queue.SimpleQueue()
 _worker: list[threading.Thread] = []
+_stopping: list[threading.Thread] = []
+_stop_errors: list[BaseException] = []
 
 
 def _waiting() -> int:
@@ -62,18 +69,32 @@ def begin(name: str, start: Start) -> None:
 
 def take(name: str, start: Start) -> tuple[Any, Callable[[], None]]:
     """`(value, stop)` of the stack `name`: begun in the background, or started here if it was not
-    (or if it has not left the queue yet)."""
+    (or if it has not left the queue yet). `stop()` stops it in the background."""
     with _lock:
         _taken.add(name)
         future = _futures.get(name)
         _lock.notify_all()
-    if future is None or future.cancel():
-        return start()
-    return future.result()
+    value, stop = start() if future is None or future.cancel() else future.result()
+    return value, lambda: stop_in_background(name, stop)
+
+
+def stop_in_background(name: str, stop: Callable[[], None]) -> None:
+    """`stop()` in a thread of its own (processes of a module's fixture, say); `stop_untaken()`
+    waits for it."""
+    def run() -> None:
+        try:
+            stop()
+        except BaseException as err:  # noqa: BLE001 - raised again by stop_untaken()
+            _stop_errors.append(err)
+
+    thread = threading.Thread(target=run, name=f"stop {name}")
+    thread.start()
+    _stopping.append(thread)
 
 
 def stop_untaken() -> None:
-    """Stop every stack begun in the background that no test took; cancel those not begun yet."""
+    """Stop every stack begun in the background that no test took; cancel those not begun yet;
+    wait for the stops begun by `take`'s `stop`."""
     with _lock:
         pending = [(n, f) for n, f in _futures.items() if n not in _taken]
         _taken.update(n for n, _ in pending)
@@ -86,3 +107,7 @@ def stop_untaken() -> None:
         except Exception:  # noqa: BLE001 - it never started: nothing to stop
             continue
         stop()
+    for thread in _stopping:
+        thread.join()
+    if _stop_errors:
+        raise _stop_errors[0]

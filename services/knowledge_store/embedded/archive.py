@@ -7,11 +7,16 @@ order, prepared entries written with their stored vectors, and an import built a
     stage      a store of its own in `<data dir>/.import-<tenant>-…` receives the import; commit
                closes it and swaps its tenant directory with the tenant's exactly as a restore
                does (backup.py `swap`; the tenant answers UNAVAILABLE for the swap only), abort
-               removes it: the tenant is untouched until the swap
+               removes it: the tenant is untouched until the swap; what a killed process left
+               (its `.import-*` directory, its `.archive-*` scratch files: ../archive_file.py) is
+               removed when the store opens (`sweep`)
+    fingerprint  the tenant's embedding model fingerprint (../fingerprints.py), in its `meta`
+               table (key FINGERPRINT_KEY), written in an ordinary write transaction
 """
 from __future__ import annotations
 
 import asyncio
+import logging
 import os
 import shutil
 import time
@@ -24,10 +29,12 @@ from services.knowledge_store.embedded import backup, storage
 from services.knowledge_store.embedded.keyword_index import KeywordBatch
 from services.knowledge_store.embedded.reads import read_stored
 from services.knowledge_store.embedded.tenants import Tenants
-from services.knowledge_store.embedded.writes import IndexChange, write
+from services.knowledge_store.embedded.writes import NO_CHANGE, IndexChange, write
 from services.knowledge_store.preparation import PreparedDocument
 from shared.errors import FailedPrecondition
 
+log = logging.getLogger(__name__)
+FINGERPRINT_KEY = "model_fingerprint"
 Archived = tuple[str, PreparedDocument, np.ndarray, "np.ndarray | None", tuple[int, int]]
 
 
@@ -64,11 +71,43 @@ async def put(tenants: Tenants, tenant_id: str, items: Sequence[Archived]) -> No
     await write(tenants, tenant_id, work, create=True, action="import")
 
 
+async def fingerprint(tenants: Tenants, tenant_id: str) -> str:
+    return await read_stored(tenants, tenant_id, lambda conn: storage.db.get_meta(conn, FINGERPRINT_KEY) or "",
+                             absent="", action="fingerprint read")
+
+
+async def set_fingerprint(tenants: Tenants, tenant_id: str, value: str) -> None:
+    def work(conn):
+        storage.db.set_meta(conn, FINGERPRINT_KEY, value)
+        return None, NO_CHANGE
+
+    await write(tenants, tenant_id, work, create=True, action="fingerprint write", quiet=True)
+
+
+def sweep(data_dir: Path) -> list[Path]:
+    """Remove the import directories and archive scratch files of processes no longer running
+    (a kill -9 during an import or export); the paths removed."""
+    removed = []
+    for path in (*data_dir.glob(".import-*"), *data_dir.glob(".archive-*")):
+        try:
+            pid = int(path.name.rsplit("-", 2)[-2])
+            os.kill(pid, 0)
+            continue                           # its process runs: in use
+        except ProcessLookupError:
+            pass
+        except (ValueError, IndexError, PermissionError):
+            continue                           # not ours, or not ours to judge
+        shutil.rmtree(path, ignore_errors=True) if path.is_dir() else path.unlink(missing_ok=True)
+        log.warning("removed %s, left by an import or export whose process is gone", path.name)
+        removed.append(path)
+    return removed
+
+
 class ImportStage:
     """Where an import is written, and how it takes the tenant's place (module docstring)."""
 
-    def __init__(self, owner: Tenants, tenant_id: str, make_store) -> None:
-        self._owner, self._tenant_id = owner, tenant_id
+    def __init__(self, owner: Tenants, tenant_id: str, make_store, swapped=lambda: None) -> None:
+        self._owner, self._tenant_id, self._swapped = owner, tenant_id, swapped
         root = Path(owner.settings.data_dir)
         self._dir = root / f".import-{storage.db.tenant_dir_name(tenant_id)}-{os.getpid()}-{os.urandom(3).hex()}"
         self._dir.mkdir(mode=0o700, parents=True)
@@ -85,6 +124,7 @@ class ImportStage:
             root.mkdir(parents=True, exist_ok=True)
             with self._owner.unavailable_for(self._tenant_id, "being imported"):
                 backup.swap(root, self._tenant_id, staged)
+                self._swapped()
             shutil.rmtree(self._dir, ignore_errors=True)
 
         await asyncio.to_thread(swap)
@@ -94,10 +134,10 @@ class ImportStage:
         await asyncio.to_thread(shutil.rmtree, self._dir, True)
 
 
-def stage(owner: Tenants, tenant_id: str, replace: bool, make_store) -> ImportStage:
+def stage(owner: Tenants, tenant_id: str, replace: bool, make_store, swapped=lambda: None) -> ImportStage:
     if owner.settings.read_only:
         raise FailedPrecondition("the KnowledgeStore is configured read-only: an import is refused")
     if owner.database_path(tenant_id).exists() and not replace:
         raise FailedPrecondition(f"tenant '{tenant_id}' already holds data: import it with --replace to replace it "
                                  "(its documents, profiles and personas), or import --as-tenant another tenant")
-    return ImportStage(owner, tenant_id, make_store)
+    return ImportStage(owner, tenant_id, make_store, swapped)

@@ -42,6 +42,7 @@ from dataclasses import replace
 from typing import Literal
 
 import asyncio
+import os
 import time
 from pathlib import Path
 
@@ -82,6 +83,8 @@ from shared.records import (
 from shared.errors import FailedPrecondition, NotFound
 from shared.settings import KnowledgeStoreSettings
 
+DATA_ID_TTL_S = 1.0     # `data_id` is read again after this long (an import swaps in within it)
+
 
 class KnowledgeStore(Searcher):
     """The storage engine. See the module docstring; every method is tenant-scoped."""
@@ -89,6 +92,7 @@ class KnowledgeStore(Searcher):
     def __init__(self, settings: KnowledgeStoreSettings, embedder: Embedder, *,
                  bm25_weights: tuple[float, float] = DEFAULT_BM25_WEIGHTS) -> None:
         self._tenants = Tenants(settings, bm25_weights)
+        self._data_ids: dict[str, tuple[float, str]] = {}     # tenant -> (until, data id): `data_id`
         self._search_log = feedback_log.SearchLogWriter(self._tenants)
         self.dimension = settings.dimension         # of every tenant's vectors
         self.data_dir = Path(settings.data_dir)     # the store's own directory
@@ -100,6 +104,8 @@ class KnowledgeStore(Searcher):
         self._topics = Topics(EmbeddedTopicSource(self._tenants), settings.dimension)
         self._scrub = Scrub(self._tenants)
         self._scrub.start()
+        if not settings.read_only and self.data_dir.is_dir():
+            archive.sweep(self.data_dir)                     # a killed import's leftovers
 
     # -- tenants -----------------------------------------------------------------------------
 
@@ -176,6 +182,22 @@ class KnowledgeStore(Searcher):
         """The store's condition: problems by tenant, repairs (../health.py)."""
         return self._tenants.health
 
+    def data_id(self, tenant_id: str) -> str:
+        """The tenant directory's identity (device, inode): a restore or an import swaps another
+        directory into its place (backup.py `swap`), writes keep it; "" while there is none. Read
+        at most every DATA_ID_TTL_S (a restore forgets it at once)."""
+        now = time.monotonic()
+        cached = self._data_ids.get(tenant_id)
+        if cached is not None and cached[0] > now:
+            return cached[1]
+        try:
+            st = os.stat(self._tenants.database_path(tenant_id).parent)
+            found = f"{st.st_dev:x}.{st.st_ino:x}"
+        except (OSError, ValueError):
+            found = ""
+        self._data_ids[tenant_id] = (now + DATA_ID_TTL_S, found)
+        return found
+
     @property
     def counters(self) -> dict[str, int]:
         """Tenant lifecycle events since the process started (opened_loaded / _replayed / _rebuilt,
@@ -237,6 +259,7 @@ class KnowledgeStore(Searcher):
             started = time.perf_counter()
             with self._tenants.unavailable_for(tenant_id, f"from {source}"):
                 backup.swap(root, tenant_id, staging)
+                self._data_ids.pop(tenant_id, None)
             return time.perf_counter() - started
 
         return restored, await asyncio.to_thread(swap)
@@ -256,7 +279,17 @@ class KnowledgeStore(Searcher):
     async def import_stage(self, tenant_id: str, replace: bool) -> archive.ImportStage:
         """A store of its own to import the tenant into, swapped in on commit."""
         validation.tenant_id(tenant_id)
-        return archive.stage(self._tenants, tenant_id, replace, lambda s: KnowledgeStore(s, self._ingester))
+        return archive.stage(self._tenants, tenant_id, replace, lambda s: KnowledgeStore(s, self._ingester),
+                             swapped=lambda: self._data_ids.pop(tenant_id, None))
+
+    async def tenant_fingerprint(self, tenant_id: str) -> str:
+        """The tenant's recorded embedding model fingerprint ("" none recorded; ../fingerprints.py)."""
+        validation.tenant_id(tenant_id)
+        return await archive.fingerprint(self._tenants, tenant_id)
+
+    async def set_tenant_fingerprint(self, tenant_id: str, fingerprint: str) -> None:
+        validation.tenant_id(tenant_id)
+        await archive.set_fingerprint(self._tenants, tenant_id, fingerprint)
 
     # -- ranking profiles --------------------------------------------------------------------
 

@@ -8,6 +8,11 @@
                transaction across points and no way to switch a tenant's points over at once, so
                `replace` is UNIMPLEMENTED here (delete the tenant's documents first, or import
                into another tenant); on a failure every point of the tenant is removed again
+               (`discard_tenant`: also what `nucleus migrate` runs before redoing an import a
+               kill -9 cut short)
+    fingerprint  the tenant's embedding model fingerprint (../fingerprints.py): a point of its
+               own in the term statistics collection (the tenant point is rewritten whole by
+               every write)
 """
 from __future__ import annotations
 
@@ -65,6 +70,28 @@ class Archiving:
                                          "an empty tenant only (import --as-tenant another tenant)")
         return _Stage(self, tenant_id)
 
+    async def discard_tenant(self, tenant_id: str) -> None:
+        """Every point of the tenant removed."""
+        await self._ensure()
+        mine = qm.Filter(must=[qf.tenant(tenant_id)])
+        await self._call("delete", collection_name=self._names.chunks, wait=True, points_selector=qm.FilterSelector(
+            filter=mine, shard_key=self._shard(tenant_id)))
+        for collection in self._names.payload_only():
+            await self._call("delete", collection_name=collection, wait=True,
+                             points_selector=qm.FilterSelector(filter=mine))
+
+    async def tenant_fingerprint(self, tenant_id: str) -> str:
+        await self._ensure()
+        got = await self._call("retrieve", collection_name=self._names.term_stats,
+                               ids=[layout.point_id("fingerprint", tenant_id)], with_payload=["fingerprint"])
+        return str(got[0].payload.get("fingerprint", "")) if got else ""
+
+    async def set_tenant_fingerprint(self, tenant_id: str, fingerprint: str) -> None:
+        await self._ensure()
+        await self._call("upsert", collection_name=self._names.term_stats, wait=True, points=[qm.PointStruct(
+            id=layout.point_id("fingerprint", tenant_id), vector={},
+            payload={"tenant_id": tenant_id, "kind": "fingerprint", "fingerprint": fingerprint})])
+
 
 class _Stage:
     def __init__(self, store, tenant_id: str) -> None:
@@ -75,9 +102,4 @@ class _Stage:
 
     async def abort(self) -> None:
         """Every point of the tenant removed (it held none before the import)."""
-        s, mine = self.store, qm.Filter(must=[qf.tenant(self._tenant_id)])
-        await s._call("delete", collection_name=s._names.chunks, wait=True, points_selector=qm.FilterSelector(
-            filter=mine, shard_key=s._shard(self._tenant_id)))
-        for collection in s._names.payload_only():
-            await s._call("delete", collection_name=collection, wait=True,
-                          points_selector=qm.FilterSelector(filter=mine))
+        await self.store.discard_tenant(self._tenant_id)

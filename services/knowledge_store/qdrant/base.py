@@ -129,6 +129,10 @@ class QdrantBase:
             key="artifact_id", match=qm.MatchAny(any=list(artifact_ids)))),
             payload=["artifact_id", "dl", "tl", "version"], vectors=[layout.SPARSE])
 
+    def data_id(self, tenant_id: str) -> str:
+        """Always "": a Qdrant tenant is never replaced in place (an import goes into an empty tenant only)."""
+        return ""
+
     def list_tenants(self) -> list[str]:
         """Every tenant with data (synchronous, as the embedded store's)."""
         def read(client) -> list[str]:

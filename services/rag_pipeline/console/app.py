@@ -249,14 +249,16 @@ class ConsoleApp:
         async def run(req: Request, session: Session) -> Response:
             p = req.query_params
             form = {"q": p.get("q", ""), "k": p.get("k", "10"), "profile": p.get("profile", ""),
-                    "tenant": p.get("tenant", "")}
-            result = None
+                    "tenant": p.get("tenant", ""), "why_not": p.get("why_not", "")}
+            result = why = None
             if form["q"].strip():
                 self.rate(session)
-                result = await views.search(self.c.pipeline, session.principal, query=form["q"],
-                                            top_k=_top_k(form["k"]), profile=form["profile"].strip(),
-                                            tenant=self.tenant(session, p))
-            return self.render(req, "search.html", session=session, form=form, result=result)
+                args = dict(query=form["q"], top_k=_top_k(form["k"]), profile=form["profile"].strip(),
+                            tenant=self.tenant(session, p))
+                result = await views.search(self.c.pipeline, session.principal, **args)
+                if form["why_not"].strip():       # the why-not panel (docs/CONSOLE.md)
+                    why = await views.why_not_panel(self.c.pipeline, session.principal, ids=form["why_not"], **args)
+            return self.render(req, "search.html", session=session, form=form, result=result, why=why)
         return await self.page(request, run)
 
     async def compare(self, request: Request) -> Response:

@@ -16,6 +16,7 @@ from typing import Any, Callable
 from services.rag_pipeline.console.evaluation import JudgedQuery, distinct, movements, ndcg_at, rbo, recall_at
 from services.rag_pipeline.core import RagPipeline
 from services.rag_pipeline.models import FACTORS, Preferences, RankedResult, SearchRequest, SearchResponse
+from services.rag_pipeline.why_not import why_not
 from ranking.profile import RankingProfile
 from shared.errors import PermissionDenied
 from shared.identity import OPERATOR, Principal
@@ -59,6 +60,15 @@ async def search(pipeline: RagPipeline, principal: Principal, *, query: str, top
                             prefs=Preferences(profile_name=profile, explain=True))
     response = await pipeline.search(request, principal)
     return response_view(response)
+
+
+async def why_not_panel(pipeline: RagPipeline, principal: Principal, *, query: str, top_k: int, profile: str,
+                        ids: str, tenant: str = "") -> dict[str, Any]:
+    """The why-not panel: `ids` (separated by spaces or commas) explained against the same search."""
+    request = SearchRequest(tenant_id=tenant, query=query, top_k_final=top_k,
+                            prefs=Preferences(profile_name=profile, explain=True))
+    answer = await why_not(pipeline, None, request, principal, ids.replace(",", " ").split())
+    return answer.model_dump()
 
 
 def response_view(response: SearchResponse) -> dict[str, Any]:

@@ -425,12 +425,24 @@ class McpRemoteSearch:
         if cached is not None and cached.expires >= now and not fresh:
             self._resources.move_to_end(key)
             return cached
-        listed = await remote.call_tool("rag_discover_resources", {"username": send.username},
-                                        deadline_s=max(0.001, end - time.monotonic()),
-                                        headers=send.headers, meta=send.meta)
-        results = listed.data.get("results") if isinstance(listed.data, dict) else None
-        check_in_band_error(source.id, results, listed.data)
-        entry = _Resources(resources_of(listed.data), time.monotonic() + RESOURCES_TTL_S)
+        found: dict[str, dict[str, Any]] = {}
+        arguments: dict[str, Any] = {"username": send.username}
+        for page in range(2, MAX_RESOURCES + 2):      # the remote's pages, as its `paging` says, up to MAX_RESOURCES
+            listed = await remote.call_tool("rag_discover_resources", arguments,
+                                            deadline_s=max(0.001, end - time.monotonic()),
+                                            headers=send.headers, meta=send.meta)
+            results = listed.data.get("results") if isinstance(listed.data, dict) else None
+            check_in_band_error(source.id, results, listed.data)
+            shown = resources_of(listed.data)
+            before = len(found)
+            found.update((r["id"], r) for r in shown if r["id"] not in found)
+            total = _more_than(results, len(found))
+            if total is None or len(found) == before or len(found) >= MAX_RESOURCES or time.monotonic() >= end:
+                break
+            size = results["paging"].get("page_size")             # the remote's page size, else what it showed
+            size = size if isinstance(size, int) and not isinstance(size, bool) and 0 < size <= 200 else len(shown)
+            arguments = {"username": send.username, "filters": {"page": page, "page_size": size}}
+        entry = _Resources(list(found.values())[:MAX_RESOURCES], time.monotonic() + RESOURCES_TTL_S)
         self._resources[key] = entry
         while len(self._resources) > MAX_CACHED_CALLERS:
             self._resources.popitem(last=False)
@@ -549,6 +561,13 @@ def resources_of(data: Any) -> list[dict[str, Any]]:
     raw = results.get("resources") if isinstance(results, dict) else None
     return [r for r in (raw if isinstance(raw, list) else [])
             if isinstance(r, dict) and isinstance(r.get("id"), str) and r["id"]][:MAX_RESOURCES]
+
+
+def _more_than(results: Any, have: int) -> int | None:
+    """The total a seed-000 discovery answer's `paging` announces when it is more than `have`, else None."""
+    paging = results.get("paging") if isinstance(results, dict) else None
+    total = paging.get("total") if isinstance(paging, dict) else None
+    return total if isinstance(total, int) and not isinstance(total, bool) and total > have else None
 
 
 def resource_ids(data: Any) -> list[str]:

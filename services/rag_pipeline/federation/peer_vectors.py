@@ -7,7 +7,8 @@ tenant's statistics (rescore.py). Both sides must agree, and say so:
 
     fingerprint   each stack's embedding model, identified by its own output: the unit vectors
                   of PROBE_TEXTS (a few fixed texts), their dimension, and a digest of the vectors
-                  rounded to two decimals. Served by the MCP tool `nucleus_model_fingerprint`.
+                  rounded to two decimals (shared/model_fingerprint.py). Served by the MCP tool
+                  `nucleus_model_fingerprint`.
     probe         this stack asks every source marked `trusted` with `identity: assertion` (a
                   remote Nucleus) for its fingerprint at each probe (probe.py) and compares it
                   with its own: same dimension and every probe vector's cosine >= MATCH_COSINE.
@@ -37,7 +38,6 @@ from __future__ import annotations
 import asyncio
 import base64
 import binascii
-import hashlib
 import logging
 import math
 import weakref
@@ -48,18 +48,13 @@ import numpy as np
 
 from services.rag_pipeline.federation.hits import RemoteHit
 from shared.analysis import ANALYSER_ID
+from shared.model_fingerprint import PROBE_TEXTS, probe_digest
 from shared.records import AnalysedText, PeerEntries
 
 log = logging.getLogger(__name__)
 
 VECTORS_META = "io.nucleus/vectors"
 FINGERPRINT_TOOL = "nucleus_model_fingerprint"
-PROBE_TEXTS = (
-    "The quick brown fox jumps over the lazy dog.",
-    "Reset the battery controller before replacing the module.",
-    "Quarterly revenue grew 12 percent, driven by subscriptions in Europe.",
-    "def add(a, b):\n    return a + b",
-)
 MATCH_COSINE = 0.999          # every probe vector at least this close: the same model (fp noise allowed)
 MAX_VECTORS = 50              # at most one per hit a remote may send (rag_get_raw_results top_k <= 50)
 MAX_DIMENSION = 4_096
@@ -75,10 +70,7 @@ class Fingerprint:
 
     @classmethod
     def of(cls, vectors: np.ndarray) -> Fingerprint:
-        v = np.asarray(vectors, np.float32)
-        v = v / np.maximum(np.linalg.norm(v, axis=1, keepdims=True), 1e-12)
-        rounded = np.round(v * 100).astype(np.int8)
-        digest = hashlib.sha256(f"{v.shape[1]}:".encode() + rounded.tobytes()).hexdigest()[:32]
+        v, digest = probe_digest(vectors)
         return cls(int(v.shape[1]), digest, v)
 
     def to_json(self) -> dict[str, Any]:

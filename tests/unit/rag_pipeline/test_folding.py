@@ -122,3 +122,14 @@ def test_the_flag_and_the_duplicates_cross_grpc():
     out, _ = fold((result("pdf", 0.9, "One text."), result("html", 0.8, "ONE text")), {}, k=10)
     [msg] = [result_to_pb(r) for r in out]
     assert [(d.artifact_id, d.entry_id) for d in msg.duplicates] == [("html", "html#0")]
+
+
+async def test_why_not_names_the_result_a_document_was_folded_into(pipeline):
+    from services.rag_pipeline.capture import Captured
+    from services.rag_pipeline.why_not import folded_into as why_folded
+
+    response = await pipeline.search_and_rank(SearchRequest("acme", "reset the battery controller", top_k_final=3,
+                                                            fold_duplicates=True))
+    rep, copy = response.results[0].artifact.artifact_id, response.results[0].duplicates[0].artifact.artifact_id
+    captured = Captured(results=response.results)
+    assert (why_folded(captured, copy), why_folded(captured, rep), why_folded(captured, "turbine")) == (rep, "", "")

@@ -85,3 +85,53 @@ def test_the_next_cursor_starts_at_the_first_result_not_shown():
     page = Page(SearchResponse(results=()), positions=(4, 6, 7), end=9,
                 cursor_at=lambda at: offsets.append(at) or str(at))
     assert [page.cursor_after(n) for n in (3, 2, 0)] == ["9", "7", "4"]
+
+
+class _Model:
+    """The language model's embedding port over the store's hashing embedder (no model needed here)."""
+
+    def __init__(self, embedder) -> None:
+        self._embedder = embedder
+
+    async def embed(self, texts, *, purpose: str = "query", timeout_s: float | None = None):
+        return await self._embedder.embed(list(texts))
+
+    async def close(self) -> None:
+        pass
+
+
+async def test_an_import_that_replaces_the_tenant_drops_its_held_rankings_and_a_write_does_not(tmp_path):
+    from services.knowledge_store.archive import export_records, import_archive
+    from services.knowledge_store.archive_file import open_archive, write_archive
+    from services.knowledge_store.embedded.core import KnowledgeStore
+    from services.knowledge_store.inprocess_client import InProcessKnowledgeStoreClient
+    from services.rag_pipeline.core import RagPipeline
+    from services.rag_pipeline.models import SearchRequest
+    from shared.auth.inprocess import InProcessCaller
+    from shared.settings import RagPipelineSettings
+    from tests.unit.knowledge_store.helpers import HashEmbedder, doc, settings_for
+
+    embedder, key, model = HashEmbedder(), bytes(range(32)), {"name": "hash-test", "dimension": 384}
+    store = KnowledgeStore(settings_for(tmp_path / "s"), embedder)
+    knowledge = InProcessKnowledgeStoreClient(store, InProcessCaller(None, "knowledge_store", False))
+    pipeline = RagPipeline(RagPipelineSettings(), knowledge, _Model(embedder))
+    pages = Pages(pipeline, SIGNER.derive_key("cursor"))
+    try:
+        await store.ingest("acme", "", [doc(f"d{i}", f"pump valve seal, part {i}. " + "pump " * i) for i in range(8)])
+        paged, named = (SearchRequest(tenant_id="acme", query=q, top_k_final=2) for q in ("pump valve", "seal"))
+        first = await pages.search(paged, None)
+        second = await pages.search(paged, None, cursor=first.cursor_after(2))
+        search_id = (await pages.search(named, None)).response.search_id
+        await store.ingest("acme", "", [doc("d9", "a new pump valve memo")])      # a write keeps them
+        assert pages.held_request(None, "acme", search_id) == named
+        path = tmp_path / "acme.archive"
+        await write_archive(path, key, "acme", model, export_records(store, "acme"))
+        await import_archive(store, open_archive(path, key), "acme", model, replace_tenant=True)
+        with pytest.raises(InvalidArgument, match="cursor: names a search of data replaced since"):
+            await pages.search(paged, None, cursor=second.cursor_after(2))
+        with pytest.raises(InvalidArgument, match="search_id: names a search of data replaced since"):
+            pages.held_request(None, "acme", search_id)
+        assert not pages._held, "both held rankings forgotten"
+    finally:
+        await pipeline.close()
+        store.close()
