@@ -1,6 +1,6 @@
 """What a ranked result costs outside the model, in process (issue 42's pages and highlights).
 
-    HF_HUB_OFFLINE=1 .venv/bin/python -m lab.result_cost [--queries 200] [--part all|search|highlights|why-not]
+    HF_HUB_OFFLINE=1 .venv/bin/python -m lab.result_cost [--queries 200] [--part all|search|highlights|why-not|pages] [--model]
 
 1. CPU per SearchAndRank (time.process_time) over a 600-document tenant of random words, the
    store and pipeline in process with a hashing embedder (no model: its CPU would drown the
@@ -10,7 +10,9 @@
 3. why-not (services/rag_pipeline/why_not.py): wall time of `why_not` for 5 ids (4 of the
    tenant's documents at random and a made-up one) against a fresh search of the same request
    (`search_for`, what why-not runs inside), alternating per query, on the tenant of 1.: p50 and
-   p90 of each and the ratio of the p50s.
+   p90 of each and the ratio of the p50s;
+4. pages (`--part pages`, `--model` for the real local model): p50 of a first page against its
+   second page, ranked from what the first ranked, and (alternate queries) searched again.
 """
 from __future__ import annotations
 
@@ -26,7 +28,9 @@ import numpy as np
 from services.knowledge_store.embedded.core import KnowledgeStore
 from services.knowledge_store.inprocess_client import InProcessKnowledgeStoreClient
 from services.rag_pipeline.core import RagPipeline
+from services.rag_pipeline import pages as pages_mod
 from services.rag_pipeline.models import Preferences, SearchRequest
+from services.rag_pipeline.pages import Pages, _Replay
 from services.rag_pipeline.snippets import highlights, make_snippet
 from services.rag_pipeline.why_not import why_not
 from shared.auth.inprocess import InProcessCaller
@@ -55,10 +59,11 @@ class HashingModel:
         pass
 
 
-async def tenant(n: int) -> tuple[RagPipeline, KnowledgeStore, list[str]]:
-    """The in-process store and pipeline over 600 random-word documents, and `n` queries."""
+async def tenant(n: int, llm=None) -> tuple[RagPipeline, KnowledgeStore, list[str]]:
+    """The in-process store and pipeline over 600 random-word documents, and `n` queries
+    (`llm`: the model's port, default the hashing one)."""
     settings = KnowledgeStoreSettings(data_dir=Path(tempfile.mkdtemp()))
-    llm = HashingModel(settings.dimension)
+    llm = llm or HashingModel(settings.dimension)
     store = KnowledgeStore(settings, llm)
     knowledge = InProcessKnowledgeStoreClient(store, InProcessCaller(None, "knowledge_store", False))
     pipeline = RagPipeline(RagPipelineSettings(), llm=llm, knowledge=knowledge)
@@ -104,6 +109,44 @@ async def why_not_cost(n: int) -> None:
           f"ratio of p50s {w50 / f50:.2f}x ({n} queries)")
 
 
+async def pages_cost(n: int, model: bool) -> None:
+    """p50 of a first page (a fresh search, through Pages as every tool searches) against its
+    second page, the second page ranked from what the first ranked (pages.py `_Replay`) and,
+    alternating, searched again five pages deep (the way a first page with a learned model or
+    folded copies still takes)."""
+    llm = None
+    if model:                               # the real model, in process: what a fresh search pays
+        from services.llm_orchestration.core import LlmOrchestrator
+        from services.llm_orchestration.inprocess_client import InProcessLlmOrchestrationClient
+        from shared.settings import LlmOrchestrationSettings
+        core = LlmOrchestrator(LlmOrchestrationSettings())
+        await core.start()
+        llm = InProcessLlmOrchestrationClient(core, InProcessCaller(None, "llm_orchestration", False), timeout_s=120)
+    pipeline, store, queries = await tenant(n, llm)
+    pages, replay_of = Pages(pipeline, b"k" * 32), _Replay.of
+    times: dict[str, list[float]] = {"fresh": [], "page 2": [], "page 2 searched again": []}
+    try:
+        for i, q in enumerate(queries):
+            again = i % 2 == 1
+            pages_mod._Replay.of = (lambda *_: None) if again else replay_of      # type: ignore[method-assign]
+            request = SearchRequest(query=q, tenant_id="t", top_k_final=10, top_k_initial=50, prefs=EXPLAIN)
+            started = time.perf_counter()
+            first = await pages.search(request, None)
+            times["fresh"].append(time.perf_counter() - started)
+            started = time.perf_counter()
+            second = await pages.search(request, None, cursor=first.cursor_after(10))
+            times["page 2 searched again" if again else "page 2"].append(time.perf_counter() - started)
+            assert len(second.response.results) == 10
+    finally:
+        pages_mod._Replay.of = replay_of                                        # type: ignore[method-assign]
+        await pipeline.close()
+        store.close()
+    p50 = {k: float(np.percentile(np.asarray(v) * 1000, 50)) for k, v in times.items()}
+    print(f"{'MiniLM' if model else 'hashing'} embedder, {n} queries: fresh search (page 1) p50 {p50['fresh']:.2f} ms; "
+          f"page 2 p50 {p50['page 2']:.2f} ms = {p50['page 2'] / p50['fresh']:.2f}x; searched again "
+          f"{p50['page 2 searched again']:.2f} ms = {p50['page 2 searched again'] / p50['fresh']:.2f}x")
+
+
 def highlight_cost() -> None:
     rng = random.Random(1)
     query = "pump gasket valve pressure"
@@ -118,7 +161,8 @@ def highlight_cost() -> None:
 def main() -> None:
     p = argparse.ArgumentParser(prog="python -m lab.result_cost")
     p.add_argument("--queries", type=int, default=200)
-    p.add_argument("--part", choices=("all", "search", "highlights", "why-not"), default="all")
+    p.add_argument("--part", choices=("all", "search", "highlights", "why-not", "pages"), default="all")
+    p.add_argument("--model", action="store_true", help="pages: embed with the real local model")
     args = p.parse_args()
     if args.part in ("all", "search"):
         asyncio.run(search_cpu(args.queries))
@@ -126,6 +170,8 @@ def main() -> None:
         highlight_cost()
     if args.part in ("all", "why-not"):
         asyncio.run(why_not_cost(args.queries))
+    if args.part in ("all", "pages"):
+        asyncio.run(pages_cost(args.queries, args.model))
 
 
 if __name__ == "__main__":

@@ -1,4 +1,4 @@
-"""What one search ranked, handed to a why-not (why_not.py) by the search itself.
+"""What one search ranked, handed to a why-not (why_not.py) or a held first page (pages.py) by the search itself.
 
     captured = Captured()
     token = CAPTURE.set(captured)       # RagPipeline._search calls captured.took(...) once it ranked
@@ -25,11 +25,15 @@ class Captured:
     candidates: Any = None                      # ranking.Candidates of `merged`
     config: Any = None                          # ranking.RankingConfig
     results: tuple[RankedResult, ...] = ()
+    learned: Any = None                         # the profile's learned model ranked it (None: the 4R blend)
+    folded: bool = False                        # duplicates were folded (folding.py)
+    now_unix: float = 0.0                       # the time its explanations measured ages from
 
     def took(self, request: SearchRequest, legs: Any, merged: list, candidates: Any, config: Any,
-             results: tuple[RankedResult, ...]) -> None:
+             results: tuple[RankedResult, ...], learned: Any = None, folded: bool = False,
+             now_unix: float = 0.0) -> None:
         self.request, self.legs, self.merged, self.candidates, self.config = request, legs, merged, candidates, config
-        self.results = results
+        self.results, self.learned, self.folded, self.now_unix = results, learned, folded, now_unix
 
 
 CAPTURE: ContextVar[Captured | None] = ContextVar("nucleus_why_not_capture", default=None)

@@ -343,7 +343,7 @@ class RagPipeline:
             ranked, candidates, config, learned = await self._rank(q, merged, legs, profile, intent.has_intent, now, k)
             results = await self._fetch(q, merged, candidates, ranked, config, k, now, learned, fed)
             if (capture := CAPTURE.get()) is not None:       # a why-not's search (capture.py)
-                capture.took(request, legs, merged, candidates, config, results)
+                capture.took(request, legs, merged, candidates, config, results, learned, q.fold, now)
         finally:
             self._searching -= 1
             for federated in started:      # an answer or an error: no remote call outlives the query

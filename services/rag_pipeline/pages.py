@@ -7,11 +7,14 @@ rag_search, gRPC SearchAndRank; docs/MCP.md "Pages").
 
 The first page (no cursor) is the search as any search answers it, so a search nobody pages
 costs nothing more; a full page gets a cursor and is remembered here, keyed by the caller
-(tenant, end user, auth method) and a random request id. The second page asks for the ranking
-once, `MAX_PAGES` pages deep (at most `MAX_DEPTH` results, never more than the request's
-candidates: the same candidates as the first page, top_k_initial pinned, ranked by the same
-code), and holds it; every later page is read from it, never ranked again, so pages neither
-repeat nor skip a result. Every page reads
+(tenant, end user, auth method) and a random request id, with what the first page ranked
+(capture.py: its candidates and their ranking configuration, no texts). The second page ranks
+those same candidates `MAX_PAGES` pages deep (at most `MAX_DEPTH` results) with the same `rank`,
+without embedding or retrieving again (~0.2x a fresh search's p50, docs/BENCHMARKS.md), and holds
+that ranking; a first page ranked otherwise (a learned model, folded copies) or holding remote
+results is searched again once, that deep, from the same candidates (top_k_initial pinned). Every
+later page is read from the held ranking, never ranked again, so pages neither repeat nor skip a
+result. Every page reads
 its entries again from the store as the caller (the fetch stage's `GetEntries`) and re-checks
 them with the access policy: a document deleted or hidden since the first page is dropped,
 and the page filled from the next ones.
@@ -40,13 +43,17 @@ import secrets
 import time
 from collections import OrderedDict
 from dataclasses import dataclass, replace
-from typing import TYPE_CHECKING, Callable
+from typing import TYPE_CHECKING, Any, Callable
 
 import numpy as np
 
+from ranking import rank
 from services.rag_pipeline.access import Scope
+from services.rag_pipeline.capture import CAPTURE, Captured
 from services.rag_pipeline.federation.hits import LOCAL
+from services.rag_pipeline.merge import placeholder_hit
 from services.rag_pipeline.models import RankedResult, SearchRequest, SearchResponse
+from services.rag_pipeline.results import build_results
 from services.rag_pipeline.snippets import highlights, make_snippet
 from shared.errors import InvalidArgument, NotFound
 from shared.identity import Principal, acting_for
@@ -75,6 +82,48 @@ class _Held:
     answer: SearchResponse                  # the first page's answer without results (search id, profile)
     request: SearchRequest | None = None    # as the caller sent it (a why-not names it by its search id)
     data_id: str = ""                       # the copy of the tenant's data it was ranked on (ports.py)
+    replay: "_Replay | None" = None         # what the first page ranked, until the second page ranks it deep
+
+
+@dataclass(frozen=True, slots=True)
+class _Replay:
+    """What a first page ranked by the 4R blend alone, over local candidates only (capture.py):
+    the second page ranks these same candidates deeper instead of searching again."""
+    merged: list
+    candidates: Any
+    config: Any
+    shown: tuple[RankedResult, ...]         # the first page's results
+    now_unix: float
+    explain: bool
+
+    @staticmethod
+    def of(captured: Captured, shown: tuple[RankedResult, ...]) -> "_Replay | None":
+        """None when the first page's order is not the blend's (a learned model, folded copies) or
+        it holds remote results: the second page then searches again, deeper (module docstring)."""
+        if (not captured.merged or captured.request is None or captured.learned is not None or captured.folded
+                or any(m.origin for m in captured.merged)):
+            return None
+        for m in captured.merged:               # the texts of the first page: read again for a page
+            m.hit = None
+        return _Replay(captured.merged, captured.candidates, captured.config, shown, captured.now_unix,
+                       captured.request.prefs.explain)
+
+    def ranking(self, depth: int, tenant_id: str, query: str) -> tuple[RankedResult, ...]:
+        """The first page's results, then the next best of the same candidates up to `depth`,
+        ranked by the same `rank` (ties: the lower row first, as the first page's)."""
+        shown = {r.entry.id for r in self.shown}
+        deep = rank(self.candidates, self.config, min(depth + len(shown), len(self.merged)))
+        keep = np.asarray([i for i, row in enumerate(deep.rows.tolist())
+                           if self.merged[row].entry_id not in shown][:max(0, depth - len(self.shown))], np.intp)
+        deep = replace(deep, rows=deep.rows[keep], overall=deep.overall[keep], factors=deep.factors[keep],
+                       contributions=deep.contributions[keep], dense_norm=deep.dense_norm[keep],
+                       bm25_norm=deep.bm25_norm[keep],
+                       probability=deep.probability[keep] if deep.probability.size else deep.probability)
+        for row in deep.rows.tolist():          # ids and signals only: each page reads its texts
+            self.merged[row].hit = placeholder_hit(self.merged[row], tenant_id)
+        tail = build_results(self.merged, deep, self.candidates, self.config, query, self.explain,
+                             now_unix=self.now_unix)
+        return (*(_slim(r) for r in self.shown), *tail)
 
 
 @dataclass(frozen=True, slots=True)
@@ -172,14 +221,19 @@ class Pages:
 
     async def _first(self, request: SearchRequest, principal: Principal | None, scope: Scope | None,
                      who: CallerKey) -> Page:
-        response = await self._pipeline.search(request, principal, scope=scope)
+        captured = Captured()
+        token = CAPTURE.set(captured)
+        try:
+            response = await self._pipeline.search(request, principal, scope=scope)
+        finally:
+            CAPTURE.reset(token)
         shown = tuple(range(len(response.results)))
         asked = self._pipeline.validate(replace(request, tenant_id=who[0]))
         if len(shown) < asked.top_k_final:
             return Page(response, shown, len(shown), lambda _offset: None)
         rid, exp, fp = secrets.token_urlsafe(12), int(self._clock()) + TTL_S, fingerprint(request)
         self._put(who, rid, _Held(fp, asked.query, None, exp, replace(response, results=(), timings=()), request,
-                                  self._pipeline.knowledge.data_id(who[0])))
+                                  self._pipeline.knowledge.data_id(who[0]), _Replay.of(captured, response.results)))
         return Page(response, shown, len(shown), lambda offset: self._cursor(who, rid, fp, offset, exp))
 
     async def _ranked(self, held: _Held, rid: str, request: SearchRequest, principal: Principal | None,
@@ -190,10 +244,13 @@ class Pages:
         asked = self._pipeline.validate(replace(request, tenant_id=who[0]))
         size = asked.top_k_final
         depth = max(size, min(size * MAX_PAGES, MAX_DEPTH, asked.top_k_initial))
-        deep = replace(request, top_k_final=depth, top_k_initial=asked.top_k_initial)
-        ranking = (await self._pipeline.search_for(deep, principal, scope)).results    # not logged: pages are
-        slim = tuple(r if r.source_id != LOCAL else _slim(r) for r in ranking)   # a local text: read again
-        held = replace(held, results=slim)
+        if held.replay is not None:
+            slim = held.replay.ranking(depth, who[0], asked.query)
+        else:
+            deep = replace(request, top_k_final=depth, top_k_initial=asked.top_k_initial)
+            ranking = (await self._pipeline.search_for(deep, principal, scope)).results    # not logged: pages are
+            slim = tuple(r if r.source_id != LOCAL else _slim(r) for r in ranking)   # a local text: read again
+        held = replace(held, results=slim, replay=None)
         self._held[(who, rid)] = held
         return held
 

@@ -24,15 +24,17 @@ def _ids(body: dict) -> list[str]:
 async def test_three_pages_are_one_search_without_repeat_or_gap(secure_corpus):
     # "sec" (groups security-team and legal) sees more than 30 documents of the secure corpus
     async with http_client(secure_corpus.mcp_url, secure_corpus.headers("sec")) as client:
-        whole = _ids(structured(await client.call_tool("search_and_rank", {
-            "user_query_text": QUERY, "top_k_final_rank": 30, "explain": False})))
+        whole_body = structured(await client.call_tool("search_and_rank", {
+            "user_query_text": QUERY, "top_k_final_rank": 30, "explain": False}))
+        whole = _ids(whole_body)
         assert len(whole) == 30, "the corpus must hold 30 results for this query"
-        pages, cursor = [], None
+        pages, scores, cursor = [], [], None
         for _ in range(3):
             args = {"user_query_text": QUERY, "top_k_final_rank": 10, "explain": False}
             body = structured(await client.call_tool("search_and_rank", {**args, **({"cursor": cursor} if cursor
                                                                                      else {})}))
             pages.append(_ids(body))
+            scores.extend(r["overall_rank_score"] for r in body["results"])
             cursor = body.get("next_cursor")
             assert cursor, "a further page is offered"
         raw_args = {"username": "sec", "query": QUERY, "sources": ["hr-policies"], "top_k": 2}
@@ -48,6 +50,7 @@ async def test_three_pages_are_one_search_without_repeat_or_gap(secure_corpus):
     assert _ids(after)[0] == whole[len(shown)], "the results the budget left out start the next page"
     assert [len(p) for p in pages] == [10, 10, 10]
     assert pages[0] + pages[1] + pages[2] == whole
+    assert scores == pytest.approx([r["overall_rank_score"] for r in whole_body["results"]], abs=1e-6)
     assert len(raw2["results"]["hits"]) == 2
     assert {h["id"] for h in raw["results"]["hits"]}.isdisjoint(h["id"] for h in raw2["results"]["hits"])
 

@@ -91,7 +91,9 @@ async def test_a_hidden_document_answers_as_a_made_up_id_with_the_same_store_cal
     assert {**a, "artifact_id": ""} == {**b, "artifact_id": ""} and a["found"] is False
     assert {k: v for k, v in hidden.items() if k != "documents"} == {k: v for k, v in made_up.items()
                                                                         if k != "documents"}
-    calls_hidden, calls_made_up = after_hidden - start, after_made_up - after_hidden
+    # a profile cache's refresh may fall between any two calls: the ids decide every other call
+    calls_hidden, calls_made_up = [Counter({m: n for m, n in (b - a).items() if not m.endswith("/GetRankingProfile")})
+                                   for a, b in ((start, after_hidden), (after_hidden, after_made_up))]
     print("store calls per why-not:", dict(calls_hidden), dict(calls_made_up))
     assert calls_hidden == calls_made_up and calls_hidden["nucleus.v1.KnowledgeStore/Retrieve"] >= 2
     assert _doc(seen, "travel-policy-2021")["found"] is True
