@@ -38,6 +38,8 @@ def _result_view(rank: int, r: RankedResult) -> dict[str, Any]:
         "title": r.artifact.title or r.artifact.artifact_id, "source_uri": r.artifact.source_uri,
         "source_id": r.source_id, "snippet": r.snippet, "overall": r.overall, "probability": r.probability,
         "snippet_parts": snippet_parts(r.snippet, r.highlights), "factors": factors, "explanation": e,
+        "duplicates": [{"artifact_id": d.artifact.artifact_id, "source_id": d.artifact.source_id or d.source_id}
+                       for d in r.duplicates],
     }
 
 

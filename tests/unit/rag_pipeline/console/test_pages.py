@@ -241,3 +241,20 @@ def test_a_result_snippet_marks_its_highlights_and_escapes_every_part():
     html = _env().get_template("_result.html").render(row=_result_view(1, r), full=True)
     assert ('<p class="snippet">&lt;b&gt;<mark>Batteries</mark>&lt;/b&gt; &amp; the &lt;<mark>script</mark>&gt;x()'
             '&lt;/<mark>script</mark>&gt; <mark>battery</mark>&#39;s reset</p>') in html
+
+
+def test_a_result_names_the_copies_folded_into_it_escaped():
+    from dataclasses import replace
+
+    from services.rag_pipeline.console.app import _env
+    from services.rag_pipeline.console.views import _result_view
+    from services.rag_pipeline.models import RankedResult
+    from shared.records import ArtifactSummary, Entry
+
+    r = RankedResult(entry=Entry("e", "t", "", "a", 0, "text", "h", "s", 0, 0.5), artifact=ArtifactSummary("a"),
+                     snippet="text", overall=0.5, scores=(0.5, 0.5, 0.5, 0.5), explanation=None)
+    copy = replace(r, artifact=ArtifactSummary("<i>b</i>", source_id="wiki"))
+    html = " ".join(_env().get_template("_result.html").render(row=_result_view(1, replace(r, duplicates=(copy,))),
+                                                                full=True).split())
+    assert 'copies folded into it: <code>&lt;i&gt;b&lt;/i&gt;</code> (wiki)</p>' in html
+    assert "copies folded" not in _env().get_template("_result.html").render(row=_result_view(1, r), full=True)
