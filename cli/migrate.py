@@ -26,9 +26,10 @@ Verified at the end (and alone with `--verify-only`, either direction): both sto
 records agree — the same counts of artifacts, entries, profile versions, personas and user data
 records, the same SHA-256 over every artifact record without its vectors (ids, texts, metadata,
 analysed terms, feedback counters) and every user data record, and every vector within
-VECTOR_TOLERANCE (Qdrant re-normalises on upsert) — and sample searches (stored vectors as dense queries, stored headlines as keyword queries)
-return the same top 10 on both (mean overlap: dense >= 0.95, keyword >= 0.9; equal scores may
-order differently at the cut). Exit 0 when every tenant agrees, 1 if not.
+VECTOR_TOLERANCE (Qdrant re-normalises on upsert) — and sample searches (stored vectors as dense
+queries, stored headlines as keyword queries) return the same top 10 on both (mean overlap:
+dense >= 0.95, keyword >= 0.9; equal scores may order differently at the cut). Exit 0 when
+every tenant agrees, 1 if not.
 
 User data moves too (the same tenant id): each user's votes, the search log and the votes on
 federated sources; verified by their counts and a SHA-256 over their records.
