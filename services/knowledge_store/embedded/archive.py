@@ -11,7 +11,8 @@ order, prepared entries written with their stored vectors, and an import built a
                (its `.import-*` directory, its `.archive-*` scratch files: ../archive_file.py) is
                removed when the store opens (`sweep`)
     user data  the per-user votes (`votes`), the search log (`searches`) and the votes on federated
-               sources (`source_votes`) as archive records, in key order; written back in one
+               sources (`source_votes`) as archive records, in key order (searches by time, so
+               written back they keep the write order pruning goes by); written back in one
                write transaction each batch (the artifacts' counters travel with the artifacts)
     fingerprint  the tenant's embedding model fingerprint (../fingerprints.py), in its `meta`
                table (key FINGERPRINT_KEY), written in an ordinary write transaction
@@ -79,7 +80,8 @@ _USER_READS = {
     "vote": ("SELECT artifact_id, user_id, helpful, target, target_id, updated_unix FROM votes "
              "ORDER BY artifact_id, user_id", ("artifact_id", "user_id", "helpful", "target", "target_id",
                                                "updated_unix")),
-    "search": ("SELECT search_id, user_id, created_unix, query_sha256, items FROM searches ORDER BY search_id",
+    "search": ("SELECT search_id, user_id, created_unix, query_sha256, items FROM searches "
+               "ORDER BY created_unix, search_id",
                ("search_id", "user_id", "created_unix", "query_sha256", "items")),
     "source_vote": ("SELECT source_id, user_id, helpful, target_id, updated_unix FROM source_votes "
                     "ORDER BY source_id, user_id", ("source_id", "user_id", "helpful", "target_id", "updated_unix")),

@@ -12,8 +12,9 @@
                kill -9 cut short)
     user data  the per-user votes, the search log and the votes on federated sources (the
                `votes`, `searches` and `source_votes` collections) as archive records in key
-               order, and written back as the same points their writes make (removed with the
-               tenant's other points on a failure)
+               order (searches by time, then id: as the embedded backend), and written back
+               as the same points their writes make (removed with the tenant's other points on
+               a failure)
     fingerprint  the tenant's embedding model fingerprint (../fingerprints.py): a point of its
                own in the term statistics collection (the tenant point is rewritten whole by
                every write)
@@ -68,7 +69,8 @@ class Archiving:
         for r in out:
             if "helpful" in r:
                 r["helpful"] = bool(r["helpful"])
-        return sorted(out, key=lambda r: tuple(r[k] for k in key))
+        # searches by time (their write order), then id; votes by key
+        return sorted(out, key=lambda r: (r.get("created_unix", 0), *(r[k] for k in key)))
 
     async def put_user_data(self, tenant_id: str, kind: str, records: Sequence[dict]) -> None:
         await self._ensure()
