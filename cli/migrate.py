@@ -23,15 +23,16 @@ store the swap had not happened (or it had, and the tenant is replaced), on Qdra
 are removed first. `--restart` imports the named tenants again even when verified.
 
 Verified at the end (and alone with `--verify-only`, either direction): both stores' archive
-records agree — the same counts of artifacts, entries, profile versions and personas, the same
-SHA-256 over every artifact record without its vectors (ids, texts, metadata, analysed terms,
-feedback counters), and every vector within VECTOR_TOLERANCE (Qdrant re-normalises on upsert) —
-and sample searches (stored vectors as dense queries, stored headlines as keyword queries)
-return the same top 10 on both (mean overlap: dense >= 0.95, keyword >= 0.9; equal scores may
-order differently at the cut). Exit 0 when every tenant agrees, 1 if not.
+records agree — the same counts of artifacts, entries, profile versions, personas and user data
+records, the same SHA-256 over every artifact record without its vectors (ids, texts, metadata,
+analysed terms, feedback counters) and every user data record, and every vector within
+VECTOR_TOLERANCE (Qdrant re-normalises on upsert) — and sample searches (stored vectors as dense
+queries, stored headlines as keyword queries) return the same top 10 on both (mean overlap:
+dense >= 0.95, keyword >= 0.9; equal scores may order differently at the cut). Exit 0 when
+every tenant agrees, 1 if not.
 
-Not carried: user data (per-user votes, the search log, votes on federated sources), which
-archives do not carry yet; each artifact's feedback counters are.
+User data moves too (the same tenant id): each user's votes, the search log and the votes on
+federated sources; verified by their counts and a SHA-256 over their records.
 
 `--recount` touches only the Qdrant side: it recounts the tenant's term statistics from its
 entries and re-saturates their sparse vectors with the current average length (after
@@ -51,7 +52,7 @@ from pathlib import Path
 import numpy as np
 
 from services.knowledge_store.archive import export_records, import_archive
-from services.knowledge_store.archive_file import open_archive, scratch, write_archive
+from services.knowledge_store.archive_file import USER_KINDS, open_archive, scratch, write_archive
 from services.knowledge_store.backend import StoreBackend, open_store
 from shared.errors import FailedPrecondition
 from shared.records import SearchFilters
@@ -212,6 +213,7 @@ class _Side:
 
     def __init__(self) -> None:
         self.counts = {"artifact": 0, "entries": 0}
+        self.user = dict.fromkeys(USER_KINDS, 0)
         self.profiles: set[tuple] = set()
         self.personas: set[str] = set()
         self.sha = hashlib.sha256()
@@ -225,6 +227,9 @@ class _Side:
             self.profiles.add((p["persona_id"], p["name"], p["version"]))
         elif record["kind"] == "persona":
             self.personas.add(record["persona"]["persona_id"])
+        elif record["kind"] in USER_KINDS:
+            self.user[record["kind"]] += 1
+            self.sha.update(json.dumps(record, sort_keys=True, separators=(",", ":")).encode())
         else:
             self.counts["artifact"] += 1
             self.counts["entries"] += len(record["entries"])
@@ -234,7 +239,7 @@ class _Side:
         return None
 
     def summary(self) -> dict:
-        return {**self.counts, "profile": len(self.profiles), "persona": len(self.personas)}
+        return {**self.counts, "profile": len(self.profiles), "persona": len(self.personas), **self.user}
 
 
 async def verify(source: StoreBackend, target: StoreBackend, tenant_id: str, *, samples: int, log=print) -> bool:
@@ -265,8 +270,9 @@ async def verify(source: StoreBackend, target: StoreBackend, tenant_id: str, *, 
     c, d = a.summary(), b.summary()
     log(f"tenant {tenant_id}: counts {c['artifact']} artifacts / {c['entries']} entries / {c['profile']} profile "
         f"versions / {c['persona']} personas, target {d['artifact']} / {d['entries']} / {d['profile']} / "
-        f"{d['persona']}; records SHA-256 {'equal' if same else 'DIFFER'}; vectors max difference {diff:.1e}: "
-        f"{'ok' if ok else 'DIFFER'}")
+        f"{d['persona']}; records SHA-256 {'equal' if same else 'DIFFER'}; vectors max difference {diff:.1e}; "
+        f"user data {c['vote']} votes / {c['search']} searches / {c['source_vote']} source votes, target "
+        f"{d['vote']} / {d['search']} / {d['source_vote']}: {'ok' if ok else 'DIFFER'}")
     agree = {"dense": 0.0, "keyword": 0.0}
     for headline, q in picks:
         [x], [y] = (await source.dense(tenant_id, q, 10, SearchFilters(), hits=True),

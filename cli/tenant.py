@@ -10,8 +10,9 @@ between stacks, tenant ids and backends (operators; docs/OPERATIONS.md, "Tenant 
                                [--with-user-data] [--reembed]
         verified here first (MAC, SHA-256 of every member), then streamed to the running
         KnowledgeStore (gRPC ImportTenant), which verifies it again and imports it all or nothing.
-        --key: the backup key of the stack that made the archive. --with-user-data is refused:
-        archives do not carry user data yet. --reembed: the archive was made with another
+        --key: the backup key of the stack that made the archive. User data (per-user votes, the
+        search log, votes on federated sources) is imported under the archive's own tenant id;
+        under --as-tenant only with --with-user-data. --reembed: the archive was made with another
         embedding model, or its tenant's model is `unknown` (its fingerprint, in the manifest):
         the texts are embedded again by this stack's model instead of refused.
 
@@ -82,7 +83,8 @@ def cmd_import(args: argparse.Namespace) -> int:
     report = asyncio.run(_import(args, path, key))
     console.print(f"imported tenant {escape(manifest['tenant'])} from {escape(str(path))} as "
                   f"{escape(report.tenant_id)}: {report.artifacts} artifacts, {report.entries} entries, "
-                  f"{report.profiles} profile versions, {report.personas} personas (backup key id {key_id(key)})")
+                  f"{report.profiles} profile versions, {report.personas} personas, {report.user_records} user data "
+                  f"records (backup key id {key_id(key)})")
     return 0
 
 
@@ -118,7 +120,8 @@ def register(sub: argparse._SubParsersAction) -> None:
     i.add_argument("--keep-groups", dest="keep_groups", action="store_true",
                    help="keep group-only documents visible to their groups under another tenant id")
     i.add_argument("--with-user-data", dest="with_user_data", action="store_true",
-                   help="also user data (votes, search log): not carried by archives yet, refused")
+                   help="with --as-tenant: import the user data too (per-user votes, the search log, votes "
+                        "on federated sources; always imported under the archive's own tenant id)")
     i.add_argument("--reembed", action="store_true",
                    help="embed the texts again with this stack's model (an archive of another or an unknown model)")
     i.add_argument("--knowledge-store-target", dest="knowledge_store_target")

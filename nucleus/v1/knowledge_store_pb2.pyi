@@ -46,18 +46,20 @@ class ImportTenantRequest(_message.Message):
     def __init__(self, options: _Optional[_Union[ImportTenantOptions, _Mapping]] = ..., data: _Optional[bytes] = ...) -> None: ...
 
 class ImportTenantResponse(_message.Message):
-    __slots__ = ("tenant_id", "artifacts", "entries", "profiles", "personas")
+    __slots__ = ("tenant_id", "artifacts", "entries", "profiles", "personas", "user_records")
     TENANT_ID_FIELD_NUMBER: _ClassVar[int]
     ARTIFACTS_FIELD_NUMBER: _ClassVar[int]
     ENTRIES_FIELD_NUMBER: _ClassVar[int]
     PROFILES_FIELD_NUMBER: _ClassVar[int]
     PERSONAS_FIELD_NUMBER: _ClassVar[int]
+    USER_RECORDS_FIELD_NUMBER: _ClassVar[int]
     tenant_id: str
     artifacts: int
     entries: int
     profiles: int
     personas: int
-    def __init__(self, tenant_id: _Optional[str] = ..., artifacts: _Optional[int] = ..., entries: _Optional[int] = ..., profiles: _Optional[int] = ..., personas: _Optional[int] = ...) -> None: ...
+    user_records: int
+    def __init__(self, tenant_id: _Optional[str] = ..., artifacts: _Optional[int] = ..., entries: _Optional[int] = ..., profiles: _Optional[int] = ..., personas: _Optional[int] = ..., user_records: _Optional[int] = ...) -> None: ...
 
 class BackupTenantsRequest(_message.Message):
     __slots__ = ("tenant_ids", "directory", "final_directory")

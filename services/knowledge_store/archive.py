@@ -19,8 +19,14 @@ archives").
                      tenant as it was. The tenant records the archive's fingerprint (`reembed`: the
                      serving model's).
 
-Not carried (yet): user data (per-user votes, the search log, votes on federated sources); each
-artifact's feedback counters are.
+User data (format 3; archive_file.py USER_KINDS), after the artifacts: each user's current vote
+per artifact (`vote`), the search log (`search`) and each user's vote per federated source
+(`source_vote`), read and written through the backend's `user_data` / `put_user_data`. Imported
+under the archive's own tenant; under another tenant only with `with_user_data` (left out
+otherwise). Checked like the writes that make them: a vote by validation.feedback and naming an
+artifact of the archive, a search by search_log.record (and at most MAX_SEARCHES_PER_TENANT), a
+source vote by search_log.source_vote. Each artifact's feedback counters travel with it. The
+log of every vote ever cast (with comments) and the votes that named a search are not carried.
 """
 from __future__ import annotations
 
@@ -31,14 +37,14 @@ from dataclasses import asdict, dataclass, fields, replace
 import numpy as np
 
 from ranking.profile import RankingProfile
-from services.knowledge_store import ranking_models, validation
-from services.knowledge_store.archive_file import Archive
+from services.knowledge_store import ranking_models, search_log, validation
+from services.knowledge_store.archive_file import USER_KINDS, Archive
 from services.knowledge_store.backend import StoreBackend
 from services.knowledge_store.fingerprints import UNKNOWN
 from services.knowledge_store.personas import Persona
 from services.knowledge_store.preparation import EntryRow, PreparedDocument, derived_rows
 from shared.errors import FailedPrecondition, InvalidArgument
-from shared.records import ARTIFACT_FIELDS, ArtifactMeta
+from shared.records import ARTIFACT_FIELDS, ArtifactMeta, SearchLogItem, SearchLogRecord
 
 BATCH = 256                    # artifacts per read and per write
 NORM_TOLERANCE = 1e-3          # a stored vector is a unit vector
@@ -53,6 +59,7 @@ class ImportReport:
     entries: int
     profiles: int
     personas: int
+    user_records: int = 0      # votes, searches and source votes imported
 
 
 def _b64(vector: np.ndarray) -> str:
@@ -114,6 +121,9 @@ async def export_records(store: StoreBackend, tenant_id: str) -> AsyncIterator[d
                    "model": None if raw is None else base64.b64encode(raw).decode()}
     for persona in await store.list_personas(tenant_id):
         yield {"kind": "persona", "persona": {k: _plain(v) for k, v in asdict(persona).items() if k != "tenant_id"}}
+    for kind in USER_KINDS:
+        for record in await store.user_data(tenant_id, kind):
+            yield record
 
 
 def _plain(value):
@@ -147,14 +157,16 @@ def check_archive(archive: Archive, tenant_id: str, model: dict, *, keep_groups:
 
 
 async def import_archive(store: StoreBackend, archive: Archive, tenant_id: str, model: dict, *,
-                         replace_tenant: bool = False, keep_groups: bool = False, reembed: bool = False
-                         ) -> ImportReport:
-    """Write the verified `archive` into `tenant_id` (module docstring); all or nothing."""
+                         replace_tenant: bool = False, keep_groups: bool = False, reembed: bool = False,
+                         with_user_data: bool = False) -> ImportReport:
+    """Write the verified `archive` into `tenant_id` (module docstring); all or nothing. User data
+    under the archive's own tenant, or with `with_user_data`."""
     validation.tenant_id(tenant_id)
     check_archive(archive, tenant_id, model, keep_groups=keep_groups, reembed=reembed)
     stage = await store.import_stage(tenant_id, replace_tenant)
     try:
-        report = await _write_records(stage.store, tenant_id, archive.records(), store.embedder if reembed else None)
+        report = await _write_records(stage.store, tenant_id, archive.records(), store.embedder if reembed else None,
+                                      user_data=with_user_data or tenant_id == archive.manifest["tenant"])
         fingerprint = model.get("fingerprint") if reembed else archive.manifest["model"].get("fingerprint")
         if fingerprint:                 # none recorded in the source (nucleus migrate): decided here later
             await stage.store.set_tenant_fingerprint(tenant_id, fingerprint)
@@ -165,15 +177,31 @@ async def import_archive(store: StoreBackend, archive: Archive, tenant_id: str, 
     return report
 
 
-async def _write_records(store: StoreBackend, tenant_id: str, records: Iterator[dict], embedder=None
-                         ) -> ImportReport:
-    """`embedder`: the vectors are embedded again with it (`reembed`), the archived ones ignored."""
-    counts = {"artifact": 0, "entries": 0, "profile": 0, "persona": 0}
+async def _write_records(store: StoreBackend, tenant_id: str, records: Iterator[dict], embedder=None, *,
+                         user_data: bool = True) -> ImportReport:
+    """`embedder`: the vectors are embedded again with it (`reembed`), the archived ones ignored.
+    `user_data`: False leaves the user data records out (each still checked)."""
+    counts = dict.fromkeys(("artifact", "entries", "profile", "persona", *USER_KINDS), 0)
     batch: list[tuple[str, PreparedDocument, np.ndarray, np.ndarray | None, tuple[int, int]]] = []
+    artifacts: set[str] = set()
+    users: dict[str, list[dict]] = {k: [] for k in USER_KINDS}
     for n, record in enumerate(records):
         kind = record.get("kind")
-        if kind == "artifact":
+        if kind in USER_KINDS:
+            if batch:                          # the artifacts a vote names are written first
+                await store.put_archived(tenant_id, await _reembedded(batch, embedder, store.dimension))
+                batch = []
+            users[kind].append(_user_record(record, tenant_id, artifacts, f"records[{n}]"))
+            if kind == "search" and counts[kind] >= search_log.MAX_SEARCHES_PER_TENANT:
+                raise InvalidArgument(f"records[{n}]", f"more than {search_log.MAX_SEARCHES_PER_TENANT} searches, "
+                                                       "the most a tenant's search log keeps")
+            if len(users[kind]) >= BATCH * 4:
+                if user_data:
+                    await store.put_user_data(tenant_id, kind, users[kind])
+                users[kind] = []
+        elif kind == "artifact":
             batch.append(_artifact(record, store.dimension, f"records[{n}]", len(batch), embedder is None))
+            artifacts.add(batch[-1][1].meta.artifact_id)
             counts["entries"] += len(batch[-1][1].rows)
             if len(batch) >= BATCH:
                 await store.put_archived(tenant_id, await _reembedded(batch, embedder, store.dimension))
@@ -183,11 +211,57 @@ async def _write_records(store: StoreBackend, tenant_id: str, records: Iterator[
         elif kind == "persona":
             await store.put_persona(Persona(tenant_id=tenant_id, **_persona_fields(record["persona"])))
         else:
-            raise InvalidArgument(f"records[{n}].kind", f"{kind!r} is not one of artifact, profile, persona")
+            raise InvalidArgument(f"records[{n}].kind", f"{kind!r} is not one of artifact, profile, persona, "
+                                                        f"{', '.join(USER_KINDS)}")
         counts[kind] += 1
     if batch:
         await store.put_archived(tenant_id, await _reembedded(batch, embedder, store.dimension))
-    return ImportReport(tenant_id, counts["artifact"], counts["entries"], counts["profile"], counts["persona"])
+    for kind, rest in users.items():
+        if rest and user_data:
+            await store.put_user_data(tenant_id, kind, rest)
+    return ImportReport(tenant_id, counts["artifact"], counts["entries"], counts["profile"], counts["persona"],
+                        sum(counts[k] for k in USER_KINDS) if user_data else 0)
+
+
+_USER_FIELDS = {"vote": ("artifact_id", "user_id", "helpful", "target", "target_id", "updated_unix"),
+                "search": ("search_id", "user_id", "created_unix", "query_sha256", "items"),
+                "source_vote": ("source_id", "user_id", "helpful", "target_id", "updated_unix")}
+
+
+def _user_record(record: dict, tenant_id: str, artifacts: set[str], field: str) -> dict:
+    """A user data record checked as the write that makes it checks it (module docstring)."""
+    kind = record["kind"]
+    names = _USER_FIELDS[kind]
+    if set(record) != {"kind", *names}:
+        raise InvalidArgument(field, f"a {kind} record has the fields {', '.join(names)}")
+    r = {k: record[k] for k in names}
+    try:
+        for name in names:
+            if name in ("helpful",) and not isinstance(r[name], bool):
+                raise InvalidArgument(name, "must be true or false")
+            if name.endswith("_unix") and (not isinstance(r[name], int) or isinstance(r[name], bool) or r[name] <= 0):
+                raise InvalidArgument(name, "must be a positive unix time")
+            if name not in ("helpful", "items") and not name.endswith("_unix") and not isinstance(r[name], str):
+                raise InvalidArgument(name, "must be a string")
+        if kind == "vote":
+            validation.feedback(r["target"], r["target_id"], r["user_id"], "")
+            of = r["target_id"] if r["target"] == "artifact" else r["target_id"].rsplit("#", 1)[0]
+            if of != r["artifact_id"] or of not in artifacts:
+                raise InvalidArgument("artifact_id", f"'{r['artifact_id']}' is not a document of the archive the "
+                                                     f"vote's target '{r['target_id']}' belongs to")
+        elif kind == "search":
+            items = r["items"]
+            if not isinstance(items, list) or not all(
+                    isinstance(i, list) and len(i) == 3 and isinstance(i[2], int) for i in items):
+                raise InvalidArgument("items", "must be a list of [entry id, artifact id, rank]")
+            search_log.record(SearchLogRecord(tenant_id, r["search_id"], r["user_id"], r["created_unix"],
+                                              r["query_sha256"], tuple(SearchLogItem(str(e), str(a), int(k))
+                                                                       for e, a, k in items)))
+        else:
+            search_log.source_vote(r["source_id"], r["target_id"], r["user_id"])
+    except InvalidArgument as e:
+        raise InvalidArgument(f"{field}.{e.field}", e.message.split(": ", 1)[-1]) from None
+    return r
 
 
 async def _reembedded(batch: list, embedder, dimension: int) -> list:

@@ -1,7 +1,8 @@
 """The portable tenant archive's file: JSON lines, authenticated with the stack's backup key.
 
-    line 1       {"format": "nucleus-tenant-archive", "version": 2}
-    records      {"kind": "artifact" | "profile" | "persona", ...}, one a line (archive.py)
+    line 1       {"format": "nucleus-tenant-archive", "version": 3}
+    records      {"kind": "artifact" | "profile" | "persona" | "vote" | "search" | "source_vote", ...},
+                 one a line (archive.py)
     manifest     {"manifest": {format, version, tenant, model {name, dimension}, created_unix,
                   counts {kind: n}, sha256 {kind: hex of that kind's lines}, grouped_artifacts,
                   key_id}}
@@ -13,7 +14,8 @@ read, an archive without its manifest and MAC at the end (truncated), a MAC that
 (a changed manifest, another stack's key: `--key`) and a member whose SHA-256 or count differs (a
 changed byte); `Archive.records` hashes again as it reads, and raises at the end if the file
 changed in between (an import commits only after the last record). Written 0600 beside the
-target and renamed into place; it holds no secrets.
+target and renamed into place; it holds no secrets. A format 1 or 2 archive has no user data
+kinds (its manifest names none): any such record in it is refused as a changed byte.
 
 Over the wire (ExportTenant / ImportTenant) the file travels as chunks of CHUNK_BYTES; the store
 writes it to a 0600 file of its own in its data directory (`scratch`, removed after the call),
@@ -34,9 +36,11 @@ from pathlib import Path
 from shared.errors import FailedPrecondition, InvalidArgument
 
 FORMAT = "nucleus-tenant-archive"
-VERSION = 2                         # 2: entries carry `text_hash` (archive.py); 1 still imports
-READS = (1, 2)
-KINDS = ("artifact", "profile", "persona")
+VERSION = 3                         # 2: entries carry `text_hash`; 3: user data (archive.py); 1, 2 still import
+READS = (1, 2, 3)
+KINDS = ("artifact", "profile", "persona", "vote", "search", "source_vote")
+USER_KINDS = ("vote", "search", "source_vote")   # user data: left out under another tenant (archive.py)
+_EMPTY = hashlib.sha256().hexdigest()
 _MAC_CONTEXT = b"nucleus-tenant-archive-v1\0"
 CHUNK_BYTES = 1 << 20               # an archive streamed in pieces of 1 MiB
 MAX_ARCHIVE_BYTES = 16 << 30        # the largest archive a store takes in (on its disk while imported)
@@ -151,8 +155,11 @@ class Archive:
                 record = json.loads(line)
                 hashes[record["kind"]].update(line)
                 yield record
-        if {k: h.hexdigest() for k, h in hashes.items()} != self.manifest["sha256"]:
+        if any(h.hexdigest() != self.manifest["sha256"].get(k, _EMPTY) for k, h in hashes.items()):
             raise FailedPrecondition(f"archive {self.path} changed while it was read: refused")
+
+    def has_user_data(self) -> bool:
+        return any(self.manifest["counts"].get(k) for k in USER_KINDS)
 
 
 def open_archive(path: Path, key: bytes) -> Archive:
@@ -198,7 +205,9 @@ def open_archive(path: Path, key: bytes) -> Archive:
                "stack's key with --key" if theirs and theirs != key_id(key) else "its manifest or MAC was changed")
         raise FailedPrecondition(f"archive {path}: the MAC does not verify, {why}: refused")
     for kind in KINDS:
-        if hashes[kind].hexdigest() != manifest["sha256"].get(kind) or counts[kind] != manifest["counts"].get(kind):
+        # a member a format 1 or 2 manifest does not name (user data) must be empty
+        if hashes[kind].hexdigest() != manifest["sha256"].get(kind, _EMPTY) or \
+                counts[kind] != manifest["counts"].get(kind, 0):
             raise FailedPrecondition(f"archive {path}: its {kind} records do not match the manifest's SHA-256 "
                                      "(a changed byte): refused")
     return Archive(path, manifest)

@@ -281,4 +281,4 @@ class KnowledgeStoreClient:
             r = await self._stub.ImportTenant(requests(), timeout=timeout_s or self.ingest_timeout_s)
         except grpc.RpcError as err:
             raise from_grpc_error(err, service=SERVICE) from None
-        return ImportReport(r.tenant_id, r.artifacts, r.entries, r.profiles, r.personas)
+        return ImportReport(r.tenant_id, r.artifacts, r.entries, r.profiles, r.personas, r.user_records)

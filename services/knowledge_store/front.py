@@ -309,11 +309,9 @@ class StoreFront:
         directory, verified with `backup_key` (the key of the stack that made it) and imported into
         `as_tenant` (default its own tenant) all or nothing; the file is removed after. `reembed`:
         the entries are embedded again by the serving model (an archive of another or an unknown
-        model)."""
+        model). User data (votes, the search log, source votes) is imported under the archive's own
+        tenant, under another only with `with_user_data`."""
         policy.operator_only(p, "a tenant import")
-        if with_user_data:
-            raise Unimplemented("with_user_data: an archive does not carry user data yet (per-user votes, the "
-                                "search log): import without it")
         key = archive_file.check_key(backup_key)
         if as_tenant:
             validation.tenant_id(as_tenant, "as_tenant")
@@ -323,13 +321,14 @@ class StoreFront:
             tenant = as_tenant or archive.manifest["tenant"]
             try:
                 report = await import_archive(self.store, archive, tenant, await self._model(), replace_tenant=replace,
-                                              keep_groups=keep_groups, reembed=reembed)
+                                              keep_groups=keep_groups, reembed=reembed,
+                                              with_user_data=with_user_data)
             finally:
                 self.fingerprints.forget(tenant)
-        log.info("tenant archive imported: tenant=%s as_tenant=%s replace=%s reembed=%s artifacts=%d entries=%d "
-                 "profiles=%d personas=%d operator_key_id=%s backup_key_id=%s", archive.manifest["tenant"], tenant,
-                 replace, reembed,
-                 report.artifacts, report.entries, report.profiles, report.personas,
+        log.info("tenant archive imported: tenant=%s as_tenant=%s replace=%s reembed=%s with_user_data=%s "
+                 "artifacts=%d entries=%d profiles=%d personas=%d user_records=%d operator_key_id=%s "
+                 "backup_key_id=%s", archive.manifest["tenant"], tenant, replace, reembed, with_user_data,
+                 report.artifacts, report.entries, report.profiles, report.personas, report.user_records,
                  p.key_id if p is not None else "(authentication off)", archive_file.key_id(key))
         return report
 

@@ -225,4 +225,5 @@ class KnowledgeStoreServicer(ks_grpc.KnowledgeStoreServicer):
                                                  replace=o.replace, keep_groups=o.keep_groups,
                                                  with_user_data=o.with_user_data, reembed=o.reembed)
         return ks_pb.ImportTenantResponse(tenant_id=report.tenant_id, artifacts=report.artifacts,
-                                          entries=report.entries, profiles=report.profiles, personas=report.personas)
+                                          entries=report.entries, profiles=report.profiles, personas=report.personas,
+                                          user_records=report.user_records)

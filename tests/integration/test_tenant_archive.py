@@ -1,6 +1,7 @@
 """`nucleus tenant export` / `tenant import` as CLI processes against a KnowledgeStore process of
 their own (embedding through the suite stack's LlmOrchestration): a tenant exported to a 0600
-file and imported under another tenant id answers the same searches; a changed byte is refused
+file and imported under another tenant id (with its user data, `--with-user-data`) answers the
+same searches; a changed byte is refused
 with a non-zero exit and the tenant it was to replace is unchanged; a read names the copy of the
 data it read (`data_id`), kept by a write, new after an import replaced the tenant; a kill -9 of the
 store after the first batch of an import is written leaves the tenant as it was and never answers
@@ -52,15 +53,18 @@ async def test_a_tenant_exported_and_imported_under_another_id_answers_the_same_
     try:
         await client.ingest("src", "", [DocumentIn(ArtifactMeta(artifact_id=a, title=a.title()), text)
                                          for a, text in NOTES.items()])
+        await client.record_feedback("src", "artifact", "pump", True, "u1")
         exported = cli("export", "--tenant", "src", "--to", str(archive))
         assert exported.returncode == 0, exported.stderr
         assert oct(archive.stat().st_mode & 0o777) == "0o600"
         assert [p.name for p in archive.parent.iterdir()] == ["src.archive"]       # no partial file left
         assert not list(data.glob(".archive-*")), "the store left its temporary archive file"
 
-        imported = cli("import", str(archive), "--as-tenant", "copy")
+        imported = cli("import", str(archive), "--as-tenant", "copy", "--with-user-data")
         assert imported.returncode == 0, imported.stderr
-        assert "as copy: 3 artifacts" in imported.stdout
+        assert "as copy: 3 artifacts" in imported.stdout and "1 user data records" in imported.stdout
+        ack = await client.record_feedback("copy", "artifact", "pump", False, "u1")     # u1's vote came along
+        assert (ack.feedback_helpful, ack.feedback_unhelpful) == (0, 1)
         assert (await client.stats("copy")).artifacts == 3
         for query in ("", "pressure test", "battery reset"):
             assert await _listing(client, "copy", query) == await _listing(client, "src", query)

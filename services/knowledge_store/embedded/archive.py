@@ -10,12 +10,17 @@ order, prepared entries written with their stored vectors, and an import built a
                removes it: the tenant is untouched until the swap; what a killed process left
                (its `.import-*` directory, its `.archive-*` scratch files: ../archive_file.py) is
                removed when the store opens (`sweep`)
+    user data  the per-user votes (`votes`), the search log (`searches`) and the votes on federated
+               sources (`source_votes`) as archive records, in key order (searches by time, so
+               written back they keep the write order pruning goes by); written back in one
+               write transaction each batch (the artifacts' counters travel with the artifacts)
     fingerprint  the tenant's embedding model fingerprint (../fingerprints.py), in its `meta`
                table (key FINGERPRINT_KEY), written in an ordinary write transaction
 """
 from __future__ import annotations
 
 import asyncio
+import json
 import logging
 import os
 import shutil
@@ -69,6 +74,59 @@ async def put(tenants: Tenants, tenant_id: str, items: Sequence[Archived]) -> No
         return None, IndexChange(removed, added, vectors, keywords)
 
     await write(tenants, tenant_id, work, create=True, action="import")
+
+
+_USER_READS = {
+    "vote": ("SELECT artifact_id, user_id, helpful, target, target_id, updated_unix FROM votes "
+             "ORDER BY artifact_id, user_id", ("artifact_id", "user_id", "helpful", "target", "target_id",
+                                               "updated_unix")),
+    "search": ("SELECT search_id, user_id, created_unix, query_sha256, items FROM searches "
+               "ORDER BY created_unix, search_id",
+               ("search_id", "user_id", "created_unix", "query_sha256", "items")),
+    "source_vote": ("SELECT source_id, user_id, helpful, target_id, updated_unix FROM source_votes "
+                    "ORDER BY source_id, user_id", ("source_id", "user_id", "helpful", "target_id", "updated_unix")),
+}
+
+
+async def user_data(tenants: Tenants, tenant_id: str, kind: str) -> list[dict]:
+    """The tenant's user data records of `kind` (module docstring)."""
+    sql, names = _USER_READS[kind]
+
+    def read(conn) -> list[dict]:
+        out = []
+        for row in conn.execute(sql):
+            r = {"kind": kind, **dict(zip(names, row))}
+            if "helpful" in r:
+                r["helpful"] = bool(r["helpful"])
+            if kind == "search":
+                r["items"] = json.loads(r["items"])
+            out.append(r)
+        return out
+
+    return await read_stored(tenants, tenant_id, read, absent=[], action="export")
+
+
+async def put_user_data(tenants: Tenants, tenant_id: str, kind: str, records: Sequence[dict]) -> None:
+    """Checked user data records of `kind` written in one transaction (a key already there: replaced)."""
+    def work(conn):
+        if kind == "vote":
+            conn.executemany("INSERT OR REPLACE INTO votes(artifact_id, user_id, helpful, target, target_id, "
+                             "updated_unix) VALUES (?, ?, ?, ?, ?, ?)",
+                             [(r["artifact_id"], r["user_id"], int(r["helpful"]), r["target"], r["target_id"],
+                               r["updated_unix"]) for r in records])
+        elif kind == "search":
+            conn.executemany("INSERT OR REPLACE INTO searches(search_id, user_id, created_unix, query_sha256, items) "
+                             "VALUES (?, ?, ?, ?, ?)",
+                             [(r["search_id"], r["user_id"], r["created_unix"], r["query_sha256"],
+                               json.dumps(r["items"], ensure_ascii=False)) for r in records])
+        else:
+            conn.executemany("INSERT OR REPLACE INTO source_votes(source_id, user_id, helpful, target_id, "
+                             "updated_unix) VALUES (?, ?, ?, ?, ?)",
+                             [(r["source_id"], r["user_id"], int(r["helpful"]), r["target_id"], r["updated_unix"])
+                              for r in records])
+        return None, NO_CHANGE
+
+    await write(tenants, tenant_id, work, create=True, action="import", quiet=True)
 
 
 async def fingerprint(tenants: Tenants, tenant_id: str) -> str:

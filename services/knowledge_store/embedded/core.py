@@ -282,6 +282,15 @@ class KnowledgeStore(Searcher):
         return archive.stage(self._tenants, tenant_id, replace, lambda s: KnowledgeStore(s, self._ingester),
                              swapped=lambda: self._data_ids.pop(tenant_id, None))
 
+    async def user_data(self, tenant_id: str, kind: str) -> list[dict]:
+        """The tenant's votes, searches or source votes as archive records (../archive.py)."""
+        validation.tenant_id(tenant_id)
+        return await archive.user_data(self._tenants, tenant_id, kind)
+
+    async def put_user_data(self, tenant_id: str, kind: str, records: Sequence[dict]) -> None:
+        validation.tenant_id(tenant_id)
+        await archive.put_user_data(self._tenants, tenant_id, kind, records)
+
     async def tenant_fingerprint(self, tenant_id: str) -> str:
         """The tenant's recorded embedding model fingerprint ("" none recorded; ../fingerprints.py)."""
         validation.tenant_id(tenant_id)

@@ -10,6 +10,11 @@
                into another tenant); on a failure every point of the tenant is removed again
                (`discard_tenant`: also what `nucleus migrate` runs before redoing an import a
                kill -9 cut short)
+    user data  the per-user votes, the search log and the votes on federated sources (the
+               `votes`, `searches` and `source_votes` collections) as archive records in key
+               order (searches by time, then id: as the embedded backend), and written back
+               as the same points their writes make (removed with the tenant's other points on
+               a failure)
     fingerprint  the tenant's embedding model fingerprint (../fingerprints.py): a point of its
                own in the term statistics collection (the tenant point is rewritten whole by
                every write)
@@ -55,6 +60,34 @@ class Archiving:
                 await self._call("set_payload", collection_name=self._names.artifacts, wait=True,
                                  payload={"feedback_helpful": helpful, "feedback_unhelpful": unhelpful},
                                  points=[layout.artifact_point(tenant_id, p.meta.artifact_id)])
+
+    async def user_data(self, tenant_id: str, kind: str) -> list[dict]:
+        await self._ensure()
+        collection, fields, key, _ = self._user_kind(kind)
+        points = await self._scroll({"collection_name": collection}, qm.Filter(must=[qf.tenant(tenant_id)]))
+        out = [{"kind": kind, **{f: p.payload.get(f) for f in fields}} for p in points]
+        for r in out:
+            if "helpful" in r:
+                r["helpful"] = bool(r["helpful"])
+        # searches by time (their write order), then id; votes by key
+        return sorted(out, key=lambda r: (r.get("created_unix", 0), *(r[k] for k in key)))
+
+    async def put_user_data(self, tenant_id: str, kind: str, records: Sequence[dict]) -> None:
+        await self._ensure()
+        collection, fields, key, point = self._user_kind(kind)
+        await self._call("upsert", collection_name=collection, wait=True, points=[qm.PointStruct(
+            id=point(tenant_id, *(r[k] for k in key)), vector={},
+            payload={"tenant_id": tenant_id, **{f: r[f] for f in fields}}) for r in records])
+
+    def _user_kind(self, kind: str) -> tuple:
+        """(collection, payload fields, key fields, point id of the key) of a user data kind."""
+        return {"vote": (self._names.votes, ("artifact_id", "user_id", "helpful", "target", "target_id",
+                                             "updated_unix"), ("artifact_id", "user_id"), layout.vote_point),
+                "search": (self._names.searches, ("search_id", "user_id", "created_unix", "query_sha256", "items"),
+                           ("search_id",), layout.search_point),
+                "source_vote": (self._names.source_votes, ("source_id", "user_id", "helpful", "target_id",
+                                                           "updated_unix"), ("source_id", "user_id"),
+                                layout.source_vote_point)}[kind]
 
     async def import_stage(self, tenant_id: str, replace: bool) -> _Stage:
         if replace:

@@ -1,23 +1,26 @@
 """The portable tenant archive (archive.py, archive_file.py) on real stores: embedded → archive →
 Qdrant (local mode) → archive → embedded keeps ids, texts, metadata, vectors, profiles,
-personas and feedback counters, and searches answer the same; damaged, truncated, foreign-key,
-other-model and regrouped archives are refused with nothing written."""
+personas, feedback counters and user data (votes, search log, source votes; under another tenant
+id only with `with_user_data`), and searches answer the same; damaged, truncated, foreign-key,
+other-model and regrouped archives, and bad user data records, are refused with nothing written."""
 from __future__ import annotations
 
 import hashlib
 import json
 import os
+import re
+import time
 
 import numpy as np
 import pytest
 
 from ranking.profile import RankingProfile
 from services.knowledge_store.archive import export_records, import_archive
-from services.knowledge_store.archive_file import _line, mac_of, open_archive, write_archive
+from services.knowledge_store.archive_file import USER_KINDS, _line, mac_of, open_archive, write_archive
 from services.knowledge_store.backend import open_store
 from services.knowledge_store.personas import Persona
-from shared.errors import FailedPrecondition, Unimplemented
-from shared.records import SearchFilters
+from shared.errors import FailedPrecondition, InvalidArgument, Unimplemented
+from shared.records import SearchFilters, SearchLogItem, SearchLogRecord
 from shared.text_hash import text_hash
 from tests.unit.knowledge_store.helpers import HashEmbedder, doc, settings_for
 
@@ -44,6 +47,14 @@ async def _fill(store, tenant="acme"):
     await store.put_persona(Persona(tenant_id=tenant, persona_id="p1", display_name="Pat", system_prompt="hi"))
     await store.record_feedback(tenant, "artifact", "d01", True, "u1")
     await store.record_feedback(tenant, "artifact", "d01", False, "u2")
+    await store.record_search(SearchLogRecord(tenant, "s" * 24, "u3", int(time.time()), "0" * 64,
+                                              (SearchLogItem("d02#0", "d02", 1), SearchLogItem("d04#0", "d04", 2))))
+    await store.record_source_feedback(tenant, "legal", "legal:x", False, "u1")
+    await store.record_source_feedback(tenant, "legal", "legal:y", True, "u2")
+
+
+async def _user_data(store, tenant):
+    return {kind: await store.user_data(tenant, kind) for kind in USER_KINDS}
 
 
 async def _export(store, tenant, path, key=KEY, model=MODEL):
@@ -74,7 +85,7 @@ async def test_a_tenant_goes_embedded_to_qdrant_and_back_unchanged(source, tmp_p
     back = _store(tmp_path / "b")
     try:
         report = await import_archive(qdrant, open_archive(first, KEY), "acme", MODEL)
-        assert (report.artifacts, report.profiles, report.personas) == (12, 2, 1)
+        assert (report.artifacts, report.profiles, report.personas, report.user_records) == (12, 2, 1, 5)
         second = tmp_path / "two.archive"
         await _export(qdrant, "acme", second)
         await import_archive(back, open_archive(second, KEY), "acme", MODEL)
@@ -96,6 +107,20 @@ async def test_a_tenant_goes_embedded_to_qdrant_and_back_unchanged(source, tmp_p
                 (p.name, p.version, p.recency_weight) for p in await source.list_profiles("acme")]
             assert (await target.get_profile("acme", "", "news", 1)).recency_weight == 0.5
             assert (await target.get_persona("acme", "p1")).display_name == "Pat"
+            want_user = await _user_data(source, "acme")
+            assert [len(v) for v in want_user.values()] == [2, 1, 2] and await _user_data(target, "acme") == want_user
+            ack = await target.record_feedback("acme", "artifact", "d01", True, "u2")      # u2's vote, flipped
+            assert (ack.feedback_helpful, ack.feedback_unhelpful) == (2, 0)
+            ack = await target.record_feedback("acme", "entry", "d04#0", True, "u3", search_id="s" * 24)
+            assert ack.artifact_id == "d04"                                # the search log checks the vote
+            assert [(v.helpful, v.unhelpful) for v in await target.source_votes("acme")] == [(1, 1)]
+        # Under another tenant id the user data stays behind unless asked for.
+        bare = await import_archive(qdrant, open_archive(first, KEY), "globex", MODEL, keep_groups=True)
+        full = await import_archive(back, open_archive(first, KEY), "globex", MODEL, keep_groups=True,
+                                    with_user_data=True)
+        assert (bare.user_records, full.user_records) == (0, 5)
+        assert await _user_data(qdrant, "globex") == dict.fromkeys(USER_KINDS, [])
+        assert await _user_data(back, "globex") == await _user_data(source, "acme")
         embedder = HashEmbedder()
         rng = np.random.default_rng(0)
         for q in range(20):
@@ -111,23 +136,32 @@ async def test_a_tenant_goes_embedded_to_qdrant_and_back_unchanged(source, tmp_p
         back.close()
 
 
+def _rewritten(path, records: list[dict], version: int) -> None:
+    """The archive at `path` rewritten with `records`: its members' SHA-256 and counts (the kinds
+    format `version` has) and the MAC made again with the key."""
+    manifest = json.loads(path.read_bytes().splitlines()[-2])["manifest"]
+    kinds = [k for k in manifest["sha256"] if version >= 3 or k not in USER_KINDS]
+    hashes = {kind: hashlib.sha256() for kind in kinds}
+    for r in records:
+        hashes[r["kind"]].update(_line(r))
+    manifest.update(version=version, sha256={k: h.hexdigest() for k, h in hashes.items()},
+                    counts={k: sum(r["kind"] == k for r in records) for k in kinds})
+    path.write_bytes(b"".join([_line({"format": "nucleus-tenant-archive", "version": version}),
+                               *map(_line, records), _line({"manifest": manifest}),
+                               _line({"mac": mac_of(KEY, manifest)})]))
+
+
 def _as_version_1(path) -> int:
-    """Rewrite the archive at `path` as format 1 left it: entries without `text_hash`, its members'
-    SHA-256 and the MAC made again with the key. Returns the entries it held."""
-    lines = path.read_bytes().splitlines(keepends=True)
-    records = [json.loads(line) for line in lines[1:-2]]
+    """Rewrite the archive at `path` as format 1 left it: entries without `text_hash`, no user
+    data. Returns the entries it held."""
+    records = [json.loads(line) for line in path.read_bytes().splitlines()[1:-2]]
+    records = [r for r in records if r["kind"] not in USER_KINDS]
     entries = 0
     for r in records:
         for e in r.get("entries", ()):
             assert len(e.pop("text_hash")) == 24
             entries += 1
-    manifest = json.loads(lines[-2])["manifest"]
-    hashes = {kind: hashlib.sha256() for kind in manifest["sha256"]}
-    for r in records:
-        hashes[r["kind"]].update(_line(r))
-    manifest.update(version=1, sha256={k: h.hexdigest() for k, h in hashes.items()})
-    path.write_bytes(b"".join([_line({"format": "nucleus-tenant-archive", "version": 1}), *map(_line, records),
-                               _line({"manifest": manifest}), _line({"mac": mac_of(KEY, manifest)})]))
+    _rewritten(path, records, 1)
     return entries
 
 
@@ -137,9 +171,10 @@ async def test_a_format_1_archive_imports_with_its_text_hashes_backfilled(source
     assert _as_version_1(old) > 12
     target = _store(tmp_path / "t")                 # (both backends write an entry through EntryRow)
     try:
-        await import_archive(target, open_archive(old, KEY), "acme", MODEL)
+        report = await import_archive(target, open_archive(old, KEY), "acme", MODEL)
         _, hits, _ = await _everything(target, "acme")
         assert hits and all(h.entry.text_hash == text_hash(h.entry.text) for h in hits.values())
+        assert report.user_records == 0 and await _user_data(target, "acme") == dict.fromkeys(USER_KINDS, [])
     finally:
         target.close()
 
@@ -185,6 +220,29 @@ async def test_another_model_and_regrouped_documents_are_refused_before_anything
         assert not list((tmp_path / "t").glob(".import-*"))
         report = await import_archive(target, archive, "globex", MODEL, keep_groups=True)
         assert report.artifacts == 12 and target.list_tenants() == ["globex"]
+    finally:
+        target.close()
+
+
+async def test_a_bad_user_data_record_is_refused_with_nothing_written(source, tmp_path):
+    path = tmp_path / "x.archive"
+    await _export(source, "acme", path)
+    good = path.read_bytes()
+    target = _store(tmp_path / "t")
+    try:
+        for kind, change, field in [
+                ("vote", {"artifact_id": "gone", "target_id": "gone"}, "artifact_id"),    # not a document of it
+                ("search", {"query_sha256": "abc"}, "query_sha256"),
+                ("search", {"items": [["d02#0", "d02", 0]]}, "items[0].rank"),
+                ("source_vote", {"target_id": "other:x"}, "target_id")]:
+            path.write_bytes(good)
+            records = [json.loads(line) for line in good.splitlines()[1:-2]]
+            at = next(n for n, r in enumerate(records) if r["kind"] == kind)
+            records[at].update(change)
+            _rewritten(path, records, 3)
+            with pytest.raises(InvalidArgument, match=re.escape(f"records[{at}].{field}: ")):
+                await import_archive(target, open_archive(path, KEY), "acme", MODEL)
+            assert target.list_tenants() == [] and not list((tmp_path / "t").glob(".import-*")), field
     finally:
         target.close()
 

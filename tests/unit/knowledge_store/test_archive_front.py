@@ -1,7 +1,8 @@
 """The front's tenant export and import (front.py `export_tenant`, `import_tenant`) on a real
 embedded store: the archive streamed out and back in under another tenant id; the store's own
-temporary files gone afterwards; operators only; a short key, user data and changed bytes refused
-with nothing written; the import logged without key material."""
+temporary files gone afterwards; user data only with `with_user_data` under another id; operators
+only; a short key and changed bytes refused with nothing written; the import logged without key
+material."""
 from __future__ import annotations
 
 import logging
@@ -10,7 +11,7 @@ import pytest
 
 from services.knowledge_store.backend import open_store
 from services.knowledge_store.front import StoreFront
-from shared.errors import FailedPrecondition, InvalidArgument, NotFound, PermissionDenied, Unimplemented
+from shared.errors import FailedPrecondition, InvalidArgument, NotFound, PermissionDenied
 from shared.identity import OPERATOR, Principal
 from tests.unit.knowledge_store.helpers import HashEmbedder, doc, settings_for
 
@@ -28,6 +29,7 @@ async def front(tmp_path):
     store = open_store(settings_for(tmp_path / "s", chunk_tokens=32), HashEmbedder())
     await store.ingest("acme", "", [doc(f"d{i}", f"Pump {i} seal leaks after the pressure test {i}.")
                                     for i in range(3)])
+    await store.record_feedback("acme", "artifact", "d1", True, "u1")
     yield StoreFront(store)
     store.close()
 
@@ -41,10 +43,15 @@ async def test_an_exported_tenant_imports_under_another_id_and_the_import_is_log
     raw = await _export(front)
     with caplog.at_level(logging.INFO, logger="services.knowledge_store.front"):
         report = await front.import_tenant(OPERATOR_P, _chunks(raw), KEY, as_tenant="copy")
-    assert (report.tenant_id, report.artifacts) == ("copy", 3)
+        full = await front.import_tenant(OPERATOR_P, _chunks(raw), KEY, as_tenant="full", with_user_data=True)
+    assert (report.tenant_id, report.artifacts, report.user_records) == ("copy", 3, 0)
+    assert (full.tenant_id, full.artifacts, full.user_records) == ("full", 3, 1)
     assert (await front.stats(None, "copy")).artifacts == 3
+    assert [v["user_id"] for v in await front.store.user_data("full", "vote")] == ["u1"]
+    assert await front.store.user_data("copy", "vote") == []
     line = [r.getMessage() for r in caplog.records if "tenant archive imported" in r.getMessage()]
-    assert len(line) == 1 and "tenant=acme as_tenant=copy" in line[0] and "operator_key_id=op-key-1" in line[0]
+    assert len(line) == 2 and "tenant=acme as_tenant=copy" in line[0] and "operator_key_id=op-key-1" in line[0]
+    assert "with_user_data=False" in line[0] and "with_user_data=True" in line[1] and "user_records=1" in line[1]
     assert KEY.hex() not in line[0]
     assert not list((tmp_path / "s").glob(".archive-*"))
 
@@ -59,9 +66,8 @@ async def test_export_and_import_are_for_operators_only(front):
 
 @pytest.mark.parametrize("key, options, error, field", [
     (b"short", {}, InvalidArgument, "backup_key"),
-    (KEY, {"with_user_data": True}, Unimplemented, "with_user_data"),
     (KEY, {"as_tenant": "no spaces"}, InvalidArgument, "as_tenant"),
-], ids=["short key", "user data", "bad tenant id"])
+], ids=["short key", "bad tenant id"])
 async def test_bad_options_are_refused_naming_the_field(front, key, options, error, field):
     raw = await _export(front)
     with pytest.raises(error, match=field):

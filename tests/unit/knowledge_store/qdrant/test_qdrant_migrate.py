@@ -1,8 +1,11 @@
 """`nucleus migrate`: a tenant moved from the embedded store into Qdrant (local mode) as a tenant
-archive with its stored vectors, profiles, models and fingerprint, its cut import redone on a
+archive with its stored vectors, profiles, models, fingerprint and user data (votes, search log,
+source votes), its cut import redone on a
 rerun, re-saturated (BM25 scores then equal the embedded store's), verified, skipped once
 verified, a divergence found by `--verify-only`; then moved back to an embedded store."""
 from __future__ import annotations
+
+import time
 
 import pytest
 
@@ -11,7 +14,7 @@ from ranking.profile import RankingProfile
 from services.knowledge_store.embedded.core import KnowledgeStore
 from services.knowledge_store.qdrant import QdrantKnowledgeStore
 from services.knowledge_store.qdrant import archive as qdrant_archive
-from shared.records import SearchFilters
+from shared.records import SearchFilters, SearchLogItem, SearchLogRecord
 from tests.support.ranking_models import linear_model
 from tests.unit.knowledge_store.helpers import HashEmbedder, doc, settings_for
 
@@ -30,6 +33,9 @@ async def test_migrate_resumes_a_cut_import_then_moves_the_tenant_there_and_back
     await source.put_profile(RankingProfile(tenant_id="acme", name="fresh", recency_weight=0.4))
     sha, _ = await source.put_ranking_model("acme", linear_model(), RankingProfile(tenant_id="acme", name="tuned"))
     await source.record_feedback("acme", "artifact", "d1", True, "u1")
+    await source.record_source_feedback("acme", "legal", "legal:x", False, "u1")
+    search = SearchLogRecord("acme", "s" * 24, "u2", int(time.time()), "0" * 64, (SearchLogItem("d2#0", "d2", 1),))
+    await source.record_search(search)
     await source.set_tenant_fingerprint("acme", "f" * 32)
     want, _ = await source.keyword("acme", "volcanic climate yeast", [], 10, SearchFilters(), hits=True)
     source.close()
@@ -66,7 +72,14 @@ async def test_migrate_resumes_a_cut_import_then_moves_the_tenant_there_and_back
         assert (await target.get_profile("acme", "", "tuned")).model_sha256 == sha         # and the model it names
         assert await target.get_ranking_model("acme", sha) == linear_model()
         d1 = [h for h in got if h.entry.artifact_id == "d1"]
-        assert d1 and d1[0].artifact.feedback_helpful == 1                  # the counters travel, the votes not yet
+        assert d1 and d1[0].artifact.feedback_helpful == 1
+        assert [(v["artifact_id"], v["user_id"], v["helpful"]) for v in await target.user_data("acme", "vote")] == [
+            ("d1", "u1", True)]                                          # the vote itself, not only the counters
+        ack = await target.record_feedback("acme", "artifact", "d1", False, "u1")        # a user's vote flips
+        assert (ack.feedback_helpful, ack.feedback_unhelpful) == (0, 1)
+        assert [(v.source_id, v.helpful, v.unhelpful) for v in await target.source_votes("acme")] == [("legal", 0, 1)]
+        ack = await target.record_feedback("acme", "entry", "d2#0", True, "u2", search_id=search.search_id)
+        assert ack.feedback_helpful == 1                                 # the search log arrived and checks it
         assert await target.tenant_fingerprint("acme") == "f" * 32
         await target.ingest("acme", "", [doc("late", "Glaciers calve icebergs into the fjord.")])   # diverged
     finally:
@@ -83,6 +96,11 @@ async def test_migrate_resumes_a_cut_import_then_moves_the_tenant_there_and_back
         assert (await store.stats("acme")).artifacts == 7
         assert await store.tenant_fingerprint("acme") == "f" * 32
         assert (await store.get_profile("acme", "", "tuned")).model_sha256 == sha
+        ack = await store.record_feedback("acme", "artifact", "d1", True, "u1")          # u1's flipped vote, back
+        assert (ack.feedback_helpful, ack.feedback_unhelpful) == (1, 0)
+        assert [(v.source_id, v.helpful, v.unhelpful) for v in await store.source_votes("acme")] == [("legal", 0, 1)]
+        ack = await store.record_feedback("acme", "entry", "d2#0", False, "u2", search_id=search.search_id)
+        assert (ack.feedback_helpful, ack.feedback_unhelpful) == (0, 1)   # u2's vote under the search, flipped
     finally:
         store.close()
 
