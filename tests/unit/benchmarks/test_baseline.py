@@ -8,7 +8,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from benchmarks.baseline import EmbeddingCache, InProcessBaseline, convex_fuse, encode
+from benchmarks.baseline import EmbeddingCache, InProcessBaseline, convex_fuse, encode, load_model
 from benchmarks.beir import load_dataset
 
 
@@ -68,8 +68,8 @@ def test_convex_fuse_handles_empty_legs_and_rejects_bad_alpha() -> None:
 
 
 @pytest.fixture(scope="module")
-def model(minilm_model):
-    return minilm_model          # load_model()'s model, loaded once per session (tests/conftest.py)
+def model():
+    return load_model()
 
 
 DOCS = [("volcano", "Volcano eruptions", "Basaltic lava and magma chambers feed an eruption."),

