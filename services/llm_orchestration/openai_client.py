@@ -36,7 +36,6 @@ from typing import Any, TypeVar
 from urllib.parse import urlsplit
 
 import numpy as np
-import openai
 from numpy.typing import NDArray
 from opentelemetry import trace
 
@@ -75,6 +74,7 @@ class _AttemptTimeout(Exception):
 
 def is_retryable(err: BaseException) -> bool:
     """429, 5xx, timeouts and connection errors; nothing else is retried."""
+    import openai   # the SDK loads with the first gateway (~1 s): a service without one never imports it
     if isinstance(err, (_AttemptTimeout, openai.APIConnectionError)):   # includes APITimeoutError
         return True
     if isinstance(err, openai.APIStatusError):
@@ -83,6 +83,7 @@ def is_retryable(err: BaseException) -> bool:
 
 
 def _counts_against_breaker(err: Exception) -> bool:
+    import openai
     return is_retryable(err) or isinstance(err, (json.JSONDecodeError,
                                                  openai.APIResponseValidationError))
 
@@ -117,6 +118,7 @@ class OpenAIGateway:
 
     def __init__(self, settings: LlmOrchestrationSettings, *, breaker: CircuitBreaker,
                  sleep: Callable[[float], Awaitable[None]] = asyncio.sleep) -> None:
+        import openai
         key = settings.openai_api_key.get_secret_value()
         self._redactor = Redactor([key])
         self._timeout_s = settings.request_timeout_s
@@ -249,6 +251,7 @@ class OpenAIGateway:
                                         translate=lambda err, attempts: self._translate(err, what, attempts))
 
     def _translate(self, err: Exception, what: str, attempts: int) -> NucleusError:
+        import openai
         tries = f"after {attempts} attempt{'s' if attempts != 1 else ''}"
         r = self._redactor.redact
         if isinstance(err, (_AttemptTimeout, openai.APITimeoutError)):

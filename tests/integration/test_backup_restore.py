@@ -23,6 +23,7 @@ import pytest
 from services.knowledge_store.client import KnowledgeStoreClient
 from shared.errors import FailedPrecondition
 from shared.records import ArtifactMeta, DocumentIn, SearchFilters
+from tests.support import background
 from tests.support.processes import run_cli
 from tests.support.retrieval import search_by_filters, search_by_vector
 
@@ -97,7 +98,8 @@ class Env:
 def env(stack, tmp_path_factory):
     e = Env(tmp_path_factory.mktemp("backup"), stack["llm_orchestration"]["grpc"])
     yield e
-    stop(e.proc)
+    proc = e.proc
+    background.stop_in_background("backup-restore", lambda: stop(proc))   # while the next module runs
 
 
 async def answers(client: KnowledgeStoreClient, tenant: str, artifact_ids: tuple[str, ...] = ()) -> list:

@@ -17,6 +17,7 @@ from pathlib import Path
 import pytest
 
 from shared.auth.api_keys import hash_key
+from tests.support import background
 from tests.support.mcp_clients import error_text, http_client, structured
 from tests.support.processes import stop, wait_ready
 
@@ -96,8 +97,10 @@ def fed(tmp_path_factory):
         f.token = token
         yield f
     finally:
-        for p in reversed(procs):
-            _stop(p)
+        def stop_processes() -> None:
+            for p in reversed(procs):
+                _stop(p)
+        background.stop_in_background("federation-sources", stop_processes)   # while the next module runs
 
 
 def entry(fed: Fed, sid: str, groups: list[str], **extra) -> dict:

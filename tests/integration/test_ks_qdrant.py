@@ -25,6 +25,7 @@ import pytest
 from services.knowledge_store.client import KnowledgeStoreClient
 from shared.errors import Unavailable, Unimplemented
 from shared.records import ArtifactMeta, DocumentIn, SearchFilters
+from tests.support import background
 from tests.support.retrieval import search_by_filters
 
 pytestmark = pytest.mark.integration
@@ -131,7 +132,7 @@ async def test_replica_killed_mid_ingest_leaves_every_acknowledged_document_once
         assert topics["documents"] == sum(t["size"] for t in topics["topics"]) == len(chunks) - 1, topics
     finally:
         await client.close()
-        stop(proc)
+        background.stop_in_background("ks-qdrant replica", lambda: stop(proc))   # while the next test runs
 
 
 async def test_unreachable_qdrant_answers_unavailable_not_a_hang(tmp_path, stack):
@@ -154,4 +155,4 @@ async def test_unreachable_qdrant_answers_unavailable_not_a_hang(tmp_path, stack
             await client.configure_index("t", "hnsw")
     finally:
         await client.close()
-        stop(proc)
+        background.stop_in_background("ks-qdrant replica", lambda: stop(proc))   # while the next test runs
