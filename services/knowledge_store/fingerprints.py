@@ -23,12 +23,14 @@ import asyncio
 import logging
 
 import numpy as np
+from opentelemetry import trace
 
 from services.knowledge_store.backend import StoreBackend
 from services.knowledge_store.preparation import derived_rows
 from shared.model_fingerprint import PROBE_TEXTS, probe_digest
 
 log = logging.getLogger(__name__)
+tracer = trace.get_tracer(__name__)
 
 UNKNOWN = "unknown"
 SAMPLE = 8                 # stored entries re-embedded to recognise an existing tenant's model
@@ -105,7 +107,8 @@ class Fingerprints:
             if found:
                 self._recorded[tenant_id] = found
                 return ""
-            return await self.decide(tenant_id)
+            with tracer.start_as_current_span("knowledge_store.fingerprint"):   # its embed calls in the trace
+                return await self.decide(tenant_id)
         except Exception as err:     # noqa: BLE001 - never fails an ingest; decided again next time
             log.warning("tenant %s: model fingerprint not decided (%s); decided again at its next ingest",
                         tenant_id, type(err).__name__)

@@ -76,7 +76,7 @@ KNOWN_STAGES = {
                      "rag.retrieve.hybrid", "rag.merge", "rag.rank", "rag.rerank", "rag.fetch",
                      "rag.federation.fanout", "rag.federation.rescore", "rag.synthesize"),
     "knowledge_store": ("knowledge_store.ingest", "knowledge_store.ingest.chunk", "knowledge_store.ingest.embed",
-                        "knowledge_store.ingest.commit"),
+                        "knowledge_store.ingest.commit", "knowledge_store.fingerprint"),
     "llm_orchestration": ("llm.embed", "llm.expand", "llm.rerank", "llm.synthesize"),
 }
 #: The paid upstreams (UPSTREAM_PREFIXES) and the errors their calls end with (services/llm_orchestration:
