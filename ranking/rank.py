@@ -19,7 +19,7 @@ steps apart, to blend once and re-blend only the rows its model re-scores (`rebl
 from __future__ import annotations
 
 import numbers
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import numpy as np
 from numpy.typing import NDArray
@@ -55,6 +55,15 @@ class Ranked:
     dense_weight: float = 0.0           # the fusion's dense weight for this query
     probability: NDArray[np.float32] = field(default_factory=lambda: np.zeros(0, np.float32))
     """(k,) calibrated probability that each row is relevant (ranking/factors.py, step 3)."""
+
+    def take(self, positions: NDArray[np.intp]) -> "Ranked":
+        """These places of the ranking only (indices into `rows`, in the order given)."""
+        n = len(self.rows)
+        return replace(self, **{name: getattr(self, name)[positions] for name in _PER_ROW
+                                if len(getattr(self, name)) == n})
+
+
+_PER_ROW = ("rows", "overall", "factors", "contributions", "dense_norm", "bm25_norm", "probability")
 
 
 def effective_weights(cfg: RankingConfig) -> NDArray[np.float32]:

@@ -39,7 +39,6 @@ from shared.text_hash import text_hash
 FOLD_COSINE = 0.98      # the cosine of two stored unit vectors above which two results are copies
 FOLD_WINDOW = 3         # ranked candidates looked at: FOLD_WINDOW × top_k_final
 LOCAL = "local"
-PER_ROW = ("rows", "overall", "factors", "contributions", "dense_norm", "bm25_norm", "probability")   # ranking.Ranked
 
 
 def wanted(request: SearchRequest, profile: Any) -> bool:
@@ -127,10 +126,7 @@ class Folded:
         keep = sorted({*shown, *(j for ms in members.values() for j in ms)})
         at = {pos: n for n, pos in enumerate(keep)}
         self.groups = [(at[i], [at[j] for j in members[i]]) for i in shown]
-        n = len(rows)
-        index = np.asarray(keep, np.intp)
-        self.ranked = replace(ranked, **{name: getattr(ranked, name)[index] for name in PER_ROW
-                                         if len(getattr(ranked, name)) == n})
+        self.ranked = ranked.take(np.asarray(keep, np.intp))
         q.folded.update({items[j][0]: items[i][0] for i in shown for j in members[i]})
         q.notes.append(f"folded={sum(map(len, members.values()))}")
 

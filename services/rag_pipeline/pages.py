@@ -115,10 +115,7 @@ class _Replay:
         deep = rank(self.candidates, self.config, min(depth + len(shown), len(self.merged)))
         keep = np.asarray([i for i, row in enumerate(deep.rows.tolist())
                            if self.merged[row].entry_id not in shown][:max(0, depth - len(self.shown))], np.intp)
-        deep = replace(deep, rows=deep.rows[keep], overall=deep.overall[keep], factors=deep.factors[keep],
-                       contributions=deep.contributions[keep], dense_norm=deep.dense_norm[keep],
-                       bm25_norm=deep.bm25_norm[keep],
-                       probability=deep.probability[keep] if deep.probability.size else deep.probability)
+        deep = deep.take(keep)
         for row in deep.rows.tolist():          # ids and signals only: each page reads its texts
             self.merged[row].hit = placeholder_hit(self.merged[row], tenant_id)
         tail = build_results(self.merged, deep, self.candidates, self.config, query, self.explain,
