@@ -28,6 +28,7 @@ from shared.grpc_errors import translate_errors
 from shared.identity import (
     ANSWERED_AS_METADATA,
     LOCAL_PRINCIPAL_METADATA,
+    Principal,
     describe_principal,
     local_principal,
     verified_caller,
@@ -43,6 +44,16 @@ def _metadata(context) -> set[tuple[str, str]]:
 def _ascii(text: str) -> str:
     """gRPC metadata values are ASCII."""
     return text.encode("ascii", "backslashreplace").decode("ascii")
+
+
+async def _answered_as(context, tenant_id: str) -> Principal | None:
+    """The verified caller; unverified and asking for the local principal, as MCP answers one, of the
+    tenant named. Sent back as the `answered as` metadata before the answer."""
+    caller = verified_caller()
+    if caller is None and LOCAL_PRINCIPAL_METADATA in _metadata(context):
+        caller = local_principal(tenant_id)
+    await context.send_initial_metadata(((ANSWERED_AS_METADATA, _ascii(describe_principal(caller))),))
+    return caller
 
 
 class RagPipelineServicer(rag_grpc.RagPipelineServicer):
@@ -72,10 +83,7 @@ class RagPipelineServicer(rag_grpc.RagPipelineServicer):
     @translate_errors
     async def SearchAndRank(self, request, context):
         search = convert.request_from_pb(request)
-        caller = verified_caller()
-        if caller is None and LOCAL_PRINCIPAL_METADATA in _metadata(context):
-            caller = local_principal(search.tenant_id)   # as MCP answers an unverified caller, of the tenant named
-        await context.send_initial_metadata(((ANSWERED_AS_METADATA, _ascii(describe_principal(caller))),))
+        caller = await _answered_as(context, search.tenant_id)
         page = await self._pages.search(search, caller, cursor=request.cursor)
         answer = convert.response_to_pb(page.response)
         answer.next_cursor = page.cursor_after(len(page.response.results)) or ""
@@ -84,10 +92,7 @@ class RagPipelineServicer(rag_grpc.RagPipelineServicer):
     @translate_errors
     async def WhyNot(self, request, context):
         search = convert.request_from_pb(request.search) if request.HasField("search") else None
-        caller = verified_caller()
-        if caller is None and LOCAL_PRINCIPAL_METADATA in _metadata(context):
-            caller = local_principal(search.tenant_id if search else "")
-        await context.send_initial_metadata(((ANSWERED_AS_METADATA, _ascii(describe_principal(caller))),))
+        caller = await _answered_as(context, search.tenant_id if search else "")
         answer = await why_not(self._pipeline, self._pages, search if search and search.query else None, caller,
                                tuple(request.artifact_ids), request.search_id)
         return rag_pb.WhyNotResponse(result_json=answer.model_dump_json())
