@@ -33,7 +33,7 @@ from services.rag_pipeline.models import Preferences, SearchRequest
 from services.rag_pipeline.pages import Pages, _Replay
 from services.rag_pipeline.snippets import highlights, make_snippet
 from services.rag_pipeline.why_not import why_not
-from shared.auth.inprocess import InProcessCaller
+from shared.inprocess import InProcessCaller
 from shared.records import ArtifactMeta, DocumentIn
 from shared.settings import KnowledgeStoreSettings, RagPipelineSettings
 

@@ -342,7 +342,7 @@ class TelemetrySettings(BaseSettings):
     environment: str = "local"
     """deployment.environment(.name) on every span and series."""
     capture_content: bool = False
-    """Query and document text on spans (shared/telemetry/content.py)."""
+    """Query and document text on spans (shared/telemetry/genai.py)."""
     trace_file: bool = True
     """Local JSONL trace files, read by `nucleus traces`."""
     trace_dir: Path | None = None

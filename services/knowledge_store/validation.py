@@ -10,7 +10,7 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from ranking.config import FUSIONS, RECENCY_MODES
+from ranking.inputs import FUSIONS, RECENCY_MODES
 from ranking.profile import FEEDBACK_EXPANSIONS, MAX_RERANK_TOP_N, RERANKERS, RankingProfile
 from shared.bounds import INT32_MAX, MAX_UNIX_TIME, check_int, check_unix_time, shown
 from shared.errors import InvalidArgument

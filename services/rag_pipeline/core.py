@@ -26,7 +26,7 @@ from opentelemetry import trace
 from ranking import Candidates, RankingConfig, rank
 from ranking.profile import BUILTIN_PROFILE, MAX_RERANK_TOP_N, RankingProfile, refuse_model_fields
 from ranking.query_features import query_features
-from ranking.temporal import detect_temporal_intent
+from ranking.query_features import detect_temporal_intent
 from services.rag_pipeline import folding, permissions, rerankers
 from services.rag_pipeline.access import AccessPolicy, Scope
 from services.rag_pipeline.federation.fanout import MAX_REMOTE_HITS, Federation, Plan, RemoteQuery
@@ -52,8 +52,7 @@ from shared.identity import OPERATOR, Principal, acting_for
 from shared.records import (EMPTY_COLUMNS, CandidateColumns, FeedbackAck, QueryPhrases, Retrieval, RetrievalRequest,
                             ScoreCompletion, SearchFilters, TenantStats)
 from shared.settings import RagPipelineSettings
-from shared.telemetry.content import set_content_attribute  # telemetry hook
-from shared.telemetry.genai import retrieval_attributes  # telemetry hook
+from shared.telemetry.genai import retrieval_attributes, set_content_attribute  # telemetry hook
 
 log = logging.getLogger(__name__)
 tracer = trace.get_tracer("nucleus.rag_pipeline")

@@ -19,7 +19,7 @@ from mcp.server.mcpserver import Context, MCPServer
 from mcp_types import CallToolResult
 from pydantic import BaseModel, Field, PrivateAttr, create_model
 
-from ranking.config import (
+from ranking.inputs import (
     DEFAULT_DENSE_WEIGHT,
     DEFAULT_FUSION,
     DEFAULT_HALF_LIFE_DAYS,

@@ -104,7 +104,7 @@ class RankedResult:
     overall: float
     scores: tuple[float, float, float, float]   # relevancy, recency, richness, reputation
     explanation: Explanation | None
-    probability: float = 0.0                    # calibrated P(relevant) (ranking/factors.py, step 3)
+    probability: float = 0.0                    # calibrated P(relevant) (ranking/rank.py, step 3)
     source_id: str = "local"                    # "local" or the remote source (federation)
     resource_id: str = ""                       # a remote result's seed-000 resource, if its source said
     #: [start, end) of each word of `snippet` that matches an analysed query term, in code points

@@ -69,7 +69,7 @@ def build_results(merged: list[Merged], ranked: Any, candidates: Candidates, con
 
 def reputation_basis(m: Merged, prior_strength: float) -> str:
     """Where a result's Reputation came from: whose prior and votes, smoothed with the profile's
-    prior strength (ranking/factors.py `reputation`). A federated hit's votes are its source's."""
+    prior strength (ranking/rank.py `reputation`). A federated hit's votes are its source's."""
     _, _, prior, helpful, unhelpful = m.signals
     if not m.origin:
         return (f"artifact: prior {prior:.2f}, {helpful} helpful / {unhelpful} unhelpful users, "

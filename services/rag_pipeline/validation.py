@@ -7,7 +7,7 @@ from typing import Sequence
 
 import numpy as np
 
-from ranking.config import FUSIONS, RECENCY_MODES
+from ranking.inputs import FUSIONS, RECENCY_MODES
 from services.rag_pipeline.models import SearchRequest
 from shared.bounds import check_unix_time
 from shared.errors import InvalidArgument, PermissionDenied

@@ -22,7 +22,7 @@ from services.llm_orchestration.core import LlmOrchestrator
 from services.llm_orchestration.inprocess_client import InProcessLlmOrchestrationClient
 from services.rag_pipeline.core import RagPipeline
 from services.rag_pipeline.models import Preferences, SearchRequest
-from shared.auth.inprocess import InProcessCaller
+from shared.inprocess import InProcessCaller
 from shared.settings import LlmOrchestrationSettings, RagPipelineSettings
 from tests.unit.knowledge_store.helpers import doc, settings_for
 
