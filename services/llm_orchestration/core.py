@@ -27,7 +27,7 @@ import numpy as np
 from opentelemetry import trace
 
 from ranking.profile import CROSS_ENCODER, RERANK_API
-from shared.bounds import INT32_MAX, check_int
+from shared.errors import INT32_MAX, check_int
 from shared.errors import InvalidArgument, NucleusError, Unavailable
 from shared.settings import LlmOrchestrationSettings
 

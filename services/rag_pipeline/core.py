@@ -47,7 +47,7 @@ from services.rag_pipeline.validation import check_operator_options, settings_fo
 from services.rag_pipeline.capture import CAPTURE
 from shared.errors import DeadlineExceeded, InvalidArgument, NotFound, NucleusError, PermissionDenied, Unavailable
 from shared.auth.config import EMPTY_CONFIG
-from shared.bounds import INT32_MAX, check_int
+from shared.errors import INT32_MAX, check_int
 from shared.identity import OPERATOR, Principal, acting_for
 from shared.records import (EMPTY_COLUMNS, CandidateColumns, FeedbackAck, QueryPhrases, Retrieval, RetrievalRequest,
                             ScoreCompletion, SearchFilters, TenantStats)

@@ -49,7 +49,7 @@ from services.rag_pipeline.tools.budget import RANKED, BudgetOut, MaxTokens, bud
 from services.rag_pipeline.tools.paging import Cursor, cursor_field, fit_page
 from services.rag_pipeline.tools.topics import register_topic_tools
 from services.rag_pipeline.topics import TopicTools
-from shared.bounds import INT32_MAX
+from shared.errors import INT32_MAX
 from shared.identity import Principal
 from shared.mcp_annotations import ADD, OVERWRITE, READ
 from shared.errors import InvalidArgument

@@ -9,7 +9,7 @@ import numpy as np
 
 from ranking.inputs import FUSIONS, RECENCY_MODES
 from services.rag_pipeline.models import SearchRequest
-from shared.bounds import check_unix_time
+from shared.errors import check_unix_time
 from shared.errors import InvalidArgument, PermissionDenied
 from shared.identity import Principal, is_verified_operator, relays_operator
 from shared.records import SearchFilters

@@ -28,7 +28,7 @@ from services.rag_pipeline.tools.schemas import (
     SourceErrorOut,
     SourceStatusOut,
 )
-from shared.bounds import MAX_UNIX_TIME
+from shared.errors import MAX_UNIX_TIME
 from shared.errors import InvalidArgument
 from shared.identity import Principal
 from shared.mcp_errors import ErrorCode
