@@ -12,7 +12,7 @@ from services.rag_pipeline.federation.discover import RemoteResources
 from services.rag_pipeline.federation.hits import LOCAL, SourceReport
 from services.rag_pipeline.folding import duplicate_values
 from services.rag_pipeline.models import RankedResult
-from services.rag_pipeline.snippets import highlights
+from services.rag_pipeline.results import highlights
 from services.rag_pipeline.tools.schemas import (
     HEADLINE_WORDS,
     CountsOut,
