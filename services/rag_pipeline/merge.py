@@ -10,7 +10,7 @@ candidate records how it got each signal: "retrieved", "completed" or "absent"."
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from typing import Iterator
 
 import numpy as np
@@ -90,7 +90,7 @@ def merge(dense: list[CandidateColumns], keyword: CandidateColumns, *, collapse:
     for m in by_id.values():
         pooled = by_artifact.get(m.artifact_id)
         if pooled is None:
-            by_artifact[m.artifact_id] = replace(m)
+            by_artifact[m.artifact_id] = m          # by_id is this call's own: pooled in place
             continue
         if _best_rank(m) < _best_rank(pooled):
             pooled.entry_id, pooled.signals, pooled.row_id = m.entry_id, m.signals, m.row_id
