@@ -98,6 +98,8 @@ async def test_a_tenant_goes_embedded_to_qdrant_and_back_unchanged(source, tmp_p
                 assert (got.entry.text, got.entry.headline, got.entry.persona_id, got.entry.richness,
                         got.entry.text_hash) == (h.entry.text, h.entry.headline, h.entry.persona_id, h.entry.richness,
                                                  text_hash(h.entry.text))
+                assert (got.entry.span_start, got.entry.span_end) == (h.entry.span_start, h.entry.span_end) \
+                    and h.entry.span_end > h.entry.span_start
                 assert got.artifact == h.artifact            # metadata and feedback counters
                 np.testing.assert_allclose(vectors[e], want_vectors[e], atol=1e-6)
             titles = await target.title_vectors("acme", ["d00", "d05"])
