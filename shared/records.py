@@ -56,6 +56,8 @@ class Entry:
     timestamp_unix: int       # the artifact's modified, else created time; 0 = unknown
     richness: float
     text_hash: str = ""       # the normalised text hash (shared/text_hash.py); "" = none (a remote hit's)
+    span_start: int = 0       # the chunk's [start, end) in its document's extracted text, in Unicode code
+    span_end: int = 0         # points (chunking.py); end 0 = unknown (an entry stored before spans, a remote hit's)
 
 
 @dataclass(frozen=True, slots=True)

@@ -105,7 +105,7 @@ class ArtifactMetadataSummary(_message.Message):
     def __init__(self, artifact_id: _Optional[str] = ..., title: _Optional[str] = ..., source_type: _Optional[str] = ..., source_id: _Optional[str] = ..., source_uri: _Optional[str] = ..., file_name: _Optional[str] = ..., file_type: _Optional[str] = ..., created_unix: _Optional[int] = ..., modified_unix: _Optional[int] = ..., reputation_prior: _Optional[float] = ..., feedback_helpful: _Optional[int] = ..., feedback_unhelpful: _Optional[int] = ..., visibility_groups: _Optional[_Iterable[str]] = ..., tags: _Optional[_Iterable[str]] = ..., owners: _Optional[_Iterable[str]] = ...) -> None: ...
 
 class PersonaKnowledgeEntry(_message.Message):
-    __slots__ = ("id", "tenant_id", "persona_id", "artifact_id", "chunk_index", "text", "headline", "content_summary", "timestamp_unix", "richness", "text_hash")
+    __slots__ = ("id", "tenant_id", "persona_id", "artifact_id", "chunk_index", "text", "headline", "content_summary", "timestamp_unix", "richness", "text_hash", "span_start", "span_end")
     ID_FIELD_NUMBER: _ClassVar[int]
     TENANT_ID_FIELD_NUMBER: _ClassVar[int]
     PERSONA_ID_FIELD_NUMBER: _ClassVar[int]
@@ -117,6 +117,8 @@ class PersonaKnowledgeEntry(_message.Message):
     TIMESTAMP_UNIX_FIELD_NUMBER: _ClassVar[int]
     RICHNESS_FIELD_NUMBER: _ClassVar[int]
     TEXT_HASH_FIELD_NUMBER: _ClassVar[int]
+    SPAN_START_FIELD_NUMBER: _ClassVar[int]
+    SPAN_END_FIELD_NUMBER: _ClassVar[int]
     id: str
     tenant_id: str
     persona_id: str
@@ -128,7 +130,9 @@ class PersonaKnowledgeEntry(_message.Message):
     timestamp_unix: int
     richness: float
     text_hash: str
-    def __init__(self, id: _Optional[str] = ..., tenant_id: _Optional[str] = ..., persona_id: _Optional[str] = ..., artifact_id: _Optional[str] = ..., chunk_index: _Optional[int] = ..., text: _Optional[str] = ..., headline: _Optional[str] = ..., content_summary: _Optional[str] = ..., timestamp_unix: _Optional[int] = ..., richness: _Optional[float] = ..., text_hash: _Optional[str] = ...) -> None: ...
+    span_start: int
+    span_end: int
+    def __init__(self, id: _Optional[str] = ..., tenant_id: _Optional[str] = ..., persona_id: _Optional[str] = ..., artifact_id: _Optional[str] = ..., chunk_index: _Optional[int] = ..., text: _Optional[str] = ..., headline: _Optional[str] = ..., content_summary: _Optional[str] = ..., timestamp_unix: _Optional[int] = ..., richness: _Optional[float] = ..., text_hash: _Optional[str] = ..., span_start: _Optional[int] = ..., span_end: _Optional[int] = ...) -> None: ...
 
 class KnowledgeSearchFilters(_message.Message):
     __slots__ = ("date_from_unix", "date_to_unix", "source_types", "tags", "owners", "artifact_ids", "source_ids", "persona_id", "visibility_groups", "enforce_visibility", "exclude_source_ids")

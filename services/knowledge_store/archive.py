@@ -108,6 +108,7 @@ async def export_records(store: StoreBackend, tenant_id: str) -> AsyncIterator[d
                    "entries": [{"chunk_index": h.entry.chunk_index, "text": h.entry.text, "headline": h.entry.headline,
                                 "content_summary": h.entry.content_summary, "timestamp_unix": h.entry.timestamp_unix,
                                 "richness": h.entry.richness, "text_hash": h.entry.text_hash,
+                                **({"span": [h.entry.span_start, h.entry.span_end]} if h.entry.span_end else {}),
                                 "title_terms": terms[h.entry.id][0],
                                 "body_terms": terms[h.entry.id][1], "vector": _b64(vectors[h.entry.id])}
                                for h in present]}
@@ -300,7 +301,8 @@ def _artifact(record: dict, dimension: int, field: str, index: int, vectors_too:
         rows.append(EntryRow(chunk_index=int(e["chunk_index"]), text=str(e["text"]), headline=str(e["headline"]),
                              content_summary=str(e["content_summary"]), timestamp_unix=int(e["timestamp_unix"]),
                              richness=float(e["richness"]), fts_title=str(e["title_terms"]),
-                             fts_body=str(e["body_terms"]), text_hash=_text_hash(e, f"{field}.entries[{k}]")))
+                             fts_body=str(e["body_terms"]), text_hash=_text_hash(e, f"{field}.entries[{k}]"),
+                             **_span(e, f"{field}.entries[{k}]")))
         if vectors_too:
             vectors.append(_vector(e["vector"], dimension, f"{field}.entries[{k}].vector"))
     if not rows:
@@ -323,6 +325,17 @@ def _text_hash(entry: dict, field: str) -> str:
     if value and not (isinstance(value, str) and len(value) == 24 and set(value) <= set("0123456789abcdef")):
         raise InvalidArgument(f"{field}.text_hash", "must be 24 lower-case hex digits (shared/text_hash.py) or absent")
     return value
+
+
+def _span(entry: dict, field: str) -> dict[str, int]:
+    """An archived entry's span in its document (format 4, when known); none before."""
+    value = entry.get("span")
+    if value is None:
+        return {}
+    if not (isinstance(value, list) and len(value) == 2 and all(type(v) is int for v in value)
+            and 0 <= value[0] < value[1]):
+        raise InvalidArgument(f"{field}.span", "must be [start, end] with 0 <= start < end, or absent")
+    return {"span_start": value[0], "span_end": value[1]}
 
 
 async def _put_profile(store: StoreBackend, tenant_id: str, record: dict, field: str) -> None:

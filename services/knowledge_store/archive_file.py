@@ -36,8 +36,8 @@ from pathlib import Path
 from shared.errors import FailedPrecondition, InvalidArgument
 
 FORMAT = "nucleus-tenant-archive"
-VERSION = 3                         # 2: entries carry `text_hash`; 3: user data (archive.py); 1, 2 still import
-READS = (1, 2, 3)
+VERSION = 4                         # 2: entries carry `text_hash`; 3: user data (archive.py); 4: entries carry
+READS = (1, 2, 3, 4)                # `span` when known; 1-3 still import
 KINDS = ("artifact", "profile", "persona", "vote", "search", "source_vote")
 USER_KINDS = ("vote", "search", "source_vote")   # user data: left out under another tenant (archive.py)
 _EMPTY = hashlib.sha256().hexdigest()

@@ -19,11 +19,23 @@ Packing, in order of preference:
 Headings of later sections merged into a chunk are kept inline (`## Setup`).
 With `split_sections` (paged formats: a PDF's `# Page N`, a deck's slides, a workbook's sheets)
 every top-level section starts its own chunk, so a chunk's heading path names its page.
+
+Each chunk records its span, `[start, end)` in Unicode code points of the text it was cut from:
+from the first character of its first sentence (or line, or word) to the last of its last. Its
+body is that slice with whitespace runs made the chunker's (a space within a paragraph, a blank
+line between blocks), with the heading of a section merged into it written as the chunker writes
+it (`## Setup`, before each of the section's blocks), and without headings whose text went to the
+heading path; the span of a chunk
+that begins with a merged section's heading starts at that heading's line. Overlapping chunks
+have overlapping spans. Units are found in the text by their non-blank characters, in order, so
+the span is exact whatever whitespace the text had.
 """
 from __future__ import annotations
 
 import re
 from dataclasses import dataclass
+
+import numpy as np
 
 _TOKEN = re.compile(r"\w+|[^\w\s]")
 _HEADING = re.compile(r"^(#{1,6})\s+(.*?)\s*#*\s*$")
@@ -33,6 +45,7 @@ _TABLE_ROW = re.compile(r"^\s*\|")
 _SETEXT = re.compile(r"^(=+|-+)\s*$")
 _SENTENCE_END = re.compile(r"(?<=[.!?])\s+(?=\S)")
 
+_BLANKS = np.array([c for c in range(0x3001) if chr(c).isspace()], np.uint32)   # what str.split() splits at
 CONTEXT_SEPARATOR = " › "
 PAGED_FILE_TYPES = frozenset({"pdf", "pptx", "xlsx"})    # top-level sections are pages / slides / sheets
 
@@ -54,6 +67,8 @@ class Chunk:
     index: int
     text: str                     # the chunk body (what an entry shows)
     path: tuple[str, ...]         # heading path at the chunk's start
+    start: int = 0                # its span in the document text (module docstring); end 0 = unknown
+    end: int = 0
 
 
 def parse_blocks(text: str, *, markdown: bool) -> list[Block]:
@@ -126,6 +141,48 @@ class _Unit:
     block: int                    # index of the block it came from
     path: tuple[str, ...]         # heading path of that block
     sep: str                      # joins it to the previous unit of the same block
+    start: int = -1               # its span in the document text; -1 = unknown (a blank line)
+    end: int = -1
+
+
+class _Spans:
+    """Where texts lie in a document, found by their non-blank characters: `find` looks after
+    the last text found, so texts taken from the document in order get their own places."""
+
+    def __init__(self, text: str) -> None:
+        points = np.frombuffer(text.encode("utf-32-le"), np.uint32)
+        self.text = text
+        self.doc = np.flatnonzero(~np.isin(points, _BLANKS))             # per non-blank character: its index
+        self.chars = points[self.doc].tobytes().decode("utf-32-le")     # the non-blank characters
+        self.cursor = 0
+
+    def _pos(self, i: int) -> int:
+        """The text index of `chars[i]`."""
+        return int(self.doc[i])
+
+    def _index(self, pos: int) -> int:
+        """The `chars` index of the first non-blank character at or after text index `pos`."""
+        return int(np.searchsorted(self.doc, pos))
+
+    def find(self, piece: str) -> tuple[int, int]:
+        """The span of `piece` after the last one found; (-1, -1) when blank or not found."""
+        key = "".join(piece.split())
+        i = self.chars.find(key, self.cursor) if key else -1
+        if i < 0:
+            return -1, -1
+        self.cursor = i + len(key)
+        return self._pos(i), self._pos(i + len(key) - 1) + 1
+
+    def tail(self, piece: str, end: int) -> int:
+        """Where `piece`, the last words of a unit ending at `end`, starts."""
+        return self._pos(self._index(end) - len("".join(piece.split())))
+
+    def heading_line(self, title: str, before: int) -> int:
+        """The start of the line of the last heading `title` above text index `before`; `before`
+        when there is none."""
+        key = "".join(title.split())
+        i = self.chars.rfind(key, 0, self._index(before)) if key else -1
+        return self.text.rfind("\n", 0, self._pos(i)) + 1 if i >= 0 else before
 
 
 def _split_words(text: str, budget: int) -> list[str]:
@@ -146,7 +203,7 @@ def _split_words(text: str, budget: int) -> list[str]:
     return pieces
 
 
-def _units(block: Block, index: int, budget: int, window: int) -> list[_Unit]:
+def _units(block: Block, index: int, budget: int, window: int, spans: _Spans) -> list[_Unit]:
     """Sentences (lines outside paragraphs) of `block`; longer than `budget` → `window` words."""
     if block.kind == "para":
         parts, sep = _SENTENCE_END.split(block.text), " "
@@ -156,9 +213,9 @@ def _units(block: Block, index: int, budget: int, window: int) -> list[_Unit]:
     for part in parts:
         tokens = estimate_tokens(part)
         if tokens <= budget:
-            units.append(_Unit(part, tokens, index, block.path, sep))
+            units.append(_Unit(part, tokens, index, block.path, sep, *spans.find(part)))
         else:
-            units.extend(_Unit(p, estimate_tokens(p), index, block.path, " ")
+            units.extend(_Unit(p, estimate_tokens(p), index, block.path, " ", *spans.find(p))
                          for p in _split_words(part, window))
     return units
 
@@ -172,7 +229,7 @@ def _join(units: list[_Unit]) -> str:
     return "".join(out).strip()
 
 
-def _tail(units: list[_Unit], overlap: int) -> list[_Unit]:
+def _tail(units: list[_Unit], overlap: int, spans: _Spans) -> list[_Unit]:
     """Trailing whole units of at most `overlap` tokens, else the last words of the last one."""
     tail: list[_Unit] = []
     total = 0
@@ -192,7 +249,17 @@ def _tail(units: list[_Unit], overlap: int) -> list[_Unit]:
             break
         kept.insert(0, word)
         total += t
-    return [_Unit(" ".join(kept), total, last.block, last.path, last.sep)] if kept else []
+    if not kept:
+        return []
+    text = " ".join(kept)
+    start = spans.tail(text, last.end) if last.end >= 0 else -1
+    return [_Unit(text, total, last.block, last.path, last.sep, start, last.end if start >= 0 else -1)]
+
+
+def _span(units: list[_Unit]) -> tuple[int, int]:
+    """(start, end) of the text `units` were cut from; (0, 0) when unknown."""
+    placed = [u for u in units if u.end >= 0]
+    return (placed[0].start, placed[-1].end) if placed else (0, 0)
 
 
 def is_one_chunk(text: str, *, title: str, chunk_tokens: int, tokens: int) -> bool:
@@ -213,6 +280,7 @@ def chunk_document(text: str, *, markdown: bool, title: str, chunk_tokens: int,
     blocks = parse_blocks(text, markdown=markdown)
     if not blocks:
         return []
+    spans = _Spans(text)
     floor = max(16, chunk_tokens // 4)
 
     def budget(path: tuple[str, ...]) -> int:
@@ -224,7 +292,8 @@ def chunk_document(text: str, *, markdown: bool, title: str, chunk_tokens: int,
     if one_section and sum(block_tokens) + 2 * (len(blocks) - 1) <= first_budget:      # short document
         path0 = blocks[0].path
         body = "\n\n".join(_inline_heading(b, path0) for b in blocks)
-        return [Chunk(0, body, path0)]
+        placed = [at for at in map(spans.find, (b.text for b in blocks)) if at[1] >= 0]
+        return [Chunk(0, body, path0, *((placed[0][0], placed[-1][1]) if placed else (0, 0)))]
 
     chunks: list[Chunk] = []
     cur: list[_Unit] = []
@@ -236,9 +305,9 @@ def chunk_document(text: str, *, markdown: bool, title: str, chunk_tokens: int,
     def flush(next_path: tuple[str, ...]) -> None:
         nonlocal cur, cur_tokens, cur_path, cur_budget, fresh
         if fresh:
-            chunks.append(Chunk(len(chunks), _join(cur), cur_path))
+            chunks.append(Chunk(len(chunks), _join(cur), cur_path, *_span(cur)))
         same_section = bool(cur) and cur[-1].path == next_path
-        carry = _tail(cur, min(overlap_tokens, budget(next_path) // 2)) if same_section else []
+        carry = _tail(cur, min(overlap_tokens, budget(next_path) // 2), spans) if same_section else []
         cur = carry
         cur_tokens = sum(u.tokens for u in carry)
         cur_path = next_path
@@ -252,12 +321,13 @@ def chunk_document(text: str, *, markdown: bool, title: str, chunk_tokens: int,
                       or split_sections and block.path[:1] != cur_path[:1]):
             flush(block.path)
         unit_budget = min(cur_budget, block_budget) - 8
-        units = _units(block, bi, unit_budget, max(8, unit_budget - min(overlap_tokens, unit_budget // 2)))
+        units = _units(block, bi, unit_budget, max(8, unit_budget - min(overlap_tokens, unit_budget // 2)), spans)
         if block.path != cur_path and block.path:       # merged section: keep its heading
             line = _heading_line(block.path)
             first = units[0]
+            start = spans.heading_line(block.path[-1], first.start) if first.end >= 0 else -1
             units[0] = _Unit(f"{line}\n{first.text}", first.tokens + estimate_tokens(line), bi,
-                             block.path, "")
+                             block.path, "", start, first.end)
         for unit in units:
             if fresh and cur_tokens + unit.tokens > cur_budget:
                 flush(block.path)

@@ -103,6 +103,7 @@ def entry_to_pb(e: m.Entry) -> pb.PersonaKnowledgeEntry:
         id=e.id, tenant_id=e.tenant_id, persona_id=e.persona_id, artifact_id=e.artifact_id,
         chunk_index=e.chunk_index, text=e.text, headline=e.headline, content_summary=e.content_summary,
         timestamp_unix=e.timestamp_unix, richness=e.richness, text_hash=e.text_hash,
+        span_start=e.span_start, span_end=e.span_end,
     )
 
 
@@ -111,6 +112,7 @@ def entry_from_pb(e: pb.PersonaKnowledgeEntry) -> m.Entry:
         id=e.id, tenant_id=e.tenant_id, persona_id=e.persona_id, artifact_id=e.artifact_id,
         chunk_index=e.chunk_index, text=e.text, headline=e.headline, content_summary=e.content_summary,
         timestamp_unix=e.timestamp_unix, richness=e.richness, text_hash=e.text_hash,
+        span_start=e.span_start, span_end=e.span_end,
     )
 
 

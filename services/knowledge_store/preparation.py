@@ -54,6 +54,8 @@ class EntryRow:
     fts_title: str            # analysed terms, space separated
     fts_body: str
     text_hash: str = ""       # shared/text_hash.py of `text`; "" = computed when written (an archive's may carry it)
+    span_start: int = 0       # the chunk's span in the document's extracted text (chunking.py); end 0 = unknown
+    span_end: int = 0
 
 
 @dataclass(frozen=True, slots=True)
@@ -224,7 +226,8 @@ def prepare_document(s: KnowledgeStoreSettings, doc: DocumentIn, i: int) -> Prep
             chunk_index=chunk.index, text=chunk.text, headline=headline,
             content_summary=_summary(chunk.text), timestamp_unix=timestamp,
             richness=richness(chunk.text, under_heading=bool(chunk.path)),
-            fts_title=" ".join(analyse(context)), fts_body=" ".join(analyse(chunk.text))))
+            fts_title=" ".join(analyse(context)), fts_body=" ".join(analyse(chunk.text)),
+            span_start=chunk.start, span_end=chunk.end))
         texts.append(embed_text(context, chunk.text))
     return PreparedDocument(meta, i, tuple(rows), tuple(texts))
 

@@ -70,11 +70,13 @@ class SearchLog:
         self._ks = knowledge
         self._clock = clock
         self._pending: dict[str, asyncio.Task[None]] = {}
+        # told each search id given out, with its request and caller (pages.py holds the request for a why-not)
+        self.listeners: list[Callable[[SearchResponse, SearchRequest, Principal | None, str], None]] = []
 
     def record(self, response: SearchResponse, request: SearchRequest, principal: Principal | None,
-               tenant_id: str) -> SearchResponse:
-        """`response` with a new search id, its log entry being written; unchanged when it has
-        no result or its caller has no user (a vote needs one)."""
+               tenant_id: str, *, tell: bool = True) -> SearchResponse:
+        """`response` with a new search id, its log entry being written, and the `listeners` told
+        (unless not `tell`); unchanged when it has no result or its caller has no user (a vote needs one)."""
         if not response.results or (principal is not None and not principal.user_id):
             return response
         sid = secrets.token_urlsafe(SEARCH_ID_BYTES)
@@ -86,7 +88,10 @@ class SearchLog:
         task = asyncio.create_task(self._write(entry, principal))
         self._pending[sid] = task
         task.add_done_callback(lambda _: self._pending.pop(sid, None))
-        return replace(response, search_id=sid)
+        response = replace(response, search_id=sid)
+        for listener in self.listeners if tell else ():
+            listener(response, request, principal, tenant_id)
+        return response
 
     async def _write(self, entry: SearchLogRecord, principal: Principal | None) -> None:
         with acting_for(principal):

@@ -286,7 +286,7 @@ def register_core_tools(mcp: MCPServer, pipeline: RagPipeline, principal: Callab
             f"The documents asked about: 1 to {WHY_NOT_MAX_IDS} artifact ids"))],
         user_query_text: Annotated[str, Field(description="The search's text (not needed with search_id)")] = "",
         search_id: Annotated[str, Field(max_length=64, description=(
-            "A recent search of yours (its search_id; its first page full, within 10 minutes): its request is "
+            "A recent search of yours (its search_id: one of your last 8, within 10 minutes): its request is "
             "used and the other search arguments are ignored"))] = "",
         persona_id: str = "",
         top_k_initial_retrieve: Annotated[int, Field(ge=0, le=1000)] = 0,

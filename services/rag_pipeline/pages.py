@@ -27,11 +27,14 @@ key: a cursor is not a document link, nor a link a cursor. A forged, expired or 
 one given with another request, or one whose ranking this process does not hold (restarted,
 another replica, evicted) is InvalidArgument naming `cursor`: search again without one.
 
-A held first page also keeps the request as sent: a why-not names it by the page's search id
-(`held_request`, why_not.py), for the same caller only and as long as the ranking is held.
-Each holds the tenant's data id its first page read (ports.py `data_id`): once a read answers
-with another one (a restore or an import replaced the tenant's data), its cursors and search id
-are refused and it is forgotten.
+Search ids: every search given a search id (feedback.py `SearchLog`, which tells `_asked`) has
+its request held, as sent, without any ranking (`_ASKED`), so that a why-not names it by its id
+(`held_request`, why_not.py) for the same caller only, for `TTL_S`; a full first page's held
+ranking replaces that entry and keeps the request too, and each later page's search id names the
+same request. Requests held alone and held rankings are bounded apart: `MAX_PER_CALLER` of each
+per caller, `MAX_HELD` of both in all. Each holds the tenant's data id its first page read
+(ports.py `data_id`): once a read answers with another one (a restore or an import replaced the
+tenant's data), its cursors and search id are refused and it is forgotten.
 """
 from __future__ import annotations
 
@@ -64,11 +67,12 @@ if TYPE_CHECKING:
 MAX_PAGES = 5                 # a first page is ranked this many pages deep ...
 MAX_DEPTH = 100               # ... and at most this many results
 TTL_S = 600                   # a held ranking, and its cursors, live 10 minutes after the first page
-MAX_PER_CALLER = 8            # rankings held per caller (tenant, user, auth method)
-MAX_HELD = 2_000              # rankings held in all, by this process
+MAX_PER_CALLER = 8            # rankings held per caller (tenant, user, auth method), and requests held alone
+MAX_HELD = 2_000              # rankings and requests held in all, by this process
 MAX_CURSOR_CHARS = 1_024
 _VERSION = "nucleus-cursor-v1"
 AGAIN = "search again without a cursor"
+_ASKED = "asked:"             # the key of a search held for its request alone: "asked:" + its search id
 
 CallerKey = tuple[str, str, str]
 
@@ -83,6 +87,7 @@ class _Held:
     request: SearchRequest | None = None    # as the caller sent it (a why-not names it by its search id)
     data_id: str = ""                       # the copy of the tenant's data it was ranked on (ports.py)
     replay: "_Replay | None" = None         # what the first page ranked, until the second page ranks it deep
+    later_ids: tuple[str, ...] = ()         # the search ids of its later pages (each names `request` too)
 
 
 @dataclass(frozen=True, slots=True)
@@ -176,6 +181,8 @@ class Pages:
         self._clock = clock
         self._held: OrderedDict[tuple[CallerKey, str], _Held] = OrderedDict()
         self._by_caller: dict[CallerKey, list[str]] = {}     # each caller's held request ids, oldest first
+        if pipeline is not None:                              # (None: cursor tests only)
+            pipeline.search_log.listeners.append(self._asked)
 
     # -- cursors ---------------------------------------------------------------------------
     def _mac(self, payload: bytes) -> str:
@@ -228,6 +235,7 @@ class Pages:
         asked = self._pipeline.validate(replace(request, tenant_id=who[0]))
         if len(shown) < asked.top_k_final:
             return Page(response, shown, len(shown), lambda _offset: None)
+        self._forget((who, _ASKED + response.search_id))      # held with its ranking instead
         rid, exp, fp = secrets.token_urlsafe(12), int(self._clock()) + TTL_S, fingerprint(request)
         self._put(who, rid, _Held(fp, asked.query, None, exp, replace(response, results=(), timings=()), request,
                                   self._pipeline.knowledge.data_id(who[0]), _Replay.of(captured, response.results)))
@@ -270,8 +278,11 @@ class Pages:
             at = chunk[-1] + 1
         self._check_data(who, rid, held, "cursor")
         answer = replace(held.answer, results=tuple(kept), search_id="")
-        # the page's own search id, naming what it shows (a vote is checked against it, feedback.py)
-        answer = self._pipeline.search_log.record(answer, request, principal, who[0])
+        # the page's own search id, naming what it shows (a vote is checked against it, feedback.py),
+        # and naming the held request (not held again: one entry per search)
+        answer = self._pipeline.search_log.record(answer, request, principal, who[0], tell=False)
+        if answer.search_id and (who, rid) in self._held:
+            self._held[(who, rid)] = replace(held, later_ids=(*held.later_ids, answer.search_id))
         return Page(answer, tuple(positions), at,
                     self._cursor_at(who, rid, fp, held.expires_unix, len(held.results)))
 
@@ -308,14 +319,25 @@ class Pages:
         return out
 
     # -- the held rankings -----------------------------------------------------------------
+    def _asked(self, response: SearchResponse, request: SearchRequest, principal: Principal | None,
+               tenant_id: str) -> None:
+        """Hold the request of a search just given a search id, without a ranking (module docstring)."""
+        who = caller_key(principal, tenant_id)
+        self._put(who, _ASKED + response.search_id, _Held(
+            "", request.query, (), int(self._clock()) + TTL_S, SearchResponse((), search_id=response.search_id),
+            request, self._pipeline.knowledge.data_id(who[0])))
+
     def _put(self, who: CallerKey, rid: str, held: _Held) -> None:
         """Hold `held`, first forgetting the expired (the oldest are first: one TTL for all), the
-        caller's oldest beyond `MAX_PER_CALLER` and the oldest beyond `MAX_HELD`: no scan of all."""
+        caller's oldest of its kind (a ranking, a request alone) beyond `MAX_PER_CALLER` and the
+        oldest beyond `MAX_HELD`: no scan of all."""
         now = int(self._clock())
         while self._held and next(iter(self._held.values())).expires_unix < now:
             self._forget(next(iter(self._held)))
-        while len(self._by_caller.get(who, ())) >= MAX_PER_CALLER:
-            self._forget((who, self._by_caller[who][0]))
+        alone = rid.startswith(_ASKED)
+        mine = [r for r in self._by_caller.get(who, ()) if r.startswith(_ASKED) == alone]
+        for old in mine[:max(0, len(mine) - MAX_PER_CALLER + 1)]:
+            self._forget((who, old))
         while len(self._held) >= MAX_HELD:
             self._forget(next(iter(self._held)))
         self._held[(who, rid)] = held
@@ -330,18 +352,22 @@ class Pages:
             self._by_caller.pop(key[0], None)
 
     def held_request(self, principal: Principal | None, tenant_id: str, search_id: str) -> SearchRequest:
-        """The request of this caller's recent search `search_id` (why_not.py): one whose first page
-        is held (a full page, within `TTL_S`); any other id, another caller's included, is refused alike."""
+        """The request of this caller's recent search `search_id` (why_not.py): any search of theirs
+        given a search id within `TTL_S` (its page's or a later page's) and not yet evicted; any
+        other id, another caller's included, is refused alike."""
         who = caller_key(principal, self._pipeline.tenant_for(tenant_id, principal))
         now = int(self._clock())
-        for rid in self._by_caller.get(who, ()):
+        asked = search_id.encode("utf-8", "replace")
+        for rid in list(self._by_caller.get(who, ())):
             held = self._held.get((who, rid))
             if (held is not None and held.request is not None and held.expires_unix >= now
-                    and hmac.compare_digest(held.answer.search_id.encode(), search_id.encode("utf-8", "replace"))):
+                    and any(s and hmac.compare_digest(s.encode(), asked)
+                            for s in (held.answer.search_id, *held.later_ids))):
                 self._check_data(who, rid, held, "search_id")
                 return held.request
-        raise InvalidArgument("search_id", f"names no search of yours this server holds (a search whose first "
-                                           f"page was full, for {TTL_S} s); give the search request instead")
+        raise InvalidArgument("search_id", f"names no search of yours this server holds (one of your last "
+                                           f"{MAX_PER_CALLER} searches, for {TTL_S} s); give the search request "
+                                           "instead")
 
     def _check_data(self, who: CallerKey, rid: str, held: _Held, field: str) -> None:
         """A held ranking of data a restore or an import has replaced since is forgotten and refused."""

@@ -22,6 +22,11 @@ request is held by pages.py under the caller's key, `Pages.held_request`):
                     each leg's last candidate (the candidate cut, `top_k_initial`).
     deciding factor shown | folded | filter | not_retrieved | page_cut | out_ranked, decided in
                     that order (`decide`).
+    remote          an id the probe does not find locally but a remote source returned to the
+                    search (federation: `<source>:<document id>`, as its results name it) is
+                    explained from the captured remote candidates, ranked with the local ones by
+                    the same `ranking.rank` (`remote`): no store call, and the caller saw it, since
+                    the source answered the caller. An id no source returned answers as missing.
 """
 from __future__ import annotations
 
@@ -37,6 +42,7 @@ from ranking import rank
 from services.rag_pipeline import folding
 from services.rag_pipeline.access import same_as_missing
 from services.rag_pipeline.capture import CAPTURE, Captured
+from services.rag_pipeline.federation.dedupe import LocalKeys
 from services.rag_pipeline.federation.hits import LOCAL
 from services.rag_pipeline.models import FACTORS, SearchRequest
 from services.rag_pipeline.pages import MAX_DEPTH, MAX_PAGES
@@ -59,7 +65,8 @@ class LegOut(BaseModel):
     """One retrieval leg's view of the document's best entry."""
     rank: int = 0                     # its rank in the leg's candidates (1 = best); 0 = not retrieved by it
     score: float | None = None        # cosine (dense) or BM25 (keyword); None = unknown (the leg failed)
-    how: str = ""                     # retrieved | completed (scored for the fusion) | probed | absent
+    how: str = ""                     # retrieved | completed (scored for the fusion) | probed | absent |
+                                      # rescored, vectors (a remote hit's, merge.Merged.source)
     last_candidate: float | None = None   # the score of the leg's last candidate; None: the leg had no cut
 
 
@@ -80,10 +87,14 @@ class WhyNotDocOut(BaseModel):
     deciding_factor: str = ""         # shown | folded | filter | not_retrieved | page_cut | out_ranked
     detail: str = ""
     entry_id: str = ""                # its best entry
+    source: str = ""                  # the remote source that returned it (federation); "" = the local store
     rank: int = 0                     # its best entry's place among the candidates (1 = best); 0 = not one
+    overall: float | None = None      # its overall score in that ranking (candidates only)
+    remote_score: float | None = None     # a remote source's own score of it, on the source's scale
     filter: str = ""                  # deciding_factor filter: the request's filter that excludes it
     value: str = ""                   # ... and the document's value for it
-    folded_into: str = ""             # deciding_factor folded: the result that represents it
+    folded_into: str = ""             # deciding_factor folded: the result that represents it (or, for a
+                                      # remote document, the local result it repeats)
     dense: LegOut | None = None
     keyword: LegOut | None = None
     scores: dict[str, float] | None = None          # its 4R factors (candidates only)
@@ -149,8 +160,8 @@ async def why_not(pipeline: RagPipeline, pages: Pages | None, request: SearchReq
     visible = [aid for aid in ids if aid in probe]
     hits = await _best_hits(pipeline, who, asked, captured, probe, visible)
     ranked = rank(captured.candidates, captured.config, len(captured.merged)) if captured.merged else None
-    docs = [decide(aid, captured, asked, probe.get(aid), hits.get(aid), ranked) if aid in probe else missing(aid)
-            for aid in ids]
+    docs = [decide(aid, captured, asked, probe[aid], hits.get(aid), ranked) if aid in probe
+            else remote(aid, captured, asked, ranked) or missing(aid) for aid in ids]
     reasons = list(response.degraded_reasons)
     if captured.legs is not None and captured.legs.vectors is None:
         reasons.append("why-not: no query vector, so a document no query term matches reads as not found")
@@ -283,14 +294,7 @@ def decide(aid: str, captured: Captured, request: SearchRequest, probed: Probed,
     cut it), out_ranked (beyond them: the factor of the largest weighted difference to the last
     shown result)."""
     doc = WhyNotDocOut(artifact_id=aid, entry_id=probed.entry_id)
-    shown = [i for i, r in enumerate(captured.results) if r.source_id == LOCAL and r.artifact.artifact_id == aid]
-    if shown:
-        doc.deciding_factor, doc.rank = "shown", shown[0] + 1
-        doc.detail = f"shown as result {shown[0] + 1}"
-    represented = folded_into(captured, aid)
-    if represented and not shown:
-        doc.deciding_factor, doc.folded_into = "folded", represented
-        doc.detail = f"folded into result {represented}, a near-identical document"
+    _shown_or_folded(doc, captured, local=True)
     rows = [i for i, m in enumerate(captured.merged) if not m.origin and m.artifact_id == aid]
     if not rows or ranked is None:
         _not_a_candidate(doc, captured, request, probed, hit)
@@ -299,6 +303,46 @@ def decide(aid: str, captured: Captured, request: SearchRequest, probed: Probed,
     row = min(rows, key=lambda r: place[r])
     _as_candidate(doc, captured, request, row, place, ranked)
     return doc
+
+
+def remote(aid: str, captured: Captured, request: SearchRequest, ranked: Any) -> WhyNotDocOut | None:
+    """The deciding factor for a document a remote source returned to the search (module
+    docstring), as `decide`'s for a candidate: shown, folded (into a near-identical result, or
+    dropped as a repeat of a local result: `folded_into` names it), page_cut, out_ranked. None
+    when no source returned it (then it answers as missing)."""
+    rows = [i for i, m in enumerate(captured.merged) if m.origin and m.artifact_id == aid]
+    if not rows or ranked is None:
+        return None
+    place = {int(r): p for p, r in enumerate(ranked.rows.tolist())}
+    row = min(rows, key=lambda r: place[r])
+    m = captured.merged[row]
+    doc = WhyNotDocOut(artifact_id=aid, source=m.origin,
+                       remote_score=None if math.isnan(m.remote_score) else round(m.remote_score, 6))
+    _shown_or_folded(doc, captured, local=False)
+    if not doc.deciding_factor and m.hit is not None:
+        repeated = [r for r in captured.results if r.source_id == LOCAL
+                    and LocalKeys([(r.entry.text, r.artifact.source_uri)]).repeats(m.hit.entry.text,
+                                                                                     m.hit.artifact.source_uri)]
+        if repeated:
+            doc.deciding_factor, doc.folded_into = "folded", repeated[0].artifact.artifact_id
+            doc.detail = (f"repeats local result {doc.folded_into} (same URL or text): a remote result repeating "
+                          "a local one is dropped")
+    _as_candidate(doc, captured, request, row, place, ranked)
+    return doc
+
+
+def _shown_or_folded(doc: WhyNotDocOut, captured: Captured, *, local: bool) -> None:
+    """`shown` (its place) or `folded` (the result representing it) for a local or a remote document."""
+    aid = doc.artifact_id
+    shown = [i for i, r in enumerate(captured.results)
+             if (r.source_id == LOCAL) == local and r.artifact.artifact_id == aid]
+    if shown:
+        doc.deciding_factor, doc.rank = "shown", shown[0] + 1
+        doc.detail = f"shown as result {shown[0] + 1}"
+    represented = folded_into(captured, aid)
+    if represented and not shown:
+        doc.deciding_factor, doc.folded_into = "folded", represented
+        doc.detail = f"folded into result {represented}, a near-identical document"
 
 
 def _leg(rank_: int, score: float, how: str, last: float | None) -> LegOut:
@@ -336,8 +380,8 @@ def _as_candidate(doc: WhyNotDocOut, captured: Captured, request: SearchRequest,
                   ranked: Any) -> None:
     m = captured.merged[row]
     pos = place[row]
-    doc.rank, doc.entry_id = pos + 1, m.entry_id
-    legs = captured.legs
+    doc.rank, doc.entry_id, doc.overall = pos + 1, m.entry_id, round(float(ranked.overall[pos]), 6)
+    legs = captured.legs if not m.origin else None        # a remote hit was not cut by the local legs
     dense_legs = legs.dense if legs is not None and legs.dense is not None else ()
     dense_last = [_last(c, request.top_k_initial) for c in dense_legs]
     doc.dense = _leg(m.dense_rank, m.dense, m.source("dense"),

@@ -239,3 +239,26 @@ async def test_discovery_merges_every_remote_and_raw_results_search_a_remote_res
     assert {h["id"].split(":", 1)[0] for h in hits} == {"nucleus", "foreign"}
     assert {s["source_id"]: s["status"] for s in raw["meta_data"]["sources"]} == {"nucleus": "ok", "foreign": "ok"}
     assert raw["meta_data"]["degraded"] is False
+
+
+async def test_why_not_explains_a_remote_document_from_the_search_s_remote_hits(federated):
+    """A remote document is explained from the hits its source returned, ranked by the same code
+    as the search (its overall score is the search's); an id no source returned answers as missing."""
+    args = {"user_query_text": QUERY, "sources": ["nucleus", "foreign"]}
+    async with http_client(federated["mcp"]) as client:
+        ranked = structured(await client.call_tool("search_and_rank", {**args, "top_k_final_rank": 20}))
+        top = ranked["results"][0]
+        answer = structured(await client.call_tool("rag_why_not", {
+            **args, "top_k_final_rank": 1, "artifact_ids": [
+                "foreign:battery-of-tests", top["associated_artifact"]["artifact_id"], "foreign:no-such-doc"]}))
+    foreign = next(r for r in ranked["results"] if r["source_id"] == "foreign")
+    cut, shown, made_up = answer["documents"]
+    assert top["source_id"] == "nucleus" and (shown["deciding_factor"], shown["rank"], shown["source"]) == (
+        "shown", 1, "nucleus")
+    assert (cut["found"], cut["source"], cut["entry_id"]) == (True, "foreign", "foreign:battery-of-tests")
+    assert cut["deciding_factor"] == ("page_cut" if cut["rank"] <= 5 else "out_ranked") and cut["rank"] > 1
+    assert cut["overall"] == pytest.approx(foreign["overall_rank_score"], abs=1e-5)
+    assert cut["remote_score"] > 1.0 and set(cut["scores"]) == {"relevancy", "recency", "richness", "reputation"}
+    assert cut["keyword"]["how"] == "rescored" and cut["versus"]["entry_id"] == top["persona_knowledge_entry_id"]
+    assert (made_up["found"], made_up["deciding_factor"], made_up["source"]) == (False, "", "")
+    assert made_up["error"] and "no-such-doc" not in json.dumps(made_up).replace("foreign:no-such-doc", "")

@@ -12,7 +12,11 @@ import pytest
 from mcp import Client, StdioServerParameters
 from mcp.shared.exceptions import MCPError
 
+from services.knowledge_store.extraction import content_kind, to_text
+from services.knowledge_store.preparation import prepare_document
 from shared.analysis import analyse
+from shared.settings import KnowledgeStoreSettings
+from benchmarks.secure_stack import corpus
 from tests.integration.secure_stack import ROOT, SECURITY_TEAM_DOCS, SecureStack
 from tests.support.mcp_clients import (PROTOCOLS, check_annotations, error_text, held_stdio_client, http_client,
                                       structured)
@@ -50,6 +54,11 @@ async def connect(stack: SecureStack, transport: str, who: str = "alice") -> Asy
 
 def _artifact(uid: str) -> str:
     return uid.rsplit("#", 1)[0]
+
+
+def _unheaded(text: str) -> list[str]:
+    """The words of `text` outside Markdown heading lines (a passage writes merged headings its own way)."""
+    return [w for line in text.splitlines() if not line.lstrip().startswith("#") for w in line.split()]
 
 
 @pytest.mark.parametrize("transport", TRANSPORTS)
@@ -271,6 +280,13 @@ async def test_synthesized_results_cite_visible_passages(secure_corpus, transpor
                                         for c in results["citations"])
     assert "hr-travel-exceptions-2026" not in {_artifact(c["id"]) for c in results["citations"]}
     assert all(c["offsets"]["chunk_index"] == int(c["id"].rsplit("#", 1)[1]) for c in results["citations"])
+    documents = {d.artifact.artifact_id: d for d in corpus()["acme"]}
+    for c in results["citations"]:                  # the span: the document's text the passage was cut from
+        d = documents[_artifact(c["id"])]
+        text = to_text(d.content, content_kind(d.content_type))
+        row = prepare_document(KnowledgeStoreSettings(), d, 0).rows[c["offsets"]["chunk_index"]]
+        assert 0 <= c["offsets"]["start"] < c["offsets"]["end"] <= len(text)
+        assert _unheaded(text[c["offsets"]["start"]:c["offsets"]["end"]]) == _unheaded(row.text)
     assert set(results["limits"]) == {"truncated", "reason"}
     assert body["meta_data"]["method"] in ("llm", "extractive") and body["meta_data"]["latency_ms"] >= 0
 

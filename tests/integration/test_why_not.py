@@ -107,6 +107,11 @@ async def test_a_search_id_is_its_callers_only_and_ids_are_at_most_five(secure_c
         assert search["next_cursor"] and search["search_id"]
         own = structured(await sec.call_tool("rag_why_not", {"artifact_ids": [OLD_TRAVEL],
                                                              "search_id": search["search_id"]}))
+        partial = structured(await sec.call_tool("search_and_rank", {"user_query_text": TRAVEL, "explain": False,
+                                                                     "top_k_final_rank": 100}))
+        assert partial["search_id"] and not partial.get("next_cursor")    # not a full page: no ranking held
+        named = structured(await sec.call_tool("rag_why_not", {"artifact_ids": [OLD_TRAVEL],
+                                                               "search_id": partial["search_id"]}))
         refusals = []
         for sid in (search["search_id"], "x" * len(search["search_id"])):      # sec's own, and an unknown one
             with pytest.raises(MCPError) as refused:
@@ -116,6 +121,7 @@ async def test_a_search_id_is_its_callers_only_and_ids_are_at_most_five(secure_c
             await alice.call_tool("rag_why_not", {"artifact_ids": [f"doc-{i}" for i in range(6)],
                                                   "user_query_text": TRAVEL})
     assert own["search_id"] == search["search_id"] and own["page_size"] == 2
+    assert (named["search_id"], named["page_size"]) == (partial["search_id"], 100)      # its request, held alone
     assert _doc(own, OLD_TRAVEL)["found"] is True
     assert refusals[0] == refusals[1] and refusals[0][0] == -32602 and "search_id" in refusals[0][1]
     assert too_many.value.code == -32602

@@ -56,7 +56,7 @@ from shared.records import (
     SearchFilters,
 )
 
-ENTRY_PAYLOAD = ["tenant_id", "artifact_id", "entry_id", "persona_id", "chunk_index", "text", "text_hash",
+ENTRY_PAYLOAD = ["tenant_id", "artifact_id", "entry_id", "persona_id", "chunk_index", "text", "text_hash", "span",
                  "headline", "content_summary", "timestamp_unix", "richness", "time", "row_id", *ARTIFACT_FIELDS]
 COLUMN_PAYLOAD = ["artifact_id", "entry_id", "time", "richness", "reputation_prior", "row_id"]
 _LIST_FIELDS = ("owners", "tags", "visibility_groups")
@@ -369,6 +369,13 @@ def _ordered(scored: list[tuple[Any, float]]) -> list[tuple[Any, float]]:
     return sorted(scored, key=lambda x: (-x[1], int(x[0].payload.get("row_id", 0)) if x[0].payload else 0))
 
 
+def _span(value: object) -> dict[str, int]:
+    """An entry's span from its payload's `span` ([start, end]); none for a point stored before spans."""
+    if isinstance(value, list) and len(value) == 2 and all(isinstance(v, int) for v in value) and value[1] > 0:
+        return {"span_start": value[0], "span_end": value[1]}
+    return {}
+
+
 def _record(pl: dict, tenant_id: str, counts: dict[str, tuple[int, int]]) -> tuple[Entry, ArtifactSummary]:
     good, bad = counts.get(pl["artifact_id"], (0, 0))
     meta = {name: (tuple(pl.get(name, ())) if name in _LIST_FIELDS else pl.get(name)) for name in ARTIFACT_FIELDS}
@@ -378,5 +385,6 @@ def _record(pl: dict, tenant_id: str, counts: dict[str, tuple[int, int]]) -> tup
                   artifact_id=pl["artifact_id"], chunk_index=int(pl["chunk_index"]), text=pl["text"],
                   headline=pl["headline"], content_summary=pl["content_summary"],
                   timestamp_unix=int(pl["timestamp_unix"]), richness=float(pl["richness"]),
-                  text_hash=pl.get("text_hash") or text_hash(pl["text"]))
+                  text_hash=pl.get("text_hash") or text_hash(pl["text"]),
+                  **_span(pl.get("span")))
     return entry, art

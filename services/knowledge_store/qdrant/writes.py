@@ -122,6 +122,7 @@ class Writes(Checks):
                     "entry_id": f"{a}#{row.chunk_index}", "persona_id": persona_id, "chunk_index": row.chunk_index,
                     "text": row.text, "text_hash": row.text_hash or text_hash(row.text), "headline": row.headline,
                     "content_summary": row.content_summary,
+                    **({"span": [row.span_start, row.span_end]} if row.span_end else {}),
                     "timestamp_unix": row.timestamp_unix, "richness": row.richness, "indexed_unix": now,
                     "time": row.timestamp_unix or p.meta.modified_unix or p.meta.created_unix,
                     "row_id": layout.row_id(pid), "dl": dl, "tl": len(row.fts_title.split()), "avgdl": avgdl,

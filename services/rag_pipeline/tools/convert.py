@@ -102,15 +102,18 @@ def duplicates_out(r: RankedResult) -> list[DuplicateOut] | None:
 
 
 def passage_offsets(r: RankedResult) -> dict[str, int] | None:
-    """seed-000 `citations.offsets`: where the cited passage lies within its document, as far as
-    the store knows it — `chunk_index` (the passage's 0-based place among the document's
-    passages, in document order) and, for a paged format, `page` (1-based). No character span:
-    a passage carries its heading context and overlaps its neighbours, so it is not a verbatim
-    slice of the document. None for a remote source's passage (its place is the source's)."""
+    """seed-000 `citations.offsets`: the cited passage's span within its document — `start` and
+    `end`, `[start, end)` in Unicode code points of the document's extracted text, the text the
+    passage was cut from (services/knowledge_store/chunking.py) — plus `chunk_index` (its 0-based
+    place among the document's passages) and, for a paged format, `page` (1-based). Without
+    `start`/`end` for a passage stored before spans were kept (a re-ingest gives it one). None for
+    a remote source's passage (its place is the source's)."""
     if r.source_id != LOCAL:
         return None
-    page = page_of(r.entry.headline, r.artifact.file_type)
-    return {"chunk_index": r.entry.chunk_index, **({"page": page} if page else {})}
+    e = r.entry
+    page = page_of(e.headline, r.artifact.file_type)
+    return {**({"start": e.span_start, "end": e.span_end} if e.span_end else {}), "chunk_index": e.chunk_index,
+            **({"page": page} if page else {})}
 
 
 def hit_out(r: RankedResult, uri: str) -> HitOut:

@@ -98,6 +98,8 @@ async def test_a_tenant_goes_embedded_to_qdrant_and_back_unchanged(source, tmp_p
                 assert (got.entry.text, got.entry.headline, got.entry.persona_id, got.entry.richness,
                         got.entry.text_hash) == (h.entry.text, h.entry.headline, h.entry.persona_id, h.entry.richness,
                                                  text_hash(h.entry.text))
+                assert (got.entry.span_start, got.entry.span_end) == (h.entry.span_start, h.entry.span_end) \
+                    and h.entry.span_end > h.entry.span_start
                 assert got.artifact == h.artifact            # metadata and feedback counters
                 np.testing.assert_allclose(vectors[e], want_vectors[e], atol=1e-6)
             titles = await target.title_vectors("acme", ["d00", "d05"])
@@ -152,14 +154,14 @@ def _rewritten(path, records: list[dict], version: int) -> None:
 
 
 def _as_version_1(path) -> int:
-    """Rewrite the archive at `path` as format 1 left it: entries without `text_hash`, no user
-    data. Returns the entries it held."""
+    """Rewrite the archive at `path` as format 1 left it: entries without `text_hash` or `span`, no
+    user data. Returns the entries it held."""
     records = [json.loads(line) for line in path.read_bytes().splitlines()[1:-2]]
     records = [r for r in records if r["kind"] not in USER_KINDS]
     entries = 0
     for r in records:
         for e in r.get("entries", ()):
-            assert len(e.pop("text_hash")) == 24
+            assert len(e.pop("text_hash")) == 24 and len(e.pop("span")) == 2
             entries += 1
     _rewritten(path, records, 1)
     return entries
@@ -174,6 +176,7 @@ async def test_a_format_1_archive_imports_with_its_text_hashes_backfilled(source
         report = await import_archive(target, open_archive(old, KEY), "acme", MODEL)
         _, hits, _ = await _everything(target, "acme")
         assert hits and all(h.entry.text_hash == text_hash(h.entry.text) for h in hits.values())
+        assert {h.entry.span_end for h in hits.values()} == {0}          # no span: unknown
         assert report.user_records == 0 and await _user_data(target, "acme") == dict.fromkeys(USER_KINDS, [])
     finally:
         target.close()
@@ -243,6 +246,13 @@ async def test_a_bad_user_data_record_is_refused_with_nothing_written(source, tm
             with pytest.raises(InvalidArgument, match=re.escape(f"records[{at}].{field}: ")):
                 await import_archive(target, open_archive(path, KEY), "acme", MODEL)
             assert target.list_tenants() == [] and not list((tmp_path / "t").glob(".import-*")), field
+        records = [json.loads(line) for line in good.splitlines()[1:-2]]
+        at = next(n for n, r in enumerate(records) if r["kind"] == "artifact")
+        records[at]["entries"][0]["span"] = [9, 3]                          # an entry's span, backwards
+        _rewritten(path, records, 4)
+        with pytest.raises(InvalidArgument, match=re.escape("entries[0].span: must be [start, end]")):
+            await import_archive(target, open_archive(path, KEY), "acme", MODEL)
+        assert target.list_tenants() == []
     finally:
         target.close()
 

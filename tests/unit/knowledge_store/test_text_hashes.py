@@ -1,6 +1,7 @@
 """The normalised text hash (shared/text_hash.py): what it ignores and what it does not, stored at
 ingest on both backends, and backfilled for what was stored before it existed — an embedded tenant
-at schema 7 (migrated; its rows still pass their checksums) and Qdrant points without it."""
+at schema 7 (migrated; its rows still pass their checksums) and Qdrant points without it. The same
+tenant, which had no entry spans either (schema 9), reads its old entries without one."""
 from __future__ import annotations
 
 import sqlite3
@@ -34,15 +35,17 @@ async def test_a_schema_7_embedded_tenant_gets_its_hashes_and_no_row_reads_as_co
     assert [h.entry.text_hash for h in await store.get_entries("t", ["a#0", "c#0"])] == [
         text_hash(TEXT), text_hash("Yeast ferments sugar.")]
     store.close()
-    db = _db(tmp_path)                              # what schema 7 left: no text_hash column
-    db.execute("ALTER TABLE entries DROP COLUMN text_hash")
+    db = _db(tmp_path)                              # what schema 7 left: no text_hash column, no spans
+    for column in ("text_hash", "span_start", "span_end"):
+        db.execute(f"ALTER TABLE entries DROP COLUMN {column}")
     db.execute("UPDATE meta SET value = '7' WHERE key = 'schema_version'")
     db.commit()
     db.close()
 
     served = KnowledgeStore(settings_for(tmp_path, scrub_interval_s=0, read_only=True), HashEmbedder())
     try:                                            # read-only: not migrated, the hash computed on read
-        assert [h.entry.text_hash for h in await served.get_entries("t", ["a#0"])] == [text_hash(TEXT)]
+        [hit] = await served.get_entries("t", ["a#0"])
+        assert (hit.entry.text_hash, hit.entry.span_end) == (text_hash(TEXT), 0)
     finally:
         served.close()
     store = KnowledgeStore(settings_for(tmp_path, scrub_interval_s=0), HashEmbedder())
@@ -51,10 +54,14 @@ async def test_a_schema_7_embedded_tenant_gets_its_hashes_and_no_row_reads_as_co
         assert [h.entry.text_hash for h in hits] == [text_hash(TEXT)] * 2 + [text_hash("Yeast ferments sugar.")]
         check = await store.check_tenant("t", repair=False)
         assert check.corrupt_rows == 0 and check.unverified_rows == 0
+        assert {h.entry.span_end for h in hits} == {0}             # stored before spans: unknown
+        await store.ingest("t", "", [doc("d", "  " + TEXT)])
+        [new] = await store.get_entries("t", ["d#0"])
+        assert (new.entry.span_start, new.entry.span_end) == (2, 2 + len(TEXT))
     finally:
         store.close()
     db = _db(tmp_path)
-    assert db.execute("SELECT value FROM meta WHERE key = 'schema_version'").fetchone() == ("8",)
+    assert db.execute("SELECT value FROM meta WHERE key = 'schema_version'").fetchone() == ("9",)
     assert db.execute("SELECT count(*) FROM entries WHERE text_hash IS NULL").fetchone() == (0,)
     db.close()
 

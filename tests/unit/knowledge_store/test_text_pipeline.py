@@ -90,6 +90,42 @@ def test_every_word_of_the_document_lands_in_some_chunk():
     assert seen == set(text.split())
 
 
+def _paragraphs(n: int, seed: int) -> list[str]:
+    rng = random.Random(seed)
+    return [" ".join(_words(10 * rng.randint(1, 6), seed * 1000 + i).split(". ")) for i in range(n)]
+
+
+def test_slicing_the_document_by_a_chunk_s_span_gives_its_body():
+    text = "\n\n".join(_paragraphs(40, 5))
+    for markdown in (False, True):
+        chunks = chunk_document(text, markdown=markdown, title="T", chunk_tokens=128, overlap_tokens=16)
+        assert len(chunks) > 8 and all(text[c.start:c.end] == c.text for c in chunks)
+        assert [c.start for c in chunks] == sorted(c.start for c in chunks)
+        assert any(a.end > b.start for a, b in zip(chunks, chunks[1:]))           # overlaps: overlapping spans
+    odd = "  ä€𝔘 first\r\n\tline  \n\n" + "\n\n".join(p.replace(" ", " \n ", 3) for p in _paragraphs(20, 6))
+    chunks = chunk_document(odd, markdown=False, title="", chunk_tokens=96, overlap_tokens=16)
+    assert chunks[0].start == 2 and len(chunks) > 4                             # code points, not bytes
+    assert all(odd[c.start:c.end].split() == c.text.split() for c in chunks)    # up to whitespace
+
+
+def test_a_merged_section_s_heading_lies_in_the_span_and_a_path_heading_does_not():
+    paragraphs = _paragraphs(24, 7)
+    md = "# Manual\n\n" + "\n\n".join((f"## Part {i}\n\n" if i % 3 == 0 else "") + p for i, p in enumerate(paragraphs))
+    chunks = chunk_document(md, markdown=True, title="Manual", chunk_tokens=128, overlap_tokens=16)
+    assert any("## Part" in c.text for c in chunks)
+    for c in chunks:
+        assert md[c.start:c.end].split() == c.text.split(), c.index
+    long = " ".join(f"w{i}" for i in range(100)) + "."                  # starts a chunk, its heading with it
+    md = "# A\n\n" + "Short intro words here. " * 10 + "\n\n## B\n\n" + long + " Another sentence of words." * 30
+    chunks = chunk_document(md, markdown=True, title="", chunk_tokens=128, overlap_tokens=16)
+    assert chunks[1].text.startswith("## B\nw0") and chunks[1].start == md.index("## B")
+    assert all(md[c.start:c.end].split() == c.text.split() for c in chunks)
+    short = "Title\n=====\n\nOne fact.\n\n## Next\n\nTwo facts."
+    [c] = chunk_document(short, markdown=True, title="", chunk_tokens=256, overlap_tokens=0)
+    assert (c.path, c.text) == (("Title",), "One fact.\n\n## Next\nTwo facts.")
+    assert (c.start, c.end) == (short.index("One"), len(short))
+
+
 def test_heading_path_follows_markdown_nesting():
     md = f"# Guide\n\n{_words(150, 1)}\n\n## Install\n\n{_words(300, 2)}\n\n### Linux\n\n{_words(300, 3)}\n\n" \
          f"## Use\n\n{_words(300, 4)}"

@@ -135,3 +135,51 @@ async def test_an_import_that_replaces_the_tenant_drops_its_held_rankings_and_a_
     finally:
         await pipeline.close()
         store.close()
+
+
+async def test_every_logged_search_id_names_its_request_for_its_caller_only_and_bounded(tmp_path):
+    """A search whose first page was not full, and one not paged at all, are named by their search
+    ids too (their requests held alone); a later page's id names its request; the requests held
+    alone are bounded per caller apart from the held rankings, which they never evict."""
+    from services.knowledge_store.embedded.core import KnowledgeStore
+    from services.knowledge_store.inprocess_client import InProcessKnowledgeStoreClient
+    from services.rag_pipeline.core import RagPipeline
+    from services.rag_pipeline.models import SearchRequest
+    from shared.auth.inprocess import InProcessCaller
+    from shared.identity import Principal
+    from shared.settings import RagPipelineSettings
+    from tests.unit.knowledge_store.helpers import HashEmbedder, doc, settings_for
+
+    embedder = HashEmbedder()
+    store = KnowledgeStore(settings_for(tmp_path / "s"), embedder)
+    knowledge = InProcessKnowledgeStoreClient(store, InProcessCaller(None, "knowledge_store", False))
+    pipeline = RagPipeline(RagPipelineSettings(), knowledge, _Model(embedder))
+    pages = Pages(pipeline, SIGNER.derive_key("cursor"))
+    try:
+        await store.ingest("acme", "", [doc(f"d{i}", f"pump valve seal, part {i}. " + "pump " * i) for i in range(8)])
+        partial, plain, paged = (SearchRequest(tenant_id="acme", query=q, top_k_final=k)
+                                 for q, k in (("seal", 20), ("valve", 3), ("pump valve", 2)))
+        first_partial = await pages.search(partial, None)
+        assert first_partial.cursor_after(8) is None and first_partial.response.search_id
+        plain_id = (await pipeline.search(plain, None)).search_id
+        first = await pages.search(paged, None)
+        second = await pages.search(paged, None, cursor=first.cursor_after(2))
+        assert pages.held_request(None, "acme", first_partial.response.search_id) == partial
+        assert pages.held_request(None, "acme", plain_id) == plain
+        assert pages.held_request(None, "acme", first.response.search_id) == paged
+        assert pages.held_request(None, "acme", second.response.search_id) == paged    # a later page's id
+        assert len(pages._held) == 3                    # the full page: held once, with its ranking
+        bob = Principal(tenant_id="acme", user_id="bob", auth_method="api_key")
+        with pytest.raises(InvalidArgument, match="search_id: names no search of yours"):
+            pages.held_request(bob, "acme", plain_id)   # another caller's id: refused as an unknown one
+        for i in range(MAX_PER_CALLER):                 # newer searches evict the oldest request held alone
+            await pipeline.search(SearchRequest(tenant_id="acme", query=f"part {i}", top_k_final=3), None)
+        for old in (first_partial.response.search_id, plain_id):
+            with pytest.raises(InvalidArgument, match="search_id: names no search of yours"):
+                pages.held_request(None, "acme", old)
+        third = await pages.search(paged, None, cursor=second.cursor_after(2))      # the ranking is still held
+        assert third.response.results and pages.held_request(None, "acme", first.response.search_id) == paged
+        assert len(pages._held) == MAX_PER_CALLER + 1
+    finally:
+        await pipeline.close()
+        store.close()

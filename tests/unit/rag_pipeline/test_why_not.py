@@ -2,6 +2,7 @@
 `checked_ids`) over candidates ranked by the real ranking core."""
 from __future__ import annotations
 
+from dataclasses import replace
 from types import SimpleNamespace
 
 import pytest
@@ -10,7 +11,7 @@ from ranking import RankingConfig, rank
 from services.rag_pipeline.merge import Merged, ranking_candidates
 from services.rag_pipeline.models import RankedResult, SearchRequest
 from services.rag_pipeline.capture import Captured
-from services.rag_pipeline.why_not import Probed, checked_ids, decide, failed_filter
+from services.rag_pipeline.why_not import Probed, checked_ids, decide, failed_filter, remote
 from shared.errors import InvalidArgument
 from shared.records import ArtifactSummary, Entry, Hit, SearchFilters
 
@@ -70,6 +71,32 @@ def test_a_document_no_leg_retrieved_is_a_filter_when_one_excludes_it_else_not_r
     doc = decide("old", captured, request, probed, _hit("old", ts=NOW - 400 * DAY), ranked)
     assert doc.deciding_factor == "not_retrieved" and "no analysed query term" in doc.detail
     assert (doc.dense.score, doc.dense.last_candidate, doc.dense.how) == (0.2, 0.5, "probed")
+
+
+def test_a_remote_document_is_explained_from_the_captured_remote_hits_and_an_unreturned_id_is_not():
+    """Two remote hits ranked with the local candidates by the same `rank`: one repeating the text
+    of the shown local result (dropped as its repeat), one a year older ranked last; an id no
+    source returned: None (it answers as missing)."""
+    captured, request, _ = _captured(top_k_final=1)
+    shown = captured.results[0]
+    captured.results = (replace(shown, entry=replace(shown.entry, text="the same words")),)
+
+    def row(name: str, text: str) -> Merged:
+        entry = replace(_hit(f"wiki:{name}", ts=NOW - 500 * DAY).entry, id=f"wiki:{name}", text=text)
+        hit = Hit(entry=entry, artifact=ArtifactSummary(artifact_id=f"wiki:{name}", source_id="wiki"), score=7.0,
+                  rank=1)
+        return Merged(f"wiki:{name}", f"wiki:{name}", (NOW - 500 * DAY, 0.5, 0.5, 0, 0), dense=0.6, bm25=3.0,
+                      hit=hit, origin="wiki", remote_score=7.0)
+
+    captured.merged = captured.merged + [row("copy", "The same  words!"), row("old", "other words")]
+    captured.candidates = ranking_candidates(captured.merged)
+    ranked = rank(captured.candidates, captured.config, len(captured.merged))
+    copy, old = (remote(f"wiki:{n}", captured, request, ranked) for n in ("copy", "old"))
+    assert (copy.deciding_factor, copy.folded_into, copy.source) == ("folded", shown.artifact.artifact_id, "wiki")
+    assert (old.deciding_factor, old.rank, old.remote_score, old.source) == ("out_ranked", 10, 7.0, "wiki")
+    assert old.overall == round(float(ranked.overall[9]), 6) and old.versus.factor == "recency"
+    assert (old.dense.how, old.dense.last_candidate) == ("rescored", None)
+    assert remote("wiki:never", captured, request, ranked) is None and remote("d7", captured, request, ranked) is None
 
 
 @pytest.mark.parametrize("filters,hit,expected", [

@@ -37,13 +37,14 @@ from shared.text_hash import text_hash
 
 log = logging.getLogger(__name__)
 
-SCHEMA_VERSION = 8            # 2: `votes`, one vote per user per artifact; 3: row checksums (rowsums.py);
+SCHEMA_VERSION = 9            # 2: `votes`, one vote per user per artifact; 3: row checksums (rowsums.py);
                               # 4: a profile's re-rank fields (ranking_inputs.add_rerank_columns);
                               # 5: a profile's learned-ranking fields (add_model_columns), `ranking_models`;
                               # 6: `title_vectors` (artifacts stored before are backfilled in the
                               # background: ../../title_vectors.py); 7: `ingest_keys`;
                               # 8: `entries.text_hash` (shared/text_hash.py), backfilled from the text;
-                              # a profile's `fold_duplicates`
+                              # a profile's `fold_duplicates`; 9: `entries.span_start/span_end`
+                              # (chunking.py), NULL for the entries stored before
 DB_FILE = "store.sqlite"
 
 _SCHEMA = """
@@ -86,7 +87,9 @@ CREATE TABLE IF NOT EXISTS entries (
     content_summary TEXT NOT NULL,
     text            TEXT NOT NULL,
     checksum        INTEGER,
-    text_hash       TEXT
+    text_hash       TEXT,
+    span_start      INTEGER,
+    span_end        INTEGER
 );
 CREATE INDEX IF NOT EXISTS entries_by_artifact ON entries(artifact_id, chunk_index);
 
@@ -238,9 +241,22 @@ def has_text_hash(conn: sqlite3.Connection) -> bool:
     return "text_hash" in {r[1] for r in conn.execute("PRAGMA table_info(entries)")}
 
 
+def _add_spans(conn: sqlite3.Connection) -> None:
+    """Schema 9: each entry's span in its document's extracted text (chunking.py), NULL (unknown)
+    for the entries stored before — the document text is not kept, so it cannot be backfilled.
+    Outside the row checksums, like the text hash."""
+    if not has_spans(conn):
+        conn.execute("ALTER TABLE entries ADD COLUMN span_start INTEGER")
+        conn.execute("ALTER TABLE entries ADD COLUMN span_end INTEGER")
+
+
+def has_spans(conn: sqlite3.Connection) -> bool:
+    return "span_end" in {r[1] for r in conn.execute("PRAGMA table_info(entries)")}
+
+
 _MIGRATIONS = {2: ranking_inputs.keep_one_vote_per_user, 3: rowsums.add_columns,
                4: ranking_inputs.add_rerank_columns, 5: ranking_inputs.add_model_columns,
-               6: _add_title_vectors, 7: _add_ingest_keys, 8: _add_text_hashes}
+               6: _add_title_vectors, 7: _add_ingest_keys, 8: _add_text_hashes, 9: _add_spans}
 
 
 # -- tenant directories ----------------------------------------------------------------------
@@ -269,6 +285,7 @@ class TenantConnection(sqlite3.Connection):
     known_corrupt: set[int] | frozenset[int] = frozenset()   # rids found corrupt so far (left out of answers); shared
     has_checksums: bool = True              # False: a schema-2 database served read-only (not migrated)
     has_text_hash: bool = True              # False: a schema-7 one (entries.text_hash is computed on read)
+    has_spans: bool = True                  # False: a schema-8 one (no entry has a span)
 
 
 def _connect_read_only(path: Path, *, immutable: bool) -> sqlite3.Connection:
@@ -353,12 +370,13 @@ class TenantDB:
         # entries (rids) and artifacts found failing their checksums (rowsums.py); shared with the
         # store's scrub, which finds them in tenants that are not open too
         self.corrupt_rids, self.corrupt_artifacts = corrupt if corrupt is not None else (set(), set())
-        self.has_checksums = self.has_text_hash = True
+        self.has_checksums = self.has_text_hash = self.has_spans = True
         try:
             self.writer = (self._open_read_only() if read_only
                            else self._open_writer(dimension, index_config_json))
             self.has_checksums = rowsums.has_columns(self.writer)
             self.has_text_hash = has_text_hash(self.writer)
+            self.has_spans = has_spans(self.writer)
         except (sqlite3.Error, OSError) as err:
             raise self.fault(err, "open") from err
         self._adopt(self.writer)
@@ -370,6 +388,7 @@ class TenantDB:
         conn.known_corrupt = self.corrupt_rids
         conn.has_checksums = self.has_checksums
         conn.has_text_hash = self.has_text_hash
+        conn.has_spans = self.has_spans
 
     def rows_failed(self, rids: Iterable[int], artifacts: Iterable[str] = ()) -> None:
         """Entries (rids) or artifacts found failing their checksums: left out of answers from now

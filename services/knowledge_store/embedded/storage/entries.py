@@ -98,9 +98,10 @@ def replace_artifact(conn: sqlite3.Connection, meta: ArtifactMeta, persona_id: s
                   row.timestamp_unix, row.richness, row.headline, row.content_summary, row.text)
         (rid,) = conn.execute(
             """INSERT INTO entries(entry_id, artifact_id, persona_id, chunk_index, timestamp_unix,
-                   richness, headline, content_summary, text, checksum, text_hash)
-               VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) RETURNING rid""",
-            (*fields, rowsums.entry_sum(*fields, blob), row.text_hash or text_hash(row.text))).fetchone()
+                   richness, headline, content_summary, text, checksum, text_hash, span_start, span_end)
+               VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) RETURNING rid""",
+            (*fields, rowsums.entry_sum(*fields, blob), row.text_hash or text_hash(row.text),
+             *((row.span_start, row.span_end) if row.span_end else (None, None)))).fetchone()
         new.append(rid)
     conn.executemany("INSERT INTO entry_vectors(rid, vector) VALUES (?, ?)", zip(new, blobs))
     conn.executemany("INSERT INTO entries_fts(rowid, title, body) VALUES (?, ?, ?)",
@@ -213,17 +214,19 @@ _HIT_COLUMNS = """e.rid, e.entry_id, e.persona_id, e.artifact_id, e.chunk_index,
     a.title, a.source_type, a.source_id, a.source_uri, a.file_name, a.file_type, a.created_unix,
     a.modified_unix, a.owners, a.tags, a.reputation_prior, a.visibility_groups,
     a.feedback_helpful, a.feedback_unhelpful,
-    a.persona_id, a.indexed_unix, v.vector, {sums}, {text_hash}"""
+    a.persona_id, a.indexed_unix, v.vector, {sums}, {text_hash}, {spans}"""
 _HIT_FROM = ("FROM entries e JOIN artifacts a ON a.artifact_id = e.artifact_id "
              "LEFT JOIN entry_vectors v ON v.rid = e.rid")
 
 
 def _hit_select(conn: sqlite3.Connection) -> str:
     """The hit columns, with both rows' checksums (NULLs for a schema-2 database served read-only)
-    and the entry's text hash (NULL before schema 8: computed from the text, `_rows_to_records`)."""
+    and the entry's text hash (NULL before schema 8: computed from the text, `_rows_to_records`)
+    and span (NULLs before schema 9: unknown)."""
     sums = "e.checksum, a.checksum" if getattr(conn, "has_checksums", True) else "NULL, NULL"
     hashed = "e.text_hash" if getattr(conn, "has_text_hash", True) else "NULL"
-    return f"SELECT {_HIT_COLUMNS.format(sums=sums, text_hash=hashed)} {_HIT_FROM}"
+    spans = "e.span_start, e.span_end" if getattr(conn, "has_spans", True) else "NULL, NULL"
+    return f"SELECT {_HIT_COLUMNS.format(sums=sums, text_hash=hashed, spans=spans)} {_HIT_FROM}"
 
 
 @functools.lru_cache(maxsize=8192)
@@ -280,7 +283,8 @@ def _rows_to_records(rows: Iterable[Sequence], tenant_id: str) -> dict[int, tupl
             summary = artifacts[row[3]] = _artifact_summary(row)
         entry = Entry(id=row[1], tenant_id=tenant_id, persona_id=row[2], artifact_id=row[3],
                       chunk_index=row[4], text=row[5], headline=row[6], content_summary=row[7],
-                      timestamp_unix=row[8], richness=row[9], text_hash=row[29] or text_hash(row[5] or ""))
+                      timestamp_unix=row[8], richness=row[9], text_hash=row[29] or text_hash(row[5] or ""),
+                      span_start=row[30] or 0, span_end=row[31] or 0)
         out[row[0]] = (entry, summary)
     return out
 

@@ -49,7 +49,7 @@ async def test_a_schema_3_tenant_is_migrated_keeping_its_profiles_with_reranking
     finally:
         store.close()
     db = _db(tmp_path)
-    assert db.execute("SELECT value FROM meta WHERE key = 'schema_version'").fetchone() == ("8",)
+    assert db.execute("SELECT value FROM meta WHERE key = 'schema_version'").fetchone() == ("9",)
     assert db.execute("SELECT count(*) FROM ingest_keys").fetchone() == (0,)          # schema 7
     assert db.execute("SELECT version, reranker, rerank_top_n, rerank_weight FROM profiles ORDER BY seq").fetchall() \
         == [(1, "", 20, 0.5), (2, "rerank-api", 5, 0.9)]

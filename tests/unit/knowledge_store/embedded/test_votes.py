@@ -89,7 +89,7 @@ async def test_a_schema_1_database_is_migrated_keeping_votes_and_counters(tmp_pa
     finally:
         reopened.close()
     db = _db(tmp_path)
-    assert db.execute("SELECT value FROM meta WHERE key = 'schema_version'").fetchone() == ("8",)   # 1 -> 2 -> ... -> 8
+    assert db.execute("SELECT value FROM meta WHERE key = 'schema_version'").fetchone() == ("9",)   # 1 -> 2 -> ... -> 9
     assert db.execute("SELECT user_id, helpful, target_id FROM votes ORDER BY user_id").fetchall() == [
         ("u1", 0, "a"), ("u2", 0, "a")]
     db.close()
