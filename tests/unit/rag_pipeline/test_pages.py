@@ -145,7 +145,7 @@ async def test_every_logged_search_id_names_its_request_for_its_caller_only_and_
     from services.knowledge_store.inprocess_client import InProcessKnowledgeStoreClient
     from services.rag_pipeline.core import RagPipeline
     from services.rag_pipeline.models import SearchRequest
-    from shared.auth.inprocess import InProcessCaller
+    from shared.inprocess import InProcessCaller
     from shared.identity import Principal
     from shared.settings import RagPipelineSettings
     from tests.unit.knowledge_store.helpers import HashEmbedder, doc, settings_for
