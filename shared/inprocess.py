@@ -20,7 +20,8 @@ policy, so `InProcessCaller.principal()` makes the principal the verifier would 
 `serving_as(principal)` then runs the callee's code with that principal as
 `shared.identity.verified_caller()` (and as the user its own outgoing calls act for), exactly as
 the auth interceptor runs a gRPC handler. `in_process_call` is the whole call, as the in-process
-clients make it: the RPC's span, the caller's principal, the deadline.
+clients make it: the RPC's span, the caller's principal, the deadline; `InProcessClient` makes it
+for every call of a core's call table, generically.
 
 Telemetry of these calls:
 
@@ -45,6 +46,7 @@ composition root calls once.
 from __future__ import annotations
 
 import asyncio
+import inspect
 from collections.abc import AsyncIterator, Iterator, Mapping
 from contextlib import asynccontextmanager, contextmanager
 from contextvars import ContextVar
@@ -220,5 +222,52 @@ async def in_process_call(caller: InProcessCaller, *, service: str, rpc_service:
                 raise DeadlineExceeded(f"{service} did not answer before the deadline") from None
 
 
-__all__ = ["CURRENT_SERVICE", "InProcessCaller", "RoutedTracerProvider", "error_code", "in_process_call", "in_service",
-           "rpc_span", "serving_as", "setup_routed_telemetry"]
+
+class InProcessClient:
+    """A service's port over its core in this process, from the core's call table: for each call
+    named in `calls` (name -> a record with `rpc`, the RPC's method name, and `long`, long work),
+    one generic wrapper made on first use, the `in_process_call` around the target's method of
+    that name: the span named as the RPC, the caller the callee's auth would verify (passed to
+    the method first), the deadline (`timeout_s=` of the call, else `timeout_s`, for long work
+    `long_timeout_s`). A method that is an async generator (a streamed call) holds its caller,
+    span and deadline for its whole iteration, never only while the call is opened."""
+
+    def __init__(self, target: Any, calls: Mapping[str, Any], caller: InProcessCaller, *, service: str,
+                 rpc_service: str, timeout_s: float, long_timeout_s: float, tracer_provider: Any = None) -> None:
+        self._target, self._calls, self._caller = target, calls, caller
+        self._service, self._rpc_service = service, rpc_service
+        self._tracer_provider = tracer_provider         # None: the process's (tests pass their own)
+        self.timeout_s, self.long_timeout_s = timeout_s, long_timeout_s
+
+    async def close(self) -> None:
+        """The core belongs to its service, which closes it."""
+
+    def __getattr__(self, name: str) -> Any:
+        call = self._calls.get(name) if not name.startswith("_") else None
+        if call is None:
+            raise AttributeError(f"the {self._service} has no call '{name}'")
+        method = getattr(self._target, name)
+        default_s = self.long_timeout_s if call.long else self.timeout_s
+
+        def opened(timeout_s: float | None):
+            return in_process_call(self._caller, service=self._service, rpc_service=self._rpc_service,
+                                   callee=self._caller.callee, method=call.rpc, timeout_s=timeout_s or default_s,
+                                   tracer_provider=self._tracer_provider)
+
+        if inspect.isasyncgenfunction(method):
+            async def streamed(*args: Any, timeout_s: float | None = None, **kwargs: Any):
+                async with opened(timeout_s) as principal:
+                    async for item in method(principal, *args, **kwargs):
+                        yield item
+            wrapper = streamed
+        else:
+            async def unary(*args: Any, timeout_s: float | None = None, **kwargs: Any) -> Any:
+                async with opened(timeout_s) as principal:
+                    return await method(principal, *args, **kwargs)
+            wrapper = unary
+        wrapper.__name__ = name
+        setattr(self, name, wrapper)        # made once per client and call
+        return wrapper
+
+__all__ = ["CURRENT_SERVICE", "InProcessCaller", "InProcessClient", "RoutedTracerProvider", "error_code",
+           "in_process_call", "in_service", "rpc_span", "serving_as", "setup_routed_telemetry"]
