@@ -11,8 +11,8 @@ Each tenant moves as a tenant archive (services/knowledge_store/archive.py, the 
 into an archive file in the embedded store's data directory (`.migrate-*`, 0600, MAC'd with a
 key of this run, removed after), verified, then imported into the target through the target's
 all-or-nothing import (`import_archive`: the embedded store builds the tenant aside and swaps it
-in; Qdrant writes an empty tenant and re-saturates it) with the stored vectors (nothing is
-re-embedded) and the tenant's model fingerprint, then verified. The stores are opened here, not
+in; Qdrant writes a new generation of the tenant, re-saturates it and switches it in) with the
+stored vectors (nothing is re-embedded) and the tenant's model fingerprint, then verified. The stores are opened here, not
 through a running KnowledgeStore: the source read-only; an embedded target needs its data
 directory to itself (stop the KnowledgeStore that owns it), as does Qdrant's local mode.
 
@@ -20,7 +20,8 @@ Resumable per tenant: the state of each tenant (`importing`, then `verified`) is
 `migrate-to-<backend>.json` in the embedded data directory. A rerun skips a verified tenant; a
 tenant whose import an interruption (^C, kill -9) cut short is imported again, replacing the
 tenant: the swap (embedded) or the generation switch (Qdrant) had not happened, and the points of
-a Qdrant generation written part-way are deleted by the next import. `--restart` imports the named tenants again even when verified.
+a Qdrant generation written part-way are deleted by the next import. `--restart` imports the
+named tenants again even when verified.
 
 Verified at the end (and alone with `--verify-only`, either direction): both stores' archive
 records agree — the same counts of artifacts, entries, profile versions, personas and user data
