@@ -12,9 +12,9 @@ into an archive file in the embedded store's data directory (`.migrate-*`, 0600,
 key of this run, removed after), verified, then imported into the target through the target's
 all-or-nothing import (`import_archive`: the embedded store builds the tenant aside and swaps it
 in; Qdrant writes a new generation of the tenant, re-saturates it and switches it in) with the
-stored vectors (nothing is re-embedded) and the tenant's model fingerprint, then verified. The stores are opened here, not
-through a running KnowledgeStore: the source read-only; an embedded target needs its data
-directory to itself (stop the KnowledgeStore that owns it), as does Qdrant's local mode.
+stored vectors (nothing is re-embedded) and the tenant's model fingerprint, then verified. The
+stores are opened here, not through a running KnowledgeStore: the source read-only; an embedded
+target needs its data directory to itself (stop the KnowledgeStore that owns it), as does Qdrant's local mode.
 
 Resumable per tenant: the state of each tenant (`importing`, then `verified`) is kept in
 `migrate-to-<backend>.json` in the embedded data directory. A rerun skips a verified tenant; a
