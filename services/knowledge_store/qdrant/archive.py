@@ -30,6 +30,7 @@ from __future__ import annotations
 import asyncio
 import copy
 import logging
+import time
 from collections.abc import Sequence
 
 import numpy as np
@@ -198,7 +199,7 @@ class _Stage:
         await self.store.resaturate(self._tenant_id)       # the sparse vectors with the final average length
         owner, tenant_id = self._owner, self._tenant_id
         await owner._put_generation(tenant_id, self._staged, retired=self._serving)     # the switch: one write
-        owner._serving.pop(tenant_id, None)       # this process reads the new generation from now on
+        owner._serving[tenant_id] = (time.monotonic() + GENERATION_TTL_S, self._staged)   # read here from now on
         self._switched = True
         try:
             await asyncio.sleep(SWITCH_GRACE_S if owner._q.cluster else LOCAL_SWITCH_GRACE_S)
@@ -211,4 +212,9 @@ class _Stage:
         """The new generation's points deleted; the tenant is as it was."""
         if self._switched:                     # the import stands
             return
-        await self._owner._drop_leftovers(self._tenant_id, await self._owner._generation_record(self._tenant_id))
+        try:
+            await self._owner._drop_leftovers(self._tenant_id,
+                                              await self._owner._generation_record(self._tenant_id))
+        except Exception as err:      # the failure that aborted the import is the one to answer
+            log.warning("tenant %s: the import's generation %d is left for its next import: %s", self._tenant_id,
+                        self._staged, err)

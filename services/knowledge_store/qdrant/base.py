@@ -123,7 +123,11 @@ class QdrantBase:
                 gen = held[1]
             else:
                 gen = await self._serving_generation(tenant_id)
-                self._serving[tenant_id] = (now + GENERATION_TTL_S, gen)
+                held = self._serving.get(tenant_id)
+                if held is not None and held[0] > time.monotonic():     # a switch set it meanwhile: newer
+                    gen = held[1]
+                else:
+                    self._serving[tenant_id] = (now + GENERATION_TTL_S, gen)
         return Tenant(tenant_id, gen)
 
     async def _scope(self, tenant_id: str, f: Any = None, *extra: qm.Condition) -> qm.Filter:

@@ -314,6 +314,10 @@ async def test_readers_see_the_tenant_as_it_was_until_an_import_switches_it_in(s
         [found] = await target.dense("acme", query, 10, SearchFilters(), hits=True)
         assert len(found) == 10 and "mine" not in {h.entry.artifact_id for h in found}
         assert (await target.stats("acme")).artifacts == len(CORPUS) and target.data_id("acme") != held
+        await target.ingest("acme", "", [doc("later", "a document written after the import")])   # writes go on
+        await target.delete("acme", ["d00"])
+        listing, _, _ = await _everything(target, "acme")
+        assert [a for a, _ in listing] == sorted({d.artifact.artifact_id for d in CORPUS} - {"d00"} | {"later"})
         assert (await target.check_tenant("acme", repair=False)).consistent
     finally:
         target.close()
