@@ -146,7 +146,7 @@ async def _in_process_store(args: argparse.Namespace, llm, plan: TenantPlan):
     from services.knowledge_store.backend import open_store
     from services.knowledge_store.inprocess_client import InProcessKnowledgeStoreClient
     from services.knowledge_store.main import GrpcEmbedder
-    from shared.auth.inprocess import InProcessCaller
+    from shared.inprocess import InProcessCaller
     from shared.settings import KnowledgeStoreSettings
 
     directory = args.cache_dir / "federate" / "in-process"

@@ -11,7 +11,7 @@ profile version only when the gain is significant (docs/RANKING.md "nucleus tune
        them — what serving computes, so training and serving match. A query whose signals the
        store does not serve stops the command (a model trained without them would be served with
        them). Then a second pass the same way with the profile's keyword feedback expansion "rm3"
-       (the store's keyword leg expands the query: services/knowledge_store/feedback_expansion.py)
+       (the store's keyword leg expands the query: services/knowledge_store/keywords.py)
        for the RM3 settings (skipped when the profile has it already: the first pass is that)
     3. nested cross-validation by query (services/rag_pipeline/learning/crossval.py): K outer
        folds only score; on each fold's tuning queries three inner folds choose among the

@@ -35,7 +35,7 @@ import numpy as np
 from numpy.typing import NDArray
 
 from ranking import Candidates, RankingConfig, rank
-from ranking.factors import CONFIDENCE_FLOOR, NEUTRAL_RECENCY, recency, relevancy, reputation, richness
+from ranking.rank import CONFIDENCE_FLOOR, NEUTRAL_RECENCY, recency, relevancy, reputation, richness
 from ranking.features import FEATURE_NAMES, FeatureInputs, FieldTerms, features
 from ranking.learned import _MISSING, learned_ranking, served_features
 from ranking.rank import Ranked

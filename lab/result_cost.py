@@ -31,9 +31,9 @@ from services.rag_pipeline.core import RagPipeline
 from services.rag_pipeline import pages as pages_mod
 from services.rag_pipeline.models import Preferences, SearchRequest
 from services.rag_pipeline.pages import Pages, _Replay
-from services.rag_pipeline.snippets import highlights, make_snippet
+from services.rag_pipeline.results import highlights, make_snippet
 from services.rag_pipeline.why_not import why_not
-from shared.auth.inprocess import InProcessCaller
+from shared.inprocess import InProcessCaller
 from shared.records import ArtifactMeta, DocumentIn
 from shared.settings import KnowledgeStoreSettings, RagPipelineSettings
 

@@ -32,7 +32,7 @@ from services.llm_orchestration.core import LlmOrchestrator
 from services.llm_orchestration.inprocess_client import InProcessLlmOrchestrationClient
 from services.rag_pipeline.core import RagPipeline
 from services.rag_pipeline.models import SearchRequest
-from shared.auth.inprocess import InProcessCaller
+from shared.inprocess import InProcessCaller
 from shared.identity import Principal
 from shared.records import ArtifactMeta, DocumentIn, SearchLogItem, SearchLogRecord
 from shared.settings import KnowledgeStoreSettings, LlmOrchestrationSettings, RagPipelineSettings

@@ -1,11 +1,12 @@
 """Explainable 4R ranking of retrieval candidates: a pure numpy core, no I/O.
 
-    candidates.py  Candidates — the columnar input (dense + BM25 legs, metadata, feedback)
-    config.py      RankingConfig, DEFAULT_WEIGHTS — validated tuning
-    factors.py     relevancy (fusion + confidence), relevance probability, recency, reputation, richness
-    query_features.py  query_features, adaptive_dense_weight — the adaptive fusion's per-query weight
-    temporal.py    detect_temporal_intent — does the query ask for fresh information?
-    rank.py        rank — blend the factors, keep the top k, explain each (blend / explain: the two steps)
+    inputs.py      Candidates — the columnar input (dense + BM25 legs, metadata, feedback);
+                   RankingConfig, DEFAULT_WEIGHTS — validated tuning
+    query_features.py  query_features, adaptive_dense_weight — the adaptive fusion's per-query weight;
+                   detect_temporal_intent — does the query ask for fresh information?
+    rank.py        the factors: relevancy (fusion + confidence), relevance probability, recency,
+                   reputation, richness; rank — blend them, keep the top k, explain each
+                   (blend / explain: the two steps)
     features.py    the learned re-ranker's features (FEATURE_VERSION, FEATURE_NAMES)
     trees.py       load_model — a stored ranking model checked, parsed and evaluated in numpy, its
                    feature contributions (RankerModel.contributions)
@@ -19,11 +20,9 @@ Typical use by the RAG pipeline::
     cfg = RankingConfig(fusion="adaptive", query=features, apply_recency=intent.has_intent, now_unix=now)
     ranked = rank(Candidates.build(dense=..., bm25=..., timestamp=..., ...), cfg, k=10)
 """
-from ranking.candidates import Candidates
-from ranking.config import DEFAULT_WEIGHTS, FACTOR_NAMES, RankingConfig
-from ranking.factors import FusionTrace, recency, relevancy, reputation, richness
-from ranking.rank import Ranked, effective_weights, rank, top_k
-from ranking.temporal import TemporalIntent, detect_temporal_intent
+from ranking.inputs import DEFAULT_WEIGHTS, FACTOR_NAMES, Candidates, RankingConfig
+from ranking.query_features import TemporalIntent, detect_temporal_intent
+from ranking.rank import FusionTrace, Ranked, effective_weights, rank, recency, relevancy, reputation, richness, top_k
 
 __all__ = [
     "DEFAULT_WEIGHTS",

@@ -31,9 +31,9 @@ from dataclasses import dataclass
 import numpy as np
 from numpy.typing import NDArray
 
-from ranking.candidates import Candidates
-from ranking.config import RankingConfig
-from ranking.factors import CONFIDENCE_FLOOR, NEUTRAL_RECENCY, recency, relevancy, reputation, richness
+from ranking.inputs import Candidates
+from ranking.inputs import RankingConfig
+from ranking.rank import CONFIDENCE_FLOOR, NEUTRAL_RECENCY, recency, relevancy, reputation, richness
 from ranking.features import FEATURE_NAMES, FeatureInputs, FieldTerms, features, leg_features
 from ranking.rank import Blend, Ranked, blend, check_k, empty_ranked, explain, rank, reblend, top_k
 from ranking.trees import RankerModel, learned_relevancy

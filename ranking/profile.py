@@ -2,13 +2,13 @@
 
 The KnowledgeStore keeps profiles (versioned); the RAGPipeline resolves one per query (request
 > persona > tenant default > `BUILTIN_PROFILE`) and turns it into a `RankingConfig`. Its
-defaults are the ranking vocabulary's (`ranking/config.py`), so there is one place to change them.
+defaults are the ranking vocabulary's (`ranking/inputs.py`), so there is one place to change them.
 """
 from __future__ import annotations
 
 from dataclasses import dataclass
 
-from ranking.config import (
+from ranking.inputs import (
     DEFAULT_DENSE_WEIGHT,
     DEFAULT_FUSION,
     DEFAULT_HALF_LIFE_DAYS,

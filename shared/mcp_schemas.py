@@ -5,7 +5,7 @@ from typing import Annotated
 
 from pydantic import BaseModel, Field
 
-from shared.bounds import MAX_UNIX_TIME
+from shared.errors import MAX_UNIX_TIME
 from shared.records import SearchFilters
 
 UnixTime = Annotated[int, Field(ge=0, le=MAX_UNIX_TIME, description="unix seconds; 0 = open")]

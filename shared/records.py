@@ -342,7 +342,7 @@ class RetrievalRequest:
                     candidate, every keyword-leg row and `complete_rows` (`ScoreCompletion`)
         hits        full hits (entries with text and artifact) instead of ranking-signal columns
         feedback_expansion  "" = none, "rm3": the keyword leg and the completion's BM25 search
-                    the query expanded by the store (feedback_expansion.py)"""
+                    the query expanded by the store (keywords.py)"""
     tenant_id: str
     phrases: Keywords = ""
     top_k: int = 10

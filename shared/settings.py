@@ -134,37 +134,27 @@ class KnowledgeStoreSettings(ServiceSettings):
     """Storage backend (services/knowledge_store/backend.py): "embedded" = SQLite + FAISS + BM25
     in data_dir; "qdrant" = a Qdrant cluster at qdrant_url (or Qdrant's local mode in qdrant_path,
     one process per folder), with stateless replicas."""
-    qdrant_url: str = Field("", validation_alias=AliasChoices("NUCLEUS_QDRANT_URL", "NUCLEUS_KS_QDRANT_URL"))
+    qdrant_url: str = Field("", validation_alias="NUCLEUS_QDRANT_URL")
     """The Qdrant cluster's URL (backend "qdrant")."""
-    qdrant_path: Path | None = Field(None, validation_alias=AliasChoices("NUCLEUS_QDRANT_PATH",
-                                                                         "NUCLEUS_KS_QDRANT_PATH"))
+    qdrant_path: Path | None = Field(None, validation_alias="NUCLEUS_QDRANT_PATH")
     """Folder of Qdrant's local mode, instead of a cluster."""
-    qdrant_api_key: SecretStr | None = Field(None, validation_alias=AliasChoices("NUCLEUS_QDRANT_API_KEY",
-                                                                                 "NUCLEUS_KS_QDRANT_API_KEY"))
+    qdrant_api_key: SecretStr | None = Field(None, validation_alias="NUCLEUS_QDRANT_API_KEY")
     """Qdrant API key."""
-    qdrant_api_key_file: Path | None = Field(None, validation_alias=AliasChoices(
-        "NUCLEUS_QDRANT_API_KEY_FILE", "NUCLEUS_KS_QDRANT_API_KEY_FILE"))
+    qdrant_api_key_file: Path | None = Field(None, validation_alias="NUCLEUS_QDRANT_API_KEY_FILE")
     """A file holding the Qdrant API key (when qdrant_api_key is not set)."""
-    qdrant_collection_prefix: str = Field("nucleus", validation_alias=AliasChoices(
-        "NUCLEUS_QDRANT_COLLECTION_PREFIX", "NUCLEUS_KS_QDRANT_COLLECTION_PREFIX"))
+    qdrant_collection_prefix: str = Field("nucleus", validation_alias="NUCLEUS_QDRANT_COLLECTION_PREFIX")
     """Prefix of the Qdrant collections' names."""
-    qdrant_timeout_s: float = Field(5.0, gt=0, validation_alias=AliasChoices(
-        "NUCLEUS_QDRANT_TIMEOUT_S", "NUCLEUS_KS_QDRANT_TIMEOUT_S"))
+    qdrant_timeout_s: float = Field(5.0, gt=0, validation_alias="NUCLEUS_QDRANT_TIMEOUT_S")
     """Deadline of one Qdrant call."""
-    qdrant_retries: int = Field(2, ge=0, le=10, validation_alias=AliasChoices(
-        "NUCLEUS_QDRANT_RETRIES", "NUCLEUS_KS_QDRANT_RETRIES"))
+    qdrant_retries: int = Field(2, ge=0, le=10, validation_alias="NUCLEUS_QDRANT_RETRIES")
     """Retries of a failed Qdrant call."""
-    qdrant_shards: int = Field(2, ge=1, validation_alias=AliasChoices("NUCLEUS_QDRANT_SHARDS",
-                                                                     "NUCLEUS_KS_QDRANT_SHARDS"))
+    qdrant_shards: int = Field(2, ge=1, validation_alias="NUCLEUS_QDRANT_SHARDS")
     """Shards of the chunks collection (on a cluster only; local mode has no shards)."""
-    qdrant_replication_factor: int = Field(1, ge=1, validation_alias=AliasChoices(
-        "NUCLEUS_QDRANT_REPLICATION_FACTOR", "NUCLEUS_KS_QDRANT_REPLICATION_FACTOR"))
+    qdrant_replication_factor: int = Field(1, ge=1, validation_alias="NUCLEUS_QDRANT_REPLICATION_FACTOR")
     """Replication factor of the chunks collection (on a cluster only)."""
-    qdrant_write_consistency: int = Field(1, ge=1, validation_alias=AliasChoices(
-        "NUCLEUS_QDRANT_WRITE_CONSISTENCY", "NUCLEUS_KS_QDRANT_WRITE_CONSISTENCY"))
+    qdrant_write_consistency: int = Field(1, ge=1, validation_alias="NUCLEUS_QDRANT_WRITE_CONSISTENCY")
     """Write consistency factor (on a cluster only)."""
-    qdrant_shard_key_tenants: str = Field("", validation_alias=AliasChoices(
-        "NUCLEUS_QDRANT_SHARD_KEY_TENANTS", "NUCLEUS_KS_QDRANT_SHARD_KEY_TENANTS"))
+    qdrant_shard_key_tenants: str = Field("", validation_alias="NUCLEUS_QDRANT_SHARD_KEY_TENANTS")
     """Tenants given their own shard key (the largest ones; comma separated; on a cluster only)."""
     scrub_interval_s: float = Field(default=3_600.0, ge=0)
     """A background scrub checks every row's checksum, tenant by tenant, one pass this often
@@ -342,7 +332,7 @@ class TelemetrySettings(BaseSettings):
     environment: str = "local"
     """deployment.environment(.name) on every span and series."""
     capture_content: bool = False
-    """Query and document text on spans (shared/telemetry/content.py)."""
+    """Query and document text on spans (shared/telemetry/genai.py)."""
     trace_file: bool = True
     """Local JSONL trace files, read by `nucleus traces`."""
     trace_dir: Path | None = None

@@ -74,7 +74,7 @@ class StoreBackend(Protocol):
 
     # The retrieval primitives the front (front.py `retrieve`) composes. `filters` are the
     # call's, already scoped to the caller; `term_weights` (analysed term -> weight): search these
-    # weighted terms instead of the phrases' own (an expanded query, feedback_expansion.py).
+    # weighted terms instead of the phrases' own (an expanded query, keywords.py).
     async def keyword(self, tenant_id: str, keywords: Keywords, extra_keywords: Sequence[str], top_k: int,
                       filters: SearchFilters, *, hits: bool = False, term_weights: Mapping[str, float] | None = None,
                       ) -> tuple[list[Hit] | CandidateColumns, list[str]]:

@@ -32,7 +32,7 @@ from services.knowledge_store import archive_file, ranking_models, validation
 from services.knowledge_store.archive import ImportReport, export_records, import_archive
 from services.knowledge_store.fingerprints import Fingerprints
 from services.knowledge_store.backend import StoreBackend
-from services.knowledge_store.feedback_expansion import expanded_terms
+from services.knowledge_store.keywords import expanded_terms
 from services.knowledge_store.field_signals import field_signals
 from services.knowledge_store.models import StoreStatus, TenantCheck
 from services.knowledge_store.personas import Persona

@@ -18,7 +18,7 @@ from opentelemetry.trace import TracerProvider
 
 from services.knowledge_store.backend import StoreBackend
 from services.knowledge_store.front import CALLS, RPC_SERVICE, StoreFront
-from shared.auth.inprocess import InProcessCaller, in_process_call
+from shared.inprocess import InProcessCaller, in_process_call
 
 SERVICE = "KnowledgeStore"
 CALLEE = "knowledge_store"

@@ -20,7 +20,7 @@ from __future__ import annotations
 import re
 
 from services.knowledge_store import validation
-from shared.bounds import shown
+from shared.errors import shown
 from shared.errors import InvalidArgument
 from shared.records import SearchLogRecord
 

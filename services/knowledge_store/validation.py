@@ -10,9 +10,9 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from ranking.config import FUSIONS, RECENCY_MODES
+from ranking.inputs import FUSIONS, RECENCY_MODES
 from ranking.profile import FEEDBACK_EXPANSIONS, MAX_RERANK_TOP_N, RERANKERS, RankingProfile
-from shared.bounds import INT32_MAX, MAX_UNIX_TIME, check_int, check_unix_time, shown
+from shared.errors import INT32_MAX, MAX_UNIX_TIME, check_int, check_unix_time, shown
 from shared.errors import InvalidArgument
 from shared.identity import TENANT_ID, TENANT_ID_RULE
 from shared.analysis import ANALYSER_ID
@@ -265,7 +265,7 @@ def artifact_ids(values: Sequence[str], field: str = "artifact_ids") -> list[str
 
 def feedback_expansion(value: object) -> str:
     """A profile's or a keyword search's keyword feedback expansion: "" (off) or one of
-    FEEDBACK_EXPANSIONS (services/knowledge_store/feedback_expansion.py)."""
+    FEEDBACK_EXPANSIONS (services/knowledge_store/keywords.py)."""
     if not isinstance(value, str) or value not in FEEDBACK_EXPANSIONS:
         raise InvalidArgument("feedback_expansion", f"{shown(value)} is not a feedback expansion; accepted: "
                                                     f"{', '.join(repr(f) for f in FEEDBACK_EXPANSIONS)}")

@@ -1,11 +1,11 @@
 """LlmOrchestration: embeddings, query expansion, re-ranking and answer synthesis.
 
-    core.py           LlmOrchestrator — the service's logic (adapters call only this)
+    core.py           LlmOrchestrator — the service's logic (adapters call only this), and its input
+                      checks that name the offending field
     results.py        frozen result dataclasses
-    validation.py     input checks that name the offending field
-    embedder.py       LocalEmbedder (all-MiniLM-L6-v2, offline, one worker thread) | OpenAIEmbedder
+    embedder.py       LocalEmbedder (all-MiniLM-L6-v2, offline, one worker thread) | OpenAIEmbedder;
+                      EmbeddingCache, the LRU cache of query embeddings
     microbatch.py     coalesces concurrent small embedding requests
-    cache.py          LRU cache of query embeddings
     openai_client.py  the only code that talks HTTP: timeouts, retries, error translation
     breaker.py        circuit breaker in front of the OpenAI-compatible endpoint
     llm_json.py       reading a chat model's JSON reply

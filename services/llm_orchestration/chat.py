@@ -11,7 +11,7 @@
 The span (`chat_span`) follows the GenAI semantic conventions: `chat {model}`, CLIENT, with
 gen_ai.operation.name / request.model / response.model / response.finish_reasons /
 usage.input_tokens / usage.output_tokens. Message content goes on it only when content
-capture is on (NUCLEUS_OTEL_CAPTURE_CONTENT), through `shared.telemetry.content`.
+capture is on (NUCLEUS_OTEL_CAPTURE_CONTENT), through `shared.telemetry.genai`.
 """
 from __future__ import annotations
 
@@ -26,7 +26,7 @@ from opentelemetry import trace
 from opentelemetry.trace import SpanKind
 
 from shared.errors import InvalidArgument
-from shared.telemetry.content import set_content_attribute
+from shared.telemetry.genai import set_content_attribute
 
 ROLES = ("system", "user", "assistant", "tool")
 TOOL_CHOICES = ("", "auto", "none", "required")

@@ -27,23 +27,73 @@ import numpy as np
 from opentelemetry import trace
 
 from ranking.profile import CROSS_ENCODER, RERANK_API
-from shared.bounds import INT32_MAX, check_int
+from shared.errors import INT32_MAX, check_int
 from shared.errors import InvalidArgument, NucleusError, Unavailable
 from shared.settings import LlmOrchestrationSettings
 
 from . import chat as chat_mod, expansion, rerank as rerank_mod, synthesis as synth, unit_rerank
 from .breaker import CircuitBreaker
-from .cache import EmbeddingCache
 from .cross_encoder import CrossEncoder
 from .rerank_api import RerankApi
-from .embedder import EmbeddingBackend, LocalEmbedder, OpenAIEmbedder
+from .embedder import EmbeddingBackend, EmbeddingCache, LocalEmbedder, OpenAIEmbedder
 from .microbatch import MicroBatcher
 from .openai_client import OpenAIGateway
 from .results import Citation, EmbeddingResult, Expansion, RerankResult, Synthesis
-from .validation import check_ids, check_purpose, check_text, check_texts
 
 log = logging.getLogger(__name__)
 _tracer = trace.get_tracer(__name__)
+EMBEDDING_PURPOSES = ("query", "document")
+
+# Input checks of the operations: each failure names the field.
+
+
+def check_text(field: str, text: object, *, max_chars: int) -> str:
+    """One non-empty, valid-UTF-8 string of at most `max_chars` characters."""
+    if not isinstance(text, str):
+        raise InvalidArgument(field, f"expected a string, got {type(text).__name__}")
+    if not text.strip():
+        raise InvalidArgument(field, "empty text")
+    if len(text) > max_chars:
+        raise InvalidArgument(field, f"{len(text)} characters; at most {max_chars} are accepted")
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:   # lone surrogates smuggled in through a str
+        raise InvalidArgument(field, "not valid UTF-8") from None
+    return text
+
+
+def check_texts(texts: Sequence[str], *, max_count: int, max_chars: int,
+                field: str = "texts") -> list[str]:
+    """A non-empty batch of at most `max_count` texts, each passing `check_text`."""
+    if isinstance(texts, (str, bytes)):
+        raise InvalidArgument(field, "expected a list of strings, got a single string")
+    texts = list(texts)
+    if not texts:
+        raise InvalidArgument(field, "at least one text is required")
+    if len(texts) > max_count:
+        raise InvalidArgument(field, f"{len(texts)} texts; at most {max_count} per request")
+    for i, text in enumerate(texts):
+        check_text(f"{field}[{i}]", text, max_chars=max_chars)
+    return texts
+
+
+def check_purpose(purpose: str) -> str:
+    """"query" (the default, also for "") or "document"."""
+    purpose = purpose or "query"
+    if purpose not in EMBEDDING_PURPOSES:
+        raise InvalidArgument("purpose", f"{purpose!r} is not one of {', '.join(EMBEDDING_PURPOSES)}")
+    return purpose
+
+
+def check_ids(field: str, ids: Sequence[str]) -> None:
+    """Ids are non-empty and unique (they are how answers refer back to inputs)."""
+    seen: set[str] = set()
+    for i, item_id in enumerate(ids):
+        if not isinstance(item_id, str) or not item_id.strip():
+            raise InvalidArgument(f"{field}[{i}].id", "empty id")
+        if item_id in seen:
+            raise InvalidArgument(f"{field}[{i}].id", f"duplicate id {item_id!r}; ids must be unique")
+        seen.add(item_id)
 
 
 def check_settings(settings: LlmOrchestrationSettings) -> None:

@@ -2,7 +2,7 @@
 done by calling the orchestrator core in the same process (`nucleus up --mode single`).
 
 Same signatures, results (`results.py`) and errors (`shared.errors`). Each call makes the
-verified caller the gRPC servicer would have seen (`shared.auth.inprocess`; with
+verified caller the gRPC servicer would have seen (`shared.inprocess`; with
 authentication on, a call without a caller is refused), runs the core with it (an embedding
 request takes its turn in the micro-batcher's fair queue as that caller, as grpc_api.py does),
 and is one INTERNAL span named as the RPC (`nucleus.v1.LlmOrchestration/<Method>`), under the
@@ -20,7 +20,7 @@ from opentelemetry.trace import TracerProvider
 
 from services.llm_orchestration.chat import ChatChunk, ChatRequest
 from services.llm_orchestration.results import Expansion, RerankResult, Synthesis
-from shared.auth.inprocess import InProcessCaller, in_process_call
+from shared.inprocess import InProcessCaller, in_process_call
 from shared.identity import Principal, queue_key
 from shared.telemetry.genai import embeddings_span, end_embeddings
 

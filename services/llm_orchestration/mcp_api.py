@@ -8,7 +8,7 @@ from mcp.server.mcpserver import MCPServer
 from pydantic import BaseModel, Field
 
 from services.llm_orchestration.core import LlmOrchestrator
-from shared.bounds import INT32_MAX
+from shared.errors import INT32_MAX
 from shared.mcp_annotations import READ
 from shared.mcp_errors import guarded, invalid_params_middleware
 

@@ -10,7 +10,7 @@
 A dependency failing mid-query degrades the answer instead of failing it: no embedding or no
 vector leg -> keyword-only; no keyword leg -> vector-only; both -> Unavailable. The whole call
 runs under `settings.deadline_s`; every dependency call has its own, shorter deadline. The
-steps without I/O live beside this module: validation.py, merge.py, results.py, snippets.py.
+steps live beside this module: models.py (the request's check), merge.py, results.py (fetch, snippets).
 """
 from __future__ import annotations
 
@@ -26,7 +26,7 @@ from opentelemetry import trace
 from ranking import Candidates, RankingConfig, rank
 from ranking.profile import BUILTIN_PROFILE, MAX_RERANK_TOP_N, RankingProfile, refuse_model_fields
 from ranking.query_features import query_features
-from ranking.temporal import detect_temporal_intent
+from ranking.query_features import detect_temporal_intent
 from services.rag_pipeline import folding, permissions, rerankers
 from services.rag_pipeline.access import AccessPolicy, Scope
 from services.rag_pipeline.federation.fanout import MAX_REMOTE_HITS, Federation, Plan, RemoteQuery
@@ -36,24 +36,23 @@ from services.rag_pipeline.federation.identity import INCOMING_PATH
 from services.rag_pipeline.federation.rescore import Rescorer
 from services.rag_pipeline.federation.unify import FederatedSearch, without_local_repeats
 from services.rag_pipeline.feedback import SearchLog, SourceVoteCache, record_feedback
-from services.rag_pipeline.fetch import load_hits, load_results
+from services.rag_pipeline.results import load_hits, load_results
 from services.rag_pipeline.learned import LearnedRanking, feedback_notes
 from services.rag_pipeline.merge import Merged, merge, ranking_candidates
 from services.rag_pipeline.models import NO_VISIBLE_SOURCES, RankedResult, SearchRequest, SearchResponse
 from services.knowledge_store.models import StoreStatus
 from services.rag_pipeline.ports import KnowledgeSource, LanguageModel
 from services.rag_pipeline.results import build_results, ranking_config, recency_applies
-from services.rag_pipeline.validation import check_operator_options, settings_for, validate_request
+from services.rag_pipeline.models import check_operator_options, settings_for, validate_request
 from services.rag_pipeline.capture import CAPTURE
 from shared.errors import DeadlineExceeded, InvalidArgument, NotFound, NucleusError, PermissionDenied, Unavailable
 from shared.auth.config import EMPTY_CONFIG
-from shared.bounds import INT32_MAX, check_int
+from shared.errors import INT32_MAX, check_int
 from shared.identity import OPERATOR, Principal, acting_for
 from shared.records import (EMPTY_COLUMNS, CandidateColumns, FeedbackAck, QueryPhrases, Retrieval, RetrievalRequest,
                             ScoreCompletion, SearchFilters, TenantStats)
 from shared.settings import RagPipelineSettings
-from shared.telemetry.content import set_content_attribute  # telemetry hook
-from shared.telemetry.genai import retrieval_attributes  # telemetry hook
+from shared.telemetry.genai import retrieval_attributes, set_content_attribute  # telemetry hook
 
 log = logging.getLogger(__name__)
 tracer = trace.get_tracer("nucleus.rag_pipeline")
@@ -525,7 +524,7 @@ class RagPipeline:
     async def _fetch(self, q: _Query, merged: list[Merged], candidates: Candidates, ranked: Any,
                      config: RankingConfig, final_k: int, now: float, learned: Any,
                      fed: FederatedSearch | None) -> tuple[RankedResult, ...]:
-        """The chosen entries read in one call (fetch.py), copies folded when asked (folding.py), explained."""
+        """The chosen entries read in one call (results.py), copies folded when asked (folding.py), explained."""
         if ranked is None:
             return ()
         r, vectors = q.request, await folding.prefetch(self._ks, q, merged, ranked) if q.fold else None

@@ -18,7 +18,7 @@ and votes on federated sources feeding their results' Reputation.
                     the caller) counts on the source: one current vote per user per source and
                     tenant. The source's helpful / unhelpful users smooth its prior (the sources
                     file's `reputation`) exactly as an artifact's votes smooth its prior
-                    (ranking/factors.py `reputation`, the profile's prior strength); `SourceVoteCache`
+                    (ranking/rank.py `reputation`, the profile's prior strength); `SourceVoteCache`
                     hands the counts to the federated part of each search (federation/unify.py).
 """
 from __future__ import annotations
@@ -33,8 +33,8 @@ from typing import Any, Callable, Protocol
 
 import numpy as np
 
-from ranking.config import DEFAULT_REPUTATION
-from ranking.factors import reputation as reputation_factor
+from ranking.inputs import DEFAULT_REPUTATION
+from ranking.rank import reputation as reputation_factor
 from ranking.profile import RankingProfile
 from services.rag_pipeline import permissions
 from services.rag_pipeline.access import AccessPolicy

@@ -16,7 +16,7 @@
     / feature version differs  "learned_model_missing: …", "learned_model_refused: …",
                                "learned_model_mismatch: …", "learned_model_unavailable: …"
     feedback_expansion "rm3"   applied by the store's keyword leg (services/knowledge_store/
-                               feedback_expansion.py: the pipeline passes the profile's value);
+                               keywords.py: the pipeline passes the profile's value);
                                the debug says `rm3=+N terms` (`feedback_notes`)
 
 `capture` (set by `nucleus tune`, cli/tune.py, in its own pipeline over the running stack's

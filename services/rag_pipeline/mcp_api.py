@@ -19,7 +19,7 @@ from mcp.server.mcpserver import Context, MCPServer
 from mcp_types import CallToolResult
 from pydantic import BaseModel, Field, PrivateAttr, create_model
 
-from ranking.config import (
+from ranking.inputs import (
     DEFAULT_DENSE_WEIGHT,
     DEFAULT_FUSION,
     DEFAULT_HALF_LIFE_DAYS,
@@ -49,7 +49,7 @@ from services.rag_pipeline.tools.budget import RANKED, BudgetOut, MaxTokens, bud
 from services.rag_pipeline.tools.paging import Cursor, cursor_field, fit_page
 from services.rag_pipeline.tools.topics import register_topic_tools
 from services.rag_pipeline.topics import TopicTools
-from shared.bounds import INT32_MAX
+from shared.errors import INT32_MAX
 from shared.identity import Principal
 from shared.mcp_annotations import ADD, OVERWRITE, READ
 from shared.errors import InvalidArgument

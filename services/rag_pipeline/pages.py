@@ -54,7 +54,7 @@ from services.rag_pipeline.federation.hits import LOCAL
 from services.rag_pipeline.merge import placeholder_hit
 from services.rag_pipeline.models import RankedResult, SearchRequest, SearchResponse
 from services.rag_pipeline.results import build_results
-from services.rag_pipeline.snippets import highlights, make_snippet
+from services.rag_pipeline.results import highlights, make_snippet
 from shared.errors import InvalidArgument, NotFound
 from shared.identity import Principal, acting_for
 

@@ -10,9 +10,9 @@ ports are in-process adapters.
 Only the calls between the services change: `InProcessKnowledgeStoreClient` and
 `InProcessLlmOrchestrationClient` call the store and the orchestrator with the same typed
 records (no serialising, no gRPC), apply the same caller policy with the caller the callee's
-auth interceptor would have verified (`shared.auth.inprocess`: with authentication on, a call
+auth interceptor would have verified (`shared.inprocess`: with authentication on, a call
 without a caller is refused), and make an INTERNAL span named as the RPC. Each service's spans
-go to its own trace file and resource (`shared.telemetry.inprocess`), so a trace reads the same
+go to its own trace file and resource (`shared.inprocess`), so a trace reads the same
 in both modes. Nothing below this module knows which mode runs.
 
 The ready file holds `{"service": "single", "pid", "tls", "services": {name: the address each
@@ -41,12 +41,12 @@ from services.llm_orchestration import main as llm_main
 from services.llm_orchestration.core import LlmOrchestrator
 from services.llm_orchestration.inprocess_client import InProcessLlmOrchestrationClient
 from services.rag_pipeline import main as rag_main
-from shared.auth.inprocess import InProcessCaller
+from shared.inprocess import InProcessCaller
 from shared.log import configure_logging, register_secret
 from shared.service_runner import ServiceSpec, run_service, write_ready
 from shared.settings import (KnowledgeStoreSettings, LlmOrchestrationSettings, RagPipelineSettings,
                              ServiceSettings, warn_unknown_env)
-from shared.telemetry.inprocess import CURRENT_SERVICE, in_service, setup_routed_telemetry
+from shared.inprocess import CURRENT_SERVICE, in_service, setup_routed_telemetry
 
 log = logging.getLogger(__name__)
 

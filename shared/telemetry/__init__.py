@@ -6,10 +6,9 @@ work unchanged (as a cheap no-op) when no SDK is installed. The second group is 
 done once per process by the service runner (`providers.setup_telemetry`).
 
     API only: libraries, cores and adapters
-      content             capture_content(), set_content_attribute(): query / document text on
-                          spans only when NUCLEUS_OTEL_CAPTURE_CONTENT=true (off by default)
       genai               embeddings_span(), end_embeddings(), retrieval_attributes()
-                          (GenAI semantic conventions)
+                          (GenAI semantic conventions); capture_content(), set_content_attribute():
+                          query / document text on spans only when NUCLEUS_OTEL_CAPTURE_CONTENT=true
       rpc                 gRPC under the RPC semantic conventions: span names, status codes,
                           RpcDurations (rpc.client.call.duration / rpc.server.call.duration)
       client_interceptor  ClientTracingInterceptor: a CLIENT span per call, W3C `traceparent` sent

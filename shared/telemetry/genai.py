@@ -1,20 +1,44 @@
-"""GenAI semantic conventions: the "embeddings" span and the "retrieval" attributes.
+"""GenAI semantic conventions: the "embeddings" span, the "retrieval" attributes, and content.
 
     embeddings_span()          a span for one embeddings call (CLIENT for a remote provider,
                                INTERNAL for the in-process model); `end_embeddings` completes it
     retrieval_attributes()     mark a retrieval stage's span as a GenAI "retrieval" operation
+    set_content_attribute()    query / document text on a span, only when content capture is on
 
-`opentelemetry-api` only; query text goes on spans only when content capture is on.
+Content capture is off by default; NUCLEUS_OTEL_CAPTURE_CONTENT=true turns it on (read once per
+process). The exporters' safety net (`shared.telemetry.span_redaction`) drops such attributes
+again when the SDK was set up with capture off. `opentelemetry-api` only.
 """
 from __future__ import annotations
 
+import functools
+import os
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 
 from opentelemetry import trace
 from opentelemetry.trace import SpanKind
 
-from shared.telemetry.content import set_content_attribute
+CAPTURE_CONTENT_ENV = "NUCLEUS_OTEL_CAPTURE_CONTENT"
+CONTENT_MAX_CHARS = 1_024
+_TRUE = {"1", "true", "yes", "on"}
+
+
+@functools.cache
+def capture_content() -> bool:
+    """True when NUCLEUS_OTEL_CAPTURE_CONTENT is set to true/1/yes/on (read once per process)."""
+    return os.environ.get(CAPTURE_CONTENT_ENV, "").strip().lower() in _TRUE
+
+
+def set_content_attribute(span: trace.Span, key: str, text: str | Sequence[str]) -> None:
+    """Put query/document text on `span`, truncated, only when content capture is on."""
+    if not capture_content() or not span.is_recording():
+        return
+    if isinstance(text, str):
+        span.set_attribute(key, text[:CONTENT_MAX_CHARS])
+    else:
+        span.set_attribute(key, [t[:CONTENT_MAX_CHARS] for t in text])
+
 
 _GENAI_PROVIDERS = {"openai": "openai", "local": "sentence_transformers"}
 
@@ -66,4 +90,5 @@ def retrieval_attributes(span: trace.Span, *, data_source: str, top_k: int, quer
     set_content_attribute(span, "gen_ai.retrieval.query.text", query)
 
 
-__all__ = ["embeddings_span", "end_embeddings", "retrieval_attributes"]
+__all__ = ["CAPTURE_CONTENT_ENV", "CONTENT_MAX_CHARS", "capture_content", "embeddings_span", "end_embeddings",
+           "retrieval_attributes", "set_content_attribute"]

@@ -16,9 +16,9 @@ scrapes, by collectors the service registers (`ServiceMetrics.add_collector`).
     HttpMetricsMiddleware      nucleus_http_requests_total per route and status (ASGI)
 
 In one process (`nucleus up --mode single`) each service keeps its own registry, fed by its own
-TracerProvider (`shared.telemetry.inprocess`), so each port exposes only its own service's
+TracerProvider (`shared.inprocess`), so each port exposes only its own service's
 series; the process series (`process_*`, `python_*`) belong to the first registry made in the
-process (`shared.telemetry.inprocess` makes RAGPipeline's first), so sums never double count.
+process (`shared.inprocess` makes RAGPipeline's first), so sums never double count.
 
 Label sets are bounded: methods and tools are the served ones (an unknown tool is "other"),
 stages are span names under a cap, federated sources are the configured ids under a cap; no
@@ -63,7 +63,7 @@ MAX_REJECTION_FIELDS = 32
 KNOWN_REJECTION_FIELDS = ("content", "content_type", "artifact.artifact_id", "document")
 OTHER = "other"
 #: A call between services of one process (`nucleus up --mode single`): an INTERNAL span named and
-#: attributed as the RPC (shared/telemetry/inprocess.py), counted as the callee's request with
+#: attributed as the RPC (shared/inprocess.py), counted as the callee's request with
 #: transport="in-process", so the callee's RED reads the same in both modes.
 IN_PROCESS = "in-process"
 #: Why a credential was refused (shared/auth: TokenRejected reasons, and a caller not allowed).

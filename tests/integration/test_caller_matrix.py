@@ -55,7 +55,7 @@ from services.knowledge_store.front import CALLS, StoreFront
 from services.knowledge_store.inprocess_client import InProcessKnowledgeStoreClient
 from services.knowledge_store.main import compose
 from services.knowledge_store.personas import Persona
-from shared.auth.inprocess import InProcessCaller
+from shared.inprocess import InProcessCaller
 from shared.auth.service_auth import ServiceAuth
 from shared.auth.service_identity import ServiceSigner, ensure_identities
 from shared.errors import NucleusError

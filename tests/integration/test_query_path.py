@@ -22,7 +22,7 @@ from services.llm_orchestration.core import LlmOrchestrator
 from services.llm_orchestration.inprocess_client import InProcessLlmOrchestrationClient
 from services.rag_pipeline.core import RagPipeline
 from services.rag_pipeline.models import Preferences, SearchRequest
-from shared.auth.inprocess import InProcessCaller
+from shared.inprocess import InProcessCaller
 from shared.settings import LlmOrchestrationSettings, RagPipelineSettings
 from tests.unit.knowledge_store.helpers import doc, settings_for
 
@@ -30,11 +30,12 @@ pytestmark = [pytest.mark.integration]
 
 ROOT = Path(__file__).resolve().parents[2]
 PRODUCT = tuple(str(ROOT / d) + "/" for d in ("services", "shared", "ranking", "nucleus"))
-#: Counted with this file (distinct product modules, functions): on 14ae235 (46, 247); now (47, 251)
-#: (the tenant's damage check, health.py, is new on the path).
+#: Counted with this file (distinct product modules, functions), the warm search's log write
+#: settled first: on 14ae235 (43, 236); now (35, 249) (cohesive modules merged: the in-process
+#: caller and its telemetry, ranking's inputs / query / factors, the fetch stage with results).
 #: The issue's target is half the modules and 0.6x the functions; not reached yet, so this holds
 #: the line: a change that lengthens the query path fails here.
-NOW = (47, 251)
+NOW = (35, 249)
 #: Entered on some runs only (a cache's first miss, a timing branch, the model's runtime).
 SLACK = (2, 15)
 
@@ -65,7 +66,10 @@ async def count(tmp: Path) -> tuple[set[str], set[tuple[str, str]]]:
         await store.ingest("qp", "", DOCS)
         request = SearchRequest(query="pump gasket valve pressure", tenant_id="qp", top_k_final=5,
                                 prefs=Preferences(explain=True))
-        await pipeline.search(request, None)          # warm: first-use imports and caches
+        warm = await pipeline.search(request, None)   # warm: first-use imports and caches
+        # The warm search's log write is a task of its own (feedback.py): let it finish, so that
+        # it is not counted as part of the measured search (whose own write runs after it).
+        await pipeline.search_log.settled(warm.search_id)
         request = SearchRequest(query="battery firmware reset", tenant_id="qp", top_k_final=5,
                                 prefs=Preferences(explain=True))
         threading.setprofile(profile)

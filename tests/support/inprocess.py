@@ -25,7 +25,7 @@ from services.knowledge_store.front import CALLS
 from services.knowledge_store.inprocess_client import InProcessKnowledgeStoreClient
 from services.llm_orchestration import expansion, rerank as rerank_mod, synthesis as synth
 from services.llm_orchestration.results import Expansion, RerankResult, Synthesis
-from shared.auth.inprocess import InProcessCaller
+from shared.inprocess import InProcessCaller
 from shared.errors import DeadlineExceeded, InvalidArgument, NucleusError
 from shared.records import Retrieval, RetrievalRequest
 from tests.unit.knowledge_store.helpers import HashEmbedder, settings_for

@@ -25,7 +25,7 @@ A quoted phrase of the query counts as one more term: the entries holding it (fo
 caller in FTS5, which keeps positions; `phrase_rids`) get its BM25 contribution with tf 1 and
 the phrase's own idf, so an exact phrase weighs like a term as rare as the phrase is.
 
-Weighted terms (`weights`, keyword feedback expansion: ../feedback_expansion.py): each term's
+Weighted terms (`weights`, keyword feedback expansion: ../keywords.py): each term's
 contribution is multiplied by its weight (its idf × weight); without weights every term counts
 once, exactly as before. A phrase is never weighted.
 """

@@ -19,7 +19,7 @@ from services.knowledge_store.embedded import storage
 from services.knowledge_store.embedded.reads import read_stored
 from services.knowledge_store.embedded.tenants import Tenants
 from services.knowledge_store.embedded.writes import NO_CHANGE, IndexChange, write
-from shared.bounds import INT32_MAX, check_int
+from shared.errors import INT32_MAX, check_int
 from shared.errors import NotFound
 from shared.records import FeedbackAck
 

@@ -15,7 +15,7 @@ query vectors (from the stored vectors) and the BM25 of the keyword phrases — 
 candidates and for rows the caller names (the keyword leg's), filters applied again; and the
 document frequency of each keyword term (how rare the query's terms are).
 
-Weighted terms (`term_weights`: an expanded keyword query, ../feedback_expansion.py) replace the
+Weighted terms (`term_weights`: an expanded keyword query, ../keywords.py) replace the
 phrases' own analysed terms in the keyword search and in the completion's BM25 (each term's
 contribution × its weight); the completion's keyword statistics stay those of the phrases' own
 terms (how rare the query's terms are, for the adaptive fusion).

@@ -58,7 +58,7 @@ def idf(n: int, df: int) -> float:
 def query_vector(terms: Sequence[str], dfs: dict[int, int], n: int,
                  term_weights: Sequence[float] | None = None) -> qm.SparseVector | None:
     """The query's sparse vector: each distinct term a live entry holds, weighted by its idf
-    (× its weight in `term_weights`, when given: an expanded query, ../feedback_expansion.py)."""
+    (× its weight in `term_weights`, when given: an expanded query, ../keywords.py)."""
     weights: dict[int, float] = {}
     given = dict.fromkeys(terms) if term_weights is None else dict(zip(terms, term_weights))
     for term, weight in given.items():

@@ -8,7 +8,7 @@ BM25 of texts the store does not hold.
               have its words in a row (keywords.py); no keywords at all = a listing, newest first
     by id     a scroll of the entry ids
 
-Weighted terms (`term_weights`: an expanded keyword query, ../feedback_expansion.py) replace the
+Weighted terms (`term_weights`: an expanded keyword query, ../keywords.py) replace the
 phrases' own analysed terms in the sparse query and the completion's BM25, each term's idf ×
 its weight; the completion's keyword statistics stay those of the phrases' own terms.
 

@@ -42,7 +42,7 @@ from services.knowledge_store.qdrant.topics import QdrantTopicSource
 from services.knowledge_store.qdrant.writes import Writes
 from services.knowledge_store.topics import Topics
 from services.knowledge_store.topics import answer as topic_answer
-from shared.bounds import INT32_MAX, check_int
+from shared.errors import INT32_MAX, check_int
 from shared.errors import InvalidArgument, NotFound, Unimplemented
 from shared.records import FeedbackAck, SearchFilters, SourceStats, TenantStats
 from shared.settings import KnowledgeStoreSettings

@@ -40,7 +40,7 @@ from starlette.responses import HTMLResponse, RedirectResponse, Response
 from starlette.routing import Mount, Route
 from starlette.staticfiles import StaticFiles
 
-from ranking.config import FUSIONS as RANKING_FUSIONS
+from ranking.inputs import FUSIONS as RANKING_FUSIONS
 from services.rag_pipeline.console import traces, views
 from services.rag_pipeline.console.admin import admin_routes
 from services.rag_pipeline.console.compare_pages import compare_routes

@@ -16,7 +16,7 @@ import math
 from dataclasses import dataclass, fields
 from typing import Any, Mapping
 
-from ranking.config import FUSIONS, RECENCY_MODES
+from ranking.inputs import FUSIONS, RECENCY_MODES
 from ranking.profile import FEEDBACK_EXPANSIONS, MODEL_FIELDS, RankingProfile
 from shared.errors import NucleusError
 

@@ -12,7 +12,7 @@ from services.rag_pipeline.federation.discover import RemoteResources
 from services.rag_pipeline.federation.hits import LOCAL, SourceReport
 from services.rag_pipeline.folding import duplicate_values
 from services.rag_pipeline.models import RankedResult
-from services.rag_pipeline.snippets import highlights
+from services.rag_pipeline.results import highlights
 from services.rag_pipeline.tools.schemas import (
     HEADLINE_WORDS,
     CountsOut,
@@ -28,7 +28,7 @@ from services.rag_pipeline.tools.schemas import (
     SourceErrorOut,
     SourceStatusOut,
 )
-from shared.bounds import MAX_UNIX_TIME
+from shared.errors import MAX_UNIX_TIME
 from shared.errors import InvalidArgument
 from shared.identity import Principal
 from shared.mcp_errors import ErrorCode

@@ -8,7 +8,7 @@ from pydantic import BaseModel, Field, PrivateAttr
 
 from services.rag_pipeline.tools.budget import BudgetOut, MaxTokens, budget_field
 from services.rag_pipeline.tools.paging import Cursor, cursor_field
-from shared.bounds import INT32_MAX
+from shared.errors import INT32_MAX
 from shared.mcp_errors import ErrorCode
 
 CONTRACT_VERSION = "rag-tools-v1"

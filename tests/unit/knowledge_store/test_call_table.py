@@ -17,7 +17,7 @@ from nucleus.v1 import knowledge_store_pb2 as ks_pb
 from services.knowledge_store import front
 from services.knowledge_store.client import KnowledgeStoreClient
 from services.knowledge_store.inprocess_client import InProcessKnowledgeStoreClient
-from shared.auth.inprocess import InProcessCaller
+from shared.inprocess import InProcessCaller
 from shared.grpc_client import channel_options
 
 ROOT = Path(__file__).resolve().parents[3]

@@ -20,7 +20,7 @@ from services.knowledge_store.client import KnowledgeStoreClient
 from services.knowledge_store.embedded.core import KnowledgeStore
 from services.knowledge_store.grpc_api import KnowledgeStoreServicer
 from services.knowledge_store.inprocess_client import InProcessKnowledgeStoreClient
-from shared.auth.inprocess import InProcessCaller
+from shared.inprocess import InProcessCaller
 from shared.auth.service_auth import ServiceAuth
 from shared.auth.service_identity import ensure_identities
 from shared.errors import NotFound, NucleusError, PermissionDenied, Unauthenticated

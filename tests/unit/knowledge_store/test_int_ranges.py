@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from services.knowledge_store.embedded.core import KnowledgeStore
-from shared.bounds import MAX_UNIX_TIME
+from shared.errors import MAX_UNIX_TIME
 from shared.errors import InvalidArgument
 from shared.records import SearchFilters
 from tests.unit.knowledge_store.helpers import HashEmbedder, doc, settings_for

@@ -10,7 +10,7 @@ from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanE
 from services.llm_orchestration.chat import ChatRequest, Message, Tool
 from services.llm_orchestration.core import LlmOrchestrator
 from shared.errors import InvalidArgument, Unavailable, UpstreamFailed
-from shared.telemetry import content
+from shared.telemetry import genai as content
 from tests.support.llm_grpc import served_over_grpc
 
 from .conftest import API_KEY, CHAT_MODEL, fake_settings, running

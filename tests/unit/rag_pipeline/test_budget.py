@@ -4,7 +4,7 @@ from __future__ import annotations
 import pytest
 from mcp_types import ResourceLink
 
-from services.rag_pipeline.snippets import highlights
+from services.rag_pipeline.results import highlights
 from services.rag_pipeline.tools.budget import HITS, SEGMENTS, as_result, count_tokens, fit, result_tokens
 from services.rag_pipeline.tools.schemas import (
     HitOut,

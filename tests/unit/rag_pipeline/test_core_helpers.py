@@ -8,7 +8,7 @@ import pytest
 from shared.records import CandidateColumns
 from services.rag_pipeline.core import RagPipeline
 from services.rag_pipeline.merge import merge as _merge, ranking_candidates as _candidates
-from services.rag_pipeline.snippets import make_snippet
+from services.rag_pipeline.results import make_snippet
 from services.rag_pipeline.models import Preferences, SearchRequest
 from shared.errors import InvalidArgument
 from shared.settings import RagPipelineSettings

@@ -8,7 +8,7 @@ from dataclasses import replace
 
 import pytest
 
-from ranking.config import DEFAULT_REPUTATION
+from ranking.inputs import DEFAULT_REPUTATION
 from ranking.profile import BUILTIN_PROFILE
 from services.rag_pipeline.core import RagPipeline
 from services.rag_pipeline.federation.fanout import Federation

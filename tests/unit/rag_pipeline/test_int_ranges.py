@@ -6,7 +6,7 @@ import pytest
 
 from services.rag_pipeline.core import RagPipeline
 from services.rag_pipeline.models import SearchRequest
-from shared.bounds import MAX_UNIX_TIME
+from shared.errors import MAX_UNIX_TIME
 from shared.errors import InvalidArgument
 from shared.records import SearchFilters
 from shared.settings import RagPipelineSettings

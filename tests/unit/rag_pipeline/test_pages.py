@@ -107,7 +107,7 @@ async def test_an_import_that_replaces_the_tenant_drops_its_held_rankings_and_a_
     from services.knowledge_store.inprocess_client import InProcessKnowledgeStoreClient
     from services.rag_pipeline.core import RagPipeline
     from services.rag_pipeline.models import SearchRequest
-    from shared.auth.inprocess import InProcessCaller
+    from shared.inprocess import InProcessCaller
     from shared.settings import RagPipelineSettings
     from tests.unit.knowledge_store.helpers import HashEmbedder, doc, settings_for
 

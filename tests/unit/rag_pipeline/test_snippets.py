@@ -4,7 +4,7 @@ from __future__ import annotations
 import random
 import re
 
-from services.rag_pipeline.snippets import highlights, make_snippet
+from services.rag_pipeline.results import highlights, make_snippet
 from shared.analysis import analyse
 
 

@@ -8,9 +8,9 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-from ranking.candidates import Candidates
-from ranking.config import RankingConfig
-from ranking.factors import MINMAX_FLAT_RTOL
+from ranking.inputs import Candidates
+from ranking.inputs import RankingConfig
+from ranking.rank import MINMAX_FLAT_RTOL
 
 TOL = 1e-5  # float32 vs float64 over a dozen operations on values in [0, 1]
 

@@ -6,8 +6,8 @@ import math
 import numpy as np
 from hypothesis import strategies as st
 
-from ranking.candidates import Candidates
-from ranking.config import RankingConfig
+from ranking.inputs import Candidates
+from ranking.inputs import RankingConfig
 from ranking.query_features import QueryFeatures
 
 NOW = 1_750_000_000.0

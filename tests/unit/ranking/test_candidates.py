@@ -5,7 +5,7 @@ import math
 import numpy as np
 import pytest
 
-from ranking.candidates import Candidates, ranks_from_scores
+from ranking.inputs import Candidates, ranks_from_scores
 from shared.errors import InvalidArgument
 
 

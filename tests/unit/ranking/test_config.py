@@ -4,7 +4,7 @@ import math
 
 import pytest
 
-from ranking.config import DEFAULT_WEIGHTS, RankingConfig
+from ranking.inputs import DEFAULT_WEIGHTS, RankingConfig
 from shared.errors import InvalidArgument
 
 

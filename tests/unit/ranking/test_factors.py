@@ -7,9 +7,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from ranking.candidates import Candidates
-from ranking.config import RankingConfig
-from ranking.factors import recency, relevancy, reputation, richness
+from ranking.inputs import Candidates
+from ranking.inputs import RankingConfig
+from ranking.rank import recency, relevancy, reputation, richness
 from shared.errors import InvalidArgument
 from tests.unit.ranking import naive
 from tests.unit.ranking.strategies import DAY, NOW, candidates, configs, random_candidates

@@ -68,7 +68,7 @@ def test_without_a_model_the_order_is_todays_and_a_model_reorders_only_its_top_n
 
 
 def test_the_served_ranking_explains_the_learned_order_and_its_features_mark_unserved_signals_missing() -> None:
-    from ranking.factors import reputation, richness
+    from ranking.rank import reputation, richness
     from ranking.learned import SERVED_MISSING, fused_scores, learned_ranking, served_features
     rng = np.random.default_rng(2)
     dense = rng.uniform(0, 1, 40)

@@ -6,8 +6,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from ranking.config import RankingConfig
-from ranking.factors import query_dense_weight
+from ranking.inputs import RankingConfig
+from ranking.rank import query_dense_weight
 from ranking.query_features import (
     ADAPTIVE_SPAN,
     QueryFeatures,

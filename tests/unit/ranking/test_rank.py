@@ -6,9 +6,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from ranking.candidates import Candidates
-from ranking.config import RankingConfig
-from ranking.factors import relevancy
+from ranking.inputs import Candidates
+from ranking.inputs import RankingConfig
+from ranking.rank import relevancy
 from ranking.query_features import QueryFeatures
 from ranking.rank import Ranked, effective_weights, rank, top_k
 from shared.errors import InvalidArgument

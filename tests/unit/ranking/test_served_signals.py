@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 from ranking import Candidates, RankingConfig, rank
-from ranking.factors import NEUTRAL_RECENCY, recency, reputation, richness
+from ranking.rank import NEUTRAL_RECENCY, recency, reputation, richness
 from ranking.features import B, FEATURE_NAMES, K1, FeatureInputs, FieldTerms, features
 from ranking.learned import (SERVED_MISSING, RowSignals, fused_scores, learned_finish, learned_ranking,
                              learned_top, served_features)

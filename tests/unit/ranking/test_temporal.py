@@ -2,7 +2,7 @@ from __future__ import annotations
 
 import pytest
 
-from ranking.temporal import detect_temporal_intent
+from ranking.query_features import detect_temporal_intent
 from shared.errors import InvalidArgument
 
 NOW_YEAR = 2025

@@ -231,7 +231,7 @@ def test_a_result_snippet_marks_its_highlights_and_escapes_every_part():
     from services.rag_pipeline.console.app import _env
     from services.rag_pipeline.console.views import _result_view
     from services.rag_pipeline.models import RankedResult
-    from services.rag_pipeline.snippets import highlights
+    from services.rag_pipeline.results import highlights
     from shared.records import ArtifactSummary, Entry
 
     snippet = "<b>Batteries</b> & the <script>x()</script> battery's reset"

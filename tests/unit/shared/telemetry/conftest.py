@@ -8,7 +8,7 @@ from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
-from shared.telemetry import content, rpc
+from shared.telemetry import genai as content, rpc
 from shared.telemetry.stage_metrics import StageMetrics, StageMetricsProcessor
 
 

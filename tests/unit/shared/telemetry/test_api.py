@@ -13,7 +13,7 @@ from grpc_health.v1 import health, health_pb2, health_pb2_grpc
 from opentelemetry.trace import SpanKind, StatusCode
 
 from shared.telemetry.client_interceptor import ClientTracingInterceptor
-from shared.telemetry.content import CONTENT_MAX_CHARS, set_content_attribute
+from shared.telemetry.genai import CONTENT_MAX_CHARS, set_content_attribute
 from shared.telemetry.genai import embeddings_span, end_embeddings, retrieval_attributes
 from shared.grpc_handlers import split_method
 from shared.telemetry.rpc import RPC_METER_NAME, RpcDurations, parse_target

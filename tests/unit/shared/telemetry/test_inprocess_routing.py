@@ -13,7 +13,7 @@ from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanE
 from opentelemetry.trace import SpanKind
 
 from shared.errors import Unavailable
-from shared.telemetry.inprocess import RoutedTracerProvider, in_service, rpc_span
+from shared.inprocess import RoutedTracerProvider, in_service, rpc_span
 
 
 def _providers(*names: str) -> tuple[dict[str, TracerProvider], dict[str, InMemorySpanExporter]]:
