@@ -11,16 +11,17 @@ Each tenant moves as a tenant archive (services/knowledge_store/archive.py, the 
 into an archive file in the embedded store's data directory (`.migrate-*`, 0600, MAC'd with a
 key of this run, removed after), verified, then imported into the target through the target's
 all-or-nothing import (`import_archive`: the embedded store builds the tenant aside and swaps it
-in; Qdrant writes an empty tenant and re-saturates it) with the stored vectors (nothing is
-re-embedded) and the tenant's model fingerprint, then verified. The stores are opened here, not
-through a running KnowledgeStore: the source read-only; an embedded target needs its data
-directory to itself (stop the KnowledgeStore that owns it), as does Qdrant's local mode.
+in; Qdrant writes a new generation of the tenant, re-saturates it and switches it in) with the
+stored vectors (nothing is re-embedded) and the tenant's model fingerprint, then verified. The
+stores are opened here, not through a running KnowledgeStore: the source read-only; an embedded
+target needs its data directory to itself (stop the KnowledgeStore that owns it), as does Qdrant's local mode.
 
 Resumable per tenant: the state of each tenant (`importing`, then `verified`) is kept in
 `migrate-to-<backend>.json` in the embedded data directory. A rerun skips a verified tenant; a
-tenant whose import an interruption (^C, kill -9) cut short is imported again: on the embedded
-store the swap had not happened (or it had, and the tenant is replaced), on Qdrant its points
-are removed first. `--restart` imports the named tenants again even when verified.
+tenant whose import an interruption (^C, kill -9) cut short is imported again, replacing the
+tenant: the swap (embedded) or the generation switch (Qdrant) had not happened, and the points of
+a Qdrant generation written part-way are deleted by the next import. `--restart` imports the
+named tenants again even when verified.
 
 Verified at the end (and alone with `--verify-only`, either direction): both stores' archive
 records agree — the same counts of artifacts, entries, profile versions, personas and user data
@@ -178,8 +179,6 @@ async def _move(settings: KnowledgeStoreSettings, source: StoreBackend, target: 
     if again:
         log(f"tenant {tenant_id}: {'an earlier run stopped during its import' if was == 'importing' else 'restart'}"
             f": importing it again")
-        if to == "qdrant":
-            await target.discard_tenant(tenant_id)
     key = os.urandom(32)
     model = {"name": "", "dimension": source.dimension, "fingerprint": await source.tenant_fingerprint(tenant_id)}
     with scratch(Path(settings.data_dir), f"migrate-{to}") as path:
@@ -190,7 +189,7 @@ async def _move(settings: KnowledgeStoreSettings, source: StoreBackend, target: 
         archive = open_archive(path, key)
         state.set(tenant_id, "importing")
         report = await import_archive(target, archive, tenant_id, {**model, "dimension": target.dimension},
-                                      replace_tenant=again and to == "embedded", keep_groups=True)
+                                      replace_tenant=again, keep_groups=True)
     log(f"tenant {tenant_id}: imported {report.artifacts} artifacts, {report.entries} entries into {to}")
     ok = await verify(source, target, tenant_id, samples=samples, log=log)
     if ok:

@@ -14,9 +14,9 @@ archives").
                      dimension, finiteness and unit norm) and written with its stored vectors
                      (`reembed`: vectors of the serving model, from each entry's text as ingest
                      embedded it) through the backend's `import_stage`: the embedded backend builds
-                     the tenant aside and swaps it in, the qdrant backend writes an empty tenant
-                     only and removes what it wrote on a failure. A failure part-way leaves the
-                     tenant as it was. The tenant records the archive's fingerprint (`reembed`: the
+                     the tenant aside and swaps it in, the qdrant backend writes a new generation
+                     of the tenant and switches it in with one write (qdrant/archive.py). A failure
+                     part-way leaves the tenant as it was. The tenant records the archive's fingerprint (`reembed`: the
                      serving model's).
 
 User data (format 3; archive_file.py USER_KINDS), after the artifacts: each user's current vote

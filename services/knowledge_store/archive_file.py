@@ -26,7 +26,9 @@ from __future__ import annotations
 import hashlib
 import hmac
 import json
+import logging
 import os
+import shutil
 import time
 from collections.abc import AsyncIterable, Iterator
 from contextlib import contextmanager
@@ -34,6 +36,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from shared.errors import FailedPrecondition, InvalidArgument
+
+log = logging.getLogger(__name__)
 
 FORMAT = "nucleus-tenant-archive"
 VERSION = 4                         # 2: entries carry `text_hash`; 3: user data (archive.py); 4: entries carry
@@ -69,6 +73,26 @@ def scratch(directory: Path, purpose: str) -> Iterator[Path]:
         yield path
     finally:
         path.unlink(missing_ok=True)
+
+
+def sweep(directory: Path, patterns: tuple[str, ...] = (".archive-*",)) -> list[Path]:
+    """Remove the files (and directories) matching `patterns` named by `scratch` (or another
+    `.<kind>-<purpose>-<pid>-<random>` name) whose process no longer runs (a kill -9 during an
+    import or export); the paths removed. Run when a store opens."""
+    removed = []
+    for path in (p for pattern in patterns for p in directory.glob(pattern)):
+        try:
+            pid = int(path.name.rsplit("-", 2)[-2])
+            os.kill(pid, 0)
+            continue                           # its process runs: in use
+        except ProcessLookupError:
+            pass
+        except (ValueError, IndexError, PermissionError):
+            continue                           # not ours, or not ours to judge
+        shutil.rmtree(path, ignore_errors=True) if path.is_dir() else path.unlink(missing_ok=True)
+        log.warning("removed %s, left by an import or export whose process is gone", path.name)
+        removed.append(path)
+    return removed
 
 
 async def receive(path: Path, chunks: AsyncIterable[bytes]) -> int:

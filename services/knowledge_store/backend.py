@@ -180,8 +180,8 @@ class StoreBackend(Protocol):
     async def list_personas(self, tenant_id: str) -> list: ...
 
     # The tenant archive (archive.py): the artifacts in id order, prepared entries written with
-    # their stored vectors, and where an import is written (swapped in on commit; qdrant: the
-    # empty tenant itself).
+    # their stored vectors, and where an import is written (swapped in on commit; qdrant: a new
+    # generation of the tenant, switched in on commit).
     async def archive_listing(self, tenant_id: str, after: str, limit: int) -> list[tuple[str, list[str]]]: ...
 
     async def put_archived(self, tenant_id: str, items: Sequence[tuple]) -> None: ...

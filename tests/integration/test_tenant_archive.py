@@ -5,7 +5,7 @@ same searches; a changed byte is refused
 with a non-zero exit and the tenant it was to replace is unchanged; a read names the copy of the
 data it read (`data_id`), kept by a write, new after an import replaced the tenant; a kill -9 of the
 store after the first batch of an import is written leaves the tenant as it was and never answers
-success."""
+success, on the embedded backend and on Qdrant's local mode (whose folder is reopened after it)."""
 from __future__ import annotations
 
 import asyncio
@@ -19,7 +19,7 @@ from pathlib import Path
 import pytest
 
 from services.knowledge_store.client import KnowledgeStoreClient
-from services.knowledge_store.embedded.core import KnowledgeStore
+from services.knowledge_store.backend import open_store
 from services.knowledge_store.archive_file import open_archive, write_archive
 from shared.errors import FailedPrecondition, Unavailable
 from shared.records import ArtifactMeta, DocumentIn, SearchFilters
@@ -109,24 +109,36 @@ async def _chunks(raw: bytes, size: int = 4096):
         yield raw[start:start + size]
 
 
-def _first_batch_written(data: Path) -> bool:
-    """The import's side directory (embedded/archive.py) holds a tenant database with artifacts."""
-    for db in data.glob(".import-*/tenants/*/store.sqlite"):
-        try:
-            with sqlite3.connect(f"file:{db}?mode=ro", uri=True, timeout=0.05) as conn:
-                if conn.execute("SELECT count(*) FROM artifacts").fetchone()[0]:
-                    return True
-        except sqlite3.Error:
-            pass
-    return False
+def _count(db: Path, table: str) -> int:
+    try:
+        with sqlite3.connect(f"file:{db}?mode=ro", uri=True, timeout=0.05) as conn:
+            return conn.execute(f"SELECT count(*) FROM {table}").fetchone()[0]
+    except sqlite3.Error:
+        return 0
 
 
+def _stored_points(qdrant: Path) -> int:
+    """The chunk points of Qdrant's local mode folder, of every generation (its sqlite file)."""
+    return _count(qdrant / "collection" / "nucleus_chunks" / "storage.sqlite", "points")
+
+
+def _first_batch_written(data: Path, qdrant: Path | None, points_before: int) -> bool:
+    """Embedded: the import's side directory (embedded/archive.py) holds a tenant database with
+    artifacts; qdrant: the chunks collection holds more points than before the import."""
+    if qdrant is not None:
+        return _stored_points(qdrant) > points_before
+    return any(_count(db, "artifacts") for db in data.glob(".import-*/tenants/*/store.sqlite"))
+
+
+@pytest.mark.parametrize("backend", ["embedded", "qdrant"])
 async def test_a_kill_9_after_the_first_batch_of_an_import_leaves_the_previous_tenant_and_never_answers_success(
-        stack, tmp_path: Path):
+        stack, tmp_path: Path, backend: str):
     data = tmp_path / "store"
     data.mkdir()
     llm = stack["llm_orchestration"]["grpc"]
-    proc, ks = start_store(data, llm)
+    qdrant = tmp_path / "qdrant" if backend == "qdrant" else None
+    env = {"NUCLEUS_KS_BACKEND": "qdrant", "NUCLEUS_QDRANT_PATH": str(qdrant)} if qdrant else {}
+    proc, ks = start_store(data, llm, **env)
     key = os.urandom(32)
     client = KnowledgeStoreClient(ks, ingest_timeout_s=60)
     try:
@@ -145,9 +157,10 @@ async def test_a_kill_9_after_the_first_batch_of_an_import_leaves_the_previous_t
 
         big = tmp_path / "big.archive"
         await write_archive(big, key, "acme", archive.manifest["model"], many())
+        points_before = _stored_points(qdrant) if qdrant else 0
         call = asyncio.create_task(client.import_tenant(_chunks(big.read_bytes(), 1 << 20), key, replace=True))
         deadline = time.monotonic() + 60
-        while not _first_batch_written(data):
+        while not _first_batch_written(data, qdrant, points_before):
             assert not call.done(), f"the import ended before its first batch was seen: {call.result()}"
             assert time.monotonic() < deadline, "no batch of the import was written"
             await asyncio.sleep(0.005)
@@ -157,11 +170,15 @@ async def test_a_kill_9_after_the_first_batch_of_an_import_leaves_the_previous_t
             await call
     finally:
         await client.close()
-    store = KnowledgeStore(KnowledgeStoreSettings(data_dir=data), embedder=None)     # the data dir, reopened
+    settings = KnowledgeStoreSettings(data_dir=data, **({"backend": "qdrant", "qdrant_path": qdrant} if qdrant else {}))
+    store = open_store(settings, embedder=None)     # the data dir (the Qdrant folder, its lock gone), reopened
     try:
         listing = await store.archive_listing("acme", "", 100)
         hits = await store.get_entries("acme", [e for _, entries in listing for e in entries])
         assert sorted((h.entry.artifact_id, h.entry.text) for h in hits) == before
+        assert (await store.stats("acme")).entries == len(before) and store.list_tenants() == ["acme"]
         assert not list(data.glob(".import-*")) and not list(data.glob(".archive-*"))   # swept at the start
+        if qdrant:              # the generation written part-way deleted when the store opened
+            assert _stored_points(qdrant) == points_before and (await store.check_tenant("acme", repair=False)).consistent
     finally:
         store.close()

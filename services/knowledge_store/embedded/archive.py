@@ -30,6 +30,7 @@ from pathlib import Path
 
 import numpy as np
 
+from services.knowledge_store import archive_file
 from services.knowledge_store.embedded import backup, storage
 from services.knowledge_store.embedded.keyword_index import KeywordBatch
 from services.knowledge_store.embedded.reads import read_stored
@@ -145,20 +146,7 @@ async def set_fingerprint(tenants: Tenants, tenant_id: str, value: str) -> None:
 def sweep(data_dir: Path) -> list[Path]:
     """Remove the import directories and archive scratch files of processes no longer running
     (a kill -9 during an import or export); the paths removed."""
-    removed = []
-    for path in (*data_dir.glob(".import-*"), *data_dir.glob(".archive-*")):
-        try:
-            pid = int(path.name.rsplit("-", 2)[-2])
-            os.kill(pid, 0)
-            continue                           # its process runs: in use
-        except ProcessLookupError:
-            pass
-        except (ValueError, IndexError, PermissionError):
-            continue                           # not ours, or not ours to judge
-        shutil.rmtree(path, ignore_errors=True) if path.is_dir() else path.unlink(missing_ok=True)
-        log.warning("removed %s, left by an import or export whose process is gone", path.name)
-        removed.append(path)
-    return removed
+    return archive_file.sweep(data_dir, (".import-*", ".archive-*"))
 
 
 class ImportStage:

@@ -4,45 +4,62 @@
                tenant's records are scrolled and sorted: Qdrant has no range on keywords)
     put        prepared artifacts with their stored vectors through the ingest's own write path
                (writes.py `_write`: points, commit record, flip), then their feedback counters
-    stage      an import writes into the tenant itself, which must hold nothing: Qdrant has no
-               transaction across points and no way to switch a tenant's points over at once, so
-               `replace` is UNIMPLEMENTED here (delete the tenant's documents first, or import
-               into another tenant); on a failure every point of the tenant is removed again
-               (`discard_tenant`: also what `nucleus migrate` runs before redoing an import a
-               kill -9 cut short)
+    stage      an import writes a new generation of the tenant (layout.py, filters.Tenant): a
+               view of the store pinned to it (`store` of the stage) writes every point there,
+               unseen by readers, who read the generation the tenant's generation record names.
+               The record first claims the new generation (`staged`); on commit one upsert of
+               the record switches it (`serving` = new, `retired` = old), this process forgets
+               its cached generation at once (other replicas within GENERATION_TTL_S), and after
+               SWITCH_GRACE_S the old generation's points are deleted. A failure deletes the new
+               generation's points; a kill -9 leaves them invisible, named by `staged` (or the
+               old ones by `retired`), deleted by the next import of the tenant and when a
+               local-mode store opens (`drop_unserved`). A tenant holding data (documents,
+               profiles or personas) is replaced only with `replace`. Writes to the tenant while
+               it is imported go to the generation served, and are gone with it at the switch.
+               One import of a tenant at a time: a second one deletes the first one's generation
     user data  the per-user votes, the search log and the votes on federated sources (the
                `votes`, `searches` and `source_votes` collections) as archive records in key
                order (searches by time, then id: as the embedded backend), and written back
-               as the same points their writes make (removed with the tenant's other points on
-               a failure)
+               as the same points their writes make, in the import's generation
     fingerprint  the tenant's embedding model fingerprint (../fingerprints.py): a point of its
-               own in the term statistics collection (the tenant point is rewritten whole by
-               every write)
+               own in the term statistics collection, per generation (the tenant point is
+               rewritten whole by every write)
 """
 from __future__ import annotations
 
+import asyncio
+import copy
+import logging
+import time
 from collections.abc import Sequence
 
 import numpy as np
 from qdrant_client import models as qm
 
-from services.knowledge_store.qdrant import filters as qf
 from services.knowledge_store.qdrant import layout
-from shared.errors import FailedPrecondition, Unimplemented
+from services.knowledge_store.qdrant.base import GENERATION_TTL_S, QdrantBase
+from services.knowledge_store.qdrant.filters import Tenant
+from shared.errors import FailedPrecondition
+
+log = logging.getLogger(__name__)
+#: After a switch, how long the replaced generation stays: requests already reading it finish, and
+#: (on a cluster) other replicas, which read the generation at most GENERATION_TTL_S old, move over.
+SWITCH_GRACE_S = GENERATION_TTL_S + 2.0
+LOCAL_SWITCH_GRACE_S = 0.2      # local mode: one process, whose own reads move over at the switch
 
 
-class Archiving:
+class Archiving(QdrantBase):
     """Mixed into QdrantKnowledgeStore (store.py)."""
 
     async def archive_listing(self, tenant_id: str, after: str, limit: int) -> list[tuple[str, list[str]]]:
         await self._ensure()
         records = await self._scroll({"collection_name": self._names.artifacts},
-                                     qm.Filter(must=[qf.tenant(tenant_id)]), payload=["artifact_id"])
+                                     await self._all(tenant_id), payload=["artifact_id"])
         ids = sorted(a for a in (r.payload["artifact_id"] for r in records) if a > after)[:limit]
         if not ids:
             return []
         out: dict[str, list[tuple[int, str]]] = {a: [] for a in ids}
-        for p in await self._scroll(self._chunk_args(tenant_id), qf.scope(tenant_id, None, qm.FieldCondition(
+        for p in await self._scroll(self._chunk_args(tenant_id), await self._scope(tenant_id, None, qm.FieldCondition(
                 key="artifact_id", match=qm.MatchAny(any=ids))), payload=["artifact_id", "entry_id", "chunk_index"]):
             out[p.payload["artifact_id"]].append((p.payload["chunk_index"], p.payload["entry_id"]))
         return [(a, [e for _, e in sorted(entries)]) for a, entries in out.items()]
@@ -55,16 +72,17 @@ class Archiving:
         for persona, group in by_persona.items():
             await self._write(tenant_id, persona, [p for _, p, _, _, _ in group],
                               np.concatenate([v for _, _, v, _, _ in group]), [t for _, _, _, t, _ in group])
+        t = await self._tenant(tenant_id)
         for _, p, _, _, (helpful, unhelpful) in items:
             if helpful or unhelpful:
                 await self._call("set_payload", collection_name=self._names.artifacts, wait=True,
                                  payload={"feedback_helpful": helpful, "feedback_unhelpful": unhelpful},
-                                 points=[layout.artifact_point(tenant_id, p.meta.artifact_id)])
+                                 points=[layout.artifact_point(t.key, p.meta.artifact_id)])
 
     async def user_data(self, tenant_id: str, kind: str) -> list[dict]:
         await self._ensure()
         collection, fields, key, _ = self._user_kind(kind)
-        points = await self._scroll({"collection_name": collection}, qm.Filter(must=[qf.tenant(tenant_id)]))
+        points = await self._scroll({"collection_name": collection}, await self._all(tenant_id))
         out = [{"kind": kind, **{f: p.payload.get(f) for f in fields}} for p in points]
         for r in out:
             if "helpful" in r:
@@ -75,8 +93,9 @@ class Archiving:
     async def put_user_data(self, tenant_id: str, kind: str, records: Sequence[dict]) -> None:
         await self._ensure()
         collection, fields, key, point = self._user_kind(kind)
+        t = await self._tenant(tenant_id)
         await self._call("upsert", collection_name=collection, wait=True, points=[qm.PointStruct(
-            id=point(tenant_id, *(r[k] for k in key)), vector={},
+            id=point(t.key, *(r[k] for k in key)), vector={},
             payload={"tenant_id": tenant_id, **{f: r[f] for f in fields}}) for r in records])
 
     def _user_kind(self, kind: str) -> tuple:
@@ -90,49 +109,112 @@ class Archiving:
                                 layout.source_vote_point)}[kind]
 
     async def import_stage(self, tenant_id: str, replace: bool) -> _Stage:
-        if replace:
-            raise Unimplemented("import --replace is not served by the qdrant backend: Qdrant cannot switch a "
-                                "tenant's points over to new ones at once, so a failure part-way would leave a mix; "
-                                "import into an empty tenant (docs/SCALE.md, \"Tenant archives\")")
+        """A view of this store pinned to a new generation of the tenant (module docstring)."""
         await self._ensure()
-        for collection in (self._names.artifacts, self._names.profiles, self._names.personas):
-            got, _ = await self._call("scroll", collection_name=collection, limit=1, with_payload=False,
-                                      scroll_filter=qm.Filter(must=[qf.tenant(tenant_id)]))
-            if got:
-                raise FailedPrecondition(f"tenant '{tenant_id}' already holds data: the qdrant backend imports into "
-                                         "an empty tenant only (import --as-tenant another tenant)")
-        return _Stage(self, tenant_id)
+        record = await self._generation_record(tenant_id)
+        serving = int(record.get("serving") or 0)
+        if not replace:
+            mine = Tenant(tenant_id, serving).all()
+            for collection in (self._names.artifacts, self._names.profiles, self._names.personas):
+                got, _ = await self._call("scroll", collection_name=collection, limit=1, with_payload=False,
+                                          scroll_filter=mine)
+                if got:
+                    raise FailedPrecondition(f"tenant '{tenant_id}' already holds data: import it with --replace to "
+                                             "replace it (its documents, profiles and personas), or import "
+                                             "--as-tenant another tenant")
+        await self._drop_leftovers(tenant_id, record)
+        staged = serving + 1
+        await self._put_generation(tenant_id, serving, staged=staged)      # claimed: found again after a kill
+        view = copy.copy(self)
+        view._pinned = {tenant_id: staged}
+        return _Stage(self, view, tenant_id, serving, staged)
 
-    async def discard_tenant(self, tenant_id: str) -> None:
-        """Every point of the tenant removed."""
-        await self._ensure()
-        mine = qm.Filter(must=[qf.tenant(tenant_id)])
+    async def _generation_record(self, tenant_id: str) -> dict:
+        got = await self._call("retrieve", collection_name=self._names.term_stats,
+                               ids=[layout.generation_point(tenant_id)], with_payload=True)
+        return dict(got[0].payload) if got else {}
+
+    async def _put_generation(self, tenant_id: str, serving: int, *, staged: int | None = None,
+                              retired: int | None = None) -> None:
+        """The tenant's generation record: one upsert (no `tenant_id`: no tenant filter matches it)."""
+        await self._call("upsert", collection_name=self._names.term_stats, wait=True, points=[qm.PointStruct(
+            id=layout.generation_point(tenant_id), vector={}, payload={
+                "kind": "generation", "tenant": tenant_id, "serving": serving, "staged": staged,
+                "retired": retired})])
+
+    async def _drop(self, tenant_id: str, gen: int) -> None:
+        """Every point of one generation of the tenant deleted."""
+        mine = Tenant(tenant_id, gen).all()
         await self._call("delete", collection_name=self._names.chunks, wait=True, points_selector=qm.FilterSelector(
             filter=mine, shard_key=self._shard(tenant_id)))
         for collection in self._names.payload_only():
             await self._call("delete", collection_name=collection, wait=True,
                              points_selector=qm.FilterSelector(filter=mine))
 
+    async def _drop_leftovers(self, tenant_id: str, record: dict) -> int:
+        """The generations a killed import left (`staged`: written part-way; `retired`: replaced,
+        not yet deleted) deleted; the record then names the generation served only."""
+        serving = int(record.get("serving") or 0)
+        gone = {int(g) for g in (record.get("staged"), record.get("retired")) if g is not None} - {serving}
+        for gen in sorted(gone):
+            log.info("tenant %s: generation %d deleted (replaced, or written part-way)", tenant_id, gen)
+            await self._drop(tenant_id, gen)
+        if gone:
+            await self._put_generation(tenant_id, serving)
+        return len(gone)
+
+    async def drop_unserved(self, tenant_id: str | None = None) -> int:
+        """The leftovers of killed imports deleted (of every tenant: None); run when a local-mode
+        store opens (no import of another process can be running) and by every import."""
+        if tenant_id is not None:
+            return await self._drop_leftovers(tenant_id, await self._generation_record(tenant_id))
+        records = await self._scroll({"collection_name": self._names.term_stats}, qm.Filter(must=[
+            qm.FieldCondition(key="kind", match=qm.MatchValue(value="generation"))]))
+        return sum([await self._drop_leftovers(r.payload["tenant"], r.payload) for r in records])
+
     async def tenant_fingerprint(self, tenant_id: str) -> str:
         await self._ensure()
+        t = await self._tenant(tenant_id)
         got = await self._call("retrieve", collection_name=self._names.term_stats,
-                               ids=[layout.point_id("fingerprint", tenant_id)], with_payload=["fingerprint"])
+                               ids=[layout.point_id("fingerprint", t.key)], with_payload=["fingerprint"])
         return str(got[0].payload.get("fingerprint", "")) if got else ""
 
     async def set_tenant_fingerprint(self, tenant_id: str, fingerprint: str) -> None:
         await self._ensure()
+        t = await self._tenant(tenant_id)
         await self._call("upsert", collection_name=self._names.term_stats, wait=True, points=[qm.PointStruct(
-            id=layout.point_id("fingerprint", tenant_id), vector={},
+            id=layout.point_id("fingerprint", t.key), vector={},
             payload={"tenant_id": tenant_id, "kind": "fingerprint", "fingerprint": fingerprint})])
 
 
 class _Stage:
-    def __init__(self, store, tenant_id: str) -> None:
-        self.store, self._tenant_id = store, tenant_id
+    """An import's generation: written through `store` (pinned to it), then switched in."""
+
+    def __init__(self, owner: Archiving, view: Archiving, tenant_id: str, serving: int, staged: int) -> None:
+        self.store, self._owner, self._tenant_id = view, owner, tenant_id
+        self._serving, self._staged = serving, staged
+        self._switched = False
 
     async def commit(self) -> None:
         await self.store.resaturate(self._tenant_id)       # the sparse vectors with the final average length
+        owner, tenant_id = self._owner, self._tenant_id
+        await owner._put_generation(tenant_id, self._staged, retired=self._serving)     # the switch: one write
+        owner._serving[tenant_id] = (time.monotonic() + GENERATION_TTL_S, self._staged)   # read here from now on
+        self._switched = True
+        try:
+            await asyncio.sleep(SWITCH_GRACE_S if owner._q.cluster else LOCAL_SWITCH_GRACE_S)
+            await owner._drop_leftovers(tenant_id, await owner._generation_record(tenant_id))
+        except Exception as err:      # switched already: the next import (or open) deletes the old one
+            log.warning("tenant %s: imported, but its generation %d is not deleted yet: %s", tenant_id,
+                        self._serving, err)
 
     async def abort(self) -> None:
-        """Every point of the tenant removed (it held none before the import)."""
-        await self.store.discard_tenant(self._tenant_id)
+        """The new generation's points deleted; the tenant is as it was."""
+        if self._switched:                     # the import stands
+            return
+        try:
+            await self._owner._drop_leftovers(self._tenant_id,
+                                              await self._owner._generation_record(self._tenant_id))
+        except Exception as err:      # the failure that aborted the import is the one to answer
+            log.warning("tenant %s: the import's generation %d is left for its next import: %s", self._tenant_id,
+                        self._staged, err)

@@ -37,7 +37,6 @@ from qdrant_client import models as qm
 from services.knowledge_store import validation
 from services.knowledge_store.models import TenantCheck
 from services.knowledge_store.preparation import derived_rows, embed_texts
-from services.knowledge_store.qdrant import filters as qf
 from services.knowledge_store.qdrant import layout
 from services.knowledge_store.qdrant.base import SCROLL_PAGE, sparse_of
 from services.knowledge_store.qdrant.statistics import TermStatistics
@@ -118,9 +117,9 @@ class Checks(TermStatistics):
     async def _scan(self, tenant_id: str) -> Found:
         found = Found()
         records = {p.payload["artifact_id"]: p.payload for p in await self._scroll(
-            {"collection_name": self._names.artifacts}, qm.Filter(must=[qf.tenant(tenant_id)]),
+            {"collection_name": self._names.artifacts}, await self._all(tenant_id),
             payload=["artifact_id", "version", "entries", "pending"])}
-        points = await self._scroll(self._chunk_args(tenant_id), qm.Filter(must=[qf.tenant(tenant_id)]),
+        points = await self._scroll(self._chunk_args(tenant_id), await self._all(tenant_id),
                                     payload=CHECK_PAYLOAD, vectors=True)
         old = time.time() - ORPHAN_GRACE_S
         held: dict[str, set[int]] = {}

@@ -10,7 +10,6 @@ import time
 from qdrant_client import models as qm
 
 from services.knowledge_store import search_log, validation
-from services.knowledge_store.qdrant import filters as qf
 from services.knowledge_store.qdrant import layout
 from services.knowledge_store.qdrant.base import QdrantBase
 from shared.records import SearchLogItem, SearchLogRecord, SourceVotes
@@ -25,8 +24,9 @@ class FeedbackLog(QdrantBase):
         search_log.record(r)
         await self._ensure()
         await self._require_tenant(r.tenant_id)
+        t = await self._tenant(r.tenant_id)
         await self._call("upsert", collection_name=self._names.searches, wait=True, points=[qm.PointStruct(
-            id=layout.search_point(r.tenant_id, r.search_id), vector={},
+            id=layout.search_point(t.key, r.search_id), vector={},
             payload={"tenant_id": r.tenant_id, "search_id": r.search_id, "user_id": r.user_id,
                      "created_unix": r.created_unix, "query_sha256": r.query_sha256,
                      "items": [[i.entry_id, i.artifact_id, i.rank] for i in r.items]})])
@@ -37,9 +37,9 @@ class FeedbackLog(QdrantBase):
     async def _prune_searches(self, tenant_id: str) -> None:
         oldest = int(time.time()) - search_log.SEARCH_RETENTION_S
         await self._call("delete", collection_name=self._names.searches, wait=True, points_selector=qm.FilterSelector(
-            filter=qm.Filter(must=[qf.tenant(tenant_id),
+            filter=qm.Filter(must=[*(await self._tenant(tenant_id)).conditions(),
                                    qm.FieldCondition(key="created_unix", range=qm.Range(lt=oldest))])))
-        flt = qm.Filter(must=[qf.tenant(tenant_id)])
+        flt = await self._all(tenant_id)
         count = (await self._call("count", collection_name=self._names.searches, count_filter=flt, exact=True)).count
         if count <= search_log.MAX_SEARCHES_PER_TENANT:
             return
@@ -50,8 +50,9 @@ class FeedbackLog(QdrantBase):
                          points_selector=qm.PointIdsList(points=excess))
 
     async def _search_record(self, tenant_id: str, search_id: str) -> SearchLogRecord | None:
+        t = await self._tenant(tenant_id)
         got = await self._call("retrieve", collection_name=self._names.searches,
-                               ids=[layout.search_point(tenant_id, search_id)], with_payload=True)
+                               ids=[layout.search_point(t.key, search_id)], with_payload=True)
         if not got or got[0].payload.get("tenant_id") != tenant_id:
             return None
         p = got[0].payload
@@ -73,13 +74,14 @@ class FeedbackLog(QdrantBase):
         now = int(time.time())
         if search_id:
             await self._check_search_vote(tenant_id, search_id, user_id, target_id)
+        t = await self._tenant(tenant_id)
         vote = {"tenant_id": tenant_id, "source_id": source_id, "user_id": user_id, "helpful": bool(helpful),
                 "target_id": target_id, "updated_unix": now}
         await self._call("upsert", collection_name=self._names.source_votes, wait=True, points=[qm.PointStruct(
-            id=layout.source_vote_point(tenant_id, source_id, user_id), vector={}, payload=vote)])
+            id=layout.source_vote_point(t.key, source_id, user_id), vector={}, payload=vote)])
         if search_id:
             await self._call("upsert", collection_name=self._names.feedback, wait=True, points=[qm.PointStruct(
-                id=layout.point_id("feedback", tenant_id, target_id, user_id, time.time_ns()), vector={},
+                id=layout.point_id("feedback", t.key, target_id, user_id, time.time_ns()), vector={},
                 payload={**vote, "target": "source", "search_id": search_id, "comment": "", "created_unix": now})])
         return next(iter(await self._source_counts(tenant_id, source_id)), SourceVotes(source_id, 0, 0))
 
@@ -90,7 +92,7 @@ class FeedbackLog(QdrantBase):
 
     async def _source_counts(self, tenant_id: str, source_id: str | None = None) -> list[SourceVotes]:
         """Each source's votes in the tenant; of `source_id` only when given (its indexed field)."""
-        must = [qf.tenant(tenant_id)]
+        must = (await self._tenant(tenant_id)).conditions()
         if source_id is not None:
             must.append(qm.FieldCondition(key="source_id", match=qm.MatchValue(value=source_id)))
         points = await self._scroll({"collection_name": self._names.source_votes}, qm.Filter(must=must),

@@ -2,10 +2,12 @@
 
 Every chunk point carries what the conditions read: `time` (the entry's timestamp, else the
 artifact's modified, else created time; 0 = unknown), source type and id, artifact id, tags,
-owners, the entry's persona, visibility groups and `public` (no groups). `scope` adds what every
-search has: the tenant and the artifact's current version.
+owners, the entry's persona, visibility groups and `public` (no groups). `Tenant.scope` adds what
+every search has: the tenant's serving generation and the artifact's current version.
 """
 from __future__ import annotations
+
+from dataclasses import dataclass
 
 from qdrant_client import models as qm
 
@@ -42,13 +44,36 @@ def conditions(f: SearchFilters) -> list[qm.Condition]:
     return out
 
 
-def tenant(tenant_id: str) -> qm.FieldCondition:
-    return _eq("tenant_id", tenant_id)
+#: The payload field holding the tenant generation a point belongs to (absent: generation 0, the
+#: points written before generations existed and every tenant never imported into on Qdrant).
+GEN = "tenant_gen"
 
 
-def scope(tenant_id: str, f: SearchFilters | None = None, *extra: qm.Condition) -> qm.Filter:
-    """The tenant's current entries that `f` allows (and `extra`)."""
-    must: list[qm.Condition] = [tenant(tenant_id), _eq("current", True), *extra]
-    if f is not None:
-        must += conditions(f)
-    return qm.Filter(must=must)
+@dataclass(frozen=True, slots=True)
+class Tenant:
+    """One generation of a tenant's points: every filter, point id and write of the tenant is built
+    from it (no tenant condition exists without its generation). An import writes a new generation
+    and switches the tenant over to it in one write (archive.py)."""
+    id: str
+    gen: int
+
+    @property
+    def key(self) -> str:
+        """The tenant part of its point ids (layout.py): the tenant id; after an import, with the
+        generation (a control character separates them: neither id may hold one)."""
+        return self.id if not self.gen else f"{self.id}\x1fg{self.gen}"
+
+    def conditions(self) -> list[qm.Condition]:
+        gen = qm.IsEmptyCondition(is_empty=qm.PayloadField(key=GEN)) if not self.gen else _eq(GEN, self.gen)
+        return [_eq("tenant_id", self.id), gen]
+
+    def all(self, *extra: qm.Condition) -> qm.Filter:
+        """Every point of this generation of the tenant (and `extra`)."""
+        return qm.Filter(must=[*self.conditions(), *extra])
+
+    def scope(self, f: SearchFilters | None = None, *extra: qm.Condition) -> qm.Filter:
+        """The tenant's current entries that `f` allows (and `extra`)."""
+        must: list[qm.Condition] = [*self.conditions(), _eq("current", True), *extra]
+        if f is not None:
+            must += conditions(f)
+        return qm.Filter(must=must)

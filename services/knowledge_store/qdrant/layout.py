@@ -20,6 +20,12 @@ is sent can be inspected: local mode ignores payload indexes and shard keys).
     <prefix>_source_votes payload only: each user's current vote per federated source
     <prefix>_models      payload only: ranking models (base64 JSON), one point per (tenant, sha256)
 
+Tenant generations: every point of a tenant carries the generation it belongs to (`tenant_gen`,
+absent = 0) and its id is derived from the tenant id and that generation (filters.Tenant.key);
+the term statistics collection holds one generation record per imported tenant (`kind`
+"generation", `serving`: the generation readers see; no `tenant_id`, so no tenant filter ever
+matches it). An import writes a new generation and switches `serving` in one upsert (archive.py).
+
 Every collection has a `tenant_id` keyword payload index marked `is_tenant` (Qdrant co-locates
 a tenant's points and plans filtered searches per tenant). On a cluster the chunks collection
 uses custom sharding: tenants named in `qdrant_shard_key_tenants` get a shard key of their own,
@@ -58,6 +64,11 @@ def artifact_point(tenant_id: str, artifact_id: str) -> str:
 
 def tenant_point(tenant_id: str) -> str:
     return point_id("tenant", tenant_id)
+
+
+def generation_point(tenant_id: str) -> str:
+    """The tenant's generation record: which generation of its points is served (../archive.py)."""
+    return point_id("generation", tenant_id)
 
 
 TERM_BUCKETS = 256
@@ -198,10 +209,13 @@ TEXT_INDEX = ("text", qm.TextIndexParams(type=qm.TextIndexType.TEXT, tokenizer=q
                                          lowercase=True))
 
 
-def tenant_index(collection: str) -> Call:
-    return Call("create_payload_index", {
+def tenant_index(collection: str) -> list[Call]:
+    """The tenant index and the generation's (filters.GEN) of a collection."""
+    return [Call("create_payload_index", {
         "collection_name": collection, "field_name": "tenant_id",
-        "field_schema": qm.KeywordIndexParams(type=qm.KeywordIndexType.KEYWORD, is_tenant=True)})
+        "field_schema": qm.KeywordIndexParams(type=qm.KeywordIndexType.KEYWORD, is_tenant=True)}),
+        Call("create_payload_index", {"collection_name": collection, "field_name": "tenant_gen",
+                                      "field_schema": qm.PayloadSchemaType.INTEGER})]
 
 
 def collection_plan(names: Collections, dimension: int, *, cluster: bool, shards: int = 2,
@@ -224,13 +238,13 @@ def collection_plan(names: Collections, dimension: int, *, cluster: bool, shards
     if cluster:
         for key in (DEFAULT_SHARD_KEY, *shard_key_tenants):
             plan.append(Call("create_shard_key", {"collection_name": names.chunks, "shard_key": key}))
-    plan.append(tenant_index(names.chunks))
+    plan += tenant_index(names.chunks)
     for name, schema in (*CHUNK_INDEXES, TEXT_INDEX):
         plan.append(Call("create_payload_index", {"collection_name": names.chunks, "field_name": name,
                                                   "field_schema": schema}))
     for collection in names.payload_only():
         plan.append(Call("create_collection", {"collection_name": collection, "vectors_config": {}, **layout}))
-        plan.append(tenant_index(collection))
+        plan += tenant_index(collection)
     for collection, name, schema in (
             (names.artifacts, "pending", qm.PayloadSchemaType.BOOL),
             (names.term_stats, "kind", qm.PayloadSchemaType.KEYWORD),

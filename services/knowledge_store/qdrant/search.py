@@ -38,7 +38,6 @@ from services.knowledge_store.external_texts import prepare as prepare_texts
 from services.knowledge_store.models import StoredFields
 from services.knowledge_store.preparation import derived_rows
 from services.knowledge_store.qdrant import bm25, layout
-from services.knowledge_store.qdrant import filters as qf
 from services.knowledge_store.qdrant.base import sparse_of
 from services.knowledge_store.qdrant.statistics import TermStatistics
 from shared.errors import InvalidArgument
@@ -68,8 +67,9 @@ class Searches(TermStatistics):
     async def _feedback(self, tenant_id: str, artifact_ids: set[str]) -> dict[str, tuple[int, int]]:
         if not artifact_ids:
             return {}
+        t = await self._tenant(tenant_id)
         got = await self._call("retrieve", collection_name=self._names.artifacts,
-                               ids=[layout.artifact_point(tenant_id, a) for a in artifact_ids],
+                               ids=[layout.artifact_point(t.key, a) for a in artifact_ids],
                                with_payload=["artifact_id", "feedback_helpful", "feedback_unhelpful"])
         return {p.payload["artifact_id"]: (int(p.payload.get("feedback_helpful", 0)),
                                            int(p.payload.get("feedback_unhelpful", 0))) for p in got}
@@ -101,7 +101,8 @@ class Searches(TermStatistics):
         queries = validation.query_vectors(query_vectors, self._settings.dimension)
         await self._ensure()
         await self._require_tenant(tenant_id)
-        flt = qf.scope(tenant_id, filters)
+        t = await self._tenant(tenant_id)
+        flt = t.scope(filters)
         key = self._shard(tenant_id)
         requests = [qm.QueryRequest(query=q.tolist(), using=layout.DENSE, filter=flt, limit=top_k,
                                     with_payload=payload, **({"shard_key": key} if key else {}))
@@ -139,8 +140,9 @@ class Searches(TermStatistics):
         phrases_held = await self._phrase_holders(tenant_id, query) if terms else []
         points = []
         if len(wanted):
-            points = await self._scroll(self._chunk_args(tenant_id), qf.scope(tenant_id, filters, qm.FieldCondition(
-                key="row_id", match=qm.MatchAny(any=[int(r) for r in wanted]))), payload=["row_id", "dl"],
+            points = await self._scroll(self._chunk_args(tenant_id), await self._scope(
+                tenant_id, filters, qm.FieldCondition(key="row_id", match=qm.MatchAny(any=[int(r) for r in wanted]))),
+                payload=["row_id", "dl"],
                 vectors=[layout.DENSE, layout.SPARSE])
         by_row = {int(p.payload["row_id"]): p for p in points}
         dense = np.full(len(wanted), np.nan, np.float32)
@@ -166,7 +168,7 @@ class Searches(TermStatistics):
         phrases = keyword_phrases(keywords, extra_keywords)
         await self._ensure()
         await self._require_tenant(tenant_id)
-        flt = qf.scope(tenant_id, filters)
+        flt = await self._scope(tenant_id, filters)
         if is_listing(phrases):
             return await self._listing(tenant_id, flt, top_k, payload), []
         keyword_query = KeywordQuery.of(phrases, term_weights)
@@ -189,8 +191,8 @@ class Searches(TermStatistics):
             # An entry holding a quoted phrase is scored here whether or not the sparse query
             # ranked it (the phrase may be all that brings it into the top k), as the embedded
             # index adds a phrase's postings to the terms' (embedded/keyword_index.py).
-            points = await self._scroll(self._chunk_args(tenant_id), qf.scope(tenant_id, filters, qm.FieldCondition(
-                key="row_id", match=qm.MatchAny(any=holders))),
+            points = await self._scroll(self._chunk_args(tenant_id), await self._scope(
+                tenant_id, filters, qm.FieldCondition(key="row_id", match=qm.MatchAny(any=holders))),
                 payload=list(dict.fromkeys([*payload, "row_id", "dl"])), vectors=[layout.SPARSE])
             scored += [(p, bm25.dot(query, sparse_of(p)) + _phrase_score(p, held)) for p in points]
         return _ordered([(p, s) for p, s in scored if s > 0])[:top_k], terms
@@ -210,11 +212,11 @@ class Searches(TermStatistics):
         args = self._chunk_args(tenant_id)
         out = []
         for run, text in query.phrases:
-            found = await self._scroll(args, qf.scope(tenant_id, None, qm.FieldCondition(
+            found = await self._scroll(args, await self._scope(tenant_id, None, qm.FieldCondition(
                 key="text", match=qm.MatchText(text=text))), payload=["row_id", "dl", "text"],
                 limit=PHRASE_EXACT_MAX + 1)
             if len(found) > PHRASE_EXACT_MAX:
-                rows = await self._scroll(args, qf.scope(tenant_id, None, qm.FieldCondition(
+                rows = await self._scroll(args, await self._scope(tenant_id, None, qm.FieldCondition(
                     key="text", match=qm.MatchText(text=text))), payload=["row_id", "dl"])
             else:
                 rows = [p for p in found if holds_phrase(p.payload.get("text", ""), text)]
@@ -231,7 +233,7 @@ class Searches(TermStatistics):
         indices = sorted({layout.term_index(t) for t in run})
         query = qm.SparseVector(indices=indices, values=[1.0] * len(indices))
         answer = await self._call("query_points", **self._chunk_args(tenant_id), query=query, using=layout.SPARSE,
-                                  query_filter=qf.scope(tenant_id), limit=PHRASE_EXACT_MAX,
+                                  query_filter=await self._scope(tenant_id), limit=PHRASE_EXACT_MAX,
                                   with_payload=["row_id", "dl", "text", "title", "headline"])
         out = []
         for p in answer.points:
@@ -293,7 +295,7 @@ class Searches(TermStatistics):
         await self._require_tenant(tenant_id)
         if not unique:
             return []
-        points = await self._scroll(self._chunk_args(tenant_id), qf.scope(tenant_id, None, qm.FieldCondition(
+        points = await self._scroll(self._chunk_args(tenant_id), await self._scope(tenant_id, None, qm.FieldCondition(
             key="entry_id", match=qm.MatchAny(any=unique))), payload=ENTRY_PAYLOAD)
         found = {p.payload["entry_id"]: p for p in points}
         return await self._hits(tenant_id, [(found[e], 0.0) for e in unique if e in found])
@@ -306,7 +308,7 @@ class Searches(TermStatistics):
         await self._require_tenant(tenant_id)
         if not unique:
             return {}
-        points = await self._scroll(self._chunk_args(tenant_id), qf.scope(tenant_id, None, qm.FieldCondition(
+        points = await self._scroll(self._chunk_args(tenant_id), await self._scope(tenant_id, None, qm.FieldCondition(
             key="entry_id", match=qm.MatchAny(any=unique))), payload=["entry_id"], vectors=[layout.DENSE])
         return {p.payload["entry_id"]: np.asarray(p.vector[layout.DENSE], np.float32) for p in points}
 
@@ -337,8 +339,9 @@ class Searches(TermStatistics):
         unique = list(dict.fromkeys(artifact_ids))
         if not unique:
             return {}
+        t = await self._tenant(tenant_id)
         got = await self._call("retrieve", collection_name=self._names.artifacts,
-                               ids=[layout.artifact_point(tenant_id, a) for a in unique],
+                               ids=[layout.artifact_point(t.key, a) for a in unique],
                                with_payload=["tenant_id", "artifact_id", "title_vector"])
         dim = self._settings.dimension
         return {p.payload["artifact_id"]: np.asarray(p.payload["title_vector"], np.float32) for p in got

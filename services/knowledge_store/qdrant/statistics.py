@@ -20,7 +20,6 @@ from qdrant_client import models as qm
 from services.knowledge_store import validation
 from services.knowledge_store.preparation import derived_rows
 from services.knowledge_store.qdrant import bm25, layout
-from services.knowledge_store.qdrant import filters as qf
 from services.knowledge_store.qdrant.base import SCROLL_PAGE, UPSERT_BATCH, QdrantBase, sparse_of
 
 
@@ -33,8 +32,9 @@ class TermStatistics(QdrantBase):
 
     async def _tenant_totals(self, tenant_id: str) -> tuple[int, float, float | None]:
         """(entries, total length, total title length: None on a point written before it)."""
+        t = await self._tenant(tenant_id)
         got = await self._call("retrieve", collection_name=self._names.term_stats,
-                               ids=[layout.tenant_point(tenant_id)], with_payload=True)
+                               ids=[layout.tenant_point(t.key)], with_payload=True)
         if not got:
             return 0, 0.0, 0.0
         title = got[0].payload.get("title_len")
@@ -62,10 +62,11 @@ class TermStatistics(QdrantBase):
         """The tenant's df buckets (term index -> df, keys as strings), by bucket number."""
         out: dict[int, dict[str, int]] = {}
         unique = sorted(set(buckets))
+        t = await self._tenant(tenant_id)
         for start in range(0, len(unique), SCROLL_PAGE):
             page = unique[start:start + SCROLL_PAGE]
             got = await self._call("retrieve", collection_name=self._names.term_stats, with_payload=["bucket", "df"],
-                                   ids=[layout.term_bucket_point(tenant_id, b) for b in page])
+                                   ids=[layout.term_bucket_point(t.key, b) for b in page])
             for p in got:
                 out[int(p.payload["bucket"])] = dict(p.payload["df"])
         return out
@@ -81,7 +82,8 @@ class TermStatistics(QdrantBase):
         return out
 
     async def _put_buckets(self, tenant_id: str, buckets: dict[int, dict[str, int]]) -> None:
-        points = [qm.PointStruct(id=layout.term_bucket_point(tenant_id, b), vector={},
+        t = await self._tenant(tenant_id)
+        points = [qm.PointStruct(id=layout.term_bucket_point(t.key, b), vector={},
                                  payload={"tenant_id": tenant_id, "kind": "terms", "bucket": b, "df": df})
                   for b, df in buckets.items()]
         for start in range(0, len(points), UPSERT_BATCH):
@@ -114,12 +116,14 @@ class TermStatistics(QdrantBase):
                    "generation": uuid.uuid4().hex}
         if title_len is not None:
             payload["title_len"] = title_len
+        t = await self._tenant(tenant_id)
         await self._call("upsert", collection_name=self._names.term_stats, wait=True, points=[qm.PointStruct(
-            id=layout.tenant_point(tenant_id), vector={}, payload=payload)])
+            id=layout.tenant_point(t.key), vector={}, payload=payload)])
 
     async def recount(self, tenant_id: str) -> None:
         """Recount the tenant's term statistics from its current chunk points (exact)."""
-        points = await self._scroll(self._chunk_args(tenant_id), qf.scope(tenant_id), payload=["dl", "tl"],
+        t = await self._tenant(tenant_id)
+        points = await self._scroll(self._chunk_args(tenant_id), t.scope(), payload=["dl", "tl"],
                                     vectors=[layout.SPARSE])
         df: dict[int, int] = {}
         total = title = 0.0
@@ -165,7 +169,8 @@ class TermStatistics(QdrantBase):
         if not n:
             return 0
         avgdl = total / n
-        points = await self._scroll(self._chunk_args(tenant_id), qf.scope(tenant_id), payload=["dl", "avgdl"],
+        t = await self._tenant(tenant_id)
+        points = await self._scroll(self._chunk_args(tenant_id), t.scope(), payload=["dl", "avgdl"],
                                     vectors=[layout.SPARSE])
         updates, changed = [], []
         for p in points:

@@ -33,7 +33,6 @@ from services.knowledge_store import personas, profiles, ranking_models, validat
 from services.knowledge_store.keywords import DEFAULT_BM25_WEIGHTS
 from services.knowledge_store.models import Embedder, StoreStatus
 from services.knowledge_store.personas import Persona
-from services.knowledge_store.qdrant import filters as qf
 from services.knowledge_store.qdrant import layout
 from services.knowledge_store.qdrant.archive import Archiving
 from services.knowledge_store.qdrant.base import BACKEND
@@ -65,9 +64,9 @@ class QdrantKnowledgeStore(Searches, Writes, FeedbackLog, Archiving):
         validation.tenant_id(tenant_id)
         await self._ensure()
         await self._require_tenant(tenant_id)
-        entries = (await self._call("count", **self._chunk_args(tenant_id), count_filter=qf.scope(tenant_id),
+        entries = (await self._call("count", **self._chunk_args(tenant_id), count_filter=await self._scope(tenant_id),
                                     exact=True)).count
-        records = await self._scroll({"collection_name": self._names.artifacts}, qm.Filter(must=[qf.tenant(tenant_id)]),
+        records = await self._scroll({"collection_name": self._names.artifacts}, await self._all(tenant_id),
                                      payload=["source_id", "source_type", "entries", "indexed_unix",
                                               "visibility_groups", "tags"])
         sources: dict[tuple[str, str], list[dict]] = {}
@@ -106,7 +105,7 @@ class QdrantKnowledgeStore(Searches, Writes, FeedbackLog, Archiving):
     # -- ranking profiles --------------------------------------------------------------------
 
     async def _profile_rows(self, tenant_id: str, persona_id: str | None = None) -> list[tuple]:
-        must = [qf.tenant(tenant_id)]
+        must = (await self._tenant(tenant_id)).conditions()
         if persona_id is not None:
             must.append(qm.FieldCondition(key="persona_id", match=qm.MatchValue(value=persona_id)))
         points = await self._scroll({"collection_name": self._names.profiles}, qm.Filter(must=must))
@@ -126,8 +125,9 @@ class QdrantKnowledgeStore(Searches, Writes, FeedbackLog, Archiving):
             profile = profiles.keep_model(rows, profile)
         version = profiles.next_version(rows, profile.persona_id, profile.name)
         row = profiles.row_of(profile, version, int(time.time()), time.time_ns())
+        t = await self._tenant(tenant_id)
         await self._call("upsert", collection_name=self._names.profiles, wait=True, points=[qm.PointStruct(
-            id=layout.profile_point(tenant_id, profile.persona_id, profile.name, version), vector={},
+            id=layout.profile_point(t.key, profile.persona_id, profile.name, version), vector={},
             payload={"tenant_id": tenant_id, "persona_id": profile.persona_id, "name": profile.name,
                      "version": version, "row": list(row)})])
         if not await self._tenant_exists(tenant_id):
@@ -158,8 +158,9 @@ class QdrantKnowledgeStore(Searches, Writes, FeedbackLog, Archiving):
         validation.tenant_id(tenant_id)
         sha, version = ranking_models.check_model(raw)
         await self._ensure()
+        t = await self._tenant(tenant_id)
         await self._call("upsert", collection_name=self._names.models, wait=True, points=[qm.PointStruct(
-            id=layout.model_point(tenant_id, sha), vector={},
+            id=layout.model_point(t.key, sha), vector={},
             payload={"tenant_id": tenant_id, "sha256": sha, "feature_version": version,
                      "model": base64.b64encode(bytes(raw)).decode("ascii"), "created_unix": int(time.time())})])
         if profile is None:
@@ -171,8 +172,9 @@ class QdrantKnowledgeStore(Searches, Writes, FeedbackLog, Archiving):
         validation.tenant_id(tenant_id)
         ranking_models.model_sha256(sha256)
         await self._ensure()
+        t = await self._tenant(tenant_id)
         points = await self._call("retrieve", collection_name=self._names.models,
-                                  ids=[layout.model_point(tenant_id, sha256)], with_payload=True)
+                                  ids=[layout.model_point(t.key, sha256)], with_payload=True)
         if not points or points[0].payload.get("tenant_id") != tenant_id:
             return None
         return base64.b64decode(points[0].payload["model"])
@@ -183,8 +185,9 @@ class QdrantKnowledgeStore(Searches, Writes, FeedbackLog, Archiving):
         """Store a persona agent's settings (replacing earlier ones); returns them as stored."""
         persona = replace(personas.check(persona), updated_unix=int(time.time()))
         await self._ensure()
+        t = await self._tenant(persona.tenant_id)
         await self._call("upsert", collection_name=self._names.personas, wait=True, points=[qm.PointStruct(
-            id=layout.persona_point(persona.tenant_id, persona.persona_id), vector={},
+            id=layout.persona_point(t.key, persona.persona_id), vector={},
             payload={"tenant_id": persona.tenant_id, "persona_id": persona.persona_id, "json": persona.to_json()})])
         if not await self._tenant_exists(persona.tenant_id):
             await self._put_tenant(persona.tenant_id, 0, 0.0)
@@ -196,8 +199,9 @@ class QdrantKnowledgeStore(Searches, Writes, FeedbackLog, Archiving):
             raise InvalidArgument("persona_id", "is required")
         validation.persona_id(persona_id)
         await self._ensure()
+        t = await self._tenant(tenant_id)
         got = await self._call("retrieve", collection_name=self._names.personas,
-                               ids=[layout.persona_point(tenant_id, persona_id)], with_payload=True)
+                               ids=[layout.persona_point(t.key, persona_id)], with_payload=True)
         if not got:
             raise NotFound(f"persona '{persona_id}' does not exist for tenant '{tenant_id}'")
         return Persona.from_json(tenant_id, got[0].payload["json"])
@@ -205,7 +209,7 @@ class QdrantKnowledgeStore(Searches, Writes, FeedbackLog, Archiving):
     async def list_personas(self, tenant_id: str) -> list[Persona]:
         validation.tenant_id(tenant_id)
         await self._ensure()
-        points = await self._scroll({"collection_name": self._names.personas}, qm.Filter(must=[qf.tenant(tenant_id)]))
+        points = await self._scroll({"collection_name": self._names.personas}, await self._all(tenant_id))
         return sorted((Persona.from_json(tenant_id, p.payload["json"]) for p in points), key=lambda p: p.persona_id)
 
     # -- topics ------------------------------------------------------------------------------
@@ -229,29 +233,30 @@ class QdrantKnowledgeStore(Searches, Writes, FeedbackLog, Archiving):
         artifact_id = target_id if target == "artifact" else target_id.rsplit("#", 1)[0]
         record = (await self._records(tenant_id, [artifact_id])).get(artifact_id)
         if record is not None and target == "entry":
-            found = await self._call("count", **self._chunk_args(tenant_id), exact=True, count_filter=qf.scope(
+            found = await self._call("count", **self._chunk_args(tenant_id), exact=True, count_filter=await self._scope(
                 tenant_id, None, qm.FieldCondition(key="entry_id", match=qm.MatchValue(value=target_id))))
             record = record if found.count else None
         if record is None:
             raise NotFound(f"{target} '{target_id}' not found in tenant '{tenant_id}'")
         now = int(time.time())
+        t = await self._tenant(tenant_id)
         vote = {"tenant_id": tenant_id, "artifact_id": artifact_id, "user_id": user_id, "helpful": bool(helpful),
                 "target": target, "target_id": target_id, "updated_unix": now}
         await self._call("upsert", collection_name=self._names.votes, wait=True, points=[qm.PointStruct(
-            id=layout.vote_point(tenant_id, artifact_id, user_id), vector={}, payload=vote)])
+            id=layout.vote_point(t.key, artifact_id, user_id), vector={}, payload=vote)])
         await self._call("upsert", collection_name=self._names.feedback, wait=True, points=[qm.PointStruct(
-            id=layout.point_id("feedback", tenant_id, artifact_id, user_id, time.time_ns()), vector={},
+            id=layout.point_id("feedback", t.key, artifact_id, user_id, time.time_ns()), vector={},
             payload={**vote, "comment": comment, "created_unix": now, "search_id": search_id})])
         counts = []
         for value in (True, False):
-            votes = qm.Filter(must=[qf.tenant(tenant_id),
+            votes = qm.Filter(must=[*t.conditions(),
                                     qm.FieldCondition(key="artifact_id", match=qm.MatchValue(value=artifact_id)),
                                     qm.FieldCondition(key="helpful", match=qm.MatchValue(value=value))])
             counts.append((await self._call("count", collection_name=self._names.votes, exact=True,
                                             count_filter=votes)).count)
         await self._call("set_payload", collection_name=self._names.artifacts, wait=True,
                          payload={"feedback_helpful": counts[0], "feedback_unhelpful": counts[1]},
-                         points=[layout.artifact_point(tenant_id, artifact_id)])
+                         points=[layout.artifact_point(t.key, artifact_id)])
         return FeedbackAck(artifact_id, counts[0], counts[1], float(record.get("reputation_prior", 0.0)))
 
     # -- lifecycle ---------------------------------------------------------------------------

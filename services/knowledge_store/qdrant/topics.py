@@ -22,7 +22,6 @@ from typing import Any
 import numpy as np
 
 from services.knowledge_store.preparation import derived_rows
-from services.knowledge_store.qdrant import filters as qf
 from services.knowledge_store.qdrant import layout
 from services.knowledge_store.qdrant.base import QdrantBase
 from services.knowledge_store.topic_model import Snapshot
@@ -40,13 +39,15 @@ class QdrantTopicSource:
         self._store = store
 
     async def generation(self, tenant_id: str) -> str:
+        """The tenant generation served, then the write generation of its tenant point."""
         s = self._store
-        got = await s._call("retrieve", collection_name=s._names.term_stats, ids=[layout.tenant_point(tenant_id)],
+        t = await s._tenant(tenant_id)
+        got = await s._call("retrieve", collection_name=s._names.term_stats, ids=[layout.tenant_point(t.key)],
                             with_payload=["generation", "entries", "total_len"])
         if not got:
             raise NotFound(f"tenant '{tenant_id}' has no knowledge store: nothing has been ingested for it")
         p = got[0].payload
-        return str(p.get("generation") or f"{p.get('entries', 0)}:{p.get('total_len', 0.0)}")
+        return f"{t.gen}/" + str(p.get("generation") or f"{p.get('entries', 0)}:{p.get('total_len', 0.0)}")
 
     async def visible(self, tenant_id: str, filters: SearchFilters) -> tuple[str, set[str] | None, Any]:
         s = self._store
@@ -54,7 +55,8 @@ class QdrantTopicSource:
         gen = await self.generation(tenant_id)
         if filters.is_empty:
             return gen, None, tenant_id
-        points = await s._scroll(s._chunk_args(tenant_id), qf.scope(tenant_id, filters), payload=["artifact_id"])
+        points = await s._scroll(s._chunk_args(tenant_id), await s._scope(tenant_id, filters),
+                                 payload=["artifact_id"])
         return gen, {p.payload["artifact_id"] for p in points}, tenant_id
 
     def read(self, handle: str, shared: Snapshot | None, progress: Progress) -> Snapshot:
@@ -65,7 +67,7 @@ class QdrantTopicSource:
         gen = await self.generation(tenant_id)
         if shared is not None and shared.generation == gen:
             return shared
-        points = await s._scroll(s._chunk_args(tenant_id), qf.scope(tenant_id), payload=SNAPSHOT_PAYLOAD,
+        points = await s._scroll(s._chunk_args(tenant_id), await s._scope(tenant_id), payload=SNAPSHOT_PAYLOAD,
                                  vectors=[layout.DENSE])
         points.sort(key=lambda p: (p.payload["artifact_id"], int(p.payload.get("chunk_index", 0))))
         progress(0.2)

@@ -42,9 +42,9 @@ from services.knowledge_store import validation
 from services.knowledge_store.preparation import (PreparedDocument, embed_texts, offered_attributes, open_batch,
                                                    prepare_batch, rejected_attributes)
 from services.knowledge_store.qdrant import bm25, layout
-from services.knowledge_store.qdrant import filters as qf
 from services.knowledge_store.qdrant.base import UPSERT_BATCH, sparse_of
 from services.knowledge_store.qdrant.consistency import Checks
+from services.knowledge_store.qdrant.filters import GEN
 from shared.records import ARTIFACT_FIELDS, DocumentIn, IngestReport, IngestResult
 from shared.text_hash import text_hash
 
@@ -104,6 +104,7 @@ class Writes(Checks):
                  and not records[a].get("pending")}                                          # the committed ones
         same = {a for a, v in versions.items() if records.get(a, {}).get("version") == v      # unchanged and
                 and not records[a].get("pending") and held[a] == records[a].get("entries")}   # whole (check)
+        t = await self._tenant(tenant_id)
         points: list[qm.PointStruct] = []
         df_delta: dict[int, int] = {}
         entries_delta, len_delta, title_delta = 0, 0.0, 0.0
@@ -115,7 +116,7 @@ class Writes(Checks):
             for row, (tf, dl) in zip(p.rows, counted[offset:offset + len(p.rows)]):
                 vector = vectors[offset]
                 offset += 1
-                pid = layout.chunk_id(tenant_id, a, row.chunk_index, version)
+                pid = layout.chunk_id(t.key, a, row.chunk_index, version)
                 points.append(qm.PointStruct(id=pid, vector={
                     layout.DENSE: vector.tolist(), layout.SPARSE: bm25.saturated(tf, dl, avgdl)}, payload={
                     "tenant_id": tenant_id, "artifact_id": a, "version": version, "current": a in shown,
@@ -158,7 +159,7 @@ class Writes(Checks):
             title_vector = title_vectors[k] if title_vectors is not None else None
             keys = list((old.get("ingest_keys") or {}).items())[1 - KEYS_KEPT:]      # a later write keeps them
             keys += [(key, [a, len(p.rows), int(old.get("entries", 0)), p.index])] if key else []
-            record_points.append(qm.PointStruct(id=layout.artifact_point(tenant_id, a), vector={}, payload={
+            record_points.append(qm.PointStruct(id=layout.artifact_point(t.key, a), vector={}, payload={
                 "title_vector": None if title_vector is None else np.asarray(title_vector, np.float32).tolist(),
                 "tenant_id": tenant_id, **_meta_payload(p.meta), "persona_id": persona_id, "indexed_unix": now,
                 "version": versions[a], "entries": len(p.rows), "pending": a not in same,
@@ -199,8 +200,9 @@ class Writes(Checks):
             return
         ops: list[Any] = []
         key = self._shard(tenant_id)
+        t = await self._tenant(tenant_id)
         for a, version in artifacts:
-            mine = [qf.tenant(tenant_id), qm.FieldCondition(key="artifact_id", match=qm.MatchValue(value=a))]
+            mine = [*t.conditions(), qm.FieldCondition(key="artifact_id", match=qm.MatchValue(value=a))]
             same = qm.FieldCondition(key="version", match=qm.MatchValue(value=version))
             ops.append(qm.SetPayloadOperation(set_payload=qm.SetPayload(
                 payload={"current": False}, filter=qm.Filter(must=mine, must_not=[same]), shard_key=key)))
@@ -222,15 +224,17 @@ class Writes(Checks):
                              points_selector=qm.PointIdsList(points=old_ids, shard_key=key))
         if old_ids is None or self._q.cluster:
             await self._delete_other_versions(tenant_id, artifacts)
+        t = await self._tenant(tenant_id)
         await self._call("batch_update_points", collection_name=self._names.artifacts, wait=True,
                          update_operations=[qm.SetPayloadOperation(set_payload=qm.SetPayload(
-                             payload={"pending": False}, points=[layout.artifact_point(tenant_id, a)]))
+                             payload={"pending": False}, points=[layout.artifact_point(t.key, a)]))
                              for a, _ in artifacts])
 
     async def _delete_other_versions(self, tenant_id: str, artifacts: list[tuple[str, str]]) -> None:
         key = self._shard(tenant_id)
+        t = await self._tenant(tenant_id)
         ops = [qm.DeleteOperation(delete=qm.FilterSelector(filter=qm.Filter(
-            must=[qf.tenant(tenant_id), qm.FieldCondition(key="artifact_id", match=qm.MatchValue(value=a))],
+            must=[*t.conditions(), qm.FieldCondition(key="artifact_id", match=qm.MatchValue(value=a))],
             must_not=[qm.FieldCondition(key="version", match=qm.MatchValue(value=v))]), shard_key=key))
             for a, v in artifacts]
         await self._call("batch_update_points", collection_name=self._names.chunks, update_operations=ops,
@@ -241,16 +245,19 @@ class Writes(Checks):
         touched get their statistics recounted. Returns the artifacts finished."""
         pending = await self._scroll({"collection_name": self._names.artifacts}, qm.Filter(must=[
             qm.FieldCondition(key="pending", match=qm.MatchValue(value=True))]),
-            payload=["tenant_id", "artifact_id", "version"])
+            payload=["tenant_id", "artifact_id", "version", GEN])
         by_tenant: dict[str, list[tuple[str, str]]] = {}
         for p in pending:
-            by_tenant.setdefault(p.payload["tenant_id"], []).append((p.payload["artifact_id"], p.payload["version"]))
+            tenant_id = p.payload["tenant_id"]
+            if int(p.payload.get(GEN) or 0) != (await self._tenant(tenant_id)).gen:
+                continue                    # an unfinished import's: deleted with it (archive.py)
+            by_tenant.setdefault(tenant_id, []).append((p.payload["artifact_id"], p.payload["version"]))
         for tenant_id, artifacts in by_tenant.items():
             log.warning("finishing %d interrupted artifact writes of tenant %s", len(artifacts), tenant_id)
             await self._flip(tenant_id, artifacts)
             await self._finish(tenant_id, artifacts)
             await self.recount(tenant_id)
-        return len(pending)
+        return sum(len(a) for a in by_tenant.values())
 
     async def backfill_text_hashes(self) -> int:
         """Give every chunk point stored without a `text_hash` (before it existed) the hash of its
@@ -285,12 +292,13 @@ class Writes(Checks):
         for chunk in chunks:
             for i in sparse_of(chunk).indices:
                 df_delta[i] = df_delta.get(i, 0) - 1
-        mine = [qf.tenant(tenant_id), qm.FieldCondition(key="artifact_id", match=qm.MatchAny(any=unique))]
+        t = await self._tenant(tenant_id)
+        mine = [*t.conditions(), qm.FieldCondition(key="artifact_id", match=qm.MatchAny(any=unique))]
         key = self._shard(tenant_id)
         await self._call("set_payload", **self._chunk_args(tenant_id), payload={"current": False},
                          points=qm.Filter(must=mine), wait=True)
         await self._call("delete", collection_name=self._names.artifacts, wait=True,
-                         points_selector=qm.PointIdsList(points=[layout.artifact_point(tenant_id, a) for a in unique]))
+                         points_selector=qm.PointIdsList(points=[layout.artifact_point(t.key, a) for a in unique]))
         await self._call("delete", collection_name=self._names.chunks, wait=True,
                          points_selector=qm.FilterSelector(filter=qm.Filter(must=mine), shard_key=key))
         for collection in (self._names.votes, self._names.feedback):
@@ -306,8 +314,9 @@ class Writes(Checks):
         """(artifact id, title) of up to `limit` titled artifacts whose record has no title vector."""
         validation.tenant_id(tenant_id)
         await self._ensure()
+        t = await self._tenant(tenant_id)
         got = await self._scroll({"collection_name": self._names.artifacts}, qm.Filter(
-            must=[qf.tenant(tenant_id), qm.IsEmptyCondition(is_empty=qm.PayloadField(key="title_vector"))],
+            must=[*t.conditions(), qm.IsEmptyCondition(is_empty=qm.PayloadField(key="title_vector"))],
             must_not=[qm.FieldCondition(key="title", match=qm.MatchValue(value=""))]),
             payload=["artifact_id", "title"], limit=max(1, int(limit)) * 2)
         found = sorted((p.payload["artifact_id"], p.payload.get("title", "")) for p in got)
@@ -319,8 +328,9 @@ class Writes(Checks):
         validation.tenant_id(tenant_id)
         await self._ensure()
         stored = 0
+        t = await self._tenant(tenant_id)
         for artifact_id, title, vector in rows:
-            point = layout.artifact_point(tenant_id, artifact_id)
+            point = layout.artifact_point(t.key, artifact_id)
             still = qm.Filter(must=[qm.HasIdCondition(has_id=[point]),
                                     qm.FieldCondition(key="title", match=qm.MatchValue(value=title)),
                                     qm.IsEmptyCondition(is_empty=qm.PayloadField(key="title_vector"))])

@@ -15,11 +15,11 @@ import numpy as np
 import pytest
 
 from ranking.profile import RankingProfile
-from services.knowledge_store.archive import export_records, import_archive
+from services.knowledge_store.archive import _write_records, export_records, import_archive
 from services.knowledge_store.archive_file import USER_KINDS, _line, mac_of, open_archive, write_archive
 from services.knowledge_store.backend import open_store
 from services.knowledge_store.personas import Persona
-from shared.errors import FailedPrecondition, InvalidArgument, Unimplemented
+from shared.errors import FailedPrecondition, InvalidArgument
 from shared.records import SearchFilters, SearchLogItem, SearchLogRecord
 from shared.text_hash import text_hash
 from tests.unit.knowledge_store.helpers import HashEmbedder, doc, settings_for
@@ -257,10 +257,23 @@ async def test_a_bad_user_data_record_is_refused_with_nothing_written(source, tm
         target.close()
 
 
-async def test_an_import_into_a_tenant_with_data_needs_replace_and_a_failure_leaves_it_as_it_was(source, tmp_path):
+async def _stored(store, tenant) -> list[str]:
+    """The artifact ids of every entry point the tenant has on Qdrant, of any generation; the
+    embedded store's listing."""
+    if not hasattr(store, "_names"):
+        return [a for a, _ in await store.archive_listing(tenant, "", 1_000)]
+    from qdrant_client import models as qm
+    points = await store._scroll({"collection_name": store._names.chunks}, qm.Filter(must=[
+        qm.FieldCondition(key="tenant_id", match=qm.MatchValue(value=tenant))]), payload=["artifact_id"])
+    return sorted(p.payload["artifact_id"] for p in points)
+
+
+@pytest.mark.parametrize("backend", ["embedded", "qdrant"])
+async def test_an_import_into_a_tenant_with_data_needs_replace_and_a_failure_leaves_it_as_it_was(source, tmp_path,
+                                                                                                  backend):
     path = tmp_path / "x.archive"
     await _export(source, "acme", path)
-    target = _store(tmp_path / "t")
+    target = _store(tmp_path / "t", backend)
     try:
         await target.ingest("acme", "", [doc("mine", "a document of the target tenant about glaciers")])
         archive = open_archive(path, KEY)
@@ -273,25 +286,48 @@ async def test_an_import_into_a_tenant_with_data_needs_replace_and_a_failure_lea
             bad.write_bytes(b"".join(lines[:1] + lines[2:]))     # an artifact gone after verification
             await import_archive(target, original, "acme", MODEL, replace_tenant=True)
         listing, _, _ = await _everything(target, "acme")
-        assert [a for a, _ in listing] == ["mine"]
+        assert [a for a, _ in listing] == ["mine"] == await _stored(target, "acme")    # nothing of the import left
         await import_archive(target, archive, "acme", MODEL, replace_tenant=True)
         listing, _, _ = await _everything(target, "acme")
         assert [a for a, _ in listing] == [d.artifact.artifact_id for d in CORPUS]
+        assert sorted(set(await _stored(target, "acme"))) == [a for a, _ in listing]     # the replaced one deleted
     finally:
         target.close()
 
 
-async def test_qdrant_imports_into_an_empty_tenant_only(source, tmp_path):
+@pytest.mark.parametrize("backend", ["embedded", "qdrant"])
+async def test_readers_see_the_tenant_as_it_was_until_an_import_switches_it_in(source, tmp_path, backend):
     path = tmp_path / "x.archive"
     await _export(source, "acme", path)
-    qdrant = _store(tmp_path / "q", "qdrant")
+    target = _store(tmp_path / "t", backend)
+    query = await HashEmbedder().embed(["volcanic ash climate glacier"])
     try:
-        await qdrant.ingest("acme", "", [doc("mine", "a document of the target tenant")])
-        with pytest.raises(Unimplemented, match="--replace is not served by the qdrant backend"):
-            await import_archive(qdrant, open_archive(path, KEY), "acme", MODEL, replace_tenant=True)
-        with pytest.raises(FailedPrecondition, match="empty tenant only"):
-            await import_archive(qdrant, open_archive(path, KEY), "acme", MODEL)
-        listing, _, _ = await _everything(qdrant, "acme")
-        assert [a for a, _ in listing] == ["mine"]
+        await target.ingest("acme", "", [doc("mine", "a document of the target tenant about glaciers")])
+        held = target.data_id("acme")
+
+        async def answers():
+            listing, hits, _ = await _everything(target, "acme")
+            [found] = await target.dense("acme", query, 10, SearchFilters(), hits=True)
+            stats, check = await target.stats("acme"), await target.check_tenant("acme", repair=False)
+            return ([a for a, _ in listing], sorted(hits), [h.entry.artifact_id for h in found],
+                    (stats.artifacts, stats.entries), (check.consistent, check.entries), target.list_tenants())
+
+        before = await answers()
+        assert before == (["mine"], ["mine#0"], ["mine"], (1, 1), (True, 1), ["acme"])
+        stage = await target.import_stage("acme", True)
+        await _write_records(stage.store, "acme", open_archive(path, KEY).records())   # all of it, not switched
+        assert await answers() == before and target.data_id("acme") == held
+        assert await target.get_entries("acme", ["d01#0"]) == []
+        await stage.commit()
+        listing, hits, _ = await _everything(target, "acme")
+        assert [a for a, _ in listing] == [d.artifact.artifact_id for d in CORPUS] and "mine#0" not in hits
+        [found] = await target.dense("acme", query, 10, SearchFilters(), hits=True)
+        assert len(found) == 10 and "mine" not in {h.entry.artifact_id for h in found}
+        assert (await target.stats("acme")).artifacts == len(CORPUS) and target.data_id("acme") != held
+        await target.ingest("acme", "", [doc("later", "a document written after the import")])   # writes go on
+        await target.delete("acme", ["d00"])
+        listing, _, _ = await _everything(target, "acme")
+        assert [a for a, _ in listing] == sorted({d.artifact.artifact_id for d in CORPUS} - {"d00"} | {"later"})
+        assert (await target.check_tenant("acme", repair=False)).consistent
     finally:
-        qdrant.close()
+        target.close()

@@ -102,10 +102,10 @@ def _damage_embedded(store, base: Path, tenant: str) -> None:
 async def _damage_qdrant(store, tenant: str) -> str:
     """Behind the store's back: a point's vector changed, a term's document frequency removed from
     the statistics. Returns another point's id (to delete)."""
-    from services.knowledge_store.qdrant import filters as qf
     from services.knowledge_store.qdrant import layout
-    points, _ = await store._call("scroll", collection_name=store._names.chunks, scroll_filter=qf.scope(tenant),
-                                  limit=2, with_payload=["entry_id"], with_vectors=[layout.SPARSE])
+    points, _ = await store._call("scroll", collection_name=store._names.chunks,
+                                  scroll_filter=await store._scope(tenant), limit=2, with_payload=["entry_id"],
+                                  with_vectors=[layout.SPARSE])
     await store._call("update_vectors", collection_name=store._names.chunks, wait=True, points=[qm.PointVectors(
         id=points[1].id, vector={layout.DENSE: np.roll(np.eye(1, store.dimension, 0, np.float32)[0], 7).tolist()})])
     term = int(points[1].vector[layout.SPARSE].indices[0])

@@ -134,13 +134,11 @@ async def test_bad_requests_are_refused_naming_the_field(store):
 async def _forget_title_data(store: StoreBackend, tenant: str) -> None:
     """Make the tenant look as if stored before titles were embedded and counted."""
     if hasattr(store, "_names"):                                 # qdrant: records, points, tenant statistics
-        from qdrant_client import models as qm
-        from services.knowledge_store.qdrant import filters as qf
         from services.knowledge_store.qdrant import layout
         await store._call("delete_payload", collection_name=store._names.artifacts, keys=["title_vector"],
-                          points=qm.Filter(must=[qf.tenant(tenant)]), wait=True)
+                          points=await store._all(tenant), wait=True)
         await store._call("delete_payload", **store._chunk_args(tenant), keys=["tl"],
-                          points=qm.Filter(must=[qf.tenant(tenant)]), wait=True)
+                          points=await store._all(tenant), wait=True)
         n, total = await store._tenant_stats(tenant)
         await store._put_tenant(tenant, n, total, None)
         assert (await store._tenant_totals(tenant))[2] is None and layout
