@@ -100,24 +100,32 @@ class _Model:
         pass
 
 
-async def test_an_import_that_replaces_the_tenant_drops_its_held_rankings_and_a_write_does_not(tmp_path):
-    from services.knowledge_store.archive import export_records, import_archive
-    from services.knowledge_store.archive_file import open_archive, write_archive
+async def _acme(tmp_path):
+    """An in-process store (hashing embedder) holding tenant "acme"'s 8 pump notes, its pipeline and pages."""
     from services.knowledge_store.embedded.core import KnowledgeStore
     from services.knowledge_store.inprocess_client import InProcessKnowledgeStoreClient
     from services.rag_pipeline.core import RagPipeline
-    from services.rag_pipeline.models import SearchRequest
     from shared.inprocess import InProcessCaller
     from shared.settings import RagPipelineSettings
     from tests.unit.knowledge_store.helpers import HashEmbedder, doc, settings_for
 
-    embedder, key, model = HashEmbedder(), bytes(range(32)), {"name": "hash-test", "dimension": 384}
+    embedder = HashEmbedder()
     store = KnowledgeStore(settings_for(tmp_path / "s"), embedder)
     knowledge = InProcessKnowledgeStoreClient(store, InProcessCaller(None, "knowledge_store", False))
     pipeline = RagPipeline(RagPipelineSettings(), knowledge, _Model(embedder))
-    pages = Pages(pipeline, SIGNER.derive_key("cursor"))
+    await store.ingest("acme", "", [doc(f"d{i}", f"pump valve seal, part {i}. " + "pump " * i) for i in range(8)])
+    return store, pipeline, Pages(pipeline, SIGNER.derive_key("cursor"))
+
+
+async def test_an_import_that_replaces_the_tenant_drops_its_held_rankings_and_a_write_does_not(tmp_path):
+    from services.knowledge_store.archive import export_records, import_archive
+    from services.knowledge_store.archive_file import open_archive, write_archive
+    from services.rag_pipeline.models import SearchRequest
+    from tests.unit.knowledge_store.helpers import doc
+
+    key, model = bytes(range(32)), {"name": "hash-test", "dimension": 384}
+    store, pipeline, pages = await _acme(tmp_path)
     try:
-        await store.ingest("acme", "", [doc(f"d{i}", f"pump valve seal, part {i}. " + "pump " * i) for i in range(8)])
         paged, named = (SearchRequest(tenant_id="acme", query=q, top_k_final=2) for q in ("pump valve", "seal"))
         first = await pages.search(paged, None)
         second = await pages.search(paged, None, cursor=first.cursor_after(2))
@@ -141,22 +149,11 @@ async def test_every_logged_search_id_names_its_request_for_its_caller_only_and_
     """A search whose first page was not full, and one not paged at all, are named by their search
     ids too (their requests held alone); a later page's id names its request; the requests held
     alone are bounded per caller apart from the held rankings, which they never evict."""
-    from services.knowledge_store.embedded.core import KnowledgeStore
-    from services.knowledge_store.inprocess_client import InProcessKnowledgeStoreClient
-    from services.rag_pipeline.core import RagPipeline
     from services.rag_pipeline.models import SearchRequest
-    from shared.inprocess import InProcessCaller
     from shared.identity import Principal
-    from shared.settings import RagPipelineSettings
-    from tests.unit.knowledge_store.helpers import HashEmbedder, doc, settings_for
 
-    embedder = HashEmbedder()
-    store = KnowledgeStore(settings_for(tmp_path / "s"), embedder)
-    knowledge = InProcessKnowledgeStoreClient(store, InProcessCaller(None, "knowledge_store", False))
-    pipeline = RagPipeline(RagPipelineSettings(), knowledge, _Model(embedder))
-    pages = Pages(pipeline, SIGNER.derive_key("cursor"))
+    store, pipeline, pages = await _acme(tmp_path)
     try:
-        await store.ingest("acme", "", [doc(f"d{i}", f"pump valve seal, part {i}. " + "pump " * i) for i in range(8)])
         partial, plain, paged = (SearchRequest(tenant_id="acme", query=q, top_k_final=k)
                                  for q, k in (("seal", 20), ("valve", 3), ("pump valve", 2)))
         first_partial = await pages.search(partial, None)
