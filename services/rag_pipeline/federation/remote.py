@@ -34,7 +34,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from typing import Any
+from typing import Any, Awaitable, Callable
 from urllib.parse import urlsplit
 
 import anyio
@@ -149,12 +149,7 @@ class RemoteSource:
         if self._conn is conn:
             self._conn = None
         conn.dead = True
-        try:
-            task = asyncio.get_running_loop().create_task(conn.close())
-        except RuntimeError:
-            return
-        _closing.add(task)
-        task.add_done_callback(_closing.discard)
+        _close_later(conn.close)
 
     async def list_tools(self, *, deadline_s: float | None = None, refresh: bool = False) -> list[ToolInfo]:
         """The source's tools (every page). Answered from the last listing when it is younger
@@ -321,7 +316,7 @@ class RemotePool:
         for key in list(self._remotes):
             if key[0] in keep_ids or key in keep_keys:
                 continue
-            _close_later(self._remotes.pop(key))
+            _close_later(self._remotes.pop(key).retire)
 
     async def close(self) -> None:
         remotes, self._remotes = list(self._remotes.values()), {}
@@ -332,9 +327,11 @@ class RemotePool:
 _closing: set[asyncio.Task] = set()
 
 
-def _close_later(remote: RemoteSource) -> None:
+def _close_later(close: Callable[[], Awaitable[None]]) -> None:
+    """Run `close()` in the background of the running loop (nothing to do without one), holding its
+    task until it ends."""
     try:
-        task = asyncio.get_running_loop().create_task(remote.retire())
+        task = asyncio.get_running_loop().create_task(close())
     except RuntimeError:
         return
     _closing.add(task)
