@@ -188,11 +188,17 @@ class DiscoverResultsOut(BaseModel):
     error: ErrorOut | None = None
 
 
-class DiscoverOut(BaseModel):
-    results: DiscoverResultsOut
+class EnvelopeOut(BaseModel):
+    """What every contract tool answers: its `results` (each subclass narrows the type), the meta
+    data, the artifacts and the contract version, in this order."""
+    results: BaseModel
     meta_data: MetaOut
     artifacts: list[ArtifactOut] = Field(default_factory=list)
     contract_version: str = CONTRACT_VERSION
+
+
+class DiscoverOut(EnvelopeOut):
+    results: DiscoverResultsOut
 
 
 class RawFiltersIn(BaseModel):
@@ -256,11 +262,8 @@ class RawResultsOut(BaseModel):
     error: ErrorOut | None = None
 
 
-class RawOut(BaseModel):
+class RawOut(EnvelopeOut):
     results: RawResultsOut
-    meta_data: MetaOut
-    artifacts: list[ArtifactOut] = Field(default_factory=list)
-    contract_version: str = CONTRACT_VERSION
     budget: BudgetOut | None = budget_field()       # max_tokens asked: how the answer was fitted (tools/budget.py)
     next_cursor: str | None = cursor_field()        # the next page's cursor (tools/paging.py); absent: no more
     _page: Any = PrivateAttr(default=None)
@@ -296,11 +299,8 @@ class SynthResultsOut(BaseModel):
     error: ErrorOut | None = None
 
 
-class SynthOut(BaseModel):
+class SynthOut(EnvelopeOut):
     results: SynthResultsOut
-    meta_data: MetaOut
-    artifacts: list[ArtifactOut] = Field(default_factory=list)
-    contract_version: str = CONTRACT_VERSION
 
 
 JSONRPC_ARGUMENTS: dict[str, type[BaseModel]] = {"rag_search": RagSearchArgs, "verify_document_access": VerifyArgs}
