@@ -59,13 +59,7 @@ def document_to_pb(d: m.DocumentIn) -> ks_pb.Document:
 
 
 def filters_from_pb(f: pb.KnowledgeSearchFilters) -> m.SearchFilters:
-    return m.SearchFilters(
-        date_from_unix=f.date_from_unix, date_to_unix=f.date_to_unix, source_types=tuple(f.source_types),
-        tags=tuple(f.tags), owners=tuple(f.owners), artifact_ids=tuple(f.artifact_ids),
-        source_ids=tuple(f.source_ids), persona_id=f.persona_id,
-        visibility_groups=tuple(f.visibility_groups), enforce_visibility=f.enforce_visibility,
-        exclude_source_ids=tuple(f.exclude_source_ids),
-    )
+    return m.SearchFilters(**m.artifact_values(f, m.FILTER_FIELDS))
 
 
 def phrases_to_pb(keywords: m.Keywords, extra_keywords: Sequence[str] = ()) -> dict[str, Any]:
@@ -81,13 +75,7 @@ def phrases_from_pb(request: Any) -> m.QueryPhrases:
 
 
 def filters_to_pb(f: m.SearchFilters) -> pb.KnowledgeSearchFilters:
-    return pb.KnowledgeSearchFilters(
-        date_from_unix=f.date_from_unix, date_to_unix=f.date_to_unix, source_types=list(f.source_types),
-        tags=list(f.tags), owners=list(f.owners), artifact_ids=list(f.artifact_ids),
-        source_ids=list(f.source_ids), persona_id=f.persona_id,
-        visibility_groups=list(f.visibility_groups), enforce_visibility=f.enforce_visibility,
-        exclude_source_ids=list(f.exclude_source_ids),
-    )
+    return pb.KnowledgeSearchFilters(**m.artifact_values(f, m.FILTER_FIELDS))
 
 
 def summary_to_pb(a: m.ArtifactSummary) -> pb.ArtifactMetadataSummary:
