@@ -65,12 +65,17 @@ class SegmentOut(BaseModel):
     duplicates: list[DuplicateOut] | None = duplicates_field()   # fold_duplicates: the copies folded into it
 
 
-class SourceStatusOut(BaseModel):
-    """Federation: how one source of a search fared."""
+class SourceFateOut(BaseModel):
+    """The fields every report of one source of a federated search has (SourceStatusOut here;
+    search_and_rank's SourceReportOut, mcp_api.py); each adds the optional ones its contract shapes."""
     source_id: str                           # "local" or a remote source's id
     status: Literal["ok", "error", "timeout", "skipped", "refused"]
     latency_ms: float
     result_count: int
+
+
+class SourceStatusOut(SourceFateOut):
+    """Federation: how one source of a search fared."""
     error_message: str | None = None
     error_code: str | None = None            # the remote's own code (e.g. unauthorized_source), sanitised
     filtered: int | None = None              # hits dropped by the request's filters (fail closed)
