@@ -42,9 +42,10 @@ def add_arguments(p: argparse.ArgumentParser, *, data_dir: bool = True) -> None:
 def register(subparsers) -> None:
     p = subparsers.add_parser(
         "attack", help="attack a freshly started secure stack (every port, a principal matrix, the low findings)",
-        description="Start a stack with authentication on every port in a temporary data directory, attack it "
-                    "as a process on the same host would, and print calls, refusals, leaks and failures per "
-                    "family. Exits 1 if anything leaked or an expected refusal did not happen.")
+        description="Start a stack with authentication on every port in a temporary data directory (or, with "
+                    "--use-running, take the secure stack running in the data directory), attack it as a process "
+                    "on the same host would, and print calls, refusals, leaks and failures per family. Exits 1 if "
+                    "anything leaked or an expected refusal did not happen.")
     add_arguments(p, data_dir=False)
     p.set_defaults(func=cmd_attack)
 
