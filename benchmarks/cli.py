@@ -17,7 +17,7 @@ from rich.console import Console
 
 from benchmarks.options import DEFAULT_CACHE, BenchOptions
 from benchmarks.scale import add_arguments as add_scale_arguments
-from benchmarks.stack import running_data_dir
+from benchmarks.stack import add_running_arguments, running_data_dir
 from shared.errors import InvalidArgument
 
 # The harness, the federation benchmark and the scale run are imported when `nucleus bench` runs: every
@@ -53,8 +53,7 @@ def register(subparsers) -> None:
     p.add_argument("--tenant-slices", type=int, default=1,
                    help="split each corpus into N interleaved slices, one tenant each (<tenant>-s<i>of<N>), "
                         "and check isolation between them")
-    p.add_argument("--use-running", action="store_true",
-                   help="use the stack in <data-dir>/run/stack.json (`nucleus up`) instead of starting one")
+    add_running_arguments(p, data_dir=False)
     p.add_argument("--stack-dir", type=Path, help="data directory of the stack the harness starts "
                                                    "(default .bench-cache/stack-data)")
     p.add_argument("--cache-dir", type=Path, default=DEFAULT_CACHE, help="embedding cache (default .bench-cache)")

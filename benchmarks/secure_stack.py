@@ -19,6 +19,9 @@ session tags starting with `department:` restrict results, and `hr-hank@acme.tes
     stack, supervisor = start_secure_stack(data_dir)     # services up, nothing ingested
     await ingest_corpus(stack)                           # corpus() into acme and globex
     supervisor.stop()
+
+The credentials stay in `<data_dir>/attack.json` (mode 0600, beside the auth config): while the
+stack runs, `running_secure_stack(data_dir)` opens it again (`nucleus attack --use-running`).
 """
 from __future__ import annotations
 
@@ -37,6 +40,7 @@ from cli.supervisor import Supervisor
 from services.knowledge_store.client import KnowledgeStoreClient
 from shared.auth.api_keys import hash_key
 from shared.auth.service_auth import operator_interceptors
+from shared.errors import NotFound, Unavailable
 from shared.records import ArtifactMeta, DocumentIn
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -45,6 +49,7 @@ ISSUER = "https://idp.itest.example"
 AUDIENCE = "nucleus-rag-itest"
 GLOBEX_CANARY = "CANARYGLOBEX9042"
 LEGAL_CANARY = "CANARYLEGAL5521"
+CREDENTIALS = "attack.json"      # the principals' credentials, in the stack's data directory
 USERS = {"alice": ("acme", []), "sec": ("acme", ["security-team", "legal"]), "eng": ("acme", ["engineering"]),
          "gina": ("globex", [])}
 PLATFORM = "platform"
@@ -93,6 +98,16 @@ class SecureStack:
 
     def secrets(self) -> list[str]:
         return [*self.keys.values(), self.hs_secret, self.link_secret]
+
+    @property
+    def data_dir(self) -> Path:
+        return self.auth_config.parent
+
+    def credentials(self) -> dict[str, Any]:
+        """What `running_secure_stack` needs besides the addresses (secrets included: a 0600 file)."""
+        return {"keys": self.keys, "hs_secret": self.hs_secret, "rsa_private_pem": self.rsa_private_pem.decode(),
+                "other_rsa_private_pem": self.other_rsa_private_pem.decode(), "link_secret": self.link_secret,
+                "audit_log": str(self.audit_log), "identity_dir": str(self.identity_dir)}
 
 
 def _rsa() -> rsa.RSAPrivateKey:
@@ -193,22 +208,59 @@ def start_secure_stack(data_dir: Path, *, extra_env: dict[str, str] | None = Non
                         hs_secret=hs_secret, rsa_private_pem=_pem(signing_key), other_rsa_private_pem=_pem(other_key),
                         link_secret=link_secret, auth_config=auth_path, audit_log=audit,
                         log_dir=supervisor.run_dir, identity_dir=supervisor.identity_dir)
+    credentials = data_dir / CREDENTIALS
+    credentials.write_text(json.dumps(stack.credentials()))
+    credentials.chmod(0o600)
     return stack, supervisor
 
 
-async def ingest_corpus(stack: SecureStack, documents: dict[str, list[DocumentIn]] | None = None) -> None:
-    """Ingest `documents` (default `corpus()`) tenant by tenant with the operator credential."""
+def running_secure_stack(data_dir: Path) -> SecureStack:
+    """The secure stack `start_secure_stack(data_dir)` started and that still runs: its addresses from
+    `<data_dir>/run/stack.json` (checked healthy as `nucleus bench --use-running` checks them), its
+    credentials from `<data_dir>/attack.json`."""
+    from benchmarks.stack import running_stack
+
+    data_dir = Path(data_dir)
+    stack = running_stack(data_dir)
+    try:
+        saved = json.loads((data_dir / CREDENTIALS).read_text())
+    except (OSError, ValueError) as err:
+        raise Unavailable(f"the stack in {data_dir} has no readable {CREDENTIALS} ({err}): a running stack "
+                          "can be attacked only if the attack suite's secure start (benchmarks.secure_stack) "
+                          "started it, as its principals' credentials are made there") from None
+    mcp_url = stack.services["rag_pipeline"]["mcp"]
+    return SecureStack(addresses=stack.services, mcp_url=mcp_url, base_url=mcp_url.removesuffix("/mcp"),
+                       keys=saved["keys"], hs_secret=saved["hs_secret"],
+                       rsa_private_pem=saved["rsa_private_pem"].encode(),
+                       other_rsa_private_pem=saved["other_rsa_private_pem"].encode(),
+                       link_secret=saved["link_secret"], auth_config=data_dir / "auth.json",
+                       audit_log=Path(saved["audit_log"]), log_dir=data_dir / "run",
+                       identity_dir=Path(saved["identity_dir"]))
+
+
+async def ingest_corpus(stack: SecureStack, documents: dict[str, list[DocumentIn]] | None = None, *,
+                        missing_only: bool = False) -> None:
+    """Ingest `documents` (default `corpus()`) tenant by tenant with the operator credential;
+    `missing_only`: only those whose first entry the store does not hold (a running stack)."""
     client = KnowledgeStoreClient(stack.addresses["knowledge_store"]["grpc"],
                                   interceptors=stack.operator("knowledge_store"))
     try:
         for tenant, docs in (documents or corpus()).items():
-            await client.ingest(tenant, "", docs)
+            if missing_only:
+                try:
+                    held = {h.artifact.artifact_id for h in await client.get_entries(
+                        tenant, [f"{d.artifact.artifact_id}#0" for d in docs])}
+                except NotFound:          # nothing ingested in the tenant yet
+                    held = set()
+                docs = [d for d in docs if d.artifact.artifact_id not in held]
+            if docs:
+                await client.ingest(tenant, "", docs)
     finally:
         await client.close()
 
 
 __all__ = [
-    "ACME_RULES", "AUDIENCE", "DEMO", "GLOBEX_CANARY", "ISSUER", "LEGAL_CANARY", "PLATFORM", "RETIRED", "ROOT",
-    "SECURITY_TEAM_DOCS", "USERS", "SecureStack", "auth_config", "corpus", "extra_documents", "globex_documents",
-    "ingest_corpus", "start_secure_stack",
+    "ACME_RULES", "AUDIENCE", "CREDENTIALS", "DEMO", "GLOBEX_CANARY", "ISSUER", "LEGAL_CANARY", "PLATFORM", "RETIRED",
+    "ROOT", "SECURITY_TEAM_DOCS", "USERS", "SecureStack", "auth_config", "corpus", "extra_documents",
+    "globex_documents", "ingest_corpus", "running_secure_stack", "start_secure_stack",
 ]

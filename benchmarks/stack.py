@@ -6,9 +6,10 @@ ingested tenants — persists between runs. If a healthy stack already serves th
 (another harness left it running), it is used rather than started twice on the same data.
 
 Running stack (`--use-running`): the addresses in `<data_dir>/run/stack.json`, as written by
-`nucleus up`. `python -m benchmarks.soak` and `benchmarks.federate` take it as `nucleus bench` does
-(`add_running_arguments`; there `--data-dir` is the `nucleus` option) and open their stack with
-`open_stack`. (`nucleus attack` always starts its own: it attacks with credentials it makes.)
+`nucleus up`. `nucleus bench`, `nucleus attack`, `python -m benchmarks.soak`, `benchmarks.federate` and
+`benchmarks.big_file` take it with `add_running_arguments` (under `nucleus`, `--data-dir` is the
+`nucleus` option) and open it with `running_stack` (`open_stack`). `nucleus attack` needs a stack its
+own secure start began, whose credentials it made (benchmarks/secure_stack.py `running_secure_stack`).
 """
 from __future__ import annotations
 
@@ -40,13 +41,14 @@ class Stack:
             self._supervisor = None
 
 
-def add_running_arguments(p) -> None:
-    """`--use-running` and `--data-dir`, as `nucleus bench --use-running` reads them (there `--data-dir`
-    is the `nucleus` option)."""
+def add_running_arguments(p, *, data_dir: bool = True) -> None:
+    """`--use-running`, and `--data-dir` unless the command is a `nucleus` one (`data_dir=False`: there
+    `--data-dir` is the `nucleus` option, which `running_data_dir` reads all the same)."""
     p.add_argument("--use-running", action="store_true",
                    help="use the stack in <data-dir>/run/stack.json (`nucleus up`) instead of starting one")
-    p.add_argument("--data-dir", type=Path, help="with --use-running: the stack's data directory "
-                                                 "(default NUCLEUS_DATA_DIR, else .nucleus-data)")
+    if data_dir:
+        p.add_argument("--data-dir", type=Path, help="with --use-running: the stack's data directory "
+                                                     "(default NUCLEUS_DATA_DIR, else .nucleus-data)")
 
 
 def running_data_dir(args) -> Path:

@@ -17,7 +17,7 @@ import json
 import time
 from pathlib import Path
 
-from cli.stack import call_pipeline
+from cli.stack import call_pipeline, put_get_list_parser
 from nucleus.v1 import common_pb2 as pb
 from shared.errors import InvalidArgument
 
@@ -58,10 +58,7 @@ def cmd_persona(args: argparse.Namespace) -> int:
 
 
 def register(sub: argparse._SubParsersAction) -> None:
-    persona = sub.add_parser("persona", help="persona agents' settings: put, get, list")
-    persona.add_argument("action", choices=["put", "get", "list"])
-    persona.add_argument("persona_id", nargs="?", default="")
-    persona.add_argument("--tenant", default="", help="the tenant (an API key's own tenant when $NUCLEUS_API_KEY)")
+    persona = put_get_list_parser(sub, "persona", "persona_id", "persona agents' settings: put, get, list")
     persona.add_argument("--name", default="", help="display name")
     persona.add_argument("--prompt", default="", help="system prompt added to the agent's base prompt")
     persona.add_argument("--prompt-file", default="", help="read the system prompt from this file")
@@ -70,5 +67,4 @@ def register(sub: argparse._SubParsersAction) -> None:
     persona.add_argument("--no-tools", action="store_true", help="the agent calls no tools at all")
     persona.add_argument("--sources", default="", help="comma-separated source ids the persona consults")
     persona.add_argument("--model", default="", help="LLM model (default NUCLEUS_LLM_CHAT_MODEL)")
-    persona.add_argument("--rag-pipeline-target", dest="rag_pipeline_target")
     persona.set_defaults(func=cmd_persona)

@@ -18,7 +18,7 @@ import argparse
 import asyncio
 import json
 
-from cli.stack import call_pipeline
+from cli.stack import call_pipeline, put_get_list_parser
 from nucleus.v1 import common_pb2 as pb
 from ranking.profile import DEFAULT_RERANK_TOP_N, DEFAULT_RERANK_WEIGHT, FEEDBACK_EXPANSIONS, RankingProfile
 from services.knowledge_store.convert import profile_from_pb, profile_to_pb
@@ -75,10 +75,8 @@ def cmd_profile(args: argparse.Namespace) -> int:
 
 
 def register(sub: argparse._SubParsersAction) -> None:
-    p = sub.add_parser("profile", help="ranking profiles: put, get, list (weights, fusion, model re-ranking)")
-    p.add_argument("action", choices=["put", "get", "list"])
-    p.add_argument("name", nargs="?", default="")
-    p.add_argument("--tenant", default="", help="the tenant (an API key's own tenant when $NUCLEUS_API_KEY)")
+    p = put_get_list_parser(sub, "profile", "name",
+                            "ranking profiles: put, get, list (weights, fusion, model re-ranking)")
     p.add_argument("--persona", default="", help="a persona's profile (default: the tenant's)")
     p.add_argument("--version", type=int, default=0, help="get: this version (default the latest)")
     p.add_argument("--weights", default="", help="relevancy,recency,richness,reputation (default the built-in)")
@@ -94,5 +92,4 @@ def register(sub: argparse._SubParsersAction) -> None:
                    help="keyword feedback expansion of the keyword leg: '' = off (default) or rm3 (docs/RANKING.md)")
     p.add_argument("--fold-duplicates", action="store_true",
                    help="fold near-identical documents into one result (docs/RANKING.md \"Duplicates folded\")")
-    p.add_argument("--rag-pipeline-target", dest="rag_pipeline_target")
     p.set_defaults(func=cmd_profile)

@@ -76,3 +76,15 @@ async def call_pipeline(args: argparse.Namespace, method: str, request):
         stub = rag_grpc.RagPipelineStub(channel)
         return await call(getattr(stub, method), request, timeout=30.0, service="RAGPipeline",
                           metadata=(("authorization", f"Bearer {key}"),) if key else None)
+
+
+def put_get_list_parser(sub: argparse._SubParsersAction, command: str, key: str, help: str) -> argparse.ArgumentParser:
+    """`nucleus COMMAND put|get|list [KEY] --tenant T [--rag-pipeline-target ADDR]`, the records a
+    command keeps through `call_pipeline` (`nucleus persona`, `nucleus profile`); the command adds
+    its own options."""
+    p = sub.add_parser(command, help=help)
+    p.add_argument("action", choices=["put", "get", "list"])
+    p.add_argument(key, nargs="?", default="")
+    p.add_argument("--tenant", default="", help="the tenant (an API key's own tenant when $NUCLEUS_API_KEY)")
+    p.add_argument("--rag-pipeline-target", dest="rag_pipeline_target")
+    return p

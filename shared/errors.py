@@ -50,6 +50,15 @@ class NucleusError(Exception):
     kind: str = "internal"
     exit_code: int = 1
 
+    def __init_subclass__(cls, *, kind: str | None = None, exit_code: int | None = None, **rest) -> None:
+        """`class NotFound(NucleusError, kind="not_found", exit_code=3)`: a subclass's kind and CLI
+        exit code, each its base's when not given."""
+        super().__init_subclass__(**rest)
+        if kind is not None:
+            cls.kind = kind
+        if exit_code is not None:
+            cls.exit_code = exit_code
+
     def __init__(self, message: str, *, field: str | None = None) -> None:
         super().__init__(message)
         self.message = message
@@ -59,38 +68,28 @@ class NucleusError(Exception):
         return self.message
 
 
-class InvalidArgument(NucleusError):
-    kind = "invalid_argument"
-    exit_code = 2
-
+class InvalidArgument(NucleusError, kind="invalid_argument", exit_code=2):
     def __init__(self, field: str, problem: str) -> None:
         super().__init__(f"{field}: {problem}", field=field)
 
 
-class NotFound(NucleusError):
-    kind = "not_found"
-    exit_code = 3
+class NotFound(NucleusError, kind="not_found", exit_code=3):
+    pass
 
 
-class AlreadyExists(NucleusError):
-    kind = "already_exists"
-    exit_code = 3
+class AlreadyExists(NucleusError, kind="already_exists", exit_code=3):
+    pass
 
 
-class Unauthenticated(NucleusError):
-    kind = "unauthenticated"
-    exit_code = 4
+class Unauthenticated(NucleusError, kind="unauthenticated", exit_code=4):
+    pass
 
 
-class PermissionDenied(NucleusError):
-    kind = "permission_denied"
-    exit_code = 4
+class PermissionDenied(NucleusError, kind="permission_denied", exit_code=4):
+    pass
 
 
-class ResourceExhausted(NucleusError):
-    kind = "rate_limited"
-    exit_code = 5
-
+class ResourceExhausted(NucleusError, kind="rate_limited", exit_code=5):
     def __init__(self, message: str, *, field: str | None = None, retry_after_s: float | None = None) -> None:
         super().__init__(message, field=field)
         self.retry_after_s = retry_after_s      # when known: how long until a retry can succeed
@@ -102,20 +101,15 @@ def retry_after_seconds(wait_s: float) -> int:
     return max(1, math.ceil(wait_s))
 
 
-class StorageFull(ResourceExhausted):
-    kind = "storage_full"
-    exit_code = 5
+class StorageFull(ResourceExhausted, kind="storage_full", exit_code=5):
+    pass
 
 
-class FailedPrecondition(NucleusError):
-    kind = "failed_precondition"
-    exit_code = 7
+class FailedPrecondition(NucleusError, kind="failed_precondition", exit_code=7):
+    pass
 
 
-class Unavailable(NucleusError):
-    kind = "unavailable"
-    exit_code = 6
-
+class Unavailable(NucleusError, kind="unavailable", exit_code=6):
     def __init__(self, message: str, *, field: str | None = None, retries_spent: bool = False) -> None:
         super().__init__(message, field=field)
         # True: the service already retried the dependency as often as its policy allows (or its
@@ -123,19 +117,16 @@ class Unavailable(NucleusError):
         self.retries_spent = retries_spent
 
 
-class Unimplemented(NucleusError):
-    kind = "unimplemented"
-    exit_code = 9           # not 2 (invalid arguments): the same call elsewhere may be served
+class Unimplemented(NucleusError, kind="unimplemented", exit_code=9):
+    """Exit code 9, not 2 (invalid arguments): the same call elsewhere may be served."""
 
 
-class DeadlineExceeded(NucleusError):
-    kind = "deadline_exceeded"
-    exit_code = 6
+class DeadlineExceeded(NucleusError, kind="deadline_exceeded", exit_code=6):
+    pass
 
 
-class UpstreamFailed(NucleusError):
-    kind = "upstream_failed"
-    exit_code = 6
+class UpstreamFailed(NucleusError, kind="upstream_failed", exit_code=6):
+    pass
 
 
 INT32_MAX = 2**31 - 1

@@ -75,7 +75,7 @@ SUMMARY_FIELDS: tuple[str, ...] = tuple(f.name for f in fields(ArtifactSummary))
 
 def artifact_values(source: object, names: tuple[str, ...] = ARTIFACT_FIELDS) -> dict[str, Any]:
     """`names` read off any artifact-shaped object (a record, a protobuf message, an MCP model),
-    repeated fields as tuples: `ArtifactMeta(**artifact_values(msg))`."""
+    repeated fields as tuples: `ArtifactMeta(**artifact_values(msg))`; with FILTER_FIELDS, filters."""
     out: dict[str, Any] = {}
     for name in names:
         value = getattr(source, name)
@@ -330,6 +330,9 @@ class SearchFilters:
 
 
 _NO_FILTERS = SearchFilters()
+#: The fields of `SearchFilters` (the proto's KnowledgeSearchFilters has the same): `artifact_values`
+#: reads them off either.
+FILTER_FIELDS: tuple[str, ...] = tuple(f.name for f in fields(SearchFilters))
 
 
 @dataclass(frozen=True, slots=True)

@@ -25,7 +25,7 @@ import sys
 import tempfile
 import time
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 
 from benchmarks.attacks.tally import Family
 from benchmarks.secure_stack import SecureStack
@@ -214,6 +214,8 @@ async def _run(fam: Family, stack: SecureStack, urls: dict[str, str]) -> None:
 
 def run(fam: Family, stack: SecureStack) -> None:
     data_dir = stack.auth_config.parent
+    path = data_dir / "sources.json"
+    before = path.read_text() if path.is_file() else None
     with tempfile.TemporaryDirectory(prefix="nucleus-federation-attack-") as tmp:
         procs: list[subprocess.Popen] = []
         try:
@@ -237,25 +239,33 @@ def run(fam: Family, stack: SecureStack) -> None:
                 {"id": "metadata", "url": "http://169.254.169.254/mcp", "tenants": ["acme"], "groups": ["engineering"]},
                 {"id": "linklocal", "url": "http://169.254.10.1:8080/mcp", "tenants": ["acme"],
                  "groups": ["engineering"]}]
-            path = data_dir / "sources.json"
-            tmp_file = path.with_suffix(".tmp")
-            tmp_file.write_text(json.dumps({"sources": sources}))
-            os.replace(tmp_file, path)
-            _wait_loaded(path, {s["id"] for s in sources})
+            ids = {s["id"] for s in sources}
+            _write_sources(path, json.dumps({"sources": sources}))
+            _wait_loaded(path, lambda loaded: loaded >= ids)
             asyncio.run(_run(fam, stack, urls))
+            # The stack's own sources again: a running stack (`--use-running`) is attacked again later.
+            _write_sources(path, before or json.dumps({"sources": []}))
+            _wait_loaded(path, lambda loaded: not loaded & ids)
         finally:
             for p in procs:
                 p.kill()
                 p.wait(5)
 
 
-def _wait_loaded(path: Path, ids: set[str], timeout_s: float = 30.0) -> None:
-    """Until the running RAGPipeline has loaded the sources file (its published status)."""
+def _write_sources(path: Path, text: str) -> None:
+    tmp_file = path.with_suffix(".tmp")
+    tmp_file.write_text(text)
+    os.replace(tmp_file, path)
+
+
+def _wait_loaded(path: Path, loaded: Callable[[set[str]], bool], timeout_s: float = 30.0) -> None:
+    """Until the running RAGPipeline has loaded the sources file: `loaded` is true of the source ids
+    of its published status."""
     status = path.with_name(path.name + ".status.json")
     end = time.monotonic() + timeout_s
     while time.monotonic() < end:
         try:
-            if {s["id"] for s in json.loads(status.read_text()).get("sources", [])} >= ids:
+            if loaded({s["id"] for s in json.loads(status.read_text()).get("sources", [])}):
                 return
         except (OSError, ValueError, KeyError):
             pass

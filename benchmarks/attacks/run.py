@@ -1,6 +1,7 @@
-"""Run the attack suite: start a secure stack in a fresh data directory, ingest the corpus with
-the operator credential, run the families in order (ports first, so anything a refused call
-had injected would show up in the matrix), stop the stack, and return the report."""
+"""Run the attack suite: start a secure stack in a fresh data directory (or open the running one a
+secure start began, `--use-running`), ingest the corpus with the operator credential, run the
+families in order (ports first, so anything a refused call had injected would show up in the
+matrix), stop the stack (the one it started), and return the report."""
 from __future__ import annotations
 
 import asyncio
@@ -16,7 +17,15 @@ from benchmarks.attacks import console, federation, findings, hostile, matrix, p
 from benchmarks.attacks.oracle import Artifact, Oracle, TenantRules
 from benchmarks.attacks.tally import Report
 from benchmarks.attacks.wire import Forge
-from benchmarks.secure_stack import ACME_RULES, GLOBEX_CANARY, LEGAL_CANARY, corpus, ingest_corpus, start_secure_stack
+from benchmarks.secure_stack import (
+    ACME_RULES,
+    GLOBEX_CANARY,
+    LEGAL_CANARY,
+    corpus,
+    ingest_corpus,
+    running_secure_stack,
+    start_secure_stack,
+)
 
 FAMILIES = {
     "a": "every port, bad credentials",
@@ -33,6 +42,7 @@ class Options:
     families: str = "abcdfg"
     stack_dir: Path | None = None        # keep the stack's data (logs, audit) here; default: a temporary dir
     timeout_s: float = 240.0
+    running_data_dir: Path | None = None  # attack the secure stack running there instead of starting one
 
 
 def build_oracle() -> Oracle:
@@ -46,14 +56,18 @@ def build_oracle() -> Oracle:
 
 def run_suite(options: Options, say: Callable[[str], None] = print) -> Report:
     report = Report(meta={"started_unix": int(time.time())})
-    data_dir = options.stack_dir or Path(tempfile.mkdtemp(prefix="nucleus-attack-"))
+    running = options.running_data_dir
+    data_dir = running or options.stack_dir or Path(tempfile.mkdtemp(prefix="nucleus-attack-"))
     env = {k: os.environ.get(k, "1") for k in ("HF_HUB_OFFLINE", "TRANSFORMERS_OFFLINE")}
     t0 = time.perf_counter()
-    say(f"starting a secure stack in {data_dir} ...")
+    say(f"{'attacking the running' if running else 'starting a'} secure stack in {data_dir} ...")
     supervisor = None
     try:
-        stack, supervisor = start_secure_stack(data_dir, extra_env=env, timeout_s=options.timeout_s)
-        asyncio.run(ingest_corpus(stack))
+        if running:
+            stack = running_secure_stack(running)
+        else:
+            stack, supervisor = start_secure_stack(data_dir, extra_env=env, timeout_s=options.timeout_s)
+        asyncio.run(ingest_corpus(stack, missing_only=running is not None))
         report.meta["stack_start_s"] = round(time.perf_counter() - t0, 1)
         forge, oracle = Forge(stack.identity_dir), build_oracle()
         steps = {"a": lambda fam: ports.run(fam, stack, forge),
@@ -73,7 +87,7 @@ def run_suite(options: Options, say: Callable[[str], None] = print) -> Report:
     finally:
         if supervisor is not None:
             supervisor.stop()
-        if options.stack_dir is None:
+        if running is None and options.stack_dir is None:
             shutil.rmtree(data_dir, ignore_errors=True)
     report.meta["duration_s"] = round(time.perf_counter() - t0, 1)
     return report

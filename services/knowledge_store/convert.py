@@ -2,7 +2,9 @@
 client) that imports generated code."""
 from __future__ import annotations
 
+import dataclasses
 import json
+import operator
 from collections.abc import Sequence
 from typing import Any
 
@@ -59,13 +61,7 @@ def document_to_pb(d: m.DocumentIn) -> ks_pb.Document:
 
 
 def filters_from_pb(f: pb.KnowledgeSearchFilters) -> m.SearchFilters:
-    return m.SearchFilters(
-        date_from_unix=f.date_from_unix, date_to_unix=f.date_to_unix, source_types=tuple(f.source_types),
-        tags=tuple(f.tags), owners=tuple(f.owners), artifact_ids=tuple(f.artifact_ids),
-        source_ids=tuple(f.source_ids), persona_id=f.persona_id,
-        visibility_groups=tuple(f.visibility_groups), enforce_visibility=f.enforce_visibility,
-        exclude_source_ids=tuple(f.exclude_source_ids),
-    )
+    return m.SearchFilters(**m.artifact_values(f, m.FILTER_FIELDS))
 
 
 def phrases_to_pb(keywords: m.Keywords, extra_keywords: Sequence[str] = ()) -> dict[str, Any]:
@@ -81,13 +77,7 @@ def phrases_from_pb(request: Any) -> m.QueryPhrases:
 
 
 def filters_to_pb(f: m.SearchFilters) -> pb.KnowledgeSearchFilters:
-    return pb.KnowledgeSearchFilters(
-        date_from_unix=f.date_from_unix, date_to_unix=f.date_to_unix, source_types=list(f.source_types),
-        tags=list(f.tags), owners=list(f.owners), artifact_ids=list(f.artifact_ids),
-        source_ids=list(f.source_ids), persona_id=f.persona_id,
-        visibility_groups=list(f.visibility_groups), enforce_visibility=f.enforce_visibility,
-        exclude_source_ids=list(f.exclude_source_ids),
-    )
+    return pb.KnowledgeSearchFilters(**m.artifact_values(f, m.FILTER_FIELDS))
 
 
 def summary_to_pb(a: m.ArtifactSummary) -> pb.ArtifactMetadataSummary:
@@ -98,22 +88,18 @@ def summary_from_pb(a: pb.ArtifactMetadataSummary) -> m.ArtifactSummary:
     return m.ArtifactSummary(**m.artifact_values(a, m.SUMMARY_FIELDS))
 
 
+#: An entry's fields (the record's, in order; the proto's PersonaKnowledgeEntry has the same, all scalar),
+#: read off either at once: per hit, so no per-field loop.
+_ENTRY_FIELDS = tuple(f.name for f in dataclasses.fields(m.Entry))
+_entry_values = operator.attrgetter(*_ENTRY_FIELDS)
+
+
 def entry_to_pb(e: m.Entry) -> pb.PersonaKnowledgeEntry:
-    return pb.PersonaKnowledgeEntry(
-        id=e.id, tenant_id=e.tenant_id, persona_id=e.persona_id, artifact_id=e.artifact_id,
-        chunk_index=e.chunk_index, text=e.text, headline=e.headline, content_summary=e.content_summary,
-        timestamp_unix=e.timestamp_unix, richness=e.richness, text_hash=e.text_hash,
-        span_start=e.span_start, span_end=e.span_end,
-    )
+    return pb.PersonaKnowledgeEntry(**dict(zip(_ENTRY_FIELDS, _entry_values(e))))
 
 
 def entry_from_pb(e: pb.PersonaKnowledgeEntry) -> m.Entry:
-    return m.Entry(
-        id=e.id, tenant_id=e.tenant_id, persona_id=e.persona_id, artifact_id=e.artifact_id,
-        chunk_index=e.chunk_index, text=e.text, headline=e.headline, content_summary=e.content_summary,
-        timestamp_unix=e.timestamp_unix, richness=e.richness, text_hash=e.text_hash,
-        span_start=e.span_start, span_end=e.span_end,
-    )
+    return m.Entry(*_entry_values(e))
 
 
 def hit_to_pb(h: m.Hit) -> ks_pb.ScoredEntry:

@@ -43,7 +43,7 @@ from services.rag_pipeline.models import (
 from services.rag_pipeline.tools import RagTools, register_rag_tools
 from services.rag_pipeline.pages import Pages
 from services.rag_pipeline.folding import duplicate_values
-from services.rag_pipeline.tools.schemas import DuplicateOut, FoldDuplicates, duplicates_field
+from services.rag_pipeline.tools.schemas import DuplicateOut, FoldDuplicates, SourceFateOut, duplicates_field
 from services.rag_pipeline.why_not import MAX_IDS as WHY_NOT_MAX_IDS, WhyNotOut, why_not
 from services.rag_pipeline.tools.budget import RANKED, BudgetOut, MaxTokens, budget_field
 from services.rag_pipeline.tools.paging import Cursor, cursor_field, fit_page
@@ -118,12 +118,8 @@ class RankedResultOut(BaseModel):
     duplicates: list[DuplicateOut] | None = duplicates_field()   # fold_duplicates: the copies folded into it
 
 
-class SourceReportOut(BaseModel):
+class SourceReportOut(SourceFateOut):
     """How one source of a federated query fared."""
-    source_id: str                          # "local" or a remote source's id
-    status: Literal["ok", "error", "timeout", "skipped", "refused"]
-    latency_ms: float
-    result_count: int
     error_message: str = ""
     error_code: str = ""                    # the remote's own code (e.g. unauthorized_source), sanitised
     filtered: int = 0                       # hits dropped by the request's filters (fail closed)

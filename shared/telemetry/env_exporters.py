@@ -8,6 +8,7 @@ compression are read by the exporters themselves from the standard variables.
 """
 from __future__ import annotations
 
+import importlib
 import logging
 import sys
 from collections.abc import Mapping
@@ -39,46 +40,42 @@ def _otlp_protocol(env: Mapping[str, str], signal: str) -> str:
             or "http/protobuf").strip().lower()
 
 
+#: Per signal: the OTLP exporter's module (under opentelemetry.exporter.otlp.proto.<grpc|http>) and
+#: class, the console exporter's module and class.
+_EXPORTERS = {
+    "traces": ("trace_exporter", "OTLPSpanExporter", "opentelemetry.sdk.trace.export", "ConsoleSpanExporter"),
+    "metrics": ("metric_exporter", "OTLPMetricExporter", "opentelemetry.sdk.metrics.export", "ConsoleMetricExporter"),
+}
+
+
+def _exporter(name: str, env: Mapping[str, str], signal: str):
+    """The exporter OTEL_<SIGNAL>_EXPORTER names ("otlp", "console"); None for others. OTLP over
+    gRPC when asked for and installed, else over HTTP/protobuf."""
+    otlp_module, otlp_class, console_module, console_class = _EXPORTERS[signal]
+    if name == "otlp":
+        if _otlp_protocol(env, signal) == "grpc":
+            try:
+                return getattr(importlib.import_module(f"opentelemetry.exporter.otlp.proto.grpc.{otlp_module}"),
+                               otlp_class)()
+            except ImportError:
+                log.warning("OTLP protocol 'grpc' requested for %s but opentelemetry-exporter-otlp-proto-grpc is "
+                            "not installed; exporting OTLP over HTTP/protobuf (point the endpoint at port 4318)",
+                            signal)
+        return getattr(importlib.import_module(f"opentelemetry.exporter.otlp.proto.http.{otlp_module}"), otlp_class)()
+    if name == "console":
+        return getattr(importlib.import_module(console_module), console_class)(out=sys.stderr)  # stdout: stdio MCP
+    log.warning("unsupported OTEL_%s_EXPORTER value %r ignored (supported: otlp, console, none)", signal.upper(), name)
+    return None
+
+
 def span_exporter(name: str, env: Mapping[str, str]) -> SpanExporter | None:
     """The span exporter named by OTEL_TRACES_EXPORTER ("otlp", "console"); None for others."""
-    if name == "otlp":
-        protocol = _otlp_protocol(env, "traces")
-        if protocol == "grpc":
-            try:
-                from opentelemetry.exporter.otlp.proto.grpc.trace_exporter import OTLPSpanExporter as GrpcExporter
-                return GrpcExporter()
-            except ImportError:
-                log.warning("OTLP protocol 'grpc' requested but opentelemetry-exporter-otlp-proto-grpc is not "
-                            "installed; exporting OTLP over HTTP/protobuf (point the endpoint at port 4318)")
-        from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
-        return OTLPSpanExporter()
-    if name == "console":
-        from opentelemetry.sdk.trace.export import ConsoleSpanExporter
-        return ConsoleSpanExporter(out=sys.stderr)  # stdout belongs to stdio MCP
-    log.warning("unsupported OTEL_TRACES_EXPORTER value %r ignored (supported: otlp, console, none)", name)
-    return None
+    return _exporter(name, env, "traces")
 
 
 def metric_exporter(name: str, env: Mapping[str, str]) -> MetricExporter | None:
     """The metric exporter named by OTEL_METRICS_EXPORTER ("otlp", "console"); None for others."""
-    if name == "otlp":
-        protocol = _otlp_protocol(env, "metrics")
-        if protocol == "grpc":
-            try:
-                from opentelemetry.exporter.otlp.proto.grpc.metric_exporter import (
-                    OTLPMetricExporter as GrpcMetricExporter,
-                )
-                return GrpcMetricExporter()
-            except ImportError:
-                log.warning("OTLP protocol 'grpc' requested for metrics but the gRPC exporter is not installed; "
-                            "exporting over HTTP/protobuf")
-        from opentelemetry.exporter.otlp.proto.http.metric_exporter import OTLPMetricExporter
-        return OTLPMetricExporter()
-    if name == "console":
-        from opentelemetry.sdk.metrics.export import ConsoleMetricExporter
-        return ConsoleMetricExporter(out=sys.stderr)
-    log.warning("unsupported OTEL_METRICS_EXPORTER value %r ignored (supported: otlp, console, none)", name)
-    return None
+    return _exporter(name, env, "metrics")
 
 
 __all__ = ["exporters_for", "span_exporter", "metric_exporter"]

@@ -7,6 +7,7 @@ tenant of its own; each must print its figures.
     python -m benchmarks.federate --use-running --sources 2    the local stack and the foreign server
     python -m benchmarks.soak --use-running  a few seconds of load, every acknowledged write read back
     python -m benchmarks.big_file --use-running   a small parts list through nucleus ingest vs the model
+    nucleus attack --use-running --families b     the principal matrix against the suite's secure stack
     python -m benchmarks.splits --out        in process
     python -m benchmarks.learned_ranking     in process (its model and vectors in a cache made here)
     python -m benchmarks.scale --no-grpc     in process (its gRPC part measures a KnowledgeStore it
@@ -129,3 +130,15 @@ def test_a_parts_list_through_nucleus_ingest_against_the_model(stack_data_dir, s
     chunks = figure(r"parts-60.xlsx: [\d.]+ MB, (\d+) chunks", out)
     assert chunks >= 2
     assert 0.0 < figure(r"median model ÷ ingest over 1 rounds: " + NUMBER, out) < 5.0
+
+
+def test_nucleus_attack_on_the_running_secure_stack_passes_the_principal_matrix(secure_corpus):
+    """`nucleus attack --use-running`: the suite's secure stack (started by the attack suite's own secure
+    start, so its principals' credentials are in its data directory), the principal matrix alone."""
+    done = run_cli(["--data-dir", str(secure_corpus.data_dir), "attack", "--use-running", "--families", "b"],
+                   timeout_s=120)
+    out = done.stdout
+    assert done.returncode == 0, out[-3000:] + done.stderr[-3000:]
+    assert f"attacking the running secure stack in {secure_corpus.data_dir}" in out, out
+    assert figure(r"family \(b\)[^\n]*\n\s+(\d+) calls", out) > 50
+    assert figure(r"(\d+) leaks, \d+ missed", out) == 0 and figure(r"(\d+) missed", out) == 0, out

@@ -32,9 +32,10 @@ session per source (`RemoteSource`) and the pool (`RemotePool`).
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import time
-from typing import Any
+from typing import Any, AsyncIterator, Awaitable, Callable
 from urllib.parse import urlsplit
 
 import anyio
@@ -149,12 +150,7 @@ class RemoteSource:
         if self._conn is conn:
             self._conn = None
         conn.dead = True
-        try:
-            task = asyncio.get_running_loop().create_task(conn.close())
-        except RuntimeError:
-            return
-        _closing.add(task)
-        task.add_done_callback(_closing.discard)
+        _close_later(conn.close)
 
     async def list_tools(self, *, deadline_s: float | None = None, refresh: bool = False) -> list[ToolInfo]:
         """The source's tools (every page). Answered from the last listing when it is younger
@@ -164,30 +160,18 @@ class RemoteSource:
             return list(cached[1])
         budget = deadline_s if deadline_s is not None else max(self.source.timeout_s, 5.0)
         deadline = time.monotonic() + budget
-        conn: _Connection | None = None
-        started = time.perf_counter()
-        status = "ok"
-        self._enter()
-        with _Leave(self), tracer.start_as_current_span(f"tools/list {self.source.id}", kind=SpanKind.CLIENT,
-                                          attributes=self._attributes("tools/list", "")) as span:
-            try:
-                conn, client = await self._session(deadline)
-                tools: list[ToolInfo] = []
-                cursor: str | None = None
-                for _ in range(50):
-                    with anyio.fail_after(max(0.001, deadline - time.monotonic())):
-                        page = await client.list_tools(cursor=cursor, meta=_trace_meta(), cache_mode="refresh")
-                    tools.extend(tool_info(t) for t in page.tools)
-                    cursor = page.next_cursor
-                    if not cursor:
-                        break
-                self._tools = (time.monotonic(), tuple(tools))
-                return tools
-            except BaseException as err:
-                status, error = self._failed(err, conn, span)
-                raise error from None
-            finally:
-                self._audit("tools/list", status, (time.perf_counter() - started) * 1000)
+        async with self._exchange("tools/list", "", deadline) as (client, _):
+            tools: list[ToolInfo] = []
+            cursor: str | None = None
+            for _ in range(50):
+                with anyio.fail_after(max(0.001, deadline - time.monotonic())):
+                    page = await client.list_tools(cursor=cursor, meta=_trace_meta(), cache_mode="refresh")
+                tools.extend(tool_info(t) for t in page.tools)
+                cursor = page.next_cursor
+                if not cursor:
+                    break
+            self._tools = (time.monotonic(), tuple(tools))
+            return tools
 
     async def call_tool(self, name: str, arguments: dict[str, Any], *, deadline_s: float,
                         headers: dict[str, str] | None = None, meta: dict[str, Any] | None = None) -> RemoteResult:
@@ -197,30 +181,40 @@ class RemoteSource:
         RemoteError on any failure."""
         budget = max(0.001, min(deadline_s, self.source.timeout_s))
         deadline = time.monotonic() + budget
+        started = time.perf_counter()
+        async with self._exchange("tools/call", name, deadline) as (client, span):
+            token = _REQUEST_HEADERS.set(dict(headers)) if headers else None
+            try:
+                with anyio.fail_after(max(0.001, deadline - time.monotonic())):
+                    result = await client.call_tool(name, arguments, meta=_trace_meta(meta))
+            finally:
+                if token is not None:
+                    _REQUEST_HEADERS.reset(token)
+            parsed = parse_result(self.source, name, result, (time.perf_counter() - started) * 1000)
+            span.set_attribute("nucleus.remote.response_bytes", parsed.size_bytes)
+            return parsed
+
+    @contextlib.asynccontextmanager
+    async def _exchange(self, method: str, tool: str, deadline: float) -> AsyncIterator[tuple[Any, Any]]:
+        """One request to the source (`method`, and the tool of a tools/call): counted in flight,
+        in a client span, over the pooled session opened by `deadline`; yields (session client,
+        span). A failure is classified and raised as a RemoteError (`_failed`); either way the
+        request is audited under the tool's name, else the method's, with its latency."""
         conn: _Connection | None = None
         started = time.perf_counter()
         status = "ok"
         self._enter()
-        with _Leave(self), tracer.start_as_current_span(f"tools/call {self.source.id}__{name}", kind=SpanKind.CLIENT,
-                                          attributes=self._attributes("tools/call", name)) as span:
+        with _Leave(self), tracer.start_as_current_span(
+                f"{method} {self.source.id}" + (f"__{tool}" if tool else ""), kind=SpanKind.CLIENT,
+                attributes=self._attributes(method, tool)) as span:
             try:
                 conn, client = await self._session(deadline)
-                token = _REQUEST_HEADERS.set(dict(headers)) if headers else None
-                try:
-                    with anyio.fail_after(max(0.001, deadline - time.monotonic())):
-                        result = await client.call_tool(name, arguments, meta=_trace_meta(meta))
-                finally:
-                    if token is not None:
-                        _REQUEST_HEADERS.reset(token)
-                latency = (time.perf_counter() - started) * 1000
-                parsed = parse_result(self.source, name, result, latency)
-                span.set_attribute("nucleus.remote.response_bytes", parsed.size_bytes)
-                return parsed
+                yield client, span
             except BaseException as err:
                 status, error = self._failed(err, conn, span)
                 raise error from None
             finally:
-                self._audit(name, status, (time.perf_counter() - started) * 1000)
+                self._audit(tool or method, status, (time.perf_counter() - started) * 1000)
 
     def _failed(self, err: BaseException, conn: _Connection | None, span: Any) -> tuple[str, BaseException]:
         """A call's failure: classified, on its span, its connection dropped when it may be broken
@@ -321,7 +315,7 @@ class RemotePool:
         for key in list(self._remotes):
             if key[0] in keep_ids or key in keep_keys:
                 continue
-            _close_later(self._remotes.pop(key))
+            _close_later(self._remotes.pop(key).retire)
 
     async def close(self) -> None:
         remotes, self._remotes = list(self._remotes.values()), {}
@@ -332,9 +326,11 @@ class RemotePool:
 _closing: set[asyncio.Task] = set()
 
 
-def _close_later(remote: RemoteSource) -> None:
+def _close_later(close: Callable[[], Awaitable[None]]) -> None:
+    """Run `close()` in the background of the running loop (nothing to do without one), holding its
+    task until it ends."""
     try:
-        task = asyncio.get_running_loop().create_task(remote.retire())
+        task = asyncio.get_running_loop().create_task(close())
     except RuntimeError:
         return
     _closing.add(task)

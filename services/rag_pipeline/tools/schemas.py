@@ -65,12 +65,17 @@ class SegmentOut(BaseModel):
     duplicates: list[DuplicateOut] | None = duplicates_field()   # fold_duplicates: the copies folded into it
 
 
-class SourceStatusOut(BaseModel):
-    """Federation: how one source of a search fared."""
+class SourceFateOut(BaseModel):
+    """The fields every report of one source of a federated search has (SourceStatusOut here;
+    search_and_rank's SourceReportOut, mcp_api.py); each adds the optional ones its contract shapes."""
     source_id: str                           # "local" or a remote source's id
     status: Literal["ok", "error", "timeout", "skipped", "refused"]
     latency_ms: float
     result_count: int
+
+
+class SourceStatusOut(SourceFateOut):
+    """Federation: how one source of a search fared."""
     error_message: str | None = None
     error_code: str | None = None            # the remote's own code (e.g. unauthorized_source), sanitised
     filtered: int | None = None              # hits dropped by the request's filters (fail closed)
@@ -188,11 +193,17 @@ class DiscoverResultsOut(BaseModel):
     error: ErrorOut | None = None
 
 
-class DiscoverOut(BaseModel):
-    results: DiscoverResultsOut
+class EnvelopeOut(BaseModel):
+    """What every contract tool answers: its `results` (each subclass narrows the type), the meta
+    data, the artifacts and the contract version, in this order."""
+    results: BaseModel
     meta_data: MetaOut
     artifacts: list[ArtifactOut] = Field(default_factory=list)
     contract_version: str = CONTRACT_VERSION
+
+
+class DiscoverOut(EnvelopeOut):
+    results: DiscoverResultsOut
 
 
 class RawFiltersIn(BaseModel):
@@ -256,11 +267,8 @@ class RawResultsOut(BaseModel):
     error: ErrorOut | None = None
 
 
-class RawOut(BaseModel):
+class RawOut(EnvelopeOut):
     results: RawResultsOut
-    meta_data: MetaOut
-    artifacts: list[ArtifactOut] = Field(default_factory=list)
-    contract_version: str = CONTRACT_VERSION
     budget: BudgetOut | None = budget_field()       # max_tokens asked: how the answer was fitted (tools/budget.py)
     next_cursor: str | None = cursor_field()        # the next page's cursor (tools/paging.py); absent: no more
     _page: Any = PrivateAttr(default=None)
@@ -296,11 +304,8 @@ class SynthResultsOut(BaseModel):
     error: ErrorOut | None = None
 
 
-class SynthOut(BaseModel):
+class SynthOut(EnvelopeOut):
     results: SynthResultsOut
-    meta_data: MetaOut
-    artifacts: list[ArtifactOut] = Field(default_factory=list)
-    contract_version: str = CONTRACT_VERSION
 
 
 JSONRPC_ARGUMENTS: dict[str, type[BaseModel]] = {"rag_search": RagSearchArgs, "verify_document_access": VerifyArgs}
