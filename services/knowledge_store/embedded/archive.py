@@ -16,8 +16,9 @@ order, prepared entries written with their stored vectors, and an import built a
                search still logged (`search_votes`) as archive records, in key order (searches by
                time, so written back they keep the write order pruning goes by; the log by time);
                written back in one write transaction each batch (the artifacts' counters travel
-               with the artifacts; the log counts nothing again: the last vote of each user and
-               artifact is the one `counted`, as record_feedback leaves it)
+               with the artifacts; the log counts nothing again: a vote of the log is `counted`
+               when it is its user's current vote, as record_feedback leaves it; two votes of one
+               user on one document within a second keep no order but that)
     fingerprint  the tenant's embedding model fingerprint (../fingerprints.py), in its `meta`
                table (key FINGERPRINT_KEY), written in an ordinary write transaction
 """
@@ -135,13 +136,19 @@ async def put_user_data(tenants: Tenants, tenant_id: str, kind: str, records: Se
         elif kind in ("feedback", "search_vote"):
             for r in records:
                 if kind == "feedback":
-                    if r["user_id"]:           # the user's earlier votes on the artifact count no more
+                    # counted: the user's current vote (written before the log), the last of the log
+                    # that is it; an anonymous vote (store schema 1) counts
+                    counted = not r["user_id"] or conn.execute(
+                        "SELECT 1 FROM votes WHERE artifact_id = ? AND user_id = ? AND helpful = ? AND target_id = ? "
+                        "AND updated_unix = ?", (r["artifact_id"], r["user_id"], int(r["helpful"]), r["target_id"],
+                                                 r["created_unix"])).fetchone() is not None
+                    if counted and r["user_id"]:
                         conn.execute("UPDATE feedback SET counted = 0 WHERE artifact_id = ? AND user_id = ? AND "
                                      "counted = 1", (r["artifact_id"], r["user_id"]))
                     conn.execute("INSERT INTO feedback(created_unix, target, target_id, artifact_id, helpful, "
-                                 "user_id, comment, counted) VALUES (?, ?, ?, ?, ?, ?, ?, 1)",
+                                 "user_id, comment, counted) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
                                  (r["created_unix"], r["target"], r["target_id"], r["artifact_id"],
-                                  int(r["helpful"]), r["user_id"], r["comment"]))
+                                  int(r["helpful"]), r["user_id"], r["comment"], int(counted)))
                 if r["search_id"]:
                     storage.feedback_log.note_search_vote(conn, r["search_id"], r["target_id"], r["user_id"],
                                                           r["helpful"], r["created_unix"])

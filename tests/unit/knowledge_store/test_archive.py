@@ -10,6 +10,7 @@ import hashlib
 import json
 import os
 import re
+import sqlite3
 import time
 
 import numpy as np
@@ -61,6 +62,11 @@ async def _user_data(store, tenant):
     return {kind: await store.user_data(tenant, kind) for kind in USER_KINDS}
 
 
+def _counted(store) -> list[tuple]:
+    with sqlite3.connect(store._tenants.database_path("acme")) as conn:
+        return sorted(conn.execute("SELECT artifact_id, user_id, helpful, counted FROM feedback"))
+
+
 async def _export(store, tenant, path, key=KEY, model=MODEL):
     return await write_archive(path, key, tenant, model, export_records(store, tenant))
 
@@ -93,6 +99,7 @@ async def test_a_tenant_goes_embedded_to_qdrant_and_back_unchanged(source, tmp_p
         second = tmp_path / "two.archive"
         await _export(qdrant, "acme", second)
         await import_archive(back, open_archive(second, KEY), "acme", MODEL)
+        assert _counted(back) == _counted(source)       # which vote of the log each user's current one is
         for target in (qdrant, back):
             listing, hits, vectors = await _everything(target, "acme")
             want_listing, want_hits, want_vectors = await _everything(source, "acme")
