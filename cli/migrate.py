@@ -32,8 +32,10 @@ queries, stored headlines as keyword queries) return the same top 10 on both (me
 dense >= 0.95, keyword >= 0.9; equal scores may order differently at the cut). Exit 0 when
 every tenant agrees, 1 if not.
 
-User data moves too (the same tenant id): each user's votes, the search log and the votes on
-federated sources; verified by their counts and a SHA-256 over their records.
+User data moves too (the same tenant id): each user's votes, the search log, the votes on
+federated sources, the vote log (every vote with its comment and the search it named) and the
+votes that named a search; verified by their counts and a SHA-256 over their records, which both
+backends give in one canonical form (archive_file.py `vote_log`).
 
 `--recount` touches only the Qdrant side: it recounts the tenant's term statistics from its
 entries and re-saturates their sparse vectors with the current average length (after
@@ -270,8 +272,9 @@ async def verify(source: StoreBackend, target: StoreBackend, tenant_id: str, *, 
     log(f"tenant {tenant_id}: counts {c['artifact']} artifacts / {c['entries']} entries / {c['profile']} profile "
         f"versions / {c['persona']} personas, target {d['artifact']} / {d['entries']} / {d['profile']} / "
         f"{d['persona']}; records SHA-256 {'equal' if same else 'DIFFER'}; vectors max difference {diff:.1e}; "
-        f"user data {c['vote']} votes / {c['search']} searches / {c['source_vote']} source votes, target "
-        f"{d['vote']} / {d['search']} / {d['source_vote']}: {'ok' if ok else 'DIFFER'}")
+        f"user data {c['vote']} votes / {c['search']} searches / {c['source_vote']} source votes / {c['feedback']} "
+        f"logged votes / {c['search_vote']} search votes, target {d['vote']} / {d['search']} / {d['source_vote']} / "
+        f"{d['feedback']} / {d['search_vote']}: {'ok' if ok else 'DIFFER'}")
     agree = {"dense": 0.0, "keyword": 0.0}
     for headline, q in picks:
         [x], [y] = (await source.dense(tenant_id, q, 10, SearchFilters(), hits=True),

@@ -11,7 +11,8 @@ between stacks, tenant ids and backends (operators; docs/OPERATIONS.md, "Tenant 
         verified here first (MAC, SHA-256 of every member), then streamed to the running
         KnowledgeStore (gRPC ImportTenant), which verifies it again and imports it all or nothing.
         --key: the backup key of the stack that made the archive. User data (per-user votes, the
-        search log, votes on federated sources) is imported under the archive's own tenant id;
+        search log, votes on federated sources, the vote log with comments, the votes that named a
+        search) is imported under the archive's own tenant id;
         under --as-tenant only with --with-user-data. --reembed: the archive was made with another
         embedding model, or its tenant's model is `unknown` (its fingerprint, in the manifest):
         the texts are embedded again by this stack's model instead of refused.
@@ -121,7 +122,8 @@ def register(sub: argparse._SubParsersAction) -> None:
                    help="keep group-only documents visible to their groups under another tenant id")
     i.add_argument("--with-user-data", dest="with_user_data", action="store_true",
                    help="with --as-tenant: import the user data too (per-user votes, the search log, votes "
-                        "on federated sources; always imported under the archive's own tenant id)")
+                        "on federated sources, the vote log with comments, the votes that named a search; "
+                        "always imported under the archive's own tenant id)")
     i.add_argument("--reembed", action="store_true",
                    help="embed the texts again with this stack's model (an archive of another or an unknown model)")
     i.add_argument("--knowledge-store-target", dest="knowledge_store_target")

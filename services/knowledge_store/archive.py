@@ -19,14 +19,18 @@ archives").
                      part-way leaves the tenant as it was. The tenant records the archive's fingerprint (`reembed`: the
                      serving model's).
 
-User data (format 3; archive_file.py USER_KINDS), after the artifacts: each user's current vote
-per artifact (`vote`), the search log (`search`) and each user's vote per federated source
-(`source_vote`), read and written through the backend's `user_data` / `put_user_data`. Imported
-under the archive's own tenant; under another tenant only with `with_user_data` (left out
-otherwise). Checked like the writes that make them: a vote by validation.feedback and naming an
-artifact of the archive, a search by search_log.record (and at most MAX_SEARCHES_PER_TENANT), a
-source vote by search_log.source_vote. Each artifact's feedback counters travel with it. The
-log of every vote ever cast (with comments) and the votes that named a search are not carried.
+User data (format 3, 5; archive_file.py USER_KINDS), after the artifacts: each user's current vote
+per artifact (`vote`), the search log (`search`), each user's vote per federated source
+(`source_vote`) and, since format 5, the vote log (`feedback`: every vote ever cast on a document,
+with its comment, time and the search it named; archive_file.vote_log) and the votes that named
+a search (`search_vote`: search, target, user -> answer, time), read and written through the
+backend's `user_data` / `put_user_data`. Imported under the archive's own tenant; under another
+tenant only with `with_user_data` (left out otherwise). Checked like the writes that make them: a
+vote and a vote of the log by validation.feedback (target, user, comment) and naming an artifact
+of the archive, a search by search_log.record (and at most MAX_SEARCHES_PER_TENANT), a source vote
+by search_log.source_vote, a vote naming a search by search_log.check_vote against the archive's
+search log at the vote's time. Each artifact's feedback counters travel with it; the log is
+written as it is, counting nothing again, so counters and current votes equal the source's.
 """
 from __future__ import annotations
 
@@ -59,7 +63,7 @@ class ImportReport:
     entries: int
     profiles: int
     personas: int
-    user_records: int = 0      # votes, searches and source votes imported
+    user_records: int = 0      # user data records imported (USER_KINDS)
 
 
 def _b64(vector: np.ndarray) -> str:
@@ -185,21 +189,28 @@ async def _write_records(store: StoreBackend, tenant_id: str, records: Iterator[
     counts = dict.fromkeys(("artifact", "entries", "profile", "persona", *USER_KINDS), 0)
     batch: list[tuple[str, PreparedDocument, np.ndarray, np.ndarray | None, tuple[int, int]]] = []
     artifacts: set[str] = set()
+    searches: dict[str, SearchLogRecord] = {}        # the archive's search log, which search votes name
     users: dict[str, list[dict]] = {k: [] for k in USER_KINDS}
+
+    async def flush(*kinds: str) -> None:
+        for k in kinds:
+            if users[k] and user_data:
+                await store.put_user_data(tenant_id, k, users[k])
+            users[k] = []
+
     for n, record in enumerate(records):
         kind = record.get("kind")
         if kind in USER_KINDS:
             if batch:                          # the artifacts a vote names are written first
                 await store.put_archived(tenant_id, await _reembedded(batch, embedder, store.dimension))
                 batch = []
-            users[kind].append(_user_record(record, tenant_id, artifacts, f"records[{n}]"))
+            await flush(*(k for k in USER_KINDS if k != kind))     # and the records of the kinds before
+            users[kind].append(_user_record(record, tenant_id, artifacts, searches, f"records[{n}]"))
             if kind == "search" and counts[kind] >= search_log.MAX_SEARCHES_PER_TENANT:
                 raise InvalidArgument(f"records[{n}]", f"more than {search_log.MAX_SEARCHES_PER_TENANT} searches, "
                                                        "the most a tenant's search log keeps")
             if len(users[kind]) >= BATCH * 4:
-                if user_data:
-                    await store.put_user_data(tenant_id, kind, users[kind])
-                users[kind] = []
+                await flush(kind)
         elif kind == "artifact":
             batch.append(_artifact(record, store.dimension, f"records[{n}]", len(batch), embedder is None))
             artifacts.add(batch[-1][1].meta.artifact_id)
@@ -217,20 +228,24 @@ async def _write_records(store: StoreBackend, tenant_id: str, records: Iterator[
         counts[kind] += 1
     if batch:
         await store.put_archived(tenant_id, await _reembedded(batch, embedder, store.dimension))
-    for kind, rest in users.items():
-        if rest and user_data:
-            await store.put_user_data(tenant_id, kind, rest)
+    await flush(*USER_KINDS)
     return ImportReport(tenant_id, counts["artifact"], counts["entries"], counts["profile"], counts["persona"],
                         sum(counts[k] for k in USER_KINDS) if user_data else 0)
 
 
 _USER_FIELDS = {"vote": ("artifact_id", "user_id", "helpful", "target", "target_id", "updated_unix"),
                 "search": ("search_id", "user_id", "created_unix", "query_sha256", "items"),
-                "source_vote": ("source_id", "user_id", "helpful", "target_id", "updated_unix")}
+                "source_vote": ("source_id", "user_id", "helpful", "target_id", "updated_unix"),
+                "feedback": ("artifact_id", "target", "target_id", "user_id", "helpful", "comment", "created_unix",
+                             "search_id"),
+                "search_vote": ("search_id", "target_id", "user_id", "helpful", "created_unix")}
 
 
-def _user_record(record: dict, tenant_id: str, artifacts: set[str], field: str) -> dict:
-    """A user data record checked as the write that makes it checks it (module docstring)."""
+def _user_record(record: dict, tenant_id: str, artifacts: set[str], searches: dict[str, SearchLogRecord],
+                 field: str) -> dict:
+    """A user data record checked as the write that makes it checks it (module docstring).
+    `artifacts`: the archive's artifact ids; `searches`: its searches so far (a search record
+    checked here is added)."""
     kind = record["kind"]
     names = _USER_FIELDS[kind]
     if set(record) != {"kind", *names}:
@@ -244,21 +259,28 @@ def _user_record(record: dict, tenant_id: str, artifacts: set[str], field: str) 
                 raise InvalidArgument(name, "must be a positive unix time")
             if name not in ("helpful", "items") and not name.endswith("_unix") and not isinstance(r[name], str):
                 raise InvalidArgument(name, "must be a string")
-        if kind == "vote":
-            validation.feedback(r["target"], r["target_id"], r["user_id"], "")
+        if kind in ("vote", "feedback"):
+            # a vote of the log cast before votes needed a user (store schema 1) has none
+            user = r["user_id"] or ("" if kind == "vote" else "anonymous")
+            validation.feedback(r["target"], r["target_id"], user, r.get("comment", ""))
             of = r["target_id"] if r["target"] == "artifact" else r["target_id"].rsplit("#", 1)[0]
             if of != r["artifact_id"] or of not in artifacts:
                 raise InvalidArgument("artifact_id", f"'{r['artifact_id']}' is not a document of the archive the "
                                                      f"vote's target '{r['target_id']}' belongs to")
+        if kind in ("feedback", "search_vote") and (r["search_id"] or kind == "search_vote"):
+            if kind == "search_vote" and not r["user_id"].strip():
+                raise InvalidArgument("user_id", "is required: a vote naming a search is a user's")
+            search_log.check_vote(searches.get(search_log.search_id(r["search_id"])), r["search_id"], r["user_id"],
+                                  r["target_id"], r["created_unix"])
         elif kind == "search":
             items = r["items"]
             if not isinstance(items, list) or not all(
                     isinstance(i, list) and len(i) == 3 and isinstance(i[2], int) for i in items):
                 raise InvalidArgument("items", "must be a list of [entry id, artifact id, rank]")
-            search_log.record(SearchLogRecord(tenant_id, r["search_id"], r["user_id"], r["created_unix"],
-                                              r["query_sha256"], tuple(SearchLogItem(str(e), str(a), int(k))
-                                                                       for e, a, k in items)))
-        else:
+            searches[r["search_id"]] = search_log.record(SearchLogRecord(
+                tenant_id, r["search_id"], r["user_id"], r["created_unix"], r["query_sha256"],
+                tuple(SearchLogItem(str(e), str(a), int(k)) for e, a, k in items)))
+        elif kind == "source_vote":
             search_log.source_vote(r["source_id"], r["target_id"], r["user_id"])
     except InvalidArgument as e:
         raise InvalidArgument(f"{field}.{e.field}", e.message.split(": ", 1)[-1]) from None

@@ -1,8 +1,8 @@
 """The portable tenant archive's file: JSON lines, authenticated with the stack's backup key.
 
-    line 1       {"format": "nucleus-tenant-archive", "version": 3}
-    records      {"kind": "artifact" | "profile" | "persona" | "vote" | "search" | "source_vote", ...},
-                 one a line (archive.py)
+    line 1       {"format": "nucleus-tenant-archive", "version": 5}
+    records      {"kind": "artifact" | "profile" | "persona" | "vote" | "search" | "source_vote" |
+                 "feedback" | "search_vote", ...}, one a line (archive.py)
     manifest     {"manifest": {format, version, tenant, model {name, dimension}, created_unix,
                   counts {kind: n}, sha256 {kind: hex of that kind's lines}, grouped_artifacts,
                   key_id}}
@@ -14,8 +14,9 @@ read, an archive without its manifest and MAC at the end (truncated), a MAC that
 (a changed manifest, another stack's key: `--key`) and a member whose SHA-256 or count differs (a
 changed byte); `Archive.records` hashes again as it reads, and raises at the end if the file
 changed in between (an import commits only after the last record). Written 0600 beside the
-target and renamed into place; it holds no secrets. A format 1 or 2 archive has no user data
-kinds (its manifest names none): any such record in it is refused as a changed byte.
+target and renamed into place; it holds no secrets. A kind newer than the archive's format (user
+data before 3, the vote log and search votes before 5: SINCE) must be empty in it, or the archive
+is refused; `vote_log` is the vote log's canonical form, the same from either backend.
 
 Over the wire (ExportTenant / ImportTenant) the file travels as chunks of CHUNK_BYTES; the store
 writes it to a 0600 file of its own in its data directory (`scratch`, removed after the call),
@@ -30,7 +31,7 @@ import logging
 import os
 import shutil
 import time
-from collections.abc import AsyncIterable, Iterator
+from collections.abc import AsyncIterable, Iterable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -40,10 +41,14 @@ from shared.errors import FailedPrecondition, InvalidArgument
 log = logging.getLogger(__name__)
 
 FORMAT = "nucleus-tenant-archive"
-VERSION = 4                         # 2: entries carry `text_hash`; 3: user data (archive.py); 4: entries carry
-READS = (1, 2, 3, 4)                # `span` when known; 1-3 still import
-KINDS = ("artifact", "profile", "persona", "vote", "search", "source_vote")
-USER_KINDS = ("vote", "search", "source_vote")   # user data: left out under another tenant (archive.py)
+VERSION = 5                         # 2: entries carry `text_hash`; 3: user data (archive.py); 4: entries carry
+READS = (1, 2, 3, 4, 5)             # `span` when known; 5: the vote log and search votes; 1-4 still import
+# user data (left out under another tenant: archive.py); searches before the votes that name them
+USER_KINDS = ("vote", "search", "source_vote", "feedback", "search_vote")
+KINDS = ("artifact", "profile", "persona", *USER_KINDS)
+SINCE = {"vote": 3, "search": 3, "source_vote": 3, "feedback": 5, "search_vote": 5}   # kind -> first format
+#: The vote log's canonical order (`vote_log`)
+LOG_ORDER = ("created_unix", "artifact_id", "user_id", "target", "target_id", "helpful", "search_id", "comment")
 _EMPTY = hashlib.sha256().hexdigest()
 _MAC_CONTEXT = b"nucleus-tenant-archive-v1\0"
 CHUNK_BYTES = 1 << 20               # an archive streamed in pieces of 1 MiB
@@ -114,6 +119,22 @@ def chunks_of(path: Path) -> Iterator[bytes]:
     with open(path, "rb") as f:
         while chunk := f.read(CHUNK_BYTES):
             yield chunk
+
+
+def vote_log(log: Iterable[dict], search_votes: Iterable[dict]) -> list[dict]:
+    """The vote log (`feedback` records: every vote on a document, with its comment) in canonical
+    order (LOG_ORDER), each vote with the id of the search it named: the least search id of the
+    `search_votes` of the same target, user, answer and second, "" for none. Both backends
+    derive it alike from what each keeps (the embedded `search_votes` table; Qdrant's search ids
+    in its feedback log), so their archives of one tenant agree record for record."""
+    named: dict[tuple, str] = {}
+    for v in search_votes:
+        k = (v["target_id"], v["user_id"], bool(v["helpful"]), v["created_unix"])
+        named[k] = min(named.get(k, v["search_id"]), v["search_id"])
+    out = [{**r, "kind": "feedback", "helpful": bool(r["helpful"]),
+            "search_id": named.get((r["target_id"], r["user_id"], bool(r["helpful"]), r["created_unix"]), "")}
+           for r in log]
+    return sorted(out, key=lambda r: tuple(r[f] for f in LOG_ORDER))
 
 
 def _canonical(manifest: dict) -> bytes:
@@ -229,7 +250,10 @@ def open_archive(path: Path, key: bytes) -> Archive:
                "stack's key with --key" if theirs and theirs != key_id(key) else "its manifest or MAC was changed")
         raise FailedPrecondition(f"archive {path}: the MAC does not verify, {why}: refused")
     for kind in KINDS:
-        # a member a format 1 or 2 manifest does not name (user data) must be empty
+        if counts[kind] and header["version"] < SINCE.get(kind, 1):
+            raise FailedPrecondition(f"archive {path} is format {header['version']}, which has no {kind} records, "
+                                     "yet holds some: refused")
+        # a member a manifest of an older format does not name must be empty
         if hashes[kind].hexdigest() != manifest["sha256"].get(kind, _EMPTY) or \
                 counts[kind] != manifest["counts"].get(kind, 0):
             raise FailedPrecondition(f"archive {path}: its {kind} records do not match the manifest's SHA-256 "

@@ -188,7 +188,7 @@ class StoreBackend(Protocol):
 
     async def import_stage(self, tenant_id: str, replace: bool): ...
 
-    # Its user data as archive records of one kind ("vote", "search", "source_vote"), in key
+    # Its user data as archive records of one kind (archive_file.USER_KINDS), in canonical
     # order, and checked records of a kind written back.
     async def user_data(self, tenant_id: str, kind: str) -> list[dict]: ...
 

@@ -62,7 +62,7 @@ async def test_a_tenant_exported_and_imported_under_another_id_answers_the_same_
 
         imported = cli("import", str(archive), "--as-tenant", "copy", "--with-user-data")
         assert imported.returncode == 0, imported.stderr
-        assert "as copy: 3 artifacts" in imported.stdout and "1 user data records" in imported.stdout
+        assert "as copy: 3 artifacts" in imported.stdout and "2 user data records" in imported.stdout
         ack = await client.record_feedback("copy", "artifact", "pump", False, "u1")     # u1's vote came along
         assert (ack.feedback_helpful, ack.feedback_unhelpful) == (0, 1)
         assert (await client.stats("copy")).artifacts == 3

@@ -10,10 +10,15 @@ order, prepared entries written with their stored vectors, and an import built a
                removes it: the tenant is untouched until the swap; what a killed process left
                (its `.import-*` directory, its `.archive-*` scratch files: ../archive_file.py) is
                removed when the store opens (`sweep`)
-    user data  the per-user votes (`votes`), the search log (`searches`) and the votes on federated
-               sources (`source_votes`) as archive records, in key order (searches by time, so
-               written back they keep the write order pruning goes by); written back in one
-               write transaction each batch (the artifacts' counters travel with the artifacts)
+    user data  the per-user votes (`votes`), the search log (`searches`), the votes on federated
+               sources (`source_votes`), the vote log (`feedback`, with the search each vote named
+               from `search_votes`: ../archive_file.py `vote_log`) and the votes that named a
+               search still logged (`search_votes`) as archive records, in key order (searches by
+               time, so written back they keep the write order pruning goes by; the log by time);
+               written back in one write transaction each batch (the artifacts' counters travel
+               with the artifacts; the log counts nothing again: a vote of the log is `counted`
+               when it is its user's current vote, as record_feedback leaves it; two votes of one
+               user on one document within a second keep no order but that)
     fingerprint  the tenant's embedding model fingerprint (../fingerprints.py), in its `meta`
                table (key FINGERPRINT_KEY), written in an ordinary write transaction
 """
@@ -86,6 +91,11 @@ _USER_READS = {
                ("search_id", "user_id", "created_unix", "query_sha256", "items")),
     "source_vote": ("SELECT source_id, user_id, helpful, target_id, updated_unix FROM source_votes "
                     "ORDER BY source_id, user_id", ("source_id", "user_id", "helpful", "target_id", "updated_unix")),
+    "search_vote": ("SELECT search_id, target_id, user_id, helpful, created_unix FROM search_votes "
+                    "WHERE search_id IN (SELECT search_id FROM searches) ORDER BY search_id, target_id, user_id",
+                    ("search_id", "target_id", "user_id", "helpful", "created_unix")),
+    "feedback": ("SELECT artifact_id, target, target_id, user_id, helpful, comment, created_unix FROM feedback",
+                 ("artifact_id", "target", "target_id", "user_id", "helpful", "comment", "created_unix")),
 }
 
 
@@ -102,6 +112,9 @@ async def user_data(tenants: Tenants, tenant_id: str, kind: str) -> list[dict]:
             if kind == "search":
                 r["items"] = json.loads(r["items"])
             out.append(r)
+        if kind == "feedback":
+            votes_sql, votes = _USER_READS["search_vote"]
+            return archive_file.vote_log(out, (dict(zip(votes, row)) for row in conn.execute(votes_sql)))
         return out
 
     return await read_stored(tenants, tenant_id, read, absent=[], action="export")
@@ -120,6 +133,25 @@ async def put_user_data(tenants: Tenants, tenant_id: str, kind: str, records: Se
                              "VALUES (?, ?, ?, ?, ?)",
                              [(r["search_id"], r["user_id"], r["created_unix"], r["query_sha256"],
                                json.dumps(r["items"], ensure_ascii=False)) for r in records])
+        elif kind in ("feedback", "search_vote"):
+            for r in records:
+                if kind == "feedback":
+                    # counted: the user's current vote (written before the log), the last of the log
+                    # that is it; an anonymous vote (store schema 1) counts
+                    counted = not r["user_id"] or conn.execute(
+                        "SELECT 1 FROM votes WHERE artifact_id = ? AND user_id = ? AND helpful = ? AND target_id = ? "
+                        "AND updated_unix = ?", (r["artifact_id"], r["user_id"], int(r["helpful"]), r["target_id"],
+                                                 r["created_unix"])).fetchone() is not None
+                    if counted and r["user_id"]:
+                        conn.execute("UPDATE feedback SET counted = 0 WHERE artifact_id = ? AND user_id = ? AND "
+                                     "counted = 1", (r["artifact_id"], r["user_id"]))
+                    conn.execute("INSERT INTO feedback(created_unix, target, target_id, artifact_id, helpful, "
+                                 "user_id, comment, counted) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+                                 (r["created_unix"], r["target"], r["target_id"], r["artifact_id"],
+                                  int(r["helpful"]), r["user_id"], r["comment"], int(counted)))
+                if r["search_id"]:
+                    storage.feedback_log.note_search_vote(conn, r["search_id"], r["target_id"], r["user_id"],
+                                                          r["helpful"], r["created_unix"])
         else:
             conn.executemany("INSERT OR REPLACE INTO source_votes(source_id, user_id, helpful, target_id, "
                              "updated_unix) VALUES (?, ?, ?, ?, ?)",

@@ -283,7 +283,7 @@ class KnowledgeStore(Searcher):
                              swapped=lambda: self._data_ids.pop(tenant_id, None))
 
     async def user_data(self, tenant_id: str, kind: str) -> list[dict]:
-        """The tenant's votes, searches or source votes as archive records (../archive.py)."""
+        """The tenant's user data of one kind as archive records (../archive.py)."""
         validation.tenant_id(tenant_id)
         return await archive.user_data(self._tenants, tenant_id, kind)
 

@@ -20,7 +20,16 @@
     user data  the per-user votes, the search log and the votes on federated sources (the
                `votes`, `searches` and `source_votes` collections) as archive records in key
                order (searches by time, then id: as the embedded backend), and written back
-               as the same points their writes make, in the import's generation
+               as the same points their writes make, in the import's generation. The vote log
+               (`feedback` collection) holds both the votes on documents and, in each point's
+               `search_id`, the search a vote named: the search votes are derived from it as the
+               embedded store keeps them (the latest per search, target and user, of a search
+               still logged), the log's records from its document votes (../archive_file.py
+               `vote_log`). Written back: each vote of the log a point with its search id; a
+               search vote no vote of the log carries (a vote on a federated source, or on a
+               document deleted since) a point of target "search" of its own. So a source
+               vote's log point comes back without its `source_id` (its current vote is a
+               `source_vote` record)
     fingerprint  the tenant's embedding model fingerprint (../fingerprints.py): a point of its
                own in the term statistics collection, per generation (the tenant point is
                rewritten whole by every write)
@@ -31,17 +40,22 @@ import asyncio
 import copy
 import logging
 import time
+import uuid
 from collections.abc import Sequence
 
 import numpy as np
 from qdrant_client import models as qm
 
+from services.knowledge_store.archive_file import vote_log
 from services.knowledge_store.qdrant import layout
-from services.knowledge_store.qdrant.base import GENERATION_TTL_S, QdrantBase
+from services.knowledge_store.qdrant.base import GENERATION_TTL_S, UPSERT_BATCH, QdrantBase
 from services.knowledge_store.qdrant.filters import Tenant
 from shared.errors import FailedPrecondition
 
 log = logging.getLogger(__name__)
+# a vote of the log as a point's payload holds it (store.py `record_feedback`), search id last
+_LOG_FIELDS = ("artifact_id", "target", "target_id", "user_id", "helpful", "comment", "created_unix", "search_id")
+_VOTE_KEY = ("search_id", "target_id", "user_id", "helpful", "created_unix")       # a search vote
 #: After a switch, how long the replaced generation stays: requests already reading it finish, and
 #: (on a cluster) other replicas, which read the generation at most GENERATION_TTL_S old, move over.
 SWITCH_GRACE_S = GENERATION_TTL_S + 2.0
@@ -81,6 +95,8 @@ class Archiving(QdrantBase):
 
     async def user_data(self, tenant_id: str, kind: str) -> list[dict]:
         await self._ensure()
+        if kind in ("feedback", "search_vote"):
+            return await self._vote_log(tenant_id, kind)
         collection, fields, key, _ = self._user_kind(kind)
         points = await self._scroll({"collection_name": collection}, await self._all(tenant_id))
         out = [{"kind": kind, **{f: p.payload.get(f) for f in fields}} for p in points]
@@ -90,13 +106,53 @@ class Archiving(QdrantBase):
         # searches by time (their write order), then id; votes by key
         return sorted(out, key=lambda r: (r.get("created_unix", 0), *(r[k] for k in key)))
 
+    async def _vote_log(self, tenant_id: str, kind: str) -> list[dict]:
+        """The vote log's records or the search votes (module docstring)."""
+        flt = await self._all(tenant_id)
+        logged = {p.payload["search_id"] for p in await self._scroll({"collection_name": self._names.searches}, flt,
+                                                                     payload=["search_id"])}
+        points = [p.payload for p in await self._scroll({"collection_name": self._names.feedback}, flt)]
+        latest: dict[tuple, dict] = {}
+        for p in points:
+            if p.get("search_id") in logged:
+                v = {"kind": "search_vote", "search_id": p["search_id"], "target_id": p["target_id"],
+                     "user_id": p["user_id"], "helpful": bool(p["helpful"]), "created_unix": p["created_unix"]}
+                k = (v["search_id"], v["target_id"], v["user_id"])
+                if k not in latest or (v["created_unix"], v["helpful"]) > (latest[k]["created_unix"],
+                                                                            latest[k]["helpful"]):
+                    latest[k] = v
+        if kind == "search_vote":
+            return [latest[k] for k in sorted(latest)]
+        fields = _LOG_FIELDS[:-1]
+        return vote_log(({f: p[f] for f in fields} for p in points if p.get("target") in ("entry", "artifact")),
+                        latest.values())
+
     async def put_user_data(self, tenant_id: str, kind: str, records: Sequence[dict]) -> None:
         await self._ensure()
+        if kind in ("feedback", "search_vote"):
+            await self._put_vote_log(tenant_id, kind, records)
+            return
         collection, fields, key, point = self._user_kind(kind)
         t = await self._tenant(tenant_id)
         await self._call("upsert", collection_name=collection, wait=True, points=[qm.PointStruct(
             id=point(t.key, *(r[k] for k in key)), vector={},
             payload={"tenant_id": tenant_id, **{f: r[f] for f in fields}}) for r in records])
+
+    async def _put_vote_log(self, tenant_id: str, kind: str, records: Sequence[dict]) -> None:
+        t = await self._tenant(tenant_id)
+        if kind == "search_vote":               # those a vote of the log carries are there already
+            carried = await self._scroll({"collection_name": self._names.feedback}, await self._all(
+                tenant_id, qm.FieldCondition(key="search_id", match=qm.MatchAny(any=sorted(
+                    {r["search_id"] for r in records})))), payload=list(_LOG_FIELDS))
+            have = {tuple(p.payload.get(f) for f in _VOTE_KEY) for p in carried}
+            records = [{**r, "artifact_id": None, "target": "search", "comment": ""} for r in records
+                       if tuple(r[f] for f in _VOTE_KEY) not in have]
+        for start in range(0, len(records), UPSERT_BATCH):
+            await self._call("upsert", collection_name=self._names.feedback, wait=True, points=[qm.PointStruct(
+                id=layout.point_id("feedback", t.key, r["artifact_id"] or r["target_id"], r["user_id"],
+                                   uuid.uuid4().hex), vector={},
+                payload={"tenant_id": tenant_id, **{f: r[f] for f in _LOG_FIELDS if r[f] is not None},
+                         "updated_unix": r["created_unix"]}) for r in records[start:start + UPSERT_BATCH]])
 
     def _user_kind(self, kind: str) -> tuple:
         """(collection, payload fields, key fields, point id of the key) of a user data kind."""

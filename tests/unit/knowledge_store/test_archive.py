@@ -1,14 +1,16 @@
 """The portable tenant archive (archive.py, archive_file.py) on real stores: embedded → archive →
 Qdrant (local mode) → archive → embedded keeps ids, texts, metadata, vectors, profiles,
-personas, feedback counters and user data (votes, search log, source votes; under another tenant
-id only with `with_user_data`), and searches answer the same; damaged, truncated, foreign-key,
-other-model and regrouped archives, and bad user data records, are refused with nothing written."""
+personas, feedback counters and user data (votes, search log, source votes, the vote log with its
+comments and the votes that named a search; under another tenant id only with `with_user_data`),
+and searches answer the same; damaged, truncated, foreign-key, other-model and regrouped archives,
+and bad user data records, are refused with nothing written; an older format still imports."""
 from __future__ import annotations
 
 import hashlib
 import json
 import os
 import re
+import sqlite3
 import time
 
 import numpy as np
@@ -25,6 +27,7 @@ from shared.text_hash import text_hash
 from tests.unit.knowledge_store.helpers import HashEmbedder, doc, settings_for
 
 KEY = bytes(range(32))
+SID = "s" * 24
 MODEL = {"name": "hash-test", "dimension": 384}
 WORDS = ("volcanic ash climate yeast bread sourdough glacier ocean engine aircraft sulfur brewer dough "
          "ferment ice atmosphere strain sugar alcohol cloud").split()
@@ -47,14 +50,21 @@ async def _fill(store, tenant="acme"):
     await store.put_persona(Persona(tenant_id=tenant, persona_id="p1", display_name="Pat", system_prompt="hi"))
     await store.record_feedback(tenant, "artifact", "d01", True, "u1")
     await store.record_feedback(tenant, "artifact", "d01", False, "u2")
-    await store.record_search(SearchLogRecord(tenant, "s" * 24, "u3", int(time.time()), "0" * 64,
-                                              (SearchLogItem("d02#0", "d02", 1), SearchLogItem("d04#0", "d04", 2))))
+    await store.record_search(SearchLogRecord(tenant, SID, "u3", int(time.time()), "0" * 64, (
+        SearchLogItem("d02#0", "d02", 1), SearchLogItem("d04#0", "d04", 2), SearchLogItem("legal:z", "legal:z", 3))))
     await store.record_source_feedback(tenant, "legal", "legal:x", False, "u1")
     await store.record_source_feedback(tenant, "legal", "legal:y", True, "u2")
+    await store.record_feedback(tenant, "entry", "d02#0", True, "u3", comment="the ash figures, thanks", search_id=SID)
+    await store.record_source_feedback(tenant, "legal", "legal:z", True, "u3", search_id=SID)
 
 
 async def _user_data(store, tenant):
     return {kind: await store.user_data(tenant, kind) for kind in USER_KINDS}
+
+
+def _counted(store) -> list[tuple]:
+    with sqlite3.connect(store._tenants.database_path("acme")) as conn:
+        return sorted(conn.execute("SELECT artifact_id, user_id, helpful, counted FROM feedback"))
 
 
 async def _export(store, tenant, path, key=KEY, model=MODEL):
@@ -85,10 +95,11 @@ async def test_a_tenant_goes_embedded_to_qdrant_and_back_unchanged(source, tmp_p
     back = _store(tmp_path / "b")
     try:
         report = await import_archive(qdrant, open_archive(first, KEY), "acme", MODEL)
-        assert (report.artifacts, report.profiles, report.personas, report.user_records) == (12, 2, 1, 5)
+        assert (report.artifacts, report.profiles, report.personas, report.user_records) == (12, 2, 1, 12)
         second = tmp_path / "two.archive"
         await _export(qdrant, "acme", second)
         await import_archive(back, open_archive(second, KEY), "acme", MODEL)
+        assert _counted(back) == _counted(source)       # which vote of the log each user's current one is
         for target in (qdrant, back):
             listing, hits, vectors = await _everything(target, "acme")
             want_listing, want_hits, want_vectors = await _everything(source, "acme")
@@ -110,17 +121,22 @@ async def test_a_tenant_goes_embedded_to_qdrant_and_back_unchanged(source, tmp_p
             assert (await target.get_profile("acme", "", "news", 1)).recency_weight == 0.5
             assert (await target.get_persona("acme", "p1")).display_name == "Pat"
             want_user = await _user_data(source, "acme")
-            assert [len(v) for v in want_user.values()] == [2, 1, 2] and await _user_data(target, "acme") == want_user
+            assert [len(v) for v in want_user.values()] == [3, 1, 3, 3, 2]
+            assert await _user_data(target, "acme") == want_user          # and the counters above: none again
+            [said] = [r for r in want_user["feedback"] if r["comment"]]          # comment, search id, time: equal
+            assert (said["target_id"], said["comment"], said["search_id"]) == ("d02#0", "the ash figures, thanks", SID)
+            assert [(v["target_id"], v["user_id"]) for v in want_user["search_vote"]] == [("d02#0", "u3"),
+                                                                                          ("legal:z", "u3")]
             ack = await target.record_feedback("acme", "artifact", "d01", True, "u2")      # u2's vote, flipped
             assert (ack.feedback_helpful, ack.feedback_unhelpful) == (2, 0)
-            ack = await target.record_feedback("acme", "entry", "d04#0", True, "u3", search_id="s" * 24)
+            ack = await target.record_feedback("acme", "entry", "d04#0", True, "u3", search_id=SID)
             assert ack.artifact_id == "d04"                                # the search log checks the vote
-            assert [(v.helpful, v.unhelpful) for v in await target.source_votes("acme")] == [(1, 1)]
+            assert [(v.helpful, v.unhelpful) for v in await target.source_votes("acme")] == [(2, 1)]
         # Under another tenant id the user data stays behind unless asked for.
         bare = await import_archive(qdrant, open_archive(first, KEY), "globex", MODEL, keep_groups=True)
         full = await import_archive(back, open_archive(first, KEY), "globex", MODEL, keep_groups=True,
                                     with_user_data=True)
-        assert (bare.user_records, full.user_records) == (0, 5)
+        assert (bare.user_records, full.user_records) == (0, 12)
         assert await _user_data(qdrant, "globex") == dict.fromkeys(USER_KINDS, [])
         assert await _user_data(back, "globex") == await _user_data(source, "acme")
         embedder = HashEmbedder()
@@ -182,6 +198,23 @@ async def test_a_format_1_archive_imports_with_its_text_hashes_backfilled(source
         target.close()
 
 
+async def test_a_format_4_archive_imports_without_the_vote_log_and_may_not_hold_one(source, tmp_path):
+    path = tmp_path / "four.archive"
+    await _export(source, "acme", path)
+    records = [json.loads(line) for line in path.read_bytes().splitlines()[1:-2]]
+    _rewritten(path, records, 4)
+    with pytest.raises(FailedPrecondition, match="is format 4, which has no feedback records"):
+        open_archive(path, KEY)
+    _rewritten(path, [r for r in records if r["kind"] not in ("feedback", "search_vote")], 4)
+    target = _store(tmp_path / "t")
+    try:
+        report = await import_archive(target, open_archive(path, KEY), "acme", MODEL)
+        got = await _user_data(target, "acme")
+        assert report.user_records == 7 and [len(v) for v in got.values()] == [3, 1, 3, 0, 0]
+    finally:
+        target.close()
+
+
 def _damaged(path, change):
     data = bytearray(path.read_bytes())
     change(data)
@@ -237,19 +270,21 @@ async def test_a_bad_user_data_record_is_refused_with_nothing_written(source, tm
                 ("vote", {"artifact_id": "gone", "target_id": "gone"}, "artifact_id"),    # not a document of it
                 ("search", {"query_sha256": "abc"}, "query_sha256"),
                 ("search", {"items": [["d02#0", "d02", 0]]}, "items[0].rank"),
-                ("source_vote", {"target_id": "other:x"}, "target_id")]:
+                ("source_vote", {"target_id": "other:x"}, "target_id"),
+                ("feedback", {"comment": "x" * 4_001}, "comment"),                  # over-long
+                ("search_vote", {"target_id": "d09#0"}, "search_id")]:              # not among its results
             path.write_bytes(good)
             records = [json.loads(line) for line in good.splitlines()[1:-2]]
             at = next(n for n, r in enumerate(records) if r["kind"] == kind)
             records[at].update(change)
-            _rewritten(path, records, 3)
+            _rewritten(path, records, 5)
             with pytest.raises(InvalidArgument, match=re.escape(f"records[{at}].{field}: ")):
                 await import_archive(target, open_archive(path, KEY), "acme", MODEL)
             assert target.list_tenants() == [] and not list((tmp_path / "t").glob(".import-*")), field
         records = [json.loads(line) for line in good.splitlines()[1:-2]]
         at = next(n for n, r in enumerate(records) if r["kind"] == "artifact")
         records[at]["entries"][0]["span"] = [9, 3]                          # an entry's span, backwards
-        _rewritten(path, records, 4)
+        _rewritten(path, records, 5)
         with pytest.raises(InvalidArgument, match=re.escape("entries[0].span: must be [start, end]")):
             await import_archive(target, open_archive(path, KEY), "acme", MODEL)
         assert target.list_tenants() == []

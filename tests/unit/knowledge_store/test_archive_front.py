@@ -45,13 +45,13 @@ async def test_an_exported_tenant_imports_under_another_id_and_the_import_is_log
         report = await front.import_tenant(OPERATOR_P, _chunks(raw), KEY, as_tenant="copy")
         full = await front.import_tenant(OPERATOR_P, _chunks(raw), KEY, as_tenant="full", with_user_data=True)
     assert (report.tenant_id, report.artifacts, report.user_records) == ("copy", 3, 0)
-    assert (full.tenant_id, full.artifacts, full.user_records) == ("full", 3, 1)
+    assert (full.tenant_id, full.artifacts, full.user_records) == ("full", 3, 2)     # the vote, and in the log
     assert (await front.stats(None, "copy")).artifacts == 3
     assert [v["user_id"] for v in await front.store.user_data("full", "vote")] == ["u1"]
     assert await front.store.user_data("copy", "vote") == []
     line = [r.getMessage() for r in caplog.records if "tenant archive imported" in r.getMessage()]
     assert len(line) == 2 and "tenant=acme as_tenant=copy" in line[0] and "operator_key_id=op-key-1" in line[0]
-    assert "with_user_data=False" in line[0] and "with_user_data=True" in line[1] and "user_records=1" in line[1]
+    assert "with_user_data=False" in line[0] and "with_user_data=True" in line[1] and "user_records=2" in line[1]
     assert KEY.hex() not in line[0]
     assert not list((tmp_path / "s").glob(".archive-*"))
 

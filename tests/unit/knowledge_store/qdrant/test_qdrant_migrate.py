@@ -1,6 +1,6 @@
 """`nucleus migrate`: a tenant moved from the embedded store into Qdrant (local mode) as a tenant
 archive with its stored vectors, profiles, models, fingerprint and user data (votes, search log,
-source votes), its cut import redone on a
+source votes, the vote log with comments and search ids), its cut import redone on a
 rerun, re-saturated (BM25 scores then equal the embedded store's), verified, skipped once
 verified, a divergence found by `--verify-only`; then moved back to an embedded store."""
 from __future__ import annotations
@@ -36,6 +36,7 @@ async def test_migrate_resumes_a_cut_import_then_moves_the_tenant_there_and_back
     await source.record_source_feedback("acme", "legal", "legal:x", False, "u1")
     search = SearchLogRecord("acme", "s" * 24, "u2", int(time.time()), "0" * 64, (SearchLogItem("d2#0", "d2", 1),))
     await source.record_search(search)
+    await source.record_feedback("acme", "entry", "d2#0", True, "u2", comment="clear", search_id=search.search_id)
     await source.set_tenant_fingerprint("acme", "f" * 32)
     want, _ = await source.keyword("acme", "volcanic climate yeast", [], 10, SearchFilters(), hits=True)
     source.close()
@@ -74,7 +75,9 @@ async def test_migrate_resumes_a_cut_import_then_moves_the_tenant_there_and_back
         d1 = [h for h in got if h.entry.artifact_id == "d1"]
         assert d1 and d1[0].artifact.feedback_helpful == 1
         assert [(v["artifact_id"], v["user_id"], v["helpful"]) for v in await target.user_data("acme", "vote")] == [
-            ("d1", "u1", True)]                                          # the vote itself, not only the counters
+            ("d1", "u1", True), ("d2", "u2", True)]                      # the votes themselves, not only the counters
+        assert [(r["target_id"], r["comment"], r["search_id"]) for r in await target.user_data("acme", "feedback")
+                if r["comment"]] == [("d2#0", "clear", search.search_id)]      # the vote log, comment and search
         ack = await target.record_feedback("acme", "artifact", "d1", False, "u1")        # a user's vote flips
         assert (ack.feedback_helpful, ack.feedback_unhelpful) == (0, 1)
         assert [(v.source_id, v.helpful, v.unhelpful) for v in await target.source_votes("acme")] == [("legal", 0, 1)]
@@ -101,6 +104,8 @@ async def test_migrate_resumes_a_cut_import_then_moves_the_tenant_there_and_back
         assert [(v.source_id, v.helpful, v.unhelpful) for v in await store.source_votes("acme")] == [("legal", 0, 1)]
         ack = await store.record_feedback("acme", "entry", "d2#0", False, "u2", search_id=search.search_id)
         assert (ack.feedback_helpful, ack.feedback_unhelpful) == (0, 1)   # u2's vote under the search, flipped
+        log = [(r["user_id"], r["helpful"], r["comment"]) for r in await store.user_data("acme", "feedback")]
+        assert ("u2", True, "clear") in log and len(log) == 6           # every vote both stores took, no more
     finally:
         store.close()
 
