@@ -17,7 +17,7 @@ embedded backend's searches do.
 """
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 import numpy as np
@@ -64,13 +64,17 @@ _LIST_FIELDS = ("owners", "tags", "visibility_groups")
 class Searches(TermStatistics):
     """The searches of a QdrantKnowledgeStore (module docstring)."""
 
+    async def _artifact_points(self, tenant_id: str, artifact_ids: Iterable[str], *fields: str) -> list:
+        """The artifact records of `artifact_ids` in the tenant's generation served, with `fields`."""
+        t = await self._tenant(tenant_id)
+        return await self._call("retrieve", collection_name=self._names.artifacts,
+                                ids=[layout.artifact_point(t.key, a) for a in artifact_ids], with_payload=list(fields))
+
     async def _feedback(self, tenant_id: str, artifact_ids: set[str]) -> dict[str, tuple[int, int]]:
         if not artifact_ids:
             return {}
-        t = await self._tenant(tenant_id)
-        got = await self._call("retrieve", collection_name=self._names.artifacts,
-                               ids=[layout.artifact_point(t.key, a) for a in artifact_ids],
-                               with_payload=["artifact_id", "feedback_helpful", "feedback_unhelpful"])
+        got = await self._artifact_points(tenant_id, artifact_ids, "artifact_id", "feedback_helpful",
+                                          "feedback_unhelpful")
         return {p.payload["artifact_id"]: (int(p.payload.get("feedback_helpful", 0)),
                                            int(p.payload.get("feedback_unhelpful", 0))) for p in got}
 
@@ -339,10 +343,7 @@ class Searches(TermStatistics):
         unique = list(dict.fromkeys(artifact_ids))
         if not unique:
             return {}
-        t = await self._tenant(tenant_id)
-        got = await self._call("retrieve", collection_name=self._names.artifacts,
-                               ids=[layout.artifact_point(t.key, a) for a in unique],
-                               with_payload=["tenant_id", "artifact_id", "title_vector"])
+        got = await self._artifact_points(tenant_id, unique, "tenant_id", "artifact_id", "title_vector")
         dim = self._settings.dimension
         return {p.payload["artifact_id"]: np.asarray(p.payload["title_vector"], np.float32) for p in got
                 if p.payload.get("tenant_id") == tenant_id and len(p.payload.get("title_vector") or ()) == dim}
