@@ -17,6 +17,14 @@ embedding cache (`.bench-cache/<corpus fingerprint>_minilm.npy`, baseline.py `Em
 encoded once, ~3 min, if absent), each title its document's too. An ingest that embeds through
 the model spends ~3 min on SciFact's 5,183 documents before the store writes anything; the
 export and the import never embed.
+
+    .venv/bin/python -m benchmarks.archive_speed --use-running [--data-dir D] [--tenant scifact]
+
+A running stack (`--use-running`, benchmarks/stack.py): what an operator's `nucleus tenant export`
+and `nucleus tenant import` do, timed: the tenant streamed out by the KnowledgeStore (ExportTenant)
+into an archive file, then streamed back (ImportTenant) under `<tenant>-archive-speed` (replaced
+on every run; the copy is left for the operator to inspect), with the stack's backend and backup
+key, gRPC and verification included. No ingest: the tenant is the one the stack holds.
 """
 from __future__ import annotations
 
@@ -31,6 +39,7 @@ import numpy as np
 
 from benchmarks.baseline import EmbeddingCache, load_model
 from benchmarks.beir import BeirDataset, load_dataset
+from benchmarks.stack import add_running_arguments, running_data_dir, running_stack
 from services.knowledge_store.archive import export_records, import_archive
 from services.knowledge_store.archive_file import open_archive, write_archive
 from services.knowledge_store.backend import open_store
@@ -102,13 +111,50 @@ async def run(backend: str, dataset: BeirDataset, embedder: _DocumentVectors, ba
     return out
 
 
+async def through_running(args: argparse.Namespace, log=print) -> dict:
+    """Export and import of `args.tenant` through the running stack (module docstring)."""
+    from cli import tenant as tenant_cli
+    from cli.backup import key_file
+    from cli.snapshots import load_key
+
+    data_dir = running_data_dir(args)
+    running_stack(data_dir)                                  # found and healthy, or Unavailable
+    copy = f"{args.tenant}-archive-speed"
+    ns = argparse.Namespace(data_dir=str(data_dir), tenant=args.tenant, key=None, knowledge_store_target=None,
+                            as_tenant=copy, replace=True, keep_groups=True, with_user_data=False, reembed=False)
+    key = load_key(key_file(ns), create=True)
+    with tempfile.TemporaryDirectory(prefix="archive-speed-") as tmp:
+        path = Path(tmp) / f"{args.tenant}.archive"
+        started = time.perf_counter()
+        await tenant_cli.export(ns, path, key)
+        export = time.perf_counter() - started
+        started = time.perf_counter()
+        report = await tenant_cli.import_file(ns, path, key)
+        imported = time.perf_counter() - started
+        size = path.stat().st_size
+    entries = report.entries                                 # the archive's, all imported
+    out = {"backend": "running", "entries": entries, "export": entries / export, "import": entries / imported,
+           "mb": size / 1e6}
+    log(f"running stack, tenant {args.tenant}: {entries} entries, archive {out['mb']:.1f} MB: export "
+        f"{out['export']:,.0f} entries/s ({export:.1f} s), import as {copy} {out['import']:,.0f} entries/s "
+        f"({imported:.1f} s)")
+    return out
+
+
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    p.add_argument("--dataset", type=Path, required=True, help="a BEIR folder (SciFact)")
+    p.add_argument("--dataset", type=Path, help="a BEIR folder (SciFact); not with --use-running")
+    p.add_argument("--tenant", default=TENANT, help="with --use-running: the stack's tenant to export")
+    add_running_arguments(p)
     p.add_argument("--backends", nargs="+", choices=["embedded", "qdrant"], default=["embedded", "qdrant"])
     p.add_argument("--batch", type=int, default=256, help="documents per ingest call (default 256)")
     p.add_argument("--cache-dir", type=Path, default=ROOT / ".bench-cache")
     args = p.parse_args(argv)
+    if args.use_running:
+        asyncio.run(through_running(args))
+        return 0
+    if args.dataset is None:
+        p.error("--dataset is required (or --use-running)")
     dataset = load_dataset(args.dataset)
     vectors, cached = EmbeddingCache(args.cache_dir).corpus_vectors(dataset, load_model())
     print(f"{dataset.name}: {len(dataset.corpus)} documents, vectors {'cached' if cached else 'encoded'}")

@@ -81,7 +81,7 @@ def cmd_import(args: argparse.Namespace) -> int:
     path = Path(args.file).expanduser().resolve()
     key = load_key(key_file(args))
     manifest = open_archive(path, key).manifest             # refused here before a byte is sent
-    report = asyncio.run(_import(args, path, key))
+    report = asyncio.run(import_file(args, path, key))
     console.print(f"imported tenant {escape(manifest['tenant'])} from {escape(str(path))} as "
                   f"{escape(report.tenant_id)}: {report.artifacts} artifacts, {report.entries} entries, "
                   f"{report.profiles} profile versions, {report.personas} personas, {report.user_records} user data "
@@ -89,7 +89,8 @@ def cmd_import(args: argparse.Namespace) -> int:
     return 0
 
 
-async def _import(args: argparse.Namespace, path: Path, key: bytes):
+async def import_file(args: argparse.Namespace, path: Path, key: bytes):
+    """The verified archive at `path` streamed to the running KnowledgeStore; its ImportReport."""
     async def chunks() -> AsyncIterator[bytes]:
         for chunk in chunks_of(path):
             yield chunk
@@ -117,7 +118,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     i.add_argument("file", help="the archive file")
     i.add_argument("--key", help="backup key file of the stack that made it (default this stack's)")
     i.add_argument("--as-tenant", dest="as_tenant", help="import under this tenant id (default the archive's)")
-    i.add_argument("--replace", action="store_true", help="replace a tenant that holds data (embedded backend)")
+    i.add_argument("--replace", action="store_true", help="replace a tenant that holds data")
     i.add_argument("--keep-groups", dest="keep_groups", action="store_true",
                    help="keep group-only documents visible to their groups under another tenant id")
     i.add_argument("--with-user-data", dest="with_user_data", action="store_true",

@@ -8,6 +8,7 @@ tenant of its own; each must print its figures.
     python -m benchmarks.soak --use-running  a few seconds of load, every acknowledged write read back
     python -m benchmarks.big_file --use-running   a small parts list through nucleus ingest vs the model
     nucleus attack --use-running --families b     the principal matrix against the suite's secure stack
+    python -m benchmarks.archive_speed --use-running   a tenant exported and imported through the stack
     python -m benchmarks.splits --out        in process
     python -m benchmarks.learned_ranking     in process (its model and vectors in a cache made here)
     python -m benchmarks.scale --no-grpc     in process (its gRPC part measures a KnowledgeStore it
@@ -142,3 +143,19 @@ def test_nucleus_attack_on_the_running_secure_stack_passes_the_principal_matrix(
     assert f"attacking the running secure stack in {secure_corpus.data_dir}" in out, out
     assert figure(r"family \(b\)[^\n]*\n\s+(\d+) calls", out) > 50
     assert figure(r"(\d+) leaks, \d+ missed", out) == 0 and figure(r"(\d+) missed", out) == 0, out
+
+
+def test_archive_speed_exports_and_imports_a_tenant_through_the_running_stack(stack_data_dir, stack, tmp_path):
+    docs = tmp_path / "docs"
+    docs.mkdir()
+    for i in range(6):
+        (docs / f"note-{i}.md").write_text(f"# Pump note {i}\n\nSeal {i} wears after {i * 100} hours; check valve {i}.\n")
+    done = run_cli(["--data-dir", str(stack_data_dir), "ingest", str(docs), "--tenant", "shipped-archive"], timeout_s=120)
+    assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:]
+    out = run_module("benchmarks.archive_speed", "--use-running", "--data-dir", str(stack_data_dir),
+                     "--tenant", "shipped-archive", timeout_s=120)
+    entries = figure(r"tenant shipped-archive: (\d+) entries", out)
+    assert entries >= 6, out
+    assert figure(r"export " + NUMBER + " entries/s", out) > 0 and figure(r"entries/s \([\d.]+ s\), import as "
+                                                                           r"shipped-archive-archive-speed " + NUMBER,
+                                                                           out) > 0, out
