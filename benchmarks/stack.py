@@ -8,8 +8,9 @@ ingested tenants — persists between runs. If a healthy stack already serves th
 Running stack (`--use-running`): the addresses in `<data_dir>/run/stack.json`, as written by
 `nucleus up`. `nucleus bench`, `nucleus attack`, `python -m benchmarks.soak`, `benchmarks.federate`,
 `benchmarks.big_file` and `benchmarks.archive_speed` take it with `add_running_arguments` (under
-`nucleus`, `--data-dir` is the `nucleus` option) and open it with `running_stack` (`open_stack`). `nucleus attack` needs a stack its
-own secure start began, whose credentials it made (benchmarks/secure_stack.py `running_secure_stack`).
+`nucleus`, `--data-dir` is the `nucleus` option) and open it with `running_stack` (`open_stack`).
+`nucleus attack` needs a stack its own secure start began, whose credentials it made
+(benchmarks/secure_stack.py `running_secure_stack`).
 """
 from __future__ import annotations
 
