@@ -126,10 +126,10 @@ def write_xlsx(path: Path, title: str) -> Path:
     return path
 
 
-def write_long_sheet(path: Path, rows: int, columns: int, declared: str = "A1:A1") -> Path:
+def write_long_sheet(path: Path, rows: int, columns: int, declared: str = "A1:A1", version: str = "r") -> Path:
     """An XLSX whose sheet "Ledger" has a one-cell title row over `rows` rows of `columns` cells
-    (`r<row>c<column>`, rows from 1), its XML declaring the dimension `declared` — a stale one,
-    as files from other tools often carry."""
+    (`<version><row>c<column>`, rows from 1), its XML declaring the dimension `declared` — a stale
+    one, as files from other tools often carry."""
     import re
     import zipfile
 
@@ -140,7 +140,7 @@ def write_long_sheet(path: Path, rows: int, columns: int, declared: str = "A1:A1
     sheet.title = "Ledger"
     sheet.append(["Ledger of parts"])
     for i in range(1, rows + 1):
-        sheet.append([f"r{i}c{j}" for j in range(1, columns + 1)])
+        sheet.append([f"{version}{i}c{j}" for j in range(1, columns + 1)])
     book.save(str(path))
     with zipfile.ZipFile(path) as archive:
         parts = {info: archive.read(info) for info in archive.infolist()}

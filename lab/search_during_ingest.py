@@ -26,9 +26,11 @@ import numpy as np
 from benchmarks.beir import load_dataset
 from benchmarks.queries import Method, RagClient
 from lab.deployment_modes import start_stack
+from lab.probe import LoopStates, thread_shares, thread_times
 from shared.records import ArtifactMeta, DocumentIn
 
 ROOT = Path(__file__).resolve().parents[1]
+WHERE = ("embed", "retrieve", "total", "outside")    # SearchAndRank's own stages, and the time outside its handler
 
 
 def _docs(dataset, rows: range) -> list[DocumentIn]:
@@ -37,8 +39,9 @@ def _docs(dataset, rows: range) -> list[DocumentIn]:
 
 
 async def _search_until(target: str, tenant: str, queries: list[tuple[str, str]], clients: int,
-                        done: asyncio.Event) -> tuple[list[float], int, int]:
+                        done: asyncio.Event) -> tuple[list[float], int, int, dict[str, list[float]]]:
     latencies: list[float] = []
+    stages: dict[str, list[float]] = {}
     degraded = errors = 0
 
     async def one(index: int) -> None:
@@ -55,11 +58,15 @@ async def _search_until(target: str, tenant: str, queries: list[tuple[str, str]]
                 else:
                     latencies.append(record.e2e_ms)
                     degraded += record.degraded
+                    for stage, ms in record.stages_ms.items():
+                        stages.setdefault(stage, []).append(ms)
+                    if "total" in record.stages_ms:     # queued in front of the handler, or its answer behind it
+                        stages.setdefault("outside", []).append(record.e2e_ms - record.stages_ms["total"])
         finally:
             await client.close()
 
     await asyncio.gather(*(one(i) for i in range(clients)))
-    return latencies, degraded, errors
+    return latencies, degraded, errors, stages
 
 
 async def measure(mode: str, args: argparse.Namespace) -> list[dict]:
@@ -79,30 +86,42 @@ async def measure(mode: str, args: argparse.Namespace) -> list[dict]:
             await ks.ingest("searched", "", searched[i:i + args.batch])
         done = asyncio.Event()
         asyncio.get_running_loop().call_later(args.quiet_s, done.set)
-        quiet, q_degraded, q_errors = await _search_until(target, "searched", queries, args.clients, done)
-        rows.append(_row(mode, "quiet", quiet, q_degraded, q_errors, args.quiet_s))
+        pids = sorted({int(a["pid"]) for a in services.values()})
+        threads = thread_times(pids)
+        with LoopStates(pids) as states:
+            quiet, q_degraded, q_errors, q_stages = await _search_until(target, "searched", queries, args.clients,
+                                                                        done)
+        rows.append(_row(mode, "quiet", quiet, q_degraded, q_errors, args.quiet_s, q_stages,
+                         thread_shares(threads, thread_times(pids), args.quiet_s, len(quiet)), states.shares()))
         ingested = _docs(dataset, range(300, 300 + args.docs))
         done = asyncio.Event()
-        searching = asyncio.create_task(_search_until(target, "searched", queries, args.clients, done))
-        t0 = time.perf_counter()
-        try:
-            for i in range(0, len(ingested), args.batch):
-                await ks.ingest("ingesting", "", ingested[i:i + args.batch])
-        finally:
-            done.set()
-        took = time.perf_counter() - t0
-        during, d_degraded, d_errors = await searching
-        rows.append(_row(mode, "during ingest", during, d_degraded, d_errors, took))
+        threads = thread_times(pids)
+        with LoopStates(pids) as states:
+            searching = asyncio.create_task(_search_until(target, "searched", queries, args.clients, done))
+            t0 = time.perf_counter()
+            try:
+                for i in range(0, len(ingested), args.batch):
+                    await ks.ingest("ingesting", "", ingested[i:i + args.batch])
+            finally:
+                done.set()
+            took = time.perf_counter() - t0
+            during, d_degraded, d_errors, d_stages = await searching
+        rows.append(_row(mode, "during ingest", during, d_degraded, d_errors, took, d_stages,
+                         thread_shares(threads, thread_times(pids), took, len(during)), states.shares()))
         await ks.close()
     finally:
         supervisor.stop()
     return rows
 
 
-def _row(mode: str, phase: str, latencies: list[float], degraded: int, errors: int, seconds: float) -> dict:
+def _row(mode: str, phase: str, latencies: list[float], degraded: int, errors: int, seconds: float,
+         stages: dict[str, list[float]], threads: dict[str, float], loop: dict[str, float]) -> dict:
     return {"mode": mode, "phase": phase, "searches": len(latencies), "degraded": degraded, "errors": errors,
             "p50_ms": float(np.percentile(latencies, 50)), "p99_ms": float(np.percentile(latencies, 99)),
-            "seconds": seconds, "load": os.getloadavg()[0]}
+            "seconds": seconds, "load": os.getloadavg()[0],
+            "stages": {k: (float(np.percentile(v, 50)), float(np.percentile(v, 99))) for k, v in stages.items()
+                       if k in WHERE},
+            "cores": {k[:-6]: v for k, v in threads.items() if k.endswith("_cores")}, "loop": loop}
 
 
 def main() -> None:
@@ -123,6 +142,9 @@ def main() -> None:
     for r in rows:
         print(f"{r['mode']:<7} {r['phase']:<14} {r['searches']:>8} {r['p50_ms']:7.1f} {r['p99_ms']:7.1f} "
               f"{r['degraded']:>8} {r['errors']:>6} {r['seconds']:7.1f} {r['load']:5.1f}")
+        print("    where, p50/p99 ms: " + ", ".join(f"{k} {a:.1f}/{b:.1f}" for k, (a, b) in r["stages"].items()))
+        print("    cores busy: " + ", ".join(f"{k} {v:.2f}" for k, v in r["cores"].items())
+              + "; main thread: " + ", ".join(f"{k} {v:.0%}" for k, v in r["loop"].items()))
     for mode in args.modes.split(","):
         quiet, during = (next(r for r in rows if r["mode"] == mode and r["phase"] == p)
                          for p in ("quiet", "during ingest"))

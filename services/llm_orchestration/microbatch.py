@@ -23,8 +23,8 @@ unknown) and a lane: "query" (searches) or "document" (bulk ingest, `purpose="do
 
     lanes     when both lanes have waiting texts, batches alternate between them, so a
               flood of searches cannot stop an ingest (its guaranteed share: every other batch)
-    slices    with `document_chars` (the local model), a document batch is cut once its texts
-              reach that many characters (at least one text; `embedder.DOCUMENT_SLICE_CHARS`,
+    slices    with `document_chars` (the local model), a document batch holds texts up to that
+              many characters, never more (but at least one text; `embedder.DOCUMENT_SLICE_CHARS`,
               measured to encode in <= 50 ms), and at most one document batch is handed to the
               backend at a time, running or queued ahead of a worker. A search's texts wait
               behind at most that one slice of ingest work at the model, never behind batches
@@ -110,9 +110,9 @@ class _Lane:
         return min(queue[0].arrived for queue in self.callers.values())
 
     def take(self, limit: int, on_leave: Callable[[_Pending], None], max_chars: int = 0) -> list[_Slice]:
-        """Up to `limit` texts (and, with `max_chars`, no more once they reach that many
-        characters), one per turn, round-robin over the callers. A request whose caller gave up
-        is dropped; `on_leave` is told of every request leaving the queue."""
+        """Up to `limit` texts (and, with `max_chars`, none that would take them past that many
+        characters, the first excepted), one per turn, round-robin over the callers. A request
+        whose caller gave up is dropped; `on_leave` is told of every request leaving the queue."""
         slices: dict[_Pending, _Slice] = {}
         taken = chars = 0
         while taken < limit and self.callers and not (max_chars and chars >= max_chars):
@@ -122,6 +122,8 @@ class _Lane:
                 queue.popleft()
                 self.texts -= len(pending.texts) - pending.taken
                 on_leave(pending)
+            elif taken and max_chars and chars + len(pending.texts[pending.taken]) > max_chars:
+                break                                   # the next text would overrun the slice
             else:
                 part = slices.get(pending)
                 if part is None:

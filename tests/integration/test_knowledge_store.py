@@ -21,7 +21,7 @@ import pytest
 from services.knowledge_store.client import KnowledgeStoreClient
 from shared.records import ArtifactMeta, DocumentIn, SearchFilters
 from services.llm_orchestration.client import LlmOrchestrationClient
-from shared.errors import InvalidArgument, NotFound, Unavailable
+from shared.errors import InvalidArgument, NotFound
 from tests.support.retrieval import candidates_by_both_legs, candidates_by_filters, candidates_by_vector, candidates_by_vector_with_completion, search_by_filters, search_by_vector
 
 pytestmark = pytest.mark.integration
@@ -339,49 +339,6 @@ async def test_kill_9_during_ingest_recovers_exactly_the_acknowledged_writes(tmp
         proc.wait(timeout=15)
 
 
-def _versioned(version: str, chunks: int) -> DocumentIn:
-    body = "\n\n".join(f"## Part {p}\n" + " ".join(f"{version}w{p}x{w}" for w in range(150)) for p in range(chunks))
-    return DocumentIn(artifact=ArtifactMeta(artifact_id="big", title="Big"), content=body,
-                      content_type="text/markdown")
-
-
-async def test_the_streamed_ingest_tells_progress_first_and_a_kill_after_it_keeps_one_whole_version(tmp_path, stack):
-    """IngestDocumentsStream: progress before the report; a kill -9 of the KnowledgeStore once
-    entries are being embedded leaves the previous version or the whole new one."""
-    batch = {"NUCLEUS_KS_EMBED_BATCH_SIZE": "8"}                # progress every 8 entries
-    proc, target = start_store(tmp_path, stack["llm_orchestration"]["grpc"], **batch)
-    client = KnowledgeStoreClient(target)
-    try:
-        events = [e async for e in client.ingest_stream("stream", "", [_versioned("first", 3)])]
-        assert [type(e).__name__ for e in events] == ["IngestProgress"] * (len(events) - 1) + ["IngestReport"]
-        first = events[-1].results[0].entries_written
-        last = events[-2]
-        assert (events[0].entries_embedded, last.entries_embedded, last.entries_expected) == (0, first, first)
-        seen = []
-        with pytest.raises(Unavailable):
-            async for event in client.ingest_stream("stream", "", [_versioned("second", 12)]):
-                seen.append(event)
-                if event.entries_embedded:                  # the first batch is embedded: kill the store
-                    os.kill(proc.pid, signal.SIGKILL)
-        second = seen[0].entries_expected
-        assert [(e.entries_embedded, e.entries_expected) for e in seen] == [(0, second), (8, second)] and second > 8
-        proc.wait(timeout=10)
-    finally:
-        await client.close()
-    proc, target = start_store(tmp_path, stack["llm_orchestration"]["grpc"], **batch)
-    client = KnowledgeStoreClient(target)
-    try:
-        stats = await client.stats("stream")
-        hits, _ = await search_by_filters(client, "stream", "", [], 500, SearchFilters(artifact_ids=("big",)))
-        versions = {v for h in hits for v in re.findall(r"\b(first|second)w", h.entry.text)}
-        assert (versions, len(hits)) in [({"first"}, first), ({"second"}, second)], (versions, len(hits))
-        assert stats.entries == stats.vectors == stats.keyword_docs == len(hits)
-    finally:
-        await client.close()
-        proc.send_signal(signal.SIGTERM)
-        proc.wait(timeout=15)
-
-
 async def test_a_batch_with_commit_valid_commits_the_good_documents_and_reports_the_bad_by_index(store):
     tenant = "commitvalid"
     report = await store.ingest(tenant, "", [doc("cv-good", "Narwhals use their tusks to sense salinity."),
@@ -415,30 +372,66 @@ async def test_nucleus_ingest_of_a_mixed_folder_ingests_the_good_files_and_exits
     assert await asyncio.to_thread(main, argv + ["--sync"]) == 0, "unchanged good files, nothing rejected"
 
 
-async def test_nucleus_ingest_reports_rows_past_the_sheet_limit_as_truncated(store, stack, tmp_path):
+async def test_nucleus_ingest_of_a_long_sheet_reports_truncated_and_a_kill_after_its_progress_keeps_one_version(
+        stack, tmp_path):
+    """`nucleus ingest` of a 3,000-row sheet against a 2,000-row limit, on a KnowledgeStore of its
+    own: `truncated` with the count (`--strict`: rejected), rows before the limit searchable by their
+    identifiers; then a new version of the sheet, and a kill -9 of that KnowledgeStore alone once the
+    CLI shows its first progress line: the report never comes (progress arrives before it), and the
+    restarted store holds the previous version or the whole new one."""
     from benchmarks.sample_files import write_long_sheet
-    from tests.support.processes import run_cli
+    from tests.support.processes import read_until, run_cli, start_cli
 
-    (tmp_path / "sheets").mkdir()
-    write_long_sheet(tmp_path / "sheets" / "ledger.xlsx", rows=3000, columns=2)
-    argv = ["--data-dir", str(tmp_path / "cli-data"), "ingest", str(tmp_path / "sheets"), "--tenant", "cli-sheets",
-            "--knowledge-store-target", stack["knowledge_store"]["grpc"]]
+    (tmp_path / "ks").mkdir()
+    batch = {"NUCLEUS_KS_EMBED_BATCH_SIZE": "8"}                # progress every 8 entries
+    proc, target = start_store(tmp_path / "ks", stack["llm_orchestration"]["grpc"], **batch)
+    sheet = tmp_path / "sheets" / "ledger.xlsx"
+    sheet.parent.mkdir()
+    write_long_sheet(sheet, rows=3000, columns=2)
+    argv = ["--data-dir", str(tmp_path / "cli-data"), "ingest", str(sheet.parent), "--tenant", "cli-sheets",
+            "--knowledge-store-target", target]
     limit = {"NUCLEUS_INGEST_MAX_SHEET_ROWS": "2000"}
     left_out = "1000 rows of sheet 'Ledger' left out (at most 2000 data rows per sheet"
+    client = KnowledgeStoreClient(target)
+    try:
+        strict = await asyncio.to_thread(run_cli, argv + ["--strict"], env=limit)
+        assert strict.returncode == 2, strict.stdout + strict.stderr
+        assert f"rejected truncated: {sheet}: {left_out}" in " ".join(strict.stdout.split())
 
-    strict = await asyncio.to_thread(run_cli, argv + ["--strict"], env=limit)
-    assert strict.returncode == 2, strict.stdout + strict.stderr
-    assert f"rejected truncated: {tmp_path / 'sheets' / 'ledger.xlsx'}: {left_out}" in " ".join(strict.stdout.split())
+        done = await asyncio.to_thread(run_cli, argv, env=limit)
+        assert done.returncode == 0, done.stdout + done.stderr
+        out = " ".join(done.stdout.split())
+        assert f"truncated {sheet}: {left_out}" in out
+        assert re.search(r"ingest 1 files, (\d+)/\1 entries embedded", out), out   # the streamed progress
+        assert re.search(r"\btruncated\W+1\W+1\W", out), out                   # the table: 1 file, 1 document
+        [run] = json.loads((tmp_path / "cli-data" / "ingest_runs" / "cli-sheets.json").read_text())["runs"][:1]
+        assert run["counts"] == {"truncated": 1} and left_out in run["files"][0]["detail"]
+        hits, _ = await search_by_filters(client, "cli-sheets", "r1999c2", [], 5, SearchFilters())
+        assert [h.entry.artifact_id for h in hits][:1] == ["ledger"] and "r1999c2" in hits[0].entry.text
+        hits, _ = await search_by_filters(client, "cli-sheets", "r2001c1", [], 5, SearchFilters())
+        assert hits == [], "rows past the limit are not stored"
+        first = (await client.stats("cli-sheets")).entries
 
-    done = await asyncio.to_thread(run_cli, argv, env=limit)
-    assert done.returncode == 0, done.stdout + done.stderr
-    out = " ".join(done.stdout.split())
-    assert f"truncated {tmp_path / 'sheets' / 'ledger.xlsx'}: {left_out}" in out
-    assert re.search(r"ingest 1 files, (\d+)/\1 entries embedded", out), out   # the streamed progress
-    assert re.search(r"\btruncated\W+1\W+1\W", out), out                   # the table: 1 file, 1 document
-    [run] = json.loads((tmp_path / "cli-data" / "ingest_runs" / "cli-sheets.json").read_text())["runs"][:1]
-    assert run["counts"] == {"truncated": 1} and left_out in run["files"][0]["detail"]
-    hits, _ = await search_by_filters(store, "cli-sheets", "r1999c2", [], 5, SearchFilters())
-    assert [h.entry.artifact_id for h in hits][:1] == ["ledger"] and "r1999c2" in hits[0].entry.text
-    hits, _ = await search_by_filters(store, "cli-sheets", "r2001c1", [], 5, SearchFilters())
-    assert hits == [], "rows past the limit are not stored"
+        write_long_sheet(sheet, rows=3000, columns=2, version="s")
+        cli = start_cli(argv, env=limit)
+        shown, progress = await asyncio.to_thread(read_until, cli, r"([\d,]+)/([\d,]+) entries embedded")
+        assert progress is not None, shown
+        os.kill(proc.pid, signal.SIGKILL)
+        proc.wait(timeout=10)
+        rest = (await asyncio.to_thread(cli.communicate, timeout=120))[0].decode(errors="replace")
+        assert cli.returncode != 0, shown + rest                    # killed before its report
+        second = int(progress[2].replace(",", ""))
+    finally:
+        await client.close()
+    proc, target = start_store(tmp_path / "ks", stack["llm_orchestration"]["grpc"], **batch)
+    client = KnowledgeStoreClient(target)
+    try:
+        stats = await client.stats("cli-sheets")
+        hits, _ = await search_by_filters(client, "cli-sheets", "", [], 500, SearchFilters(artifact_ids=("ledger",)))
+        versions = {v for h in hits for v in re.findall(r"\b([rs])\d+c\d", h.entry.text)}
+        assert (versions, len(hits)) in [({"r"}, first), ({"s"}, second)], (versions, len(hits), first, second)
+        assert stats.entries == stats.vectors == stats.keyword_docs == len(hits)
+    finally:
+        await client.close()
+        proc.send_signal(signal.SIGTERM)
+        proc.wait(timeout=15)

@@ -2,6 +2,8 @@
 from __future__ import annotations
 
 import json
+import os
+import re
 import signal
 import subprocess
 import time
@@ -67,3 +69,32 @@ def run_cli(argv: list[str], *, env: dict[str, str] | None = None, timeout_s: fl
     environment = {**os.environ, "HF_HUB_OFFLINE": "1", "COLUMNS": "400", **(env or {})}
     return subprocess.run([sys.executable, "-m", "cli.main", *argv], cwd=ROOT, capture_output=True, text=True,
                           timeout=timeout_s, env=environment)
+
+
+def start_cli(argv: list[str], *, env: dict[str, str] | None = None) -> subprocess.Popen:
+    """`nucleus ARGV` as a process of its own (as `run_cli`), its output (stdout and stderr together)
+    readable while it runs; the console draws its progress as on a terminal (TTY_COMPATIBLE=1)."""
+    import os
+    import sys
+
+    environment = {**os.environ, "HF_HUB_OFFLINE": "1", "COLUMNS": "400", "TTY_COMPATIBLE": "1", "NO_COLOR": "1",
+                   **(env or {})}
+    return subprocess.Popen([sys.executable, "-m", "cli.main", *argv], cwd=ROOT, stdout=subprocess.PIPE,
+                            stderr=subprocess.STDOUT, env=environment)
+
+
+def read_until(proc: subprocess.Popen, pattern: str, timeout_s: float = 60.0) -> tuple[str, re.Match[str] | None]:
+    """`proc`'s output up to the first match of `pattern` (terminal control sequences left out), and the
+    match (None: it ended first)."""
+    out, deadline = b"", time.monotonic() + timeout_s
+    assert proc.stdout is not None
+    while time.monotonic() < deadline:
+        chunk = os.read(proc.stdout.fileno(), 4096)
+        if not chunk:
+            return out.decode(errors="replace"), None
+        out += chunk
+        text = re.sub(r"\x1b\[[0-9;?]*[A-Za-z]", "", out.decode(errors="replace"))
+        match = re.search(pattern, text)
+        if match:
+            return text, match
+    raise TimeoutError(f"no {pattern!r} in {timeout_s}s: {out.decode(errors='replace')}")

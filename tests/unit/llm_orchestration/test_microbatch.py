@@ -351,6 +351,8 @@ async def test_a_search_waits_behind_at_most_one_ingest_slice_and_ingest_keeps_e
     titles = ["a", "bb", "ccc", "dddd", "eeeee"]                    # short texts share a slice
     await batcher.submit(titles, caller="ingest", lane="document")
     assert enc.batches[-2:] == [["a", "bb", "ccc", "dddd"], ["eeeee"]]
+    await batcher.submit(["aaaaaa", "bbbbbb", "cc"], caller="ingest", lane="document")
+    assert enc.batches[-2:] == [["aaaaaa"], ["bbbbbb", "cc"]]      # a text that would overrun the slice waits
     await batcher.close()
 
 
