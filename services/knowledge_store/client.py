@@ -2,6 +2,7 @@
 the CLI and the benchmarks. Every call has a deadline; errors arrive as `shared.errors`."""
 from __future__ import annotations
 
+import asyncio
 import json
 import uuid
 from pathlib import Path
@@ -21,6 +22,7 @@ from services.knowledge_store.front import idempotent_methods
 from services.knowledge_store.models import StoreStatus, TenantCheck
 from services.knowledge_store.personas import Persona
 from shared import records as m
+from shared.errors import DeadlineExceeded
 from shared.grpc_client import aio_channel, call
 from shared.grpc_errors import from_grpc_error
 from shared.records import Keywords
@@ -53,16 +55,27 @@ class KnowledgeStoreClient:
     async def ingest_stream(self, tenant_id: str, persona_id: str, documents: Sequence[m.DocumentIn], *,
                             commit_valid: bool = False, key: str = ""
                             ) -> AsyncIterator[m.IngestProgress | m.IngestReport]:
-        """IngestDocumentsStream: progress while the entries are embedded, then the report (the
-        ingest deadline covers the whole stream)."""
+        """IngestDocumentsStream: progress while the entries are embedded, then the report. The
+        ingest deadline bounds the wait for each message, not the whole stream: a big file's
+        ingest runs as long as it makes progress (a 150,000-row sheet embeds for ~14 minutes),
+        and one that goes quiet that long is cancelled as DeadlineExceeded."""
         stream = self._stub.IngestDocumentsStream(
-            convert.ingest_request_to_pb(tenant_id, persona_id, documents, commit_valid, key or uuid.uuid4().hex),
-            timeout=self.ingest_timeout_s)
+            convert.ingest_request_to_pb(tenant_id, persona_id, documents, commit_valid, key or uuid.uuid4().hex))
         try:
-            async for event in stream:
+            while True:
+                try:
+                    event = await asyncio.wait_for(stream.read(), self.ingest_timeout_s)
+                except TimeoutError:
+                    stream.cancel()
+                    raise DeadlineExceeded(f"{SERVICE} sent no progress of the ingest for "
+                                           f"{self.ingest_timeout_s:.0f} s") from None
+                if event is grpc.aio.EOF:
+                    return
                 yield convert.ingest_event_from_pb(event)
         except grpc.RpcError as err:
             raise from_grpc_error(err, service=SERVICE) from None
+        finally:
+            stream.cancel()                     # a consumer that stopped early ends the call (no-op when done)
 
     async def delete(self, tenant_id: str, artifact_ids: Sequence[str]) -> tuple[int, int]:
         response = await call(self._stub.DeleteArtifacts, ks_pb.DeleteArtifactsRequest(

@@ -4,6 +4,7 @@ apart from a rate limit by the error kind in the trailing metadata), a read-only
 FailedPrecondition, and GetStoreStatus / CheckTenant answer what the core knows."""
 from __future__ import annotations
 
+import asyncio
 import sqlite3
 
 import grpc
@@ -14,7 +15,7 @@ from services.knowledge_store.client import KnowledgeStoreClient
 from services.knowledge_store.embedded.core import KnowledgeStore
 from services.knowledge_store.grpc_api import KnowledgeStoreServicer
 from services.knowledge_store.embedded.storage.db import DB_FILE
-from shared.errors import FailedPrecondition, StorageFull
+from shared.errors import DeadlineExceeded, FailedPrecondition, StorageFull
 from shared.records import SearchFilters
 from tests.unit.knowledge_store.helpers import HashEmbedder, doc, settings_for
 from tests.support.retrieval import search_by_filters
@@ -93,3 +94,41 @@ async def test_check_tenant_over_grpc_reports_and_repairs(tmp_path, serve):
         assert (await client.store_status()).repaired_rows == 1
     finally:
         store.close()
+
+
+class _SlowEmbedder(HashEmbedder):
+    """The hashing embedder, `delay_s` a call: an ingest of several embedding batches that takes long."""
+
+    def __init__(self, delay_s: float) -> None:
+        super().__init__()
+        self.delay_s = delay_s
+
+    async def embed(self, texts, *args, **kwargs):
+        await asyncio.sleep(self.delay_s)
+        return await super().embed(texts, *args, **kwargs)
+
+
+async def test_a_streamed_ingest_outlives_the_ingest_deadline_while_it_progresses_and_not_once_it_goes_quiet(
+        tmp_path, serve):
+    """The ingest deadline bounds the wait for each progress message, not the whole stream."""
+    chunks = [f"Section {i}. " + f"pump {i} valve gasket pressure reading number {i}. " * 60 for i in range(8)]
+    big = doc("big", "\n\n".join(chunks))
+    store = KnowledgeStore(settings_for(tmp_path / "a", embed_batch_size=2), _SlowEmbedder(0.25))
+    try:
+        client = await serve(store)
+        client.ingest_timeout_s = 0.6
+        events = [e async for e in client.ingest_stream("t", "", [big])]
+        progress, report = events[:-1], events[-1]
+        assert len(progress) >= 3 and report.results[0].entries_written >= 6, events
+        assert 0.25 * len(progress) > client.ingest_timeout_s              # longer in all than the deadline
+    finally:
+        store.close()
+    quiet = KnowledgeStore(settings_for(tmp_path / "b", embed_batch_size=64), _SlowEmbedder(1.5))
+    try:
+        client = await serve(quiet)
+        client.ingest_timeout_s = 0.6
+        with pytest.raises(DeadlineExceeded, match="sent no progress of the ingest for 1 s"):
+            async for _ in client.ingest_stream("t", "", [big]):
+                pass
+    finally:
+        quiet.close()
