@@ -65,8 +65,7 @@ class KnowledgeStoreClient:
             while True:
                 try:
                     event = await asyncio.wait_for(stream.read(), self.ingest_timeout_s)
-                except TimeoutError:
-                    stream.cancel()
+                except TimeoutError:                  # the call is cancelled below
                     raise DeadlineExceeded(f"{SERVICE} sent no progress of the ingest for "
                                            f"{self.ingest_timeout_s:.0f} s") from None
                 if event is grpc.aio.EOF:
