@@ -48,7 +48,7 @@ from __future__ import annotations
 import asyncio
 import inspect
 from collections.abc import AsyncIterator, Iterator, Mapping
-from contextlib import asynccontextmanager, contextmanager
+from contextlib import aclosing, asynccontextmanager, contextmanager
 from contextvars import ContextVar
 from dataclasses import dataclass
 from typing import Any
@@ -208,10 +208,10 @@ def serving_as(principal: Principal | None) -> Iterator[None]:
 
 @asynccontextmanager
 async def in_process_call(caller: InProcessCaller, *, service: str, rpc_service: str, callee: str, method: str,
-                          timeout_s: float, tracer_provider: Any = None) -> AsyncIterator[Principal | None]:
+                          timeout_s: float | None, tracer_provider: Any = None) -> AsyncIterator[Principal | None]:
     """One in-process call of `rpc_service`/`method`: the span the RPC would make, the principal
     the callee's auth would verify (refused here as it would refuse), served as that principal,
-    cut at `timeout_s` as DeadlineExceeded naming `service`."""
+    cut at `timeout_s` (None: never) as DeadlineExceeded naming `service`."""
     with rpc_span(rpc_service, method, callee=callee, tracer_provider=tracer_provider):
         principal = caller.principal()
         with serving_as(principal):
@@ -229,8 +229,10 @@ class InProcessClient:
     one generic wrapper made on first use, the `in_process_call` around the target's method of
     that name: the span named as the RPC, the caller the callee's auth would verify (passed to
     the method first), the deadline (`timeout_s=` of the call, else `timeout_s`, for long work
-    `long_timeout_s`). A method that is an async generator (a streamed call) holds its caller,
-    span and deadline for its whole iteration, never only while the call is opened."""
+    `long_timeout_s`). A method that is an async generator (a streamed call) holds its caller
+    and span for its whole iteration, never only while the call is opened, and its deadline bounds
+    the wait for each item (as the gRPC client's streamed ingest does): a stream that progresses
+    runs as long as its work, one that goes quiet for the deadline is cut."""
 
     def __init__(self, target: Any, calls: Mapping[str, Any], caller: InProcessCaller, *, service: str,
                  rpc_service: str, timeout_s: float, long_timeout_s: float, tracer_provider: Any = None) -> None:
@@ -251,18 +253,28 @@ class InProcessClient:
 
         def opened(timeout_s: float | None):
             return in_process_call(self._caller, service=self._service, rpc_service=self._rpc_service,
-                                   callee=self._caller.callee, method=call.rpc, timeout_s=timeout_s or default_s,
+                                   callee=self._caller.callee, method=call.rpc, timeout_s=timeout_s,
                                    tracer_provider=self._tracer_provider)
 
         if inspect.isasyncgenfunction(method):
             async def streamed(*args: Any, timeout_s: float | None = None, **kwargs: Any):
-                async with opened(timeout_s) as principal:
-                    async for item in method(principal, *args, **kwargs):
-                        yield item
+                wait_s = timeout_s or default_s
+                async with opened(None) as principal:
+                    async with aclosing(method(principal, *args, **kwargs)) as items:
+                        while True:     # the deadline runs while the callee works, not while the caller does
+                            try:
+                                async with asyncio.timeout(wait_s):
+                                    item = await anext(items)
+                            except StopAsyncIteration:
+                                return
+                            except TimeoutError:
+                                raise DeadlineExceeded(f"{self._service} sent nothing of the stream for "
+                                                       f"{wait_s:g} s") from None
+                            yield item
             wrapper = streamed
         else:
             async def unary(*args: Any, timeout_s: float | None = None, **kwargs: Any) -> Any:
-                async with opened(timeout_s) as principal:
+                async with opened(timeout_s or default_s) as principal:
                     return await method(principal, *args, **kwargs)
             wrapper = unary
         wrapper.__name__ = name
