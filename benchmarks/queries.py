@@ -13,7 +13,7 @@ add noise) and recency off, so it measures retrieval and fusion alone:
     keyword-only  convex with α = 0
 
 `default-folded` is `default` with duplicate folding asked for by the request's flag
-(services/rag_pipeline/folding.py): nDCG with folding on beside `default`'s, off.
+(services/rag_pipeline/merge.py): nDCG with folding on beside `default`'s, off.
 
 Results are chunks; `doc_ids` keeps each artifact id at its first (best) position.
 """

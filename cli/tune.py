@@ -39,7 +39,7 @@ import numpy as np
 from cli.stack import console, credentials, target, tls_ca
 from ranking import Candidates, RankingConfig
 from ranking.profile import BUILTIN_PROFILE, RankingProfile
-from services.rag_pipeline.learned import Captured
+from services.rag_pipeline.feedback import Captured
 from shared.errors import InvalidArgument, NotFound, Unavailable
 
 DEPTH = 100                  # candidates asked of each leg (the learned settings re-rank at most 100)

@@ -49,7 +49,7 @@ OPERATOR = "operator"
 #: A service's call made for a verified operator (the RAGPipeline serving the operator's console
 #: session) says so: the service token's claim and the callee's `Principal.extra` key. It grants no
 #: role: the callee still sees the calling service, and only a policy that names it honours it
-#: (the KnowledgeStore's storage condition, `caller_policy.store_status`).
+#: (the KnowledgeStore's storage condition, `front.store_status`).
 FOR_OPERATOR = "for_operator"
 
 

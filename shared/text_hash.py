@@ -1,4 +1,4 @@
-"""The normalised text hash of an entry: what duplicate folding compares (services/rag_pipeline/folding.py).
+"""The normalised text hash of an entry: what duplicate folding compares (services/rag_pipeline/merge.py).
 
 Normalisation, in order: Unicode NFKC (compatibility forms folded: ligatures, full-width
 letters, non-breaking spaces), case folding (`str.casefold`, so "Straße" = "STRASSE"), then

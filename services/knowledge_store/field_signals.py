@@ -15,7 +15,7 @@ entries and one query (shared/records.py FieldSignals), the learned re-ranker's 
                  title_vectors.py), and its chunk index
 
 Rows are parallel to the ids asked (a repeated id gets the same row twice); an id the store
-does not hold, or the caller may not see (`may_see`: the adapters pass caller_policy's check
+does not hold, or the caller may not see (`may_see`: the front passes its caller policy's check
 of the artifact's visibility groups, so such an entry is a not-found row and its terms are never
 used), has `found` False,
 NaN everywhere and positions −1.
@@ -76,7 +76,7 @@ def check_request(entry_ids: Sequence[str], query: str, query_vector, dimension:
 async def field_signals(store, tenant_id: str, entry_ids: Sequence[str], query: str, query_vector, *,
                         may_see: Callable[[Sequence[str]], bool] = lambda groups: True) -> FieldSignals:
     """FieldSignals of `entry_ids` for `query` (module docstring); `store` a StoreBackend,
-    `may_see` the caller's check of an artifact's visibility groups (caller_policy.may_see).
+    `may_see` the caller's check of an artifact's visibility groups (front.may_see).
     The entries are read once (`StoreBackend.stored_fields`: artifact, chunk index, groups,
     terms and title vector together), the statistics once."""
     validation.tenant_id(tenant_id)

@@ -26,7 +26,7 @@ class Captured:
     config: Any = None                          # ranking.RankingConfig
     results: tuple[RankedResult, ...] = ()
     learned: Any = None                         # the profile's learned model ranked it (None: the 4R blend)
-    folded: bool = False                        # duplicates were folded (folding.py)
+    folded: bool = False                        # duplicates were folded (merge.py)
     now_unix: float = 0.0                       # the time its explanations measured ages from
 
     def took(self, request: SearchRequest, legs: Any, merged: list, candidates: Any, config: Any,

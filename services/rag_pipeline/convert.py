@@ -6,7 +6,7 @@ from typing import get_type_hints
 from nucleus.v1 import common_pb2 as pb
 from nucleus.v1 import rag_pipeline_pb2 as rag_pb
 from services.knowledge_store import convert as ks_convert
-from services.rag_pipeline.folding import duplicate_values
+from services.rag_pipeline.merge import duplicate_values
 from services.rag_pipeline.models import (
     Explanation,
     FeatureContribution,

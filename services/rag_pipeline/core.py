@@ -5,7 +5,7 @@
   profile and intent -> phrases (expansion) -> federation (started, runs beside) -> local legs
   (embedding + one `Retrieve` per leg or both, `_local_legs`) -> merge -> rank (4R, learned,
   re-rank) -> fetch (an entry deleted since the search is dropped and refilled; duplicates
-  folded when asked, folding.py) -> results.
+  folded when asked, merge.py) -> results.
 
 A dependency failing mid-query degrades the answer instead of failing it: no embedding or no
 vector leg -> keyword-only; no keyword leg -> vector-only; both -> Unavailable. The whole call
@@ -27,7 +27,7 @@ from ranking import Candidates, RankingConfig, rank
 from ranking.profile import BUILTIN_PROFILE, MAX_RERANK_TOP_N, RankingProfile, refuse_model_fields
 from ranking.query_features import query_features
 from ranking.query_features import detect_temporal_intent
-from services.rag_pipeline import folding, permissions, rerankers
+from services.rag_pipeline import permissions, rerankers
 from services.rag_pipeline.access import AccessPolicy, Scope
 from services.rag_pipeline.federation.fanout import MAX_REMOTE_HITS, Federation, Plan, RemoteQuery
 from services.rag_pipeline.federation.hits import LOCAL, Caller
@@ -37,8 +37,9 @@ from services.rag_pipeline.federation.rescore import Rescorer
 from services.rag_pipeline.federation.unify import FederatedSearch, without_local_repeats
 from services.rag_pipeline.feedback import SearchLog, SourceVoteCache, record_feedback
 from services.rag_pipeline.results import load_hits, load_results
-from services.rag_pipeline.learned import LearnedRanking, feedback_notes
-from services.rag_pipeline.merge import Merged, merge, ranking_candidates
+from services.rag_pipeline.feedback import LearnedRanking, feedback_notes
+from services.rag_pipeline.merge import Folded, Merged, fold_plan, fold_prefetch, merge, ranking_candidates
+from services.rag_pipeline.merge import visible_copies
 from services.rag_pipeline.models import NO_VISIBLE_SOURCES, RankedResult, SearchRequest, SearchResponse
 from services.knowledge_store.models import StoreStatus
 from services.rag_pipeline.ports import KnowledgeSource, LanguageModel
@@ -75,7 +76,7 @@ class _Query:
     reasons: list[str] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
     vanished: set[str] = field(default_factory=set)
-    fold: int = 0                       # duplicate folding (folding.py): top_k_final, 0 = off; and
+    fold: int = 0                       # duplicate folding (merge.py): top_k_final, 0 = off; and
     folded: dict[str, str] = field(default_factory=dict)   # folded artifact id -> its representative's
 
     def __post_init__(self) -> None:
@@ -150,7 +151,7 @@ class RagPipeline:
         self.search_log, self.source_votes = SearchLog(knowledge, clock), SourceVoteCache(knowledge)   # feedback.py
         self._searching = 0      # searches in flight (the combined legs call is for concurrent ones)
         self._profiles: dict[tuple[str, str, str], tuple[float, RankingProfile | None]] = {}
-        self.learned = LearnedRanking(knowledge, signals_timeout_s=settings.retrieval_timeout_s)   # learned.py
+        self.learned = LearnedRanking(knowledge, signals_timeout_s=settings.retrieval_timeout_s)   # feedback.py
 
     async def close(self) -> None:
         await self.search_log.close()
@@ -203,7 +204,7 @@ class RagPipeline:
                                                           filters=scope.filters),
                                                   plan=plan, caller=Caller.of(principal))
         if scope.post_tags:
-            response = replace(response, results=folding.visible_copies(response.results, scope.keep))
+            response = replace(response, results=visible_copies(response.results, scope.keep))
         return response
 
     @staticmethod
@@ -338,7 +339,7 @@ class RagPipeline:
             fed = self._federate(q, plan, caller, phrases, started)
             legs = await self._local_legs(q, phrases, profile, plan is None or plan.local, fed)
             merged, reports, final_k = await self._merge(q, legs, plan, fed, phrases)
-            q.fold, k = folding.plan(request, profile, final_k)
+            q.fold, k = fold_plan(request, profile, final_k)
             ranked, candidates, config, learned = await self._rank(q, merged, legs, profile, intent.has_intent, now, k)
             results = await self._fetch(q, merged, candidates, ranked, config, k, now, learned, fed)
             if (capture := CAPTURE.get()) is not None:       # a why-not's search (capture.py)
@@ -524,10 +525,10 @@ class RagPipeline:
     async def _fetch(self, q: _Query, merged: list[Merged], candidates: Candidates, ranked: Any,
                      config: RankingConfig, final_k: int, now: float, learned: Any,
                      fed: FederatedSearch | None) -> tuple[RankedResult, ...]:
-        """The chosen entries read in one call (results.py), copies folded when asked (folding.py), explained."""
+        """The chosen entries read in one call (results.py), copies folded when asked (merge.py), explained."""
         if ranked is None:
             return ()
-        r, vectors = q.request, await folding.prefetch(self._ks, q, merged, ranked) if q.fold else None
+        r, vectors = q.request, await fold_prefetch(self._ks, q, merged, ranked) if q.fold else None
         kept, kept_candidates, ranked = await load_results(
             self._ks, r.tenant_id, merged, candidates, ranked, config, final_k, q.reasons, q.vanished,
             timeout_s=q.settings.retrieval_timeout_s)
@@ -535,7 +536,7 @@ class RagPipeline:
             q.notes.append(f"vanished={len(q.vanished)} (deleted during the search, refilled)")
         results: tuple[RankedResult, ...] = ()
         if ranked is not None:
-            folded = folding.Folded(q, kept, ranked, vectors) if q.fold else None    # groups, then their results
+            folded = Folded(q, kept, ranked, vectors) if q.fold else None    # groups, then their results
             results = build_results(kept, folded.ranked if folded else ranked, kept_candidates, config, r.query,
                                     r.prefs.explain, now_unix=now, learned=learned)
             results = folded.attach(results) if folded else results

@@ -42,7 +42,7 @@ from services.rag_pipeline.models import (
 )
 from services.rag_pipeline.tools import RagTools, register_rag_tools
 from services.rag_pipeline.pages import Pages
-from services.rag_pipeline.folding import duplicate_values
+from services.rag_pipeline.merge import duplicate_values
 from services.rag_pipeline.tools.schemas import DuplicateOut, FoldDuplicates, SourceFateOut, duplicates_field
 from services.rag_pipeline.why_not import MAX_IDS as WHY_NOT_MAX_IDS, WhyNotOut, why_not
 from services.rag_pipeline.tools.budget import RANKED, BudgetOut, MaxTokens, budget_field

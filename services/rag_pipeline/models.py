@@ -50,12 +50,12 @@ class SearchRequest:
     # come back (an answer's synthesis wants the chunks that hold the answer: docs/MODELS.md)
     collapse: bool | None = None
     embed_timeout_s: float = 0.0     # operators only: the query embedding's deadline (0 = the settings')
-    fold_duplicates: bool | None = None   # None = the profile's (folding.py); True/False overrides it
+    fold_duplicates: bool | None = None   # None = the profile's (merge.py); True/False overrides it
 
 
 @dataclass(frozen=True, slots=True)
 class FeatureContribution:
-    """One feature's share of a learned model's score of a result (services/rag_pipeline/learned.py)."""
+    """One feature's share of a learned model's score of a result (services/rag_pipeline/feedback.py)."""
 
     name: str                          # a ranking feature (ranking/features.py), or OTHER_FEATURES
     value: float | None                # the feature's value for the result; None = missing
@@ -118,7 +118,7 @@ class RankedResult:
     resource_id: str = ""                       # a remote result's seed-000 resource, if its source said
     #: [start, end) of each word of `snippet` that matches an analysed query term, in code points
     highlights: tuple[tuple[int, int], ...] = ()
-    #: the near-identical copies folded into this result (folding.py), best first; each without its own
+    #: the near-identical copies folded into this result (merge.py), best first; each without its own
     duplicates: tuple[RankedResult, ...] = ()
 
 

@@ -305,7 +305,7 @@ class Pages:
                                                federation.source_for(principal, r.source_id) is not None)
                 out.append(r if usable else None)
                 continue
-            # a folded group (folding.py): the copies still visible, the first of them representing it
+            # a folded group (merge.py): the copies still visible, the first of them representing it
             copies = [(c, h) for c in (r, *r.duplicates) if (h := hits.get(c.entry.id)) is not None
                       and not (principal is not None and self._pipeline.access.entry_denial(principal, h))]
             if not copies:

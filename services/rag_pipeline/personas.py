@@ -3,7 +3,7 @@
 Writing a persona changes how every agent acting as it behaves: operators, or users with the
 admin role, in their own tenant. Reading: any authenticated caller of the tenant (an agent
 needs its persona's prompt and tools). Every store call carries an assertion of the caller,
-so the store applies the same rules again (caller_policy.py).
+so the store applies the same rules again (the caller policy of knowledge_store/front.py).
 """
 from __future__ import annotations
 

@@ -30,7 +30,7 @@ from ranking import Candidates, RankingConfig, rank
 from ranking.profile import RankingProfile
 from ranking.query_features import QueryFeatures
 from services.rag_pipeline.federation.hits import LOCAL
-from services.rag_pipeline.learned import LearnedExplainer
+from services.rag_pipeline.feedback import LearnedExplainer
 from services.rag_pipeline.merge import Merged, placeholder_hit
 from services.rag_pipeline.models import Explanation, Preferences, RankedResult
 from services.rag_pipeline.ports import KnowledgeSource

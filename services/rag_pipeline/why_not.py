@@ -39,7 +39,7 @@ import numpy as np
 from pydantic import BaseModel, Field
 
 from ranking import rank
-from services.rag_pipeline import folding
+from services.rag_pipeline import merge
 from services.rag_pipeline.access import same_as_missing
 from services.rag_pipeline.capture import CAPTURE, Captured
 from services.rag_pipeline.federation.dedupe import LocalKeys
@@ -282,8 +282,8 @@ def failed_filter(f: SearchFilters, hit: Hit) -> tuple[str, str] | None:
 
 def folded_into(captured: Captured, artifact_id: str) -> str:
     """The artifact id of the result that represents `artifact_id`'s group of near-identical
-    copies when the search folded it there (folding.py); "" when it did not."""
-    return folding.folded_into(captured.results).get(artifact_id, "")
+    copies when the search folded it there (merge.py); "" when it did not."""
+    return merge.folded_into(captured.results).get(artifact_id, "")
 
 
 def decide(aid: str, captured: Captured, request: SearchRequest, probed: Probed, hit: Hit | None,

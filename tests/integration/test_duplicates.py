@@ -1,4 +1,4 @@
-"""Duplicate folding (services/rag_pipeline/folding.py) on the secure stack: one text stored under
+"""Duplicate folding (services/rag_pipeline/merge.py) on the secure stack: one text stored under
 three ids, one of them visible to `security-team` only. With folding asked for, a caller sees one
 result listing the other copies it may see; without, each copy; a copy hidden from the caller never
 represents the group, never suppresses a visible copy and is never named."""

@@ -10,7 +10,7 @@ from services.llm_orchestration.results import Synthesis
 from services.rag_pipeline.access import SourceView
 from services.rag_pipeline.federation.discover import RemoteResources
 from services.rag_pipeline.federation.hits import LOCAL, SourceReport
-from services.rag_pipeline.folding import duplicate_values
+from services.rag_pipeline.merge import duplicate_values
 from services.rag_pipeline.models import RankedResult
 from services.rag_pipeline.results import highlights
 from services.rag_pipeline.tools.schemas import (
@@ -97,7 +97,7 @@ def segment_out(r: RankedResult, source_url: str, query: str = "") -> SegmentOut
 
 
 def duplicates_out(r: RankedResult) -> list[DuplicateOut] | None:
-    """The copies folded into `r` (services/rag_pipeline/folding.py); None when none were."""
+    """The copies folded into `r` (services/rag_pipeline/merge.py); None when none were."""
     return [DuplicateOut(**duplicate_values(d)) for d in r.duplicates] or None
 
 

@@ -36,7 +36,7 @@ FoldDuplicates = Annotated[bool | None, Field(description=(
 
 
 class DuplicateOut(BaseModel):
-    """A near-identical copy folded into a result (services/rag_pipeline/folding.py): its ids and source."""
+    """A near-identical copy folded into a result (services/rag_pipeline/merge.py): its ids and source."""
     artifact_id: str
     entry_id: str
     title: str = ""

@@ -1,4 +1,4 @@
-"""services.knowledge_store.caller_policy: the store holds every verified caller to its tenant
+"""services.knowledge_store.front: the store holds every verified caller to its tenant
 and groups itself (defence in depth behind the RAGPipeline's access decisions)."""
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ from dataclasses import replace
 
 import pytest
 
-from services.knowledge_store import caller_policy as policy
+from services.knowledge_store import front as policy
 from shared.errors import PermissionDenied
 from shared.identity import FOR_OPERATOR, Principal
 from shared.records import ArtifactSummary, Entry, Hit, SearchFilters, SearchLogItem, SearchLogRecord

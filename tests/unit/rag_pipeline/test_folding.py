@@ -1,4 +1,4 @@
-"""Duplicate folding (services/rag_pipeline/folding.py): the fold itself on hand-made results (hash,
+"""Duplicate folding (services/rag_pipeline/merge.py): the fold itself on hand-made results (hash,
 cosine, tie-break, remote results, a tag post-filter), then through RagPipeline.search_and_rank
 over a real KnowledgeStore (in-process ports): a request's flag, a profile's setting, off by default."""
 from __future__ import annotations
@@ -10,7 +10,7 @@ from nucleus.v1 import rag_pipeline_pb2 as rag_pb
 from ranking.profile import RankingProfile
 from services.rag_pipeline.convert import request_from_pb, result_to_pb
 from services.rag_pipeline.core import RagPipeline
-from services.rag_pipeline.folding import FOLD_COSINE, fold, folded_into, visible_copies
+from services.rag_pipeline.merge import FOLD_COSINE, fold, folded_into, visible_copies
 from services.rag_pipeline.models import RankedResult, SearchRequest
 from services.rag_pipeline.pages import Pages, _slim
 from shared.records import ArtifactSummary, Entry

@@ -116,7 +116,7 @@ async def test_each_result_the_model_scored_lists_feature_contributions_summing_
 def test_the_largest_contributions_are_listed_and_the_rest_summed_as_other_features():
     import numpy as np
 
-    from services.rag_pipeline.learned import MAX_LISTED, listed
+    from services.rag_pipeline.feedback import MAX_LISTED, listed
     from services.rag_pipeline.models import OTHER_FEATURES
     rng = np.random.default_rng(4)
     c = rng.normal(size=len(FEATURE_NAMES))

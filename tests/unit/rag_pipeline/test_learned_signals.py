@@ -1,4 +1,4 @@
-"""The learned ranking served with the store's per-field signals (services/rag_pipeline/learned.py):
+"""The learned ranking served with the store's per-field signals (services/rag_pipeline/feedback.py):
 the model's top N local rows are sent to GetFieldSignals once; a failing or slow store leaves
 those features NaN with the reason flagged, never failing the search; `nucleus tune`'s capture
 carries the signals of every local candidate; the feature contributions name the per-field
@@ -15,7 +15,7 @@ from ranking import Candidates, RankingConfig
 from ranking.features import FEATURE_NAMES, FEATURE_VERSION
 from ranking.learned import RowSignals, fused_scores, learned_ranking, served_features
 from ranking.trees import load_model
-from services.rag_pipeline.learned import Captured, LearnedExplainer
+from services.rag_pipeline.feedback import Captured, LearnedExplainer
 from services.rag_pipeline.merge import Merged
 from shared.errors import DeadlineExceeded, Unavailable
 from shared.records import FieldSignals
