@@ -27,20 +27,8 @@ from typing import Any, Callable
 import grpc
 
 from shared.errors import (
-    AlreadyExists,
-    DeadlineExceeded,
-    FailedPrecondition,
-    InvalidArgument,
-    NotFound,
-    NucleusError,
-    PermissionDenied,
-    ResourceExhausted,
-    StorageFull,
-    Unauthenticated,
-    Unavailable,
-    Unimplemented,
-    UpstreamFailed,
-    retry_after_seconds,
+    AlreadyExists, DeadlineExceeded, FailedPrecondition, InvalidArgument, NotFound, NucleusError, PermissionDenied,
+    ResourceExhausted, StorageFull, Unauthenticated, Unavailable, Unimplemented, UpstreamFailed, retry_after_seconds,
 )
 
 log = logging.getLogger(__name__)

@@ -27,17 +27,8 @@ from mcp_types import INTERNAL_ERROR, INVALID_PARAMS
 from pydantic import BaseModel, ValidationError
 
 from shared.errors import (
-    DeadlineExceeded,
-    FailedPrecondition,
-    InvalidArgument,
-    NucleusError,
-    PermissionDenied,
-    ResourceExhausted,
-    StorageFull,
-    Unauthenticated,
-    Unavailable,
-    UpstreamFailed,
-    retry_after_seconds,
+    DeadlineExceeded, FailedPrecondition, InvalidArgument, NucleusError, PermissionDenied, ResourceExhausted,
+    StorageFull, Unauthenticated, Unavailable, UpstreamFailed, retry_after_seconds,
 )
 
 T = TypeVar("T")

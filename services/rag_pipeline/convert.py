@@ -8,13 +8,7 @@ from nucleus.v1 import rag_pipeline_pb2 as rag_pb
 from services.knowledge_store import convert as ks_convert
 from services.rag_pipeline.merge import duplicate_values
 from services.rag_pipeline.models import (
-    Explanation,
-    FeatureContribution,
-    FourR,
-    Preferences,
-    RankedResult,
-    SearchRequest,
-    SearchResponse,
+    Explanation, FeatureContribution, FourR, Preferences, RankedResult, SearchRequest, SearchResponse,
     explanation_values,
 )
 

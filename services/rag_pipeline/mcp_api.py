@@ -32,13 +32,7 @@ from ranking.profile import DEFAULT_RERANK_TOP_N, DEFAULT_RERANK_WEIGHT, MAX_RER
 from services.rag_pipeline.core import RagPipeline
 from services.rag_pipeline.federation.runtime import request_headers
 from services.rag_pipeline.models import (
-    Explanation,
-    FourR,
-    Preferences,
-    RankedResult,
-    SearchRequest,
-    SearchResponse,
-    explanation_values,
+    Explanation, FourR, Preferences, RankedResult, SearchRequest, SearchResponse, explanation_values,
 )
 from services.rag_pipeline.tools import RagTools, register_rag_tools
 from services.rag_pipeline.pages import Pages

@@ -16,13 +16,7 @@ from opentelemetry.trace import SpanKind, Status, StatusCode
 
 from shared.grpc_handlers import split_method
 from shared.telemetry.rpc import (
-    CLIENT_DURATION,
-    RPC_METER_NAME,
-    TRACER_NAME,
-    UNTRACED_SERVICES,
-    duration_histogram,
-    exception_code,
-    parse_target,
+    CLIENT_DURATION, RPC_METER_NAME, TRACER_NAME, UNTRACED_SERVICES, duration_histogram, exception_code, parse_target,
     status_code,
 )
 

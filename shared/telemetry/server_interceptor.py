@@ -17,15 +17,8 @@ from opentelemetry.trace import SpanKind, Status, StatusCode
 
 from shared.grpc_handlers import split_method, wrap_unary
 from shared.telemetry.rpc import (
-    RPC_METER_NAME,
-    SERVER_DURATION,
-    SERVER_ERROR_CODES,
-    TRACER_NAME,
-    UNTRACED_SERVICES,
-    duration_histogram,
-    exception_code,
-    parse_target,
-    status_code,
+    RPC_METER_NAME, SERVER_DURATION, SERVER_ERROR_CODES, TRACER_NAME, UNTRACED_SERVICES, duration_histogram,
+    exception_code, parse_target, status_code,
 )
 
 

@@ -62,14 +62,7 @@ from services.knowledge_store.keywords import (
 )
 from shared.errors import InvalidArgument
 from shared.records import (
-    ArtifactSummary,
-    CandidateColumns,
-    Entry,
-    Hit,
-    KeywordScores,
-    KeywordStats,
-    Keywords,
-    ScoreCompletion,
+    ArtifactSummary, CandidateColumns, Entry, Hit, KeywordScores, KeywordStats, Keywords, ScoreCompletion,
     SearchFilters,
 )
 from shared.settings import KnowledgeStoreSettings

@@ -43,16 +43,8 @@ from services.knowledge_store.qdrant.statistics import TermStatistics
 from shared.errors import InvalidArgument
 from shared.text_hash import text_hash
 from shared.records import (
-    ARTIFACT_FIELDS,
-    ArtifactSummary,
-    CandidateColumns,
-    Entry,
-    Hit,
-    KeywordScores,
-    KeywordStats,
-    Keywords,
-    ScoreCompletion,
-    SearchFilters,
+    ARTIFACT_FIELDS, ArtifactSummary, CandidateColumns, Entry, Hit, KeywordScores, KeywordStats, Keywords,
+    ScoreCompletion, SearchFilters,
 )
 
 ENTRY_PAYLOAD = ["tenant_id", "artifact_id", "entry_id", "persona_id", "chunk_index", "text", "text_hash", "span",
