@@ -36,17 +36,15 @@ RUNNING, STARTING, WAITING, FAILED, STOPPED = "running", "starting", "waiting", 
 class RestartPolicy:
     max_restarts: int = 10
     window_s: float = 300.0
-    base_delay_s: float = 0.5
-    max_delay_s: float = 30.0
+    base_delay_s: float = 0.5       # back-off before the first restart in the window, doubled for each next one
+    max_delay_s: float = 30.0       # the longest back-off (not settings: the budget is max_restarts per window_s)
     start_timeout_s: float = 180.0
 
     @classmethod
     def from_settings(cls, settings: CliSettings) -> RestartPolicy:
-        """NUCLEUS_SUPERVISOR_MAX_RESTARTS, _RESTART_WINDOW_S, _BASE_DELAY_S, _MAX_DELAY_S,
-        _START_TIMEOUT_S (shared/settings.py)."""
-        return cls(settings.supervisor_max_restarts, settings.supervisor_restart_window_s,
-                   settings.supervisor_base_delay_s, settings.supervisor_max_delay_s,
-                   settings.supervisor_start_timeout_s)
+        """NUCLEUS_SUPERVISOR_MAX_RESTARTS, _RESTART_WINDOW_S, _START_TIMEOUT_S (shared/settings.py)."""
+        return cls(max_restarts=settings.supervisor_max_restarts, window_s=settings.supervisor_restart_window_s,
+                   start_timeout_s=settings.supervisor_start_timeout_s)
 
     def describe(self) -> str:
         return f"at most {self.max_restarts} restarts per {self.window_s / 60:g} min"

@@ -163,8 +163,8 @@ def main() -> None:
     parser.add_argument("--stack-dir", type=Path, default=ROOT / ".bench-cache" / "answer-stack",
                         help="lab.answer_extract's stack (the corpus already ingested)")
     parser.add_argument("--top-k", type=int, default=5)
-    parser.add_argument("--chunks", action="store_true", help="rank chunks, not artifacts (capture with "
-                        "NUCLEUS_RAG_COLLAPSE_BY_ARTIFACT=false; replay those passages)")
+    parser.add_argument("--chunks", action="store_true", help="rank chunks, not artifacts (replay passages "
+                        "captured so: a setting until issue 41, `--capture --chunks` ran at e02fe72)")
     parser.add_argument("--show", action="store_true")
     parser.add_argument("--cross-encoder", type=Path, metavar="DIR", help="score the answer units with this "
                         "cross-encoder folder too (NUCLEUS_LLM_CROSS_ENCODER_PATH)")
@@ -177,13 +177,14 @@ def main() -> None:
     parser.add_argument("--cost", action="store_true", help="time a MiniLM-L6-sized cross-encoder adds per answer")
     parser.add_argument("--rounds", type=int, default=3, help="--cost: passes over the questions")
     args = parser.parse_args()
+    if args.capture and args.chunks:
+        parser.error("--capture --chunks needs the removed NUCLEUS_RAG_COLLAPSE_BY_ARTIFACT: run it at e02fe72")
     if args.capture:
         from benchmarks.stack import own_stack, running_stack
         from lab.answer_extract import TENANT
         stack = running_stack(args.use_running.resolve()) if args.use_running else own_stack(
             args.stack_dir, extra_env={"NUCLEUS_LOCAL_TENANT": TENANT, "NUCLEUS_LOCAL_GROUPS": "",
-                                       "NUCLEUS_LLM_CHAT_MODEL": "",
-                                       "NUCLEUS_RAG_COLLAPSE_BY_ARTIFACT": "false" if args.chunks else "true"})
+                                       "NUCLEUS_LLM_CHAT_MODEL": ""})
         try:
             captured = asyncio.run(capture(stack.services["rag_pipeline"]["mcp"], args.pairs.resolve()))
         finally:

@@ -62,15 +62,16 @@ def _pct(values: list[float], q: float) -> float:
     return float(np.percentile(values, q)) if values else float("nan")
 
 
-def start_stack(mode: str, stack_dir: Path, extra_env: dict[str, str] | None = None) -> tuple[Any, dict]:
-    """A stack in `mode` on `stack_dir`, query-embedding cache off, `extra_env` on top: its
-    Supervisor (stop it) and the services' addresses and pids."""
+def start_stack(mode: str, stack_dir: Path, extra_env: dict[str, str] | None = None,
+                commands: dict[str, list[str]] | None = None) -> tuple[Any, dict]:
+    """A stack in `mode` on `stack_dir`, query-embedding cache off, `extra_env` on top (`commands`:
+    argv per process, the Supervisor's): its Supervisor (stop it) and the services' addresses and pids."""
     from cli.supervisor import Supervisor
 
     env = {"NUCLEUS_DATA_DIR": str(stack_dir), "NUCLEUS_KS_DATA_DIR": str(stack_dir / "knowledge_store"),
            "NUCLEUS_LLM_CACHE_SIZE": "0", "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1", **(extra_env or {})}
     (stack_dir / "run" / "stack.json").unlink(missing_ok=True)
-    supervisor = Supervisor(stack_dir, ephemeral_ports=True, extra_env=env, mode=mode)
+    supervisor = Supervisor(stack_dir, ephemeral_ports=True, extra_env=env, mode=mode, commands=commands)
     return supervisor, supervisor.start(timeout_s=300)
 
 

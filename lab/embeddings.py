@@ -41,6 +41,7 @@ import numpy as np
 
 from services.llm_orchestration.core import LlmOrchestrator
 from services.llm_orchestration.embedder import bundled_model_path, default_torch_threads
+from services.llm_orchestration.microbatch import SPLIT_LAYOUT, BatchLayout
 from shared.settings import LlmOrchestrationSettings
 
 DATA = Path(os.environ.get("NUCLEUS_SCIFACT_DIR", "../shared/data/scifact"))
@@ -166,7 +167,7 @@ async def run(args: argparse.Namespace) -> dict:
 
     # 2. single-query latency, sequential; one untimed pass first warms every shape.
     default = LlmOrchestrator(settings())                       # micro-batching on (defaults)
-    off = LlmOrchestrator(settings(microbatch_max_wait_ms=0, microbatch_max_size=1))
+    off = LlmOrchestrator(settings(), layout=BatchLayout(max_wait_ms=0, max_size=1))
     await default.start()
     await off.start()
     queries = claims[:args.queries]
@@ -198,20 +199,19 @@ async def run(args: argparse.Namespace) -> dict:
     await client.close()
     service.stop()
 
-    s = LlmOrchestrationSettings()
+    s = SPLIT_LAYOUT
     results["ingest_texts_per_s"] = {k: {m: round(v, 1) for m, v in d.items()}
                                      for k, d in ingest.items()}
     results["single_query_ms"] = {
         name: {"p50": round(pct(v, 50), 2), "p95": round(pct(v, 95), 2)} for name, v in lat.items()}
-    results["single_query_ms"]["core"]["microbatch_max_wait_ms"] = s.microbatch_max_wait_ms
+    results["single_query_ms"]["core"]["microbatch_max_wait_ms"] = s.max_wait_ms
     results["concurrent"] = {"callers": args.callers, "queries": len(total)}
     for mode, d in conc.items():
         results["concurrent"][mode] = {
             "queries_per_s": round(len(total) / d["wall"], 1),
             "p50_ms": round(pct(d["lat"], 50), 2), "p95_ms": round(pct(d["lat"], 95), 2),
             "encodes": d["encodes"]}
-    results["concurrent"]["on"].update(max_wait_ms=s.microbatch_max_wait_ms,
-                                       max_size=s.microbatch_max_size)
+    results["concurrent"]["on"].update(max_wait_ms=s.max_wait_ms, max_size=s.max_size)
     results["service_vs_in_process"] = {
         **{f"ingest_{k}_throughput_ratio": round(d["service"] / d["baseline"], 3) for k, d in ingest.items()},
         "single_query_p50_delta_ms": round(pct(lat["service"], 50) - pct(lat["baseline"], 50), 2),

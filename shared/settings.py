@@ -120,12 +120,6 @@ class KnowledgeStoreSettings(ServiceSettings):
     memory_budget_mb: int = Field(default=4_096, ge=0)
     """Open tenants are evicted, least recently used first, once their estimated memory (FAISS +
     BM25 + a fixed overhead) passes this budget; 0 = no budget."""
-    evict_idle_s: float = Field(default=1.0, ge=0.0)
-    """A tenant used within this time, or with a request in progress, is never evicted."""
-    faiss_threads: int = Field(default=1, ge=1)
-    """OpenMP threads FAISS may use. Searches are one query at a time, where a second thread
-    costs more in wake-ups than it saves (SciFact flat, 11k vectors: 0.6 ms with 1 thread, 1.0 ms
-    with 2); raise it for bulk HNSW/IVF builds on a larger machine."""
     read_only: bool = False
     """Serve the data directory read-only (a read-only mount, a maintenance window): searches are
     served, writes answer FAILED_PRECONDITION. Without it, a tenant whose files refuse writes is
@@ -190,23 +184,8 @@ class LlmOrchestrationSettings(ServiceSettings):
     max_text_chars: int = 32_000
     """Characters one text may have."""
     encode_batch_size: int = 64
-    """Texts per batch the local model encodes at once."""
-    microbatch_max_wait_ms: float = 2.0
-    """How long a text waits for others to join its batch."""
-    microbatch_max_size: int = 64
-    """Texts per batch of concurrent callers."""
-    concurrent_threads: int = 1
-    """Intra-op threads of the local model's session for batches of concurrent callers (the rest
-    of the stack needs the other core then); 0 = one session for every batch."""
-    concurrent_workers: int = Field(default=0, ge=0)
-    """Worker threads running those batches side by side; 0 = the model's threads divided by
-    concurrent_threads. Single mode runs 1 unless set (docs/SCALE.md)."""
-    microbatch_ahead: int = Field(default=0, ge=0, le=16)
-    """Batches handed to the local model ahead of a free worker, so a worker that finishes starts
-    its next batch at once. Single mode runs 1 unless set."""
-    microbatch_query_max_size: int = Field(default=0, ge=0)
-    """Texts per batch of the query lane (searches); 0 = microbatch_max_size. Single mode runs 4
-    unless set."""
+    """Texts per batch the local model encodes at once, and per request to an OpenAI-compatible
+    API (lower it for an endpoint that takes fewer inputs a request)."""
     cache_size: int = 20_000
     """Embeddings kept in memory (0: no cache)."""
     openai_base_url: str = ""
@@ -269,9 +248,6 @@ class RagPipelineSettings(ServiceSettings):
     """LlmOrchestration's gRPC address."""
     deadline_s: float = 10.0
     """Budget of a whole SearchAndRank."""
-    collapse_by_artifact: bool = True
-    """Rank artifacts, not chunks: each artifact's candidates pool their evidence (best cosine,
-    best BM25, best ranks) and the artifact is represented by its best chunk (rag_pipeline/merge.py)."""
     embed_timeout_s: float = 3.0
     """Deadline of the query's embedding."""
     retrieval_timeout_s: float = 5.0
@@ -401,10 +377,6 @@ class CliSettings(StackSettings):
     """Restarts of a crashing service per supervisor_restart_window_s before it is left failed."""
     supervisor_restart_window_s: float = Field(default=300.0, gt=0)
     """The window those restarts are counted in."""
-    supervisor_base_delay_s: float = Field(default=0.5, ge=0)
-    """Back-off before the first restart inside the window (doubled for each next one)."""
-    supervisor_max_delay_s: float = Field(default=30.0, ge=0)
-    """The longest back-off."""
     supervisor_start_timeout_s: float = Field(default=180.0, gt=0)
     """How long a (re)started service has to answer SERVING."""
     backup_dir: Path | None = None

@@ -51,7 +51,7 @@ def build(settings: KnowledgeStoreSettings, *, stdio: bool) -> ServiceSpec:
 def compose(settings: KnowledgeStoreSettings, *, stdio: bool, llm: Any = None) -> tuple[ServiceSpec, StoreBackend]:
     """The service and its store. `llm`: LlmOrchestration's client (anything with `embed` and
     `close`, e.g. the in-process one of `nucleus up --mode single`); None: the gRPC client."""
-    vector_index.set_threads(settings.faiss_threads)
+    vector_index.set_threads(vector_index.FAISS_THREADS)
     search_depth.set_recall_target(settings.hnsw_recall_target)
     auth = ServiceAuth.load("knowledge_store", settings.identity_dir)   # None: authentication off
     if llm is None:

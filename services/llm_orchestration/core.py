@@ -36,7 +36,7 @@ from .breaker import CircuitBreaker
 from .cross_encoder import CrossEncoder
 from .rerank_api import RerankApi
 from .embedder import EmbeddingBackend, EmbeddingCache, LocalEmbedder, OpenAIEmbedder
-from .microbatch import MicroBatcher
+from .microbatch import SPLIT_LAYOUT, BatchLayout, MicroBatcher
 from .openai_client import OpenAIGateway
 from .results import Citation, EmbeddingResult, Expansion, RerankResult, Synthesis
 
@@ -108,7 +108,6 @@ def check_settings(settings: LlmOrchestrationSettings) -> None:
                 "max_embed_texts": settings.max_embed_texts,
                 "max_text_chars": settings.max_text_chars,
                 "encode_batch_size": settings.encode_batch_size,
-                "microbatch_max_size": settings.microbatch_max_size,
                 "max_attempts": settings.max_attempts,
                 "breaker_failure_threshold": settings.breaker_failure_threshold,
                 "request_timeout_s": settings.request_timeout_s,
@@ -117,10 +116,7 @@ def check_settings(settings: LlmOrchestrationSettings) -> None:
     for name, value in positive.items():
         if value <= 0:
             raise InvalidArgument(name, f"must be positive, got {value}")
-    for name, value in {"microbatch_max_wait_ms": settings.microbatch_max_wait_ms,
-                        "cache_size": settings.cache_size,
-                        "concurrent_threads": settings.concurrent_threads,
-                        "breaker_reset_s": settings.breaker_reset_s}.items():
+    for name, value in {"cache_size": settings.cache_size, "breaker_reset_s": settings.breaker_reset_s}.items():
         if value < 0:
             raise InvalidArgument(name, f"must be >= 0, got {value}")
     unit_rerank.check_settings(settings.synthesis_reranker, settings.synthesis_rerank_weight,
@@ -134,9 +130,10 @@ class LlmOrchestrator:
     def __init__(self, settings: LlmOrchestrationSettings, *,
                  clock: Callable[[], float] = time.monotonic,
                  sleep: Callable[[float], Awaitable[None]] = asyncio.sleep,
-                 torch_threads: int = 0) -> None:
+                 torch_threads: int = 0, layout: BatchLayout = SPLIT_LAYOUT) -> None:
         """`clock` drives the circuit breaker and `sleep` the retry waits (tests inject both);
-        `torch_threads=0` means one per available CPU."""
+        `torch_threads=0` means one per available CPU; `layout`: the micro-batcher's and the local
+        model's (`nucleus up --mode single` passes SINGLE_LAYOUT)."""
         check_settings(settings)
         self._settings = settings
         self._breaker = CircuitBreaker(failure_threshold=settings.breaker_failure_threshold,
@@ -158,9 +155,9 @@ class LlmOrchestrator:
                                           torch_threads=torch_threads,
                                           runtime=settings.local_runtime,
                                           onnx_cache_dir=settings.onnx_cache_dir,
-                                          concurrent_threads=settings.concurrent_threads,
-                                          concurrent_workers=settings.concurrent_workers,
-                                          ahead=settings.microbatch_ahead)
+                                          concurrent_threads=layout.concurrent_threads,
+                                          concurrent_workers=layout.concurrent_workers,
+                                          ahead=layout.ahead)
         self._cross_encoder: CrossEncoder | None = None
         if settings.cross_encoder_path:
             self._cross_encoder = CrossEncoder(settings.cross_encoder_path,
@@ -179,9 +176,9 @@ class LlmOrchestrator:
                 sleep=sleep)
         self._cache = EmbeddingCache(settings.cache_size)
         self._batcher = MicroBatcher(self._backend.encode,
-                                     max_wait_s=settings.microbatch_max_wait_ms / 1000.0,
-                                     max_size=settings.microbatch_max_size,
-                                     query_max_size=settings.microbatch_query_max_size,
+                                     max_wait_s=layout.max_wait_ms / 1000.0,
+                                     max_size=layout.max_size,
+                                     query_max_size=layout.query_max_size,
                                      document_chars=getattr(self._backend, "document_chars", 0),
                                      max_inflight=self._backend.max_inflight,
                                      concurrent_encode=getattr(self._backend, "encode_concurrent", None))

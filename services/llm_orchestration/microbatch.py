@@ -75,6 +75,27 @@ LANES = ("query", "document")
 Encode = Callable[[list[str]], Awaitable[NDArray[np.float32]]]
 
 
+@dataclass(frozen=True, slots=True)
+class BatchLayout:
+    """How texts are batched and the local model's batches laid out on the cores: chosen by
+    measurement, not settings (the alternatives' figures: lab/NOTES.md); `LlmOrchestrator(layout=)`."""
+
+    max_wait_ms: float = 2.0        # how long a text waits for others to join its batch
+    max_size: int = 64              # texts per batch of concurrent callers
+    query_max_size: int = 0         # texts per batch of the query lane; 0 = max_size
+    concurrent_threads: int = 1     # threads of the second session for concurrent batches; 0 = none
+    concurrent_workers: int = 0     # workers running those batches; 0 = the model's threads // concurrent_threads
+    ahead: int = 0                  # batches handed to the model ahead of a free worker
+
+
+#: LlmOrchestration in a process of its own, or embeddings from an API. Micro-batching: docs/BENCHMARKS.md
+#: "Components, in process"; a one-thread second session: "Throughput under concurrency".
+SPLIT_LAYOUT = BatchLayout()
+#: One process with the local model (`nucleus up --mode single`): one worker, one batch ahead, query batches
+#: of 4, so the loop running the services' Python keeps the other core: docs/BENCHMARKS.md "Deployment modes".
+SINGLE_LAYOUT = BatchLayout(query_max_size=4, concurrent_workers=1, ahead=1)
+
+
 @dataclass(slots=True, eq=False)
 class _Pending:
     """One submitted request: its texts, who sent it, and its rows as they arrive."""

@@ -39,7 +39,7 @@ from services.rag_pipeline.feedback import SearchLog, SourceVoteCache, record_fe
 from services.rag_pipeline.results import load_hits, load_results
 from services.rag_pipeline.feedback import LearnedRanking, feedback_notes
 from services.rag_pipeline.merge import Folded, Merged, fold_plan, fold_prefetch, merge, ranking_candidates
-from services.rag_pipeline.merge import visible_copies
+from services.rag_pipeline.merge import COLLAPSE_BY_ARTIFACT, visible_copies
 from services.rag_pipeline.models import NO_VISIBLE_SOURCES, RankedResult, SearchRequest, SearchResponse
 from services.knowledge_store.models import StoreStatus
 from services.rag_pipeline.ports import KnowledgeSource, LanguageModel
@@ -456,7 +456,7 @@ class RagPipeline:
         """Both legs merged by entry id with every raw signal; the remote sources' rows after them."""
         r, s = q.request, q.settings
         with tracer.start_as_current_span("rag.merge") as span:
-            collapse = s.collapse_by_artifact if r.collapse is None else r.collapse
+            collapse = COLLAPSE_BY_ARTIFACT if r.collapse is None else r.collapse
             merged = merge(legs.dense or [], legs.keyword or EMPTY_COLUMNS, collapse=collapse,
                            completion=legs.completion)
             span.set_attribute("nucleus.candidates", len(merged))

@@ -85,7 +85,12 @@ class Merged:
         return "retrieved" if rank_ else "completed"
 
 
-def merge(dense: list[CandidateColumns], keyword: CandidateColumns, *, collapse: bool = True,
+#: Rank artifacts, not chunks (a request's `collapse` overrides it): BEIR judges documents, and every
+#: quality figure of record was measured so (docs/BENCHMARKS.md "Summary", `nucleus bench`).
+COLLAPSE_BY_ARTIFACT = True
+
+
+def merge(dense: list[CandidateColumns], keyword: CandidateColumns, *, collapse: bool = COLLAPSE_BY_ARTIFACT,
           completion: ScoreCompletion | None = None) -> list[Merged]:
     """De-duplicate by entry id, keeping the best cosine/rank over phrases and the BM25 signal.
 

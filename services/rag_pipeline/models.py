@@ -46,7 +46,7 @@ class SearchRequest:
     extra_phrases: tuple[str, ...] = ()
     sources: tuple[str, ...] = ()    # federation: () = local + every visible remote; "local" = the store
     remote_resources: tuple[tuple[str, tuple[str, ...]], ...] = ()   # (source, its resource ids) to search
-    # None = the settings' collapse_by_artifact; False = rank chunks, several of one document may
+    # None = merge.COLLAPSE_BY_ARTIFACT (on); False = rank chunks, several of one document may
     # come back (an answer's synthesis wants the chunks that hold the answer: docs/MODELS.md)
     collapse: bool | None = None
     embed_timeout_s: float = 0.0     # operators only: the query embedding's deadline (0 = the settings')

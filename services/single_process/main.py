@@ -40,6 +40,7 @@ from services.knowledge_store.inprocess_client import InProcessKnowledgeStoreCli
 from services.llm_orchestration import main as llm_main
 from services.llm_orchestration.core import LlmOrchestrator
 from services.llm_orchestration.inprocess_client import InProcessLlmOrchestrationClient
+from services.llm_orchestration.microbatch import SINGLE_LAYOUT, SPLIT_LAYOUT, BatchLayout
 from services.rag_pipeline import main as rag_main
 from shared.inprocess import InProcessCaller
 from shared.log import configure_logging, register_secret
@@ -53,25 +54,11 @@ log = logging.getLogger(__name__)
 SERVICES = ("llm_orchestration", "knowledge_store", "rag_pipeline")     # start order; stop is reversed
 
 
-#: LlmOrchestration's settings in one process, unless the environment sets them (docs/SCALE.md):
-#: one model worker for concurrent batches, so the event loop that runs the three services'
-#: Python keeps the other core; one batch queued at it, so it never waits for that loop to hand
-#: it the next; query batches of at most 4 texts, so embeddings come back a few at a time.
-#: Measured against the split-mode defaults in docs/BENCHMARKS.md ("Deployment modes").
-SINGLE_LLM_DEFAULTS = {"concurrent_workers": 1, "microbatch_ahead": 1, "microbatch_query_max_size": 4}
-
-
-def single_llm_settings() -> LlmOrchestrationSettings:
-    """LlmOrchestrationSettings with SINGLE_LLM_DEFAULTS where the environment does not set them;
-    as configured when the embeddings come from an API (no local model shares the cores, and
-    larger batches mean fewer requests)."""
-    configured = LlmOrchestrationSettings()
-    if configured.embedding_provider != "local":
-        return configured
-    prefix = LlmOrchestrationSettings.model_config.get("env_prefix", "")
-    given = {key.upper() for key in os.environ}
-    unset = {name: value for name, value in SINGLE_LLM_DEFAULTS.items() if f"{prefix}{name}".upper() not in given}
-    return LlmOrchestrationSettings(**unset)
+def model_layout(settings: LlmOrchestrationSettings) -> BatchLayout:
+    """The model's layout in one process: SINGLE_LAYOUT (microbatch.py, docs/SCALE.md) with the
+    local model; as in split mode when the embeddings come from an API (no local model shares the
+    cores, and larger batches mean fewer requests)."""
+    return SINGLE_LAYOUT if settings.embedding_provider == "local" else SPLIT_LAYOUT
 
 
 def in_process_caller(caller: str, caller_settings: ServiceSettings, callee: str,
@@ -84,7 +71,7 @@ def in_process_caller(caller: str, caller_settings: ServiceSettings, callee: str
 
 async def serve(ready_file: Path | None) -> int:
     telemetry = setup_routed_telemetry(SERVICES, default="rag_pipeline")
-    llm_settings, ks_settings = single_llm_settings(), KnowledgeStoreSettings()
+    llm_settings, ks_settings = LlmOrchestrationSettings(), KnowledgeStoreSettings()
     rag_settings = RagPipelineSettings()
     register_secret(llm_settings.openai_api_key.get_secret_value())
     if rag_settings.require_auth and (ks_settings.identity_dir is None or llm_settings.identity_dir is None):
@@ -92,7 +79,7 @@ async def serve(ready_file: Path | None) -> int:
                          "NUCLEUS_LLM_IDENTITY_DIR are not; every service of the stack needs its identity")
 
     with in_service("llm_orchestration"):
-        core = LlmOrchestrator(llm_settings)
+        core = LlmOrchestrator(llm_settings, layout=model_layout(llm_settings))
         await core.start()
         llm_spec = llm_main.build(llm_settings, core, stdio=False)
     with in_service("knowledge_store"):

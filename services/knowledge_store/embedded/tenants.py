@@ -19,15 +19,14 @@ indexes are saved again in the background once `persist_after_rows` entries chan
 closed or evicted. `forget` drops a tenant whose in-memory state could not be repaired: the next access
 reopens (and so rebuilds) it.
 
-Eviction: open tenants are kept in least-recently-used order with an estimate of their memory
-(FAISS + BM25 + TENANT_OVERHEAD_BYTES); after an open, while the total passes
-`memory_budget_mb`, the least recently used tenant is saved and closed — never one used within
-`evict_idle_s`, nor one whose lock a request holds or waits for (its write lock and its
-readers/writer lock are tried without waiting). An evicted Tenant object is marked `evicted`;
-a write that finds its tenant evicted starts again on the reopened one (writes.py), and a
-search that still holds the object finishes on it (its memory goes when the last reference
-does, SQLite connections included, and freed heap is handed back to the system with
-`malloc_trim`). Reopening loads the saved files, so answers are identical.
+Eviction: open tenants are kept in least-recently-used order with an estimate of their memory (FAISS
++ BM25 + TENANT_OVERHEAD_BYTES); after an open, while the total passes `memory_budget_mb`, the least
+recently used tenant is saved and closed — never one used within EVICT_IDLE_S, nor one whose lock a
+request holds or waits for (its write lock and its readers/writer lock are tried without waiting).
+An evicted Tenant object is marked `evicted`; a write that finds its tenant evicted starts again on
+the reopened one (writes.py), and a search that still holds the object finishes on it (its memory
+goes when the last reference does, SQLite connections included, and freed heap is handed back to the
+system with `malloc_trim`). Reopening loads the saved files, so answers are identical.
 
 Faults: a tenant that cannot be opened (corrupted, unreadable) raises a typed error naming its path
 (storage/faults.py) and is reported to `health` (../health.py); other tenants are not touched, and
@@ -77,6 +76,7 @@ TENANT_OVERHEAD_BYTES = 1792 * 1024     # connections, locks, Python objects, he
 SQLITE_CACHE_BYTES = 34 * 2**20         # the writer's page cache (2 MiB) + a reader's (32 MiB)
 SAVE_FRACTION = 0.05        # see Tenants._save_due
 REPLAY_MAX_ROWS = 200_000   # more changed entries than this since the saved stamp: rebuild instead
+EVICT_IDLE_S = 1.0          # a tenant used this recently is not evicted (an internal guard, not a setting)
 
 
 @dataclass(eq=False)
@@ -547,7 +547,7 @@ class Tenants:
             return 0
         total = self.memory_bytes()
         evicted = 0
-        idle_before = time.monotonic() - self.settings.evict_idle_s
+        idle_before = time.monotonic() - EVICT_IDLE_S
         with self._registry:
             candidates = list(self._open.items())
         for tenant_id, tenant in candidates:

@@ -65,13 +65,16 @@ class IndexConfig:
         return cls(**json.loads(text))
 
 
+#: The service's FAISS threads (main.py sets them): searches are one query at a time, where a second
+#: thread costs more in wake-ups than it saves (SciFact flat, 11k vectors: 0.6 ms with 1, 1.0 with 2; lab/NOTES.md).
+FAISS_THREADS = 1
 _omp_threads = 0        # 0 = FAISS's default (one thread per core)
 
 
 def set_threads(n: int) -> None:
-    """OpenMP threads for every later FAISS call of this process (see
-    `KnowledgeStoreSettings.faiss_threads`). `omp_set_num_threads` only affects the thread that
-    calls it, and searches run on executor threads, so each call below re-applies the value."""
+    """OpenMP threads for every later FAISS call of this process (the service: FAISS_THREADS;
+    `benchmarks.scale` more for its bulk builds). `omp_set_num_threads` only affects the thread
+    that calls it, and searches run on executor threads, so each call below re-applies the value."""
     global _omp_threads
     _omp_threads = max(0, int(n))
 

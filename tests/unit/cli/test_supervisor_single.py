@@ -15,7 +15,7 @@ import pytest
 
 from cli.restarts import FAILED, RUNNING, WAITING, RestartPolicy
 from cli.supervisor import SERVICES, Supervisor, default_mode
-from shared.settings import CliSettings
+from shared.settings import CliSettings, LlmOrchestrationSettings
 from shared.errors import InvalidArgument
 
 # Announces each service at the port its prefix names (0 = "pick one": 4000 + its index).
@@ -134,24 +134,14 @@ def test_the_supervisor_runs_split_unless_told_while_nucleus_up_defaults_to_sing
     assert Supervisor(tmp_path).units == ("single",)
 
 
-def test_one_process_runs_the_model_with_one_worker_a_batch_ahead_and_small_query_batches(monkeypatch):
-    """SINGLE_LLM_DEFAULTS apply where the environment is silent; a setting it names wins, and
-    a bad one is refused naming it."""
-    import pydantic
+def test_one_process_runs_the_model_with_one_worker_a_batch_ahead_and_small_query_batches():
+    """SINGLE_LAYOUT with the local model (not settings any more: issue 41); an API's embeddings
+    are batched as in split mode."""
+    from services.llm_orchestration.microbatch import SINGLE_LAYOUT, SPLIT_LAYOUT
+    from services.single_process.main import model_layout
 
-    from services.single_process.main import single_llm_settings
-
-    for name in ("CONCURRENT_WORKERS", "MICROBATCH_AHEAD", "MICROBATCH_QUERY_MAX_SIZE"):
-        monkeypatch.delenv(f"NUCLEUS_LLM_{name}", raising=False)
-    settings = single_llm_settings()
-    assert (settings.concurrent_workers, settings.microbatch_ahead, settings.microbatch_query_max_size) == (1, 1, 4)
-    monkeypatch.setenv("NUCLEUS_LLM_CONCURRENT_WORKERS", "0")         # 0 = the split-mode rule
-    monkeypatch.setenv("NUCLEUS_LLM_MICROBATCH_AHEAD", "0")
-    settings = single_llm_settings()
-    assert (settings.concurrent_workers, settings.microbatch_ahead, settings.microbatch_query_max_size) == (0, 0, 4)
-    monkeypatch.setenv("NUCLEUS_LLM_MICROBATCH_AHEAD", "-1")
-    with pytest.raises(pydantic.ValidationError, match="microbatch_ahead"):
-        single_llm_settings()
-    monkeypatch.delenv("NUCLEUS_LLM_MICROBATCH_AHEAD")
-    monkeypatch.setenv("NUCLEUS_LLM_EMBEDDING_PROVIDER", "openai")      # an API: batches as configured
-    assert single_llm_settings().microbatch_query_max_size == 0
+    layout = model_layout(LlmOrchestrationSettings())
+    assert (layout.concurrent_workers, layout.ahead, layout.query_max_size) == (1, 1, 4)
+    assert layout == SINGLE_LAYOUT
+    assert (SPLIT_LAYOUT.concurrent_workers, SPLIT_LAYOUT.ahead, SPLIT_LAYOUT.query_max_size) == (0, 0, 0)
+    assert model_layout(LlmOrchestrationSettings(embedding_provider="openai")) == SPLIT_LAYOUT

@@ -7,6 +7,7 @@ from collections.abc import AsyncIterator
 import pytest
 
 from services.llm_orchestration.core import LlmOrchestrator
+from services.llm_orchestration.microbatch import BatchLayout
 from shared.settings import LlmOrchestrationSettings
 from tests.support.fake_openai import FakeOpenAI
 
@@ -52,8 +53,7 @@ def fake_settings(server: FakeOpenAI, **overrides) -> LlmOrchestrationSettings:
     values = dict(embedding_provider="openai", openai_base_url=server.base_url,
                   openai_api_key=API_KEY, openai_embedding_model="fake-embed",
                   chat_model=CHAT_MODEL, request_timeout_s=5.0, max_attempts=3,
-                  breaker_failure_threshold=50, breaker_reset_s=30.0,
-                  microbatch_max_wait_ms=1.0)
+                  breaker_failure_threshold=50, breaker_reset_s=30.0)
     values.update(overrides)
     return LlmOrchestrationSettings(**values)
 
@@ -63,7 +63,7 @@ async def running(server: FakeOpenAI, *, clock: Clock | None = None, sleeps: Sle
                   **overrides) -> AsyncIterator[LlmOrchestrator]:
     """A started orchestrator talking to `server`; requests made by start() are forgotten."""
     orch = LlmOrchestrator(fake_settings(server, **overrides), clock=clock or Clock(),
-                           sleep=sleeps or Sleeps())
+                           sleep=sleeps or Sleeps(), layout=BatchLayout(max_wait_ms=1.0))
     await orch.start()
     server.clear()
     try:

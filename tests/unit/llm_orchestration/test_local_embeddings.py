@@ -8,6 +8,7 @@ import pytest_asyncio
 
 from services.llm_orchestration.core import LlmOrchestrator
 from services.llm_orchestration.embedder import DOCUMENT_SLICE_CHARS
+from services.llm_orchestration.microbatch import BatchLayout
 from shared.errors import Unavailable
 from shared.settings import LlmOrchestrationSettings
 
@@ -28,8 +29,8 @@ TEXTS = [
 
 @pytest_asyncio.fixture(scope="module", loop_scope="module")
 async def orch():
-    orchestrator = LlmOrchestrator(LlmOrchestrationSettings(microbatch_max_wait_ms=50,
-                                                            encode_batch_size=16))
+    orchestrator = LlmOrchestrator(LlmOrchestrationSettings(encode_batch_size=16),
+                                   layout=BatchLayout(max_wait_ms=50))
     await orchestrator.start()
     yield orchestrator
     await orchestrator.close()

@@ -49,9 +49,9 @@ def pipeline(knowledge) -> RagPipeline:
     return RagPipeline(RagPipelineSettings(), knowledge=knowledge, llm=InProcessLanguageModel())
 
 
-async def search(pipeline: RagPipeline, k: int = 3, **prefs) -> SearchResponse:
+async def search(pipeline: RagPipeline, k: int = 3, collapse: bool | None = None, **prefs) -> SearchResponse:
     return await pipeline.search_and_rank(SearchRequest(query=QUERY, tenant_id=TENANT, top_k_final=k,
-                                                        prefs=Preferences(explain=True, **prefs)))
+                                                        prefs=Preferences(explain=True, **prefs), collapse=collapse))
 
 
 async def assert_results_exist(knowledge: InProcessKnowledge, response: SearchResponse) -> None:
@@ -89,9 +89,8 @@ async def test_chunks_dropped_by_an_upsert_that_shrinks_the_artifact_are_never_r
     try:
         await knowledge.store.ingest(TENANT, "", [doc("manual", long_manual, title="Manual"),
                                                   *(doc(a, b) for a, b in DOCS.items())])
-        settings = RagPipelineSettings(collapse_by_artifact=False)
-        pipeline = RagPipeline(settings, knowledge=knowledge, llm=InProcessLanguageModel())
-        before = await search(pipeline, k=20)                 # every candidate: 8 notes + the manual's chunks
+        pipeline = RagPipeline(RagPipelineSettings(), knowledge=knowledge, llm=InProcessLanguageModel())
+        before = await search(pipeline, k=20, collapse=False)  # every candidate: 8 notes + the manual's chunks
         manual_chunks = {r.entry.id for r in before.results if r.artifact.artifact_id == "manual"}
         assert any(not e.endswith("#0") for e in manual_chunks), manual_chunks
 
@@ -100,7 +99,7 @@ async def test_chunks_dropped_by_an_upsert_that_shrinks_the_artifact_are_never_r
                                                           title="Manual")])
 
         knowledge.before_fetch = shrink
-        response = await search(pipeline, k=20)
+        response = await search(pipeline, k=20, collapse=False)
         assert {r.entry.id for r in response.results if r.artifact.artifact_id == "manual"} == {"manual#0"}
         assert len(response.results) == len(DOCS) + 1
         assert not response.degraded, response.degraded_reasons

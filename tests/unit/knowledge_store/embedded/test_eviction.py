@@ -21,9 +21,11 @@ def open_ids(store: KnowledgeStore) -> set[str]:
 
 
 @pytest.fixture
-async def store(tmp_path):
+async def store(tmp_path, monkeypatch):
+    from services.knowledge_store.embedded import tenants
     from tests.unit.knowledge_store.helpers import settings_for
-    settings = settings_for(tmp_path, memory_budget_mb=2, evict_idle_s=0.0, default_index_kind="hnsw")
+    monkeypatch.setattr(tenants, "EVICT_IDLE_S", 0.0)       # every tenant idle at once (the product: 1 s)
+    settings = settings_for(tmp_path, memory_budget_mb=2, default_index_kind="hnsw")
     store = KnowledgeStore(settings, HashEmbedder())
     for tenant in ("a", "b", "c"):
         await store.ingest(tenant, "", docs(0, 30 if tenant == "a" else 10))
