@@ -67,6 +67,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from benchmarks.metrics import percentile as pct, rss_mb
+from benchmarks import scale_data
 from benchmarks.scale_data import (SCALE_CACHE, SEED, SPAN_COMPONENTS, TOP_K, VECTOR_GENERATORS, Corpus, NoEmbedder,
                                    SpanBasis, describe_generator, settings, synthetic_vectors, write_tenant)
 from benchmarks.scale_report import plots, table
@@ -449,6 +450,8 @@ async def run(args: argparse.Namespace) -> dict:
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(prog="python -m benchmarks.scale", description=__doc__.split("\n\n")[0])
     add_arguments(p)
+    p.add_argument("--dataset", dest="scale_dataset", type=Path, default=scale_data.DATA,
+                   help="the SciFact BEIR folder the chunks come from (default ../shared/data/scifact)")
     args = p.parse_args(argv)
     return run_and_report(args)
 
@@ -457,6 +460,7 @@ def run_and_report(args: argparse.Namespace) -> int:
     import signal
 
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
+    scale_data.DATA = getattr(args, "scale_dataset", scale_data.DATA)
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))     # stop the KnowledgeStore child too
     result = asyncio.run(run(args))
     print()

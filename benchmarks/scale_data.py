@@ -6,14 +6,13 @@ from __future__ import annotations
 
 import json
 import math
-import os
 import re
 import time
 from pathlib import Path
 
 import numpy as np
 
-DATA = Path(os.environ.get("NUCLEUS_SCIFACT_DIR", "../shared/data/scifact"))
+DATA = Path("../shared/data/scifact")      # the SciFact folder; `--dataset` of benchmarks.scale sets it
 CACHE = Path(".bench-cache")
 SCALE_CACHE = CACHE / "scale"
 CORPUS_VECTORS = CACHE / "scifact_minilm.npy"

@@ -64,8 +64,8 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m shared.auth", description="Manage Nucleus RAG API keys")
     sub = parser.add_subparsers(dest="command", required=True)
     nk = sub.add_parser("new-key", help="make an API key, print it once, append its hash to the auth config")
-    nk.add_argument("--config", type=Path, default=Path(os.environ.get("NUCLEUS_RAG_AUTH_CONFIG", "auth.json")),
-                    help="auth config file (default: $NUCLEUS_RAG_AUTH_CONFIG or ./auth.json)")
+    nk.add_argument("--config", type=Path, default=None,
+                    help="auth config file (default: the setting NUCLEUS_RAG_AUTH_CONFIG, else ./auth.json)")
     nk.add_argument("--tenant", required=True)
     nk.add_argument("--user", required=True)
     nk.add_argument("--groups", default="", help="comma-separated visibility groups")
@@ -77,6 +77,9 @@ def main(argv: list[str] | None = None) -> int:
     groups = [g.strip() for g in args.groups.split(",") if g.strip()]
     roles = [r.strip() for r in args.roles.split(",") if r.strip()]
     try:
+        if args.config is None:
+            from shared.settings import RagPipelineSettings     # the composition root reads the setting
+            args.config = RagPipelineSettings().auth_config or Path("auth.json")
         key, entry = add_key(args.config, tenant=args.tenant, user=args.user, groups=groups,
                              trusted_platform=args.trusted_platform, key_id=args.key_id, roles=roles)
     except (ValidationError, ValueError, OSError) as err:

@@ -99,8 +99,8 @@ def test_learned_ranking_cross_fits_on_the_split_splits_writes(dataset, tmp_path
 
 def test_scale_in_process_prints_recall_and_leg_latency(dataset, tmp_path):
     out = run_module("benchmarks.scale", "--sizes", "1000", "--small-tenants", "0", "--no-grpc", "--scale-queries",
-                     "10", "--vectors", "isotropic", "--ef-sweep", "", cwd=tmp_path,
-                     env={"NUCLEUS_SCIFACT_DIR": str(dataset)})
+                     "10", "--vectors", "isotropic", "--ef-sweep", "", "--dataset", str(dataset),
+                     cwd=tmp_path)
     row = next((line for line in out.splitlines() if line.startswith("| 1,000 |")), None)
     assert row, out
     cells = [c.strip() for c in row.strip("|").split("|")]
