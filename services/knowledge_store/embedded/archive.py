@@ -1,16 +1,17 @@
 """The embedded backend's primitives of the tenant archive (../archive.py): the artifacts in id
-order, prepared entries written with their stored vectors, and an import built aside.
+order, prepared entries written with their stored vectors, and an import built aside; the
+store's methods (`Archives`, a mixin of core.KnowledgeStore):
 
-    listing    (artifact id, its entry ids) after an artifact id, in id order
-    put        prepared artifacts with their vectors, title vectors and feedback counters in one
+    archive_listing  (artifact id, its entry ids) after an artifact id, in id order
+    put_archived  prepared artifacts with their vectors, title vectors and feedback counters in one
                write (the ingest's: SQLite transaction, then FAISS and the keyword index)
-    stage      a store of its own in `<data dir>/.import-<tenant>-…` receives the import; commit
+    import_stage  a store of its own in `<data dir>/.import-<tenant>-…` receives the import; commit
                closes it and swaps its tenant directory with the tenant's exactly as a restore
                does (backup.py `swap`; the tenant answers UNAVAILABLE for the swap only), abort
                removes it: the tenant is untouched until the swap; what a killed process left
                (its `.import-*` directory, its `.archive-*` scratch files: ../archive_file.py) is
                removed when the store opens (`sweep`)
-    user data  the per-user votes (`votes`), the search log (`searches`), the votes on federated
+    user_data  the per-user votes (`votes`), the search log (`searches`), the votes on federated
                sources (`source_votes`), the vote log (`feedback`, with the search each vote named
                from `search_votes`: ../archive_file.py `vote_log`) and the votes that named a
                search still logged (`search_votes`) as archive records, in key order (searches by
@@ -19,7 +20,7 @@ order, prepared entries written with their stored vectors, and an import built a
                with the artifacts; the log counts nothing again: a vote of the log is `counted`
                when it is its user's current vote, as record_feedback leaves it; two votes of one
                user on one document within a second keep no order but that)
-    fingerprint  the tenant's embedding model fingerprint (../fingerprints.py), in its `meta`
+    tenant_fingerprint  the tenant's embedding model fingerprint (../fingerprints.py), in its `meta`
                table (key FINGERPRINT_KEY), written in an ordinary write transaction
 """
 from __future__ import annotations
@@ -30,12 +31,12 @@ import logging
 import os
 import shutil
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 
 import numpy as np
 
-from services.knowledge_store import archive_file
+from services.knowledge_store import archive_file, validation
 from services.knowledge_store.embedded import backup, storage
 from services.knowledge_store.embedded.keyword_index import KeywordBatch
 from services.knowledge_store.embedded.reads import read_stored
@@ -47,39 +48,6 @@ from shared.errors import FailedPrecondition
 log = logging.getLogger(__name__)
 FINGERPRINT_KEY = "model_fingerprint"
 Archived = tuple[str, PreparedDocument, np.ndarray, "np.ndarray | None", tuple[int, int]]
-
-
-async def listing(tenants: Tenants, tenant_id: str, after: str, limit: int) -> list[tuple[str, list[str]]]:
-    def read(conn) -> list[tuple[str, list[str]]]:
-        ids = [r[0] for r in conn.execute("SELECT artifact_id FROM artifacts WHERE artifact_id > ? "
-                                          "ORDER BY artifact_id LIMIT ?", (after, limit))]
-        out: dict[str, list[str]] = {a: [] for a in ids}
-        marks = ",".join("?" * len(ids))
-        for a, e in conn.execute(f"SELECT artifact_id, entry_id FROM entries WHERE artifact_id IN ({marks}) "
-                                 "ORDER BY artifact_id, chunk_index", ids):
-            out[a].append(e)
-        return list(out.items())
-
-    return await read_stored(tenants, tenant_id, read, absent=[], action="export")
-
-
-async def put(tenants: Tenants, tenant_id: str, items: Sequence[Archived]) -> None:
-    now = int(time.time())
-    keywords = KeywordBatch.from_docs(((r.fts_title, r.fts_body) for _, p, _, _, _ in items for r in p.rows),
-                                      tenants.bm25_weights)
-    vectors = np.concatenate([v for _, _, v, _, _ in items]).astype(np.float32)
-
-    def work(conn) -> tuple[None, IndexChange]:
-        removed, added = [], []
-        for persona, p, vecs, title_vector, (helpful, unhelpful) in items:
-            old, new = storage.entries.replace_artifact(conn, p.meta, persona, now, p.rows, vecs, title_vector)
-            conn.execute("UPDATE artifacts SET feedback_helpful = ?, feedback_unhelpful = ? WHERE artifact_id = ?",
-                         (helpful, unhelpful, p.meta.artifact_id))
-            removed += old
-            added += new
-        return None, IndexChange(removed, added, vectors, keywords)
-
-    await write(tenants, tenant_id, work, create=True, action="import")
 
 
 _USER_READS = {
@@ -99,80 +67,137 @@ _USER_READS = {
 }
 
 
-async def user_data(tenants: Tenants, tenant_id: str, kind: str) -> list[dict]:
-    """The tenant's user data records of `kind` (module docstring)."""
-    sql, names = _USER_READS[kind]
+class Archives:
+    """The store's side of the tenant archive (a mixin of core.KnowledgeStore: `self._tenants` is
+    the store's; `self._forget_data_id` drops its cached `data_id` of a tenant swapped out)."""
 
-    def read(conn) -> list[dict]:
-        out = []
-        for row in conn.execute(sql):
-            r = {"kind": kind, **dict(zip(names, row))}
-            if "helpful" in r:
-                r["helpful"] = bool(r["helpful"])
-            if kind == "search":
-                r["items"] = json.loads(r["items"])
-            out.append(r)
-        if kind == "feedback":
-            votes_sql, votes = _USER_READS["search_vote"]
-            return archive_file.vote_log(out, (dict(zip(votes, row)) for row in conn.execute(votes_sql)))
-        return out
+    _tenants: Tenants
+    _forget_data_id: Callable[[str], None]
 
-    return await read_stored(tenants, tenant_id, read, absent=[], action="export")
+    async def archive_listing(self, tenant_id: str, after: str, limit: int) -> list[tuple[str, list[str]]]:
+        """(artifact id, its entry ids) of up to `limit` artifacts after `after`, in id order."""
+        validation.tenant_id(tenant_id)
 
+        def read(conn) -> list[tuple[str, list[str]]]:
+            ids = [r[0] for r in conn.execute("SELECT artifact_id FROM artifacts WHERE artifact_id > ? "
+                                              "ORDER BY artifact_id LIMIT ?", (after, limit))]
+            out: dict[str, list[str]] = {a: [] for a in ids}
+            marks = ",".join("?" * len(ids))
+            for a, e in conn.execute(f"SELECT artifact_id, entry_id FROM entries WHERE artifact_id IN ({marks}) "
+                                     "ORDER BY artifact_id, chunk_index", ids):
+                out[a].append(e)
+            return list(out.items())
 
-async def put_user_data(tenants: Tenants, tenant_id: str, kind: str, records: Sequence[dict]) -> None:
-    """Checked user data records of `kind` written in one transaction (a key already there: replaced)."""
-    def work(conn):
-        if kind == "vote":
-            conn.executemany("INSERT OR REPLACE INTO votes(artifact_id, user_id, helpful, target, target_id, "
-                             "updated_unix) VALUES (?, ?, ?, ?, ?, ?)",
-                             [(r["artifact_id"], r["user_id"], int(r["helpful"]), r["target"], r["target_id"],
-                               r["updated_unix"]) for r in records])
-        elif kind == "search":
-            conn.executemany("INSERT OR REPLACE INTO searches(search_id, user_id, created_unix, query_sha256, items) "
-                             "VALUES (?, ?, ?, ?, ?)",
-                             [(r["search_id"], r["user_id"], r["created_unix"], r["query_sha256"],
-                               json.dumps(r["items"], ensure_ascii=False)) for r in records])
-        elif kind in ("feedback", "search_vote"):
-            for r in records:
-                if kind == "feedback":
-                    # counted: the user's current vote (written before the log), the last of the log
-                    # that is it; an anonymous vote (store schema 1) counts
-                    counted = not r["user_id"] or conn.execute(
-                        "SELECT 1 FROM votes WHERE artifact_id = ? AND user_id = ? AND helpful = ? AND target_id = ? "
-                        "AND updated_unix = ?", (r["artifact_id"], r["user_id"], int(r["helpful"]), r["target_id"],
-                                                 r["created_unix"])).fetchone() is not None
-                    if counted and r["user_id"]:
-                        conn.execute("UPDATE feedback SET counted = 0 WHERE artifact_id = ? AND user_id = ? AND "
-                                     "counted = 1", (r["artifact_id"], r["user_id"]))
-                    conn.execute("INSERT INTO feedback(created_unix, target, target_id, artifact_id, helpful, "
-                                 "user_id, comment, counted) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
-                                 (r["created_unix"], r["target"], r["target_id"], r["artifact_id"],
-                                  int(r["helpful"]), r["user_id"], r["comment"], int(counted)))
-                if r["search_id"]:
-                    storage.feedback_log.note_search_vote(conn, r["search_id"], r["target_id"], r["user_id"],
-                                                          r["helpful"], r["created_unix"])
-        else:
-            conn.executemany("INSERT OR REPLACE INTO source_votes(source_id, user_id, helpful, target_id, "
-                             "updated_unix) VALUES (?, ?, ?, ?, ?)",
-                             [(r["source_id"], r["user_id"], int(r["helpful"]), r["target_id"], r["updated_unix"])
-                              for r in records])
-        return None, NO_CHANGE
+        return await read_stored(self._tenants, tenant_id, read, absent=[], action="export")
 
-    await write(tenants, tenant_id, work, create=True, action="import", quiet=True)
+    async def put_archived(self, tenant_id: str, items: Sequence[Archived]) -> None:
+        """Archived artifacts written with their stored vectors and feedback counters (one write)."""
+        validation.tenant_id(tenant_id)
+        tenants = self._tenants
+        now = int(time.time())
+        keywords = KeywordBatch.from_docs(((r.fts_title, r.fts_body) for _, p, _, _, _ in items for r in p.rows),
+                                          tenants.bm25_weights)
+        vectors = np.concatenate([v for _, _, v, _, _ in items]).astype(np.float32)
 
+        def work(conn) -> tuple[None, IndexChange]:
+            removed, added = [], []
+            for persona, p, vecs, title_vector, (helpful, unhelpful) in items:
+                old, new = storage.entries.replace_artifact(conn, p.meta, persona, now, p.rows, vecs, title_vector)
+                conn.execute("UPDATE artifacts SET feedback_helpful = ?, feedback_unhelpful = ? "
+                             "WHERE artifact_id = ?", (helpful, unhelpful, p.meta.artifact_id))
+                removed += old
+                added += new
+            return None, IndexChange(removed, added, vectors, keywords)
 
-async def fingerprint(tenants: Tenants, tenant_id: str) -> str:
-    return await read_stored(tenants, tenant_id, lambda conn: storage.db.get_meta(conn, FINGERPRINT_KEY) or "",
-                             absent="", action="fingerprint read")
+        await write(tenants, tenant_id, work, create=True, action="import")
 
+    async def import_stage(self, tenant_id: str, replace: bool) -> ImportStage:
+        """A store of its own to import the tenant into, swapped in on commit (module docstring);
+        its embedder is this store's (checked, L2-normalised vectors)."""
+        validation.tenant_id(tenant_id)
+        return stage(self._tenants, tenant_id, replace, lambda settings: type(self)(settings, self),
+                     swapped=lambda: self._forget_data_id(tenant_id))
 
-async def set_fingerprint(tenants: Tenants, tenant_id: str, value: str) -> None:
-    def work(conn):
-        storage.db.set_meta(conn, FINGERPRINT_KEY, value)
-        return None, NO_CHANGE
+    async def user_data(self, tenant_id: str, kind: str) -> list[dict]:
+        """The tenant's user data of one kind as archive records (module docstring, ../archive.py)."""
+        validation.tenant_id(tenant_id)
+        sql, names = _USER_READS[kind]
 
-    await write(tenants, tenant_id, work, create=True, action="fingerprint write", quiet=True)
+        def read(conn) -> list[dict]:
+            out = []
+            for row in conn.execute(sql):
+                r = {"kind": kind, **dict(zip(names, row))}
+                if "helpful" in r:
+                    r["helpful"] = bool(r["helpful"])
+                if kind == "search":
+                    r["items"] = json.loads(r["items"])
+                out.append(r)
+            if kind == "feedback":
+                votes_sql, votes = _USER_READS["search_vote"]
+                return archive_file.vote_log(out, (dict(zip(votes, row)) for row in conn.execute(votes_sql)))
+            return out
+
+        return await read_stored(self._tenants, tenant_id, read, absent=[], action="export")
+
+    async def put_user_data(self, tenant_id: str, kind: str, records: Sequence[dict]) -> None:
+        """Checked user data records of `kind` written in one transaction (a key already there: replaced)."""
+        validation.tenant_id(tenant_id)
+
+        def work(conn):
+            if kind == "vote":
+                conn.executemany("INSERT OR REPLACE INTO votes(artifact_id, user_id, helpful, target, target_id, "
+                                 "updated_unix) VALUES (?, ?, ?, ?, ?, ?)",
+                                 [(r["artifact_id"], r["user_id"], int(r["helpful"]), r["target"], r["target_id"],
+                                   r["updated_unix"]) for r in records])
+            elif kind == "search":
+                conn.executemany("INSERT OR REPLACE INTO searches(search_id, user_id, created_unix, query_sha256, "
+                                 "items) VALUES (?, ?, ?, ?, ?)",
+                                 [(r["search_id"], r["user_id"], r["created_unix"], r["query_sha256"],
+                                   json.dumps(r["items"], ensure_ascii=False)) for r in records])
+            elif kind in ("feedback", "search_vote"):
+                for r in records:
+                    if kind == "feedback":
+                        # counted: the user's current vote (written before the log), the last of the log
+                        # that is it; an anonymous vote (store schema 1) counts
+                        counted = not r["user_id"] or conn.execute(
+                            "SELECT 1 FROM votes WHERE artifact_id = ? AND user_id = ? AND helpful = ? "
+                            "AND target_id = ? AND updated_unix = ?",
+                            (r["artifact_id"], r["user_id"], int(r["helpful"]), r["target_id"],
+                             r["created_unix"])).fetchone() is not None
+                        if counted and r["user_id"]:
+                            conn.execute("UPDATE feedback SET counted = 0 WHERE artifact_id = ? AND user_id = ? AND "
+                                         "counted = 1", (r["artifact_id"], r["user_id"]))
+                        conn.execute("INSERT INTO feedback(created_unix, target, target_id, artifact_id, helpful, "
+                                     "user_id, comment, counted) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+                                     (r["created_unix"], r["target"], r["target_id"], r["artifact_id"],
+                                      int(r["helpful"]), r["user_id"], r["comment"], int(counted)))
+                    if r["search_id"]:
+                        storage.feedback_log.note_search_vote(conn, r["search_id"], r["target_id"], r["user_id"],
+                                                              r["helpful"], r["created_unix"])
+            else:
+                conn.executemany("INSERT OR REPLACE INTO source_votes(source_id, user_id, helpful, target_id, "
+                                 "updated_unix) VALUES (?, ?, ?, ?, ?)",
+                                 [(r["source_id"], r["user_id"], int(r["helpful"]), r["target_id"], r["updated_unix"])
+                                  for r in records])
+            return None, NO_CHANGE
+
+        await write(self._tenants, tenant_id, work, create=True, action="import", quiet=True)
+
+    async def tenant_fingerprint(self, tenant_id: str) -> str:
+        """The tenant's recorded embedding model fingerprint ("" none recorded; ../fingerprints.py)."""
+        validation.tenant_id(tenant_id)
+        return await read_stored(self._tenants, tenant_id,
+                                 lambda conn: storage.db.get_meta(conn, FINGERPRINT_KEY) or "",
+                                 absent="", action="fingerprint read")
+
+    async def set_tenant_fingerprint(self, tenant_id: str, fingerprint: str) -> None:
+        validation.tenant_id(tenant_id)
+
+        def work(conn):
+            storage.db.set_meta(conn, FINGERPRINT_KEY, fingerprint)
+            return None, NO_CHANGE
+
+        await write(self._tenants, tenant_id, work, create=True, action="fingerprint write", quiet=True)
 
 
 def sweep(data_dir: Path) -> list[Path]:

@@ -20,9 +20,12 @@ and `nucleus restore`; the operator CLI, cli/backup.py, writes the manifest and 
                RENAME_EXCHANGE; two renames where the kernel lacks it), then the old files
                removed. Online, the store closes the tenant first and answers UNAVAILABLE for
                it during the swap only (tenants.py `unavailable_for`); other tenants serve.
+
+`Backups` is the store's half: its `backup` and `restore_tenant` (a mixin of core.KnowledgeStore).
 """
 from __future__ import annotations
 
+import asyncio
 import ctypes
 import ctypes.util
 import hashlib
@@ -31,11 +34,17 @@ import os
 import shutil
 import sqlite3
 import time
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-from services.knowledge_store.embedded import persistence, storage
+from services.knowledge_store import validation
+from services.knowledge_store.embedded import catalog, persistence, storage
 from shared.errors import FailedPrecondition, InvalidArgument, NotFound
+
+if TYPE_CHECKING:
+    from services.knowledge_store.embedded.tenants import Tenants
 
 _CHUNK = 1 << 20
 
@@ -253,3 +262,50 @@ def swap(tenants_root: Path, tenant_id: str, staging: Path) -> None:
     else:
         os.rename(staging, target)
         fsync_path(tenants_root)
+
+
+class Backups:
+    """The store's backups and restores (a mixin of core.KnowledgeStore: `self._tenants` is the
+    store's; `self._forget_data_id` drops its cached `data_id` of a tenant swapped out)."""
+
+    _tenants: Tenants
+    _forget_data_id: Callable[[str], None]
+
+    async def backup(self, tenant_ids: Sequence[str], directory: Path,
+                     final_directory: Path | None = None) -> list[TenantSnapshot]:
+        """Online snapshots of `tenant_ids` (every tenant when empty) into `directory` (module
+        docstring); ingest goes on meanwhile. The snapshot is remembered as `final_directory`
+        (where the operator's CLI renames it once its manifest is written) so problems can name it."""
+        ids = list(tenant_ids) or self._tenants.ids()
+        for tenant_id in ids:
+            validation.tenant_id(tenant_id)
+        directory = Path(directory)
+        if not directory.is_dir():
+            raise NotFound(f"backup directory {directory} does not exist")
+
+        def run() -> list[TenantSnapshot]:
+            return [snapshot(self._tenants.database_path(t), t, directory) for t in ids]
+
+        snapshots = await asyncio.to_thread(run)
+        catalog.record(Path(self._tenants.settings.data_dir), Path(final_directory or directory), ids,
+                       int(min((s.point_unix for s in snapshots), default=time.time())))
+        return snapshots
+
+    async def restore_tenant(self, tenant_id: str, source: Path, sha256: str) -> tuple[TenantSnapshot, float]:
+        """Replace the tenant's database by the snapshot file `source` (its SHA-256 from the
+        manifest): staged and verified first, then swapped while only this tenant answers
+        UNAVAILABLE. Returns (what is now served, seconds the tenant was unavailable)."""
+        validation.tenant_id(tenant_id)
+        if self._tenants.settings.read_only:
+            raise FailedPrecondition("the KnowledgeStore is configured read-only: a restore is refused")
+        root = Path(self._tenants.settings.data_dir) / "tenants"
+        staging, restored = await asyncio.to_thread(prepare, root, tenant_id, Path(source), sha256)
+
+        def exchange() -> float:
+            started = time.perf_counter()
+            with self._tenants.unavailable_for(tenant_id, f"from {source}"):
+                swap(root, tenant_id, staging)
+                self._forget_data_id(tenant_id)
+            return time.perf_counter() - started
+
+        return restored, await asyncio.to_thread(exchange)

@@ -6,7 +6,7 @@ the entry's transaction, so they only disagree when something went wrong outside
 (a file edited or restored behind its back, a disk fault).
 
     on open      tenants.py compares counts (entries vs vectors vs keyword rows, nothing
-                 joined) and, on a mismatch, calls `Consistency.schedule`: the repair below
+                 joined) and, on a mismatch, calls `Consistency._schedule_repair`: the repair below
                  runs as a background task, retried with back-off while re-embedding waits
     check        the full scan (storage/checks.py): entries missing a vector or a keyword row,
                  malformed vectors, orphaned vectors and keyword rows, entries whose artifact
@@ -26,13 +26,13 @@ from __future__ import annotations
 
 import asyncio
 import logging
+from collections.abc import Awaitable, Callable
 from dataclasses import replace
 
 import numpy as np
 
 from services.knowledge_store import validation
 from services.knowledge_store.embedded import storage
-from services.knowledge_store.embedded.ingest import Ingester
 from services.knowledge_store.embedded.tenants import Tenant, Tenants
 from services.knowledge_store.embedded.writes import NO_CHANGE, IndexChange, write
 from services.knowledge_store.models import TenantCheck
@@ -56,19 +56,21 @@ def _report(tenant_id: str, found: storage.checks.Found, indexed: tuple[int, int
 
 
 class Consistency:
-    """The check and repair of the tenants of one store (see the module docstring)."""
+    """The check and repair of the tenants of one store (see the module docstring); a mixin of
+    core.KnowledgeStore: `self._tenants` is the store's, `self.embed` its checked embedding
+    (ingest.py), `self._repairs` its background repairs running."""
 
-    def __init__(self, tenants: Tenants, ingester: Ingester) -> None:
-        self._tenants = tenants
-        self._ingester = ingester
-        self._tasks: set[asyncio.Task] = set()
+    _tenants: Tenants
+    _repairs: set[asyncio.Task]
+    embed: Callable[[list[str]], Awaitable[np.ndarray]]
 
-    async def check(self, tenant_id: str, *, repair: bool) -> TenantCheck:
-        """The full check of `tenant_id`; with `repair`, missing derived rows are rebuilt and
-        orphans removed, and the answer is a second check's, with what was repaired."""
+    async def check_tenant(self, tenant_id: str, *, repair: bool = True) -> TenantCheck:
+        """The full consistency check of a tenant; with `repair`, missing vectors and keyword
+        rows are rebuilt from the stored text and orphans removed, and the answer is a second
+        check's, with what was repaired."""
         validation.tenant_id(tenant_id)
         tenant = await self._tenants.get(tenant_id)
-        found, report = await self._scan(tenant)
+        found, report = await self._scan_tenant(tenant)
         health = self._tenants.health
         if found.corrupt_rows or found.corrupt_artifacts:
             tenant.db.rows_failed(found.corrupt_rows, found.corrupt_artifacts)
@@ -81,8 +83,8 @@ class Consistency:
             why = "" if not repair else f"not repaired: {tenant.db.read_only_reason}"
             health.report(tenant_id, "inconsistent", report.summary() + (f"; {why}" if why else ""))
             return replace(report, deferred=why)
-        repaired, deferred = await self._repair(tenant, found)
-        _, after = await self._scan(tenant)
+        repaired, deferred = await self._repair_tenant(tenant, found)
+        _, after = await self._scan_tenant(tenant)
         after = replace(after, repaired_vectors=repaired["vectors"], repaired_keyword_rows=repaired["keyword_rows"],
                         removed_orphans=repaired["orphans"], deferred=deferred)
         for kind, rows in repaired.items():
@@ -97,7 +99,7 @@ class Consistency:
             health.report(tenant_id, "inconsistent", after.summary() + (f"; {deferred}" if deferred else ""))
         return after
 
-    async def _scan(self, tenant: Tenant) -> tuple[storage.checks.Found, TenantCheck]:
+    async def _scan_tenant(self, tenant: Tenant) -> tuple[storage.checks.Found, TenantCheck]:
         dimension = self._tenants.settings.dimension
 
         def scan() -> tuple[storage.checks.Found, TenantCheck]:
@@ -108,7 +110,7 @@ class Consistency:
 
         return await asyncio.to_thread(scan)
 
-    async def _repair(self, tenant: Tenant, found: storage.checks.Found) -> tuple[dict[str, int], str]:
+    async def _repair_tenant(self, tenant: Tenant, found: storage.checks.Found) -> tuple[dict[str, int], str]:
         """Rebuild the derived rows `found` misses, delete its orphans, rebuild the indexes.
         Returns (rows repaired by kind, why some wait)."""
         need_vectors = sorted(set(found.missing_vectors) | set(found.malformed_vectors))
@@ -125,7 +127,7 @@ class Consistency:
         deferred = ""
         if vector_rids:
             try:
-                vectors = await self._ingester.embed([derived[rid][2] for rid in vector_rids])
+                vectors = await self.embed([derived[rid][2] for rid in vector_rids])
             except NucleusError as err:
                 deferred = f"{len(vector_rids)} vectors wait for re-embedding: {err}"
         keyword_rows = [(rid, derived[rid][0], derived[rid][1]) for rid in found.missing_keyword_rows
@@ -148,20 +150,20 @@ class Consistency:
 
     # -- background repair -----------------------------------------------------------------
 
-    def schedule(self, tenant_id: str) -> None:
+    def _schedule_repair(self, tenant_id: str) -> None:
         """Repair `tenant_id` in the background (called on the event loop, see tenants.py)."""
-        task = asyncio.get_running_loop().create_task(self._background(tenant_id))
-        self._tasks.add(task)
-        task.add_done_callback(self._tasks.discard)
+        task = asyncio.get_running_loop().create_task(self._background_repair(tenant_id))
+        self._repairs.add(task)
+        task.add_done_callback(self._repairs.discard)
 
-    async def _background(self, tenant_id: str) -> None:
+    async def _background_repair(self, tenant_id: str) -> None:
         for delay in (0.0, *BACKGROUND_RETRY_S):
             if delay:
                 await asyncio.sleep(delay)
             if self._tenants.closed:
                 return
             try:
-                report = await self.check(tenant_id, repair=True)
+                report = await self.check_tenant(tenant_id, repair=True)
             except NucleusError as err:
                 log.warning("background repair of tenant %s failed: %s", tenant_id, err)
                 continue
@@ -172,11 +174,11 @@ class Consistency:
                 return
             log.warning("tenant %s: %s; trying again later", tenant_id, report.deferred)
 
-    async def settle(self, timeout_s: float = 30.0) -> None:
-        """Wait (at most `timeout_s`) for background repairs that are running now."""
-        if self._tasks:
-            await asyncio.wait(list(self._tasks), timeout=timeout_s)
+    async def settle_repairs(self, timeout_s: float = 30.0) -> None:
+        """Wait (bounded: at most `timeout_s`) for the background repairs running now."""
+        if self._repairs:
+            await asyncio.wait(list(self._repairs), timeout=timeout_s)
 
-    def close(self) -> None:
-        for task in list(self._tasks):
+    def _cancel_repairs(self) -> None:
+        for task in list(self._repairs):
             task.cancel()

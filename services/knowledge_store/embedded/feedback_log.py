@@ -87,29 +87,41 @@ class SearchLogWriter:
                 done.set_result(None)
 
 
-async def record_source_feedback(tenants: Tenants, tenant_id: str, source_id: str, target_id: str, helpful: bool,
-                                 user_id: str, search_id: str = "") -> SourceVotes:
-    validation.tenant_id(tenant_id)
-    search_log.source_vote(source_id, target_id, user_id)
-    if search_id:
-        search_log.search_id(search_id)
-    now = int(time.time())
+class FeedbackLog:
+    """The store's search log and votes on federated sources (a mixin of core.KnowledgeStore:
+    `self._tenants` and `self._search_log`, a SearchLogWriter, are the store's)."""
 
-    def work(conn) -> tuple[SourceVotes, IndexChange]:
+    _tenants: Tenants
+    _search_log: SearchLogWriter
+
+    async def record_search(self, record: SearchLogRecord) -> None:
+        """Log what a search returned, to whom (bounded; ../search_log.py)."""
+        await self._search_log.record(record)
+
+    async def record_source_feedback(self, tenant_id: str, source_id: str, target_id: str, helpful: bool,
+                                     user_id: str, *, search_id: str = "") -> SourceVotes:
+        """A user's one current vote on a federated source (a second replaces the first)."""
+        validation.tenant_id(tenant_id)
+        search_log.source_vote(source_id, target_id, user_id)
         if search_id:
-            found = storage.feedback_log.get_search(conn, tenant_id, search_id)
-            search_log.check_vote(found, search_id, user_id, target_id, now)
-            storage.feedback_log.note_search_vote(conn, search_id, target_id, user_id, helpful, now)
-        return storage.feedback_log.record_source_vote(conn, source_id, target_id, user_id, helpful, now), NO_CHANGE
+            search_log.search_id(search_id)
+        now = int(time.time())
 
-    try:
-        return await write(tenants, tenant_id, work, create=not search_id, action="source vote", quiet=True)
-    except NotFound:
-        raise search_log.unknown(search_id) from None       # no store, so no search was logged
+        def work(conn) -> tuple[SourceVotes, IndexChange]:
+            if search_id:
+                found = storage.feedback_log.get_search(conn, tenant_id, search_id)
+                search_log.check_vote(found, search_id, user_id, target_id, now)
+                storage.feedback_log.note_search_vote(conn, search_id, target_id, user_id, helpful, now)
+            return (storage.feedback_log.record_source_vote(conn, source_id, target_id, user_id, helpful, now),
+                    NO_CHANGE)
 
+        try:
+            return await write(self._tenants, tenant_id, work, create=not search_id, action="source vote", quiet=True)
+        except NotFound:
+            raise search_log.unknown(search_id) from None       # no store, so no search was logged
 
-async def source_votes(tenants: Tenants, tenant_id: str) -> list[SourceVotes]:
-    """Every federated source's votes in the tenant (none without a store)."""
-    validation.tenant_id(tenant_id)
-    return await read_stored(tenants, tenant_id, storage.feedback_log.all_source_votes, absent=[],
-                             action="source votes")
+    async def source_votes(self, tenant_id: str) -> list[SourceVotes]:
+        """Every federated source's votes in the tenant (none without a store)."""
+        validation.tenant_id(tenant_id)
+        return await read_stored(self._tenants, tenant_id, storage.feedback_log.all_source_votes, absent=[],
+                                 action="source votes")

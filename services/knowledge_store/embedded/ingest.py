@@ -47,19 +47,20 @@ from shared.settings import KnowledgeStoreSettings
 tracer = trace.get_tracer(__name__)
 
 
-class Ingester:
-    """Ingest and delete for the tenants of one store (see the module docstring)."""
+class Ingest:
+    """Ingest and delete for the tenants of one store (see the module docstring); a mixin of
+    core.KnowledgeStore: its settings, `embedder` and `self._tenants` are the store's."""
 
-    def __init__(self, settings: KnowledgeStoreSettings, embedder: Embedder, bm25_weights: tuple[float, float],
-                 tenants: Tenants) -> None:
-        self._settings = settings
-        self._embedder = embedder
-        self._bm25_weights = bm25_weights
-        self._tenants = tenants
+    _settings: KnowledgeStoreSettings
+    _tenants: Tenants
+    embedder: Embedder
 
     async def ingest(self, tenant_id: str, persona_id: str, documents: Sequence[DocumentIn],
                      progress: Callable[[int, int], None] | None = None, *,
                      commit_valid: bool = False, key: str = "") -> IngestReport:
+        """Chunk, embed and commit `documents` (upsert by artifact id), each atomically; the
+        batch is all-or-nothing unless `commit_valid` (then invalid ones are reported by index).
+        `key`: the request's idempotency key; a key already committed is answered its report."""
         docs, rejected = open_batch(self._settings, tenant_id, persona_id, documents, commit_valid, key)
         with tracer.start_as_current_span("knowledge_store.ingest") as span:
             span.set_attributes(offered_attributes(docs))
@@ -110,6 +111,7 @@ class Ingester:
                             embed_seconds=embed_seconds, commit_seconds=commit_seconds, rejected=rejected)
 
     async def delete(self, tenant_id: str, artifact_ids: Sequence[str]) -> tuple[int, int]:
+        """Delete artifacts from records, keyword index and vectors. Returns (artifacts, entries)."""
         validation.tenant_id(tenant_id)
         unique = validation.artifact_ids(artifact_ids)
 
@@ -163,12 +165,13 @@ class Ingester:
         index (counted here, before any lock, so the locked update only appends)."""
         batch = prepare_batch(self._settings, docs, rejected, commit_valid)
         keywords = KeywordBatch.from_docs(((r.fts_title, r.fts_body) for p in batch.documents for r in p.rows),
-                                          self._bm25_weights)
+                                          self._tenants.bm25_weights)
         return batch, keywords
 
     async def embed(self, texts: list[str]) -> NDArray[np.float32]:
-        """Document vectors of `texts`, checked and L2-normalised as at ingest."""
+        """Document vectors of `texts`, checked and L2-normalised as at ingest (the repair's; an
+        import's store embeds with this store)."""
         return await self._embed(texts, None)
 
     async def _embed(self, texts: list[str], progress: Callable[[int, int], None] | None) -> NDArray[np.float32]:
-        return await embed_texts(self._embedder, self._settings, texts, progress)
+        return await embed_texts(self.embedder, self._settings, texts, progress)

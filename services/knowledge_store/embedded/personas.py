@@ -19,34 +19,40 @@ from shared.errors import InvalidArgument, NotFound
 KEY_PREFIX = "persona:"
 
 
-async def put_persona(tenants: Tenants, persona: Persona) -> Persona:
-    persona = replace(check(persona), updated_unix=int(time.time()))
+class Personas:
+    """The store's persona settings (a mixin of core.KnowledgeStore: `self._tenants` is the store's)."""
 
-    def work(conn):
-        storage.db.set_meta(conn, KEY_PREFIX + persona.persona_id, persona.to_json())
-        return persona, NO_CHANGE
+    _tenants: Tenants
 
-    return await write(tenants, persona.tenant_id, work, create=True, action="persona write")
+    async def put_persona(self, persona: Persona) -> Persona:
+        """Store a persona agent's settings (replacing earlier ones); returns them as stored."""
+        persona = replace(check(persona), updated_unix=int(time.time()))
 
+        def work(conn):
+            storage.db.set_meta(conn, KEY_PREFIX + persona.persona_id, persona.to_json())
+            return persona, NO_CHANGE
 
-async def get_persona(tenants: Tenants, tenant_id: str, persona_id: str) -> Persona:
-    validation.tenant_id(tenant_id)
-    if not persona_id:
-        raise InvalidArgument("persona_id", "is required")
-    validation.persona_id(persona_id)
-    text = await read_stored(tenants, tenant_id, lambda conn: storage.db.get_meta(conn, KEY_PREFIX + persona_id),
-                             absent=None, action="persona read")
-    if text is None:
-        raise NotFound(f"persona '{persona_id}' does not exist for tenant '{tenant_id}'")
-    return Persona.from_json(tenant_id, text)
+        return await write(self._tenants, persona.tenant_id, work, create=True, action="persona write")
 
+    async def get_persona(self, tenant_id: str, persona_id: str) -> Persona:
+        """A persona's settings; NotFound when it has none."""
+        validation.tenant_id(tenant_id)
+        if not persona_id:
+            raise InvalidArgument("persona_id", "is required")
+        validation.persona_id(persona_id)
+        text = await read_stored(self._tenants, tenant_id,
+                                 lambda conn: storage.db.get_meta(conn, KEY_PREFIX + persona_id),
+                                 absent=None, action="persona read")
+        if text is None:
+            raise NotFound(f"persona '{persona_id}' does not exist for tenant '{tenant_id}'")
+        return Persona.from_json(tenant_id, text)
 
-async def list_personas(tenants: Tenants, tenant_id: str) -> list[Persona]:
-    validation.tenant_id(tenant_id)
+    async def list_personas(self, tenant_id: str) -> list[Persona]:
+        validation.tenant_id(tenant_id)
 
-    def read(conn) -> list[tuple[str, str]]:
-        return conn.execute("SELECT key, value FROM meta WHERE key >= ? AND key < ? ORDER BY key",
-                            (KEY_PREFIX, KEY_PREFIX[:-1] + chr(ord(KEY_PREFIX[-1]) + 1))).fetchall()
+        def read(conn) -> list[tuple[str, str]]:
+            return conn.execute("SELECT key, value FROM meta WHERE key >= ? AND key < ? ORDER BY key",
+                                (KEY_PREFIX, KEY_PREFIX[:-1] + chr(ord(KEY_PREFIX[-1]) + 1))).fetchall()
 
-    rows = await read_stored(tenants, tenant_id, read, absent=[], action="persona read")
-    return [Persona.from_json(tenant_id, value) for _, value in rows]
+        rows = await read_stored(self._tenants, tenant_id, read, absent=[], action="persona read")
+        return [Persona.from_json(tenant_id, value) for _, value in rows]

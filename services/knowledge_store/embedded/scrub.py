@@ -23,6 +23,7 @@ now (tests, `nucleus check` uses the full check instead).
 """
 from __future__ import annotations
 
+import asyncio
 import logging
 import sqlite3
 import threading
@@ -235,3 +236,13 @@ class Scrub:
             self._tenants.mark_corrupt(tenant_id, error)
         else:
             log.warning("scrub of tenant %s: %s", tenant_id, error)
+
+
+class Scrubbing:
+    """The store's `scrub` (a mixin of core.KnowledgeStore: `self._scrub` is its Scrub)."""
+
+    _scrub: Scrub
+
+    async def scrub(self) -> PassReport:
+        """Run one scrub pass now (module docstring) and return what it found."""
+        return await asyncio.to_thread(self._scrub.run_pass)

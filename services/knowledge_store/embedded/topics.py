@@ -4,6 +4,7 @@ every artifact's summed chunk vectors and analysed terms (the FTS5 rows) from on
 
 The snapshot is read under the tenant's read lock (shared with searches; a write waits for it,
 and it keeps the tenant from being evicted meanwhile); the clustering after it holds no lock.
+`TopicReads` is the store's `topics` (a mixin of core.KnowledgeStore).
 """
 from __future__ import annotations
 
@@ -16,7 +17,7 @@ import numpy as np
 from services.knowledge_store.embedded.storage.filter_sql import filter_clause
 from services.knowledge_store.embedded.tenants import Tenant, Tenants
 from services.knowledge_store.topic_model import Snapshot
-from services.knowledge_store.topics import Progress, snapshot_of
+from services.knowledge_store.topics import Progress, Topics, answer, snapshot_of
 from shared.records import SearchFilters
 
 
@@ -82,3 +83,16 @@ class EmbeddedTopicSource:
             if shared is not None and shared.generation == generation(conn):
                 return shared
             return read_snapshot(conn, self._tenants.settings.dimension, progress)
+
+
+class TopicReads:
+    """The store's topics (a mixin of core.KnowledgeStore: `self._topics` is its
+    ../topics.py `Topics` over an EmbeddedTopicSource)."""
+
+    _topics: Topics
+
+    async def topics(self, tenant_id: str, filters: SearchFilters, kind: str, **params) -> dict:
+        """Topics of the tenant as the caller sees them (`filters` carry their visibility):
+        kind "topics" | "evolution" | "members" | "map", a JSON-ready dict, or
+        {"status": "computing", "progress"} while the tenant's clusters are computed (../topics.py)."""
+        return await answer(self._topics, tenant_id, filters, kind, **params)
