@@ -223,9 +223,17 @@ async def in_process_call(caller: InProcessCaller, *, service: str, rpc_service:
 
 
 
+@dataclass(frozen=True, slots=True)
+class Call:
+    """One row of a service's call table (its front's `CALLS`: call name -> Call)."""
+    rpc: str                  # the RPC's method name in the service's RPC service
+    idempotent: bool          # a retry after an attempt that took effect changes nothing
+    long: bool = False        # long work: the client's long deadline, not the call deadline
+
+
 class InProcessClient:
     """A service's port over its core in this process, from the core's call table: for each call
-    named in `calls` (name -> a record with `rpc`, the RPC's method name, and `long`, long work),
+    named in `calls` (name -> a `Call`: `rpc`, the RPC's method name, and `long`, long work),
     one generic wrapper made on first use, the `in_process_call` around the target's method of
     that name: the span named as the RPC, the caller the callee's auth would verify (passed to
     the method first), the deadline (`timeout_s=` of the call, else `timeout_s`, for long work
@@ -281,5 +289,5 @@ class InProcessClient:
         setattr(self, name, wrapper)        # made once per client and call
         return wrapper
 
-__all__ = ["CURRENT_SERVICE", "InProcessCaller", "InProcessClient", "RoutedTracerProvider", "error_code",
+__all__ = ["CURRENT_SERVICE", "Call", "InProcessCaller", "InProcessClient", "RoutedTracerProvider", "error_code",
            "in_process_call", "in_service", "rpc_span", "serving_as", "setup_routed_telemetry"]

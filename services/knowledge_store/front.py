@@ -39,7 +39,7 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import AsyncIterable, AsyncIterator, Callable, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
@@ -56,6 +56,7 @@ from services.knowledge_store.personas import Persona
 from shared import records as m
 from shared.errors import InvalidArgument, NotFound, PermissionDenied, Unimplemented
 from shared.identity import ADMIN, OPERATOR, Principal, relays_operator
+from shared.inprocess import Call
 from shared.records import Hit, SearchFilters, SearchLogRecord
 
 def _is_user(p: Principal) -> bool:
@@ -168,13 +169,6 @@ def search_record(p: Principal | None, r: SearchLogRecord) -> SearchLogRecord:
 
 RPC_SERVICE = "nucleus.v1.KnowledgeStore"
 log = logging.getLogger(__name__)
-
-
-@dataclass(frozen=True, slots=True)
-class Call:
-    rpc: str                  # the RPC's method name in RPC_SERVICE
-    idempotent: bool          # a retry after an attempt that took effect changes nothing
-    long: bool = False        # long work: the ingest deadline, not the call deadline
 
 
 CALLS: dict[str, Call] = {

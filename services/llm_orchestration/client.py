@@ -15,17 +15,16 @@ from nucleus.v1 import llm_orchestration_pb2 as llm_pb
 from nucleus.v1 import llm_orchestration_pb2_grpc as llm_grpc
 from services.llm_orchestration import convert
 from services.llm_orchestration.chat import ChatChunk, ChatRequest
+from services.llm_orchestration.front import idempotent_methods
 from services.llm_orchestration.results import Citation, Expansion, RerankResult, Synthesis
 from shared.errors import UpstreamFailed
-from shared.grpc_client import aio_channel, call, method_name
+from shared.grpc_client import aio_channel, call
 from shared.grpc_errors import from_grpc_error
 
 SERVICE = "LlmOrchestration"
-# Calls that change nothing, so the channel may resend one that failed UNAVAILABLE (a chat
-# completion streams and is retried by the service under its breaker instead).
-_GRPC_SERVICE = llm_pb.DESCRIPTOR.services_by_name["LlmOrchestration"]
-IDEMPOTENT = frozenset(method_name(_GRPC_SERVICE.full_name, _GRPC_SERVICE.methods_by_name[m].name) for m in (
-    "GenerateEmbeddings", "ExpandOrRephraseQuery", "Rerank", "Synthesize", "GetModelInfo"))
+# Calls that change nothing (front.py `CALLS`), so the channel may resend one that failed UNAVAILABLE
+# (a chat completion streams and is retried by the service under its breaker instead).
+IDEMPOTENT = idempotent_methods()
 _METHODS = {llm_pb.EXPANSION_METHOD_LLM: "llm", llm_pb.EXPANSION_METHOD_KEYWORDS: "keywords",
             llm_pb.EXPANSION_METHOD_UNAVAILABLE: "unavailable"}
 

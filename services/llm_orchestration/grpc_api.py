@@ -7,10 +7,10 @@ from __future__ import annotations
 from nucleus.v1 import llm_orchestration_pb2_grpc as llm_grpc
 from services.llm_orchestration import convert
 from services.llm_orchestration.core import LlmOrchestrator
+from services.llm_orchestration.front import embeddings
 from shared.errors import NucleusError
 from shared.grpc_errors import abort_for, translate_errors
-from shared.identity import queue_key, verified_caller
-from shared.telemetry.genai import embeddings_span, end_embeddings  # telemetry hook
+from shared.identity import verified_caller
 
 
 class LlmOrchestrationServicer(llm_grpc.LlmOrchestrationServicer):
@@ -19,12 +19,9 @@ class LlmOrchestrationServicer(llm_grpc.LlmOrchestrationServicer):
 
     @translate_errors
     async def GenerateEmbeddings(self, request, context):
-        # telemetry hook: GenAI "embeddings" span (gen_ai.operation.name, request/response model, provider)
-        with embeddings_span(self._core.embedding_model, self._core.provider, len(request.texts)) as span:
-            result = await self._core.embed(list(request.texts), request.purpose or "query",
-                                            caller=queue_key(verified_caller()))   # fair turns per end user
-            end_embeddings(span, model=result.model, dimension=result.dimension, cache_hits=result.cache_hits)
-        return convert.embeddings_to_pb(result)
+        # the GenAI "embeddings" span; fair turns per end user (front.py)
+        return convert.embeddings_to_pb(await embeddings(self._core, verified_caller(), request.texts,
+                                                         request.purpose))
 
     @translate_errors
     async def ExpandOrRephraseQuery(self, request, context):
