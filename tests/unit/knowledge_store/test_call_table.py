@@ -4,9 +4,7 @@ retrieval surface is declared in at most four product files."""
 from __future__ import annotations
 
 import ast
-import dataclasses
 import functools
-import inspect
 import json
 import re
 from pathlib import Path
@@ -18,6 +16,7 @@ from services.knowledge_store import front
 from services.knowledge_store.client import KnowledgeStoreClient
 from services.knowledge_store.inprocess_client import InProcessKnowledgeStoreClient
 from shared.inprocess import InProcessCaller
+from tests.support.call_tables import assert_every_call_is_in_the_table_and_marked
 from shared.grpc_client import channel_options
 
 ROOT = Path(__file__).resolve().parents[3]
@@ -29,16 +28,8 @@ REPLACED = ("candidates_by_filters", "search_by_filters", "candidates_by_vector_
 ENTRY_POINTS = ("retrieve", "score_keywords")
 
 
-def _public_calls() -> set[str]:
-    return {name for name, fn in inspect.getmembers(front.StoreFront)
-            if (inspect.iscoroutinefunction(fn) or inspect.isasyncgenfunction(fn)) and not name.startswith("_")}
-
-
 def test_every_call_of_the_front_is_in_the_table_and_marked():
-    assert _public_calls() == set(front.CALLS), "a call of StoreFront missing from CALLS, or a stale row"
-    idempotent = next(f for f in dataclasses.fields(front.Call) if f.name == "idempotent")
-    assert idempotent.default is dataclasses.MISSING, "a row must say whether its call is idempotent"
-    assert all(isinstance(c.idempotent, bool) for c in front.CALLS.values())
+    assert_every_call_is_in_the_table_and_marked(front.StoreFront, front.CALLS)
 
 
 def test_every_rpc_of_the_service_is_a_call_of_the_table_or_a_seed_read():

@@ -3,7 +3,6 @@ front is in it, marked idempotent or not, names an RPC of the service, and has t
 signature with the caller first; the gRPC client retries exactly the idempotent calls."""
 from __future__ import annotations
 
-import dataclasses
 import inspect
 import json
 
@@ -16,18 +15,11 @@ from services.llm_orchestration.inprocess_client import InProcessLlmOrchestratio
 from services.rag_pipeline.ports import LanguageModel
 from shared.grpc_client import channel_options
 from shared.inprocess import InProcessCaller
-
-
-def _public_calls() -> set[str]:
-    return {name for name, fn in inspect.getmembers(front.LlmFront)
-            if (inspect.iscoroutinefunction(fn) or inspect.isasyncgenfunction(fn)) and not name.startswith("_")}
+from tests.support.call_tables import assert_every_call_is_in_the_table_and_marked
 
 
 def test_every_call_of_the_front_is_in_the_table_and_marked():
-    assert _public_calls() == set(front.CALLS), "a call of LlmFront missing from CALLS, or a stale row"
-    idempotent = next(f for f in dataclasses.fields(front.Call) if f.name == "idempotent")
-    assert idempotent.default is dataclasses.MISSING, "a row must say whether its call is idempotent"
-    assert all(isinstance(c.idempotent, bool) for c in front.CALLS.values())
+    assert_every_call_is_in_the_table_and_marked(front.LlmFront, front.CALLS)
 
 
 def test_every_rpc_named_is_one_of_the_service():

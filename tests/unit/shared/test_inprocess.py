@@ -4,18 +4,11 @@ naming the service; the time the caller spends on an item is not the callee's.""
 from __future__ import annotations
 
 import asyncio
-from dataclasses import dataclass
 
 import pytest
 
 from shared.errors import DeadlineExceeded
-from shared.inprocess import InProcessCaller, InProcessClient
-
-
-@dataclass(frozen=True)
-class _Call:
-    rpc: str
-    long: bool = True
+from shared.inprocess import Call, InProcessCaller, InProcessClient
 
 
 class _Worker:
@@ -36,8 +29,9 @@ class _Worker:
 
 
 def _client(worker: _Worker, deadline_s: float) -> InProcessClient:
-    return InProcessClient(worker, {"work": _Call("Work")}, InProcessCaller(service=None, callee="worker", require_auth=False), service="Worker",
-                           rpc_service="test.Worker", timeout_s=deadline_s, long_timeout_s=deadline_s)
+    caller = InProcessCaller(service=None, callee="worker", require_auth=False)
+    return InProcessClient(worker, {"work": Call("Work", True, long=True)}, caller, service="Worker", rpc_service="test.Worker",
+                           timeout_s=deadline_s, long_timeout_s=deadline_s)
 
 
 async def test_a_stream_longer_than_its_deadline_completes_while_it_progresses():
