@@ -231,6 +231,12 @@ class Call:
     long: bool = False        # long work: the client's long deadline, not the call deadline
 
 
+def idempotent_methods(rpc_service: str, calls: Mapping[str, Call], *, more: tuple[str, ...] = ()) -> frozenset[str]:
+    """The full gRPC method names ("/<rpc_service>/<Method>") of the idempotent calls of a call
+    table, and of `more` RPCs: what a client's channel may resend after UNAVAILABLE."""
+    return frozenset(f"/{rpc_service}/{name}" for name in {c.rpc for c in calls.values() if c.idempotent} | set(more))
+
+
 class InProcessClient:
     """A service's port over its core in this process, from the core's call table: for each call
     named in `calls` (name -> a `Call`: `rpc`, the RPC's method name, and `long`, long work),
@@ -290,4 +296,4 @@ class InProcessClient:
         return wrapper
 
 __all__ = ["CURRENT_SERVICE", "Call", "InProcessCaller", "InProcessClient", "RoutedTracerProvider", "error_code",
-           "in_process_call", "in_service", "rpc_span", "serving_as", "setup_routed_telemetry"]
+           "idempotent_methods", "in_process_call", "in_service", "rpc_span", "serving_as", "setup_routed_telemetry"]

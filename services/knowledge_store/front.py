@@ -56,6 +56,7 @@ from services.knowledge_store.personas import Persona
 from shared import records as m
 from shared.errors import InvalidArgument, NotFound, PermissionDenied, Unimplemented
 from shared.identity import ADMIN, OPERATOR, Principal, relays_operator
+from shared import inprocess
 from shared.inprocess import Call
 from shared.records import Hit, SearchFilters, SearchLogRecord
 
@@ -210,8 +211,7 @@ SEED_READS = ("SearchPersonaKnowledgeByVector", "SearchPersonaKnowledgeByFilters
 
 def idempotent_methods() -> frozenset[str]:
     """The full gRPC method names a client may retry ("/nucleus.v1.KnowledgeStore/GetEntries")."""
-    names = {c.rpc for c in CALLS.values() if c.idempotent} | set(SEED_READS)
-    return frozenset(f"/{RPC_SERVICE}/{name}" for name in names)
+    return inprocess.idempotent_methods(RPC_SERVICE, CALLS, more=tuple(SEED_READS))
 
 
 #: What an answer of a tenant with rows left out says (tenant-wide: never which rows, which the

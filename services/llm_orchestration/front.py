@@ -18,6 +18,7 @@ import numpy as np
 from services.llm_orchestration.chat import ChatChunk, ChatRequest
 from services.llm_orchestration.results import EmbeddingResult, Expansion, RerankResult, Synthesis
 from shared.identity import Principal, queue_key
+from shared import inprocess
 from shared.inprocess import Call
 from shared.telemetry.genai import embeddings_span, end_embeddings
 
@@ -39,7 +40,7 @@ CALLS: dict[str, Call] = {
 
 def idempotent_methods() -> frozenset[str]:
     """The full gRPC method names a client may retry ("/nucleus.v1.LlmOrchestration/Rerank")."""
-    return frozenset(f"/{RPC_SERVICE}/{c.rpc}" for c in CALLS.values() if c.idempotent)
+    return inprocess.idempotent_methods(RPC_SERVICE, CALLS)
 
 
 async def embeddings(core: LlmOrchestrator, p: Principal | None, texts: Sequence[str],

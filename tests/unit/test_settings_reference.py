@@ -11,7 +11,7 @@ import logging
 import re
 from pathlib import Path
 
-from shared.settings import known_env_names, warn_unknown_env
+from shared.settings import HANDED_TO_SOURCES, known_env_names, warn_unknown_env
 
 ROOT = Path(__file__).resolve().parents[2]
 TABLE_ROW = re.compile(r"^\| `(NUCLEUS_[A-Z0-9_]+)` \|", re.M)
@@ -33,8 +33,7 @@ def test_the_reference_table_is_generated_and_lists_every_setting_once():
     listed = TABLE_ROW.findall(text)
     twice = sorted({name for name in listed if listed.count(name) > 1})
     assert not twice, f"listed twice: {twice}"
-    handed_over = {"NUCLEUS_SOURCE_ID", "NUCLEUS_SOURCE_CREDENTIAL"}      # set by the stack, not settings
-    missing = sorted(known_env_names() - handed_over - set(listed))
+    missing = sorted(known_env_names() - set(HANDED_TO_SOURCES) - set(listed))   # those the stack sets
     assert not missing, f"settings missing from docs/SETTINGS.md: {missing}"
     assert not set(listed) - known_env_names(), "a row names a variable no setting reads"
 
