@@ -156,7 +156,7 @@ class Searcher:
             allowed = None if filters.is_empty else tenant.allowed.get(conn, filters)
             if allowed is not None and len(allowed.rids) == 0:
                 nothing: list[list] = [[] for _ in range(len(queries))]
-                return (materialize(conn, tenant.tenant_id, nothing, nothing),
+                return (materialize(conn, tenant, nothing, nothing),
                         None if complete is None else _complete(conn, tenant, queries, nothing, complete, allowed))
             if allowed is not None and index.kind != "flat" and len(allowed.rids) <= EXACT_FILTER_MAX:
                 scores, ids = index.exact(queries, k, allowed.rids)
@@ -177,7 +177,7 @@ class Searcher:
             scores, ids = np.take_along_axis(scores, order, 1), np.take_along_axis(ids, order, 1)
             found = ids >= 0
             id_lists = [ids[q][found[q]].tolist() for q in range(len(queries))]
-            answer = materialize(conn, tenant.tenant_id, id_lists,
+            answer = materialize(conn, tenant, id_lists,
                                  [scores[q][found[q]].tolist() for q in range(len(queries))])
             return answer, None if complete is None else _complete(conn, tenant, queries, id_lists, complete,
                                                                     allowed)
@@ -209,7 +209,7 @@ class Searcher:
                              filters: SearchFilters, materialize: Materialize[R], *, wait: bool = True) -> R:
         with tenant.rw.read(wait=wait), tenant.db.read() as conn:
             if not listing and not query.terms:
-                return materialize(conn, tenant.tenant_id, [[]], [[]])[0]
+                return materialize(conn, tenant, [[]], [[]])[0]
             if listing:
                 scored = [(rid, 0.0) for rid in storage.filter_sql.listing(conn, filters, k)]
             else:
@@ -217,7 +217,7 @@ class Searcher:
                 everything = allowed is None or allowed.everything    # every live row passes: no mask
                 scored = tenant.keywords.search(query.terms, k, None if everything else allowed.rids,
                                                 _phrase_rids(query, conn), query.weights)
-            return materialize(conn, tenant.tenant_id, [[rid for rid, _ in scored]], [[s for _, s in scored]])[0]
+            return materialize(conn, tenant, [[rid for rid, _ in scored]], [[s for _, s in scored]])[0]
 
     async def score_texts(self, tenant_id: str, keywords: Keywords, extra_keywords: Sequence[str],
                              texts: Sequence[tuple[str, str]]) -> KeywordScores:
@@ -388,17 +388,18 @@ def _pad(scores: NDArray[np.float32], ids: NDArray[np.int64], k: int) -> tuple[N
 
 # How a search turns scored row ids (one list per query, best first) into its answer, inside
 # the search's read transaction: full hits, or ranking-signal columns.
-Materialize = Callable[[object, str, list[list[int]], list[list[float]]], list[R]]
+Materialize = Callable[[object, Tenant, list[list[int]], list[list[float]]], list[R]]
 
 
-def _hit_lists(conn, tenant_id: str, ids: list[list[int]], scores: list[list[float]]) -> list[list[Hit]]:
-    records = storage.entries.records_by_rid(conn, (rid for row in ids for rid in row), tenant_id)
+def _hit_lists(conn, tenant: Tenant, ids: list[list[int]], scores: list[list[float]]) -> list[list[Hit]]:
+    records = storage.entries.records_by_rid(conn, (rid for row in ids for rid in row), tenant.tenant_id)
     return [_hits(records, row_ids, row_scores) for row_ids, row_scores in zip(ids, scores)]
 
 
-def _columns(conn, tenant_id: str, ids: list[list[int]], scores: list[list[float]]) -> list[CandidateColumns]:
-    """Materialise as ranking-signal columns (no text, no metadata)."""
-    rows = storage.entries.candidate_rows(conn, (rid for row in ids for rid in row))
+def _columns(conn, tenant: Tenant, ids: list[list[int]], scores: list[list[float]]) -> list[CandidateColumns]:
+    """Materialise as ranking-signal columns (no text, no metadata), the rows' signals from the
+    tenant's cache of them (allowed_cache.py)."""
+    rows = tenant.allowed.candidate_rows(conn, [rid for row in ids for rid in row])
     out = []
     for row_ids, row_scores in zip(ids, scores):
         kept = [i for i, rid in enumerate(row_ids) if rid in rows]

@@ -96,6 +96,29 @@ async def test_ingest_and_delete_invalidate_the_cache(store, embedder):
     assert len((await store._tenants.get("t")).allowed) == 0
 
 
+async def test_candidate_signals_are_read_once_a_generation_and_follow_every_write(store, embedder, monkeypatch):
+    await store.ingest("t", "", [doc(f"d{i}", f"alpha note {i}") for i in range(6)])
+    query = embedder.vector("alpha note")[None, :]
+    reads: list[int] = []
+    real = storage.entries.candidate_rows
+    monkeypatch.setattr(storage.entries, "candidate_rows", lambda conn, rids: reads.append(len(rids)) or real(conn, rids))
+
+    async def helpful() -> dict[str, int]:
+        [columns] = await store.dense("t", query, 10, SearchFilters())
+        return dict(zip(columns.artifact_ids, columns.feedback_helpful.tolist()))
+
+    assert await helpful() == {f"d{i}": 0 for i in range(6)} and reads == [6]
+    keyword, _ = await store.keyword("t", "alpha", [], 10, SearchFilters())
+    assert len(keyword) == 6 and reads == [6]                  # the keyword leg's rows: from memory
+    await store.record_feedback("t", "artifact", "d2", True, "u1")
+    assert (await helpful())["d2"] == 1 and reads == [6, 6]    # the vote is a write: read again
+    tenant = await store._tenants.get("t")
+    rid = int(keyword.row_ids[0])
+    tenant.db.corrupt_rids.add(rid)                          # found corrupt since: left out, cached or not
+    again, _ = await store.keyword("t", "alpha", [], 10, SearchFilters())
+    assert rid not in again.row_ids.tolist() and len(again) == 5 and reads == [6, 6]
+
+
 @pytest.mark.parametrize("kind", ["flat", "hnsw"])
 async def test_a_document_moved_to_another_group_is_hidden_at_once(tmp_path, embedder, kind):
     """Security: while every document was visible to "eng" the cache held a set (and the
