@@ -9,7 +9,9 @@ the other, never two at once (the embedded store owns its directory), then runs 
 baseline (benchmarks/baseline.py) over the same queries. Per mode and round:
 
     p50 / p95   SearchAndRank at agent size (--top-k-initial 50 --top-k-final 10), one query at a
-                time, client clock, over the last --queries queries of the dataset
+                time, client clock, over the last --queries queries of the dataset; and the p50 of
+                its embed stage (the server's timing) against the model alone encoding the same
+                queries in this process (the baseline's encode)
     16 clients  queries/s, p50, p99, errors (`benchmarks.queries.run_concurrent`, as the probe)
     CPU         CPU ms per query of the stack's processes (from /proc, as lab/probe.py
                 measures it; single mode is one process) and of this client, over the 16-client run
@@ -120,15 +122,16 @@ async def _measure_stack(mode: str, args: argparse.Namespace, plan: TenantPlan,
         try:
             for i, text in enumerate(WARMUP):
                 await client.search(plan.tenant, Method("default"), f"w{i}", text)
-            e2e = []
+            e2e, embed = [], []
             for qid, text in queries:
                 record = await client.search(plan.tenant, Method("default"), qid, text)
                 if record.error:
                     raise RuntimeError(f"{mode}: SearchAndRank failed: {record.error}")
                 e2e.append(record.e2e_ms)
+                embed.append(record.stages_ms.get("embed", float("nan")))
         finally:
             await client.close()
-        row.update(p50_ms=statistics.median(e2e), p95_ms=_pct(e2e, 95))
+        row.update(p50_ms=statistics.median(e2e), p95_ms=_pct(e2e, 95), embed_p50_ms=statistics.median(embed))
         row.update(await measure_load(services, [(plan.tenant, qid, text) for qid, text in queries],
                                       clients=args.clients, per_client=args.per_client,
                                       top_k_initial=args.top_k_initial, top_k_final=args.top_k_final))
@@ -148,9 +151,11 @@ def _baseline(model, plan: TenantPlan, vectors: np.ndarray, queries: list[tuple[
                                  vectors[list(plan.rows)], depth=depth)
     for text in WARMUP * 2:
         baseline.search(text)
-    total = [baseline.search(text)[0].timings_ms["total"] for _, text in queries]
+    timings = [baseline.search(text)[0].timings_ms for _, text in queries]
+    total = [t["total"] for t in timings]
     return {"mode": "in-process baseline", "load_start": load_start, "p50_ms": statistics.median(total),
-            "p95_ms": _pct(total, 95), "load_end": _load()}
+            "p95_ms": _pct(total, 95), "embed_p50_ms": statistics.median(t["encode"] for t in timings),
+            "load_end": _load()}
 
 
 def _print(rows: list[dict]) -> None:
@@ -183,7 +188,10 @@ def _print(rows: list[dict]) -> None:
             print(f"round {rnd}: single/baseline p50 {s['p50_ms'] / b['p50_ms']:.2f}x, split/baseline "
                   f"{p['p50_ms'] / b['p50_ms']:.2f}x; single/split q/s@16 {s['qps'] / p['qps']:.2f}x; "
                   f"CPU ms/q single {s['cpu_ms_per_query']:.2f} vs split {p['cpu_ms_per_query']:.2f}; "
-                  f"RSS single {s['rss_mib']:.0f} vs split {p['rss_mib']:.0f} MiB")
+                  f"RSS single {s['rss_mib']:.0f} vs split {p['rss_mib']:.0f} MiB; embed stage p50 at one client "
+                  f"single {s['embed_p50_ms']:.2f}, split {p['embed_p50_ms']:.2f} vs the model alone "
+                  f"{b['embed_p50_ms']:.2f} ms ({s['embed_p50_ms'] / b['embed_p50_ms']:.2f}x, "
+                  f"{p['embed_p50_ms'] / b['embed_p50_ms']:.2f}x)")
 
 
 async def run(args: argparse.Namespace) -> list[dict]:

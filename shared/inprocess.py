@@ -54,6 +54,7 @@ from dataclasses import dataclass
 from typing import Any
 
 import grpc
+from opentelemetry import context as otel_context
 from opentelemetry import trace
 from opentelemetry.trace import SpanKind, Status, StatusCode
 
@@ -86,36 +87,44 @@ def error_code(err: BaseException) -> grpc.StatusCode:
     return exception_code(err)
 
 
-@contextmanager
-def rpc_span(service: str, method: str, *, callee: str = "",
-             tracer_provider: trace.TracerProvider | None = None) -> Iterator[trace.Span]:
+class rpc_span:
     """An INTERNAL span for one in-process call of `service`/`method` ("nucleus.v1.KnowledgeStore",
     "GetEntries"), run as service `callee` when given (module docstring). `tracer_provider`:
-    the global one unless given (tests)."""
-    tracer = _tracer if tracer_provider is None else trace.get_tracer(TRACER_NAME, tracer_provider=tracer_provider)
-    attributes: dict[str, Any] = {"rpc.system": "grpc", "rpc.service": service, "rpc.method": method,
-                                  TRANSPORT_ATTRIBUTE: "in-process"}
-    token = CURRENT_SERVICE.set(callee) if callee else None
-    try:
-        with tracer.start_as_current_span(f"{service}/{method}", kind=SpanKind.INTERNAL, attributes=attributes,
-                                           record_exception=False, set_status_on_exception=False) as span:
-            code = grpc.StatusCode.OK
-            try:
-                yield span
-            except BaseException as err:
-                code = error_code(err)
-                if not isinstance(err, NucleusError):
-                    span.set_attribute("exception.type", type(err).__qualname__)
-                raise
-            finally:
-                span.set_attribute("rpc.grpc.status_code", code.value[0])
-                if code is not grpc.StatusCode.OK:
-                    span.set_attribute("error.type", code.name)
-                    if code in SERVER_ERROR_CODES:
-                        span.set_status(Status(StatusCode.ERROR, code.name))
-    finally:
-        if token is not None:
-            CURRENT_SERVICE.reset(token)
+    the global one unless given (tests). A plain context manager (no generator, no nested
+    `start_as_current_span` layers): it runs around every in-process call of every query."""
+
+    __slots__ = ("_name", "_attributes", "_callee", "_tracer", "_service_token", "_context_token", "span")
+
+    def __init__(self, service: str, method: str, *, callee: str = "",
+                 tracer_provider: trace.TracerProvider | None = None) -> None:
+        self._tracer = _tracer if tracer_provider is None else trace.get_tracer(TRACER_NAME,
+                                                                               tracer_provider=tracer_provider)
+        self._name, self._callee = f"{service}/{method}", callee
+        self._attributes = {"rpc.system": "grpc", "rpc.service": service, "rpc.method": method,
+                            TRANSPORT_ATTRIBUTE: "in-process"}
+
+    def __enter__(self) -> trace.Span:
+        self._service_token = CURRENT_SERVICE.set(self._callee) if self._callee else None
+        self.span = self._tracer.start_span(self._name, kind=SpanKind.INTERNAL, attributes=self._attributes)
+        self._context_token = otel_context.attach(trace.set_span_in_context(self.span))
+        return self.span
+
+    def __exit__(self, kind: type[BaseException] | None, err: BaseException | None, tb: object) -> None:
+        span = self.span
+        try:
+            code = grpc.StatusCode.OK if err is None else error_code(err)
+            if err is not None and not isinstance(err, NucleusError):
+                span.set_attribute("exception.type", type(err).__qualname__)
+            span.set_attribute("rpc.grpc.status_code", code.value[0])
+            if code is not grpc.StatusCode.OK:
+                span.set_attribute("error.type", code.name)
+                if code in SERVER_ERROR_CODES:
+                    span.set_status(Status(StatusCode.ERROR, code.name))
+        finally:
+            otel_context.detach(self._context_token)
+            span.end()
+            if self._service_token is not None:
+                CURRENT_SERVICE.reset(self._service_token)
 
 
 class _RoutedTracer(trace.Tracer):
