@@ -29,17 +29,13 @@ from dataclasses import dataclass, field
 UNVERIFIED = None
 
 
-def _field(value: object) -> str:
-    if isinstance(value, float):
-        return repr(value)
-    return value if isinstance(value, str) else str(value)
-
-
 def _digest(parts: Sequence[object], blob: bytes = b"") -> int:
-    """CRC-32 of the fields (joined by U+001F; text a disk changed into invalid UTF-8 encodes
-    differently rather than failing) and of `blob`: cheap enough to check every hit a search
-    returns (a few microseconds per row), and what the saved index files use too."""
-    crc = zlib.crc32("\x1f".join(_field(p) for p in parts).encode("utf-8", "surrogatepass"))
+    """CRC-32 of the fields (str as is, float by repr, others by str; joined by U+001F; text a
+    disk changed into invalid UTF-8 encodes differently rather than failing) and of `blob`: cheap
+    enough to check every hit a search returns (a few microseconds per row), and what the saved
+    index files use too."""
+    crc = zlib.crc32("\x1f".join([p if isinstance(p, str) else repr(p) if isinstance(p, float) else str(p)
+                                  for p in parts]).encode("utf-8", "surrogatepass"))
     return zlib.crc32(blob, crc) if blob else crc
 
 
