@@ -26,6 +26,9 @@ baseline (benchmarks/baseline.py) over the same queries. Per mode and round:
                 and what the main threads were doing, sampled every 5 ms (`lab.probe.LoopStates`):
                 running (or runnable), idle in epoll (nothing ready), waiting on a futex (the GIL)
     memory      resident MiB of the stack's processes together, after the 16-client run
+    spans       spans a SearchAndRank trace holds (the stack's own trace files, this round's traces):
+                the median, for the searches that ran their keyword leg beside the embedding (a
+                lone search) and for those that asked for both legs in one call (concurrent ones)
 
 Both stacks run with LlmOrchestration's query-embedding cache off (NUCLEUS_LLM_CACHE_SIZE=0)
 and the same tracing settings (the defaults: local trace files on). The 1-minute load average
@@ -111,6 +114,7 @@ async def _measure_stack(mode: str, args: argparse.Namespace, plan: TenantPlan,
 
     supervisor, services = start_stack(mode, args.stack_dir)
     row: dict = {"mode": mode, "load_start": _load()}
+    started_ns = time.time_ns()
     try:
         ks = KnowledgeStoreClient(services["knowledge_store"]["grpc"], ingest_timeout_s=900)
         try:
@@ -139,7 +143,33 @@ async def _measure_stack(mode: str, args: argparse.Namespace, plan: TenantPlan,
         row.update(rss_mib=sum(rss_mb(pid) for pid in pids), load_end=_load())
     finally:
         supervisor.stop()
+    row.update(spans_per_query(args.stack_dir / "traces", started_ns))
     return row
+
+
+def spans_per_query(traces: Path, since_ns: int) -> dict:
+    """The median number of spans of the SearchAndRank traces begun after `since_ns` in the
+    stack's trace files, by how the search ran its legs (module docstring: spans)."""
+    found: dict[str, list[dict]] = {}
+    for path in traces.glob("*.jsonl*"):
+        if ".metrics." in path.name:
+            continue
+        for line in path.read_text(errors="replace").splitlines():
+            try:
+                span = json.loads(line)
+            except ValueError:
+                continue
+            found.setdefault(span["trace_id"], []).append(span)
+    counts: dict[str, list[int]] = {"lone": [], "both_legs": []}
+    for spans in found.values():
+        root = [s for s in spans if s["name"] == "nucleus.v1.RagPipeline/SearchAndRank" and s["kind"] == "SERVER"]
+        if not root or root[0]["start_unix_nano"] < since_ns:
+            continue
+        names = {s["name"] for s in spans}
+        leg = "lone" if "rag.retrieve.keyword" in names else "both_legs" if "rag.retrieve.hybrid" in names else ""
+        if leg:
+            counts[leg].append(len(spans))
+    return {f"spans_{leg}": statistics.median(n) if n else float("nan") for leg, n in counts.items()}
 
 
 def _baseline(model, plan: TenantPlan, vectors: np.ndarray, queries: list[tuple[str, str]], depth: int) -> dict:
@@ -191,7 +221,9 @@ def _print(rows: list[dict]) -> None:
                   f"RSS single {s['rss_mib']:.0f} vs split {p['rss_mib']:.0f} MiB; embed stage p50 at one client "
                   f"single {s['embed_p50_ms']:.2f}, split {p['embed_p50_ms']:.2f} vs the model alone "
                   f"{b['embed_p50_ms']:.2f} ms ({s['embed_p50_ms'] / b['embed_p50_ms']:.2f}x, "
-                  f"{p['embed_p50_ms'] / b['embed_p50_ms']:.2f}x)")
+                  f"{p['embed_p50_ms'] / b['embed_p50_ms']:.2f}x); spans a query (lone / both legs in one "
+                  f"call) single {s['spans_lone']:.0f} / {s['spans_both_legs']:.0f}, split {p['spans_lone']:.0f} / "
+                  f"{p['spans_both_legs']:.0f}")
 
 
 async def run(args: argparse.Namespace) -> list[dict]:

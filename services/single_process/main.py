@@ -44,7 +44,7 @@ from services.llm_orchestration.microbatch import SINGLE_LAYOUT, SPLIT_LAYOUT, B
 from services.rag_pipeline import main as rag_main
 from shared.inprocess import InProcessCaller
 from shared.log import configure_logging, register_secret
-from shared.service_runner import ServiceSpec, run_service, write_ready
+from shared.service_runner import ServiceSpec, run_service, settle_heap, write_ready
 from shared.settings import (KnowledgeStoreSettings, LlmOrchestrationSettings, RagPipelineSettings,
                              ServiceSettings, warn_unknown_env)
 from shared.inprocess import CURRENT_SERVICE, in_service, setup_routed_telemetry
@@ -121,6 +121,7 @@ async def serve(ready_file: Path | None) -> int:
                                      return_when=asyncio.FIRST_COMPLETED)
         if not ready and len(addresses) == len(SERVICES):
             ready = True
+            settle_heap()
             if ready_file is not None:
                 write_ready(ready_file, {"service": "single", "pid": os.getpid(),
                                           "tls": any(a.get("tls") for a in addresses.values()),
