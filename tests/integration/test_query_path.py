@@ -31,12 +31,13 @@ pytestmark = [pytest.mark.integration]
 ROOT = Path(__file__).resolve().parents[2]
 PRODUCT = tuple(str(ROOT / d) + "/" for d in ("services", "shared", "ranking", "nucleus"))
 #: Counted with this file (distinct product modules, functions), the warm search's log write
-#: settled first: on 14ae235 (43, 236); now (31, 249) (cohesive modules merged: the in-process
+#: settled first: on 14ae235 (43, 236); now (32, 249) (cohesive modules merged: the in-process
 #: caller and its telemetry, ranking's inputs / query / factors, the fetch stage with results,
-#: the caller policy into the front, folding into merge, the learned ranking into feedback).
+#: the caller policy into the front, folding into merge, the learned ranking into feedback; the
+#: candidate-row cache beside the allowed sets is entered since 2026-12-08).
 #: The issue's target is half the modules and 0.6x the functions; not reached yet, so this holds
 #: the line: a change that lengthens the query path fails here.
-NOW = (31, 249)
+NOW = (32, 249)
 #: Entered on some runs only (a cache's first miss, a timing branch, the model's runtime).
 SLACK = (2, 15)
 
