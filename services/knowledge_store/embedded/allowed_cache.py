@@ -31,7 +31,8 @@ cached with the set (`Allowed.selector`): it costs about as much as the search t
 searching without one is not identical for a flat index (see `_vector_search_sync` in search.py).
 
 Memory: a cached id costs 8 bytes in `rids` and about 46 in its FAISS selector (measured), so
-a tenant's cache stays under about 110 MB with the default `MAX_IDS`.
+a tenant's sets stay under about 110 MB with the default `MAX_IDS`; a cached candidate row
+`ROW_BYTES`, at most ~70 MB a tenant (`MAX_ROWS`), counted in the tenants' memory budget.
 """
 from __future__ import annotations
 
@@ -50,7 +51,8 @@ from shared.records import SearchFilters
 
 MAX_FILTERS = 32
 MAX_IDS = 2_000_000
-MAX_ROWS = 1_000_000             # cached candidate rows (~150 bytes each)
+MAX_ROWS = 200_000               # cached candidate rows a tenant
+ROW_BYTES = 340                  # what one costs in memory (SciFact, measured): ~70 MB at most
 _SEQUENCE_FIELDS = ("source_types", "tags", "owners", "artifact_ids", "source_ids", "visibility_groups",
                     "exclude_source_ids")
 
@@ -149,6 +151,10 @@ class AllowedCache:
             self._entries = None
             self._rows = {}                       # a fresh map: readers of the old one keep theirs
             self._generation += 1
+
+    def row_bytes(self) -> int:
+        """The memory the cached candidate rows take (counted in the tenants' memory budget)."""
+        return len(self._rows) * ROW_BYTES
 
     def candidate_rows(self, conn: sqlite3.Connection, rids: list[int]) -> dict[int, tuple]:
         """storage.entries.candidate_rows of `rids`, the rows read before in this generation from

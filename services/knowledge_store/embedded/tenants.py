@@ -182,7 +182,7 @@ class Tenants:
     def memory_bytes(self) -> int:
         """Estimated memory of the open tenants together."""
         with self._registry:
-            return sum(t.memory for t in self._open.values())
+            return sum(t.memory + t.allowed.row_bytes() for t in self._open.values())
 
     def ids(self) -> list[str]:
         """Every tenant with a database on disk, open or not."""

@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 from services.knowledge_store.embedded import storage
-from services.knowledge_store.embedded.allowed_cache import Allowed, AllowedCache
+from services.knowledge_store.embedded.allowed_cache import ROW_BYTES, Allowed, AllowedCache
 from services.knowledge_store.embedded.core import KnowledgeStore
 from shared.records import SearchFilters
 from tests.unit.knowledge_store.helpers import HashEmbedder, doc, settings_for
@@ -113,6 +113,8 @@ async def test_candidate_signals_are_read_once_a_generation_and_follow_every_wri
     await store.record_feedback("t", "artifact", "d2", True, "u1")
     assert (await helpful())["d2"] == 1 and reads == [6, 6]    # the vote is a write: read again
     tenant = await store._tenants.get("t")
+    assert tenant.allowed.row_bytes() == 6 * ROW_BYTES               # counted in the memory budget
+    assert store._tenants.memory_bytes() == tenant.memory + 6 * ROW_BYTES
     rid = int(keyword.row_ids[0])
     tenant.db.corrupt_rids.add(rid)                          # found corrupt since: left out, cached or not
     again, _ = await store.keyword("t", "alpha", [], 10, SearchFilters())
