@@ -25,6 +25,10 @@ A quoted phrase of the query counts as one more term: the entries holding it (fo
 caller in FTS5, which keeps positions; `phrase_rids`) get its BM25 contribution with tf 1 and
 the phrase's own idf, so an exact phrase weighs like a term as rare as the phrase is.
 
+`search` keeps the whole score column of its last MEMO_QUERIES term lists (indexes of at most
+MEMO_MAX_POSITIONS positions, no phrase): a hybrid query's completion (`score_rows`) of the same
+terms then reads its rows from it (the same sums in the same order) instead of scoring them again.
+
 Weighted terms (`weights`, keyword feedback expansion: ../keywords.py): each term's
 contribution is multiplied by its weight (its idf × weight); without weights every term counts
 once, exactly as before. A phrase is never weighted.
@@ -43,6 +47,8 @@ from numpy.typing import NDArray
 from services.knowledge_store.keywords import B, K1
 
 COMPACT_FRACTION = 0.2
+MEMO_QUERIES = 2
+MEMO_MAX_POSITIONS = 200_000
 KEYWORD_FORMAT = 2              # layout of `arrays()`; a saved index of another format is rebuilt
                                 # (2: per-entry title lengths `tl`)
 BUILD_BLOCK = 65_536          # entries analysed per numpy step of `build`
@@ -127,6 +133,7 @@ class KeywordIndex:
         self._dterm = np.zeros(0, np.int32)
         self._dpos = np.zeros(0, np.int32)
         self._dtf = np.zeros(0, np.float32)
+        self._memo: dict[tuple, NDArray[np.float64]] = {}   # `search`'s last score columns (read-only)
 
     @classmethod
     def build(cls, rows: Iterable[tuple[int, str, str]], weights: tuple[float, float]) -> KeywordIndex:
@@ -306,6 +313,7 @@ class KeywordIndex:
             raise ValueError(f"{m} rids for {len(batch.lengths)} analysed entries")
         if not m:
             return
+        self._memo = {}
         new = np.asarray(rids, np.int64)
         if (m > 1 and (np.diff(new) <= 0).any()) or (self._n and new[0] <= self._rids[self._n - 1]):
             raise ValueError("keyword index rids must be appended in ascending order")
@@ -343,6 +351,7 @@ class KeywordIndex:
         if not len(pos):
             return
         pos = np.unique(pos)
+        self._memo = {}
         self._alive[pos] = False
         self._live -= len(pos)
         self._total_len -= float(self._dl[pos].sum())
@@ -529,6 +538,10 @@ class KeywordIndex:
         live = (known[pos] == rids) & self._alive[pos]
         if not live.any():
             return out
+        full = None if len(phrase_rids) else self._memo.get((tuple(terms), None if weights is None else tuple(weights)))
+        if full is not None:
+            out[live] = full[pos[live]]
+            return out
         want = np.unique(pos[live])                        # sorted live positions asked for
         totals = np.zeros(len(want), np.float64)
         for postings, tf, idf in self._postings(terms, weights) + self._phrase_postings(phrase_rids):   # sorted
@@ -563,10 +576,16 @@ class KeywordIndex:
             idf = np.repeat(np.asarray([i for _, _, i in parts]), [len(p) for p, _, _ in parts])
         contrib = self._contributions(pos, tf, idf)
         scores = np.bincount(pos, weights=contrib, minlength=n)
+        if not len(phrase_rids) and n <= MEMO_MAX_POSITIONS:
+            scores.flags.writeable = False
+            memo = self._memo
+            if len(memo) >= MEMO_QUERIES:
+                memo.clear()
+            memo[(tuple(terms), None if weights is None else tuple(weights))] = scores
         if allowed is not None:
             mask = np.zeros(n, bool)
             mask[self._positions(np.asarray(allowed, np.int64))] = True
-            scores[~mask] = 0.0
+            scores = np.where(mask, scores, 0.0)
         cand = np.flatnonzero(scores > 0)
         if not len(cand):
             return []

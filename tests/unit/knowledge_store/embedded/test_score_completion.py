@@ -144,3 +144,21 @@ def test_score_rows_equals_search_scores_and_is_nan_for_unknown_or_deleted_rows(
         else:
             assert score == pytest.approx(found.get(rid, 0.0), rel=1e-6, abs=1e-7)
     assert index.document_frequencies(terms + ["never-seen"])[-1] == 0
+
+
+@pytest.mark.parametrize("seed", range(3))
+def test_score_rows_after_a_search_of_the_same_terms_reads_its_scores_and_a_write_forgets_them(seed):
+    rng = random.Random(seed)
+    docs = random_docs(rng, 80, VOCAB)
+    rids = list(range(1, 1 + len(docs)))
+    index = KeywordIndex.build(((r, " ".join(t), " ".join(b)) for r, (t, b) in zip(rids, docs)), (1.0, 1.0))
+    terms = query_terms([" ".join(rng.sample(VOCAB, 4))])
+    asked = np.asarray(rids + [0], np.int64)
+    fresh = index.score_rows(terms, asked)                  # no search yet: scored term by term
+    index.search(terms, 10, allowed=np.asarray(rids[::2], np.int64))   # keeps its whole, unmasked column
+    assert len(index._memo) == 1
+    np.testing.assert_array_equal(index.score_rows(terms, asked), fresh)   # the same sums, bit for bit
+    index.remove(rids[:3])                                  # a write: the kept column is forgotten
+    assert not index._memo
+    after = index.score_rows(terms, asked)
+    assert np.isnan(after[:3]).all() and not np.array_equal(after[3:-1], fresh[3:-1])
