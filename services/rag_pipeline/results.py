@@ -77,16 +77,21 @@ def make_snippet(text: str, query: str, limit: int = SNIPPET_CHARS) -> str:
     terms = _snippet_terms(query)
     if terms:
         hits = _term_hits(text, terms)
-        best_distinct = 0
+        best_distinct, most = 0, len({term for _, term in hits})
         reach = limit * 3 // 4                   # the cluster must fit well inside the window
-        for i, (pos, _) in enumerate(hits):
-            seen = set()
-            for j in range(i, len(hits)):
-                if hits[j][0] - pos > reach:
+        window: dict[str, int] = {}              # the terms of hits[i:j] (one sliding pass)
+        j = 0
+        for pos, term in hits:
+            while j < len(hits) and hits[j][0] - pos <= reach:
+                window[hits[j][1]] = window.get(hits[j][1], 0) + 1
+                j += 1
+            if len(window) > best_distinct:      # the first window with the most distinct terms
+                best_distinct, start = len(window), pos
+                if best_distinct == most:
                     break
-                seen.add(hits[j][1])
-            if len(seen) > best_distinct:
-                best_distinct, start = len(seen), pos
+            window[term] -= 1
+            if not window[term]:
+                del window[term]
         if start:
             sentence = max(text.rfind(". ", 0, start), text.rfind("? ", 0, start), text.rfind("! ", 0, start),
                            text.rfind("\n", 0, start))
