@@ -147,7 +147,8 @@ def settle_heap() -> None:
     moved out of the cyclic collector's sight (`gc.freeze`), so that a full collection scans only
     what serving made since — over the loaded model one took ~290 ms of the event loop, about
     every 700 queries (0.6 ms a query on average) — and the first generation is collected every
-    GC_FIRST_GENERATION allocations. lab/NOTES.md 2026-12-08 has the figures."""
+    GC_FIRST_GENERATION allocations. Frozen objects live as long as the process, which is what
+    start-up builds anyway (tenants open on first use, later). lab/NOTES.md 2026-12-08."""
     gc.collect()
     gc.freeze()
     gc.set_threshold(GC_FIRST_GENERATION, 10, 10)
