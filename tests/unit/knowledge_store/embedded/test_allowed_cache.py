@@ -101,7 +101,8 @@ async def test_candidate_signals_are_read_once_a_generation_and_follow_every_wri
     query = embedder.vector("alpha note")[None, :]
     reads: list[int] = []
     real = storage.entries.candidate_rows
-    monkeypatch.setattr(storage.entries, "candidate_rows", lambda conn, rids: reads.append(len(rids)) or real(conn, rids))
+    monkeypatch.setattr(storage.entries, "candidate_rows",
+                        lambda conn, rids: reads.append(len(rids)) or real(conn, rids))
 
     async def helpful() -> dict[str, int]:
         [columns] = await store.dense("t", query, 10, SearchFilters())
