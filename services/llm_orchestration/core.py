@@ -20,6 +20,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
+from contextlib import nullcontext
 from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from typing import Any
 
@@ -279,18 +280,22 @@ class LlmOrchestrator:
 
     # -- embeddings ------------------------------------------------------------------------
 
-    async def embed(self, texts: Sequence[str], purpose: str = "query", *, caller: str = "") -> EmbeddingResult:
+    async def embed(self, texts: Sequence[str], purpose: str = "query", *, caller: str = "",
+                    span: trace.Span | None = None) -> EmbeddingResult:
         """L2-normalised float32 (len(texts), dimension) vectors, in input order.
 
         At most `max_embed_texts` texts per call. Cached rows are reused (and counted in
         `cache_hits`); the rest are de-duplicated and encoded through the micro-batcher, in the
         lane of their purpose ("document" = bulk ingest) and taking turns with other callers
         (`caller`: the end user the call is made for, "" = unknown). Only `purpose="query"`
-        results are added to the cache.
+        results are added to the cache. `span`: the caller's span of this embedding (the GenAI
+        one of GenerateEmbeddings, front.py), which then carries the `llm.embed.*` attributes;
+        without one the call makes its own `llm.embed` span.
         """
-        return await self._embed(texts, purpose, caller, max_count=self._settings.max_embed_texts)
+        return await self._embed(texts, purpose, caller, max_count=self._settings.max_embed_texts, span=span)
 
-    async def _embed(self, texts: Sequence[str], purpose: str, caller: str, *, max_count: int) -> EmbeddingResult:
+    async def _embed(self, texts: Sequence[str], purpose: str, caller: str, *, max_count: int,
+                     span: trace.Span | None = None) -> EmbeddingResult:
         """`embed` with another bound on the count (re-ranking and extraction embed their own
         candidates, bounded by `max_texts_per_request`)."""
         s = self._settings
@@ -298,7 +303,7 @@ class LlmOrchestrator:
         purpose = check_purpose(purpose)
         if not self._started:
             raise Unavailable("LlmOrchestration is not started (model not loaded)")
-        with _tracer.start_as_current_span("llm.embed") as span:
+        with (nullcontext(span) if span is not None else _tracer.start_as_current_span("llm.embed")) as span:
             span.set_attribute("llm.embed.count", len(texts))
             span.set_attribute("llm.embed.purpose", purpose)
             cached = self._cache.get_many(texts)

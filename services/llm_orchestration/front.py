@@ -46,9 +46,10 @@ def idempotent_methods() -> frozenset[str]:
 async def embeddings(core: LlmOrchestrator, p: Principal | None, texts: Sequence[str],
                      purpose: str) -> EmbeddingResult:
     """GenerateEmbeddings (gRPC and in process): the GenAI embeddings span around the core's
-    embedding, the request taking its turn in the micro-batcher's fair queue as the caller."""
+    embedding (the one span of it: the core sets its `llm.embed.*` attributes there), the request
+    taking its turn in the micro-batcher's fair queue as the caller."""
     with embeddings_span(core.embedding_model, core.provider, len(texts)) as span:   # telemetry hook
-        result = await core.embed(list(texts), purpose or "query", caller=queue_key(p))
+        result = await core.embed(list(texts), purpose or "query", caller=queue_key(p), span=span)
         end_embeddings(span, model=result.model, dimension=result.dimension, cache_hits=result.cache_hits)
     return result
 

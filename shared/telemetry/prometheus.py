@@ -324,16 +324,17 @@ class ServiceMetrics:
         elif name == "rag.federation.rescore":
             self._child(self.rescore_texts).inc(int(attributes.get("nucleus.rescore.texts", 0)))
             self._child(self.rescore_embedded).inc(int(attributes.get("nucleus.rescore.embedded", 0)))
-        elif name == "llm.embed":
-            count = int(attributes.get("llm.embed.count", 0))
-            purpose = str(attributes.get("llm.embed.purpose", OTHER))
-            self._child(self.embedded_texts, purpose if purpose in ("query", "document") else OTHER).inc(count)
-            self._child(self.embedding_cache_hits).inc(int(attributes.get("llm.embed.cache_hits", 0)))
-        elif name.startswith("embeddings"):
-            count = int(attributes.get("nucleus.embeddings.count", 0)) - int(
-                attributes.get("nucleus.embeddings.cache_hits", 0))
-            if count > 0:
-                self._child(self.batch_size).observe(count)
+        elif name == "llm.embed" or name.startswith("embeddings"):
+            if "llm.embed.count" in attributes:     # the core's embedding: its own span, or GenerateEmbeddings'
+                count = int(attributes.get("llm.embed.count", 0))
+                purpose = str(attributes.get("llm.embed.purpose", OTHER))
+                self._child(self.embedded_texts, purpose if purpose in ("query", "document") else OTHER).inc(count)
+                self._child(self.embedding_cache_hits).inc(int(attributes.get("llm.embed.cache_hits", 0)))
+            if name.startswith("embeddings"):
+                count = int(attributes.get("nucleus.embeddings.count", 0)) - int(
+                    attributes.get("nucleus.embeddings.cache_hits", 0))
+                if count > 0:
+                    self._child(self.batch_size).observe(count)
         if name.startswith("chat "):
             for kind in ("input", "output"):
                 tokens = attributes.get(f"gen_ai.usage.{kind}_tokens")

@@ -149,8 +149,8 @@ async def query(ingested, receiver):
             otel_context.detach(token)
     tid, pid = f"{trace_id:032x}", f"{parent_id:016x}"
     receiver.wait_for("the whole query trace", lambda: _complete(
-        receiver.trace(tid), {"tools/call search_and_rank", "rag.rank", "llm.embed",
-                              "nucleus.v1.KnowledgeStore/Retrieve"}, outside_parent=pid))
+        receiver.trace(tid), {"tools/call search_and_rank", "rag.rank", "nucleus.v1.KnowledgeStore/Retrieve",
+                              "nucleus.v1.LlmOrchestration/GenerateEmbeddings"}, outside_parent=pid))
     return {"body": structured(result), "spans": receiver.trace(tid), "parent_id": pid}
 
 

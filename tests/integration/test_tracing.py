@@ -280,8 +280,9 @@ async def query_trace(traced_stack, receiver, ingested, api_key):
 
 # Every service's innermost spans: once these and all their ancestors have arrived, a trace is whole.
 QUERY_SPANS = {"tools/call search_and_rank", "rag.merge", "rag.rank", "nucleus.v1.KnowledgeStore/Retrieve",
-               "llm.embed"}
-INGEST_SPANS = {"knowledge_store.ingest.chunk", "knowledge_store.ingest.commit", "llm.embed"}
+               "nucleus.v1.LlmOrchestration/GenerateEmbeddings"}
+INGEST_SPANS = {"knowledge_store.ingest.chunk", "knowledge_store.ingest.commit",
+                "nucleus.v1.LlmOrchestration/GenerateEmbeddings"}
 
 
 def _complete(spans: list[dict], required: set[str], outside_parent: str | None = None) -> bool:
@@ -375,6 +376,9 @@ async def test_embeddings_follow_the_genai_conventions_inside_the_query_trace(qu
     assert a["gen_ai.request.model"] and a["gen_ai.response.model"]
     assert a["gen_ai.provider.name"] and a["gen_ai.embeddings.dimension.count"] > 0
     assert by_id[embeddings["parent_span_id"]]["name"] == "nucleus.v1.LlmOrchestration/GenerateEmbeddings"
+    # one span for the embedding in LlmOrchestration: the core's counts ride on it, no `llm.embed` beside it
+    assert a["llm.embed.count"] >= 1 and a["llm.embed.purpose"] == "query"
+    assert not [s for s in spans if s["name"] == "llm.embed"]
 
 
 async def test_the_mcp_sdk_span_is_the_only_per_tool_span(query_trace):

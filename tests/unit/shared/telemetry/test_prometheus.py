@@ -214,3 +214,19 @@ def test_documents_a_conversion_limit_cut_short_are_counted(fed):
         pass
     assert value(metrics, "nucleus_ingest_documents_total") == 3
     assert value(metrics, "nucleus_ingest_truncated_documents_total") == 1
+
+
+def test_embedded_texts_count_from_the_genai_span_or_the_cores_own_and_batches_from_the_genai_span(fed):
+    metrics, tracer = fed
+    embedding = {"llm.embed.count": 3, "llm.embed.purpose": "query", "llm.embed.cache_hits": 1}
+    with tracer.start_as_current_span("embeddings all-MiniLM-L6-v2", attributes={       # GenerateEmbeddings
+            **embedding, "nucleus.embeddings.count": 3, "nucleus.embeddings.cache_hits": 1}):
+        pass
+    with tracer.start_as_current_span("llm.embed", attributes={**embedding, "llm.embed.purpose": "document"}):
+        pass                                                                            # re-ranking's own
+    with tracer.start_as_current_span("embeddings text-embedding-3-small", attributes={"nucleus.embeddings.count": 5}):
+        pass                                                                            # no core attributes
+    assert value(metrics, "nucleus_llm_embedded_texts_total", purpose="query") == 3
+    assert value(metrics, "nucleus_llm_embedded_texts_total", purpose="document") == 3
+    assert value(metrics, "nucleus_llm_embedding_cache_hits_total") == 2
+    assert value(metrics, "nucleus_llm_batch_size_count") == 2                          # the two GenAI spans
