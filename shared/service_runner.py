@@ -138,17 +138,18 @@ def _bind_socket(host: str, port: int) -> socket.socket:
 
 #: The cyclic collector's first-generation threshold once serving (CPython's default: 700). A query
 #: allocates thousands of short-lived containers that reference counting frees anyway; collecting
-#: every 700 of them cost the event loop ~0.15 ms a query (SciFact, single mode, 16 clients).
+#: every 700 of them (and the second generation after) cost the event loop ~0.12 ms a query.
 GC_FIRST_GENERATION = 20_000
 
 
 def settle_heap() -> None:
     """Called once a process serves: what start-up built (the model, the indexes, the servers) is
     moved out of the cyclic collector's sight (`gc.freeze`), so that a full collection scans only
-    what serving made since — over the loaded model one took ~290 ms of the event loop, about
-    every 700 queries (0.6 ms a query on average) — and the first generation is collected every
-    GC_FIRST_GENERATION allocations. Frozen objects live as long as the process, which is what
-    start-up builds anyway (tenants open on first use, later). lab/NOTES.md 2026-12-08."""
+    what serving made since — over the loaded model one took ~280 ms of the event loop, about
+    every 960 queries with telemetry on (0.29 ms a query) — and the first generation is collected
+    every GC_FIRST_GENERATION allocations. Frozen objects live as long as the process, which is
+    what start-up builds anyway (tenants open on first use, later). SciFact, single mode, 16
+    searches at once: `python -m lab.query_path_costs --part gc` (lab/NOTES.md 2026-12-08)."""
     gc.collect()
     gc.freeze()
     gc.set_threshold(GC_FIRST_GENERATION, 10, 10)

@@ -16,10 +16,11 @@ after it. A generation counter additionally keeps a set computed on a snapshot o
 the last `clear` from being stored.
 
 Candidate rows (`candidate_rows`): every search answering ranking-signal columns reads its
-candidates' signals (storage.entries.candidate_rows: a join of entries and artifacts, about
-0.25 ms for 60 rows of SciFact, twice a hybrid query). They depend on the same rows, so they
-live and die with the sets: read once per generation, at most MAX_ROWS rows kept (then the
-map starts again). Rows found corrupt since (`known_corrupt`) are left out at every read.
+candidates' signals (storage.entries.candidate_rows: a join of entries and artifacts, 0.2–0.3 ms
+for 60 rows of SciFact, twice a hybrid query; `python -m lab.query_path_costs --part store`).
+They depend on the same rows, so they live and die with the sets: read once per generation, at
+most MAX_ROWS rows kept (then the map starts again). Rows found corrupt since (`known_corrupt`)
+are left out at every read.
 
 Bounds: at most `max_filters` filter values per tenant (least recently used evicted) and at
 most `max_ids` cached ids in total; a larger set is computed per call as before.
@@ -52,7 +53,7 @@ from shared.records import SearchFilters
 MAX_FILTERS = 32
 MAX_IDS = 2_000_000
 MAX_ROWS = 200_000               # cached candidate rows a tenant
-ROW_BYTES = 340                  # what one costs in memory (SciFact, measured): ~70 MB at most
+ROW_BYTES = 340                  # what one costs in memory (SciFact: lab.query_path_costs): ~70 MB at most
 _SEQUENCE_FIELDS = ("source_types", "tags", "owners", "artifact_ids", "source_ids", "visibility_groups",
                     "exclude_source_ids")
 
